@@ -1,0 +1,29 @@
+# Two commands do all the set-up: `make run` and `make test`.
+# Both create or reuse .venv/ at the repo root and install the pinned requirements
+# (re-installed only when a requirements file changes).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench soak clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) main.py
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+bench: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m bench
+
+soak: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m soak tests/soak
+
+clean:
+	rm -rf $(VENV) .pytest_cache

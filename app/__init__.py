@@ -1,0 +1,26 @@
+"""Splitscope's desktop app (PySide6 + pyqtgraph). The only Qt code of the project.
+
+``launch(argv)`` creates the QApplication, shows the main window and runs the
+event loop. Nothing here imports torch: validation and block profiling run in
+the planner process (app.planner_service), training in the engine's worker.
+
+Environment knobs (tests, the screenshot script, benchmarks):
+
+- ``SPLITSCOPE_QUIT_AFTER_MS``: quit the app this long after the window shows,
+  and print one JSON line to stderr with the start-up figures.
+- ``SPLITSCOPE_SETTINGS``: an INI file for QSettings instead of the user's store.
+- ``SPLITSCOPE_DB``: the run store (the engine's own override).
+"""
+from __future__ import annotations
+
+import time
+
+_T_IMPORT = time.perf_counter()
+
+
+def launch(argv: list[str] | None = None) -> int:
+    from app.application import run_app
+    return run_app(list(argv or []), t_start=_T_IMPORT)
+
+
+__all__ = ["launch"]

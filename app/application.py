@@ -1,0 +1,87 @@
+"""The QApplication, its look, and the event loop (``app.launch`` calls ``run_app``)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app import theme
+
+
+def dark_palette() -> QtGui.QPalette:
+    p = QtGui.QPalette()
+    c = QtGui.QColor
+    role = QtGui.QPalette.ColorRole
+    p.setColor(role.Window, c(theme.BACKGROUND))
+    p.setColor(role.WindowText, c(theme.FOREGROUND))
+    p.setColor(role.Base, c("#0f1216"))
+    p.setColor(role.AlternateBase, c("#171b21"))
+    p.setColor(role.ToolTipBase, c("#22272e"))
+    p.setColor(role.ToolTipText, c(theme.FOREGROUND))
+    p.setColor(role.Text, c(theme.FOREGROUND))
+    p.setColor(role.Button, c("#22272e"))
+    p.setColor(role.ButtonText, c(theme.FOREGROUND))
+    p.setColor(role.BrightText, c("#ffffff"))
+    p.setColor(role.Highlight, c("#2f6feb"))
+    p.setColor(role.HighlightedText, c("#ffffff"))
+    p.setColor(role.PlaceholderText, c(theme.MUTED))
+    p.setColor(role.Link, c("#58a6ff"))
+    for r in (role.WindowText, role.Text, role.ButtonText):
+        p.setColor(QtGui.QPalette.ColorGroup.Disabled, r, c("#5b636d"))
+    return p
+
+
+def configure(app: QtWidgets.QApplication) -> None:
+    app.setApplicationName("Splitscope")
+    app.setOrganizationName("Splitscope")
+    app.setApplicationDisplayName("Splitscope")
+    app.setStyle("Fusion")
+    app.setPalette(dark_palette())
+    app.setStyleSheet(theme.style_sheet())
+    app.setWindowIcon(QtGui.QIcon(theme.icon_path("splitscope.svg")))
+    # Antialiased curves look better and cost little at our point counts (peak downsampling
+    # keeps them near one point per pixel column).
+    pg.setConfigOptions(antialias=True, foreground=theme.MUTED, background=theme.PANEL)
+
+
+def _seconds_since_process_start() -> float | None:
+    try:
+        import psutil
+        return time.time() - psutil.Process().create_time()
+    except Exception:
+        return None
+
+
+def run_app(argv: list[str], t_start: float) -> int:
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0], *argv])
+    configure(app)
+    from app.main_window import MainWindow
+    window = MainWindow()
+    window.show()
+    report: dict = {}
+
+    def shown():
+        report["shown_s"] = round(time.perf_counter() - t_start, 3)
+        report["shown_since_process_start_s"] = _seconds_since_process_start()
+        report["torch_imported"] = "torch" in sys.modules
+        report["title"] = window.windowTitle()
+
+    QtCore.QTimer.singleShot(0, shown)
+    quit_after = os.environ.get("SPLITSCOPE_QUIT_AFTER_MS")
+    if quit_after:
+        def quit_now():
+            report["torch_imported_at_quit"] = "torch" in sys.modules
+            window.close()
+            app.quit()
+        QtCore.QTimer.singleShot(int(quit_after), quit_now)
+    app.aboutToQuit.connect(window.shutdown)
+    rc = app.exec()
+    # After the loop: a run still going (a forced close) is stopped and reaped here.
+    window.shutdown()
+    if quit_after:
+        print(json.dumps({"splitscope_app": report}), file=sys.stderr, flush=True)
+    return rc

@@ -1,0 +1,370 @@
+"""ExperimentPanel: model, devices, strategy, micro-batches, schedule, batch size, steps.
+
+The choices come from the engine's torch-free catalogues (MODELS, STRATEGIES,
+SCHEDULES). Problems found by the engine's validation are shown under the
+control they concern (``show_problems``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from engine.config import ExperimentConfig
+from engine.models import MODELS
+from engine.strategies import SCHEDULES, STRATEGIES
+
+OPEN_FILE = "__open_model_file__"
+
+
+def _problem_label() -> QtWidgets.QLabel:
+    label = QtWidgets.QLabel()
+    label.setObjectName("problem")
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.hide()
+    return label
+
+
+class ExperimentPanel(QtWidgets.QWidget):
+    sigConfigChanged = QtCore.Signal()
+    sigModelFileChosen = QtCore.Signal(str)
+
+    # Options whose problems show under each control; others go to the "config" row.
+    ROWS = ("model", "devices", "strategy", "micro_batches", "schedule", "batch_size", "steps")
+    OPTION_ROW = {"model": "model", "model_file": "model", "width": "model", "depth": "model",
+                  "devices": "devices", "strategy": "strategy", "micro_batches": "micro_batches",
+                  "split_size": "micro_batches", "schedule": "schedule", "batch_size": "batch_size",
+                  "steps": "steps", "warmup": "steps"}
+
+    def __init__(self, cores: int, gpus: list[dict] | None = None, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.cores = max(1, cores)
+        self.gpus = list(gpus or [])
+        self.model_file: str | None = None
+        self._last_model_index = 0
+        self._updating = False
+
+        form = QtWidgets.QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        form.setLabelAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+        form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.problems: dict[str, QtWidgets.QLabel] = {}
+
+        # Model
+        self.model_combo = QtWidgets.QComboBox()
+        self.model_combo.setObjectName("modelCombo")
+        for name, info in MODELS.items():
+            self.model_combo.addItem(name, name)
+            self.model_combo.setItemData(self.model_combo.count() - 1, info.description,
+                                         QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.model_combo.insertSeparator(self.model_combo.count())
+        self.model_combo.addItem("Open model file…", OPEN_FILE)
+        self.model_combo.activated.connect(self._on_model_activated)
+        self.model_combo.currentIndexChanged.connect(self._on_model_changed)
+        self.model_desc = QtWidgets.QLabel()
+        self.model_desc.setObjectName("muted")
+        self.model_desc.setWordWrap(True)
+        self.width_spin = QtWidgets.QSpinBox(minimum=1, maximum=65536, value=512)
+        self.width_spin.setToolTip("mlp: features of each hidden Linear")
+        self.depth_spin = QtWidgets.QSpinBox(minimum=1, maximum=512, value=8)
+        self.depth_spin.setToolTip("mlp: number of Linear+ReLU blocks before the head")
+        shape = QtWidgets.QHBoxLayout()
+        shape.setContentsMargins(0, 0, 0, 0)
+        shape.addWidget(QtWidgets.QLabel("width"))
+        shape.addWidget(self.width_spin, 1)
+        shape.addWidget(QtWidgets.QLabel("depth"))
+        shape.addWidget(self.depth_spin, 1)
+        self.shape_row = QtWidgets.QWidget()
+        self.shape_row.setLayout(shape)
+        form.addRow("Model", self.model_combo)
+        form.addRow("", self.model_desc)
+        form.addRow("", self.shape_row)
+        self._add_problem_row(form, "model")
+
+        # Devices
+        self.devices_combo = QtWidgets.QComboBox()
+        self.devices_combo.setObjectName("devicesCombo")
+        self.devices_combo.setEditable(True)
+        self.devices_combo.setInsertPolicy(QtWidgets.QComboBox.InsertPolicy.NoInsert)
+        for spec, tip in self._device_choices():
+            self.devices_combo.addItem(spec)
+            self.devices_combo.setItemData(self.devices_combo.count() - 1, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.devices_combo.setCurrentText("cpu:2")
+        self.devices_combo.currentTextChanged.connect(self._changed)
+        self.devices_info = QtWidgets.QLabel(self._hardware_text())
+        self.devices_info.setObjectName("muted")
+        self.devices_info.setWordWrap(True)
+        form.addRow("Devices", self.devices_combo)
+        form.addRow("", self.devices_info)
+        self._add_problem_row(form, "devices")
+
+        # Strategy
+        self.strategy_combo = QtWidgets.QComboBox()
+        self.strategy_combo.setObjectName("strategyCombo")
+        for name, info in STRATEGIES.items():
+            self.strategy_combo.addItem(name, name)
+            self.strategy_combo.setItemData(self.strategy_combo.count() - 1, info.description,
+                                            QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.strategy_desc = QtWidgets.QLabel()
+        self.strategy_desc.setObjectName("muted")
+        self.strategy_desc.setWordWrap(True)
+        self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
+        form.addRow("Strategy", self.strategy_combo)
+        form.addRow("", self.strategy_desc)
+        self._add_problem_row(form, "strategy")
+
+        # Micro-batches (or the tutorial's split size) and schedule: pipeline only
+        self.mb_mode = QtWidgets.QComboBox()
+        self.mb_mode.addItem("micro-batches", "micro_batches")
+        self.mb_mode.addItem("split size", "split_size")
+        self.mb_mode.setToolTip("Micro-batches per step, or samples per micro-batch (the tutorial's split size)")
+        self.mb_spin = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, value=4)
+        self.mb_mode.currentIndexChanged.connect(self._changed)
+        mb = QtWidgets.QHBoxLayout()
+        mb.setContentsMargins(0, 0, 0, 0)
+        mb.addWidget(self.mb_mode)
+        mb.addWidget(self.mb_spin, 1)
+        self.mb_row = QtWidgets.QWidget()
+        self.mb_row.setLayout(mb)
+        self.mb_label = QtWidgets.QLabel("Micro-batching")
+        form.addRow(self.mb_label, self.mb_row)
+        self._add_problem_row(form, "micro_batches")
+        self.schedule_combo = QtWidgets.QComboBox()
+        for name, description in SCHEDULES.items():
+            self.schedule_combo.addItem(name, name)
+            self.schedule_combo.setItemData(self.schedule_combo.count() - 1, description,
+                                            QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.schedule_desc = QtWidgets.QLabel()
+        self.schedule_desc.setObjectName("muted")
+        self.schedule_desc.setWordWrap(True)
+        self.schedule_combo.currentIndexChanged.connect(self._on_schedule_changed)
+        self.schedule_label = QtWidgets.QLabel("Schedule")
+        form.addRow(self.schedule_label, self.schedule_combo)
+        self.schedule_desc_label = QtWidgets.QLabel("")
+        form.addRow(self.schedule_desc_label, self.schedule_desc)
+        self._add_problem_row(form, "schedule")
+
+        # Batch size and steps
+        self.batch_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=MODELS["mlp"].batch_size)
+        self.batch_spin.setObjectName("batchSpin")
+        self.batch_spin.setToolTip("Global batch per step")
+        form.addRow("Batch size", self.batch_spin)
+        self._add_problem_row(form, "batch_size")
+        self.steps_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=20)
+        self.steps_spin.setObjectName("stepsSpin")
+        self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
+        form.addRow("Steps", self.steps_spin)
+        self._add_problem_row(form, "steps")
+        self.config_problem = _problem_label()
+        form.addRow(self.config_problem)
+        self.problems["config"] = self.config_problem
+        self._form = form
+
+        for spin in (self.width_spin, self.depth_spin, self.mb_spin, self.batch_spin, self.steps_spin):
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(self._changed)
+        self.model_combo.setCurrentIndex(self.model_combo.findData("mlp"))
+        self.strategy_combo.setCurrentIndex(self.strategy_combo.findData("model-parallel"))
+        self._on_model_changed()
+        self._on_strategy_changed()
+        self._on_schedule_changed()
+
+    # -- building ------------------------------------------------------------------
+    def _add_problem_row(self, form: QtWidgets.QFormLayout, key: str) -> None:
+        label = _problem_label()
+        self.problems[key] = label
+        form.addRow("", label)
+
+    def _device_choices(self) -> list[tuple[str, str]]:
+        choices = [("auto", "GPUs when there are enough for the strategy, else CPU virtual devices")]
+        for n in sorted({1, 2, 3, 4, self.cores, 8}):
+            tip = f"{n} CPU virtual device{'s' if n > 1 else ''}, each pinned to its own core"
+            if n > self.cores:
+                tip += f" (more than the {self.cores} cores here: timings then mean little)"
+            choices.append((f"cpu:{n}", tip))
+        for k in range(1, len(self.gpus) + 1):
+            names = ", ".join(f"cuda:{g['index']}" for g in self.gpus[:k])
+            choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in self.gpus[:k])))
+        if self.gpus:
+            choices.append(("cpu,cuda:0", "mixed placement, as in the seed's CPU+GPU model"))
+        return choices
+
+    def _hardware_text(self) -> str:
+        parts = [f"{self.cores} core{'s' if self.cores != 1 else ''} for CPU virtual devices"]
+        if self.gpus:
+            for g in self.gpus:
+                mem = g.get("memory_total")
+                mem_text = f", {mem / 2**30:.0f} GiB" if mem else ""
+                parts.append(f"cuda:{g['index']} {g.get('name') or 'GPU'}{mem_text}")
+        else:
+            parts.append("no CUDA GPU")
+        return " · ".join(parts)
+
+    def set_gpus(self, gpus: list[dict]) -> None:
+        """GPU inventory arrived (it is read off the UI thread): offer them."""
+        self.gpus = list(gpus)
+        current = self.devices_combo.currentText()
+        self._updating = True
+        self.devices_combo.clear()
+        for spec, tip in self._device_choices():
+            self.devices_combo.addItem(spec)
+            self.devices_combo.setItemData(self.devices_combo.count() - 1, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.devices_combo.setCurrentText(current)
+        self._updating = False
+        self.devices_info.setText(self._hardware_text())
+
+    # -- reactions -------------------------------------------------------------------
+    def _changed(self, *_args) -> None:
+        if not self._updating:
+            self.sigConfigChanged.emit()
+
+    def _on_model_activated(self, index: int) -> None:
+        if self.model_combo.itemData(index) == OPEN_FILE:
+            start = str(Path(self.model_file).parent) if self.model_file else str(Path.home())
+            path, _ = QtWidgets.QFileDialog.getOpenFileName(
+                self, "Open model file", start, "Python model file (*.py);;All files (*)")
+            if path:
+                self.set_model_file(path)
+            else:
+                self.model_combo.setCurrentIndex(self._last_model_index)
+
+    def set_model_file(self, path: str) -> None:
+        """Use a model file: it defines build_model() and make_batch(batch_size, generator)."""
+        self.model_file = os.path.abspath(path)
+        label = f"file: {Path(path).name}"
+        idx = self.model_combo.findData(f"file:{self.model_file}")
+        if idx < 0:
+            self.model_combo.insertItem(self.model_combo.count() - 1, label, f"file:{self.model_file}")
+            idx = self.model_combo.count() - 2
+            self.model_combo.setItemData(idx, self.model_file, QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.model_combo.setCurrentIndex(idx)
+        self.sigModelFileChosen.emit(self.model_file)
+
+    def _on_model_changed(self, *_args) -> None:
+        data = self.model_combo.currentData()
+        if data == OPEN_FILE:
+            return
+        self._last_model_index = self.model_combo.currentIndex()
+        is_file = isinstance(data, str) and data.startswith("file:")
+        if is_file:
+            self.model_file = data[5:]
+            self.model_desc.setText(f"{self.model_file}\nbuild_model() and make_batch(batch_size, generator)")
+        else:
+            info = MODELS.get(data)
+            self.model_desc.setText(info.description if info else "")
+            if info and not self._updating:
+                self._updating = True
+                self.batch_spin.setValue(info.batch_size)
+                self._updating = False
+        self.shape_row.setVisible(data == "mlp")
+        self._changed()
+
+    def _on_strategy_changed(self, *_args) -> None:
+        info = STRATEGIES.get(self.strategy_combo.currentData())
+        self.strategy_desc.setText(info.description if info else "")
+        pipelined = bool(info and info.uses_micro_batches)
+        for w in (self.mb_label, self.mb_row, self.schedule_label, self.schedule_combo,
+                  self.schedule_desc_label, self.schedule_desc):
+            w.setVisible(pipelined)
+        if not pipelined:
+            for key in ("micro_batches", "schedule"):
+                self.problems[key].hide()
+        self._changed()
+
+    def _on_schedule_changed(self, *_args) -> None:
+        self.schedule_desc.setText(SCHEDULES.get(self.schedule_combo.currentData(), ""))
+        self._changed()
+
+    # -- the config ------------------------------------------------------------------
+    @property
+    def strategy(self) -> str:
+        return self.strategy_combo.currentData()
+
+    def config(self, split: tuple[int, ...] | None = None) -> ExperimentConfig:
+        data = self.model_combo.currentData()
+        is_file = isinstance(data, str) and data.startswith("file:")
+        info = STRATEGIES.get(self.strategy)
+        pipelined = bool(info and info.uses_micro_batches)
+        mb_mode = self.mb_mode.currentData()
+        steps = self.steps_spin.value()
+        return ExperimentConfig(
+            strategy=self.strategy,
+            model="custom" if is_file else data,
+            model_file=data[5:] if is_file else None,
+            width=self.width_spin.value(),
+            depth=self.depth_spin.value(),
+            devices=self.devices_combo.currentText().strip(),
+            split=split if (info and info.uses_split) else None,
+            micro_batches=self.mb_spin.value() if pipelined and mb_mode == "micro_batches" else None,
+            split_size=self.mb_spin.value() if pipelined and mb_mode == "split_size" else None,
+            schedule=self.schedule_combo.currentData(),
+            batch_size=self.batch_spin.value(),
+            steps=steps,
+            warmup=min(2, steps - 1) if steps > 1 else 0,
+        )
+
+    def show_problems(self, problems: list[dict]) -> list[str]:
+        """Show each problem under its control; returns the texts shown."""
+        by_row: dict[str, list[str]] = {}
+        for p in problems:
+            row = self.OPTION_ROW.get(p["option"], "config")
+            flag = "--" + p["option"].replace("_", "-") if p["option"] != "config" else ""
+            text = f"{flag}: {p['message']}" if flag else p["message"]
+            by_row.setdefault(row, []).append(text)
+        for key, label in self.problems.items():
+            texts = by_row.get(key)
+            if texts:
+                label.setText("\n".join(texts))
+                label.show()
+            else:
+                label.clear()
+                label.hide()
+        return [t for texts in by_row.values() for t in texts]
+
+    # -- settings --------------------------------------------------------------------
+    def save(self, settings: QtCore.QSettings) -> None:
+        c = self.config()
+        settings.setValue("experiment/model", c.model if not c.model_file else "custom")
+        settings.setValue("experiment/model_file", self.model_file or "")
+        settings.setValue("experiment/width", c.width)
+        settings.setValue("experiment/depth", c.depth)
+        settings.setValue("experiment/devices", c.devices)
+        settings.setValue("experiment/strategy", c.strategy)
+        settings.setValue("experiment/mb_mode", self.mb_mode.currentData())
+        settings.setValue("experiment/mb_value", self.mb_spin.value())
+        settings.setValue("experiment/schedule", c.schedule)
+        settings.setValue("experiment/batch_size", c.batch_size)
+        settings.setValue("experiment/steps", c.steps)
+
+    def restore(self, settings: QtCore.QSettings) -> None:
+        from app.settings import read_int, read_str
+        self._updating = True
+        try:
+            model_file = read_str(settings, "experiment/model_file")
+            model = read_str(settings, "experiment/model", "mlp")
+            if model == "custom" and model_file and os.path.exists(model_file):
+                self.set_model_file(model_file)
+            elif model in MODELS:
+                self.model_combo.setCurrentIndex(self.model_combo.findData(model))
+            self.width_spin.setValue(read_int(settings, "experiment/width", 512))
+            self.depth_spin.setValue(read_int(settings, "experiment/depth", 8))
+            self.devices_combo.setCurrentText(read_str(settings, "experiment/devices", "cpu:2") or "cpu:2")
+            strategy = read_str(settings, "experiment/strategy", "model-parallel")
+            if strategy in STRATEGIES:
+                self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(strategy))
+            mode = self.mb_mode.findData(read_str(settings, "experiment/mb_mode", "micro_batches"))
+            self.mb_mode.setCurrentIndex(max(0, mode))
+            self.mb_spin.setValue(read_int(settings, "experiment/mb_value", 4))
+            schedule = self.schedule_combo.findData(read_str(settings, "experiment/schedule", "gpipe"))
+            self.schedule_combo.setCurrentIndex(max(0, schedule))
+            default_batch = MODELS[model].batch_size if model in MODELS else self.batch_spin.value()
+            self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
+            self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
+            # Refresh descriptions and visible rows without resetting the restored batch size.
+            self._on_model_changed()
+            self._on_strategy_changed()
+        finally:
+            self._updating = False
+        self.sigConfigChanged.emit()

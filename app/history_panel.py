@@ -1,0 +1,178 @@
+"""HistoryPanel: the runs in the store with their key figures; select one to see it, several to compare."""
+from __future__ import annotations
+
+import threading
+import time
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app import theme
+from app.plot_panel import RunData
+from engine.store import RunRecord, Store
+
+COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",
+           "samples/s", "bubble meas. / theory", "loss", "error")
+
+
+def _fmt(value, spec: str = ".3g") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def run_label(record: RunRecord) -> str:
+    started = time.strftime("%H:%M:%S", time.localtime(record.started))
+    return f"{started} {record.config.get('strategy', '?')}"
+
+
+def row_values(record: RunRecord) -> list[str]:
+    c, s = record.config, record.summary or {}
+    model = "file: " + c["model_file"].rsplit("/", 1)[-1] if c.get("model_file") else c.get("model", "?")
+    if c.get("model") == "mlp" and not c.get("model_file"):
+        model += f" {c.get('width')}×{c.get('depth')}"
+    split = s.get("split") if s.get("split") is not None else c.get("split")
+    bubble = s.get("bubble") or {}
+    loss = s.get("loss") or {}
+    step_time = (s.get("step_time_s") or {}).get("mean")
+    throughput = (s.get("throughput") or {}).get("mean")
+    devices = s.get("devices") or c.get("devices")
+    if isinstance(devices, list):
+        devices = ",".join(devices)
+    return [
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started)),
+        record.status,
+        c.get("strategy", "?"),
+        model,
+        str(devices),
+        ",".join(map(str, split)) if split else "—",
+        str(s.get("micro_batches") or "—"),
+        "—" if step_time is None else f"{step_time * 1000:.1f} ms",
+        "—" if throughput is None else f"{throughput:,.0f}",
+        f"{_fmt(bubble.get('measured'), '.1%')} / {_fmt(bubble.get('theory'), '.1%')}" if bubble else "—",
+        "—" if not loss else f"{loss.get('first', 0):.3f} → {loss.get('last', 0):.3f}",
+        (record.error or "").splitlines()[0][:120] if record.error else "",
+    ]
+
+
+def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
+    """Read runs with their steps, timeline and samples (own connection: any thread)."""
+    out = []
+    with Store(db_path) as store:
+        for run_id in run_ids:
+            record = store.get_run(run_id)
+            if record is None:
+                continue
+            out.append(RunData(run_id=record.id, label=run_label(record), status=record.status,
+                               config=record.config, summary=record.summary, error=record.error,
+                               steps=store.steps(run_id), timeline=store.timeline(run_id),
+                               samples=store.samples(run_id)))
+    return out
+
+
+class HistoryPanel(QtWidgets.QWidget):
+    sigSelectionChanged = QtCore.Signal(list)   # run ids, newest first
+    sigLoaded = QtCore.Signal(int, list)        # token, [RunData] (from a loader thread, queued)
+
+    def __init__(self, store: Store, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.store = store
+        self.records: list[RunRecord] = []
+        self._token = 0
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        bar = QtWidgets.QHBoxLayout()
+        self.count_label = QtWidgets.QLabel()
+        self.count_label.setObjectName("muted")
+        bar.addWidget(self.count_label, 1)
+        hint = QtWidgets.QLabel("Select a run to see its plots; select several (Ctrl/Shift) to compare them.")
+        hint.setObjectName("muted")
+        bar.addWidget(hint)
+        self.refresh_button = QtWidgets.QPushButton("Refresh")
+        self.refresh_button.clicked.connect(self.refresh)
+        bar.addWidget(self.refresh_button)
+        layout.addLayout(bar)
+        self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("historyTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._on_selection)
+        layout.addWidget(self.table)
+
+    def refresh(self) -> None:
+        selected = set(self.selected_ids())
+        self.records = self.store.list_runs(limit=500)
+        self.table.blockSignals(True)
+        try:
+            self.table.setRowCount(len(self.records))
+            status_colors = {"finished": theme.OK, "failed": theme.ERROR, "stopped": theme.WARNING,
+                             "interrupted": theme.WARNING, "running": theme.FOREGROUND}
+            for r, record in enumerate(self.records):
+                for c, text in enumerate(row_values(record)):
+                    item = QtWidgets.QTableWidgetItem(text)
+                    if c == 0:
+                        item.setData(QtCore.Qt.ItemDataRole.UserRole, record.id)
+                        item.setToolTip(record.id)
+                    if c == 1:
+                        item.setForeground(QtGui.QColor(status_colors.get(record.status, theme.FOREGROUND)))
+                    if c == len(COLUMNS) - 1 and record.error:
+                        item.setToolTip(record.error)
+                    self.table.setItem(r, c, item)
+            selection = self.table.selectionModel()
+            for r, record in enumerate(self.records):
+                if record.id in selected:
+                    selection.select(self.table.model().index(r, 0),
+                                     QtCore.QItemSelectionModel.SelectionFlag.Select
+                                     | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+        finally:
+            self.table.blockSignals(False)
+        self.count_label.setText(f"{len(self.records)} run{'s' if len(self.records) != 1 else ''} in "
+                                 f"{self.store.path}")
+
+    def run_ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+    def selected_ids(self) -> list[str]:
+        rows = sorted({i.row() for i in self.table.selectionModel().selectedRows()})
+        return [self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole) for r in rows
+                if self.table.item(r, 0) is not None]
+
+    def select_ids(self, run_ids: list[str]) -> None:
+        wanted = set(run_ids)
+        self.table.clearSelection()
+        selection = self.table.selectionModel()
+        for r in range(self.table.rowCount()):
+            if self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole) in wanted:
+                selection.select(self.table.model().index(r, 0),
+                                 QtCore.QItemSelectionModel.SelectionFlag.Select
+                                 | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+
+    def _on_selection(self) -> None:
+        self.sigSelectionChanged.emit(self.selected_ids())
+
+    def load(self, run_ids: list[str]) -> int:
+        """Load runs on a background thread (a long run has many samples); sigLoaded answers."""
+        self._token += 1
+        token = self._token
+        db_path = str(self.store.path)
+
+        def work():
+            try:
+                runs = load_runs(db_path, run_ids)
+            except Exception:  # a store being written to at the same moment: show nothing rather than crash
+                runs = []
+            try:
+                self.sigLoaded.emit(token, runs)
+            except RuntimeError:  # the panel was closed while we read
+                pass
+
+        threading.Thread(target=work, name="history-loader", daemon=True).start()
+        return token
+
+    @property
+    def latest_token(self) -> int:
+        return self._token

@@ -1,0 +1,138 @@
+"""The planner process: full validation and per-block profiling, off the app's process.
+
+Run as ``python -m app.planner_service``. It imports torch, which the app must not
+do: importing torch in a thread of the GUI process holds the GIL for hundreds of
+milliseconds at a time, so the window would freeze. Here it costs nothing to the
+UI. No Qt in this module.
+
+Protocol, JSON Lines both ways:
+
+- in:  ``{"id": n, "config": {...}, "profile": bool, "stages": int|None}``; only the newest pending
+  request is served, older ones are skipped. EOF (the app closed or died) ends
+  the process.
+- out: ``{"kind": "ready"}`` once torch is imported; then per request
+  ``{"id", "kind": "check", "problems": [{"option", "message"}], "warnings",
+  "stages", "n_blocks", "block_names"}`` and, when asked to profile and the
+  config is valid, ``{"id", "kind": "blocks", "blocks": [{"name", "params",
+  "cost_s", "out_bytes"}], "balanced": [...], "error"}``.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import traceback
+
+
+# Problems that make the model itself unbuildable: no profile then.
+PROFILE_BLOCKERS = {"model", "model_file", "width", "depth", "batch_size", "config"}
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _read_stdin(lines: "queue.Queue[str | None]") -> None:
+    for line in sys.stdin:
+        lines.put(line)
+    lines.put(None)  # EOF: the app is gone
+
+
+def _newest(lines: "queue.Queue[str | None]", first: str | None) -> tuple[str | None, bool]:
+    """The newest pending request (older ones are stale) and whether EOF came."""
+    newest, eof = first, first is None
+    while True:
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return newest, eof
+        if line is None:
+            eof = True
+        elif line.strip():
+            newest = line
+    
+
+def check(config_dict: dict) -> dict:
+    from engine.config import ConfigError, ExperimentConfig, Problem
+    try:
+        config = ExperimentConfig.from_dict(config_dict)
+    except ConfigError as exc:
+        return {"problems": [{"option": p.option, "message": p.message} for p in exc.problems],
+                "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
+    try:
+        from engine import validate
+        plan_fn = getattr(validate, "plan", None)
+        if plan_fn is not None:
+            plan, problems = plan_fn(config)
+        else:
+            plan, problems = None, validate.check(config)
+    except Exception as exc:  # validation itself broke: say so rather than pass the config
+        problems = [Problem("config", f"validation failed: {type(exc).__name__}: {exc}")]
+        plan = None
+    out = {"problems": [{"option": p.option, "message": p.message} for p in problems],
+           "warnings": list(getattr(plan, "warnings", []) or []), "stages": None,
+           "n_blocks": getattr(plan, "n_blocks", None), "block_names": getattr(plan, "block_names", None)}
+    if plan is not None:
+        out["stages"] = len(plan.devices)
+    return out
+
+
+def profile(config_dict: dict, stages: int | None) -> dict:
+    from engine import planning
+    from engine.config import ExperimentConfig
+    import torch
+    torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
+    config = ExperimentConfig.from_dict(config_dict)
+    describe = getattr(planning, "describe_blocks", None)
+    if describe is not None:
+        infos = describe(config)
+    else:
+        from engine.models.build import build
+        infos = planning.block_costs(build(config), config.effective_batch_size)
+    blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes)}
+              for b in infos]
+    balanced = None
+    if stages and 1 <= stages <= len(blocks):
+        balanced = list(planning.balanced_split([b["cost_s"] for b in blocks], stages))
+    return {"blocks": blocks, "balanced": balanced}
+
+
+def main() -> int:
+    import torch  # noqa: F401  the slow import, once, before saying ready
+    _emit({"kind": "ready"})
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_read_stdin, args=(lines,), name="planner-stdin", daemon=True).start()
+    while True:
+        line, eof = _newest(lines, lines.get())
+        if line is None:
+            return 0
+        try:
+            request = json.loads(line)
+            req_id = request["id"]
+            config = request["config"]
+        except (ValueError, KeyError, TypeError):
+            _emit({"kind": "garbled", "line": line[:200]})
+            continue
+        result = check(config)
+        _emit({"id": req_id, "kind": "check", **result})
+        blocking = {p["option"] for p in result["problems"]} & PROFILE_BLOCKERS
+        if request.get("profile") and not blocking:
+            if not lines.empty():  # a newer request is waiting: this profile would be stale
+                continue
+            try:
+                # Blocks do not depend on the split or the devices: profile even while those are wrong.
+                stages = request.get("stages") or result["stages"]
+                _emit({"id": req_id, "kind": "blocks", "error": None,
+                       **profile(dict(config, split=None), stages)})
+            except Exception as exc:
+                _emit({"id": req_id, "kind": "blocks", "blocks": None, "balanced": None,
+                       "error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc()})
+        if eof:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

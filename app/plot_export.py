@@ -1,0 +1,116 @@
+"""Export a plot as PNG, SVG or CSV, robustly.
+
+pyqtgraph 0.14.0's exporters have two traps:
+
+- ``ImageExporter`` raises "Cannot export image with size=0" when the plot has
+  not been laid out yet (a plot in a tab never shown, a window not yet shown):
+  its target rectangle is empty. We give the plot item a provisional geometry
+  for the export and put the old one back.
+- ``SVGExporter`` re-parses the SVG that Qt generates for every item and
+  rewrites the coordinates of each ``<path d="...">`` by splitting on spaces and
+  commas (``x, y = c.split(',')`` then ``float(x)``). Anything Qt writes that is
+  not a plain "x,y" pair breaks that: a non-finite coordinate (Qt writes
+  ``nan``/``inf``, whose first letter is then taken for a path command), an item
+  whose transform is singular, or an empty bounding rect (division by a zero
+  width). The result is a ValueError (or ZeroDivisionError) from deep inside the
+  exporter on what looks like a plain line plot. We keep non-finite values out
+  of the curves (the ring buffers hold only real samples), give empty plots a
+  geometry, and if the exporter still fails, fall back to rendering the plot's
+  scene straight into ``QSvgGenerator``, which always works (its only loss is
+  that items outside the view box are not clipped, so we clip the painter).
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph.exporters import ImageExporter, SVGExporter
+from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
+
+PROVISIONAL_SIZE = QtCore.QSizeF(900, 520)
+FORMATS = ("png", "svg", "csv")
+
+
+@contextlib.contextmanager
+def _laid_out(item: pg.PlotItem) -> Iterator[None]:
+    """Give an item that has never been laid out a size for the export."""
+    old = item.geometry()
+    if old.width() >= 2 and old.height() >= 2:
+        yield
+        return
+    item.setGeometry(QtCore.QRectF(QtCore.QPointF(0, 0), PROVISIONAL_SIZE))
+    try:
+        yield
+    finally:
+        item.setGeometry(old)
+
+
+def export_png(plot_item: pg.PlotItem, path: str | Path, width: int | None = None) -> Path:
+    path = Path(path)
+    with _laid_out(plot_item):
+        exporter = ImageExporter(plot_item)
+        if width:
+            exporter.parameters()["width"] = int(width)
+        exporter.export(str(path))
+    return path
+
+
+def export_svg(plot_item: pg.PlotItem, path: str | Path) -> Path:
+    path = Path(path)
+    with _laid_out(plot_item):
+        try:
+            data = SVGExporter(plot_item).export(toBytes=True)
+        except (ValueError, ZeroDivisionError, IndexError):
+            data = _render_svg(plot_item)
+    path.write_bytes(data)
+    return path
+
+
+def _render_svg(plot_item: pg.PlotItem) -> bytes:
+    """Render the plot item's part of the scene with Qt's own SVG generator."""
+    scene = plot_item.scene()
+    source = plot_item.sceneBoundingRect()
+    buffer = QtCore.QBuffer()
+    buffer.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    generator = QtSvg.QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(source.size().toSize())
+    generator.setViewBox(QtCore.QRectF(QtCore.QPointF(0, 0), source.size()))
+    generator.setTitle("Splitscope plot")
+    painter = QtGui.QPainter(generator)
+    try:
+        target = QtCore.QRectF(QtCore.QPointF(0, 0), source.size())
+        painter.setClipRect(target)
+        if scene is not None:
+            scene.render(painter, target, source)
+    finally:
+        painter.end()
+    return bytes(buffer.data().data())
+
+
+def write_csv(series: Iterable[tuple[str, np.ndarray, np.ndarray]], path: str | Path,
+              x_name: str = "x", y_name: str = "y") -> Path:
+    """All the data behind a plot, not the downsampled drawing: one row per point."""
+    path = Path(path)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["series", x_name, y_name])
+        for name, x, y in series:
+            for xv, yv in zip(np.asarray(x).tolist(), np.asarray(y).tolist()):
+                writer.writerow([name, repr(float(xv)), repr(float(yv))])
+    return path
+
+
+def ask_path(parent: QtWidgets.QWidget, fmt: str, suggested: str, directory: str) -> str | None:
+    filters = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv": "CSV table (*.csv)"}
+    start = str(Path(directory or Path.home()) / f"{suggested}.{fmt}")
+    path, _ = QtWidgets.QFileDialog.getSaveFileName(parent, f"Export {fmt.upper()}", start, filters[fmt])
+    if not path:
+        return None
+    if not path.lower().endswith("." + fmt):
+        path += "." + fmt
+    return path

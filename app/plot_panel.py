@@ -1,0 +1,375 @@
+"""PlotPanel: utilization, memory, throughput, loss, and the timeline with its bubble figures.
+
+Two modes: *live* (the ring buffers of this session: telemetry of the machine
+or of the running devices, and the current run's steps) and *history* (runs
+loaded from the store, one or several overlaid). A single QTimer in the main
+window calls ``redraw()``; only series whose buffers changed are handed to
+pyqtgraph.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from app import theme
+from app.live_data import RunProgress, StepHistory, TelemetryHistory
+from app.series_plot import SeriesPlot
+from app.timeline_view import KINDS, TimelineView
+
+LIVE_WINDOW_S = 120.0
+
+
+class RelativeTimeAxis(pg.AxisItem):
+    """Time axis labelled relative to ``now`` (live: "-30" is 30 s ago), at round relative values."""
+
+    def __init__(self):
+        super().__init__("bottom")
+        self.now: float | None = None
+        self.enableAutoSIPrefix(False)  # an hour is 3600 s, not "3.6 ks"
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802  (Qt naming)
+        if self.now is None:
+            return super().tickValues(minVal, maxVal, size)
+        levels = super().tickValues(minVal - self.now, maxVal - self.now, size)
+        return [(spacing, [v + self.now for v in values]) for spacing, values in levels]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        if self.now is None:
+            return super().tickStrings(values, scale, spacing)
+        return super().tickStrings([v - self.now for v in values], scale, spacing)
+
+
+@dataclass
+class RunData:
+    """One stored run, loaded for display."""
+    run_id: str
+    label: str
+    status: str
+    config: dict
+    summary: dict | None
+    error: str | None
+    steps: list[dict] = field(default_factory=list)
+    timeline: list[tuple] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+
+
+def _fmt_pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+class BubbleBox(QtWidgets.QFrame):
+    """The measured and the theoretical bubble, and each device's busy share, beside the timeline."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("bubbleBox")
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(10, 8, 10, 8)
+        layout.setSpacing(4)
+        title = QtWidgets.QLabel("Bubble (idle share of a step)")
+        title.setObjectName("sectionTitle")
+        layout.addWidget(title)
+        grid = QtWidgets.QGridLayout()
+        grid.setHorizontalSpacing(12)
+        self.measured = QtWidgets.QLabel("—")
+        self.measured.setObjectName("bigFigure")
+        self.theory = QtWidgets.QLabel("—")
+        self.theory.setObjectName("bigFigure")
+        grid.addWidget(QtWidgets.QLabel("measured"), 0, 0)
+        grid.addWidget(QtWidgets.QLabel("theory"), 0, 1)
+        grid.addWidget(self.measured, 1, 0)
+        grid.addWidget(self.theory, 1, 1)
+        layout.addLayout(grid)
+        self.formula = QtWidgets.QLabel("")
+        self.formula.setObjectName("muted")
+        self.formula.setWordWrap(True)
+        layout.addWidget(self.formula)
+        self.busy = QtWidgets.QLabel("")
+        self.busy.setWordWrap(True)
+        self.busy.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        layout.addWidget(self.busy)
+        layout.addStretch(1)
+        legend = " ".join(
+            f"<span style='color:{theme.KIND_COLORS[k]}'>■</span>&nbsp;{k}" for k in KINDS)
+        legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
+        legend += f" <span style='color:#3a404a'>■</span>&nbsp;idle"
+        self.legend = QtWidgets.QLabel(legend)
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        layout.addWidget(self.legend)
+        self.setMinimumWidth(200)
+        self.setMaximumWidth(280)
+
+    def show_figures(self, measured: float | None, theory: float | None, busy: dict[str, float],
+                     stages: int = 0, micro_batches: int = 1, note: str = "") -> None:
+        self.measured.setText(_fmt_pct(measured))
+        self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
+        if theory is not None:
+            self.formula.setText(f"(p−1)/(m+p−1) with p={stages} stages, m={micro_batches} micro-batch"
+                                 f"{'es' if micro_batches != 1 else ''}" + (f"\n{note}" if note else ""))
+        else:
+            self.formula.setText(note or "No pipeline bubble in theory for this strategy.")
+        lines = []
+        for i, (device, share) in enumerate(busy.items()):
+            lines.append(f"<span style='color:{theme.device_color(i)}'>■</span> {device}: busy {100 * share:.0f}%")
+        self.busy.setText("<br>".join(lines))
+
+
+class PlotPanel(QtWidgets.QWidget):
+    sigModeChanged = QtCore.Signal(str)   # "live" or "history"
+    sigBackToLive = QtCore.Signal()
+
+    def __init__(self, telemetry: TelemetryHistory, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.telemetry = telemetry
+        self.steps = StepHistory()
+        self.progress = RunProgress()
+        self.mode = "live"
+        self.window_s = LIVE_WINDOW_S
+        self._drawn: dict[tuple[str, str], int] = {}
+        self._timeline_drawn = -1
+        self._run_lines: list[tuple[SeriesPlot, pg.InfiniteLine]] = []
+        self.history_runs: list[RunData] = []
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        header = QtWidgets.QHBoxLayout()
+        self.mode_label = QtWidgets.QLabel()
+        self.mode_label.setObjectName("modeLabel")
+        header.addWidget(self.mode_label, 1)
+        self.live_button = QtWidgets.QPushButton("Back to live")
+        self.live_button.setToolTip("Show this machine's live telemetry and the current run again")
+        self.live_button.clicked.connect(self.sigBackToLive)
+        header.addWidget(self.live_button)
+        layout.addLayout(header)
+
+        self.util_axis = RelativeTimeAxis()
+        self.mem_axis = RelativeTimeAxis()
+        self.util_plot = SeriesPlot("Utilization per device", "busy", "%", export_name="utilization")
+        self.util_plot.setAxisItems({"bottom": self.util_axis})
+        self.mem_plot = SeriesPlot("Memory per device", "used", "B", export_name="memory")
+        self.mem_plot.setAxisItems({"bottom": self.mem_axis})
+        self.thr_plot = SeriesPlot("Throughput", "samples/s", None, x_label="step", x_units=None,
+                                   export_name="throughput")
+        self.loss_plot = SeriesPlot("Loss", "loss", None, x_label="step", x_units=None, export_name="loss")
+        for plot in (self.util_plot, self.mem_plot):
+            plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
+            axis = plot.getPlotItem().getAxis("bottom")
+            axis.setPen(pg.mkPen(theme.MUTED))
+            axis.setTextPen(pg.mkPen(theme.MUTED))
+        self.util_plot.setYRange(0, 100, padding=0.02)
+        self.util_plot.getPlotItem().enableAutoRange(y=False)
+        self.mem_plot.getPlotItem().enableAutoRange(y=True)
+        for plot in (self.util_plot, self.mem_plot):
+            plot.getPlotItem().enableAutoRange(x=False)
+            plot.getPlotItem().setXRange(-self.window_s, 0, padding=0)
+
+        grid = QtWidgets.QGridLayout()
+        grid.setSpacing(6)
+        grid.addWidget(self.util_plot, 0, 0)
+        grid.addWidget(self.mem_plot, 0, 1)
+        grid.addWidget(self.thr_plot, 1, 0)
+        grid.addWidget(self.loss_plot, 1, 1)
+        layout.addLayout(grid, 3)
+
+        bottom = QtWidgets.QHBoxLayout()
+        self.timeline = TimelineView()
+        bottom.addWidget(self.timeline, 1)
+        self.bubble = BubbleBox()
+        bottom.addWidget(self.bubble)
+        layout.addLayout(bottom, 2)
+        self.set_mode("live")
+
+    @property
+    def plots(self) -> dict[str, QtWidgets.QWidget]:
+        return {"utilization": self.util_plot, "memory": self.mem_plot, "throughput": self.thr_plot,
+                "loss": self.loss_plot, "timeline": self.timeline}
+
+    # -- modes -------------------------------------------------------------------
+    def set_mode(self, mode: str, label: str | None = None) -> None:
+        changed = mode != self.mode
+        self.mode = mode
+        self.live_button.setVisible(mode == "history")
+        if mode == "live":
+            self.mode_label.setText(label or "Live: this machine's telemetry"
+                                    + (" and the current run" if self.progress.run_id else ""))
+            self._drawn.clear()
+            self._timeline_drawn = -1
+            for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+                plot.clear_series()
+            for plot, axis in ((self.util_plot, self.util_axis), (self.mem_plot, self.mem_axis)):
+                plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
+                plot.getPlotItem().enableAutoRange(x=False)
+            self.thr_plot.getPlotItem().enableAutoRange()
+            self.loss_plot.getPlotItem().enableAutoRange()
+            self._restore_run_lines()
+            self.timeline.set_devices(self.progress.devices)
+            self.timeline.clear_steps()
+            self.redraw(force=True)
+        else:
+            self.mode_label.setText(label or "History")
+        if changed:
+            self.sigModeChanged.emit(mode)
+
+    # -- live --------------------------------------------------------------------
+    def begin_run(self, progress: RunProgress, steps_capacity: int) -> None:
+        """A run starts: fresh step history and timeline; telemetry keeps flowing."""
+        self.progress = progress
+        self.steps = StepHistory(max(1, steps_capacity))
+        for plot in (self.thr_plot, self.loss_plot):
+            plot.clear_series()
+        self._drawn = {k: v for k, v in self._drawn.items() if k[0] not in ("thr", "loss")}
+        self._timeline_drawn = -1
+        self.timeline.set_devices(progress.devices)
+        self.timeline.clear_steps()
+        if self.mode != "live":
+            self.set_mode("live")
+
+    def mark_run(self, t: float, text: str) -> None:
+        """A vertical line on the telemetry plots at telemetry time ``t`` (run start or end)."""
+        for plot in (self.util_plot, self.mem_plot):
+            line = pg.InfiniteLine(pos=t, angle=90, movable=False,
+                                   pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DotLine),
+                                   label=text, labelOpts={"position": 0.08, "color": theme.MUTED,
+                                                          "anchors": [(0, 1), (0, 1)]})
+            if self.mode == "live":
+                plot.addItem(line)
+            self._run_lines.append((plot, line))
+        while len(self._run_lines) > 16:  # the lines of the last few runs are enough
+            plot, old = self._run_lines.pop(0)
+            if old.scene() is not None:
+                plot.removeItem(old)
+
+    def _restore_run_lines(self) -> None:
+        for plot, line in self._run_lines:
+            if line.scene() is None:
+                plot.addItem(line)
+
+    def _hide_run_lines(self) -> None:
+        for plot, line in self._run_lines:
+            if line.scene() is not None:
+                plot.removeItem(line)
+
+    def now(self) -> float:
+        return time.perf_counter() - self.telemetry.origin
+
+    def redraw(self, force: bool = False) -> int:
+        """Hand changed buffers to the plots and scroll the time window; returns curves updated."""
+        if self.mode != "live":
+            return 0
+        updated = 0
+        now = self.now()
+        window_start = now - self.window_s
+        for i, device in enumerate(self.telemetry.devices):
+            for kind, plot, buffers in (("util", self.util_plot, self.telemetry.util),
+                                        ("mem", self.mem_plot, self.telemetry.mem)):
+                buf = buffers[device]
+                key = (kind, device)
+                if not len(buf):
+                    continue
+                last = buf.last(0)
+                if last is not None and last < window_start:
+                    # Nothing in the window: drop the curve (and its legend entry) until data comes back.
+                    if plot.has_series(device):
+                        plot.remove_series(device)
+                        self._drawn.pop(key, None)
+                    continue
+                if force or self._drawn.get(key) != buf.version:
+                    plot.set_series(device, buf.column(0), buf.column(1), theme.device_color(i), device)
+                    self._drawn[key] = buf.version
+                    updated += 1
+        for axis in (self.util_axis, self.mem_axis):
+            axis.now = now
+        for plot in (self.util_plot, self.mem_plot):
+            plot.getPlotItem().setXRange(window_start, now, padding=0)
+        for kind, plot, buf, color, name in (
+                ("thr", self.thr_plot, self.steps.throughput, theme.RUN_COLORS[0], "samples/s"),
+                ("loss", self.loss_plot, self.steps.loss, theme.RUN_COLORS[1], "loss")):
+            key = (kind, "")
+            if len(buf) and (force or self._drawn.get(key) != buf.version):
+                plot.set_series(kind, buf.column(0), buf.column(1), color, name)
+                self._drawn[key] = buf.version
+                updated += 1
+        if force or self._timeline_drawn != self.steps.timeline_version:
+            self._timeline_drawn = self.steps.timeline_version
+            if self.steps.timeline:
+                self.timeline.set_steps(list(self.steps.timeline))
+            self._update_bubble()
+        return updated
+
+    def _update_bubble(self) -> None:
+        p = self.progress
+        stages = len(p.split) + 1 if p.split else len(p.devices)
+        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), dict(p.busy),
+                                 stages=stages, micro_batches=p.micro_batches,
+                                 note="" if p.summary else ("live, last steps" if p.run_id
+                                                            else "for the experiment as configured"))
+
+    def refresh_bubble(self) -> None:
+        if self.mode == "live":
+            self._update_bubble()
+
+    # -- history -------------------------------------------------------------------
+    def show_runs(self, runs: list[RunData]) -> None:
+        """Show stored runs: one run's own plots, or several overlaid for comparison."""
+        self.history_runs = list(runs)
+        if len(runs) == 1:
+            label = f"Run {runs[0].label} ({runs[0].status})"
+        else:
+            label = f"Comparing {len(runs)} runs"
+        self.set_mode("history", label)
+        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+            plot.clear_series()
+        for plot, axis in ((self.util_plot, self.util_axis), (self.mem_plot, self.mem_axis)):
+            axis.now = None
+            plot.getPlotItem().setLabel("bottom", "seconds since the run started", color=theme.MUTED)
+        self._hide_run_lines()
+        single = len(runs) == 1
+        for r, run in enumerate(runs):
+            devices: list[str] = []
+            by_device: dict[str, list[dict]] = {}
+            for s in run.samples:
+                by_device.setdefault(s["device"], []).append(s)
+                if s["device"] not in devices:
+                    devices.append(s["device"])
+            for d, device in enumerate(devices):
+                rows = by_device[device]
+                color = theme.device_color(d) if single else theme.run_color(r)
+                name = device if single else f"{run.label} {device}"
+                for plot, fieldname in ((self.util_plot, "util"), (self.mem_plot, "mem_used")):
+                    pts = [(s["t"], s[fieldname]) for s in rows if s.get(fieldname) is not None]
+                    if pts:
+                        arr = np.asarray(pts, dtype=float)
+                        plot.set_series(f"{run.run_id}/{device}", arr[:, 0], arr[:, 1], color, name,
+                                        dash=0 if single else d)
+            for plot, fieldname in ((self.thr_plot, "throughput"), (self.loss_plot, "loss")):
+                pts = [(s["step"], s[fieldname]) for s in run.steps if s.get(fieldname) is not None]
+                if pts:
+                    arr = np.asarray(pts, dtype=float)
+                    color = theme.run_color(r) if not single else theme.RUN_COLORS[0 if fieldname == "throughput" else 1]
+                    plot.set_series(run.run_id, arr[:, 0], arr[:, 1], color, run.label)
+        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+            plot.getPlotItem().enableAutoRange()
+        self.util_plot.getPlotItem().enableAutoRange(y=False)
+        self.util_plot.setYRange(0, 100, padding=0.02)
+        # The timeline and the bubble show the first (newest) selected run.
+        first = runs[0] if runs else None
+        if first is None:
+            return
+        devices = list((first.summary or {}).get("devices") or [])
+        self.timeline.set_devices(devices)
+        last_steps = sorted({row[0] for row in first.timeline})[-3:]
+        self.timeline.set_rows([tuple(row) for row in first.timeline if row[0] in last_steps])
+        summary = first.summary or {}
+        bubble = summary.get("bubble") or {}
+        busy = dict(zip(devices, summary.get("devices_busy") or []))
+        split = summary.get("split")
+        stages = len(split) + 1 if split else len(devices)
+        note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
+        self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), busy, stages=stages,
+                                 micro_batches=summary.get("micro_batches") or 1, note=note)

@@ -1,0 +1,122 @@
+"""SeriesPlot: one pyqtgraph plot of named series, with PNG/SVG/CSV export in its context menu."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app import plot_export, theme
+
+_DASHES = [QtCore.Qt.PenStyle.SolidLine, QtCore.Qt.PenStyle.DashLine, QtCore.Qt.PenStyle.DotLine,
+           QtCore.Qt.PenStyle.DashDotLine]
+
+
+class SeriesPlot(pg.PlotWidget):
+    """A plot whose curves are keyed by name; the data behind each curve is kept for CSV export."""
+
+    sigExported = QtCore.Signal(str)        # path written
+    sigExportFailed = QtCore.Signal(str)    # message
+
+    def __init__(self, title: str, y_label: str, y_units: str | None = None, x_label: str = "time",
+                 x_units: str | None = "s", export_name: str = "plot",
+                 parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent=parent, background=theme.PANEL)
+        self.export_name = export_name
+        self.export_dir = ""
+        self.x_name = x_label
+        self.y_name = y_label
+        item = self.getPlotItem()
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
+        item.setLabel("left", y_label, units=y_units, color=theme.MUTED)
+        item.setLabel("bottom", x_label, units=x_units, color=theme.MUTED)
+        item.showGrid(x=True, y=True, alpha=theme.GRID_ALPHA)
+        for axis in ("left", "bottom"):
+            ax = item.getAxis(axis)
+            ax.setPen(pg.mkPen(theme.MUTED))
+            ax.setTextPen(pg.mkPen(theme.MUTED))
+        # The two settings that bound the cost of long histories (pyqtgraph's
+        # scrollingPlots example): draw at most ~one point per pixel column,
+        # keeping peaks, and skip what lies outside the visible x range.
+        item.setDownsampling(auto=True, mode="peak")
+        item.setClipToView(True)
+        item.setMenuEnabled(True)
+        item.hideButtons()
+        self.legend = item.addLegend(offset=(-8, 6), labelTextColor=theme.FOREGROUND,
+                                     brush=pg.mkBrush(20, 23, 28, 180), labelTextSize="8pt")
+        self.legend.setColumnCount(2)
+        self._curves: dict[str, pg.PlotDataItem] = {}
+        self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._add_export_actions()
+        self.setMinimumSize(220, 150)
+
+    # -- series ----------------------------------------------------------------
+    def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
+                   dash: int = 0, width: float = 1.6) -> None:
+        curve = self._curves.get(key)
+        if curve is None:
+            pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
+            curve = self.getPlotItem().plot(pen=pen, name=name or key)
+            self._curves[key] = curve
+        self._data[key] = (x, y)
+        curve.setData(x, y)
+
+    def has_series(self, key: str) -> bool:
+        return key in self._curves
+
+    def series_keys(self) -> list[str]:
+        return list(self._curves)
+
+    def series_data(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        return self._data[key]
+
+    def point_count(self) -> int:
+        return sum(len(x) for x, _ in self._data.values())
+
+    def remove_series(self, key: str) -> None:
+        curve = self._curves.pop(key, None)
+        self._data.pop(key, None)
+        if curve is not None:
+            self.getPlotItem().removeItem(curve)
+            self.legend.removeItem(curve)
+
+    def clear_series(self) -> None:
+        for key in list(self._curves):
+            self.remove_series(key)
+
+    # -- export ----------------------------------------------------------------
+    def _add_export_actions(self) -> None:
+        menu = self.getPlotItem().getViewBox().menu
+        menu.addSeparator()
+        self.export_actions: dict[str, QtGui.QAction] = {}
+        for fmt in plot_export.FORMATS:
+            action = menu.addAction(f"Export {fmt.upper()}…")
+            action.triggered.connect(lambda _checked=False, f=fmt: self._export_interactive(f))
+            self.export_actions[fmt] = action
+
+    def _export_interactive(self, fmt: str) -> None:
+        path = plot_export.ask_path(self, fmt, self.export_name, self.export_dir)
+        if path:
+            self.export_dir = str(Path(path).parent)
+            self.export(fmt, path)
+
+    def csv_rows(self):
+        return [(key, x, y) for key, (x, y) in self._data.items()]
+
+    def export(self, fmt: str, path: str | Path) -> Path | None:
+        """Write the plot as ``fmt`` (png, svg or csv) to ``path``; emits sigExported or sigExportFailed."""
+        try:
+            if fmt == "png":
+                out = plot_export.export_png(self.getPlotItem(), path)
+            elif fmt == "svg":
+                out = plot_export.export_svg(self.getPlotItem(), path)
+            elif fmt == "csv":
+                out = plot_export.write_csv(self.csv_rows(), path, self.x_name, self.y_name)
+            else:
+                raise ValueError(f"unknown export format {fmt!r}; allowed: {', '.join(plot_export.FORMATS)}")
+        except Exception as exc:  # a failed export is a message, never a crash
+            self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
+            return None
+        self.sigExported.emit(str(out))
+        return out

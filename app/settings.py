@@ -1,0 +1,33 @@
+"""QSettings for the app: remembered between launches.
+
+``SPLITSCOPE_SETTINGS`` names an INI file to use instead of the platform's
+store (tests and the screenshot script point it at a temporary file).
+"""
+from __future__ import annotations
+
+import os
+
+from PySide6 import QtCore
+
+ORGANIZATION = "Splitscope"
+APPLICATION = "Splitscope"
+
+
+def make_settings(parent: QtCore.QObject | None = None) -> QtCore.QSettings:
+    path = os.environ.get("SPLITSCOPE_SETTINGS")
+    if path:
+        return QtCore.QSettings(path, QtCore.QSettings.Format.IniFormat, parent)
+    return QtCore.QSettings(ORGANIZATION, APPLICATION, parent)
+
+
+def read_int(settings: QtCore.QSettings, key: str, default: int) -> int:
+    value = settings.value(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def read_str(settings: QtCore.QSettings, key: str, default: str = "") -> str:
+    value = settings.value(key, default)
+    return value if isinstance(value, str) else default

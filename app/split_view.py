@@ -1,0 +1,286 @@
+"""SplitView: choose the split points on the model's blocks.
+
+Shows every block with its parameters, its measured forward+backward time and
+the activation bytes it hands on; per stage, the share of parameters and of
+compute time; at each split, the bytes that cross per micro-batch. The balanced
+split (from the engine's planning) is preselected and marked.
+"""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app import theme
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_count(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{n:.0f}"
+
+
+def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:
+    """Per stage: first/last block, share of parameters and of measured time, bytes/sample leaving it."""
+    edges = (0, *split, len(blocks))
+    total_params = sum(b["params"] for b in blocks) or 1
+    total_cost = sum(b["cost_s"] for b in blocks) or 1.0
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        part = blocks[a:b]
+        if not part:
+            out.append({"first": a, "last": b - 1, "params": 0.0, "time": 0.0, "crossing": 0})
+            continue
+        out.append({"first": a, "last": b - 1,
+                    "params": sum(x["params"] for x in part) / total_params,
+                    "time": sum(x["cost_s"] for x in part) / total_cost,
+                    "crossing": part[-1]["out_bytes"] if b < len(blocks) else 0})
+    return out
+
+
+class StageBar(QtWidgets.QWidget):
+    """Two stacked bars, parameters and compute time, cut into stages; crossing bytes at each split."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.shares: list[dict] = []
+        self.micro_batch_size = 1.0
+        self.setMinimumHeight(78)
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Expanding, QtWidgets.QSizePolicy.Policy.Fixed)
+
+    def set_shares(self, shares: list[dict], micro_batch_size: float) -> None:
+        self.shares = shares
+        self.micro_batch_size = micro_batch_size
+        self.update()
+
+    def paintEvent(self, event):  # noqa: N802
+        p = QtGui.QPainter(self)
+        p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        rect = self.rect().adjusted(52, 2, -4, -2)
+        label_w = 52
+        row_h = 20
+        font = p.font()
+        font.setPointSizeF(max(7.0, font.pointSizeF() - 1))
+        p.setFont(font)
+        p.setPen(QtGui.QColor(theme.MUTED))
+        p.drawText(QtCore.QRectF(0, rect.top(), label_w - 6, row_h),
+                   QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, "params")
+        p.drawText(QtCore.QRectF(0, rect.top() + row_h + 4, label_w - 6, row_h),
+                   QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter, "time")
+        if not self.shares:
+            p.drawText(QtCore.QRectF(rect), QtCore.Qt.AlignmentFlag.AlignCenter, "")
+            p.end()
+            return
+        for row, key in enumerate(("params", "time")):
+            x = float(rect.left())
+            y = rect.top() + row * (row_h + 4)
+            for s, share in enumerate(self.shares):
+                w = rect.width() * share[key]
+                r = QtCore.QRectF(x, y, max(w, 1.0), row_h)
+                p.fillRect(r, QtGui.QColor(theme.stage_color(s)))
+                p.setPen(QtGui.QColor(theme.FOREGROUND))
+                if w > 34:
+                    p.drawText(r, QtCore.Qt.AlignmentFlag.AlignCenter, f"{100 * share[key]:.0f}%")
+                x += w
+        # Split markers on the time row, with the bytes that cross per micro-batch below.
+        y0 = rect.top() + 2 * (row_h + 4)
+        x = float(rect.left())
+        p.setPen(QtGui.QColor(theme.FOREGROUND))
+        for s, share in enumerate(self.shares[:-1]):
+            x += rect.width() * share["time"]
+            text = f"▲ {human_bytes(share['crossing'] * self.micro_batch_size)}"
+            p.drawText(QtCore.QRectF(x - 60, y0, 120, 16), QtCore.Qt.AlignmentFlag.AlignCenter, text)
+        p.end()
+
+
+class SplitView(QtWidgets.QWidget):
+    sigSplitChanged = QtCore.Signal()
+
+    COLUMNS = ("split", "block", "params", "fwd+bwd", "out/µ-batch")
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.blocks: list[dict] = []
+        self.balanced: tuple[int, ...] | None = None
+        self._split: tuple[int, ...] | None = None
+        self.stages = 2
+        self.uses_split = False
+        self.micro_batch_size = 1.0
+        self._filling = False
+
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        head = QtWidgets.QHBoxLayout()
+        self.summary = QtWidgets.QLabel()
+        self.summary.setObjectName("muted")
+        self.summary.setWordWrap(True)
+        head.addWidget(self.summary, 1)
+        self.balanced_button = QtWidgets.QPushButton("Balanced")
+        self.balanced_button.setToolTip("Go back to the balanced split: the slowest stage as fast as it can be")
+        self.balanced_button.clicked.connect(self.use_balanced)
+        head.addWidget(self.balanced_button)
+        layout.addLayout(head)
+        self.bar = StageBar()
+        layout.addWidget(self.bar)
+        self.stage_text = QtWidgets.QLabel()
+        self.stage_text.setWordWrap(True)
+        self.stage_text.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        layout.addWidget(self.stage_text)
+        self.table = QtWidgets.QTableWidget(0, len(self.COLUMNS))
+        self.table.setObjectName("splitTable")
+        self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(1, QtWidgets.QHeaderView.ResizeMode.Stretch)
+        self.table.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.setMinimumHeight(140)
+        self.table.itemChanged.connect(self._on_item_changed)
+        layout.addWidget(self.table, 1)
+        self._refresh()
+
+    # -- inputs ------------------------------------------------------------------
+    def set_context(self, uses_split: bool, stages: int, micro_batch_size: float) -> None:
+        stages_changed = stages != self.stages
+        self.uses_split = uses_split
+        self.stages = max(1, stages)
+        self.micro_batch_size = max(1.0, micro_batch_size)
+        if stages_changed and self.blocks:
+            self.balanced = None  # stale for this stage count until the planner answers
+            self._split = self._even_split() if uses_split else None
+        self._refresh()
+
+    def set_blocks(self, blocks: list[dict] | None, balanced: list[int] | None, keep_choice: bool = False) -> None:
+        """Blocks profiled by the planner; the balanced split is preselected unless ``keep_choice``."""
+        self.blocks = list(blocks or [])
+        self.balanced = tuple(balanced) if balanced is not None else None
+        if not keep_choice or self._split is None or not self._valid(self._split):
+            self._split = self.balanced if self.balanced is not None else self._even_split()
+        self._refresh()
+        self.sigSplitChanged.emit()
+
+    def clear_blocks(self, message: str = "") -> None:
+        self.blocks = []
+        self.balanced = None
+        self._split = None
+        self._refresh(message)
+
+    def split(self) -> tuple[int, ...] | None:
+        """The chosen split points, or None (the engine's balanced split) when nothing was profiled."""
+        return self._split if (self.uses_split and self.blocks) else None
+
+    def set_split(self, split: tuple[int, ...]) -> None:
+        self._split = tuple(split)
+        self._refresh()
+        self.sigSplitChanged.emit()
+
+    def use_balanced(self) -> None:
+        if self.balanced is not None:
+            self.set_split(self.balanced)
+
+    def _valid(self, split) -> bool:
+        return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \
+            and list(split) == sorted(set(split))
+
+    def _even_split(self) -> tuple[int, ...] | None:
+        n = len(self.blocks)
+        if n < self.stages or self.stages < 2:
+            return None
+        return tuple(round(k * n / self.stages) for k in range(1, self.stages))
+
+    # -- drawing -------------------------------------------------------------------
+    def _refresh(self, message: str = "") -> None:
+        self._filling = True
+        try:
+            self.table.setRowCount(len(self.blocks))
+            split = set(self._split or ())
+            balanced = set(self.balanced or ())
+            stage_of = []
+            stage = 0
+            for i in range(len(self.blocks)):
+                if i in split:
+                    stage += 1
+                stage_of.append(stage)
+            for i, block in enumerate(self.blocks):
+                check = QtWidgets.QTableWidgetItem("")
+                if i > 0 and self.uses_split:
+                    check.setFlags(QtCore.Qt.ItemFlag.ItemIsUserCheckable | QtCore.Qt.ItemFlag.ItemIsEnabled)
+                    check.setCheckState(QtCore.Qt.CheckState.Checked if i in split else QtCore.Qt.CheckState.Unchecked)
+                    check.setToolTip(f"Start a new stage at block {i}")
+                    if i in balanced:
+                        check.setText("⚖")
+                        check.setToolTip("The balanced split point: each stage's compute time as even as blocks allow")
+                else:
+                    check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+                cells = [check,
+                         QtWidgets.QTableWidgetItem(f"{i}  {block['name']}"),
+                         QtWidgets.QTableWidgetItem(human_count(block["params"])),
+                         QtWidgets.QTableWidgetItem(f"{1000 * block['cost_s']:.2f} ms"),
+                         QtWidgets.QTableWidgetItem(human_bytes(block["out_bytes"] * self.micro_batch_size))]
+                tint = QtGui.QColor(theme.stage_color(stage_of[i])) if self.uses_split else None
+                for c, item in enumerate(cells):
+                    if c > 0:
+                        item.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+                    if c in (2, 3, 4):
+                        item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+                    if tint is not None:
+                        tint.setAlpha(120)
+                        item.setBackground(tint)
+                        item.setToolTip(item.toolTip() or f"stage {stage_of[i]}")
+                    self.table.setItem(i, c, item)
+        finally:
+            self._filling = False
+        self.balanced_button.setEnabled(self.uses_split and self.balanced is not None
+                                        and self._split != self.balanced)
+        self.table.setEnabled(self.uses_split)
+        if not self.blocks:
+            self.bar.set_shares([], 1)
+            self.stage_text.setText("")
+            self.summary.setText(message or ("Profiling the model's blocks…" if self.uses_split
+                                             else "Split points apply to model-parallel and pipeline."))
+            return
+        if not self.uses_split or not self._split:
+            self.bar.set_shares([], 1)
+            self.stage_text.setText("")
+            self.summary.setText(f"{len(self.blocks)} blocks. "
+                                 + ("Split points apply to model-parallel and pipeline." if not self.uses_split
+                                    else "Tick where each later stage starts."))
+            return
+        shares = stage_shares(self.blocks, self._split)
+        self.bar.set_shares(shares, self.micro_batch_size)
+        lines = []
+        for s, share in enumerate(shares):
+            crossing = (f", hands on {human_bytes(share['crossing'] * self.micro_batch_size)} per micro-batch"
+                        if s < len(shares) - 1 else "")
+            lines.append(f"<span style='color:{theme.FOREGROUND};background:{theme.stage_color(s)}'>&nbsp;stage "
+                         f"{s}&nbsp;</span> blocks {share['first']}–{share['last']}: "
+                         f"{100 * share['params']:.0f}% params, {100 * share['time']:.0f}% time{crossing}")
+        self.stage_text.setText("<br>".join(lines))
+        mark = " (balanced)" if self._split == self.balanced else ""
+        self.summary.setText(f"{len(self.blocks)} blocks · split at {', '.join(map(str, self._split))}{mark}")
+
+    def _on_item_changed(self, item: QtWidgets.QTableWidgetItem) -> None:
+        if self._filling or item.column() != 0:
+            return
+        chosen = []
+        for i in range(1, self.table.rowCount()):
+            cell = self.table.item(i, 0)
+            if cell is not None and cell.checkState() == QtCore.Qt.CheckState.Checked:
+                chosen.append(i)
+        self._split = tuple(chosen)
+        self._refresh()
+        self.sigSplitChanged.emit()

@@ -1,0 +1,167 @@
+"""TimelineView: what each device did during the last steps (forward, backward, transfer, idle)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from app import plot_export, theme
+
+KINDS = ("forward", "backward", "transfer", "optimizer", "wait")
+ROW_HEIGHT = 0.72
+# Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
+KIND_HEIGHT = {"wait": 0.22}
+
+
+class TimelineView(pg.PlotWidget):
+    """One row per device; bars for busy intervals over an idle background; dashed lines at step starts.
+
+    Intervals come as the protocol's step event carries them:
+    ``{device: [[kind, t0, t1], ...]}`` with t0/t1 in seconds since the run started.
+    """
+
+    sigExported = QtCore.Signal(str)
+    sigExportFailed = QtCore.Signal(str)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent=parent, background=theme.PANEL)
+        self.export_name = "timeline"
+        self.export_dir = ""
+        item = self.getPlotItem()
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>Timeline of the last steps</span>")
+        item.setLabel("bottom", "time since the first step shown", units="s", color=theme.MUTED)
+        item.showGrid(x=True, y=False, alpha=theme.GRID_ALPHA)
+        item.hideButtons()
+        item.setMouseEnabled(x=True, y=False)
+        item.getViewBox().invertY(True)
+        for axis in ("left", "bottom"):
+            ax = item.getAxis(axis)
+            ax.setPen(pg.mkPen(theme.MUTED))
+            ax.setTextPen(pg.mkPen(theme.MUTED))
+        self._idle = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=theme.IDLE_COLOR, pen=None)
+        item.addItem(self._idle)
+        self._bars: dict[str, pg.BarGraphItem] = {}
+        for kind in KINDS:
+            bar = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=theme.KIND_COLORS[kind], pen=None)
+            item.addItem(bar)
+            self._bars[kind] = bar
+        self._steps_line = pg.PlotCurveItem(pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DashLine),
+                                            connect="pairs")
+        item.addItem(self._steps_line)
+        self.placeholder = pg.TextItem("Run an experiment to see what each device does, step by step",
+                                       color=theme.MUTED, anchor=(0.5, 0.5))
+        item.addItem(self.placeholder, ignoreBounds=True)
+        self.devices: list[str] = []
+        self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
+        self.origin = 0.0
+        menu = item.getViewBox().menu
+        menu.addSeparator()
+        self.export_actions = {}
+        for fmt in plot_export.FORMATS:
+            action = menu.addAction(f"Export {fmt.upper()}…")
+            action.triggered.connect(lambda _c=False, f=fmt: self._export_interactive(f))
+            self.export_actions[fmt] = action
+        self.setMinimumHeight(120)
+
+    def set_devices(self, devices: list[str]) -> None:
+        self.devices = list(devices)
+        ticks = [(i, name) for i, name in enumerate(self.devices)]
+        axis = self.getPlotItem().getAxis("left")
+        axis.setTicks([ticks, []])
+        # Tick labels do not widen the axis by themselves; size it for the longest name.
+        width = max([len(name) for name in self.devices] + [4])
+        axis.setWidth(int(12 + 7 * width))
+        self.getPlotItem().setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0.05)
+
+    def clear_steps(self) -> None:
+        # Not "clear": PlotWidget binds plotItem.clear (which removes every item) over that name.
+        self.rows = []
+        self._draw()
+
+    def set_steps(self, steps: Iterable[tuple[int, dict]]) -> None:
+        """Show these steps: (step number, {device: [[kind, t0, t1], ...]}), oldest first."""
+        rows = []
+        for step, intervals in steps:
+            for device, spans in (intervals or {}).items():
+                for kind, t0, t1 in spans:
+                    rows.append((int(step), str(device), str(kind), float(t0), float(t1)))
+        self.set_rows(rows)
+
+    def set_rows(self, rows: list[tuple[int, str, str, float, float]]) -> None:
+        self.rows = sorted(rows, key=lambda r: r[3])
+        known = set(self.devices)
+        extra = [r[1] for r in self.rows if r[1] not in known]
+        if extra:
+            self.set_devices(self.devices + list(dict.fromkeys(extra)))
+        self._draw()
+
+    def _draw(self) -> None:
+        self.placeholder.setVisible(not self.rows)
+        if not self.rows:
+            self.placeholder.setPos(0.5, (max(len(self.devices), 1) - 1) / 2)
+            self.getPlotItem().setXRange(0, 1, padding=0)
+            empty = dict(x0=[], y0=[], width=[], height=[])
+            self._idle.setOpts(**empty)
+            for bar in self._bars.values():
+                bar.setOpts(**empty)
+            self._steps_line.setData([], [])
+            return
+        index = {name: i for i, name in enumerate(self.devices)}
+        self.origin = min(r[3] for r in self.rows)
+        end = max(r[4] for r in self.rows) - self.origin
+        n = len(self.devices)
+        self._idle.setOpts(x0=np.zeros(n), y0=np.arange(n) - ROW_HEIGHT / 2, width=np.full(n, end),
+                           height=np.full(n, ROW_HEIGHT))
+        for kind, bar in self._bars.items():
+            sel = [r for r in self.rows if r[2] == kind]
+            h = KIND_HEIGHT.get(kind, ROW_HEIGHT)
+            bar.setOpts(x0=np.array([r[3] - self.origin for r in sel]),
+                        y0=np.array([index[r[1]] - h / 2 for r in sel]),
+                        width=np.array([max(r[4] - r[3], 0.0) for r in sel]),
+                        height=np.full(len(sel), h))
+        starts = {}
+        for step, _dev, _kind, t0, _t1 in self.rows:
+            starts[step] = min(starts.get(step, t0), t0)
+        xs = np.repeat(np.array(sorted(starts.values())) - self.origin, 2)
+        ys = np.tile([-0.5, n - 0.5], len(starts))
+        self._steps_line.setData(xs, ys)
+        self.getPlotItem().setXRange(0, end, padding=0.02)
+
+    def busy_by_kind(self) -> dict[str, dict[str, float]]:
+        """Seconds per device per kind, over the steps shown."""
+        out: dict[str, dict[str, float]] = {}
+        for _step, device, kind, t0, t1 in self.rows:
+            out.setdefault(device, {}).setdefault(kind, 0.0)
+            out[device][kind] += t1 - t0
+        return out
+
+    # -- export ----------------------------------------------------------------
+    def _export_interactive(self, fmt: str) -> None:
+        path = plot_export.ask_path(self, fmt, self.export_name, self.export_dir)
+        if path:
+            self.export_dir = str(Path(path).parent)
+            self.export(fmt, path)
+
+    def export(self, fmt: str, path: str | Path) -> Path | None:
+        try:
+            if fmt == "png":
+                out = plot_export.export_png(self.getPlotItem(), path)
+            elif fmt == "svg":
+                out = plot_export.export_svg(self.getPlotItem(), path)
+            elif fmt == "csv":
+                out = Path(path)
+                import csv
+                with out.open("w", newline="", encoding="utf-8") as fh:
+                    writer = csv.writer(fh)
+                    writer.writerow(["step", "device", "kind", "t0_s", "t1_s"])
+                    writer.writerows(self.rows)
+            else:
+                raise ValueError(f"unknown export format {fmt!r}; allowed: {', '.join(plot_export.FORMATS)}")
+        except Exception as exc:
+            self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
+            return None
+        self.sigExported.emit(str(out))
+        return out

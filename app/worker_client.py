@@ -1,0 +1,145 @@
+"""WorkerClient: one run at a time through the engine's RunSession, marshalled to the UI thread.
+
+RunSession launches the worker process, reads its events, stores them and
+samples telemetry, calling back from its own threads. Here those callbacks only
+append to queues under a lock and, at most once until the UI thread has caught
+up, post one queued signal. So a burst of a thousand step events costs the UI
+thread one slot call, and the UI thread never waits on the worker.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from PySide6 import QtCore
+
+from engine.config import ExperimentConfig
+
+
+class WorkerClient(QtCore.QObject):
+    sigStarted = QtCore.Signal(str)          # run id
+    sigEvents = QtCore.Signal(list)          # a batch of protocol events (dicts), in order
+    sigFinished = QtCore.Signal(dict)        # {"run_id", "status", "summary", "error", "traceback"}
+    sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
+    _sigPending = QtCore.Signal()
+
+    def __init__(self, db_path: str | None = None, telemetry_hz: float = 10.0,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.db_path = db_path
+        self.telemetry_hz = telemetry_hz
+        self.session = None
+        self.run_id: str | None = None
+        self.stopping = False
+        self._lock = threading.Lock()
+        self._events: deque[dict] = deque()
+        self._samples: deque = deque()
+        self._notified = False
+        self._sigPending.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    # -- control (UI thread) ------------------------------------------------------
+    def is_running(self) -> bool:
+        return self.session is not None
+
+    def start(self, config: ExperimentConfig) -> str:
+        if self.session is not None:
+            raise RuntimeError("a run is already going; stop it first")
+        from engine.session import RunSession
+        self.stopping = False
+        with self._lock:
+            self._events.clear()
+            self._samples.clear()
+            self._notified = False
+        session = RunSession(config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
+                             on_event=self._on_event, on_samples=self._on_samples)
+        self.session = session
+        try:
+            self.run_id = session.start()
+        except Exception:
+            self.session = None
+            raise
+        self.sigStarted.emit(self.run_id)
+        return self.run_id
+
+    def stop(self) -> None:
+        """Ask the run to stop; returns at once. sigFinished follows within a few seconds."""
+        if self.session is not None and not self.stopping:
+            self.stopping = True
+            self.session.stop()
+
+    def wait_blocking(self, timeout: float) -> bool:
+        """Only for shutdown, after the event loop ended: stop and wait for the worker to end."""
+        session = self.session
+        if session is None:
+            return True
+        session.stop()
+        session.wait(timeout)
+        return not session.is_running()
+
+    def check_alive(self) -> bool:
+        """Called on the UI tick: a session whose reading thread died without a word ends as failed.
+
+        RunSession promises a closing ``finished`` event; should its thread die of a
+        bug first, the app must not show "running" forever.
+        """
+        session = self.session
+        if session is None:
+            return True
+        thread = getattr(session, "_thread", None)
+        if thread is None or thread.is_alive():
+            return True
+        with self._lock:
+            pending = bool(self._events) or self._notified
+        if pending:  # the finished event is on its way
+            return True
+        self._finish({"type": "finished", "run_id": self.run_id, "status": "failed", "summary": None,
+                      "error": "the run session ended without a result (an engine error; see the terminal)"})
+        return False
+
+    def take_samples(self) -> list:
+        with self._lock:
+            samples = list(self._samples)
+            self._samples.clear()
+        return samples
+
+    # -- callbacks (RunSession's threads) ------------------------------------------------
+    def _on_event(self, event: dict) -> None:
+        with self._lock:
+            self._events.append(event)
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            self._sigPending.emit()
+
+    def _on_samples(self, samples: list) -> None:
+        with self._lock:
+            self._samples.extend(samples)
+
+    # -- delivery (UI thread) --------------------------------------------------------
+    def _deliver(self) -> None:
+        with self._lock:
+            events = list(self._events)
+            self._events.clear()
+            self._notified = False
+        if not events:
+            return
+        self.sigEvents.emit(events)
+        for event in events:
+            if event.get("type") == "finished" and "run_id" in event:
+                # RunSession's own closing event: everything is stored by now.
+                self._finish(event)
+
+    def _finish(self, event: dict) -> None:
+        session, self.session = self.session, None
+        result = session.result if session is not None else None
+        info = {
+            "run_id": event.get("run_id") or self.run_id,
+            "status": event.get("status") or (result.status if result else "failed"),
+            "summary": event.get("summary"),
+            "error": event.get("error") or (result.error if result else None),
+            "traceback": result.traceback if result else None,
+        }
+        self.stopping = False
+        self.sigFinished.emit(info)
+        if info["status"] == "failed":
+            self.sigFailed.emit(info["error"] or "the run failed", info["traceback"] or "")

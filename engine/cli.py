@@ -1,0 +1,192 @@
+"""The command line (design.md's contract): run, runs, devices, experiment, export.
+
+Exit status: 0 finished, 1 the run failed or was stopped, 2 invalid input
+(nothing launched; one line per problem on stderr naming the option).
+No Qt is imported here: the CLI runs on machines without a display.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from engine import models, strategies
+from engine.config import ConfigError, ExperimentConfig, Problem
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+
+
+class ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad options our way (exit 2, a line naming the option) instead of exiting."""
+
+    def error(self, message):
+        raise ArgumentError(message)
+
+
+def _strategy_help() -> str:
+    return "; ".join(f"{i.name}: {i.description}" for i in strategies.STRATEGIES.values())
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("run options")
+    g.add_argument("--strategy", default="single", help=_strategy_help())
+    g.add_argument("--model", default=None, help=f"one of: {', '.join(models.MODELS)} (default mlp)")
+    g.add_argument("--model-file", default=None, help="a .py file with build_model() and make_batch(batch_size, generator)")
+    g.add_argument("--width", type=int, default=512, help="mlp width (default 512)")
+    g.add_argument("--depth", type=int, default=8, help="mlp depth (default 8)")
+    g.add_argument("--devices", default="auto", help='"auto", "cpu:N", "cuda:0,cuda:1", "cpu,cuda:0"')
+    g.add_argument("--split", default=None, help="first block of each later stage, e.g. 5 or 3,6 (default: balanced)")
+    g.add_argument("--micro-batches", type=int, default=None, help="pipeline: micro-batches per step")
+    g.add_argument("--split-size", type=int, default=None, help="pipeline: samples per micro-batch (the tutorial's)")
+    g.add_argument("--schedule", default="gpipe", help=f"pipeline schedule: {', '.join(strategies.SCHEDULES)}")
+    g.add_argument("--batch-size", type=int, default=None, help="global batch size (default: the model's)")
+    g.add_argument("--steps", type=int, default=20)
+    g.add_argument("--warmup", type=int, default=None, help="steps left out of the timings (default 2)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--lr", type=float, default=None)
+    g.add_argument("--hang-timeout", type=float, default=120.0, help="seconds without progress before a rank is declared hung")
+    g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
+    g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
+    g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
+
+
+def config_from_args(args) -> ExperimentConfig:
+    found: list[Problem] = []
+    split = None
+    if args.split is not None:
+        try:
+            split = tuple(int(x) for x in args.split.split(","))
+        except ValueError:
+            found.append(Problem("split", f"must be block indices separated by commas, got {args.split!r}"))
+    if args.model and args.model_file:
+        found.append(Problem("model", "give either --model or --model-file, not both"))
+    if not 0 < args.telemetry_hz <= 50:
+        found.append(Problem("telemetry_hz", f"must be more than 0 and at most 50, got {args.telemetry_hz:g}"))
+    if found:
+        raise ConfigError(found)
+    warmup = args.warmup if args.warmup is not None else min(2, max(0, args.steps - 1))
+    return ExperimentConfig(
+        strategy=args.strategy, model=args.model or ("custom" if args.model_file else "mlp"),
+        model_file=args.model_file, width=args.width, depth=args.depth, devices=args.devices, split=split,
+        micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
+        batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
+        hang_timeout_s=args.hang_timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="main.py", description="Splitscope: see how training spreads over devices.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    run = sub.add_parser("run", help="one run, no display needed")
+    add_run_options(run)
+    runs = sub.add_parser("runs", help="stored runs, newest first")
+    runs.add_argument("--json", action="store_true")
+    runs.add_argument("--db", default=None)
+    runs.add_argument("--limit", type=int, default=None)
+    devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
+    devices.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "runs":
+        return cmd_runs(args)
+    if args.command == "devices":
+        return cmd_devices(args)
+    parser.print_help(sys.stderr)
+    return EXIT_INVALID
+
+
+# ---- run ------------------------------------------------------------------------
+def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]:
+    from engine.validate import plan
+    try:
+        config = config_factory()
+    except ConfigError as exc:
+        for p in exc.problems:
+            print(f"error: {p}", file=sys.stderr)
+        return None, None
+    run_plan, problems = plan(config)
+    if problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        return None, None
+    for w in run_plan.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return config, run_plan
+
+
+def cmd_run(args) -> int:
+    from engine.progress import Progress
+    from engine.session import RunSession
+    config, run_plan = validate_or_report(lambda: config_from_args(args))
+    if config is None:
+        return EXIT_INVALID
+    progress = Progress(config.steps, enabled=True)
+    session = RunSession(config, db_path=args.db, telemetry_hz=args.telemetry_hz, on_event=progress.on_event)
+    # Ctrl-C or SIGTERM: stop the run in order (the worker has its own session).
+    stop_once = threading.Event()
+
+    def request_stop(*_):
+        if not stop_once.is_set():
+            stop_once.set()
+            print("\nstopping...", file=sys.stderr)
+            session.stop()
+    old = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        session.start()
+        while session.wait(0.2) is None:
+            pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    result = session.result
+    progress.close()
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.summary if result.summary is not None else
+                         {"run_id": result.run_id, "status": result.status, "error": result.error}))
+    else:
+        from engine.report import summary_table
+        if result.summary:
+            print(summary_table(result.summary))
+        else:
+            print(f"run {result.run_id}: {result.status}")
+    return EXIT_OK if result.status == "finished" else EXIT_FAILED
+
+
+# ---- runs and devices ---------------------------------------------------------
+def cmd_runs(args) -> int:
+    from engine.report import runs_table
+    from engine.store import Store
+    with Store(args.db) as store:
+        runs = store.list_runs(limit=args.limit)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in runs]))
+    else:
+        print(runs_table(runs))
+    return EXIT_OK
+
+
+def cmd_devices(args) -> int:
+    from engine.report import device_inventory, devices_table
+    inventory = device_inventory()
+    if args.json:
+        print(json.dumps(inventory))
+    else:
+        print(devices_table(inventory))
+    return EXIT_OK

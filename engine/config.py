@@ -1,0 +1,226 @@
+"""``ExperimentConfig``: one run, described the same way everywhere.
+
+The GUI builds it, the CLI parses into it, the worker receives it as JSON and the
+store saves it. ``problems()`` checks everything that needs no model; the checks
+that need the model's blocks live in ``engine.validate``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import models, strategies
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentConfig:
+    strategy: str = "single"
+    """Name from the strategy registry (engine.strategies.STRATEGIES)."""
+    model: str = "mlp"
+    """Name from the model zoo (engine.models.MODELS), or "custom" with model_file."""
+    model_file: str | None = None
+    """A .py file defining build_model() and make_batch(batch_size, generator)."""
+    width: int = 512
+    """mlp: features of each hidden Linear."""
+    depth: int = 8
+    """mlp: number of Linear+ReLU blocks before the head."""
+    devices: str = "auto"
+    """"auto", "cpu:N" (N virtual devices), "cuda:0,cuda:1", or a mix such as "cpu,cuda:0"."""
+    split: tuple[int, ...] | None = None
+    """Index of the first block of each later stage; None: the balanced split."""
+    micro_batches: int | None = None
+    """Pipeline: micro-batches per step (the batch must divide evenly)."""
+    split_size: int | None = None
+    """Pipeline, the tutorial's way: samples per micro-batch (micro_batches = batch / split_size)."""
+    schedule: str = "gpipe"
+    """Pipeline schedule: gpipe or 1f1b."""
+    batch_size: int | None = None
+    """Global batch per step; None: the model's default."""
+    steps: int = 20
+    """Optimizer steps to run."""
+    warmup: int = 2
+    """Leading steps left out of the summary's timings."""
+    seed: int = 0
+    """Seeds the initial parameters and the synthetic data: every strategy sees the same batches."""
+    lr: float | None = None
+    """SGD learning rate; None: the model's default."""
+    hang_timeout_s: float = 120.0
+    """A rank silent this long is declared hung and the run fails."""
+
+    # ---- derived values -------------------------------------------------
+    @property
+    def effective_batch_size(self) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return models.MODELS[self.model].batch_size if self.model in models.MODELS else 32
+
+    @property
+    def effective_lr(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return models.MODELS[self.model].lr if self.model in models.MODELS else 0.01
+
+    @property
+    def effective_micro_batches(self) -> int:
+        """Micro-batches per step: 1 unless the strategy pipelines."""
+        if self.strategy != "pipeline":
+            return 1
+        if self.micro_batches is not None:
+            return self.micro_batches
+        if self.split_size:
+            return max(1, -(-self.effective_batch_size // self.split_size))
+        return 4
+
+    # ---- JSON -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if d["split"] is not None:
+            d["split"] = list(d["split"])
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
+        """Build from a dict; unknown keys and wrong types raise ConfigError listing each."""
+        if not isinstance(data, dict):
+            raise ConfigError([Problem("config", "must be a JSON object")])
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        found: list[Problem] = []
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                found.append(Problem(key, f"unknown option; known: {', '.join(known)}"))
+                continue
+            try:
+                values[key] = _coerce(key, value)
+            except (TypeError, ValueError) as exc:
+                found.append(Problem(key, str(exc)))
+        if found:
+            raise ConfigError(found)
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ExperimentConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError([Problem("config", f"not valid JSON: {exc}")]) from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> "ExperimentConfig":
+        return dataclasses.replace(self, **changes)
+
+
+_INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed"}
+_FLOAT_FIELDS = {"lr", "hang_timeout_s"}
+_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule"}
+_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr"}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if value is None:
+        if key in _OPTIONAL:
+            return None
+        raise ValueError("must not be null")
+    if key in _INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"must be a whole number, got {value!r}")
+        return value
+    if key in _FLOAT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"must be a number, got {value!r}")
+        return float(value)
+    if key in _STR_FIELDS:
+        if not isinstance(value, str):
+            raise TypeError(f"must be a string, got {value!r}")
+        return value
+    if key == "split":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value,)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+        raise TypeError(f"must be a list of block indices, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: the option (as the CLI spells it) and what it allows."""
+    option: str
+    message: str
+
+    def __str__(self) -> str:
+        flag = self.option if self.option == "config" else "--" + self.option.replace("_", "-")
+        return f"{flag}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """Every problem found, at once."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def problems(config: ExperimentConfig) -> list[Problem]:
+    """What is wrong with the config on its own (no model built, no torch)."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
+
+    if config.strategy not in strategies.STRATEGIES:
+        add("strategy", f"unknown strategy {config.strategy!r}; allowed: {', '.join(strategies.STRATEGIES)}")
+    if config.model_file is None:
+        if config.model not in models.MODELS:
+            add("model", f"unknown model {config.model!r}; allowed: {', '.join(models.MODELS)}, or --model-file PATH")
+    elif config.model not in (models.CUSTOM, "mlp"):
+        # "mlp" is the default; a model file overrides it.
+        add("model", "give either --model or --model-file, not both")
+    if config.schedule not in strategies.SCHEDULES:
+        add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
+    for name in ("width", "depth", "steps"):
+        if getattr(config, name) < 1:
+            add(name, f"must be at least 1, got {getattr(config, name)}")
+    if config.batch_size is not None and config.batch_size < 1:
+        add("batch_size", f"must be at least 1, got {config.batch_size}")
+    if config.warmup < 0:
+        add("warmup", f"must be 0 or more, got {config.warmup}")
+    elif config.steps >= 1 and config.warmup >= config.steps:
+        add("warmup", f"must be less than --steps ({config.steps}) so some steps are measured, got {config.warmup}")
+    if config.lr is not None and not config.lr > 0:
+        add("lr", f"must be a positive number, got {config.lr}")
+    if not config.hang_timeout_s > 0:
+        add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
+
+    if config.micro_batches is not None and config.split_size is not None:
+        add("micro_batches", "give either --micro-batches or --split-size, not both")
+    is_pipeline = config.strategy == "pipeline"
+    for name in ("micro_batches", "split_size"):
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if not is_pipeline:
+            add(name, "applies only to --strategy pipeline")
+        elif value < 1:
+            add(name, f"must be at least 1, got {value}")
+    batch = config.batch_size if config.batch_size is not None else (
+        models.MODELS[config.model].batch_size if config.model in models.MODELS else None)
+    if is_pipeline and batch and batch >= 1:
+        if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
+            add("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} does not")
+        if config.split_size and config.split_size >= 1:
+            if config.split_size > batch:
+                add("split_size", f"must be at most the batch size {batch}, got {config.split_size}")
+            elif batch % config.split_size:
+                add("split_size", f"must divide the batch size {batch}; {config.split_size} does not")
+    if config.split is not None:
+        if config.strategy in strategies.STRATEGIES and not strategies.STRATEGIES[config.strategy].uses_split:
+            add("split", f"applies only to model-parallel and pipeline, not {config.strategy}")
+        elif len(config.split) == 0:
+            add("split", "give at least one split point")
+        elif any(b <= a for a, b in zip(config.split, config.split[1:])):
+            add("split", f"split points must be strictly increasing, got {','.join(map(str, config.split))}")
+    return found

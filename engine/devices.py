@@ -1,0 +1,100 @@
+"""Devices: CUDA GPUs, CPU virtual devices (one pinned core each), mixes, and auto.
+
+Torch-free: the app lists devices at start-up, so GPUs are counted through NVML
+(engine.telemetry.nvml) rather than torch.cuda.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a run places work on."""
+    name: str               # "cpu:0" (virtual device 0) or "cuda:1"
+    kind: str               # "cpu" or "cuda"
+    index: int              # virtual-device index or CUDA ordinal
+    core: int | None = None  # the core a CPU virtual device is pinned to
+
+    @property
+    def torch_device(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "index": self.index, "core": self.core}
+
+
+class DeviceError(ValueError):
+    pass
+
+
+def usable_cores() -> list[int]:
+    """The cores this process may run on, in order."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def gpu_count() -> int:
+    """GPUs visible through NVML; 0 when there is no driver or library."""
+    from engine.telemetry import nvml
+    return nvml.device_count()
+
+
+def cpu_devices(n: int, cores: list[int] | None = None) -> list[Device]:
+    cores = cores if cores is not None else usable_cores()
+    return [Device(f"cpu:{i}", "cpu", i, cores[i % len(cores)]) for i in range(n)]
+
+
+def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] | None = None) -> list[Device]:
+    """Resolve a --devices spec into devices, or raise DeviceError saying what is allowed.
+
+    ``needed`` is how many devices the strategy wants when the spec leaves it open
+    ("auto", "cuda"). Forms: "auto", "cpu:N", "cpu", "cuda", "cuda:0,cuda:1",
+    "cpu,cuda:0".
+    """
+    cores = cores if cores is not None else usable_cores()
+    spec = spec.strip().lower()
+    allowed = 'allowed: "auto", "cpu:N" (N virtual devices), "cuda", "cuda:0,cuda:1", or a mix like "cpu,cuda:0"'
+    if not spec:
+        raise DeviceError(f"empty device list; {allowed}")
+    if spec == "auto":
+        n_gpus = gpu_count() if gpus is None else gpus
+        if n_gpus >= needed:
+            return [Device(f"cuda:{i}", "cuda", i) for i in range(needed)]
+        return cpu_devices(needed, cores)
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) == 1 and parts[0].startswith("cpu:"):
+        count = parts[0][4:]
+        if not count.isdigit() or int(count) < 1:
+            raise DeviceError(f"{parts[0]!r}: N in cpu:N must be a whole number of at least 1")
+        return cpu_devices(int(count), cores)
+    devices: list[Device] = []
+    n_cpu = 0
+    for part in parts:
+        if part == "cpu":
+            devices.append(Device(f"cpu:{n_cpu}", "cpu", n_cpu, cores[n_cpu % len(cores)]))
+            n_cpu += 1
+        elif part == "cuda":
+            n_gpus = gpu_count() if gpus is None else gpus
+            if n_gpus == 0:
+                raise DeviceError("'cuda': no CUDA GPU is visible on this machine")
+            devices.extend(Device(f"cuda:{i}", "cuda", i) for i in range(min(needed, n_gpus)))
+        elif part.startswith("cuda:") and part[5:].isdigit():
+            index = int(part[5:])
+            n_gpus = gpu_count() if gpus is None else gpus
+            if index >= n_gpus:
+                have = f"GPUs 0..{n_gpus - 1}" if n_gpus else "no CUDA GPU"
+                raise DeviceError(f"{part!r} does not exist: this machine has {have}")
+            devices.append(Device(part, "cuda", index))
+        else:
+            raise DeviceError(f"{part!r} is not a device; {allowed}")
+    return devices
+
+
+def oversubscribed(devices: list[Device], cores: list[int] | None = None) -> bool:
+    """More CPU virtual devices than cores: allowed, but timings then mean little."""
+    cores = cores if cores is not None else usable_cores()
+    return sum(d.kind == "cpu" for d in devices) > len(cores)

@@ -1,0 +1,16 @@
+"""Build a config's model: seeded blocks, data and loss (imports torch)."""
+from __future__ import annotations
+
+import torch
+
+from engine.config import ExperimentConfig
+from engine.models import custom, zoo
+from engine.models.spec import ModelSpec
+
+
+def build(config: ExperimentConfig) -> ModelSpec:
+    """The same config and seed give the same initial parameters in every process."""
+    torch.manual_seed(config.seed)
+    if config.model_file:
+        return custom.build(config.model_file, config.seed)
+    return zoo.BUILDERS[config.model](seed=config.seed, width=config.width, depth=config.depth)

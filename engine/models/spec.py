@@ -1,0 +1,70 @@
+"""``ModelSpec``: a model as an ordered list of named blocks, with its seeded data and loss."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+from torch import nn
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    blocks: list[tuple[str, nn.Module]]
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    data: "DataSource"
+
+    def sequential(self, start: int = 0, stop: int | None = None) -> nn.Sequential:
+        """Blocks [start, stop) as one nn.Sequential, keeping their names."""
+        return nn.Sequential(OrderedDict(self.blocks[start:stop]))
+
+    @property
+    def block_names(self) -> list[str]:
+        return [name for name, _ in self.blocks]
+
+
+class DataSource:
+    """Seeded synthetic batches: the same seed gives every strategy (and every rank) the same batches.
+
+    ``make_batch(batch_size, generator)`` is called once per step with one
+    generator, so each rank that draws the batches sees the same sequence.
+    """
+
+    def __init__(self, make_batch: Callable[[int, torch.Generator], Batch], seed: int):
+        self._make_batch = make_batch
+        self._generator = torch.Generator().manual_seed(seed + 1)
+
+    def batches(self, batch_size: int) -> Iterator[Batch]:
+        while True:
+            yield self._make_batch(batch_size, self._generator)
+
+    def sample(self, batch_size: int) -> Batch:
+        """One batch from a separate generator: profiling must not shift the training batches."""
+        return self._make_batch(batch_size, torch.Generator().manual_seed(12345))
+
+
+class DatasetSource(DataSource):
+    """A fixed dataset walked in shuffled epochs, the last batch of each epoch partial.
+
+    This is the seed's DataLoader(RandomDataset(5, 100), batch_size=30,
+    shuffle=True): batches of 30, 30, 30 and 10.
+    """
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, seed: int):
+        self._inputs, self._targets = inputs, targets
+        self._generator = torch.Generator().manual_seed(seed + 1)
+
+    def batches(self, batch_size: int) -> Iterator[Batch]:
+        rows = self._inputs.shape[0]
+        while True:
+            order = torch.randperm(rows, generator=self._generator)
+            for start in range(0, rows, batch_size):
+                index = order[start:start + batch_size]
+                yield self._inputs[index], self._targets[index]
+
+    def sample(self, batch_size: int) -> Batch:
+        return self._inputs[:batch_size], self._targets[:batch_size]

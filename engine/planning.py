@@ -1,0 +1,91 @@
+"""Where to split: per-block cost from a quick timing, and the balanced split.
+
+The balanced split puts contiguous blocks on each stage so that the slowest
+stage is as fast as it can be (a pipeline runs at the pace of its slowest stage).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+PROFILE_MAX_BATCH = 256  # costs scale with the batch; a slice keeps the timing quick
+PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    name: str
+    params: int          # parameters in the block
+    cost_s: float        # measured forward+backward seconds for the profiled batch
+    out_bytes: int       # bytes of activation leaving the block, per sample
+
+
+def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
+    """Time each block's forward and backward on ``device``, block by block."""
+    import copy
+
+    import torch
+    n = max(1, min(batch_size, PROFILE_MAX_BATCH))
+    inputs, _ = spec.data.sample(n)
+    # Copies: profiling must not touch the run's parameters or BatchNorm statistics.
+    blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
+    best = [float("inf")] * len(blocks)
+    out_bytes = [0] * len(blocks)
+    for _ in range(PROFILE_REPEATS):
+        h = inputs.to(device)
+        for i, block in enumerate(blocks):
+            cut = h.detach().requires_grad_(h.is_floating_point())
+            t0 = time.perf_counter()
+            out = block(cut)
+            if out.requires_grad:
+                out.backward(torch.ones_like(out))
+            if device.startswith("cuda"):
+                torch.cuda.synchronize(device)
+            best[i] = min(best[i], time.perf_counter() - t0)
+            out_bytes[i] = out.numel() * out.element_size() // n
+            h = out.detach()
+    return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size)
+            for (name, _), block, cost, size in zip(spec.blocks, blocks, best, out_bytes)]
+
+
+def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:
+    """Split points minimizing the costliest stage (each stage at least one block)."""
+    n = len(costs)
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot make {stages} stages from {n} blocks")
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    inf = float("inf")
+    # best[k][j]: minimal max-stage cost placing the first j blocks on k stages
+    best = [[inf] * (n + 1) for _ in range(stages + 1)]
+    cut = [[0] * (n + 1) for _ in range(stages + 1)]
+    best[0][0] = 0.0
+    for k in range(1, stages + 1):
+        for j in range(k, n - (stages - k) + 1):
+            for i in range(k - 1, j):
+                value = max(best[k - 1][i], prefix[j] - prefix[i])
+                if value < best[k][j]:
+                    best[k][j], cut[k][j] = value, i
+    points, j = [], n
+    for k in range(stages, 0, -1):
+        j = cut[k][j]
+        points.append(j)
+    return tuple(sorted(points)[1:])  # drop the leading 0
+
+
+def stage_shares(infos: list[BlockInfo], split: tuple[int, ...]) -> list[dict]:
+    """Per stage: blocks, share of parameters, share of measured compute, bytes crossing into the next stage."""
+    edges = (0, *split, len(infos))
+    total_params = sum(b.params for b in infos) or 1
+    total_cost = sum(b.cost_s for b in infos) or 1.0
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        part = infos[a:b]
+        out.append({
+            "blocks": [x.name for x in part],
+            "params_share": sum(x.params for x in part) / total_params,
+            "cost_share": sum(x.cost_s for x in part) / total_cost,
+            "crossing_bytes_per_sample": part[-1].out_bytes if b < len(infos) else 0,
+        })
+    return out

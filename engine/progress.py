@@ -1,0 +1,54 @@
+"""Progress on stderr: a bar redrawn in place on a terminal, a line every tenth of the run otherwise."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+class Progress:
+    def __init__(self, total_steps: int, enabled: bool = True, stream=None):
+        self.total = total_steps
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = self.stream.isatty()
+        self._lock = threading.Lock()
+        self._last_reported = -1
+        self._start = time.monotonic()
+
+    def on_event(self, event: dict) -> None:
+        if not self.enabled:
+            return
+        kind = event.get("type")
+        with self._lock:
+            if kind == "step":
+                self._step(event)
+            elif kind in ("warning", "log"):
+                self._line(f"{kind}: {event.get('message')}")
+
+    def _step(self, event: dict) -> None:
+        done = event["step"] + 1
+        elapsed = time.monotonic() - self._start
+        left = elapsed / done * (self.total - done)
+        loss = event.get("loss")
+        text = (f"step {done}/{self.total}  {event['throughput']:.0f} samples/s"
+                + (f"  loss {loss:.4f}" if loss is not None else "") + f"  ~{left:.0f}s left")
+        if self.tty:
+            width = 24
+            filled = int(width * done / self.total)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
+            self.stream.flush()
+        elif done * 10 // self.total != self._last_reported or done == self.total:
+            self._last_reported = done * 10 // self.total
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

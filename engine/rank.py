@@ -1,0 +1,129 @@
+"""A rank process: one process of a run (``python -m engine.rank``), launched by the worker.
+
+torchrun-compatible: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
+environment. The config and resolved devices come in SPLITSCOPE_CONFIG and
+SPLITSCOPE_DEVICES; events go to the worker as JSON lines on the file descriptor
+SPLITSCOPE_EVENT_FD (stdout stays free for whatever user code prints). The rank
+ends itself when the worker goes away (stdin closes, or the parent-death signal).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: SIGKILL when the worker dies, even by SIGKILL
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+    def watch_stdin():
+        try:
+            while sys.stdin.buffer.read(1024):
+                pass
+        except (OSError, ValueError):
+            pass
+        os._exit(3)  # the worker closed our stdin or died
+    threading.Thread(target=watch_stdin, name="parent-watch", daemon=True).start()
+
+
+class EventChannel:
+    def __init__(self, fd: int):
+        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def emit(self, event_type: str, **fields) -> None:
+        from engine.protocol import _finite
+        line = json.dumps(_finite({"type": event_type, "time": time.perf_counter(), **fields}),
+                          separators=(",", ":"))
+        with self._lock:
+            self._file.write(line + "\n")
+
+
+def _pin(device) -> None:
+    """One pinned core and one intra-op thread per CPU virtual device."""
+    if device.kind == "cpu" and device.core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {device.core})
+
+
+def main() -> int:
+    _die_with_parent()
+    channel = EventChannel(int(os.environ["SPLITSCOPE_EVENT_FD"]))
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        from engine.config import ExperimentConfig
+        from engine.devices import Device
+        config = ExperimentConfig.from_json(os.environ["SPLITSCOPE_CONFIG"])
+        devices = [Device(**d) for d in json.loads(os.environ["SPLITSCOPE_DEVICES"])]
+        own = devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
+        _pin(own)
+        import torch
+        torch.set_num_threads(1)
+        import torch.distributed as dist
+        if world > 1:
+            backend = "nccl" if own.kind == "cuda" else "gloo"
+            if own.kind == "cuda":
+                torch.cuda.set_device(own.index)
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=timedelta(seconds=config.hang_timeout_s))
+        run_rank(config, devices, rank, world, channel)
+        if world > 1:
+            dist.destroy_process_group()
+        return 0
+    except BaseException as exc:  # report anything, then exit non-zero
+        channel.emit("error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        return 1
+
+
+def run_rank(config, devices, rank, world, channel) -> None:
+    from engine import loop, strategies
+    from engine.models.build import build
+    from engine.strategies.base import RankContext
+    from engine.timing import StepTimer
+    spec = build(config)
+    split = resolve_split(config, spec, devices, rank, world)
+    ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
+                      spec=spec, timer=StepTimer())
+    executor = strategies.load(config.strategy).build(ctx)
+    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None)
+    try:
+        loop.train(ctx, executor, channel.emit)
+        channel.emit("done", param_sq=executor.param_sq())
+    finally:
+        executor.close()
+
+
+def resolve_split(config, spec, devices, rank, world):
+    """The config's split, or the balanced one from rank 0's per-block timing, shared with every rank."""
+    from engine import strategies
+    if not strategies.info(config.strategy).uses_split:
+        return None
+    if config.split is not None:
+        return tuple(config.split)
+    split = None
+    if rank == 0:
+        from engine.planning import balanced_split, block_costs
+        micro = max(1, config.effective_batch_size // config.effective_micro_batches)
+        costs = [b.cost_s for b in block_costs(spec, micro, devices[0].torch_device)]
+        split = balanced_split(costs, len(devices))
+    if world > 1:
+        import torch.distributed as dist
+        box = [split]
+        dist.broadcast_object_list(box, src=0)
+        split = box[0]
+    return tuple(split)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Plain-text tables for the terminal: a run's summary, the stored runs, the devices."""
+from __future__ import annotations
+
+import os
+import time
+
+
+def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
+    if value is None:
+        return missing
+    return format(value, spec)
+
+
+def summary_table(s: dict) -> str:
+    rows = [
+        ("run", s.get("run_id")),
+        ("status", s.get("status")),
+        ("strategy", s["strategy"] + (f" ({s['schedule']}, {s['micro_batches']} micro-batches)"
+                                      if s.get("micro_batches") else "")),
+        ("model", s["model"]),
+        ("devices", ", ".join(s["devices"])),
+        ("split", ",".join(map(str, s["split"])) if s.get("split") else "-"),
+        ("steps measured", s["steps_measured"]),
+    ]
+    st, tp = s.get("step_time_s"), s.get("throughput")
+    if st:
+        rows.append(("step time", f"{st['mean'] * 1000:.1f} ms ± {st['std'] * 1000:.1f}"))
+    if tp:
+        rows.append(("throughput", f"{tp['mean']:.0f} samples/s ± {tp['std']:.0f}"))
+    if s.get("loss"):
+        rows.append(("loss", f"{s['loss']['first']:.4f} -> {s['loss']['last']:.4f}"))
+    if s.get("param_norm") is not None:
+        rows.append(("param norm", f"{s['param_norm']:.6g}"))
+    if s.get("devices_busy"):
+        rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s["devices"], s["devices_busy"]))))
+    bubble = s.get("bubble") or {}
+    if bubble.get("measured") is not None:
+        theory = f" (theory {bubble['theory']:.2f})" if bubble.get("theory") is not None else ""
+        rows.append(("bubble", f"{bubble['measured']:.2f}{theory}"))
+    tel = s.get("telemetry")
+    if tel and tel.get("util_mean"):
+        rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in
+                                                   zip(s["devices"], tel["util_mean"]))))
+        rows.append(("samples", f"{tel.get('samples')} at {tel.get('rate_hz')} Hz"))
+        if tel.get("disagreement"):
+            rows.append(("note", tel["disagreement"]))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def runs_table(runs) -> str:
+    if not runs:
+        return "no runs stored yet"
+    lines = [f"{'id':<23} {'started':<16} {'status':<11} {'strategy':<15} {'model':<14} {'devices':<12} "
+             f"{'step ms':>8} {'samples/s':>10}"]
+    for r in runs:
+        s = r.summary or {}
+        st = (s.get("step_time_s") or {}).get("mean")
+        tp = (s.get("throughput") or {}).get("mean")
+        cfg = r.config
+        lines.append(
+            f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<11} "
+            f"{cfg.get('strategy', '?'):<15} {(cfg.get('model') or '?'):<14} {cfg.get('devices', '?'):<12} "
+            f"{_fmt(st * 1000 if st else None, '.1f'):>8} {_fmt(tp, '.0f'):>10}")
+    return "\n".join(lines)
+
+
+def device_inventory() -> dict:
+    """``{"gpus": [...], "cpu": {...}}``: what ``main.py devices`` shows."""
+    from engine.devices import usable_cores
+    from engine.telemetry import nvml
+    inventory = getattr(nvml, "inventory", None)
+    gpus = inventory() if inventory else []
+    cores = usable_cores()
+    return {
+        "gpus": gpus,
+        "cpu": {"cores": len(cores), "usable_cores": cores, "logical_cpus": os.cpu_count(),
+                "virtual_devices": len(cores),
+                "note": "each CPU virtual device (cpu:N) is one pinned core with one intra-op thread"},
+    }
+
+
+def devices_table(inv: dict) -> str:
+    lines = []
+    if inv["gpus"]:
+        for g in inv["gpus"]:
+            mem = g.get("memory_total")
+            lines.append(f"cuda:{g.get('index')}  {g.get('name')}  "
+                         f"{mem / 2**30:.1f} GiB" if mem else f"cuda:{g.get('index')}  {g.get('name')}")
+            if g.get("driver"):
+                lines.append(f"    driver {g['driver']}")
+            if g.get("supported") is not None:
+                sup = g["supported"]
+                if isinstance(sup, dict):
+                    lines.append("    fields: " + ", ".join(f"{k}{'' if v else ' (n/a)'}" for k, v in sup.items()))
+    else:
+        lines.append("no CUDA GPUs (no NVIDIA driver or none visible)")
+    cpu = inv["cpu"]
+    lines.append(f"cpu: {cpu['cores']} usable cores -> cpu:1 .. cpu:{cpu['virtual_devices']} "
+                 "virtual devices (one pinned core each)")
+    return "\n".join(lines)

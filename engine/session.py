@@ -1,0 +1,218 @@
+"""A run, end to end, for the CLI and the app alike: worker process, telemetry, store.
+
+``RunSession`` launches the worker (``python -m engine.worker``), reads its
+events on a background thread, samples telemetry outside the worker (as
+nvidia-smi would see the machine), stores steps, timeline and samples as they
+come, and adds the telemetry section to the summary. Callbacks run on
+background threads; the app marshals them to its UI thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine import protocol
+from engine.config import ExperimentConfig
+from engine.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str                 # finished, failed, stopped
+    summary: dict | None
+    error: str | None = None
+    traceback: str | None = None
+
+
+class RunSession:
+    def __init__(self, config: ExperimentConfig, *, db_path=None, telemetry_hz: float = 10.0,
+                 on_event: Callable[[dict], None] | None = None,
+                 on_samples: Callable[[list], None] | None = None,
+                 experiment_id: str | None = None, label: str | None = None):
+        self.config = config
+        self.db_path = db_path
+        self.telemetry_hz = telemetry_hz
+        self.on_event = on_event
+        self.on_samples = on_samples
+        self.experiment_id = experiment_id
+        self.label = label
+        self.run_id: str | None = None
+        self.result: RunResult | None = None
+        self._proc: subprocess.Popen | None = None
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._stdin_lock = threading.Lock()
+        self._sampler = None
+        self._stderr_tail: list[str] = []
+        self._samples: list = []  # every telemetry sample of the run, for the summary
+
+    # ---- control --------------------------------------------------------------
+    def start(self) -> str:
+        with Store(self.db_path) as store:
+            self.run_id = store.create_run(self.config.to_dict(), experiment_id=self.experiment_id,
+                                           label=self.label)
+        self._origin = time.perf_counter()
+        self._start_sampler()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   PYTHONUNBUFFERED="1")
+        # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = json.dumps({"config": self.config.to_dict(), "clock_origin": self._origin})
+        self._send(first)
+        threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=f"run-session-{self.run_id}", daemon=True)
+        self._thread.start()
+        return self.run_id
+
+    def stop(self) -> None:
+        """Ask the worker to stop; returns at once. The run ends within about 3 s."""
+        if not self._send(protocol.STOP) and self._proc and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        self._done.wait(timeout)
+        return self.result
+
+    def is_running(self) -> bool:
+        return self._thread is not None and not self._done.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def _send(self, line: str) -> bool:
+        with self._stdin_lock:
+            try:
+                self._proc.stdin.write((line + "\n").encode())
+                self._proc.stdin.flush()
+                return True
+            except (BrokenPipeError, ValueError, OSError, AttributeError):
+                return False
+
+    # ---- telemetry ------------------------------------------------------------
+    def _start_sampler(self) -> None:
+        if not self.telemetry_hz:
+            return
+        try:
+            from engine.devices import parse
+            from engine.telemetry import TelemetrySampler, targets_for
+            from engine.validate import devices_needed
+            devices = parse(self.config.devices, devices_needed(self.config))
+            self._sampler = TelemetrySampler(targets_for(devices), rate_hz=self.telemetry_hz)
+            self._sampler.start()
+        except ImportError:
+            self._sampler = None
+
+    def _drain_samples(self, store: Store) -> None:
+        if self._sampler is None:
+            return
+        samples = self._sampler.drain()
+        if not samples:
+            return
+        self._samples.extend(samples)
+        rows = []
+        for s in samples:
+            row = s.to_dict()
+            row["t"] = s.t - self._origin
+            rows.append(row)
+        store.add_samples(self.run_id, rows)
+        if self.on_samples:
+            self.on_samples(samples)
+
+    # ---- the reading thread -----------------------------------------------------
+    def _read_stderr(self) -> None:
+        for line in self._proc.stderr:
+            self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
+
+    def _run(self) -> None:
+        store = Store(self.db_path)
+        status, summary, error, tb = "failed", None, None, None
+        steps: list[dict] = []
+        pending: list[dict] = []
+        last_flush = time.monotonic()
+        try:
+            for event in protocol.read_events(self._proc.stdout):
+                kind = event["type"]
+                if kind == protocol.STARTED and self._sampler is not None:
+                    for device, pid in (event.get("device_pids") or {}).items():
+                        self._sampler.set_pid(device, pid)
+                elif kind == protocol.STEP:
+                    steps.append(event)
+                    pending.append(event)
+                elif kind == protocol.ERROR:
+                    error, tb = event.get("message"), event.get("traceback")
+                elif kind == protocol.FINISHED:
+                    status, summary = event.get("status", "failed"), event.get("summary")
+                    continue  # forwarded below, with the telemetry section
+                # Batch the writes: one transaction per half second, not per event.
+                if time.monotonic() - last_flush > 0.5 or kind != protocol.STEP:
+                    store.add_steps(self.run_id, pending)
+                    pending = []
+                    self._drain_samples(store)
+                    last_flush = time.monotonic()
+                if self.on_event:
+                    self.on_event(event)
+            code = self._proc.wait()
+            if summary is None and error is None:
+                # The worker died without a word: say how, with what it printed last.
+                from engine.worker import describe_exit
+                error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
+                if self._stderr_tail:
+                    error += f"; last output: {self._stderr_tail[-1]}"
+                    tb = "\n".join(self._stderr_tail)
+                if self.on_event:
+                    self.on_event({"v": protocol.VERSION, "type": protocol.ERROR, "t": time.perf_counter() -
+                                   self._origin, "message": error, "rank": None, "traceback": tb})
+        finally:
+            store.add_steps(self.run_id, pending)
+            if self._sampler is not None:
+                self._sampler.stop()
+                self._drain_samples(store)
+            summary = self._complete_summary(store, summary, steps, status)
+            store.finish_run(self.run_id, status, summary, error)
+            store.close()
+            self.result = RunResult(self.run_id, status, summary, error, tb)
+            if self._proc.poll() is None:
+                self._proc.kill()
+                self._proc.wait()
+            for pipe in (self._proc.stdin, self._proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+            if self.on_event:
+                self.on_event({"v": protocol.VERSION, "type": protocol.FINISHED,
+                               "t": time.perf_counter() - self._origin, "status": status, "summary": summary,
+                               "run_id": self.run_id, "error": error})
+            self._done.set()
+
+    def _complete_summary(self, store: Store, summary: dict | None, steps: list[dict], status: str) -> dict | None:
+        if summary is None:
+            return None
+        summary["run_id"] = self.run_id
+        summary["status"] = status
+        if self._sampler is not None and steps:
+            from engine.telemetry import disagreements, summarize
+            measured = [s for s in steps if s["step"] >= self.config.warmup] or steps
+            first_t = self._origin + measured[0]["t"] - measured[0]["time_s"]
+            last_t = self._origin + steps[-1]["t"]
+            telemetry = summarize(self._samples, summary["devices"], first_t, last_t, self.telemetry_hz)
+            if summary.get("devices_busy"):
+                lines = disagreements(telemetry["util_mean"], summary["devices_busy"], summary["devices"])
+                telemetry["disagreement"] = "; ".join(lines) if lines else None
+            summary["telemetry"] = telemetry
+        return summary

@@ -1,0 +1,277 @@
+"""The run store: SQLite in the user data dir, WAL mode.
+
+A run row (id, started, status, config, summary) with its steps, timeline and
+telemetry samples; experiments group runs. ``--db PATH`` or ``SPLITSCOPE_DB``
+overrides the location. Runs found ``running`` whose owning process is gone are
+marked ``interrupted`` when a store is opened.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+STATUSES = ("running", "finished", "failed", "stopped", "interrupted")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiments (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    created REAL NOT NULL,
+    params TEXT NOT NULL,          -- JSON: the preset's options
+    result TEXT                    -- JSON: the experiment summary, when done
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started REAL NOT NULL,         -- unix time
+    ended REAL,
+    status TEXT NOT NULL,
+    config TEXT NOT NULL,          -- JSON: ExperimentConfig.to_dict()
+    summary TEXT,                  -- JSON: design.md's summary object
+    error TEXT,
+    experiment_id TEXT REFERENCES experiments(id),
+    label TEXT,                    -- the point's label within an experiment
+    owner_pid INTEGER,             -- the process that records the run
+    owner_host TEXT
+);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    t REAL,                        -- seconds since the run started, at the step's end
+    time_s REAL, samples INTEGER, throughput REAL, loss REAL,
+    batch_split TEXT,              -- JSON list, DP/DDP only
+    PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS timeline (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    kind TEXT NOT NULL,            -- forward, backward, transfer, optimizer, wait
+    t0 REAL NOT NULL, t1 REAL NOT NULL  -- seconds since the run started
+);
+CREATE INDEX IF NOT EXISTS timeline_run ON timeline(run_id, step);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t REAL NOT NULL,               -- seconds since the run started (negative: before it)
+    device TEXT NOT NULL,
+    util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
+    sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL
+);
+CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t);
+"""
+
+SAMPLE_FIELDS = ("util", "mem_util", "mem_used", "mem_total", "power_w",
+                 "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
+
+
+def default_path() -> Path:
+    env = os.environ.get("SPLITSCOPE_DB")
+    if env:
+        return Path(env)
+    import platformdirs
+    return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    started: float
+    ended: float | None
+    status: str
+    config: dict
+    summary: dict | None
+    error: str | None
+    experiment_id: str | None
+    label: str | None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    """One connection to the run store. Use from one thread."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+        self.mark_interrupted()
+
+    # ---- lifecycle ----------------------------------------------------------
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _tx(self):
+        return _Transaction(self._db)
+
+    def mark_interrupted(self) -> int:
+        """Runs left ``running`` by a process that is gone become ``interrupted``."""
+        host = socket.gethostname()
+        rows = self._db.execute("SELECT id, owner_pid, owner_host FROM runs WHERE status='running'").fetchall()
+        dead = [r["id"] for r in rows
+                if r["owner_host"] == host and r["owner_pid"] != os.getpid() and not _pid_alive(r["owner_pid"])]
+        with self._tx():
+            for run_id in dead:
+                self._db.execute("UPDATE runs SET status='interrupted', ended=? WHERE id=?", (time.time(), run_id))
+        return len(dead)
+
+    # ---- writing ----------------------------------------------------------
+    def create_run(self, config: dict, *, experiment_id: str | None = None, label: str | None = None) -> str:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        with self._tx():
+            self._db.execute(
+                "INSERT INTO runs (id, started, status, config, experiment_id, label, owner_pid, owner_host) "
+                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (run_id, time.time(), json.dumps(config, sort_keys=True), experiment_id, label,
+                 os.getpid(), socket.gethostname()))
+        return run_id
+
+    def add_steps(self, run_id: str, events: Iterable[dict]) -> None:
+        """Store step events (protocol ``step``), with their per-device intervals."""
+        events = list(events)
+        if not events:
+            return
+        with self._tx():
+            for ev in events:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
+                     ev.get("loss"),
+                     json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None))
+                self._db.executemany(
+                    "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(run_id, ev["step"], dev, kind, t0, t1)
+                     for dev, intervals in (ev.get("intervals") or {}).items()
+                     for kind, t0, t1 in intervals])
+
+    def add_samples(self, run_id: str, samples: Iterable[dict]) -> None:
+        """Store telemetry samples (dicts with ``t`` relative to the run start, ``device`` and metrics)."""
+        rows = [(run_id, s["t"], s["device"], *(s.get(f) for f in SAMPLE_FIELDS)) for s in samples]
+        if not rows:
+            return
+        with self._tx():
+            self._db.executemany(
+                f"INSERT INTO samples (run_id, t, device, {', '.join(SAMPLE_FIELDS)}) "
+                f"VALUES (?, ?, ?, {', '.join('?' * len(SAMPLE_FIELDS))})", rows)
+
+    def finish_run(self, run_id: str, status: str, summary: dict | None = None, error: str | None = None) -> None:
+        if status not in STATUSES or status == "running":
+            raise ValueError(f"status must be one of {STATUSES[1:]}, got {status!r}")
+        with self._tx():
+            self._db.execute(
+                "UPDATE runs SET status=?, ended=?, summary=?, error=? WHERE id=?",
+                (status, time.time(), json.dumps(summary) if summary is not None else None, error, run_id))
+
+    def create_experiment(self, name: str, params: dict) -> str:
+        exp_id = "exp-" + time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        with self._tx():
+            self._db.execute("INSERT INTO experiments (id, name, created, params) VALUES (?, ?, ?, ?)",
+                             (exp_id, name, time.time(), json.dumps(params, sort_keys=True)))
+        return exp_id
+
+    def finish_experiment(self, exp_id: str, result: dict) -> None:
+        with self._tx():
+            self._db.execute("UPDATE experiments SET result=? WHERE id=?", (json.dumps(result), exp_id))
+
+    # ---- reading ----------------------------------------------------------
+    @staticmethod
+    def _run(row: sqlite3.Row) -> RunRecord:
+        return RunRecord(
+            id=row["id"], started=row["started"], ended=row["ended"], status=row["status"],
+            config=json.loads(row["config"]), summary=json.loads(row["summary"]) if row["summary"] else None,
+            error=row["error"], experiment_id=row["experiment_id"], label=row["label"])
+
+    def list_runs(self, limit: int | None = None, experiment_id: str | None = None) -> list[RunRecord]:
+        """Runs, newest first."""
+        sql = "SELECT * FROM runs"
+        args: list[Any] = []
+        if experiment_id is not None:
+            sql += " WHERE experiment_id=?"
+            args.append(experiment_id)
+        sql += " ORDER BY started DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [self._run(r) for r in self._db.execute(sql, args)]
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return self._run(row) if row else None
+
+    def get_experiment(self, exp_id: str) -> dict | None:
+        row = self._db.execute("SELECT * FROM experiments WHERE id=?", (exp_id,)).fetchone()
+        if row is None:
+            return None
+        return {"id": row["id"], "name": row["name"], "created": row["created"],
+                "params": json.loads(row["params"]), "result": json.loads(row["result"]) if row["result"] else None}
+
+    def list_experiments(self) -> list[dict]:
+        return [self.get_experiment(r["id"]) for r in
+                self._db.execute("SELECT id FROM experiments ORDER BY created DESC, rowid DESC")]
+
+    def steps(self, run_id: str) -> list[dict]:
+        out = []
+        for r in self._db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY step", (run_id,)):
+            d = dict(r)
+            d.pop("run_id")
+            d["batch_split"] = json.loads(d["batch_split"]) if d["batch_split"] else None
+            out.append(d)
+        return out
+
+    def timeline(self, run_id: str) -> list[tuple[int, str, str, float, float]]:
+        """(step, device, kind, t0, t1) rows, in time order."""
+        return [tuple(r) for r in self._db.execute(
+            "SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? ORDER BY t0", (run_id,))]
+
+    def samples(self, run_id: str) -> list[dict]:
+        rows = self._db.execute(
+            f"SELECT t, device, {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id=? ORDER BY t", (run_id,))
+        return [dict(r) for r in rows]
+
+    def integrity_ok(self) -> bool:
+        return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error: a crash never leaves half a batch."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self._db = db
+
+    def __enter__(self):
+        self._db.execute("BEGIN IMMEDIATE")
+        return self._db
+
+    def __exit__(self, exc_type, exc, tb):
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        return False

@@ -1,0 +1,73 @@
+"""The small interface every strategy implements, and what a rank knows about its run.
+
+A strategy module provides:
+  ``world_size(config, devices) -> int``   processes the run needs
+  ``check(config, devices, n_blocks) -> list[Problem]``   what it cannot do with these
+  ``build(ctx: RankContext) -> Executor``   placement and wrapping on this rank
+Strategy modules import no torch at import time (the worker, which only
+supervises, asks them for ``world_size``); executors import it.
+The training loop (engine.loop) owns timing, events and stop requests; the
+executor owns the forward, backward and optimizer step of one batch.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.config import ExperimentConfig
+from engine.devices import Device
+from engine.timing import StepTimer
+
+if TYPE_CHECKING:
+    import torch
+
+    from engine.models.spec import ModelSpec
+
+
+@dataclass
+class RankContext:
+    config: ExperimentConfig
+    rank: int
+    world_size: int
+    devices: list[Device]            # every device of the run, in order
+    split: tuple[int, ...] | None    # first block of each later stage (staged strategies)
+    spec: "ModelSpec"
+    timer: StepTimer
+
+
+@dataclass
+class StepResult:
+    loss_part: float | None          # this rank's share of the global batch's mean loss
+    samples: int                     # samples this rank consumed from the global batch
+    batch_split: list[int] | None = None  # per-device batch sizes, reported by one rank
+
+
+class Executor(ABC):
+    @abstractmethod
+    def step(self, inputs: "torch.Tensor", targets: "torch.Tensor") -> StepResult:
+        """One optimizer update on the global batch (each rank takes its part)."""
+
+    @abstractmethod
+    def param_sq(self) -> float | None:
+        """Sum of squares of the parameters this rank owns; None when another rank reports the same."""
+
+    def close(self) -> None:
+        pass
+
+
+def stage_bounds(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, int]]:
+    """[start, stop) block ranges of each stage."""
+    edges = (0, *split, n_blocks)
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def sgd(params, config: ExperimentConfig):
+    import torch
+    return torch.optim.SGD(params, lr=config.effective_lr)
+
+
+def params_sq(module) -> float:
+    import torch
+    with torch.no_grad():
+        return float(sum(p.detach().double().pow(2).sum() for p in module.parameters()))

@@ -1,0 +1,68 @@
+"""Stages in one process, moved between devices with .to(): the tutorials' code shape.
+
+Used when a stage is on a GPU that another stage shares, or when CPU and GPU
+mix (``--devices cpu,cuda:0``). Each stage's input is cut from the autograd graph
+so that each stage's backward runs, and is timed, on its own device; the
+gradient is then handed back by hand, which computes the same gradients as one
+backward through the whole chain. With M > 1 micro-batches this is the
+tutorial's split-size loop: while a GPU works on one micro-batch the next is
+already queued on the previous stage.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd, stage_bounds
+
+
+class InProcessStages(Executor):
+    def __init__(self, ctx: RankContext, micro_batches: int):
+        self.devices = ctx.devices
+        self.timer = ctx.timer
+        self.micro_batches = micro_batches
+        self.loss_fn = ctx.spec.loss_fn
+        bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
+        self.stages = [ctx.spec.sequential(a, b).to(d.torch_device) for (a, b), d in zip(bounds, self.devices)]
+        self.optimizer = sgd([p for s in self.stages for p in s.parameters()], ctx.config)
+
+    def step(self, inputs, targets) -> StepResult:
+        timer, m = self.timer, self.micro_batches
+        self.optimizer.zero_grad(set_to_none=True)
+        # Forward every micro-batch through every stage, keeping each stage's cut input and output.
+        saved: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+        losses = []
+        for x, y in zip(inputs.chunk(m), targets.chunk(m)):
+            h, per_stage = x, []
+            for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
+                with timer.span(dev, "transfer"):
+                    h = h.to(dev.torch_device, non_blocking=True)
+                cut = h.detach().requires_grad_(h.is_floating_point())
+                with timer.span(dev, "forward"):
+                    h = stage(cut)
+                per_stage.append((cut, h))
+            last = self.devices[-1]
+            with timer.span(last, "forward"):
+                loss = self.loss_fn(h, y.to(last.torch_device)) / m
+            losses.append(loss)
+            saved.append(per_stage)
+        # Backward, last stage first, handing each stage's input gradient to the stage before.
+        for loss, per_stage in zip(losses, saved):
+            grad = None
+            for k in range(len(self.stages) - 1, -1, -1):
+                cut, out = per_stage[k]
+                dev = self.devices[k]
+                with timer.span(dev, "backward"):
+                    if grad is None:
+                        loss.backward()
+                    else:
+                        out.backward(grad)
+                if k > 0:
+                    with timer.span(self.devices[k - 1], "transfer"):
+                        grad = cut.grad.to(self.devices[k - 1].torch_device, non_blocking=True)
+        with timer.span(self.devices[0], "optimizer"):
+            self.optimizer.step()
+        total = float(sum(l.detach().float().cpu() for l in losses))
+        return StepResult(loss_part=total, samples=int(inputs.shape[0]))
+
+    def param_sq(self) -> float:
+        return sum(params_sq(s) for s in self.stages)

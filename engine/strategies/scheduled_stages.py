@@ -1,0 +1,92 @@
+"""Stages in their own processes, driven by torch.distributed.pipelining schedules.
+
+Used by ``pipeline`` (GPipe or 1F1B over M micro-batches) and by
+``model-parallel`` on CPU virtual devices (GPipe over one micro-batch is exactly
+the naive split: one whole batch passes stage by stage). Compute is timed by
+overriding the stage's forward/backward of one chunk; time blocked on a peer's
+activation or gradient is recorded as "wait", which is not busy.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import schedules as _schedules
+
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd, stage_bounds
+
+SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+
+
+class TimedStage(PipelineStage):
+    """A PipelineStage that times each chunk's forward and backward on its device."""
+
+    def __init__(self, *args, timer, device, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._timer, self._device = timer, device
+
+    def forward_one_chunk(self, *args, **kwargs):
+        with self._timer.span(self._device, "forward"):
+            return super().forward_one_chunk(*args, **kwargs)
+
+    def backward_one_chunk(self, *args, **kwargs):
+        with self._timer.span(self._device, "backward"):
+            return super().backward_one_chunk(*args, **kwargs)
+
+
+def _time_peer_waits(timer, device) -> None:
+    """Record every wait for a peer's send/recv as a "wait" interval.
+
+    The schedules call the module-level ``_wait_batch_p2p``; this rank process
+    runs exactly one schedule, so wrapping it here is contained.
+    """
+    original = getattr(_schedules._wait_batch_p2p, "__wrapped__", _schedules._wait_batch_p2p)
+
+    def timed_wait(work):
+        t0 = time.perf_counter()
+        original(work)
+        timer.add(device.name, "wait", t0, time.perf_counter())
+    timed_wait.__wrapped__ = original
+    _schedules._wait_batch_p2p = timed_wait
+
+
+class ScheduledStages(Executor):
+    def __init__(self, ctx: RankContext, micro_batches: int, schedule: str):
+        self.rank, self.world = ctx.rank, ctx.world_size
+        self.first, self.last = self.rank == 0, self.rank == self.world - 1
+        self.device = ctx.devices[self.rank]
+        self.timer = ctx.timer
+        start, stop = stage_bounds(ctx.split, len(ctx.spec.blocks))[self.rank]
+        self.module = ctx.spec.sequential(start, stop).to(self.device.torch_device)
+        stage = TimedStage(self.module, self.rank, self.world, torch.device(self.device.torch_device),
+                           timer=self.timer, device=self.device)
+        spec_loss = ctx.spec.loss_fn
+
+        def timed_loss(output, target):
+            with self.timer.span(self.device, "forward"):
+                return spec_loss(output, target)
+        # scale_grads: each micro-batch's mean loss is divided by M, so the summed
+        # gradient is the whole batch's mean-loss gradient, as on one device.
+        self.schedule = SCHEDULE_CLASSES[schedule](stage, n_microbatches=micro_batches, loss_fn=timed_loss,
+                                                   scale_grads=True)
+        self.optimizer = sgd(self.module.parameters(), ctx.config)
+        _time_peer_waits(self.timer, self.device)
+
+    def step(self, inputs, targets) -> StepResult:
+        dev = self.device.torch_device
+        self.optimizer.zero_grad(set_to_none=True)
+        losses: list = []
+        if self.first:
+            self.schedule.step(inputs.to(dev), return_outputs=False)
+        elif self.last:
+            self.schedule.step(target=targets.to(dev), losses=losses, return_outputs=False)
+        else:
+            self.schedule.step(return_outputs=False)
+        with self.timer.span(self.device, "optimizer"):
+            self.optimizer.step()
+        loss = float(torch.stack([l.detach().float().cpu() for l in losses]).mean()) if losses else None
+        return StepResult(loss_part=loss, samples=int(inputs.shape[0]) if self.first else 0)
+
+    def param_sq(self) -> float:
+        return params_sq(self.module)

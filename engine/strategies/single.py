@@ -1,0 +1,47 @@
+"""single: the whole model on one device; the baseline."""
+from __future__ import annotations
+
+from engine.config import Problem
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd
+
+
+def world_size(config, devices) -> int:
+    return 1
+
+
+def check(config, devices, n_blocks) -> list[Problem]:
+    if len(devices) != 1:
+        return [Problem("devices", f"single uses exactly one device, got {len(devices)} "
+                                   f"({', '.join(d.name for d in devices)})")]
+    return []
+
+
+class SingleDevice(Executor):
+    def __init__(self, ctx: RankContext):
+        self.device = ctx.devices[0]
+        self.timer = ctx.timer
+        self.model = ctx.spec.sequential().to(self.device.torch_device)
+        self.loss_fn = ctx.spec.loss_fn
+        self.optimizer = sgd(self.model.parameters(), ctx.config)
+
+    def step(self, inputs, targets) -> StepResult:
+        dev, timer = self.device, self.timer
+        if dev.kind == "cuda":
+            with timer.span(dev, "transfer"):
+                inputs = inputs.to(dev.torch_device, non_blocking=True)
+                targets = targets.to(dev.torch_device, non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        with timer.span(dev, "forward"):
+            loss = self.loss_fn(self.model(inputs), targets)
+        with timer.span(dev, "backward"):
+            loss.backward()
+        with timer.span(dev, "optimizer"):
+            self.optimizer.step()
+        return StepResult(loss_part=float(loss.detach()), samples=int(inputs.shape[0]))
+
+    def param_sq(self) -> float:
+        return params_sq(self.model)
+
+
+def build(ctx: RankContext) -> Executor:
+    return SingleDevice(ctx)

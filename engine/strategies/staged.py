@@ -1,0 +1,39 @@
+"""Shared by model-parallel and pipeline: checks on split points and stages."""
+from __future__ import annotations
+
+from engine.config import Problem
+
+
+def check_stages(config, devices, n_blocks) -> list[Problem]:
+    found = []
+    stages = len(devices)
+    if stages < 2:
+        found.append(Problem("devices", f"{config.strategy} needs at least 2 devices (one per stage), "
+                                        f"got {stages}"))
+    if stages > n_blocks:
+        found.append(Problem("devices", f"{stages} stages but the model has only {n_blocks} blocks; "
+                                        f"use at most {n_blocks} devices"))
+    if config.split is not None:
+        split = config.split
+        if len(split) + 1 != stages:
+            found.append(Problem("split", f"{len(split)} split point(s) make {len(split) + 1} stages, "
+                                          f"but there are {stages} devices"))
+        for k in split:
+            if k <= 0 or k >= n_blocks:
+                found.append(Problem("split", f"split point {k} is out of range: each must be between 1 and "
+                                              f"{n_blocks - 1} (the model has {n_blocks} blocks; 0 and "
+                                              f"{n_blocks} are its ends)"))
+    return found
+
+
+def all_cpu(devices) -> bool:
+    return all(d.kind == "cpu" for d in devices)
+
+
+def distinct_processes(devices) -> bool:
+    """Stages go to one process each when devices are all CPU virtual devices or distinct GPUs."""
+    if all_cpu(devices):
+        return True
+    if all(d.kind == "cuda" for d in devices):
+        return len({d.index for d in devices}) == len(devices)
+    return False

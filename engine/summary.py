@@ -1,0 +1,112 @@
+"""Merging the ranks' step reports into steps, and steps into the run summary (design.md's JSON)."""
+from __future__ import annotations
+
+import math
+import statistics
+
+from engine.timing import busy_time
+
+
+def theoretical_bubble(strategy: str, stages: int, micro_batches: int) -> float | None:
+    """(p-1)/(m+p-1) for a pipeline (the naive split is m=1); None where it does not apply."""
+    if strategy not in ("pipeline", "model-parallel") or stages < 2:
+        return None
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+class StepMerger:
+    """Collects each rank's report of a step; emits one merged step when all ranks have reported.
+
+    A step's time runs from the previous step's last end to this step's last end,
+    so consecutive steps tile the run even when ranks start their steps at
+    different moments (a pipeline's later stage starts waiting early).
+    """
+
+    def __init__(self, world_size: int, device_names: list[str], origin: float):
+        self.world_size = world_size
+        self.device_names = device_names
+        self.origin = origin
+        self._pending: dict[int, dict[int, dict]] = {}
+        self._last_end: float | None = None
+        self.steps: list[dict] = []
+
+    def add(self, rank: int, report: dict) -> dict | None:
+        step = report["step"]
+        reports = self._pending.setdefault(step, {})
+        reports[rank] = report
+        if len(reports) < self.world_size:
+            return None
+        del self._pending[step]
+        return self._merge(step, list(reports.values()))
+
+    def _merge(self, step: int, reports: list[dict]) -> dict:
+        end = max(r["end"] for r in reports)
+        start = self._last_end if self._last_end is not None else min(r["start"] for r in reports)
+        self._last_end = end
+        time_s = max(end - start, 1e-9)
+        intervals: dict[str, list] = {}
+        for r in reports:
+            for device, spans in (r.get("intervals") or {}).items():
+                intervals.setdefault(device, []).extend(spans)
+        busy = {d: min(1.0, busy_time(intervals.get(d, [])) / time_s) for d in self.device_names}
+        losses = [r["loss_part"] for r in reports if r.get("loss_part") is not None]
+        samples = sum(r.get("samples") or 0 for r in reports)
+        split = next((r["batch_split"] for r in reports if r.get("batch_split") is not None), None)
+        merged = {
+            "step": step,
+            "t": end - self.origin,
+            "time_s": time_s,
+            "samples": samples,
+            "throughput": samples / time_s,
+            "loss": sum(losses) if losses else None,
+            "busy": busy,
+            "intervals": {d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
+                          for d, v in intervals.items()},
+            "batch_split": split,
+        }
+        self.steps.append(merged)
+        return merged
+
+
+def _mean_std(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
+              batch_size: int,
+              steps: list[dict], warmup: int, param_sq_parts: list[float], data_parallel: bool) -> dict:
+    measured = [s for s in steps if s["step"] >= warmup]
+    step_times = [s["time_s"] for s in measured]
+    total_time = sum(step_times)
+    devices_busy = None
+    if measured and total_time > 0:
+        devices_busy = [min(1.0, sum(s["busy"].get(d, 0.0) * s["time_s"] for s in measured) / total_time)
+                        for d in devices]
+    losses = [s["loss"] for s in steps if s.get("loss") is not None]
+    stages = len(split) + 1 if split else 1
+    return {
+        "run_id": run_id,
+        "status": status,
+        "strategy": config["strategy"],
+        "model": config["model"] if not config.get("model_file") else "custom",
+        "devices": devices,
+        "split": list(split) if split else None,
+        "micro_batches": micro_batches if config["strategy"] == "pipeline" else None,
+        "schedule": config["schedule"] if config["strategy"] == "pipeline" else None,
+        "batch_size": batch_size,
+        "steps": len(steps),
+        "steps_measured": len(measured),
+        "step_time_s": _mean_std(step_times),
+        "throughput": _mean_std([s["throughput"] for s in measured]),
+        "loss": {"first": losses[0], "last": losses[-1]} if losses else None,
+        "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
+        "devices_busy": devices_busy,
+        "bubble": {
+            "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
+            "theory": theoretical_bubble(config["strategy"], stages, micro_batches),
+        },
+        "batch_split": [s["batch_split"] for s in steps] if data_parallel else None,
+        "telemetry": None,
+    }

@@ -1,0 +1,42 @@
+"""DeviceSample: what one device looked like at one instant.
+
+Immutable, so the sampler thread can hand the same object to the GUI, the
+store and the summary without copies or locks. ``None`` means "not available"
+(unsupported by the device, a dead process, a lost GPU): it keeps samples
+JSON-able, where nvitop's NA object would not be.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    t: float
+    """Seconds on the ``time.perf_counter()`` clock (CLOCK_MONOTONIC on Linux,
+    shared with the worker and rank processes, so their step times compare)."""
+    device: str
+    """The device it describes: "cuda:0", "cpu:1", or "core 3" in the idle view."""
+    util: float | None = None
+    """Percent busy: a GPU's utilization.gpu, or the busy share of a CPU core."""
+    mem_util: float | None = None
+    """Percent of time device memory was read or written (GPU only)."""
+    mem_used: int | None = None
+    """Bytes: GPU memory used, or the RSS of the process on a CPU virtual device."""
+    mem_total: int | None = None
+    """Bytes: GPU memory, or the machine's RAM for a CPU virtual device."""
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    pcie_rx_bps: float | None = None
+    """Bytes per second the GPU received over PCIe."""
+    pcie_tx_bps: float | None = None
+    """Bytes per second the GPU sent over PCIe."""
+
+    def to_dict(self) -> dict:
+        """Plain dict in field order, ready for json.dumps or a database row."""
+        return {name: getattr(self, name) for name in FIELD_NAMES}
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(DeviceSample))
+"""DeviceSample's fields in declaration order (column order for CSV and SQL)."""

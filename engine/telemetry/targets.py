@@ -1,0 +1,40 @@
+"""Which targets to sample: a run's devices, or everything for the idle view."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Union
+
+from engine.telemetry import nvml
+from engine.telemetry.cpu_target import CpuTarget
+from engine.telemetry.gpu_target import GpuTarget
+
+if TYPE_CHECKING:
+    from engine.devices import Device
+
+Target = Union[CpuTarget, GpuTarget]
+
+
+def targets_for(devices: list[Device]) -> list[Target]:
+    """One target per device of a run, named like the device ("cpu:0", "cuda:1").
+
+    CPU virtual devices have no pid yet: the caller sets it with
+    ``TelemetrySampler.set_pid`` once the worker reports its ranks.
+    """
+    targets: list[Target] = []
+    for device in devices:
+        if device.kind == "cuda":
+            targets.append(GpuTarget(device.name, device.index))
+        elif device.kind == "cpu":
+            core = device.core if device.core is not None else device.index
+            targets.append(CpuTarget(device.name, core))
+        else:
+            raise ValueError(f"{device.name}: no telemetry for device kind {device.kind!r}; "
+                             "allowed: 'cpu', 'cuda'")
+    return targets
+
+
+def all_targets() -> list[Target]:
+    """Every GPU ("cuda:N") and every core this process may use ("core N"): the idle view."""
+    from engine.devices import usable_cores  # engine.devices imports this package
+
+    gpus: list[Target] = [GpuTarget(f"cuda:{i}", i) for i in range(nvml.device_count())]
+    return gpus + [CpuTarget(f"core {core}", core) for core in usable_cores()]

@@ -1,0 +1,328 @@
+"""The worker process (``python -m engine.worker``): runs one config and speaks the JSON Lines protocol.
+
+It reads the config as the first line of stdin, launches one rank process per
+process the strategy needs, merges their step reports into step events on
+stdout, and ends with a ``finished`` event. It supervises and imports no torch,
+so it starts fast and stays responsive while ranks compute.
+
+Ends of a run, and what the worker does:
+- every rank done: ``finished`` with status finished, exit 0;
+- a rank fails, dies or hangs: every other rank is killed, then ``error`` naming
+  the rank and the cause, ``finished`` with status failed, exit 1;
+- ``stop`` on stdin or SIGTERM: ranks are ended (SIGTERM, then SIGKILL after a
+  grace period), ``finished`` with status stopped, exit 1, within 3 s;
+- stdin closes (the parent died): as stop.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine import protocol, strategies
+from engine.config import ConfigError, ExperimentConfig
+from engine.devices import Device, DeviceError, parse
+from engine.summary import StepMerger, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
+CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class Rank:
+    def __init__(self, rank: int, device: Device, proc: subprocess.Popen, events):
+        self.rank, self.device, self.proc, self.events = rank, device, proc, events
+        self.ready = False
+        self.done = False
+        self.error: dict | None = None
+        self.last_step = -1
+        self.last_heard = time.monotonic()
+        self.param_sq: float | None = None
+        self.split = None
+        self.stderr_tail: list[str] = []
+        self.exit_seen = False
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank} ({self.device.name}, pid {self.proc.pid})"
+
+
+class Worker:
+    def __init__(self, config: ExperimentConfig, devices: list[Device], origin: float, out):
+        self.config = config
+        self.devices = devices
+        self.origin = origin
+        self.out = out
+        self.info = strategies.info(config.strategy)
+        self.world = strategies.load(config.strategy).world_size(config, devices)
+        self.queue: queue.Queue = queue.Queue()
+        self.ranks: list[Rank] = []
+        self.merger = StepMerger(self.world, [d.name for d in devices], origin)
+        self.started_sent = False
+        self.split = None
+
+    # ---- output -------------------------------------------------------------
+    def emit(self, event_type: str, **fields) -> None:
+        try:
+            self.out.write(protocol.encode(event_type, time.perf_counter() - self.origin, **fields) + "\n")
+            self.out.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the reader is gone; the run still ends cleanly
+
+    # ---- launching ----------------------------------------------------------
+    def launch(self) -> None:
+        port = free_port()
+        device_json = json.dumps([d.to_dict() for d in self.devices])
+        for rank in range(self.world):
+            read_fd, write_fd = os.pipe()
+            env = dict(os.environ,
+                       RANK=str(rank), WORLD_SIZE=str(self.world), LOCAL_RANK=str(rank),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                       GLOO_SOCKET_IFNAME="lo",                     # gloo listens on loopback only
+                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
+                       SPLITSCOPE_CONFIG=self.config.to_json(), SPLITSCOPE_DEVICES=device_json,
+                       SPLITSCOPE_EVENT_FD=str(write_fd),
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.rank"], cwd=ROOT, env=env, pass_fds=(write_fd,),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            os.close(write_fd)
+            device = self.devices[rank] if self.world > 1 else self.devices[0]
+            r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
+            self.ranks.append(r)
+            for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
+                                 (self._read_stderr, "stderr")):
+                threading.Thread(target=target, args=(r,), name=f"rank{rank}-{name}", daemon=True).start()
+
+    def _read_events(self, r: Rank) -> None:
+        for line in r.events:
+            try:
+                self.queue.put(("event", r, json.loads(line)))
+            except json.JSONDecodeError:
+                self.queue.put(("garbled", r, line))
+        self.queue.put(("eof", r, None))
+
+    def _read_stdout(self, r: Rank) -> None:
+        for line in r.proc.stdout:
+            self.queue.put(("stdout", r, line.decode("utf-8", "replace").rstrip()))
+
+    def _read_stderr(self, r: Rank) -> None:
+        for line in r.proc.stderr:
+            r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
+
+    # ---- the supervision loop ----------------------------------------------
+    def run(self) -> int:
+        self.launch()
+        failure: tuple[float, list] | None = None  # (when first seen, candidate causes)
+        stop_requested = False
+        while True:
+            try:
+                kind, r, payload = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                kind = None
+            if kind == "stop":
+                stop_requested = True
+            elif kind == "event":
+                failure = self._on_rank_event(r, payload, failure)
+            elif kind == "stdout" and payload:
+                self.emit(protocol.LOG, message=payload, rank=r.rank)
+            elif kind == "garbled":
+                self.emit(protocol.WARNING, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
+
+            # processes that ended
+            for rr in self.ranks:
+                code = rr.proc.poll()
+                if code is not None and code != 0 and not rr.exit_seen:
+                    rr.exit_seen = True
+                    failure = self._note_failure(failure, ("exit", rr, code))
+            if failure is None and not stop_requested:
+                failure = self._check_hang(failure)
+
+            if stop_requested:
+                self.end_ranks()
+                return self.finish("stopped")
+            if failure is not None and (time.monotonic() - failure[0] >= CAUSE_SETTLE_S):
+                self.end_ranks()
+                self._report_failure(failure[1])
+                return self.finish("failed")
+            if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
+                return self.finish("finished")
+            if all(rr.done for rr in self.ranks):
+                # done reported: give the processes a moment to exit, then reap them
+                for rr in self.ranks:
+                    try:
+                        rr.proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        rr.proc.kill()
+                        rr.proc.wait()
+
+    def _on_rank_event(self, r: Rank, ev: dict, failure):
+        r.last_heard = time.monotonic()
+        t = ev.get("type")
+        if t == "ready":
+            r.ready, r.split = True, ev.get("split")
+            if all(rr.ready for rr in self.ranks) and not self.started_sent:
+                self._send_started()
+        elif t == "rank_step":
+            r.last_step = ev["step"]
+            merged = self.merger.add(r.rank, ev)
+            if merged is not None:
+                self.emit(protocol.STEP, **merged)
+        elif t == "done":
+            r.done, r.param_sq = True, ev.get("param_sq")
+        elif t == "error":
+            r.error = ev
+            failure = self._note_failure(failure, ("error", r, ev))
+        return failure
+
+    def _send_started(self) -> None:
+        self.started_sent = True
+        split = next((rr.split for rr in self.ranks if rr.split is not None), None)
+        self.split = split
+        device_pids = {}
+        for rr in self.ranks:
+            if self.world > 1:
+                device_pids[rr.device.name] = rr.proc.pid
+            else:
+                device_pids.update({d.name: rr.proc.pid for d in self.devices})
+        self.emit(protocol.STARTED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
+                  worker_pid=os.getpid(), devices=[d.to_dict() for d in self.devices], device_pids=device_pids,
+                  config=self.config.to_dict(), split=split, world_size=self.world,
+                  micro_batches=self.config.effective_micro_batches, clock_origin=self.origin)
+
+    def _note_failure(self, failure, cause):
+        if failure is None:
+            return (time.monotonic(), [cause])
+        failure[1].append(cause)
+        return failure
+
+    def _check_hang(self, failure):
+        now = time.monotonic()
+        limit = self.config.hang_timeout_s
+        silent = [rr for rr in self.ranks if not rr.done and now - rr.last_heard > limit]
+        if not silent:
+            return failure
+        # The rank furthest behind is the one holding the others up.
+        culprit = min(self.ranks, key=lambda rr: (rr.done, rr.last_step))
+        return self._note_failure(failure, ("hang", culprit, limit))
+
+    def _report_failure(self, causes: list) -> None:
+        # A rank killed by a signal is the root cause; its peers' errors (a closed connection) follow from it.
+        def priority(cause):
+            kind, r, payload = cause
+            if kind == "exit" and payload < 0:
+                return 0
+            if kind == "hang":
+                return 1
+            if kind == "error":
+                return 2
+            return 3
+        kind, r, payload = min(causes, key=priority)
+        tb = None
+        if kind == "exit":
+            message = f"{r.label} {describe_exit(payload)}"
+            if r.error:
+                message += f" after: {r.error.get('message')}"
+                tb = r.error.get("traceback")
+            elif payload > 0 and r.stderr_tail:
+                message += f"; last output: {r.stderr_tail[-1]}"
+                tb = "\n".join(r.stderr_tail)
+        elif kind == "hang":
+            message = (f"{r.label} hung: no progress for {payload:g} s (last finished step: {r.last_step}); "
+                       "the run was ended by the watchdog")
+        else:
+            message = f"{r.label} failed: {payload.get('message')}"
+            tb = payload.get("traceback")
+        self.emit(protocol.ERROR, message=message, rank=r.rank, device=r.device.name, traceback=tb)
+
+    def end_ranks(self) -> None:
+        """SIGTERM every rank, SIGKILL what is left after the grace period, reap all."""
+        for rr in self.ranks:
+            if rr.proc.poll() is None:
+                try:
+                    rr.proc.terminate()
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + KILL_GRACE_S
+        for rr in self.ranks:
+            try:
+                rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                rr.proc.kill()
+                rr.proc.wait()
+
+    def finish(self, status: str) -> int:
+        parts = [rr.param_sq for rr in self.ranks if rr.param_sq is not None] if status == "finished" else []
+        summary = summarize(
+            run_id=None, status=status, config=self.config.to_dict(), devices=[d.name for d in self.devices],
+            split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
+            micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
+            steps=self.merger.steps, warmup=self.config.warmup, param_sq_parts=parts,
+            data_parallel=self.info.data_parallel)
+        self.emit(protocol.FINISHED, status=status, summary=summary)
+        return 0 if status == "finished" else 1
+
+
+def _watch_stdin(q: queue.Queue) -> None:
+    """Lines after the config: ``stop``. End of input means the parent is gone: stop too."""
+    for line in sys.stdin:
+        if line.strip() == protocol.STOP:
+            q.put(("stop", None, None))
+    q.put(("stop", None, None))
+
+
+def main() -> int:
+    origin = time.perf_counter()
+    out = sys.stdout
+    first = sys.stdin.readline()
+    try:
+        message = json.loads(first) if first.strip() else None
+        if not isinstance(message, dict):
+            raise ConfigError([])
+        if "config" in message:  # {"config": {...}, "clock_origin": t}
+            origin = float(message.get("clock_origin", origin))
+            message = message["config"]
+        config = ExperimentConfig.from_dict(message)
+        from engine.validate import devices_needed
+        devices = parse(config.devices, devices_needed(config))
+    except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError) as exc:
+        line = protocol.encode(protocol.ERROR, time.perf_counter() - origin,
+                               message=f"invalid config: {exc or 'first line must be the config as a JSON object'}",
+                               rank=None, traceback=None)
+        out.write(line + "\n" + protocol.encode(protocol.FINISHED, time.perf_counter() - origin,
+                                                status="failed", summary=None) + "\n")
+        out.flush()
+        return 2
+    worker = Worker(config, devices, origin, out)
+    signal.signal(signal.SIGTERM, lambda *_: worker.queue.put(("stop", None, None)))
+    threading.Thread(target=_watch_stdin, args=(worker.queue,), name="stdin-watch", daemon=True).start()
+    try:
+        return worker.run()
+    finally:
+        worker.end_ranks()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

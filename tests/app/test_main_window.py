@@ -1,0 +1,149 @@
+"""The main window driven as a user would: real planner process, real worker, real store."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from tests.app.conftest import set_small_mlp, wait_ready
+
+RUN_TIMEOUT_MS = 60_000
+
+
+def test_model_parallel_run_from_clicks(qtbot, window):
+    assert window.windowTitle() == "Splitscope"
+    set_small_mlp(window, strategy="model-parallel")
+    wait_ready(qtbot, window)
+    view = window.split_view
+    assert view.balanced is not None and view.split() == view.balanced  # preselected
+    # Choose a split other than the balanced one: tick block 1, untick the balanced point.
+    (balanced,) = view.balanced
+    other = 1 if balanced != 1 else 3
+    view.table.item(other, 0).setCheckState(QtCore.Qt.CheckState.Checked)
+    view.table.item(balanced, 0).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    assert view.split() == (other,)
+    wait_ready(qtbot, window)
+
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.worker.is_running(), timeout=5_000)
+        assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
+    info = finished.args[0]
+    assert info["status"] == "finished", info
+    assert info["summary"]["split"] == [other]
+
+    plots = window.plots
+    assert plots.thr_plot.point_count() == 6
+    assert plots.loss_plot.point_count() == 6
+    assert {"cpu:0", "cpu:1"} <= set(plots.util_plot.series_keys())  # telemetry of the run's devices
+    assert {r[1] for r in plots.timeline.rows} == {"cpu:0", "cpu:1"}
+    assert plots.bubble.measured.text() not in ("", "—")
+    assert window.progress_bar.value() == window.progress_bar.maximum() == 6
+    assert "Finished" in window.status_label.text()
+    assert window.run_action.isEnabled()
+
+    # The history lists the run; selecting it shows its stored plots.
+    assert window.history.run_ids()[0] == info["run_id"]
+    with qtbot.waitSignal(window.sigHistoryShown, timeout=10_000) as shown:
+        window.history.table.selectRow(0)
+    assert shown.args[0] == [info["run_id"]]
+    assert plots.mode == "history"
+    assert plots.thr_plot.point_count() == 6
+    assert plots.util_plot.point_count() > 0
+    window.back_to_live()
+    assert plots.mode == "live"
+
+
+def test_stop_a_run_midway(qtbot, window):
+    set_small_mlp(window, strategy="model-parallel", steps=100_000)
+    wait_ready(qtbot, window)
+    window.run_action.trigger()
+    qtbot.waitUntil(lambda: window.plots.progress.steps_done >= 3, timeout=RUN_TIMEOUT_MS)
+    assert window.time_left.text().endswith("left")
+    with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
+        qtbot.keyClick(window, QtCore.Qt.Key.Key_Escape)  # Esc stops
+    assert finished.args[0]["status"] == "stopped"
+    assert "Stopped" in window.status_label.text()
+    assert window.history.records[0].status == "stopped"
+    assert window.run_action.isEnabled() and not window.stop_action.isEnabled()
+
+
+BROKEN_SYNTAX = "def build_model(:\n    pass\n"
+FAILS_AT_STEP = '''
+import sys
+import torch
+from torch import nn
+
+def build_model():
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+calls = 0
+
+def make_batch(batch_size, generator):
+    # The app's planner (which profiles the blocks) gets good data; a training
+    # process gets one good batch, then the data breaks.
+    global calls
+    calls += 1
+    if calls > 1 and "planner_service" not in sys.argv[0]:
+        raise RuntimeError("the data loader broke at step 2")
+    return torch.randn(batch_size, 8, generator=generator), torch.randint(0, 2, (batch_size,), generator=generator)
+'''
+
+
+def open_model_file(qtbot, window, monkeypatch, path: Path) -> None:
+    """Pick "Open model file..." in the model box; the file dialog answers with ``path``."""
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), "*.py"))
+    combo = window.experiment.model_combo
+    index = combo.findData("__open_model_file__")
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+
+
+def test_broken_model_file_shows_its_error_and_a_failing_run_its_traceback(qtbot, window, monkeypatch, tmp_path):
+    broken = tmp_path / "broken_model.py"
+    broken.write_text(BROKEN_SYNTAX)
+    set_small_mlp(window, strategy="single", devices="cpu:1")
+    with qtbot.waitSignal(window.sigChecked, timeout=30_000,
+                          check_params_cb=lambda problems: any(p["option"] == "model_file" for p in problems)):
+        open_model_file(qtbot, window, monkeypatch, broken)
+    label = window.experiment.problems["model"]
+    assert label.isVisible()
+    assert "broken_model.py" in label.text() and "SyntaxError" in label.text()
+    assert not window.run_action.isEnabled()
+    assert "Cannot run: --model-file" in window.run_reason.text()
+
+    # A file that loads but fails during the run: the error and traceback show, the app stays usable.
+    failing = tmp_path / "failing_model.py"
+    failing.write_text(FAILS_AT_STEP)
+    open_model_file(qtbot, window, monkeypatch, failing)
+    qtbot.waitUntil(lambda: window.run_action.isEnabled(), timeout=30_000)
+    assert not label.isVisible()
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        window.run_action.trigger()
+    assert finished.args[0]["status"] == "failed"
+    panel = window.error_panel
+    assert panel.isVisible()
+    assert "data loader broke" in panel.message.text()
+    assert "RuntimeError" in panel.traceback.toPlainText()
+    assert window.history.records[0].status == "failed"
+    assert window.run_action.isEnabled()  # usable: the next run can start
+
+
+def test_closing_during_a_run_asks_then_stops_cleanly(qtbot, window, monkeypatch):
+    asked = []
+
+    def answer(*args, **kwargs):
+        asked.append(args[2] if len(args) > 2 else "")
+        return QtWidgets.QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question", answer)
+    set_small_mlp(window, strategy="model-parallel", steps=100_000)
+    wait_ready(qtbot, window)
+    window.run_action.trigger()
+    qtbot.waitUntil(lambda: window.plots.progress.steps_done >= 1, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
+        window.close()
+    assert asked and "run is in progress" in asked[0]
+    assert finished.args[0]["status"] == "stopped"
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
+    assert window._closed

@@ -1,0 +1,224 @@
+"""The app's widgets, built from fake data: no worker, no planner, no torch."""
+from __future__ import annotations
+
+import csv
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from app.ring_buffer import RingBuffer
+
+
+def sample(t, device, util=50.0, mem=1e9):
+    return SimpleNamespace(t=t, device=device, util=util, mem_used=mem, mem_total=8e9)
+
+
+def step_event(step, t0=0.0, dt=0.1):
+    base = t0 + step * dt
+    return {"v": 1, "type": "step", "t": base + dt, "step": step, "time_s": dt, "samples": 64,
+            "throughput": 640.0 + step, "loss": 2.3 - 0.1 * step,
+            "intervals": {"cpu:0": [["forward", base, base + 0.03], ["backward", base + 0.06, base + 0.08]],
+                          "cpu:1": [["transfer", base + 0.03, base + 0.032], ["forward", base + 0.032, base + 0.045],
+                                    ["backward", base + 0.045, base + 0.06], ["wait", base + 0.06, base + 0.1]]},
+            "busy": {"cpu:0": 0.5, "cpu:1": 0.3}, "batch_split": None}
+
+
+# -- ring buffer ------------------------------------------------------------------------
+
+def test_ring_buffer_keeps_newest_rows_as_a_contiguous_view():
+    buf = RingBuffer(4)
+    for i in range(10):
+        buf.append(i, 10 * i)
+    assert len(buf) == 4
+    assert buf.column(0).tolist() == [6, 7, 8, 9]
+    assert buf.column(1).tolist() == [60, 70, 80, 90]
+    assert buf.column(0).base is not None  # a view into the preallocated array, not a copy
+    buf.extend(np.array([[10, 100], [11, 110], [12, 120]]))
+    assert buf.column(0).tolist() == [9, 10, 11, 12]
+    assert buf.last(1) == 120
+    v = buf.version
+    buf.clear()
+    assert len(buf) == 0 and buf.version > v
+
+
+# -- plots --------------------------------------------------------------------------------
+
+@pytest.fixture
+def panel(qtbot, qapp_configured):
+    from app.live_data import RunProgress, TelemetryHistory
+    from app.plot_panel import PlotPanel
+    now = time.perf_counter()
+    telemetry = TelemetryHistory(10.0, origin=now - 60)
+    telemetry.add([sample(now - 60 + k * 0.1, f"core {d}", util=50 + 40 * np.sin(k / 10 + d))
+                   for k in range(590) for d in range(2)])
+    p = PlotPanel(telemetry)
+    qtbot.addWidget(p)
+    p.resize(1200, 800)
+    progress = RunProgress(run_id="run-x", config={"strategy": "model-parallel"}, devices=["cpu:0", "cpu:1"],
+                           steps_total=6, split=[2])
+    p.begin_run(progress, 6)
+    for s in range(6):
+        ev = step_event(s)
+        p.steps.add(ev)
+        progress.busy = ev["busy"]
+        progress.bubble_history.append(0.6)
+    return p
+
+
+def test_plot_panel_draws_telemetry_steps_and_timeline(panel):
+    panel.show()
+    panel.redraw(force=True)
+    assert set(panel.util_plot.series_keys()) == {"core 0", "core 1"}
+    assert panel.util_plot.point_count() > 1000
+    assert panel.thr_plot.point_count() == 6 and panel.loss_plot.point_count() == 6
+    assert panel.timeline.devices == ["cpu:0", "cpu:1"]
+    kinds = {row[2] for row in panel.timeline.rows}
+    assert {"forward", "backward", "transfer", "wait"} <= kinds
+    assert {row[0] for row in panel.timeline.rows} == {3, 4, 5}  # the last three steps
+    assert panel.bubble.measured.text() == "60.0%"
+    assert panel.bubble.theory.text() == "50.0%"  # (p-1)/(m+p-1), p=2, m=1
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "csv"])
+def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
+    # Not shown: the plots have never been laid out ("size=0" in pyqtgraph's exporter).
+    panel.redraw(force=True)
+    for name, widget in panel.plots.items():
+        out = widget.export(fmt, tmp_path / f"{name}.{fmt}")
+        assert out is not None and out.stat().st_size > 0, name
+    rows = list(csv.reader((tmp_path / "throughput.csv").open())) if fmt == "csv" else None
+    if rows:
+        assert rows[0] == ["series", "step", "samples/s"] and len(rows) == 7
+        timeline = list(csv.reader((tmp_path / "timeline.csv").open()))
+        assert timeline[0] == ["step", "device", "kind", "t0_s", "t1_s"] and len(timeline) > 10
+
+
+def test_svg_export_falls_back_when_pyqtgraph_fails(panel, tmp_path, monkeypatch):
+    from app import plot_export
+
+    class Broken:
+        def __init__(self, item):
+            pass
+
+        def export(self, **kw):
+            raise ValueError("not enough values to unpack (expected 2, got 1)")
+
+    monkeypatch.setattr(plot_export, "SVGExporter", Broken)
+    panel.show()
+    panel.redraw(force=True)
+    out = panel.util_plot.export("svg", tmp_path / "util.svg")
+    text = out.read_text()
+    assert "<svg" in text and "path" in text
+
+
+def test_history_mode_overlays_several_runs(panel):
+    from app.plot_panel import RunData
+    runs = []
+    for r in range(2):
+        runs.append(RunData(
+            run_id=f"run-{r}", label=f"run {r}", status="finished", config={"strategy": "pipeline"},
+            summary={"devices": ["cpu:0", "cpu:1"], "bubble": {"measured": 0.3, "theory": 0.2},
+                     "devices_busy": [0.7, 0.7], "split": [2], "micro_batches": 4},
+            error=None,
+            steps=[{"step": s, "throughput": 100.0 * (r + 1), "loss": 2.0 - s * 0.1} for s in range(5)],
+            timeline=[(s, "cpu:0", "forward", s * 0.1, s * 0.1 + 0.05) for s in range(5)],
+            samples=[{"t": k * 0.1, "device": f"cpu:{d}", "util": 50.0, "mem_used": 1e9}
+                     for k in range(30) for d in range(2)]))
+    panel.show_runs(runs)
+    assert panel.mode == "history"
+    assert len(panel.thr_plot.series_keys()) == 2
+    assert len(panel.util_plot.series_keys()) == 4  # 2 runs x 2 devices
+    assert panel.bubble.theory.text() == "20.0%"
+    assert "Comparing 2 runs" in panel.mode_label.text()
+    panel.set_mode("live")
+    assert panel.mode == "live" and set(panel.util_plot.series_keys()) == {"core 0", "core 1"}
+
+
+# -- split view -------------------------------------------------------------------------------
+
+def blocks(n=5):
+    return [{"name": f"layer{i}", "params": 4160, "cost_s": 0.001 * (1 + i), "out_bytes": 256} for i in range(n)]
+
+
+def test_split_view_preselects_and_marks_the_balanced_split(qtbot, qapp_configured):
+    from PySide6 import QtCore
+    from app.split_view import SplitView
+    view = SplitView()
+    qtbot.addWidget(view)
+    view.set_context(True, 2, micro_batch_size=64)
+    view.set_blocks(blocks(), [3])
+    assert view.split() == (3,)
+    assert "⚖" in view.table.item(3, 0).text()
+    assert view.table.item(3, 0).checkState() == QtCore.Qt.CheckState.Checked
+    assert "(balanced)" in view.summary.text()
+    assert "16.0 KiB" in view.stage_text.text()  # 256 B per sample x 64 crosses the split
+    # The user moves the split: tick block 2, untick block 3.
+    with qtbot.waitSignal(view.sigSplitChanged):
+        view.table.item(2, 0).setCheckState(QtCore.Qt.CheckState.Checked)
+    with qtbot.waitSignal(view.sigSplitChanged):
+        view.table.item(3, 0).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    assert view.split() == (2,)
+    assert "(balanced)" not in view.summary.text()
+    assert view.balanced_button.isEnabled()
+    view.balanced_button.click()
+    assert view.split() == (3,)
+
+
+def test_split_view_is_off_for_strategies_without_stages(qtbot, qapp_configured):
+    from app.split_view import SplitView
+    view = SplitView()
+    qtbot.addWidget(view)
+    view.set_context(False, 2, micro_batch_size=64)
+    view.set_blocks(blocks(), None)
+    assert view.split() is None
+    assert not view.table.isEnabled()
+
+
+# -- experiment panel ----------------------------------------------------------------------------
+
+def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configured):
+    from app.experiment_panel import ExperimentPanel
+    from engine.strategies import STRATEGIES
+    panel = ExperimentPanel(cores=2)
+    qtbot.addWidget(panel)
+    panel.show()
+    # Every registered strategy is offered with its description.
+    assert [panel.strategy_combo.itemData(i) for i in range(panel.strategy_combo.count())] == list(STRATEGIES)
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("pipeline"))
+    assert panel.strategy_desc.text() == STRATEGIES["pipeline"].description
+    assert panel.mb_row.isVisible() and panel.schedule_combo.isVisible()
+    panel.mb_spin.setValue(8)
+    panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
+    config = panel.config(split=(2,))
+    assert (config.strategy, config.micro_batches, config.schedule, config.split) == ("pipeline", 8, "1f1b", (2,))
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("ddp"))
+    assert not panel.mb_row.isVisible()
+    assert panel.config(split=(2,)).split is None and panel.config().micro_batches is None
+    shown = panel.show_problems([{"option": "micro_batches", "message": "must divide the batch size 64"},
+                                 {"option": "devices", "message": "'cuda:3' does not exist"}])
+    assert panel.problems["devices"].isVisible()
+    assert "--devices: 'cuda:3' does not exist" in panel.problems["devices"].text()
+    assert len(shown) == 2
+    panel.show_problems([])
+    assert not panel.problems["devices"].isVisible()
+
+
+def test_settings_round_trip(qtbot, qapp_configured):
+    from app.experiment_panel import ExperimentPanel
+    from app.settings import make_settings
+    a = ExperimentPanel(cores=2)
+    qtbot.addWidget(a)
+    a.strategy_combo.setCurrentIndex(a.strategy_combo.findData("pipeline"))
+    a.devices_combo.setCurrentText("cpu:3")
+    a.mb_spin.setValue(8)
+    a.batch_spin.setValue(96)
+    a.steps_spin.setValue(11)
+    settings = make_settings()
+    a.save(settings)
+    settings.sync()
+    b = ExperimentPanel(cores=2)
+    qtbot.addWidget(b)
+    b.restore(make_settings())
+    assert b.config() == a.config()

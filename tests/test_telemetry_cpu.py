@@ -1,0 +1,164 @@
+"""The CPU side of engine.telemetry, for real: OS counters, a pinned busy process,
+the sampler thread's rate and lifetime, and the summary's window."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagreements, summarize, targets_for
+from engine.devices import Device
+
+pytestmark = pytest.mark.timeout(30)
+
+SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+
+
+def wait_for_samples(device: str, count: int, rate_hz: float, **kwargs) -> tuple[TelemetrySampler, list]:
+    """Run a sampler until ``device`` has ``count`` samples (or 10 s pass); return it stopped."""
+    got: list[DeviceSample] = []
+    enough = threading.Event()
+
+    def on_samples(batch):
+        got.extend(s for s in batch if s.device == device)
+        if len(got) >= count:
+            enough.set()
+
+    sampler = TelemetrySampler(kwargs.pop("targets"), rate_hz=rate_hz, on_samples=on_samples, **kwargs)
+    sampler.start()
+    try:
+        assert enough.wait(timeout=10), f"{len(got)} of {count} samples of {device}"
+    finally:
+        sampler.stop()
+    return sampler, got
+
+
+@pytest.fixture
+def spinner():
+    """A Python process busy-looping on core 0."""
+    proc = subprocess.Popen([sys.executable, "-c", SPIN, "0"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
+def test_busy_core_reads_high_and_its_process_rss_is_reported(spinner):
+    target = CpuTarget("cpu:0", core=0)
+    other = CpuTarget("cpu:1", core=1) if len(os.sched_getaffinity(0)) > 1 else None
+    targets = [t for t in (target, other) if t is not None]
+    got: list[DeviceSample] = []
+    enough = threading.Event()
+
+    def on_samples(batch):
+        got.extend(s for s in batch if s.device == "cpu:0" and s.mem_used is not None)
+        if len(got) >= 20:  # ~1 s at 20 Hz once the pid is known
+            enough.set()
+
+    sampler = TelemetrySampler(targets, rate_hz=20, on_samples=on_samples)
+    sampler.start()
+    assert sampler.name == "telemetry-sampler" and sampler.daemon
+    sampler.set_pid("cpu:0", spinner.pid)  # as the CLI does once the worker reports its ranks
+    try:
+        assert enough.wait(timeout=10), f"{len(got)} samples with RSS"
+    finally:
+        sampler.stop()
+    assert not sampler.is_alive()
+    mean_util = sum(s.util for s in got) / len(got)
+    assert mean_util > 60, [s.util for s in got]
+    assert all(s.mem_used > 1_000_000 for s in got)  # a Python interpreter's RSS
+    assert all(s.mem_total > s.mem_used for s in got)
+
+
+def test_at_10_hz_every_device_gets_at_least_9_samples_per_second():
+    targets = [CpuTarget("cpu:0", 0), CpuTarget("cpu:1", 0)]
+    sampler, got = wait_for_samples("cpu:1", 11, rate_hz=10, targets=targets)
+    span = got[10].t - got[0].t
+    assert 10 / span >= 9, f"10 intervals took {span:.3f} s"
+    drained = sampler.drain()
+    for device in ("cpu:0", "cpu:1"):
+        times = [s.t for s in drained if s.device == device]
+        assert len(times) >= 11 and times == sorted(times)
+    assert sampler.drain() == []  # drained means drained
+
+
+def test_a_dead_pid_gives_no_rss_and_no_exception():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # exited and reaped: the pid no longer exists
+    warnings: list[str] = []
+    sampler = TelemetrySampler([CpuTarget("cpu:0", 0, pid=proc.pid)], on_warning=warnings.append)
+    sampler.poll_once()
+    [sample] = sampler.poll_once()
+    assert sample.mem_used is None and sample.device == "cpu:0"
+    sampler.set_pid("cpu:0", os.getpid())
+    [sample] = sampler.poll_once()
+    assert sample.mem_used > 0
+    assert warnings == []
+    with pytest.raises(ValueError, match="no telemetry target named 'cpu:7'"):
+        sampler.set_pid("cpu:7", 1)
+
+
+def test_rate_outside_0_to_50_names_the_option():
+    for bad in (0, -1, 50.5, float("nan"), "fast"):
+        with pytest.raises(ValueError, match="--telemetry-hz.*at most 50"):
+            TelemetrySampler([], rate_hz=bad)
+    assert TelemetrySampler([], rate_hz=50).rate_hz == 50.0
+
+
+def test_stop_is_prompt_even_at_a_slow_rate():
+    sampler = TelemetrySampler([CpuTarget("cpu:0", 0)], rate_hz=0.1)  # a pass every 10 s
+    sampler.start()
+    sampler.stop(timeout=2)
+    assert not sampler.is_alive()
+
+
+def test_a_failing_target_is_one_warning_and_the_others_go_on():
+    class Broken(CpuTarget):
+        def read(self, poll):
+            raise RuntimeError("boom")
+
+    warnings: list[str] = []
+    sampler = TelemetrySampler([Broken("cpu:0", 0), CpuTarget("cpu:1", 0)], on_warning=warnings.append)
+    for _ in range(3):
+        assert [s.device for s in sampler.poll_once()] == ["cpu:1"]
+    assert warnings == ["cpu:0: telemetry read failed: RuntimeError: boom"]
+
+
+def test_targets_follow_the_run_devices():
+    devices = [Device("cpu:0", "cpu", 0, core=1), Device("cuda:0", "cuda", 0)]
+    cpu, gpu = targets_for(devices)
+    assert (cpu.name, cpu.core, cpu.kind) == ("cpu:0", 1, "cpu")
+    assert (gpu.name, gpu.index, gpu.kind) == ("cuda:0", 0, "cuda")
+
+
+def test_samples_are_frozen_and_json_ready():
+    sample = DeviceSample(t=1.5, device="cpu:0", util=50.0, mem_used=10)
+    with pytest.raises(AttributeError):
+        sample.util = 1.0
+    assert list(sample.to_dict()) == ["t", "device", "util", "mem_util", "mem_used", "mem_total",
+                                      "power_w", "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps"]
+    assert sample.to_dict()["util"] == 50.0 and sample.to_dict()["power_w"] is None
+
+
+def test_summary_counts_only_the_steps_window():
+    def s(t, device, util):
+        return DeviceSample(t=t, device=device, util=util)
+
+    samples = [s(0.5, "cpu:0", 0.0),                          # before the first step: kept, not counted
+               s(1.0, "cpu:0", 40.0), s(2.0, "cpu:0", 60.0), s(3.0, "cpu:0", 80.0),
+               s(1.5, "cpu:1", 90.0), s(2.5, "cpu:1", None),   # not available: not in the mean
+               s(3.5, "cpu:0", 0.0), s(2.0, "cuda:9", 5.0)]   # after the last step; a device not asked
+    summary = summarize(samples, ["cpu:0", "cpu:1", "cpu:2"], t_first_step=1.0, t_last_step=3.0, rate_hz=10)
+    assert summary == {"rate_hz": 10, "util_mean": [60.0, 90.0, None], "samples": 8,
+                       "samples_per_s": [1.5, 1.0, 0.0]}
+    empty = summarize(samples, ["cpu:0"], t_first_step=None, t_last_step=None, rate_hz=10)
+    assert empty["util_mean"] == [None] and empty["samples_per_s"] == [None] and empty["samples"] == 8
+
+
+def test_os_and_engine_disagreeing_by_more_than_10_points_is_said():
+    names = ["cpu:0", "cpu:1", "cpu:2"]
+    lines = disagreements([50.0, 70.0, None], [0.45, 0.55, 0.5], names)
+    assert lines == ["cpu:1: the OS measured 70.0% busy, the engine timed 55.0% (more than 10 points apart)"]
