@@ -265,28 +265,29 @@ class PlotPanel(QtWidgets.QWidget):
         updated = 0
         now = self.now()
         window_start = now - self.window_s
-        for i, device in enumerate(self.telemetry.devices):
-            for kind, plot, buffers in (("util", self.util_plot, self.telemetry.util),
-                                        ("mem", self.mem_plot, self.telemetry.mem)):
-                buf = buffers[device]
-                key = (kind, device)
-                if not len(buf):
-                    continue
-                last = buf.last(0)
-                if last is not None and last < window_start:
-                    # Nothing in the window: drop the curve (and its legend entry) until data comes back.
-                    if plot.has_series(device):
-                        plot.remove_series(device)
-                        self._drawn.pop(key, None)
-                    continue
-                if force or self._drawn.get(key) != buf.version:
-                    plot.set_series(device, buf.column(0), buf.column(1), theme.device_color(i), device)
-                    self._drawn[key] = buf.version
-                    updated += 1
         for axis in (self.util_axis, self.mem_axis):
             axis.now = now
-        for plot in (self.util_plot, self.mem_plot):
-            plot.getPlotItem().setXRange(window_start, now, padding=0)
+        for kind, plot, buffers in (("util", self.util_plot, self.telemetry.util),
+                                    ("mem", self.mem_plot, self.telemetry.mem)):
+            # The range moves first, then the changed data comes: one pass per curve.
+            with plot.frame():
+                plot.getPlotItem().setXRange(window_start, now, padding=0)
+                for i, device in enumerate(self.telemetry.devices):
+                    buf = buffers[device]
+                    key = (kind, device)
+                    if not len(buf):
+                        continue
+                    last = buf.last(0)
+                    if last is not None and last < window_start:
+                        # Nothing in the window: drop the curve (and its legend entry) until data returns.
+                        if plot.has_series(device):
+                            plot.remove_series(device)
+                            self._drawn.pop(key, None)
+                        continue
+                    if force or self._drawn.get(key) != buf.version:
+                        plot.set_series(device, buf.column(0), buf.column(1), theme.device_color(i), device)
+                        self._drawn[key] = buf.version
+                        updated += 1
         for kind, plot, buf, color, name in (
                 ("thr", self.thr_plot, self.steps.throughput, theme.RUN_COLORS[0], "samples/s"),
                 ("loss", self.loss_plot, self.steps.loss, theme.RUN_COLORS[1], "loss")):

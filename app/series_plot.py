@@ -1,6 +1,7 @@
 """SeriesPlot: one pyqtgraph plot of named series, with PNG/SVG/CSV export in its context menu."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,39 @@ from app import plot_export, theme
 
 _DASHES = [QtCore.Qt.PenStyle.SolidLine, QtCore.Qt.PenStyle.DashLine, QtCore.Qt.PenStyle.DotLine,
            QtCore.Qt.PenStyle.DashDotLine]
+
+
+class LiveCurve(pg.PlotDataItem):
+    """A PlotDataItem that processes its data once per frame.
+
+    pyqtgraph re-clips and re-downsamples a curve on every x-range change and
+    again on every setData: with the view scrolling each frame that is twice
+    per curve per frame. Inside ``SeriesPlot.frame()`` a range change only
+    marks the curve; the frame's setData (or one catch-up at the end) does the
+    work once. Our buffers never hold NaN, so the finite checks are skipped,
+    and the y-range clipping guard (dynamicRangeLimit) is off: it would redo
+    the work on every y auto-range.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("skipFiniteCheck", True)
+        kwargs.setdefault("dynamicRangeLimit", None)
+        self.hold = False           # set before the base class calls setData
+        self.range_dirty = False
+        super().__init__(*args, **kwargs)
+
+    def viewRangeChanged(self, vb=None, ranges=None, changed=None):  # noqa: N802
+        if self.hold:
+            self.range_dirty = True
+            return
+        super().viewRangeChanged(vb, ranges, changed)
+
+    def setData(self, *args, **kwargs):  # noqa: N802
+        self.range_dirty = False
+        if self.hold:
+            # The view range may have moved since the last update: drop the cached clip.
+            self.setProperty("xViewRangeWasChanged", True)
+        super().setData(*args, **kwargs)
 
 
 class SeriesPlot(pg.PlotWidget):
@@ -57,10 +91,26 @@ class SeriesPlot(pg.PlotWidget):
         curve = self._curves.get(key)
         if curve is None:
             pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
-            curve = self.getPlotItem().plot(pen=pen, name=name or key)
+            curve = LiveCurve(pen=pen, name=name or key)
+            self.getPlotItem().addItem(curve)
             self._curves[key] = curve
         self._data[key] = (x, y)
         curve.setData(x, y)
+
+    @contextlib.contextmanager
+    def frame(self):
+        """Batch a frame's range change and data updates: each curve is processed once."""
+        curves = list(self._curves.values())
+        for curve in curves:
+            curve.hold = True
+        try:
+            yield
+        finally:
+            for curve in list(self._curves.values()):
+                curve.hold = False
+                if curve.range_dirty:
+                    curve.range_dirty = False
+                    curve.viewRangeChanged()
 
     def has_series(self, key: str) -> bool:
         return key in self._curves

@@ -178,12 +178,20 @@ class RunSession:
                     self.on_event({"v": protocol.VERSION, "type": protocol.ERROR, "t": time.perf_counter() -
                                    self._origin, "message": error, "rank": None, "traceback": tb})
         finally:
+            try:
+                self._finalize(store, pending, steps, status, summary, error, tb)
+            finally:
+                self._done.set()  # whatever happened, waiters must not hang
+
+    def _finalize(self, store, pending, steps, status, summary, error, tb) -> None:
+        try:
             store.add_steps(self.run_id, pending)
             if self._sampler is not None:
                 self._sampler.stop()
                 self._drain_samples(store)
-            summary = self._complete_summary(store, summary, steps, status)
+            summary = self._complete_summary(summary, steps, status)
             store.finish_run(self.run_id, status, summary, error)
+        finally:
             store.close()
             self.result = RunResult(self.run_id, status, summary, error, tb)
             if self._proc.poll() is None:
@@ -194,13 +202,12 @@ class RunSession:
                     pipe.close()
                 except OSError:
                     pass
-            if self.on_event:
-                self.on_event({"v": protocol.VERSION, "type": protocol.FINISHED,
-                               "t": time.perf_counter() - self._origin, "status": status, "summary": summary,
-                               "run_id": self.run_id, "error": error})
-            self._done.set()
+        if self.on_event:
+            self.on_event({"v": protocol.VERSION, "type": protocol.FINISHED,
+                           "t": time.perf_counter() - self._origin, "status": status, "summary": summary,
+                           "run_id": self.run_id, "error": error, "traceback": tb})
 
-    def _complete_summary(self, store: Store, summary: dict | None, steps: list[dict], status: str) -> dict | None:
+    def _complete_summary(self, summary: dict | None, steps: list[dict], status: str) -> dict | None:
         if summary is None:
             return None
         summary["run_id"] = self.run_id

@@ -1,0 +1,45 @@
+"""`python main.py` opens the window and exits cleanly, quickly, without torch, leaving no process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def processes_with_marker(marker: str) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.environ().get("SPLITSCOPE_TEST_MARKER") == marker:
+                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_main_py_opens_the_window_and_exits_cleanly(private_state):
+    marker = uuid.uuid4().hex
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", SPLITSCOPE_QUIT_AFTER_MS="2500",
+               SPLITSCOPE_TEST_MARKER=marker, PYTHONPATH=str(ROOT))
+    launched = time.time()
+    proc = subprocess.run([sys.executable, "main.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('{"splitscope_app"')]
+    assert lines, proc.stderr[-3000:]
+    report = json.loads(lines[-1])["splitscope_app"]
+    assert report["title"] == "Splitscope"
+    # Torch stays out of the app's process: validation and profiling run in the planner process.
+    assert report["torch_imported"] is False and report["torch_imported_at_quit"] is False
+    # The window shows within 2 s of launching the process.
+    assert report["shown_at_unix"] - launched <= 2.0, report
+    # The planner process and the telemetry thread went with the app.
+    assert processes_with_marker(marker) == []

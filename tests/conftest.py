@@ -1,0 +1,81 @@
+"""Shared fixtures: a fresh store per test, and no process of a run left behind, ever.
+
+Every process a test starts inherits SPLITSCOPE_TEST_TAG; after each test, any
+live process carrying the tag (a worker, a rank, even one re-parented to init)
+fails the test and is killed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TAG = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+os.environ["SPLITSCOPE_TEST_TAG"] = TAG
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def tagged_processes(tag: str = TAG) -> list[psutil.Process]:
+    """Live processes (other than this one) whose environment carries the tag."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get("SPLITSCOPE_TEST_TAG") == tag:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def wait_for_no_tagged(timeout: float = 10.0) -> list[psutil.Process]:
+    """Processes still alive after ``timeout`` (psutil.wait_procs waits on exit, not on a sleep)."""
+    procs = tagged_processes()
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return alive
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(request):
+    yield
+    # A run that just finished may still be reaping; give it a moment, then insist.
+    alive = wait_for_no_tagged(timeout=10.0)
+    if alive:
+        described = [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in alive if p.is_running()]
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        pytest.fail(f"test left processes behind: {described}")
+
+
+@pytest.fixture(autouse=True)
+def fresh_store(tmp_path, monkeypatch):
+    db = tmp_path / "runs.sqlite3"
+    monkeypatch.setenv("SPLITSCOPE_DB", str(db))
+    return db
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,82 @@
+"""Bad input: exit 2, a line naming the option, nothing launched, nothing stored."""
+from __future__ import annotations
+
+import pytest
+
+from engine import cli
+from engine.store import Store
+from helpers import cli as run_cli
+
+BROKEN_FILES = {
+    "syntax": "def build_model(:\n",
+    "raises": "raise RuntimeError('boom at import')\n",
+    "no-model": "import torch\ndef make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n",
+    "not-sequential": ("import torch\ndef build_model():\n    return torch.nn.Linear(4, 2)\n"
+                       "def make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n"),
+}
+
+CASES = {
+    "unknown strategy": (["--strategy", "tensor-parallel"], "--strategy"),
+    "unknown model": (["--model", "gpt5"], "--model"),
+    "unknown schedule": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "zigzag"], "--schedule"),
+    "split out of range": (["--strategy", "model-parallel", "--devices", "cpu:2", "--split", "12"], "--split"),
+    "split at an end": (["--strategy", "model-parallel", "--devices", "cpu:2", "--split", "0"], "--split"),
+    "split not increasing": (["--strategy", "pipeline", "--devices", "cpu:3", "--split", "5,3"], "--split"),
+    "split not a number": (["--strategy", "pipeline", "--devices", "cpu:2", "--split", "a"], "--split"),
+    "micro-batches do not divide": (["--strategy", "pipeline", "--devices", "cpu:2", "--batch-size", "64",
+                                     "--micro-batches", "5"], "--micro-batches"),
+    "more stages than blocks": (["--model", "seed-toy", "--strategy", "pipeline", "--devices", "cpu:4"],
+                                "--devices"),
+    "device does not exist": (["--devices", "cuda:7"], "--devices"),
+    "device not a device": (["--devices", "tpu:0"], "--devices"),
+    "zero steps": (["--steps", "0"], "--steps"),
+    "negative batch size": (["--batch-size", "-4"], "--batch-size"),
+    "missing model file": (["--model-file", "/nonexistent/model.py"], "--model-file"),
+    "1f1b with too few micro-batches": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "1f1b",
+                                         "--micro-batches", "1"], "--micro-batches"),
+    "telemetry rate": (["--telemetry-hz", "500"], "--telemetry-hz"),
+}
+
+
+def assert_invalid(code, err, option, db):
+    assert code == 2
+    assert any(line.startswith(f"error: {option}") for line in err.splitlines()), err
+    with Store(db) as store:
+        assert store.list_runs() == []  # nothing launched, nothing stored
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_option(case, capsys, fresh_store):
+    args, option = CASES[case]
+    code = cli.main(["run", "--steps", "2", *args] if "--steps" not in args else ["run", *args])
+    assert_invalid(code, capsys.readouterr().err, option, fresh_store)
+
+
+@pytest.mark.parametrize("kind", list(BROKEN_FILES))
+def test_broken_model_file(kind, tmp_path, capsys, fresh_store):
+    path = tmp_path / f"{kind}.py"
+    path.write_text(BROKEN_FILES[kind])
+    code = cli.main(["run", "--model-file", str(path), "--steps", "2"])
+    err = capsys.readouterr().err
+    assert_invalid(code, err, "--model-file", fresh_store)
+    assert str(path) in err
+
+
+def test_every_problem_is_reported_at_once(capsys, fresh_store):
+    code = cli.main(["run", "--strategy", "nope", "--steps", "0", "--batch-size", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    for option in ("--strategy", "--steps", "--batch-size"):
+        assert f"error: {option}" in err
+
+
+def test_bad_input_from_the_real_command_line(fresh_store):
+    proc = run_cli("run", "--strategy", "pipeline", "--devices", "cpu:2", "--split", "99", "--json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "error: --split" in proc.stderr
+
+
+def test_unknown_flag_is_exit_2(capsys):
+    assert cli.main(["run", "--frobnicate"]) == 2
+    assert "--frobnicate" in capsys.readouterr().err

@@ -1,0 +1,105 @@
+"""Pure-Python pieces: config, protocol, planning, step merging, the store."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from engine import protocol
+from engine.config import ConfigError, ExperimentConfig, problems
+from engine.planning import balanced_split
+from engine.store import Store
+from engine.summary import StepMerger, theoretical_bubble
+
+
+def test_config_round_trips_through_json():
+    config = ExperimentConfig(strategy="pipeline", split=(3, 6), micro_batches=4, devices="cpu:3")
+    again = ExperimentConfig.from_json(config.to_json())
+    assert again == config
+    assert json.loads(config.to_json())["split"] == [3, 6]
+
+
+def test_config_from_dict_reports_every_bad_key_at_once():
+    with pytest.raises(ConfigError) as info:
+        ExperimentConfig.from_dict({"steps": "ten", "colour": "red", "split": "x"})
+    options = {p.option for p in info.value.problems}
+    assert options == {"steps", "colour", "split"}
+
+
+def test_config_problems_name_the_option():
+    found = problems(ExperimentConfig(strategy="single", micro_batches=4, split=(2,)))
+    assert {p.option for p in found} == {"micro_batches", "split"}
+    assert str(found[0]).startswith("--")
+
+
+def test_split_size_gives_micro_batches():
+    config = ExperimentConfig(strategy="pipeline", batch_size=120, split_size=20)
+    assert config.effective_micro_batches == 6
+
+
+def test_protocol_round_trip_and_garbled_lines():
+    line = protocol.encode("step", 1.5, step=3, loss=float("nan"))
+    event = protocol.decode(line)
+    assert event["type"] == "step" and event["t"] == 1.5 and event["loss"] is None
+    events = list(protocol.read_events([line, "{not json", '{"v": 99, "type": "x", "t": 0}', "", b"\xff\xfe"]))
+    assert [e["type"] for e in events] == ["step", "warning", "warning", "warning"]
+
+
+@pytest.mark.parametrize("costs,stages,expected", [
+    ([1] * 8 + [0.1], 2, (4,)),
+    ([1, 1, 1, 1, 4, 4], 2, (4,)),       # heavier later blocks pull the split late
+    ([4, 4, 1, 1, 1, 1, 1], 2, (2,)),
+    ([1, 2, 3, 4, 5, 6], 3, (3, 5)),
+])
+def test_balanced_split_minimizes_the_slowest_stage(costs, stages, expected):
+    assert balanced_split(costs, stages) == expected
+
+
+def test_theoretical_bubble():
+    assert theoretical_bubble("pipeline", 2, 4) == pytest.approx(0.2)
+    assert theoretical_bubble("model-parallel", 2, 1) == pytest.approx(0.5)
+    assert theoretical_bubble("ddp", 2, 1) is None
+
+
+def test_step_merger_tiles_steps_across_ranks():
+    merger = StepMerger(2, ["cpu:0", "cpu:1"], origin=100.0)
+    r0 = {"step": 0, "start": 100.0, "end": 101.0, "loss_part": None, "samples": 8,
+          "intervals": {"cpu:0": [["forward", 100.0, 100.5]]}}
+    r1 = {"step": 0, "start": 100.1, "end": 100.9, "loss_part": 2.0, "samples": 0,
+          "intervals": {"cpu:1": [["forward", 100.5, 100.75], ["wait", 100.1, 100.5]]}}
+    assert merger.add(0, r0) is None
+    merged = merger.add(1, r1)
+    assert merged["time_s"] == pytest.approx(1.0)
+    assert merged["busy"] == {"cpu:0": pytest.approx(0.5), "cpu:1": pytest.approx(0.25)}
+    assert merged["loss"] == 2.0 and merged["samples"] == 8
+    assert merged["intervals"]["cpu:1"][0] == ["wait", pytest.approx(0.1), pytest.approx(0.5)]
+
+
+def test_store_marks_runs_of_dead_processes_interrupted(tmp_path):
+    db = tmp_path / "s.sqlite3"
+    # A child process creates a run and dies without finishing it.
+    code = ("import sys; sys.path.insert(0, %r); from engine.store import Store; "
+            "s = Store(%r); print(s.create_run({'strategy': 'single'}))") % (os.getcwd(), str(db))
+    run_id = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    with Store(db) as store:
+        run = store.get_run(run_id)
+        assert run.status == "interrupted"
+        assert store.integrity_ok()
+
+
+def test_store_keeps_steps_timeline_and_samples(tmp_path):
+    with Store(tmp_path / "s.sqlite3") as store:
+        run_id = store.create_run({"strategy": "single"})
+        store.add_steps(run_id, [{"step": 0, "t": 1.0, "time_s": 0.5, "samples": 4, "throughput": 8.0, "loss": 1.0,
+                                  "batch_split": [2, 2], "intervals": {"cpu:0": [["forward", 0.5, 0.7]]}}])
+        store.add_samples(run_id, [{"t": 0.6, "device": "cpu:0", "util": 50.0}])
+        store.finish_run(run_id, "finished", {"x": 1})
+        assert store.steps(run_id)[0]["batch_split"] == [2, 2]
+        assert store.timeline(run_id) == [(0, "cpu:0", "forward", 0.5, 0.7)]
+        assert store.samples(run_id)[0]["util"] == 50.0
+        assert store.get_run(run_id).summary == {"x": 1}
+        with pytest.raises(ValueError):
+            store.finish_run(run_id, "exploded")
