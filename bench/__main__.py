@@ -1,0 +1,26 @@
+"""``make bench``: every benchmark, figures as ratios measured within one run.
+
+The machine is shared and noisy: quote medians and ratios, and run on a quiet machine.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = ["bench.engine_bench", "bench.telemetry_bench", "bench.app_bench"]
+
+
+def main(names: list[str]) -> int:
+    for name in names or BENCHES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            print(f"== {name}: not available ({exc})")
+            continue
+        print(f"== {name}", flush=True)
+        module.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""Engine benchmarks (issue 2), each a ratio measured within one run of this script.
+
+- pipeline vs naive: GPipe with 4 micro-batches against model-parallel on cpu:2,
+  as a fraction of the ideal speedup p*m/(m+p-1) = 1.6, over several mlp shapes;
+- engine overhead: ``single`` against a plain hand-written loop on the same
+  model, data and one pinned thread;
+- launch latency: from starting a run to its first step event, toy model.
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.config import ExperimentConfig  # noqa: E402
+from engine.session import RunSession  # noqa: E402
+
+
+def run(config: ExperimentConfig, db: str) -> dict:
+    session = RunSession(config, db_path=db, telemetry_hz=10.0)
+    session.start()
+    result = session.wait()
+    if result.status != "finished":
+        raise RuntimeError(f"{config.strategy} run {result.status}: {result.error}")
+    return result.summary
+
+
+def step_times(summary: dict) -> float:
+    return summary["step_time_s"]["mean"]
+
+
+def pipeline_vs_naive(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1024)), steps=12) -> list[dict]:
+    rows = []
+    ideal = 2 * 4 / (4 + 2 - 1)
+    for width, depth, batch in shapes:
+        base = ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch, steps=steps, warmup=3,
+                                devices="cpu:2")
+        naive = run(base.replace(strategy="model-parallel"), db)
+        piped = run(base.replace(strategy="pipeline", micro_batches=4), db)
+        speedup = step_times(naive) / step_times(piped)
+        rows.append({"shape": f"mlp {width}x{depth}, batch {batch}", "naive_ms": step_times(naive) * 1000,
+                     "pipeline_ms": step_times(piped) * 1000, "speedup": speedup, "efficiency": speedup / ideal,
+                     "bubble_naive": naive["bubble"]["measured"], "bubble_pipeline": piped["bubble"]["measured"]})
+    return rows
+
+
+PLAIN_LOOP = textwrap.dedent("""
+    import os, sys, time, json
+    sys.path.insert(0, {root!r})
+    os.sched_setaffinity(0, {{0}})
+    import torch
+    torch.set_num_threads(1)
+    from engine.config import ExperimentConfig
+    from engine.models.build import build
+    config = ExperimentConfig(model="mlp", width={width}, depth={depth}, batch_size={batch}, steps={steps})
+    spec = build(config)
+    model = spec.sequential()
+    opt = torch.optim.SGD(model.parameters(), lr=config.effective_lr)
+    batches = spec.data.batches(config.effective_batch_size)
+    times = []
+    for step in range(config.steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        opt.zero_grad(set_to_none=True)
+        loss = spec.loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        float(loss)
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
+
+def engine_overhead(db: str, width=512, depth=4, batch=512, steps=30, warmup=3, rounds=3) -> dict:
+    """Alternate plain and engine runs so machine noise hits both alike; compare medians."""
+    import json
+    plain_all, engine_all = [], []
+    for _ in range(rounds):
+        code = PLAIN_LOOP.format(root=str(ROOT), width=width, depth=depth, batch=batch, steps=steps, warmup=warmup)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        plain_all.extend(json.loads(out))
+        summary = run(ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch, steps=steps,
+                                       warmup=warmup, devices="cpu:1"), db)
+        from engine.store import Store
+        with Store(db) as store:
+            engine_all.extend(s["time_s"] for s in store.steps(summary["run_id"]) if s["step"] >= warmup)
+    plain, eng = statistics.median(plain_all), statistics.median(engine_all)
+    return {"plain_ms": plain * 1000, "engine_ms": eng * 1000, "overhead": eng / plain - 1}
+
+
+def launch_latency(db: str, repeats=3) -> dict:
+    latencies = []
+    for _ in range(repeats):
+        first = threading.Event()
+        config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=3, warmup=0)
+        session = RunSession(config, db_path=db, on_event=lambda e: e["type"] == "step" and first.set())
+        t0 = time.perf_counter()
+        session.start()
+        first.wait(120)
+        latencies.append(time.perf_counter() - t0)
+        session.wait()
+    return {"median_s": statistics.median(latencies), "all_s": latencies}
+
+
+def main(db: str | None = None) -> dict:
+    import tempfile
+    db = db or str(Path(tempfile.mkdtemp()) / "bench.sqlite3")
+    results = {}
+    print("launch latency (run start -> first step event, seed-toy, cpu:1):", flush=True)
+    results["launch"] = launch_latency(db)
+    print(f"  median {results['launch']['median_s']:.2f} s of {results['launch']['all_s']}", flush=True)
+    print("engine overhead (single vs a plain loop, mlp 512x4 batch 512, one pinned thread):", flush=True)
+    results["overhead"] = engine_overhead(db)
+    o = results["overhead"]
+    print(f"  plain {o['plain_ms']:.1f} ms/step, engine {o['engine_ms']:.1f} ms/step: {o['overhead']:+.1%}", flush=True)
+    print("pipeline (gpipe, 4 micro-batches) vs naive model-parallel on cpu:2, ideal speedup 1.6:", flush=True)
+    results["pipeline"] = pipeline_vs_naive(db)
+    for r in results["pipeline"]:
+        print(f"  {r['shape']}: naive {r['naive_ms']:.0f} ms, pipeline {r['pipeline_ms']:.0f} ms, speedup "
+              f"{r['speedup']:.2f} = {r['efficiency']:.2f} of ideal (bubble {r['bubble_naive']:.2f} -> "
+              f"{r['bubble_pipeline']:.2f})", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
