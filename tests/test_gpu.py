@@ -1,0 +1,42 @@
+"""On a machine with an NVIDIA GPU (skipped elsewhere): the in-process strategies on cuda:0,
+the seed's CPU+GPU model, resnet50 at the tutorial's setup, and NCCL-free paths."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import cli
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def single_gpu(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("gpu") / "runs.sqlite3")
+    args = ["--model", "mlp", "--width", "256", "--depth", "4", "--batch-size", "256", "--steps", "5", "--json",
+            "--db", db]
+    _, summary = cli("run", *args, "--devices", "cuda:0", check_json=True)
+    return args, summary
+
+
+@pytest.mark.parametrize("extra", [
+    ["--strategy", "model-parallel", "--devices", "cuda:0,cuda:0"],
+    ["--strategy", "pipeline", "--devices", "cuda:0,cuda:0", "--micro-batches", "4"],
+])
+def test_in_process_stages_on_one_gpu_match_single(single_gpu, extra):
+    args, single = single_gpu
+    _, summary = cli("run", *args, *extra, check_json=True)
+    assert summary["param_norm"] == pytest.approx(single["param_norm"], rel=1e-4)
+    assert all(b > 0 for b in summary["devices_busy"])
+
+
+def test_seed_embedding_on_cpu_and_gpu():
+    _, summary = cli("run", "--model", "seed-embedding", "--strategy", "model-parallel", "--devices", "cpu,cuda:0",
+                     "--steps", "5", "--json", check_json=True)
+    assert summary["status"] == "finished" and summary["devices"] == ["cpu:0", "cuda:0"]
+
+
+def test_resnet50_tutorial_setup_single_gpu():
+    _, summary = cli("run", "--model", "resnet50", "--devices", "cuda:0", "--steps", "6", "--json",
+                     check_json=True, timeout=600)
+    assert summary["batch_size"] == 120 and summary["status"] == "finished"
+    assert summary["telemetry"]["util_mean"][0] is not None

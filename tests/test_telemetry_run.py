@@ -1,0 +1,55 @@
+"""Telemetry recorded with a run, measured by the OS outside the worker (issue 3: "Must show")."""
+from __future__ import annotations
+
+import pytest
+
+from engine.store import Store
+from helpers import cli
+
+MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048", "--steps", "20",
+       "--devices", "cpu:2", "--json"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("telemetry") / "runs.sqlite3")
+    _, naive = cli("run", *MLP, "--strategy", "model-parallel", "--db", db, check_json=True, timeout=300)
+    _, piped = cli("run", *MLP, "--strategy", "pipeline", "--micro-batches", "4", "--db", db, check_json=True,
+                   timeout=300)
+    return db, naive, piped
+
+
+def test_naive_split_devices_are_busy_about_half_the_time(runs):
+    _, naive, _ = runs
+    util = naive["telemetry"]["util_mean"]
+    assert all(35 <= u <= 65 for u in util), util
+
+
+def test_pipeline_raises_each_device_by_ten_points(runs):
+    _, naive, piped = runs
+    for before, after in zip(naive["telemetry"]["util_mean"], piped["telemetry"]["util_mean"]):
+        assert after >= before + 10, (naive["telemetry"], piped["telemetry"])
+
+
+def test_os_and_engine_agree_or_the_summary_says_so(runs):
+    _, naive, piped = runs
+    for summary in (naive, piped):
+        gaps = [abs(u - 100 * b) for u, b in zip(summary["telemetry"]["util_mean"], summary["devices_busy"])]
+        if max(gaps) > 10:
+            assert summary["telemetry"]["disagreement"], summary
+        else:
+            assert not summary["telemetry"]["disagreement"]
+
+
+def test_every_device_has_nine_samples_per_second_of_run(runs):
+    db, naive, _ = runs
+    with Store(db) as store:
+        run = store.get_run(naive["run_id"])
+        samples = store.samples(run.id)
+        steps = store.steps(run.id)
+    start, end = steps[0]["t"] - steps[0]["time_s"], steps[-1]["t"]
+    for device in naive["devices"]:
+        in_run = [s for s in samples if s["device"] == device and start <= s["t"] <= end]
+        assert len(in_run) >= 9 * (end - start), (device, len(in_run), end - start)
+    assert naive["telemetry"]["samples"] == len(samples)
+    assert naive["telemetry"]["rate_hz"] == 10
