@@ -158,6 +158,9 @@ class PlotPanel(QtWidgets.QWidget):
                                    export_name="throughput")
         self.loss_plot = SeriesPlot("Loss", "loss", None, x_label="step", x_units=None, export_name="loss")
         for plot in (self.util_plot, self.mem_plot):
+            # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
+            plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
+            plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
             plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
             axis = plot.getPlotItem().getAxis("bottom")
             axis.setPen(pg.mkPen(theme.MUTED))

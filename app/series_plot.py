@@ -111,6 +111,9 @@ class SeriesPlot(pg.PlotWidget):
                 if curve.range_dirty:
                     curve.range_dirty = False
                     curve.viewRangeChanged()
+            # Apply the new range to the view's transform now. Left to the paint,
+            # pyqtgraph would move the items during the paint and paint again.
+            self.getPlotItem().getViewBox().updateMatrix()
 
     def has_series(self, key: str) -> bool:
         return key in self._curves

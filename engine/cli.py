@@ -33,9 +33,11 @@ def _strategy_help() -> str:
     return "; ".join(f"{i.name}: {i.description}" for i in strategies.STRATEGIES.values())
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False) -> None:
+    """The run options; for an experiment, with no defaults, so only what the user gave overrides the preset's."""
     g = p.add_argument_group("run options")
-    g.add_argument("--strategy", default="single", help=_strategy_help())
+    if not for_experiment:
+        g.add_argument("--strategy", default="single", help=_strategy_help())
     g.add_argument("--model", default=None, help=f"one of: {', '.join(models.MODELS)} (default mlp)")
     g.add_argument("--model-file", default=None, help="a .py file with build_model() and make_batch(batch_size, generator)")
     g.add_argument("--width", type=int, default=512, help="mlp width (default 512)")
@@ -54,6 +56,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
+    if for_experiment:
+        for action in g._group_actions:
+            if action.dest not in ("json", "telemetry_hz", "db", "hang_timeout"):
+                action.default = argparse.SUPPRESS
 
 
 def config_from_args(args) -> ExperimentConfig:
@@ -88,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--db", default=None)
     runs.add_argument("--limit", type=int, default=None)
+    experiment = sub.add_parser("experiment", help="a preset comparison: " + ", ".join(_preset_names()))
+    experiment.add_argument("name", help="; ".join(f"{n}: {d}" for n, d in _preset_names().items()))
+    experiment.add_argument("--repeats", type=int, default=3, help="runs per point (default 3)")
+    add_run_options(experiment, for_experiment=True)
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
     devices.add_argument("--json", action="store_true")
     return parser
@@ -106,6 +116,8 @@ def main(argv: list[str]) -> int:
         return cmd_runs(args)
     if args.command == "devices":
         return cmd_devices(args)
+    if args.command == "experiment":
+        return cmd_experiment(args)
     parser.print_help(sys.stderr)
     return EXIT_INVALID
 
@@ -167,6 +179,76 @@ def cmd_run(args) -> int:
         else:
             print(f"run {result.run_id}: {result.status}")
     return EXIT_OK if result.status == "finished" else EXIT_FAILED
+
+
+# ---- experiment ---------------------------------------------------------------------
+def _preset_names() -> dict[str, str]:
+    from engine.experiments import PRESETS
+    return {name: p.description for name, p in PRESETS.items()}
+
+
+_FIELD_OF_OPTION = {"hang_timeout": "hang_timeout_s"}
+
+
+def experiment_base(args) -> ExperimentConfig:
+    from engine.experiments import default_config
+    skip = {"command", "name", "repeats", "json", "db", "telemetry_hz"}
+    explicit = {_FIELD_OF_OPTION.get(k, k): v for k, v in vars(args).items() if k not in skip}
+    found = []
+    if "split" in explicit:
+        try:
+            explicit["split"] = tuple(int(x) for x in explicit["split"].split(","))
+        except ValueError:
+            found.append(Problem("split", f"must be block indices separated by commas, got {explicit['split']!r}"))
+    if explicit.get("model_file"):
+        explicit["model"] = "custom"
+    if args.repeats < 1:
+        found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
+    if found:
+        raise ConfigError(found)
+    return default_config(explicit)
+
+
+def cmd_experiment(args) -> int:
+    from engine.experiments import PRESETS, ExperimentRunner
+    if args.name not in PRESETS:
+        print(f"error: unknown experiment {args.name!r}; allowed: {', '.join(PRESETS)}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        base = experiment_base(args)  # a template for the points, not a run of its own
+    except (ConfigError, TypeError) as exc:
+        problems = getattr(exc, "problems", None) or [Problem("config", str(exc))]
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        runner = ExperimentRunner(args.name, base, repeats=args.repeats, db_path=args.db,
+                                  telemetry_hz=args.telemetry_hz,
+                                  on_progress=lambda k, n, label: print(f"run {k} of {n}: {label}", file=sys.stderr,
+                                                                        flush=True))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    # Every point must be valid before the first run starts.
+    from engine.validate import plan
+    bad = [(p.label, problems) for p in runner.points for problems in [plan(p.config)[1]] if problems]
+    if bad:
+        for label, problems in bad:
+            for problem in problems:
+                print(f"error: {label}: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    old = {s: signal.signal(s, lambda *_: runner.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = runner.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        from engine.report import experiment_table
+        print(experiment_table(result))
+    return EXIT_OK if result["status"] == "finished" and result["points"] else EXIT_FAILED
 
 
 # ---- runs and devices ---------------------------------------------------------

@@ -71,14 +71,16 @@ def main() -> int:
         import torch
         torch.set_num_threads(1)
         import torch.distributed as dist
-        if world > 1:
+        # DDP needs a process group even on one device.
+        needs_group = world > 1 or config.strategy == "ddp"
+        if needs_group:
             backend = "nccl" if own.kind == "cuda" else "gloo"
             if own.kind == "cuda":
                 torch.cuda.set_device(own.index)
             dist.init_process_group(backend, rank=rank, world_size=world,
                                     timeout=timedelta(seconds=config.hang_timeout_s))
         run_rank(config, devices, rank, world, channel)
-        if world > 1:
+        if needs_group:
             dist.destroy_process_group()
         return 0
     except BaseException as exc:  # report anything, then exit non-zero

@@ -218,6 +218,9 @@ class RunSession:
             first_t = self._origin + measured[0]["t"] - measured[0]["time_s"]
             last_t = self._origin + steps[-1]["t"]
             telemetry = summarize(self._samples, summary["devices"], first_t, last_t, self.telemetry_hz)
+            telemetry["mem_peak_bytes"] = [
+                max((s.mem_used for s in self._samples if s.device == d and s.mem_used is not None), default=None)
+                for d in summary["devices"]]
             if summary.get("devices_busy"):
                 lines = disagreements(telemetry["util_mean"], summary["devices_busy"], summary["devices"])
                 telemetry["disagreement"] = "; ".join(lines) if lines else None

@@ -1,0 +1,266 @@
+"""Click-to-run experiments: the tutorials' comparisons and sweeps, as sequences of stored runs.
+
+A preset is a function from a base config to a list of points (label, config,
+sweep value); the runner runs each point ``repeats`` times through RunSession,
+groups the runs under one experiment id, and reduces them to design.md's
+experiment JSON. It can be stopped between or during runs and keeps what
+finished.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.config import ExperimentConfig
+from engine.devices import gpu_count, usable_cores
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    config: ExperimentConfig
+    x: float | None = None   # the swept value, for line plots
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    points: Callable[[ExperimentConfig], list[Point]]
+    best_by: str = "step_time"   # lower step time wins
+
+
+# ---- scale ------------------------------------------------------------------------
+# GPU scale follows the model-parallel tutorial; CPU scale is sized to finish in
+# about 3 minutes on 2 cores with the default 3 repeats.
+GPU_DEFAULTS = dict(model="resnet50", batch_size=120, steps=10, warmup=2)
+CPU_DEFAULTS = dict(model="mlp", width=512, depth=8, batch_size=1024, steps=8, warmup=2)
+
+
+def default_config(explicit: dict) -> ExperimentConfig:
+    """Preset defaults for the machine, overridden by what the user gave."""
+    devices = explicit.get("devices", "auto")
+    on_gpus = "cuda" in devices or (devices == "auto" and gpu_count() >= 2)
+    base = dict(GPU_DEFAULTS if on_gpus else CPU_DEFAULTS)
+    base["devices"] = "cuda:0,cuda:1" if on_gpus else "cpu:2"
+    base.update(explicit)
+    return ExperimentConfig(**base)
+
+
+def _devices_of(config: ExperimentConfig) -> tuple[str, int]:
+    """(kind, count) of the experiment's devices: "cpu" or "cuda"."""
+    spec = config.devices
+    if spec.startswith("cpu:"):
+        return "cpu", int(spec[4:])
+    if spec.startswith("cuda"):
+        return "cuda", len(spec.split(","))
+    return "cpu", 2
+
+
+def _device_list(kind: str, n: int) -> str:
+    return f"cpu:{n}" if kind == "cpu" else ",".join(f"cuda:{i}" for i in range(n))
+
+
+# ---- presets ----------------------------------------------------------------------
+def compare_strategies(base: ExperimentConfig) -> list[Point]:
+    kind, n = _devices_of(base)
+    n = max(2, n)
+    staged = dict(devices=_device_list(kind, 2), split=base.split if base.split and len(base.split) == 1 else None)
+    points = [
+        Point("single", base.replace(strategy="single", devices=_device_list(kind, 1), split=None,
+                                     micro_batches=None, split_size=None)),
+        Point("model-parallel", base.replace(strategy="model-parallel", micro_batches=None, split_size=None,
+                                             **staged)),
+        Point("pipeline", base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4,
+                                       split_size=None, **staged)),
+    ]
+    if n >= 2:
+        for strategy in ("data-parallel", "ddp"):
+            points.append(Point(strategy, base.replace(strategy=strategy, devices=_device_list(kind, n),
+                                                       split=None, micro_batches=None, split_size=None)))
+    return points
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def split_size(base: ExperimentConfig) -> list[Point]:
+    batch = base.effective_batch_size
+    if batch == 120:  # the tutorial's sweep (only the sizes that divide the batch)
+        sizes = [s for s in (1, 3, 5, 8, 10, 12, 20, 40, 60, 120) if batch % s == 0]
+    else:             # about eight sizes spread over the divisors
+        divisors = [d for d in _divisors(batch) if batch // d <= 64]
+        step = max(1, len(divisors) // 8)
+        sizes = sorted(set(divisors[::step] + [divisors[-1]]))
+    return [Point(f"split size {s}", base.replace(strategy="pipeline", split_size=s, micro_batches=None), x=s)
+            for s in sizes]
+
+
+def split_point(base: ExperimentConfig) -> list[Point]:
+    from engine.validate import plan
+    probe, problems = plan(base.replace(strategy="pipeline", split=None, micro_batches=base.micro_batches or 4,
+                                        split_size=None, devices=_device_list(_devices_of(base)[0], 2)))
+    if problems:
+        raise ValueError("; ".join(str(p) for p in problems))
+    pipeline = base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4, split_size=None,
+                            devices=_device_list(_devices_of(base)[0], 2))
+    points = [Point(f"split {k}", pipeline.replace(split=(k,)), x=k) for k in range(1, probe.n_blocks)]
+    points.append(Point("balanced (automatic)", pipeline.replace(split=None)))
+    return points
+
+
+def dp_scaling(base: ExperimentConfig) -> list[Point]:
+    kind, n = _devices_of(base)
+    n = max(n, len(usable_cores()) if kind == "cpu" else gpu_count())
+    plain = base.replace(split=None, micro_batches=None, split_size=None)
+    points = [Point("single x1", plain.replace(strategy="single", devices=_device_list(kind, 1)), x=1)]
+    for strategy in ("data-parallel", "ddp"):
+        for k in range(1, n + 1):
+            points.append(Point(f"{strategy} x{k}", plain.replace(strategy=strategy, devices=_device_list(kind, k)),
+                                x=k))
+    return points
+
+
+def schedules(base: ExperimentConfig) -> list[Point]:
+    kind, _ = _devices_of(base)
+    m = base.micro_batches or 4
+    staged = base.replace(devices=_device_list(kind, 2), split_size=None)
+    return [
+        Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
+        Point("gpipe", staged.replace(strategy="pipeline", schedule="gpipe", micro_batches=m)),
+        Point("1f1b", staged.replace(strategy="pipeline", schedule="1f1b", micro_batches=m)),
+    ]
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("compare-strategies", "single vs model-parallel vs pipeline (and data-parallel, ddp): step time "
+           "mean and std over repeats, as in the tutorial's bar chart", compare_strategies),
+    Preset("split-size", "pipeline over micro-batch sizes: the tutorial's split-size trade-off curve", split_size),
+    Preset("split-point", "pipeline over every split point, beside the automatic balanced split", split_point),
+    Preset("dp-scaling", "single vs data-parallel vs ddp over 1..N devices, with the per-device batch split",
+           dp_scaling),
+    Preset("schedules", "model-parallel vs GPipe vs 1F1B at equal micro-batches: step time, bubble, peak memory",
+           schedules),
+)}
+
+
+# ---- running ----------------------------------------------------------------------
+class ExperimentRunner:
+    """Runs a preset's points; ``stop()`` ends the current run and keeps the finished ones."""
+
+    def __init__(self, name: str, base: ExperimentConfig, *, repeats: int = 3, db_path=None,
+                 telemetry_hz: float = 10.0,
+                 on_progress: Callable[[int, int, str], None] | None = None,
+                 on_event: Callable[[dict], None] | None = None):
+        if name not in PRESETS:
+            raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(PRESETS)}")
+        if repeats < 1:
+            raise ValueError(f"--repeats must be at least 1, got {repeats}")
+        self.preset = PRESETS[name]
+        self.base = base
+        self.repeats = repeats
+        self.db_path = db_path
+        self.telemetry_hz = telemetry_hz
+        self.on_progress = on_progress
+        self.on_event = on_event
+        self.points = self.preset.points(base)
+        self._stop = threading.Event()
+        self._session = None
+        self.experiment_id: str | None = None
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.points) * self.repeats
+
+    def stop(self) -> None:
+        self._stop.set()
+        session = self._session
+        if session is not None:
+            session.stop()
+
+    def run(self) -> dict:
+        from engine.session import RunSession
+        from engine.store import Store
+        with Store(self.db_path) as store:
+            self.experiment_id = store.create_experiment(self.preset.name, {
+                "base": self.base.to_dict(), "repeats": self.repeats,
+                "points": [{"label": p.label, "config": p.config.to_dict()} for p in self.points]})
+        results: list[dict] = []
+        k = 0
+        for point in self.points:
+            runs, failures = [], []
+            for _ in range(self.repeats):
+                if self._stop.is_set():
+                    break
+                k += 1
+                if self.on_progress:
+                    self.on_progress(k, self.total_runs, point.label)
+                self._session = RunSession(point.config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
+                                           experiment_id=self.experiment_id, label=point.label,
+                                           on_event=self.on_event)
+                self._session.start()
+                result = self._session.wait()
+                self._session = None
+                if result.status == "finished" and result.summary:
+                    runs.append(result.summary)
+                elif result.status == "failed":
+                    failures.append((result.run_id, result.error))
+            if runs:
+                results.append(reduce_point(point, runs))
+            elif failures:  # shown, so a sweep never hides a point that could not run
+                results.append({"label": point.label, "strategy": point.config.strategy, "x": point.x,
+                                "error": failures[0][1], "run_ids": [r for r, _ in failures],
+                                "step_time_s": None, "throughput": None})
+            if self._stop.is_set():
+                break
+        summary = {"experiment_id": self.experiment_id, "name": self.preset.name,
+                   "status": "stopped" if self._stop.is_set() else "finished",
+                   "best": best_label(results), "points": results}
+        automatic = next((p for p in results if p["x"] is None and p["label"].startswith("balanced")
+                          and p.get("split")), None)
+        if automatic is not None:
+            summary["automatic_split"] = automatic["split"]
+        with Store(self.db_path) as store:
+            store.finish_experiment(self.experiment_id, summary)
+        return summary
+
+
+def _mean_std(values: list[float], within: list[float]) -> dict:
+    """Across repeats when there are several; otherwise the single run's own step-to-step std."""
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else (within[0] if within else 0.0)
+    return {"mean": mean, "std": std}
+
+
+def reduce_point(point: Point, runs: list[dict]) -> dict:
+    first = runs[0]
+    return {
+        "label": point.label,
+        "strategy": point.config.strategy,
+        "devices": first["devices"],
+        "split": first.get("split"),
+        "micro_batches": first.get("micro_batches"),
+        "schedule": first.get("schedule"),
+        "x": point.x,
+        "step_time_s": _mean_std([r["step_time_s"]["mean"] for r in runs], [r["step_time_s"]["std"] for r in runs]),
+        "throughput": _mean_std([r["throughput"]["mean"] for r in runs], [r["throughput"]["std"] for r in runs]),
+        "bubble": {"measured": statistics.fmean(r["bubble"]["measured"] for r in runs),
+                   "theory": first["bubble"]["theory"]},
+        "devices_busy": [statistics.fmean(v) for v in zip(*(r["devices_busy"] for r in runs))],
+        "util_mean": (first.get("telemetry") or {}).get("util_mean"),
+        "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
+        "batch_split": first.get("batch_split")[-1] if first.get("batch_split") else None,
+        "run_ids": [r["run_id"] for r in runs],
+    }
+
+
+def best_label(points: list[dict]) -> str | None:
+    """The fastest point; in a sweep, the fastest swept point (the automatic split is its referee)."""
+    points = [p for p in points if p.get("step_time_s")]
+    swept = [p for p in points if p["x"] is not None] or points
+    if not swept:
+        return None
+    return min(swept, key=lambda p: p["step_time_s"]["mean"])["label"]

@@ -1,0 +1,79 @@
+"""Experiment presets: every preset at tiny scale, and the two findings issue 5 asks for."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine import cli
+from engine.store import Store
+
+TINY = ["--repeats", "1", "--steps", "3", "--warmup", "1", "--width", "32", "--depth", "4", "--devices", "cpu:2",
+        "--json"]
+
+HEAVY_LATER_BLOCKS = '''
+import torch
+from torch import nn
+
+def build_model():
+    light = lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU())
+    heavy = lambda: nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 512), nn.ReLU())
+    # costs about 1, 1, 1, 1, 4, 4: the balanced split (4) is not the middle one (3)
+    return nn.Sequential(light(), light(), light(), light(), heavy(), heavy())
+
+def make_batch(batch_size, generator):
+    return torch.randn(batch_size, 512, generator=generator), torch.randn(batch_size, 512, generator=generator)
+'''
+
+
+def run_experiment(capsys, *args) -> dict:
+    code = cli.main(["experiment", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize("name,batch,expected_points", [
+    ("compare-strategies", "32", 5),
+    ("split-size", "8", 4),
+    ("split-point", "32", 5),
+    ("dp-scaling", "32", 5),
+    ("schedules", "32", 3),
+])
+def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_points):
+    result = run_experiment(capsys, name, "--batch-size", batch, *TINY)
+    assert result["name"] == name and result["status"] == "finished"
+    assert len(result["points"]) == expected_points
+    labels = [p["label"] for p in result["points"]]
+    assert result["best"] in labels
+    for point in result["points"]:
+        assert set(point) >= {"label", "strategy", "split", "micro_batches", "step_time_s", "throughput", "run_ids"}
+        assert point["step_time_s"]["std"] is not None and point["step_time_s"]["mean"] > 0
+    with Store(fresh_store) as store:
+        runs = store.list_runs(experiment_id=result["experiment_id"])
+        assert len(runs) == expected_points
+        assert store.get_experiment(result["experiment_id"])["result"]["best"] == result["best"]
+    if name == "dp-scaling":
+        assert [p["batch_split"] for p in result["points"] if p["label"] == "data-parallel x2"] == [[16, 16]]
+
+
+def test_unknown_experiment_is_invalid_input(capsys):
+    assert cli.main(["experiment", "fastest-possible"]) == 2
+    assert "compare-strategies" in capsys.readouterr().err
+
+
+def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh_store):
+    result = run_experiment(capsys, "compare-strategies", "--repeats", "2", "--devices", "cpu:2", "--json")
+    by_label = {p["label"]: p for p in result["points"]}
+    assert set(by_label) == {"single", "model-parallel", "pipeline", "data-parallel", "ddp"}
+    assert by_label["pipeline"]["step_time_s"]["mean"] < by_label["model-parallel"]["step_time_s"]["mean"]
+    assert all(p["step_time_s"]["std"] > 0 for p in result["points"])
+
+
+def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store, tmp_path):
+    model = tmp_path / "heavy_later.py"
+    model.write_text(HEAVY_LATER_BLOCKS)
+    result = run_experiment(capsys, "split-point", "--model-file", str(model), "--batch-size", "512",
+                            "--micro-batches", "4", "--steps", "6", "--repeats", "2", "--devices", "cpu:2", "--json")
+    assert result["best"] == "split 4", [(p["label"], p["step_time_s"]["mean"]) for p in result["points"]]
+    assert result["automatic_split"] == [4]
