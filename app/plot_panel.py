@@ -130,6 +130,10 @@ class PlotPanel(QtWidgets.QWidget):
         self.progress = RunProgress()
         self.mode = "live"
         self.window_s = LIVE_WINDOW_S
+        # Scrolling the telemetry plots repaints them; a few frames a second reads as live
+        # (the samples themselves are all drawn) at a fraction of the cost of every frame.
+        self.telemetry_frame_s = 0.25
+        self._telemetry_frame_at = -1e9
         self._drawn: dict[tuple[str, str], int] = {}
         self._timeline_drawn = -1
         self._run_lines: list[tuple[SeriesPlot, pg.InfiniteLine]] = []
@@ -267,6 +271,14 @@ class PlotPanel(QtWidgets.QWidget):
             return 0
         updated = 0
         now = self.now()
+        if force or now - self._telemetry_frame_at >= self.telemetry_frame_s:
+            self._telemetry_frame_at = now
+            updated += self._redraw_telemetry(now, force)
+        updated += self._redraw_steps(force)
+        return updated
+
+    def _redraw_telemetry(self, now: float, force: bool) -> int:
+        updated = 0
         window_start = now - self.window_s
         for axis in (self.util_axis, self.mem_axis):
             axis.now = now
@@ -291,6 +303,10 @@ class PlotPanel(QtWidgets.QWidget):
                         plot.set_series(device, buf.column(0), buf.column(1), theme.device_color(i), device)
                         self._drawn[key] = buf.version
                         updated += 1
+        return updated
+
+    def _redraw_steps(self, force: bool) -> int:
+        updated = 0
         for kind, plot, buf, color, name in (
                 ("thr", self.thr_plot, self.steps.throughput, theme.RUN_COLORS[0], "samples/s"),
                 ("loss", self.loss_plot, self.steps.loss, theme.RUN_COLORS[1], "loss")):

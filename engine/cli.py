@@ -142,11 +142,15 @@ def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]
 
 
 def cmd_run(args) -> int:
-    from engine.progress import Progress
-    from engine.session import RunSession
-    config, run_plan = validate_or_report(lambda: config_from_args(args))
+    config, _ = validate_or_report(lambda: config_from_args(args))
     if config is None:
         return EXIT_INVALID
+    return cmd_run_validated(config, args)
+
+
+def cmd_run_validated(config: ExperimentConfig, args) -> int:
+    from engine.progress import Progress
+    from engine.session import RunSession
     progress = Progress(config.steps, enabled=True)
     session = RunSession(config, db_path=args.db, telemetry_hz=args.telemetry_hz, on_event=progress.on_event)
     # Ctrl-C or SIGTERM: stop the run in order (the worker has its own session).

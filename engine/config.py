@@ -181,11 +181,12 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("model", "give either --model or --model-file, not both")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
-    for name in ("width", "depth", "steps"):
-        if getattr(config, name) < 1:
-            add(name, f"must be at least 1, got {getattr(config, name)}")
-    if config.batch_size is not None and config.batch_size < 1:
-        add("batch_size", f"must be at least 1, got {config.batch_size}")
+    for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
+        value = getattr(config, name)
+        if not 1 <= value <= most:
+            add(name, f"must be from 1 to {most}, got {value}")
+    if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
+        add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
     if config.warmup < 0:
         add("warmup", f"must be 0 or more, got {config.warmup}")
     elif config.steps >= 1 and config.warmup >= config.steps:

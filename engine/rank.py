@@ -84,8 +84,16 @@ def main() -> int:
             dist.destroy_process_group()
         return 0
     except BaseException as exc:  # report anything, then exit non-zero
-        channel.emit("error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        channel.emit("error", message=describe_exception(exc), traceback=traceback.format_exc())
         return 1
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return (f"out of memory ({text}); reduce --batch-size, use more --micro-batches, "
+                "or spread the model over more devices")
+    return text
 
 
 def run_rank(config, devices, rank, world, channel) -> None:

@@ -82,22 +82,23 @@ def device_inventory() -> dict:
 
 def devices_table(inv: dict) -> str:
     lines = []
-    if inv["gpus"]:
-        for g in inv["gpus"]:
-            mem = g.get("memory_total")
-            lines.append(f"cuda:{g.get('index')}  {g.get('name')}  "
-                         f"{mem / 2**30:.1f} GiB" if mem else f"cuda:{g.get('index')}  {g.get('name')}")
-            if g.get("driver"):
-                lines.append(f"    driver {g['driver']}")
-            if g.get("supported") is not None:
-                sup = g["supported"]
-                if isinstance(sup, dict):
-                    lines.append("    fields: " + ", ".join(f"{k}{'' if v else ' (n/a)'}" for k, v in sup.items()))
-    else:
-        lines.append("no CUDA GPUs (no NVIDIA driver or none visible)")
+    for g in inv["gpus"]:
+        mem = g.get("memory_total")
+        size = f"  {mem / 2**30:.1f} GiB" if mem else ""
+        lost = "  (lost)" if g.get("lost") else ""
+        lines.append(f"cuda:{g.get('index')}  {g.get('name')}{size}  driver {g.get('driver_version') or '?'}{lost}")
+        fields = g.get("fields") or {}
+        if fields:
+            have = [k for k, v in fields.items() if v]
+            missing = [k for k, v in fields.items() if not v]
+            lines.append("    available: " + (", ".join(have) or "none"))
+            if missing:
+                lines.append("    not available: " + ", ".join(missing))
+    if not inv["gpus"]:
+        lines.append("no CUDA GPUs (no NVIDIA driver, or none visible)")
     cpu = inv["cpu"]
-    lines.append(f"cpu: {cpu['cores']} usable cores -> cpu:1 .. cpu:{cpu['virtual_devices']} "
-                 "virtual devices (one pinned core each)")
+    lines.append(f"cpu: {cpu['cores']} usable cores: cpu:1 .. cpu:{cpu['virtual_devices']} "
+                 "(each virtual device is one pinned core with one intra-op thread)")
     return "\n".join(lines)
 
 

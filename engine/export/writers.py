@@ -1,0 +1,94 @@
+"""``export(store, id, fmt, out)``: a run's or an experiment's figures as PNG, SVG, CSV files or one HTML report.
+
+PNG, SVG and CSV write one file per figure into the folder ``out``, named
+``<id>-<figure>.<ext>``; HTML writes the single file ``out``. Nothing existing
+is overwritten unless ``force``: every target is checked before the first byte
+is written, so a refused export leaves no half-written set behind.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from engine.export.errors import ExportError
+from engine.export.figures import Figure, experiment_figures, experiment_result, run_figures
+from engine.export.html_report import experiment_page, run_page
+from engine.store import Store
+
+FORMATS = ("png", "svg", "csv", "html")
+
+
+def resolve(store: Store, item_id: str) -> tuple[str, object]:
+    """("run", RunRecord) or ("experiment", dict). Experiment ids start with "exp-"; others may be either."""
+    if not item_id.startswith("exp-"):
+        run = store.get_run(item_id)
+        if run is not None:
+            return "run", run
+    experiment = store.get_experiment(item_id)
+    if experiment is not None:
+        return "experiment", experiment
+    raise ExportError(f"no run or experiment with id {item_id!r} in {store.path} "
+                      "(`python main.py runs` lists the stored runs)")
+
+
+def csv_text(figure: Figure) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(figure.columns)
+    writer.writerows([["" if v is None else v for v in row] for row in figure.rows])
+    return buffer.getvalue()
+
+
+def _refuse_existing(paths: list[Path], force: bool) -> None:
+    if force:
+        return
+    existing = [p for p in paths if p.exists()]
+    if existing:
+        more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+        raise ExportError(f"{existing[0]} already exists{more}; pass --force to overwrite")
+
+
+def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool = False) -> list[Path]:
+    """Write the export and return the paths written."""
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    kind, item = resolve(store, item_id)
+    figures = run_figures(store, item.id) if kind == "run" else experiment_figures(store, item["id"])
+    out = Path(out)
+
+    if fmt == "html":
+        # a folder given for a report: put <id>.html in it
+        path = out / f"{item_id}.html" if out.is_dir() else out
+        _refuse_existing([path], force)
+        if kind == "run":
+            text = run_page(item, figures)
+        else:
+            text = experiment_page(item, experiment_result(store, item), figures)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return [path]
+
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out must be a folder for {fmt} (one file per figure), but {out} is a file")
+    paths = [out / f"{item_id}-{f.name}.{fmt}" for f in figures]
+    _refuse_existing(paths, force)
+    if fmt == "png":
+        from engine.export.png import PngUnavailable, check_available, write_png  # Qt only here, when asked for
+        try:
+            check_available()
+        except PngUnavailable as exc:
+            raise ExportError(str(exc)) from exc
+    out.mkdir(parents=True, exist_ok=True)
+    for figure, path in zip(figures, paths):
+        if fmt == "svg":
+            path.write_text(figure.svg, encoding="utf-8")
+        elif fmt == "csv":
+            path.write_text(csv_text(figure), encoding="utf-8", newline="")
+        else:
+            try:
+                write_png(figure.svg, path)
+            except PngUnavailable as exc:  # e.g. a plain QCoreApplication already runs in this process
+                raise ExportError(str(exc)) from exc
+    return paths
