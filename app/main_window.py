@@ -259,6 +259,13 @@ class MainWindow(QtWidgets.QMainWindow):
         for action in (self.run_action, self.stop_action):
             action.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
             self.addAction(action)
+        file_menu = self.menuBar().addMenu("&File")
+        open_model = file_menu.addAction("Open model file…")
+        open_model.triggered.connect(self._open_model_file)
+        file_menu.addSeparator()
+        self.quit_action = file_menu.addAction("Quit")
+        self.quit_action.setShortcut(QtGui.QKeySequence("Ctrl+Q"))
+        self.quit_action.triggered.connect(self.close)
         menu = self.menuBar().addMenu("&Run")
         menu.addAction(self.run_action)
         menu.addAction(self.stop_action)
@@ -273,6 +280,21 @@ class MainWindow(QtWidgets.QMainWindow):
             sub = export.addMenu(name.capitalize())
             for fmt, action in widget.export_actions.items():
                 sub.addAction(action)
+
+    def _open_model_file(self) -> None:
+        combo = self.experiment.model_combo
+        index = combo.findData("__open_model_file__")
+        combo.setCurrentIndex(index)
+        combo.activated.emit(index)
+
+    def quit_without_asking(self) -> None:
+        """Close now; a run in progress is stopped first (timers and scripts use this, not users)."""
+        if self.worker.is_running():
+            self._close_requested = True
+            self.stop_run()
+            QtCore.QTimer.singleShot(CLOSE_STOP_TIMEOUT_MS, self._force_close)
+        else:
+            self.close()
 
     # -- services: telemetry, planner, GPU inventory ----------------------------------------
     def start_services(self) -> None:

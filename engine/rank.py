@@ -77,8 +77,14 @@ def main() -> int:
             backend = "nccl" if own.kind == "cuda" else "gloo"
             if own.kind == "cuda":
                 torch.cuda.set_device(own.index)
-            dist.init_process_group(backend, rank=rank, world_size=world,
-                                    timeout=timedelta(seconds=config.hang_timeout_s))
+            timeout = timedelta(seconds=config.hang_timeout_s)
+            store_file = os.environ.get("SPLITSCOPE_STORE_FILE")
+            if store_file:
+                # Rendezvous through a file: torch's TCPStore would listen on every interface.
+                dist.init_process_group(backend, store=dist.FileStore(store_file, world), rank=rank,
+                                        world_size=world, timeout=timeout)
+            else:  # launched by torchrun or similar: MASTER_ADDR/MASTER_PORT from the environment
+                dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
         run_rank(config, devices, rank, world, channel)
         if needs_group:
             dist.destroy_process_group()
@@ -89,8 +95,15 @@ def main() -> int:
 
 
 def describe_exception(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+    """The root cause first: torch's pipelining wraps a model's error in a RuntimeError of its own."""
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    text = f"{type(root).__name__}: {root}"
+    if root is not exc:
+        context = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        text += f" (in: {context})"
+    if isinstance(root, MemoryError) or "out of memory" in str(root).lower():
         return (f"out of memory ({text}); reduce --batch-size, use more --micro-batches, "
                 "or spread the model over more devices")
     return text

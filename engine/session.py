@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -138,34 +139,56 @@ class RunSession:
         for line in self._proc.stderr:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
+    def _read_stdout(self, events: "queue.Queue") -> None:
+        for event in protocol.read_events(self._proc.stdout):
+            events.put(event)
+        events.put(None)  # end of the worker's output
+
     def _run(self) -> None:
         store = Store(self.db_path)
         status, summary, error, tb = "failed", None, None, None
         steps: list[dict] = []
         pending: list[dict] = []
-        last_flush = time.monotonic()
+        events: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
-            for event in protocol.read_events(self._proc.stdout):
-                kind = event["type"]
-                if kind == protocol.STARTED and self._sampler is not None:
-                    for device, pid in (event.get("device_pids") or {}).items():
-                        self._sampler.set_pid(device, pid)
-                elif kind == protocol.STEP:
-                    steps.append(event)
-                    pending.append(event)
-                elif kind == protocol.ERROR:
-                    error, tb = event.get("message"), event.get("traceback")
-                elif kind == protocol.FINISHED:
-                    status, summary = event.get("status", "failed"), event.get("summary")
-                    continue  # forwarded below, with the telemetry section
-                # Batch the writes: one transaction per half second, not per event.
-                if time.monotonic() - last_flush > 0.5 or kind != protocol.STEP:
-                    store.add_steps(self.run_id, pending)
-                    pending = []
-                    self._drain_samples(store)
-                    last_flush = time.monotonic()
+            ended = False
+            while not ended:
+                # Take whatever has arrived: under a fast stream the writes batch themselves.
+                try:
+                    batch = [events.get(timeout=0.25)]
+                except queue.Empty:
+                    batch = []
+                while True:
+                    try:
+                        batch.append(events.get_nowait())
+                    except queue.Empty:
+                        break
+                forward = []
+                for event in batch:
+                    if event is None:
+                        ended = True
+                        break
+                    kind = event["type"]
+                    if kind == protocol.STARTED and self._sampler is not None:
+                        for device, pid in (event.get("device_pids") or {}).items():
+                            self._sampler.set_pid(device, pid)
+                    elif kind == protocol.STEP:
+                        steps.append(event)
+                        pending.append(event)
+                    elif kind == protocol.ERROR:
+                        error, tb = event.get("message"), event.get("traceback")
+                    elif kind == protocol.FINISHED:
+                        status, summary = event.get("status", "failed"), event.get("summary")
+                        continue  # forwarded at the end, with the telemetry section
+                    forward.append(event)
+                # Stored before anyone is told: nothing a user has seen can be lost.
+                store.add_steps(self.run_id, pending)
+                pending = []
+                self._drain_samples(store)
                 if self.on_event:
-                    self.on_event(event)
+                    for event in forward:
+                        self.on_event(event)
             code = self._proc.wait()
             if summary is None and error is None:
                 # The worker died without a word: say how, with what it printed last.

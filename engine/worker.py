@@ -19,9 +19,10 @@ import json
 import os
 import queue
 import signal
-import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,12 +35,7 @@ from engine.summary import StepMerger, summarize
 ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 
 
 def describe_exit(code: int) -> str:
@@ -82,6 +78,7 @@ class Worker:
         self.merger = StepMerger(self.world, [d.name for d in devices], origin)
         self.started_sent = False
         self.split = None
+        self.rendezvous_dir: str | None = None
 
     # ---- output -------------------------------------------------------------
     def emit(self, event_type: str, **fields) -> None:
@@ -93,17 +90,18 @@ class Worker:
 
     # ---- launching ----------------------------------------------------------
     def launch(self) -> None:
-        port = free_port()
+        # The ranks meet through a file in a private folder, removed when the run ends.
+        self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-")
+        store_file = os.path.join(self.rendezvous_dir, "store")
         device_json = json.dumps([d.to_dict() for d in self.devices])
         for rank in range(self.world):
             read_fd, write_fd = os.pipe()
             env = dict(os.environ,
                        RANK=str(rank), WORLD_SIZE=str(self.world), LOCAL_RANK=str(rank),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        GLOO_SOCKET_IFNAME="lo",                     # gloo listens on loopback only
                        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
                        SPLITSCOPE_CONFIG=self.config.to_json(), SPLITSCOPE_DEVICES=device_json,
-                       SPLITSCOPE_EVENT_FD=str(write_fd),
+                       SPLITSCOPE_EVENT_FD=str(write_fd), SPLITSCOPE_STORE_FILE=store_file,
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
             proc = subprocess.Popen(
                 [sys.executable, "-m", "engine.rank"], cwd=ROOT, env=env, pass_fds=(write_fd,),
@@ -221,7 +219,9 @@ class Worker:
     def _check_hang(self, failure):
         now = time.monotonic()
         limit = self.config.hang_timeout_s
-        silent = [rr for rr in self.ranks if not rr.done and now - rr.last_heard > limit]
+        # Start-up (imports, rendezvous, profiling) is not a hang until it takes far longer.
+        silent = [rr for rr in self.ranks if not rr.done and
+                  now - rr.last_heard > (limit if rr.ready else max(limit, STARTUP_TIMEOUT_S))]
         if not silent:
             return failure
         # The rank furthest behind is the one holding the others up.
@@ -322,6 +322,8 @@ def main() -> int:
         return worker.run()
     finally:
         worker.end_ranks()
+        if worker.rendezvous_dir:
+            shutil.rmtree(worker.rendezvous_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

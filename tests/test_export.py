@@ -107,7 +107,8 @@ def test_svg_files_parse_and_hold_every_curve(store, run_id, tmp_path):
     curves = elements(util, "polyline", "series")
     assert [c.get("data-name") for c in curves] == DEVICES
     assert all(len(c.get("points").split()) == len(SAMPLE_TIMES) for c in curves)
-    assert [c.get("data-name") for c in elements(parse_svg(names["throughput"]), "polyline", "series")] == ["throughput"]
+    throughput = elements(parse_svg(names["throughput"]), "polyline", "series")
+    assert [c.get("data-name") for c in throughput] == ["throughput"]
 
     bars = elements(parse_svg(names["busy"]), "rect", "bar")
     assert [b.get("data-name") for b in bars] == DEVICES

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from engine.export.svg import (
-    ACCENT, AXIS, GRID, attrs, HEIGHT, IDLE, KIND_COLORS, LABEL_SIZE, MUTED, OTHER_KIND, TEXT, TICK_SIZE, TITLE_SIZE,
-    WIDTH, color, document, element, format_tick, format_value, is_number, line, nice_ticks, num, rect, text,
-    text_width, tick_decimals,
+    ACCENT, AXIS, GRID, HEIGHT, IDLE, KIND_COLORS, LABEL_SIZE, MUTED, OTHER_KIND, TEXT, TITLE_SIZE, WIDTH, attrs,
+    color, document, element, format_tick, format_value, is_number, line, nice_ticks, num, rect, text, text_width,
+    tick_decimals,
 )
 
 MAX_POINTS = 2000        # per drawn curve; longer ones keep each bucket's min and max (peaks survive)
@@ -296,7 +296,8 @@ def bar_chart(labels: Sequence[str], means: Sequence[Any], stds: Sequence[Any] |
             top = y0
             if is_number(std) and std > 0:
                 hi, lo = frame.py(mean + std), frame.py(mean - std)
-                parts += [line(cx, hi, cx, lo, stroke=TEXT, width=1.2), line(cx - 5, hi, cx + 5, hi, stroke=TEXT, width=1.2),
+                parts += [line(cx, hi, cx, lo, stroke=TEXT, width=1.2),
+                          line(cx - 5, hi, cx + 5, hi, stroke=TEXT, width=1.2),
                           line(cx - 5, lo, cx + 5, lo, stroke=TEXT, width=1.2)]
                 top = min(top, hi)
         if is_number(ref):

@@ -17,6 +17,7 @@ from engine.store import Store
 
 TIMELINE_STEPS = 5
 MIB = 2 ** 20
+DASHES = [None, "8 5", "2 4", "10 4 2 4"]
 
 
 @dataclass
@@ -153,7 +154,10 @@ def _batch_split_figure(steps, devices) -> Figure:
     names = (list(devices) + [f"device {i}" for i in range(len(devices), width)])[:width]
     rows = [[s["step"]] + [s["batch_split"][i] if i < len(s["batch_split"]) else None for i in range(width)]
             for s in split_steps]
-    series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows]) for i, d in enumerate(names)]
+    # devices often get the same count: dashes keep every line visible where they overlap
+    series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows],
+                     style={"dash": DASHES[i % len(DASHES)], "width": 4 if i == 0 else 2})
+              for i, d in enumerate(names)]
     title = "Samples each device got per step"
     svg = line_chart(series, title=title, xlabel="step", ylabel="samples", y_range=(0, None))
     return Figure("batch-split", title, svg, ["step"] + [f"batch {d} (samples)" for d in names], rows)
@@ -185,9 +189,8 @@ def experiment_figures(store: Store, experiment_id: str) -> list[Figure]:
     if any(is_number((p.get("bubble") or {}).get("measured")) for p in points if isinstance(p.get("bubble"), dict)):
         figures.append(_bubble_figure(name, points, labels, ident))
     if any(is_number(p.get("stage_balance")) for p in points):
-        figures.append(_value_bars("stage-balance", f"Stage balance per point · {name}", "stage balance",
-                                   "slowest / fastest stage", [p.get("stage_balance") for p in points], labels,
-                                   ident, 1.0))
+        figures.append(_value_bars("stage-balance", f"Stage balance per point · {name}", "stage balance", None,
+                                   [p.get("stage_balance") for p in points], labels, ident, 1.0))
     if any(_peak(p) is not None for p in points):
         figures.append(_value_bars("peak-memory", f"Peak memory per point (busiest device) · {name}",
                                    "peak memory", "MiB", [_peak(p) for p in points], labels, ident, 1 / MIB))
@@ -252,9 +255,11 @@ def _stat_bars(name, title, label, unit, points, labels, ident, best, key) -> Fi
 
 
 def _value_bars(name, title, label, unit, values, labels, ident, factor) -> Figure:
+    """Bars of one number per point; ``unit`` None for a plain ratio."""
     values = scaled(values, factor)
-    svg = bar_chart(labels, values, title=title, ylabel=f"{label} ({unit})")
-    return Figure(name, title, svg, ["label", "strategy", "split", "micro-batches", f"{label} ({unit})"],
+    heading = f"{label} ({unit})" if unit else label
+    svg = bar_chart(labels, values, title=title, ylabel=heading)
+    return Figure(name, title, svg, ["label", "strategy", "split", "micro-batches", heading],
                   [row + [v] for row, v in zip(ident, values)])
 
 

@@ -68,6 +68,12 @@ def _mean_std(stat, unit: str, factor: float = 1.0) -> str:
     return f"{format_value(stat['mean'] * factor)}{spread} {unit}"
 
 
+def _duration(stat) -> str:
+    """A step time in ms below a second, in s above (the tutorial's ResNet steps take seconds)."""
+    mean = stat.get("mean") if isinstance(stat, dict) else None
+    return _mean_std(stat, "ms", 1000.0) if is_number(mean) and mean < 1 else _mean_std(stat, "s")
+
+
 # ---- what a run's report says --------------------------------------------------------------
 def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
     s = run.summary or {}
@@ -85,7 +91,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("micro-batches", s.get("micro_batches")), ("schedule", s.get("schedule")),
         ("batch size", s.get("batch_size")),
         ("steps", f"{s['steps']} ({s.get('steps_measured')} measured after warm-up)" if "steps" in s else None),
-        ("step time", _mean_std(s.get("step_time_s"), "ms", 1000.0)),
+        ("step time", _duration(s.get("step_time_s"))),
         ("throughput", _mean_std(s.get("throughput"), "samples/s")),
         ("loss", f"{format_value(loss.get('first'))} → {format_value(loss.get('last'))}" if loss else None),
         ("parameter norm", s.get("param_norm")),
@@ -127,7 +133,7 @@ def experiment_points_table(result: dict) -> str:
         bubble = p.get("bubble") if isinstance(p.get("bubble"), dict) else {}
         best = " (best)" if p.get("label") == result.get("best") else ""
         rows.append([f"{p.get('label')}{best}", p.get("strategy"), p.get("split"), p.get("micro_batches"),
-                     _mean_std(p.get("step_time_s"), "ms", 1000.0), _mean_std(p.get("throughput"), "samples/s"),
+                     _duration(p.get("step_time_s")), _mean_std(p.get("throughput"), "samples/s"),
                      pct(bubble.get("measured")), len(p.get("run_ids") or [])])
     return table(columns, rows)
 

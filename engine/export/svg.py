@@ -119,8 +119,9 @@ def element(tag: str, **values) -> str:
 def text(x: float, y: float, content: str, *, size: float = TICK_SIZE, fill: str = TEXT, anchor: str = "start",
          weight: str | None = None, rotate: float | None = None, class_: str | None = None) -> str:
     transform = f"rotate({num(rotate)} {num(x)} {num(y)})" if rotate else None
-    return (f"<text {attrs(class_=class_, x=num(x), y=num(y), font_size=size, fill=fill, text_anchor=anchor, font_weight=weight, transform=transform)}>"
-            f"{escape(content)}</text>")
+    attributes = attrs(class_=class_, x=num(x), y=num(y), font_size=size, fill=fill, text_anchor=anchor,
+                       font_weight=weight, transform=transform)
+    return f"<text {attributes}>{escape(content)}</text>"
 
 
 def line(x1: float, y1: float, x2: float, y2: float, *, stroke: str = AXIS, width: float = 1,

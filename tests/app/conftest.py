@@ -24,8 +24,8 @@ def _children() -> set[int]:
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_processes():
-    """Fail a test that leaves a worker, rank or planner process behind."""
+def no_leftover_children():
+    """Fail a test that leaves a child process (worker, rank, planner) behind; the root conftest checks tagged ones."""
     before = _children()
     yield
     procs = []
