@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("name", help="; ".join(f"{n}: {d}" for n, d in _preset_names().items()))
     experiment.add_argument("--repeats", type=int, default=3, help="runs per point (default 3)")
     add_run_options(experiment, for_experiment=True)
+    export = sub.add_parser("export", help="a run's or experiment's plots as png, svg, csv, or one html report")
+    export.add_argument("id", help="a run id or an experiment id (see `runs`)")
+    export.add_argument("--format", required=True, choices=("png", "svg", "csv", "html"))
+    export.add_argument("--out", required=True, help="a folder for png/svg/csv; a file for html")
+    export.add_argument("--force", action="store_true", help="overwrite existing files")
+    export.add_argument("--db", default=None)
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
     devices.add_argument("--json", action="store_true")
     return parser
@@ -118,6 +124,8 @@ def main(argv: list[str]) -> int:
         return cmd_devices(args)
     if args.command == "experiment":
         return cmd_experiment(args)
+    if args.command == "export":
+        return cmd_export(args)
     parser.print_help(sys.stderr)
     return EXIT_INVALID
 
@@ -143,9 +151,24 @@ def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]
 
 def cmd_run(args) -> int:
     config, _ = validate_or_report(lambda: config_from_args(args))
-    if config is None:
+    if config is None or not store_usable(args.db):
         return EXIT_INVALID
     return cmd_run_validated(config, args)
+
+
+def store_usable(db) -> bool:
+    """Open the store before launching: a read-only or missing location is bad input, not a failed run."""
+    import sqlite3
+
+    from engine.store import Store
+    try:
+        with Store(db) as store:
+            store.check_writable()
+        return True
+    except (sqlite3.Error, OSError) as exc:
+        from engine.store import default_path
+        print(f"error: --db: cannot write the run store at {db or default_path()}: {exc}", file=sys.stderr)
+        return False
 
 
 def cmd_run_validated(config: ExperimentConfig, args) -> int:
@@ -253,6 +276,20 @@ def cmd_experiment(args) -> int:
         from engine.report import experiment_table
         print(experiment_table(result))
     return EXIT_OK if result["status"] == "finished" and result["points"] else EXIT_FAILED
+
+
+# ---- export ---------------------------------------------------------------------------
+def cmd_export(args) -> int:
+    from engine.export import ExportError, export
+    from engine.store import Store
+    try:
+        with Store(args.db) as store:
+            paths = export(store, args.id, args.format, args.out, force=args.force)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    print("\n".join(map(str, paths)))
+    return EXIT_OK
 
 
 # ---- runs and devices ---------------------------------------------------------

@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -58,6 +59,7 @@ class RunSession:
         self._sampler = None
         self._stderr_tail: list[str] = []
         self._samples: list = []  # every telemetry sample of the run, for the summary
+        self._store_error: str | None = None
 
     # ---- control --------------------------------------------------------------
     def start(self) -> str:
@@ -183,9 +185,18 @@ class RunSession:
                         continue  # forwarded at the end, with the telemetry section
                     forward.append(event)
                 # Stored before anyone is told: nothing a user has seen can be lost.
-                store.add_steps(self.run_id, pending)
+                if self._store_error is None:
+                    try:
+                        store.add_steps(self.run_id, pending)
+                        self._drain_samples(store)
+                    except sqlite3.Error as exc:
+                        # A full or read-only disk: end the run and say so; what is stored stays intact.
+                        self._store_error = f"cannot write the run store {store.path}: {exc}"
+                        forward.append({"v": protocol.VERSION, "type": protocol.ERROR,
+                                        "t": time.perf_counter() - self._origin, "message": self._store_error,
+                                        "rank": None, "traceback": None})
+                        self.stop()
                 pending = []
-                self._drain_samples(store)
                 if self.on_event:
                     for event in forward:
                         self.on_event(event)
@@ -207,13 +218,18 @@ class RunSession:
                 self._done.set()  # whatever happened, waiters must not hang
 
     def _finalize(self, store, pending, steps, status, summary, error, tb) -> None:
+        if self._store_error is not None:
+            status, error = "failed", self._store_error
         try:
-            store.add_steps(self.run_id, pending)
             if self._sampler is not None:
                 self._sampler.stop()
-                self._drain_samples(store)
             summary = self._complete_summary(summary, steps, status)
+            if self._store_error is None:
+                store.add_steps(self.run_id, pending)
+                self._drain_samples(store)
             store.finish_run(self.run_id, status, summary, error)
+        except sqlite3.Error as exc:
+            status, error = "failed", self._store_error or f"cannot write the run store {store.path}: {exc}"
         finally:
             store.close()
             self.result = RunResult(self.run_id, status, summary, error, tb)

@@ -258,6 +258,13 @@ class Store:
             f"SELECT t, device, {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id=? ORDER BY t", (run_id,))
         return [dict(r) for r in rows]
 
+    def check_writable(self) -> None:
+        """Raise sqlite3.Error if nothing can be written (a read-only file or disk)."""
+        with self._tx():
+            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS _writable (x)")
+            self._db.execute("DROP TABLE _writable")
+
     def integrity_ok(self) -> bool:
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 

@@ -1,0 +1,49 @@
+"""The store's disk read-only or full (issue 6): a clear error, the run ended, what was stored intact."""
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import pytest
+
+from engine import cli
+from engine.config import ExperimentConfig
+from engine.session import RunSession
+from engine.store import Store
+
+
+def test_read_only_location_is_refused_before_launch(capsys):
+    code = cli.main(["run", "--model", "seed-toy", "--devices", "cpu:1", "--steps", "2",
+                     "--db", "/proc/splitscope/runs.sqlite3"])
+    assert code == 2
+    assert "error: --db: cannot write the run store" in capsys.readouterr().err
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    mount_point = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mount_point)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_disk_full_mid_run_ends_the_run_with_a_clear_error(tiny_disk):
+    db = tiny_disk / "runs.sqlite3"
+    with Store(db) as store:  # an earlier, finished run must survive
+        earlier = store.create_run({"strategy": "single"})
+        store.finish_run(earlier, "finished", {"ok": True})
+    config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=10_000_000, warmup=0)
+    session = RunSession(config, db_path=db, telemetry_hz=50)
+    session.start()
+    result = session.wait(120)
+    assert result is not None, "the run did not end when the disk filled"
+    assert result.status == "failed"
+    assert "cannot write the run store" in result.error and "full" in result.error
+    with Store(db) as store:
+        assert store.integrity_ok()
+        assert store.get_run(earlier).summary == {"ok": True}
+        assert len(store.steps(result.run_id)) > 0
