@@ -185,7 +185,7 @@ class ExperimentPanel(QtWidgets.QWidget):
                 tip += f" (more than the {self.cores} cores here: timings then mean little)"
             choices.append((f"cpu:{n}", tip))
         for k in range(1, len(self.gpus) + 1):
-            names = ", ".join(f"cuda:{g['index']}" for g in self.gpus[:k])
+            names = ",".join(f"cuda:{g['index']}" for g in self.gpus[:k])
             choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in self.gpus[:k])))
         if self.gpus:
             choices.append(("cpu,cuda:0", "mixed placement, as in the seed's CPU+GPU model"))

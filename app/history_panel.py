@@ -1,4 +1,9 @@
-"""HistoryPanel: the runs in the store with their key figures; select one to see it, several to compare."""
+"""HistoryPanel: the runs and the experiments in the store.
+
+Runs: their key figures; select one to see it, several to compare. Experiments:
+each a named set of runs; select one to see its result (bars, sweep, table).
+A switch at the top shows one list or the other.
+"""
 from __future__ import annotations
 
 import threading
@@ -7,11 +12,12 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from app.experiment_history import ExperimentTable
 from app.plot_panel import RunData
 from engine.store import RunRecord, Store
 
 COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",
-           "samples/s", "bubble meas. / theory", "loss", "error")
+           "samples/s", "bubble meas. / theory", "loss", "experiment", "error")
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -23,7 +29,7 @@ def run_label(record: RunRecord) -> str:
     return f"{started} {record.config.get('strategy', '?')}"
 
 
-def row_values(record: RunRecord) -> list[str]:
+def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None) -> list[str]:
     c, s = record.config, record.summary or {}
     model = "file: " + c["model_file"].rsplit("/", 1)[-1] if c.get("model_file") else c.get("model", "?")
     if c.get("model") == "mlp" and not c.get("model_file"):
@@ -48,8 +54,17 @@ def row_values(record: RunRecord) -> list[str]:
         "—" if throughput is None else f"{throughput:,.0f}",
         f"{_fmt(bubble.get('measured'), '.1%')} / {_fmt(bubble.get('theory'), '.1%')}" if bubble else "—",
         "—" if not loss else f"{loss.get('first', 0):.3f} → {loss.get('last', 0):.3f}",
+        experiment_text(record, experiment_names or {}),
         (record.error or "").splitlines()[0][:120] if record.error else "",
     ]
+
+
+def experiment_text(record: RunRecord, names: dict[str, str]) -> str:
+    """"schedules: gpipe": the experiment a run belongs to and its point, or "" for a single run."""
+    if not record.experiment_id:
+        return ""
+    name = names.get(record.experiment_id, "experiment")
+    return f"{name}: {record.label}" if record.label else name
 
 
 def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
@@ -67,9 +82,14 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
     return out
 
 
+RUNS_HINT = "Select a run to see its plots; select several (Ctrl/Shift) to compare them."
+EXPERIMENTS_HINT = "Select an experiment to see its result."
+
+
 class HistoryPanel(QtWidgets.QWidget):
     sigSelectionChanged = QtCore.Signal(list)   # run ids, newest first
     sigLoaded = QtCore.Signal(int, list)        # token, [RunData] (from a loader thread, queued)
+    sigExperimentSelected = QtCore.Signal(str)  # experiment id
 
     def __init__(self, store: Store, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -79,12 +99,22 @@ class HistoryPanel(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         bar = QtWidgets.QHBoxLayout()
+        # Runs or experiments: two checkable buttons acting as one switch.
+        self.runs_button = QtWidgets.QPushButton("Runs")
+        self.experiments_button = QtWidgets.QPushButton("Experiments")
+        self.page_group = QtWidgets.QButtonGroup(self)
+        for i, button in enumerate((self.runs_button, self.experiments_button)):
+            button.setCheckable(True)
+            self.page_group.addButton(button, i)
+            bar.addWidget(button)
+        self.runs_button.setChecked(True)
+        self.page_group.idClicked.connect(lambda i: self.show_page("experiments" if i else "runs"))
         self.count_label = QtWidgets.QLabel()
         self.count_label.setObjectName("muted")
         bar.addWidget(self.count_label, 1)
-        hint = QtWidgets.QLabel("Select a run to see its plots; select several (Ctrl/Shift) to compare them.")
-        hint.setObjectName("muted")
-        bar.addWidget(hint)
+        self.hint = QtWidgets.QLabel(RUNS_HINT)
+        self.hint.setObjectName("muted")
+        bar.addWidget(self.hint)
         self.refresh_button = QtWidgets.QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         bar.addWidget(self.refresh_button)
@@ -101,18 +131,38 @@ class HistoryPanel(QtWidgets.QWidget):
         header.setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selection)
-        layout.addWidget(self.table)
+        self.experiments = ExperimentTable()
+        self.experiments.sigExperimentSelected.connect(self.sigExperimentSelected)
+        self.pages = QtWidgets.QStackedWidget()
+        self.pages.addWidget(self.table)
+        self.pages.addWidget(self.experiments)
+        layout.addWidget(self.pages)
+
+    @property
+    def page(self) -> str:
+        return "experiments" if self.pages.currentIndex() == 1 else "runs"
+
+    def show_page(self, page: str) -> None:
+        index = 1 if page == "experiments" else 0
+        self.pages.setCurrentIndex(index)
+        self.page_group.button(index).setChecked(True)
+        self.hint.setText(EXPERIMENTS_HINT if index else RUNS_HINT)
 
     def refresh(self) -> None:
         selected = set(self.selected_ids())
         self.records = self.store.list_runs(limit=500)
+        run_counts: dict[str, int] = {}
+        for record in self.records:
+            if record.experiment_id:
+                run_counts[record.experiment_id] = run_counts.get(record.experiment_id, 0) + 1
+        self.experiments.refresh(self.store, run_counts)
         self.table.blockSignals(True)
         try:
             self.table.setRowCount(len(self.records))
             status_colors = {"finished": theme.OK, "failed": theme.ERROR, "stopped": theme.WARNING,
                              "interrupted": theme.WARNING, "running": theme.FOREGROUND}
             for r, record in enumerate(self.records):
-                for c, text in enumerate(row_values(record)):
+                for c, text in enumerate(row_values(record, self.experiments.names)):
                     item = QtWidgets.QTableWidgetItem(text)
                     if c == 0:
                         item.setData(QtCore.Qt.ItemDataRole.UserRole, record.id)
@@ -130,8 +180,9 @@ class HistoryPanel(QtWidgets.QWidget):
                                      | QtCore.QItemSelectionModel.SelectionFlag.Rows)
         finally:
             self.table.blockSignals(False)
-        self.count_label.setText(f"{len(self.records)} run{'s' if len(self.records) != 1 else ''} in "
-                                 f"{self.store.path}")
+        n_exp = len(self.experiments.ids)
+        self.count_label.setText(f"{len(self.records)} run{'s' if len(self.records) != 1 else ''}, "
+                                 f"{n_exp} experiment{'s' if n_exp != 1 else ''} in {self.store.path}")
 
     def run_ids(self) -> list[str]:
         return [r.id for r in self.records]

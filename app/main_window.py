@@ -191,20 +191,33 @@ class MainWindow(QtWidgets.QMainWindow):
         lv.addWidget(split_title)
         lv.addWidget(self.split_view, 1)
         lv.addWidget(self.split_problem)
-        buttons = QtWidgets.QHBoxLayout()
-        buttons.addWidget(self.run_button, 1)
-        buttons.addWidget(self.stop_button, 1)
-        lv.addLayout(buttons)
-        lv.addWidget(self.run_reason)
-        prog = QtWidgets.QHBoxLayout()
-        prog.addWidget(self.progress_bar, 1)
-        prog.addWidget(self.time_left)
-        lv.addLayout(prog)
         scroll = QtWidgets.QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(left)
-        scroll.setMinimumWidth(380)
         scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        # Run, Stop and the progress stay in view below the scrolling settings.
+        run_box = QtWidgets.QFrame()
+        run_box.setObjectName("runBox")
+        rv = QtWidgets.QVBoxLayout(run_box)
+        rv.setContentsMargins(10, 8, 10, 10)
+        rv.setSpacing(6)
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addWidget(self.run_button, 1)
+        buttons.addWidget(self.stop_button, 1)
+        rv.addLayout(buttons)
+        rv.addWidget(self.run_reason)
+        prog = QtWidgets.QHBoxLayout()
+        prog.addWidget(self.progress_bar, 1)
+        prog.addWidget(self.time_left)
+        rv.addLayout(prog)
+        side = QtWidgets.QWidget()
+        side.setObjectName("leftPanel")
+        sv = QtWidgets.QVBoxLayout(side)
+        sv.setContentsMargins(0, 0, 0, 0)
+        sv.setSpacing(0)
+        sv.addWidget(scroll, 1)
+        sv.addWidget(run_box)
+        side.setMinimumWidth(380)
 
         self.error_panel = ErrorPanel()
         self.plots = PlotPanel(self.telemetry)
@@ -235,7 +248,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.right_split.setStretchFactor(0, 4)
         self.right_split.setStretchFactor(1, 1)
         self.main_split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
-        self.main_split.addWidget(scroll)
+        self.main_split.addWidget(side)
         self.main_split.addWidget(self.right_split)
         self.main_split.setStretchFactor(0, 0)
         self.main_split.setStretchFactor(1, 1)
@@ -524,6 +537,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                micro_batches=config.effective_micro_batches,
                                split=list(config.split) if config.split else None, status="starting")
         self.plots.begin_run(progress, config.steps)
+        self.plots.set_mode("live", f"Live: run {run_label_short(run_id)}, {config.strategy} on {config.devices}")
         self.plots.mark_run(self._run_started_at - self.t0, f"run {run_label_short(run_id)}")
         self.progress_bar.setRange(0, config.steps)
         self.progress_bar.setValue(0)
@@ -556,6 +570,9 @@ class MainWindow(QtWidgets.QMainWindow):
                 p.split = event.get("split") or p.split
                 p.micro_batches = event.get("micro_batches") or p.micro_batches
                 self.plots.timeline.set_devices(p.devices)
+                if self.plots.mode == "live":
+                    self.plots.mode_label.setText(f"Live: run {run_label_short(p.run_id or '')}, "
+                                                  f"{p.config.get('strategy')} on {', '.join(p.devices)}")
                 split = f", split at {','.join(map(str, p.split))}" if p.split else ""
                 self.set_status(f"Running {p.config.get('strategy')} on {', '.join(p.devices)}{split}")
                 self.log(f"started: devices {', '.join(p.devices)}{split}, pids {event.get('pids')}")
@@ -619,6 +636,9 @@ class MainWindow(QtWidgets.QMainWindow):
         else:
             self.set_status(f"Failed: {info.get('error') or 'the run failed'}")
         self.time_left.setText("")
+        if self.plots.mode == "live":
+            self.plots.mode_label.setText(f"Live: this machine's telemetry · last run "
+                                          f"{run_label_short(info['run_id'])} {info['status']}")
         self.log(f"run {info['run_id']} {info['status']}")
         self.history.refresh()
         self.plots.redraw(force=True)

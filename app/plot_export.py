@@ -105,12 +105,33 @@ def write_csv(series: Iterable[tuple[str, np.ndarray, np.ndarray]], path: str | 
     return path
 
 
+def confirm_overwrite(parent: QtWidgets.QWidget | None, existing: list[Path]) -> bool:
+    """Ask before replacing files (issue 6: an export never overwrites without asking); True to go on."""
+    if not existing:
+        return True
+    names = "\n".join(str(p) for p in existing[:5])
+    more = f"\n… and {len(existing) - 5} more" if len(existing) > 5 else ""
+    title = "Replace the file?" if len(existing) == 1 else f"Replace {len(existing)} files?"
+    answer = QtWidgets.QMessageBox.question(
+        parent, title, f"These files already exist and would be overwritten:\n{names}{more}\n\nReplace them?",
+        QtWidgets.QMessageBox.StandardButton.Yes | QtWidgets.QMessageBox.StandardButton.No,
+        QtWidgets.QMessageBox.StandardButton.No)
+    return answer == QtWidgets.QMessageBox.StandardButton.Yes
+
+
 def ask_path(parent: QtWidgets.QWidget, fmt: str, suggested: str, directory: str) -> str | None:
+    """A save dialog for one plot; None when cancelled or when the user keeps an existing file."""
     filters = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)", "csv": "CSV table (*.csv)"}
     start = str(Path(directory or Path.home()) / f"{suggested}.{fmt}")
-    path, _ = QtWidgets.QFileDialog.getSaveFileName(parent, f"Export {fmt.upper()}", start, filters[fmt])
+    # We ask about overwriting ourselves, after the extension is added: the dialog's own
+    # question would check the name as typed, before ".png" makes it another file.
+    path, _ = QtWidgets.QFileDialog.getSaveFileName(
+        parent, f"Export {fmt.upper()}", start, filters[fmt],
+        options=QtWidgets.QFileDialog.Option.DontConfirmOverwrite)
     if not path:
         return None
     if not path.lower().endswith("." + fmt):
         path += "." + fmt
+    if not confirm_overwrite(parent, [Path(path)] if Path(path).exists() else []):
+        return None
     return path

@@ -20,7 +20,7 @@ from app.live_data import RunProgress, StepHistory, TelemetryHistory
 from app.series_plot import SeriesPlot
 from app.timeline_view import KINDS, TimelineView
 
-LIVE_WINDOW_S = 120.0
+LIVE_WINDOW_S = 60.0
 
 
 class RelativeTimeAxis(pg.AxisItem):

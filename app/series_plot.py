@@ -77,7 +77,8 @@ class SeriesPlot(pg.PlotWidget):
         item.setClipToView(True)
         item.setMenuEnabled(True)
         item.hideButtons()
-        self.legend = item.addLegend(offset=(-8, 6), labelTextColor=theme.FOREGROUND,
+        self.legend = item.addLegend(offset=(8, 4),  # top left: the newest data is on the right
+                                     labelTextColor=theme.FOREGROUND,
                                      brush=pg.mkBrush(20, 23, 28, 180), labelTextSize="8pt")
         self.legend.setColumnCount(2)
         self._curves: dict[str, pg.PlotDataItem] = {}

@@ -15,12 +15,16 @@ from PySide6 import QtCore
 
 from engine.config import ExperimentConfig
 
+# A stop that is not honoured within this long ends the worker with SIGKILL (RunSession.kill()).
+KILL_AFTER_MS = 5_000
+
 
 class WorkerClient(QtCore.QObject):
     sigStarted = QtCore.Signal(str)          # run id
     sigEvents = QtCore.Signal(list)          # a batch of protocol events (dicts), in order
     sigFinished = QtCore.Signal(dict)        # {"run_id", "status", "summary", "error", "traceback"}
     sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
+    sigKilled = QtCore.Signal(str)           # a stop was not honoured in time: what was done
     _sigPending = QtCore.Signal()
 
     def __init__(self, db_path: str | None = None, telemetry_hz: float = 10.0,
@@ -35,6 +39,9 @@ class WorkerClient(QtCore.QObject):
         self._events: deque[dict] = deque()
         self._samples: deque = deque()
         self._notified = False
+        self._kill_timer = QtCore.QTimer(self)
+        self._kill_timer.setSingleShot(True)
+        self._kill_timer.timeout.connect(self._kill_if_still_running)
         self._sigPending.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
 
     # -- control (UI thread) ------------------------------------------------------
@@ -66,6 +73,20 @@ class WorkerClient(QtCore.QObject):
         if self.session is not None and not self.stopping:
             self.stopping = True
             self.session.stop()
+            # The worker promises to end within 3 s; one that hangs (a rank stuck in a
+            # collective, a frozen process) is killed so the app never waits forever.
+            self._kill_timer.start(KILL_AFTER_MS)
+
+    def kill(self) -> None:
+        """End the worker and its ranks now; sigFinished follows (status "failed", killed by SIGKILL)."""
+        if self.session is not None:
+            self.session.kill()
+
+    def _kill_if_still_running(self) -> None:
+        session = self.session
+        if session is not None and session.is_running():
+            session.kill()
+            self.sigKilled.emit(f"the worker did not stop within {KILL_AFTER_MS / 1000:g} s; it was killed")
 
     def wait_blocking(self, timeout: float) -> bool:
         """Only for shutdown, after the event loop ended: stop and wait for the worker to end."""
@@ -74,6 +95,9 @@ class WorkerClient(QtCore.QObject):
             return True
         session.stop()
         session.wait(timeout)
+        if session.is_running():  # not honoured: kill, then give the reader a moment to store the end
+            session.kill()
+            session.wait(2.0)
         return not session.is_running()
 
     def check_alive(self) -> bool:
@@ -131,6 +155,7 @@ class WorkerClient(QtCore.QObject):
 
     def _finish(self, event: dict) -> None:
         session, self.session = self.session, None
+        self._kill_timer.stop()
         result = session.result if session is not None else None
         info = {
             "run_id": event.get("run_id") or self.run_id,

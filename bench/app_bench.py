@@ -2,211 +2,31 @@
 
     python -m bench.app_bench [--json] [--skip-run]
 
-1. Redraw: the real main window with 8 devices and one hour of 10 Hz telemetry
-   history (36,000 samples per device per metric), 3,600 steps of throughput and
-   loss, and a timeline of 8 devices. Each frame appends one new sample per
-   device (so every curve is dirty, as in a live run), hands the buffers to
-   pyqtgraph and repaints the window synchronously. Median and p95 ms, for the
-   default 2-minute window and with the whole hour in view. Goal: median <= 16 ms.
-2. Idle CPU: the app with its idle telemetry at 10 Hz and nothing else to do,
-   after a warm-up: CPU seconds of the app's process per wall second. Goal: <= 3%.
-3. Stalls: a 10 ms QTimer heartbeat on the UI thread during a real run (naive
-   model-parallel, mlp 512x8, batch 2048, on cpu:2); the worst lateness of a
-   beat. Goal: < 50 ms.
+The measurements themselves are Qt code and live in app/benchmarks.py (every
+line of Qt stays in app/); see its docstring for what each one does.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-GOALS = {"redraw_median_ms": 16.0, "idle_cpu_percent": 3.0, "stall_max_ms": 50.0}
-
-
-def _app():
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6 import QtWidgets
-    from app.application import configure
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["splitscope-bench"])
-    configure(app)
-    return app
-
-
-def _spin(app, seconds: float) -> None:
-    """Run the event loop for ``seconds`` (timers, signals and paints all happen)."""
-    from PySide6 import QtCore
-    loop = QtCore.QEventLoop()
-    QtCore.QTimer.singleShot(int(seconds * 1000), loop.quit)
-    loop.exec()
-
-
-def _private_env(tmp: str) -> None:
-    os.environ["SPLITSCOPE_DB"] = os.path.join(tmp, "bench.sqlite3")
-    os.environ["SPLITSCOPE_SETTINGS"] = os.path.join(tmp, "bench.ini")
-
-
-def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: float = 1.0) -> dict:
-    import numpy as np
-    from app.live_data import RunProgress
-    from app.main_window import MainWindow
-    app = _app()
-    win = MainWindow(telemetry_hz=hz, start_services=False)
-    win.resize(1600, 1000)
-    win.show()
-    app.processEvents()
-    panel = win.plots
-    n = int(hz * 3600 * hours)
-    t_end = time.perf_counter() - win.t0
-    t = t_end - (n - 1) / hz + np.arange(n) / hz
-    names = [f"cuda:{d}" for d in range(devices)]
-    for d, name in enumerate(names):
-        util = 50 + 45 * np.sin(t / (7 + d)) * np.cos(t / 31)
-        mem = 20e9 + 5e9 * np.sin(t / (50 + d))
-        panel.telemetry._buffers(name)
-        panel.telemetry.util[name].extend(np.column_stack([t, util]))
-        panel.telemetry.mem[name].extend(np.column_stack([t, mem]))
-    progress = RunProgress(run_id="bench", config={"strategy": "pipeline"}, devices=names, steps_total=3600,
-                           micro_batches=8, split=list(range(1, devices)))
-    panel.begin_run(progress, 3600)
-    for s in range(3600):
-        base = s * 1.0
-        intervals = {}
-        if s >= 3597:
-            for d, name in enumerate(names):
-                spans = []
-                for m in range(8):
-                    f0 = base + 0.02 * (m + d)
-                    spans.append(["forward", f0, f0 + 0.018])
-                    b0 = base + 0.5 + 0.02 * (m + devices - d)
-                    spans.append(["backward", b0, b0 + 0.03])
-                    spans.append(["transfer", f0 + 0.018, f0 + 0.02])
-                intervals[name] = spans
-        panel.steps.add({"step": s, "throughput": 5000 + 100 * np.sin(s / 50), "loss": 2.3 * np.exp(-s / 900),
-                         "time_s": 1.0, "intervals": intervals})
-    progress.busy = {name: 0.7 for name in names}
-    panel.redraw(force=True)
-    win.repaint()
-    app.processEvents()
-
-    def measure(window_s: float) -> dict:
-        panel.window_s = window_s
-        panel.telemetry_frame_s = 0.0  # every frame scrolls and redraws every curve: the worst case
-        times = []
-        for f in range(frames):
-            # One new sample per device: every telemetry curve is dirty, as in a live run.
-            now = time.perf_counter() - win.t0
-            panel.telemetry.add([SimpleNamespace(t=now + win.t0, device=name, util=50.0, mem_used=2e10,
-                                                 mem_total=8e10) for name in names])
-            panel.steps.add({"step": 3600 + f, "throughput": 5000.0, "loss": 0.1, "time_s": 1.0})
-            t0 = time.perf_counter()
-            panel.redraw()
-            win.repaint()  # synchronous paint of the whole window, plots included
-            times.append((time.perf_counter() - t0) * 1000)
-            app.processEvents()
-        times.sort()
-        return {"median_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * len(times)) - 1], 2),
-                "max_ms": round(times[-1], 2)}
-
-    live = measure(120.0)
-    whole = measure(3600.0 * hours)
-    points = sum(len(b) for b in panel.telemetry.util.values()) + sum(len(b) for b in panel.telemetry.mem.values())
-    win.shutdown()
-    win.deleteLater()
-    app.processEvents()
-    return {"devices": devices, "telemetry_points": points, "window_2min": live, "window_1h": whole}
-
-
-def bench_idle_cpu(seconds: float = 10.0, warmup: float = 4.0, hz: float = 10.0) -> dict:
-    import psutil
-    from app.main_window import MainWindow
-    app = _app()
-    win = MainWindow(telemetry_hz=hz)
-    win.show()
-    _spin(app, warmup)  # planner start-up (its own process), first telemetry, first paints
-    proc = psutil.Process()
-    c0, w0 = proc.cpu_times(), time.perf_counter()
-    _spin(app, seconds)
-    c1, w1 = proc.cpu_times(), time.perf_counter()
-    cpu = (c1.user - c0.user) + (c1.system - c0.system)
-    devices = len(win.telemetry.devices)
-    sampler_cpu = getattr(win._idle_sampler, "cpu_time_s", None)
-    win.shutdown()
-    win.deleteLater()
-    app.processEvents()
-    return {"seconds": seconds, "telemetry_hz": hz, "devices": devices,
-            "cpu_percent_of_a_core": round(100 * cpu / (w1 - w0), 2),
-            "sampler_thread_cpu_s_total": sampler_cpu}
-
-
-def bench_stalls(steps: int = 30) -> dict:
-    from PySide6 import QtCore
-    from app.main_window import MainWindow
-    app = _app()
-    win = MainWindow()
-    win.show()
-    e = win.experiment
-    e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
-    e.width_spin.setValue(512)
-    e.depth_spin.setValue(8)
-    e.devices_combo.setCurrentText("cpu:2")
-    e.strategy_combo.setCurrentIndex(e.strategy_combo.findData("model-parallel"))
-    e.batch_spin.setValue(2048)
-    e.steps_spin.setValue(steps)
-    deadline = time.monotonic() + 60
-    while not (win.run_action.isEnabled() and win.split_view.blocks) and time.monotonic() < deadline:
-        _spin(app, 0.1)
-    if not win.run_action.isEnabled():
-        win.shutdown()
-        return {"error": f"the run could not start: {win.run_reason.text()}"}
-
-    period_ms = 10
-    beats: list[float] = []
-    heartbeat = QtCore.QTimer()
-    heartbeat.setTimerType(QtCore.Qt.TimerType.PreciseTimer)
-    heartbeat.timeout.connect(lambda: beats.append(time.perf_counter()))
-    done: dict = {}
-    loop = QtCore.QEventLoop()
-
-    def finished(info):
-        done.update(info)
-        loop.quit()
-
-    win.sigRunFinished.connect(finished)
-    heartbeat.start(period_ms)
-    t0 = time.perf_counter()
-    win.run_action.trigger()
-    QtCore.QTimer.singleShot(300_000, loop.quit)
-    loop.exec()
-    heartbeat.stop()
-    wall = time.perf_counter() - t0
-    gaps = [(b - a) * 1000 - period_ms for a, b in zip(beats, beats[1:])]
-    win.shutdown()
-    win.deleteLater()
-    app.processEvents()
-    gaps.sort()
-    return {"status": done.get("status"), "run_s": round(wall, 2), "beats": len(beats),
-            "stall_max_ms": round(max(gaps), 1) if gaps else None,
-            "stall_p99_ms": round(gaps[int(0.99 * len(gaps)) - 1], 1) if gaps else None,
-            "late_over_50ms": sum(g > 50 for g in gaps)}
+from app.benchmarks import GOALS, private_env, bench_idle_cpu, bench_redraw, bench_stalls  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--skip-run", action="store_true", help="skip the stall benchmark (it trains)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)  # make bench calls main() with no arguments
     with tempfile.TemporaryDirectory(prefix="splitscope-bench-") as tmp:
-        _private_env(tmp)
+        private_env(tmp)
         results = {"redraw": bench_redraw(), "idle": bench_idle_cpu()}
         if not args.skip_run:
             results["stalls"] = bench_stalls()

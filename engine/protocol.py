@@ -29,14 +29,14 @@ class ProtocolError(ValueError):
     """A line that is not a protocol event."""
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     # JSON has no NaN or infinity; a diverged loss must still travel.
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
@@ -44,7 +44,7 @@ def encode(event_type: str, at: float, **fields: Any) -> str:
     """One event as one line of JSON (no trailing newline); ``at`` is its ``t`` unless fields carry one."""
     event = {"v": VERSION, "type": event_type, "t": round(at, 6)}
     event.update(fields)
-    return json.dumps(_finite(event), separators=(",", ":"), allow_nan=False)
+    return json.dumps(finite(event), separators=(",", ":"), allow_nan=False)
 
 
 def decode(line: str | bytes) -> dict:

@@ -43,8 +43,8 @@ class EventChannel:
         self._lock = threading.Lock()
 
     def emit(self, event_type: str, **fields) -> None:
-        from engine.protocol import _finite
-        line = json.dumps(_finite({"type": event_type, "time": time.perf_counter(), **fields}),
+        from engine.protocol import finite
+        line = json.dumps(finite({"type": event_type, "time": time.perf_counter(), **fields}),
                           separators=(",", ":"))
         with self._lock:
             self._file.write(line + "\n")

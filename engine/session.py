@@ -86,6 +86,14 @@ class RunSession:
         if not self._send(protocol.STOP) and self._proc and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)
 
+    def kill(self) -> None:
+        """End the worker and its ranks now (SIGKILL to the worker's process group), for when stop is ignored."""
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)  # the worker leads its own group; ranks are in it
+            except ProcessLookupError:
+                pass
+
     def wait(self, timeout: float | None = None) -> RunResult | None:
         self._done.wait(timeout)
         return self.result
@@ -227,7 +235,7 @@ class RunSession:
             if self._store_error is None:
                 store.add_steps(self.run_id, pending)
                 self._drain_samples(store)
-            store.finish_run(self.run_id, status, summary, error)
+            store.finish_run(self.run_id, status, summary, error, tb)
         except sqlite3.Error as exc:
             status, error = "failed", self._store_error or f"cannot write the run store {store.path}: {exc}"
         finally:

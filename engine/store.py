@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS runs (
     config TEXT NOT NULL,          -- JSON: ExperimentConfig.to_dict()
     summary TEXT,                  -- JSON: design.md's summary object
     error TEXT,
+    traceback TEXT,
     experiment_id TEXT REFERENCES experiments(id),
     label TEXT,                    -- the point's label within an experiment
     owner_pid INTEGER,             -- the process that records the run
@@ -87,6 +88,7 @@ class RunRecord:
     config: dict
     summary: dict | None
     error: str | None
+    traceback: str | None
     experiment_id: str | None
     label: str | None
 
@@ -118,6 +120,7 @@ class Store:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._migrate()
         self.mark_interrupted()
 
     # ---- lifecycle ----------------------------------------------------------
@@ -132,6 +135,12 @@ class Store:
 
     def _tx(self):
         return _Transaction(self._db)
+
+    def _migrate(self) -> None:
+        """Columns added after a store was created."""
+        columns = {r["name"] for r in self._db.execute("PRAGMA table_info(runs)")}
+        if "traceback" not in columns:
+            self._db.execute("ALTER TABLE runs ADD COLUMN traceback TEXT")
 
     def mark_interrupted(self) -> int:
         """Runs left ``running`` by a process that is gone become ``interrupted``."""
@@ -184,13 +193,15 @@ class Store:
                 f"INSERT INTO samples (run_id, t, device, {', '.join(SAMPLE_FIELDS)}) "
                 f"VALUES (?, ?, ?, {', '.join('?' * len(SAMPLE_FIELDS))})", rows)
 
-    def finish_run(self, run_id: str, status: str, summary: dict | None = None, error: str | None = None) -> None:
+    def finish_run(self, run_id: str, status: str, summary: dict | None = None, error: str | None = None,
+                   traceback: str | None = None) -> None:
         if status not in STATUSES or status == "running":
             raise ValueError(f"status must be one of {STATUSES[1:]}, got {status!r}")
         with self._tx():
             self._db.execute(
-                "UPDATE runs SET status=?, ended=?, summary=?, error=? WHERE id=?",
-                (status, time.time(), json.dumps(summary) if summary is not None else None, error, run_id))
+                "UPDATE runs SET status=?, ended=?, summary=?, error=?, traceback=? WHERE id=?",
+                (status, time.time(), json.dumps(summary) if summary is not None else None, error, traceback,
+                 run_id))
 
     def create_experiment(self, name: str, params: dict) -> str:
         exp_id = "exp-" + time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -209,7 +220,7 @@ class Store:
         return RunRecord(
             id=row["id"], started=row["started"], ended=row["ended"], status=row["status"],
             config=json.loads(row["config"]), summary=json.loads(row["summary"]) if row["summary"] else None,
-            error=row["error"], experiment_id=row["experiment_id"], label=row["label"])
+            error=row["error"], traceback=row["traceback"], experiment_id=row["experiment_id"], label=row["label"])
 
     def list_runs(self, limit: int | None = None, experiment_id: str | None = None) -> list[RunRecord]:
         """Runs, newest first."""

@@ -8,41 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-TAG = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-os.environ["SPLITSCOPE_TEST_TAG"] = TAG
+from procs import ROOT, TAG, tagged_processes, wait_for_no_tagged  # noqa: E402,F401
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-
-def tagged_processes(tag: str = TAG) -> list[psutil.Process]:
-    """Live processes (other than this one) whose environment carries the tag."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get("SPLITSCOPE_TEST_TAG") == tag:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def wait_for_no_tagged(timeout: float = 10.0) -> list[psutil.Process]:
-    """Processes still alive after ``timeout`` (psutil.wait_procs waits on exit, not on a sleep)."""
-    procs = tagged_processes()
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return alive
 
 
 @pytest.fixture(autouse=True)

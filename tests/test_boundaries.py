@@ -6,8 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-import conftest
-from conftest import ROOT
+import procs
+from procs import ROOT
 
 
 def test_no_engine_file_imports_qt():
@@ -42,8 +42,8 @@ def test_leftover_process_detector_sees_a_leaked_process():
     # The autouse fixture relies on this: a tagged child is found, even after the test forgets it.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert child.pid in [p.pid for p in conftest.tagged_processes()]
+        assert child.pid in [p.pid for p in procs.tagged_processes()]
     finally:
         child.kill()
         child.wait()
-    assert child.pid not in [p.pid for p in conftest.tagged_processes()]
+    assert child.pid not in [p.pid for p in procs.tagged_processes()]

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import ROOT
+from procs import ROOT
 from engine.export import ExportError, Mark, Series, bar_chart, experiment_figures, export, line_chart, run_figures
 from engine.export.svg import ACCENT, nice_ticks
 from engine.store import Store

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import faulty_models
-from conftest import ROOT, tagged_processes
+from procs import ROOT, tagged_processes
 from engine.config import ExperimentConfig
 from engine.session import RunSession
 from engine.store import Store

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from conftest import ROOT, tagged_processes
+from procs import ROOT, tagged_processes
 from engine.store import Store
 
 

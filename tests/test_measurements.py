@@ -6,7 +6,7 @@ import pytest
 from helpers import cli
 
 # Big enough that compute dominates the per-micro-batch overheads, small enough for CI.
-MLP = ["--model", "mlp", "--width", "256", "--depth", "8", "--batch-size", "512", "--steps", "8", "--warmup", "2",
+MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "1024", "--steps", "8", "--warmup", "2",
        "--devices", "cpu:2", "--json"]
 
 

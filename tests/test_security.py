@@ -6,7 +6,7 @@ import threading
 
 import psutil
 
-from conftest import tagged_processes
+from procs import tagged_processes
 from engine.config import ExperimentConfig
 from engine.session import RunSession
 

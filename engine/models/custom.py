@@ -6,7 +6,6 @@ The file is executed only when the user names it (``--model-file`` or the app's
 from __future__ import annotations
 
 import importlib.util
-import sys
 import traceback
 from pathlib import Path
 
@@ -60,9 +59,3 @@ def build(path: str, seed: int) -> ModelSpec:
         raise ModelFileError(f"{path}: build_model() returned an empty nn.Sequential")
     loss_fn = getattr(module, "loss_fn", None) or _default_loss
     return ModelSpec(Path(path).stem, list(model.named_children()), loss_fn, DataSource(module.make_batch, seed))
-
-
-def forget(path: str) -> None:
-    """Drop a loaded user module (tests load many)."""
-    for name in [n for n in sys.modules if n.startswith("splitscope_user_model_")]:
-        del sys.modules[name]

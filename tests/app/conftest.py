@@ -6,9 +6,6 @@ import os
 import psutil
 import pytest
 
-# A small model that trains in milliseconds a step on two cores (the brief's CI size).
-SMALL = dict(width=64, depth=4, batch_size=64, steps=6)
-
 
 @pytest.fixture(autouse=True)
 def private_state(tmp_path, monkeypatch):
@@ -66,25 +63,3 @@ def window(qtbot, qapp_configured):
         with qtbot.waitSignal(win.sigRunFinished, timeout=20_000):
             win.stop_run()
     win.shutdown()
-
-
-def set_small_mlp(win, strategy="model-parallel", devices="cpu:2", **overrides):
-    """Choose mlp on cpu:2 through the panel's widgets, as a user would."""
-    opts = dict(SMALL, **overrides)
-    e = win.experiment
-    e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
-    e.width_spin.setValue(opts["width"])
-    e.depth_spin.setValue(opts["depth"])
-    e.devices_combo.setCurrentText(devices)
-    e.strategy_combo.setCurrentIndex(e.strategy_combo.findData(strategy))
-    e.batch_spin.setValue(opts["batch_size"])
-    e.steps_spin.setValue(opts["steps"])
-    if "micro_batches" in opts:
-        e.mb_mode.setCurrentIndex(e.mb_mode.findData("micro_batches"))
-        e.mb_spin.setValue(opts["micro_batches"])
-
-
-def wait_ready(qtbot, win, timeout=30_000, profiled=True):
-    """Wait until validation passed (and the blocks are profiled): Run is enabled."""
-    qtbot.waitUntil(lambda: win.run_action.isEnabled() and (not profiled or bool(win.split_view.blocks)),
-                    timeout=timeout)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from tests.app.conftest import set_small_mlp, wait_ready
+from tests.app.app_helpers import set_small_mlp, wait_ready, wait_steps
 
 RUN_TIMEOUT_MS = 60_000
 
@@ -57,8 +57,8 @@ def test_model_parallel_run_from_clicks(qtbot, window):
 def test_stop_a_run_midway(qtbot, window):
     set_small_mlp(window, strategy="model-parallel", steps=100_000)
     wait_ready(qtbot, window)
-    window.run_action.trigger()
-    qtbot.waitUntil(lambda: window.plots.progress.steps_done >= 3, timeout=RUN_TIMEOUT_MS)
+    qtbot.keyClick(window, QtCore.Qt.Key.Key_R, QtCore.Qt.KeyboardModifier.ControlModifier)  # Ctrl+R runs
+    wait_steps(qtbot, window, 3)
     assert window.time_left.text().endswith("left")
     with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
         qtbot.keyClick(window, QtCore.Qt.Key.Key_Escape)  # Esc stops
@@ -140,7 +140,7 @@ def test_closing_during_a_run_asks_then_stops_cleanly(qtbot, window, monkeypatch
     set_small_mlp(window, strategy="model-parallel", steps=100_000)
     wait_ready(qtbot, window)
     window.run_action.trigger()
-    qtbot.waitUntil(lambda: window.plots.progress.steps_done >= 1, timeout=RUN_TIMEOUT_MS)
+    wait_steps(qtbot, window, 1)
     with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
         window.close()
     assert asked and "run is in progress" in asked[0]

@@ -86,6 +86,8 @@ def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
     # Not shown: the plots have never been laid out ("size=0" in pyqtgraph's exporter).
     panel.redraw(force=True)
     for name, widget in panel.plots.items():
+        menu = [a.text() for a in widget.getPlotItem().getViewBox().menu.actions()]
+        assert f"Export {fmt.upper()}…" in menu, (name, menu)  # offered in the plot's context menu
         out = widget.export(fmt, tmp_path / f"{name}.{fmt}")
         assert out is not None and out.stat().st_size > 0, name
     rows = list(csv.reader((tmp_path / "throughput.csv").open())) if fmt == "csv" else None
@@ -222,3 +224,62 @@ def test_settings_round_trip(qtbot, qapp_configured):
     qtbot.addWidget(b)
     b.restore(make_settings())
     assert b.config() == a.config()
+
+
+# -- history ---------------------------------------------------------------------------------------
+
+def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configured, panel, tmp_path):
+    from PySide6 import QtCore
+    from app.history_panel import HistoryPanel
+    from engine.store import Store
+    store = Store(tmp_path / "history.sqlite3")
+    ids = []
+    for r, strategy in enumerate(("model-parallel", "pipeline")):
+        run_id = store.create_run({"strategy": strategy, "model": "mlp", "width": 64, "depth": 4,
+                                   "devices": "cpu:2", "split": [2]})
+        store.add_steps(run_id, [step_event(s) for s in range(6)])
+        store.add_samples(run_id, [{"t": k * 0.1, "device": f"cpu:{d}", "util": 40.0 + r, "mem_used": 1e9}
+                                   for k in range(20) for d in range(2)])
+        store.finish_run(run_id, "finished", {
+            "devices": ["cpu:0", "cpu:1"], "split": [2], "micro_batches": 4 if r else None,
+            "step_time_s": {"mean": 0.1, "std": 0.0}, "throughput": {"mean": 640.0 + r, "std": 1.0},
+            "bubble": {"measured": 0.5 - 0.2 * r, "theory": 0.5 - 0.3 * r}, "devices_busy": [0.5, 0.5],
+            "loss": {"first": 2.3, "last": 1.8}})
+        ids.append(run_id)
+    failed = store.create_run({"strategy": "ddp", "model": "mlp", "devices": "cpu:2"})
+    store.finish_run(failed, "failed", None, "rank 1 (cpu:1) was killed by SIGKILL")
+    history = HistoryPanel(store)
+    qtbot.addWidget(history)
+    history.refresh()
+    assert history.run_ids() == [failed, ids[1], ids[0]]  # newest first
+    texts = [history.table.item(1, c).text() for c in range(history.table.columnCount())]
+    assert "pipeline" in texts and "641" in texts and "30.0% / 20.0%" in texts
+    assert "SIGKILL" in history.table.item(0, history.table.columnCount() - 1).text()
+
+    emitted = []
+    history.sigSelectionChanged.connect(emitted.append)
+    history.table.selectRow(1)
+    history.table.selectionModel().select(  # Ctrl+click on a second run
+        history.table.model().index(2, 0),
+        QtCore.QItemSelectionModel.SelectionFlag.Select | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+    assert sorted(emitted[-1]) == sorted(ids) == sorted(history.selected_ids())
+    with qtbot.waitSignal(history.sigLoaded, timeout=10_000) as loaded:
+        history.load(emitted[-1])
+    runs = loaded.args[1]
+    assert [r.run_id for r in runs] == emitted[-1]
+    assert all(len(r.steps) == 6 and len(r.samples) == 40 and r.timeline for r in runs)
+    panel.show_runs(runs)
+    assert len(panel.thr_plot.series_keys()) == 2 and len(panel.util_plot.series_keys()) == 4
+    store.close()
+
+
+def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
+    from app.experiment_panel import ExperimentPanel
+    panel = ExperimentPanel(cores=16)
+    qtbot.addWidget(panel)
+    panel.set_gpus([{"index": 0, "name": "NVIDIA H200", "memory_total": 141 * 2**30},
+                    {"index": 1, "name": "NVIDIA H200", "memory_total": 141 * 2**30}])
+    choices = [panel.devices_combo.itemText(i) for i in range(panel.devices_combo.count())]
+    assert {"auto", "cpu:2", "cpu:16", "cuda:0", "cuda:0,cuda:1", "cpu,cuda:0"} <= set(choices)
+    assert "cuda:0 NVIDIA H200, 141 GiB" in panel.devices_info.text()
+    assert panel.devices_combo.currentText() == "cpu:2"  # the choice survives the inventory arriving

@@ -1,0 +1,196 @@
+"""ExperimentClient: one experiment at a time through the engine's ExperimentRunner, marshalled to the UI thread.
+
+``ExperimentRunner.run()`` blocks for the whole experiment (every run of every
+point, one after another), so it runs on a named background thread. Its
+callbacks (progress from that thread, run events from each RunSession's
+threads) go into one queue under a lock, in the order they happen, and one
+queued signal tells the UI thread to drain it: a progress item is always
+delivered before the events of the run it announces.
+
+Building the runner happens on the thread too: a preset may profile the model
+(``split-point`` plans the split), which imports torch, and the app's process
+keeps torch off its UI thread.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+from collections import deque
+
+from PySide6 import QtCore
+
+from engine.config import ExperimentConfig
+
+# A stop that is not honoured within this long ends the current run's worker with SIGKILL.
+KILL_AFTER_MS = 5_000
+
+
+class ExperimentClient(QtCore.QObject):
+    sigStarted = QtCore.Signal(str, int)        # preset name, total runs
+    sigProgress = QtCore.Signal(int, int, str, dict)   # k, n, point label, the point's config (dict)
+    sigEvents = QtCore.Signal(list)             # protocol events of the current run, in order
+    sigFinished = QtCore.Signal(dict)           # the experiment's result (design.md JSON + "status")
+    sigFailed = QtCore.Signal(str, str)         # message, traceback: the experiment could not go on
+    sigKilled = QtCore.Signal(str)              # a stop was not honoured: what was killed
+    _sigPending = QtCore.Signal()
+
+    def __init__(self, db_path: str | None = None, telemetry_hz: float = 10.0,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.db_path = db_path
+        self.telemetry_hz = telemetry_hz
+        self.name: str | None = None
+        self.runner = None
+        self.stopping = False
+        self.progress: tuple[int, int, str] | None = None
+        self.experiment_id: str | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._queue: deque[tuple] = deque()
+        self._notified = False
+        self._generation = 0
+        self._kill_timer = QtCore.QTimer(self)
+        self._kill_timer.setSingleShot(True)
+        self._kill_timer.timeout.connect(self._kill_if_still_running)
+        self._sigPending.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    # -- control (UI thread) ------------------------------------------------------
+    def is_running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, name: str, base: ExperimentConfig, repeats: int = 3) -> None:
+        if self._thread is not None:
+            raise RuntimeError("an experiment is already going; stop it first")
+        self.name = name
+        self.stopping = False
+        self.progress = None
+        self.experiment_id = None
+        self._generation += 1
+        with self._lock:
+            self._queue.clear()
+            self._notified = False
+        self._thread = threading.Thread(target=self._work, args=(self._generation, name, base, repeats),
+                                        name=f"experiment-{name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current run ends (it is asked to stop now); sigFinished keeps what finished."""
+        if self._thread is None or self.stopping:
+            return
+        self.stopping = True
+        runner = self.runner
+        if runner is not None:
+            runner.stop()
+        self._kill_timer.start(KILL_AFTER_MS)
+
+    def kill(self) -> bool:
+        """End the current run's worker now (SIGKILL to its process group); True if there was one."""
+        runner = self.runner
+        if runner is None:
+            return False
+        runner.stop()  # no next run either
+        kill = getattr(runner, "kill", None)
+        if callable(kill):
+            kill()
+            return True
+        # ExperimentRunner has no kill() of its own yet: end its current session's worker.
+        session = getattr(runner, "_session", None)
+        if session is not None and session.is_running():
+            session.kill()
+            return True
+        return False
+
+    def wait_blocking(self, timeout: float) -> bool:
+        """Only for shutdown, after the event loop ended: stop, kill if need be, join the thread."""
+        thread = self._thread
+        if thread is None:
+            return True
+        if self.runner is not None:
+            self.runner.stop()
+        thread.join(timeout / 2)
+        if thread.is_alive():
+            self.kill()
+            thread.join(timeout / 2)
+        return not thread.is_alive()
+
+    # -- the experiment thread ------------------------------------------------------
+    def _work(self, generation: int, name: str, base: ExperimentConfig, repeats: int) -> None:
+        try:
+            from engine.experiments import ExperimentRunner
+            runner = ExperimentRunner(
+                name, base, repeats=repeats, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
+                on_progress=lambda k, n, label: self._on_progress(generation, k, n, label),
+                on_event=lambda event: self._post(generation, ("event", event)))
+            self.runner = runner
+            self._post(generation, ("started", name, runner.total_runs))
+            if self.stopping:   # Stop pressed while the runner was being built
+                runner.stop()
+            result = runner.run()
+            self._post(generation, ("finished", result))
+        except Exception as exc:  # a preset that cannot be built, a store that cannot be written
+            self._post(generation, ("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+
+    def _on_progress(self, generation: int, k: int, n: int, label: str) -> None:
+        runner = self.runner
+        config: dict = {}
+        if runner is not None and runner.points:
+            point = runner.points[min(len(runner.points) - 1, (k - 1) // max(1, runner.repeats))]
+            config = point.config.to_dict()
+            config["_micro_batches"] = point.config.effective_micro_batches
+        self._post(generation, ("progress", k, n, label, config, runner.experiment_id if runner else None))
+
+    def _post(self, generation: int, item: tuple) -> None:
+        with self._lock:
+            self._queue.append((generation, item))
+            notify = not self._notified
+            self._notified = True
+        if notify:
+            try:
+                self._sigPending.emit()
+            except RuntimeError:  # the client was deleted while the thread ended
+                pass
+
+    # -- delivery (UI thread) --------------------------------------------------------
+    def _deliver(self) -> None:
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+            self._notified = False
+        events: list[dict] = []
+        for generation, item in items:
+            if generation != self._generation:
+                continue
+            kind = item[0]
+            if kind == "event":
+                events.append(item[1])
+                continue
+            if events:  # keep the order: a run's events before whatever follows them
+                self.sigEvents.emit(events)
+                events = []
+            if kind == "started":
+                self.sigStarted.emit(item[1], item[2])
+            elif kind == "progress":
+                _, k, n, label, config, experiment_id = item
+                self.progress = (k, n, label)
+                self.experiment_id = experiment_id or self.experiment_id
+                self.sigProgress.emit(k, n, label, config)
+            elif kind in ("finished", "failed"):
+                self._end()
+                if kind == "finished":
+                    self.sigFinished.emit(item[1])
+                else:
+                    self.sigFailed.emit(item[1], item[2])
+        if events:
+            self.sigEvents.emit(events)
+
+    def _end(self) -> None:
+        thread, self._thread = self._thread, None
+        self.runner = None
+        self.stopping = False
+        self._kill_timer.stop()
+        if thread is not None:
+            thread.join(1.0)  # it posted its last item: it is returning now
+
+    def _kill_if_still_running(self) -> None:
+        if self._thread is not None and self.kill():
+            self.sigKilled.emit(f"the run did not stop within {KILL_AFTER_MS / 1000:g} s; its worker was killed")

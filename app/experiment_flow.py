@@ -1,0 +1,165 @@
+"""ExperimentFlow: the main window's side of an experiment, from the menu to the result.
+
+The Experiments menu starts a preset with the panel's model, devices, batch and
+steps; while it runs, each run takes over the live plots as a single run does
+(its events go through the window's own event handler), and the progress bar
+counts runs ("run k of n: label"). Stop ends the current run and keeps the
+finished points. At the end the result view shows the bars, sweep and table,
+and the history lists the experiment.
+"""
+from __future__ import annotations
+
+import time
+
+from PySide6 import QtCore
+
+from app.experiment_client import ExperimentClient
+from app.experiments_menu import ExperimentsMenu, preset_base
+
+
+class ExperimentFlow(QtCore.QObject):
+    sigFinished = QtCore.Signal(dict)   # the experiment's result (its "status": finished or stopped)
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.client = ExperimentClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
+        self.client.sigStarted.connect(self._on_started)
+        self.client.sigProgress.connect(self._on_progress)
+        self.client.sigEvents.connect(self._on_events)
+        self.client.sigFinished.connect(self._on_finished)
+        self.client.sigFailed.connect(self._on_failed)
+        self.client.sigKilled.connect(lambda msg: window.log(msg, status=True, level="error"))
+        self.menu = ExperimentsMenu(window)
+        self.menu.sigPresetChosen.connect(self.start)
+        self.name: str | None = None
+        self.started_at: float | None = None
+
+    # -- control -------------------------------------------------------------------
+    def is_running(self) -> bool:
+        return self.client.is_running()
+
+    @property
+    def stopping(self) -> bool:
+        return self.client.stopping
+
+    def start(self, name: str) -> bool:
+        w = self.window
+        if w.is_busy():
+            w.log(f"cannot start experiment {name}: {w.run_blocked_reason()}", status=True)
+            return False
+        try:
+            base = preset_base(w.experiment.config())
+        except Exception as exc:  # the panel's values do not make a config (e.g. an empty devices box)
+            w.error_panel.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}", None)
+            return False
+        repeats = self.menu.repeats
+        w.error_panel.hide()
+        self.name = name
+        self.started_at = time.perf_counter()
+        self.client.start(name, base, repeats)
+        w.progress_bar.setRange(0, 0)   # busy until the runner says how many runs
+        w.progress_bar.setFormat(f"{name}: preparing…")
+        w.time_left.setText("")
+        w.redraw_timer.setInterval(w.RUN_REDRAW_MS)
+        w.set_status(f"Experiment {name}: preparing the points…")
+        w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
+        w.update_run_controls()
+        return True
+
+    def stop(self) -> None:
+        if self.is_running() and not self.stopping:
+            self.client.stop()
+            self.window.set_status(f"Stopping experiment {self.name}: the current run ends, finished runs are kept…")
+            self.window.log("experiment stop requested")
+            self.window.update_run_controls()
+
+    # -- progress ------------------------------------------------------------------
+    def _on_started(self, name: str, total: int) -> None:
+        self.window.progress_bar.setRange(0, max(1, total))
+        self.window.progress_bar.setValue(0)
+        self.window.log(f"experiment {name}: {total} runs")
+
+    def _on_progress(self, k: int, n: int, label: str, config: dict) -> None:
+        w = self.window
+        w.progress_bar.setRange(0, n)
+        w.progress_bar.setValue(k - 1)
+        w.progress_bar.setFormat(f"run {k} of {n}: {label}")
+        w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}")
+        w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
+        w.log(f"experiment {self.name}: run {k} of {n}: {label}")
+        if k == 1:   # the experiment is in the store now: list it
+            w.history.experiments.running_id = self.client.experiment_id
+            w.history.refresh()
+
+    def _on_events(self, events: list) -> None:
+        w = self.window
+        w.on_run_events(events)
+        for event in events:
+            if event.get("type") == "finished" and event.get("run_id"):
+                # RunSession's closing event: this run is stored, show it in the history.
+                status = event.get("status")
+                w.log(f"run {event['run_id']} {status}" + (f": {event.get('error')}" if event.get("error") else ""),
+                      level="error" if status == "failed" else "info")
+                w.plots.progress.status = status
+                w.history.refresh()
+
+    def status_text(self) -> str | None:
+        """The status line while a run of the experiment goes, or None when no run reports steps yet."""
+        p = self.window.plots.progress
+        if not self.client.progress or not p.steps_done:
+            return None
+        k, n, label = self.client.progress
+        mean = sum(p.step_times) / len(p.step_times) if p.step_times else 0.0
+        return (f"Experiment {self.name}: run {k} of {n}: {label} · step {p.steps_done}/{p.steps_total} · "
+                f"{mean * 1000:.1f} ms/step")
+
+    # -- the end -------------------------------------------------------------------
+    def _on_finished(self, result: dict) -> None:
+        w = self.window
+        w.history.experiments.running_id = None
+        points = [p for p in result.get("points") or [] if isinstance(p, dict)]
+        failed = [p for p in points if p.get("error")]
+        took = time.perf_counter() - (self.started_at or time.perf_counter())
+        from app.main_window import format_duration
+        status = result.get("status") or "finished"
+        text = (f"Experiment {result.get('name')} {status} in {format_duration(took)}: {len(points)} point"
+                f"{'s' if len(points) != 1 else ''}")
+        if result.get("best"):
+            text += f", best {result['best']}"
+        if failed:
+            text += f"; {len(failed)} point{'s' if len(failed) != 1 else ''} failed"
+            first = failed[0]
+            w.error_panel.show_error(f"Experiment {result.get('name')}: point {first.get('label')} failed: "
+                                     f"{first.get('error')}", None)
+        w.set_status(text)
+        w.log(f"experiment {result.get('experiment_id')} {status}")
+        w.progress_bar.setValue(w.progress_bar.maximum() if status == "finished" else w.progress_bar.value())
+        w.progress_bar.setFormat(f"{result.get('name')} {status}")
+        self._settle()
+        w.show_experiment_result(result)
+        w.history.experiments.select_id(result.get("experiment_id") or "")
+        self.sigFinished.emit(result)
+        w.after_busy()
+
+    def _on_failed(self, message: str, tb: str) -> None:
+        w = self.window
+        w.history.experiments.running_id = None
+        w.error_panel.show_error(f"Experiment {self.name} failed: {message}", tb)
+        w.log(f"experiment {self.name} failed: {message}", level="error")
+        if tb:
+            w.log(tb, level="error")
+        w.set_status(f"Experiment {self.name} failed: {message}")
+        w.progress_bar.setRange(0, 1)
+        w.progress_bar.setFormat(f"{self.name} failed")
+        self._settle()
+        self.sigFinished.emit({"name": self.name, "status": "failed", "error": message, "points": []})
+        w.after_busy()
+
+    def _settle(self) -> None:
+        w = self.window
+        w.redraw_timer.setInterval(w.IDLE_REDRAW_MS)
+        w.time_left.setText("")
+        w.history.refresh()
+        w.plots.redraw(force=True)
+        w.plots.refresh_bubble()

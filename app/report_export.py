@@ -1,0 +1,121 @@
+"""File › Export: a stored run or experiment as an HTML report, or PNG/SVG/CSV files, through engine.export.
+
+HTML is one file (a save dialog); PNG, SVG and CSV are one file per figure,
+named ``<id>-<figure>.<ext>``, in a folder (a folder dialog). Existing files
+are never replaced without asking; a yes becomes ``force=True``. The export
+itself runs on a named thread with its own store connection (an hour-long run
+has many samples to read and draw), and answers with a signal.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from app.plot_export import confirm_overwrite
+
+FORMATS = {  # format: (menu text, what it writes)
+    "html": ("HTML report…", "a self-contained HTML report"),
+    "png": ("PNG images…", "one PNG image per figure, in a folder"),
+    "svg": ("SVG drawings…", "one SVG drawing per figure, in a folder"),
+    "csv": ("CSV tables…", "one CSV table per figure (units in the header), in a folder"),
+}
+
+
+class ReportExporter(QtCore.QObject):
+    """Owns the File › Export actions; ``target()`` says what to export: ("run"|"experiment", id) or None."""
+
+    sigExported = QtCore.Signal(list)      # paths written (str)
+    sigExportFailed = QtCore.Signal(str)   # message
+    _sigDone = QtCore.Signal(int, object, str)   # token, paths or None, error
+
+    def __init__(self, window: QtWidgets.QWidget, db_path: str,
+                 target: Callable[[], tuple[str, str] | None]):
+        super().__init__(window)
+        self.window = window
+        self.db_path = db_path
+        self.target = target
+        self.directory = ""
+        self.busy = False
+        self._token = 0
+        self.actions: dict[str, QtGui.QAction] = {}
+        for fmt, (text, tip) in FORMATS.items():
+            action = QtGui.QAction(text, self)
+            action.setStatusTip(f"Export the selected run or experiment as {tip}")
+            action.setToolTip(action.statusTip())
+            action.triggered.connect(lambda _checked=False, f=fmt: self.export_interactive(f))
+            self.actions[fmt] = action
+        self.actions["html"].setShortcut(QtGui.QKeySequence("Ctrl+E"))
+        self._sigDone.connect(self._on_done, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    # -- asking (UI thread) -----------------------------------------------------------
+    def export_interactive(self, fmt: str) -> bool:
+        """Ask where, ask before replacing, then export in the background; False when nothing was started."""
+        target = self.target()
+        if target is None:
+            QtWidgets.QMessageBox.information(
+                self.window, "Nothing to export",
+                "Select a run or an experiment in History first (or finish a run).")
+            return False
+        kind, item_id = target
+        start_dir = Path(self.directory or Path.home())
+        if fmt == "html":
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(
+                self.window, f"Export the {kind} as an HTML report", str(start_dir / f"{item_id}.html"),
+                "HTML report (*.html)", options=QtWidgets.QFileDialog.Option.DontConfirmOverwrite)
+            if not path:
+                return False
+            if not path.lower().endswith((".html", ".htm")):
+                path += ".html"
+            out = Path(path)
+            existing = [out] if out.exists() else []
+            self.directory = str(out.parent)
+        else:
+            folder = QtWidgets.QFileDialog.getExistingDirectory(
+                self.window, f"Export the {kind}'s figures as {fmt.upper()} into a folder", str(start_dir))
+            if not folder:
+                return False
+            out = Path(folder)
+            # The engine names its files <id>-<figure>.<fmt>: those of an earlier export are in the way.
+            existing = sorted(out.glob(f"{item_id}-*.{fmt}")) if out.is_dir() else []
+            self.directory = str(out)
+        if not confirm_overwrite(self.window, existing):
+            return False
+        self.start(item_id, fmt, out, force=bool(existing))
+        return True
+
+    # -- exporting (a background thread) ---------------------------------------------------
+    def start(self, item_id: str, fmt: str, out: Path, force: bool = False) -> None:
+        self._token += 1
+        token = self._token
+        self.busy = True
+        db_path = self.db_path
+
+        def work():
+            try:
+                from engine.export import ExportError, export
+                from engine.store import Store
+                with Store(db_path) as store:
+                    paths = export(store, item_id, fmt, out, force=force)
+                result, error = [str(p) for p in paths], ""
+            except ExportError as exc:
+                result, error = None, str(exc)
+            except Exception as exc:  # a failed export is a message, never a crash
+                result, error = None, f"{type(exc).__name__}: {exc}"
+            try:
+                self._sigDone.emit(token, result, error)
+            except RuntimeError:  # the window closed meanwhile
+                pass
+
+        threading.Thread(target=work, name="report-export", daemon=True).start()
+
+    def _on_done(self, token: int, paths, error: str) -> None:
+        if token != self._token:
+            return
+        self.busy = False
+        if paths is None:
+            self.sigExportFailed.emit(f"export failed: {error}")
+        else:
+            self.sigExported.emit(list(paths))
