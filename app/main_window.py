@@ -10,6 +10,9 @@ Threads and processes, and who owns what:
 - planner process (app.planner_service): validation and block profiling, which
   import torch; answers arrive through QProcess signals.
 - history-loader threads: read stored runs with their own store connection.
+- experiment-<name> thread (app.experiment_client): ExperimentRunner.run(), one
+  run after another; its callbacks come over like WorkerClient's.
+- report-export threads (app.report_export): File › Export, own store connection.
 The UI thread never waits on any of them while the window is open.
 """
 from __future__ import annotations
@@ -23,11 +26,14 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from app.experiment_flow import ExperimentFlow
 from app.experiment_panel import ExperimentPanel
+from app.experiment_results import ExperimentResultsView
 from app.history_panel import HistoryPanel, run_label
 from app.live_data import RunProgress, TelemetryHistory
 from app.planner_client import PlannerClient
 from app.plot_panel import PlotPanel
+from app.report_export import ReportExporter
 from app.settings import make_settings, read_int
 from app.split_view import SplitView
 from app.worker_client import WorkerClient
@@ -84,11 +90,18 @@ class ErrorPanel(QtWidgets.QFrame):
 
 
 class MainWindow(QtWidgets.QMainWindow):
+    IDLE_REDRAW_MS = IDLE_REDRAW_MS
+    RUN_REDRAW_MS = RUN_REDRAW_MS
+
     sigRunStarted = QtCore.Signal(str)
     sigRunFinished = QtCore.Signal(dict)
     sigChecked = QtCore.Signal(list)          # problems of the latest config (dicts); [] when valid
     sigProfiled = QtCore.Signal()
     sigHistoryShown = QtCore.Signal(list)     # run ids now on the plots
+    sigExperimentFinished = QtCore.Signal(dict)   # an experiment's result, when it ends (finished/stopped/failed)
+    sigExperimentShown = QtCore.Signal(str)   # experiment id now in the result view
+    sigExported = QtCore.Signal(list)         # File › Export wrote these paths
+    sigExportFailed = QtCore.Signal(str)
     _sigInventory = QtCore.Signal(list)
 
     def __init__(self, db_path: str | None = None, telemetry_hz: float | None = None,
@@ -122,6 +135,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.worker.sigEvents.connect(self._on_events)
         self.worker.sigFinished.connect(self._on_finished)
         self.worker.sigFailed.connect(self._on_failed)
+        self.worker.sigKilled.connect(lambda msg: self.log(msg, status=True, level="error"))
+        self.experiments = ExperimentFlow(self)
+        self.experiments.sigFinished.connect(self.sigExperimentFinished)
+        self.exporter = ReportExporter(self, self.db_path, self.export_target)
+        self.exporter.sigExported.connect(self._on_exported)
+        self.exporter.sigExportFailed.connect(self._on_export_failed)
         self.planner = PlannerClient(self)
         self.planner.sigChecked.connect(self._on_checked)
         self.planner.sigProfiled.connect(self._on_profiled)
@@ -225,15 +244,24 @@ class MainWindow(QtWidgets.QMainWindow):
         for widget in self.plots.plots.values():
             widget.sigExported.connect(lambda path: self.log(f"exported {path}", status=True))
             widget.sigExportFailed.connect(lambda msg: self.log(msg, status=True, level="error"))
+        self.results = ExperimentResultsView()
+        self.results.sigExported.connect(lambda path: self.log(f"exported {path}", status=True))
+        self.results.sigExportFailed.connect(lambda msg: self.log(msg, status=True, level="error"))
+        # The live (or stored) run's plots, and an experiment's result: one in view at a time.
+        self.center_tabs = QtWidgets.QTabWidget()
+        self.center_tabs.setObjectName("centerTabs")
+        self.center_tabs.addTab(self.plots, "Plots")
+        self.center_tabs.addTab(self.results, "Experiment result")
         center = QtWidgets.QWidget()
         cv = QtWidgets.QVBoxLayout(center)
         cv.setContentsMargins(6, 8, 8, 4)
         cv.addWidget(self.error_panel)
-        cv.addWidget(self.plots, 1)
+        cv.addWidget(self.center_tabs, 1)
 
         self.history = HistoryPanel(self.store)
         self.history.sigSelectionChanged.connect(self._on_history_selection)
         self.history.sigLoaded.connect(self._on_history_loaded)
+        self.history.sigExperimentSelected.connect(self._on_experiment_selected)
         self.log_view = QtWidgets.QPlainTextEdit()
         self.log_view.setObjectName("logView")
         self.log_view.setReadOnly(True)
@@ -276,23 +304,32 @@ class MainWindow(QtWidgets.QMainWindow):
         open_model = file_menu.addAction("Open model file…")
         open_model.triggered.connect(self._open_model_file)
         file_menu.addSeparator()
+        # Export: the selected run or experiment through engine.export, or one plot as it is drawn.
+        self.export_menu = file_menu.addMenu("&Export")
+        self.export_menu.setToolTipsVisible(True)
+        for action in self.exporter.actions.values():
+            self.export_menu.addAction(action)
+        self.export_menu.addSeparator()
+        for name, widget in self.plots.plots.items():
+            sub = self.export_menu.addMenu(f"Plot: {name}")
+            for action in widget.export_actions.values():
+                sub.addAction(action)
+        file_menu.addSeparator()
         self.quit_action = file_menu.addAction("Quit")
         self.quit_action.setShortcut(QtGui.QKeySequence("Ctrl+Q"))
         self.quit_action.triggered.connect(self.close)
         menu = self.menuBar().addMenu("&Run")
         menu.addAction(self.run_action)
         menu.addAction(self.stop_action)
+        self.menuBar().addMenu(self.experiments.menu)
         view = self.menuBar().addMenu("&View")
         live = view.addAction("Back to live")
         live.triggered.connect(self.back_to_live)
         refresh = view.addAction("Refresh history")
         refresh.setShortcut(QtGui.QKeySequence("F5"))
         refresh.triggered.connect(self.history.refresh)
-        export = self.menuBar().addMenu("&Export")
-        for name, widget in self.plots.plots.items():
-            sub = export.addMenu(name.capitalize())
-            for fmt, action in widget.export_actions.items():
-                sub.addAction(action)
+        results = view.addAction("Experiment result")
+        results.triggered.connect(lambda: self.center_tabs.setCurrentWidget(self.results))
 
     def _open_model_file(self) -> None:
         combo = self.experiment.model_combo
@@ -302,7 +339,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def quit_without_asking(self) -> None:
         """Close now; a run in progress is stopped first (timers and scripts use this, not users)."""
-        if self.worker.is_running():
+        if self.is_busy():
             self._close_requested = True
             self.stop_run()
             QtCore.QTimer.singleShot(CLOSE_STOP_TIMEOUT_MS, self._force_close)
@@ -488,10 +525,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self._update_run_controls()
 
     # -- run controls ----------------------------------------------------------------------
+    def is_busy(self) -> bool:
+        """A run or an experiment is going (one at a time: they share the devices)."""
+        return self.worker.is_running() or self.experiments.is_running()
+
     def run_blocked_reason(self) -> str | None:
         """Why Run is disabled, or None when it is enabled."""
         if self.worker.is_running():
             return "A run is in progress." if not self.worker.stopping else "Stopping the run…"
+        if self.experiments.is_running():
+            return ("An experiment is in progress." if not self.experiments.stopping
+                    else "Stopping the experiment…")
         if self._problems:
             first = self._problems[0]
             option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
@@ -501,11 +545,16 @@ class MainWindow(QtWidgets.QMainWindow):
             return "Checking the configuration…"
         return None
 
+    def update_run_controls(self) -> None:
+        self._update_run_controls()
+
     def _update_run_controls(self) -> None:
         reason = self.run_blocked_reason()
-        running = self.worker.is_running()
+        running = self.is_busy()
+        stopping = self.worker.stopping if self.worker.is_running() else self.experiments.stopping
         self.run_action.setEnabled(reason is None)
-        self.stop_action.setEnabled(running and not self.worker.stopping)
+        self.stop_action.setEnabled(running and not stopping)
+        self.experiments.menu.set_presets_enabled(not running)
         self.experiment.setEnabled(not running)
         self.split_view.setEnabled(not running)
         if reason is None and self._check_state == "unavailable":
@@ -532,26 +581,42 @@ class MainWindow(QtWidgets.QMainWindow):
             self._start_idle_sampler()
             self._update_run_controls()
             return None
-        self._run_started_at = time.perf_counter()
-        progress = RunProgress(run_id=run_id, config=config.to_dict(), steps_total=config.steps,
-                               micro_batches=config.effective_micro_batches,
-                               split=list(config.split) if config.split else None, status="starting")
-        self.plots.begin_run(progress, config.steps)
-        self.plots.set_mode("live", f"Live: run {run_label_short(run_id)}, {config.strategy} on {config.devices}")
-        self.plots.mark_run(self._run_started_at - self.t0, f"run {run_label_short(run_id)}")
+        config_dict = config.to_dict()
+        config_dict["_micro_batches"] = config.effective_micro_batches
+        self.begin_live_run(run_id, config_dict, f"run {run_label_short(run_id)}")
         self.progress_bar.setRange(0, config.steps)
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("step %v / %m")
         self.time_left.setText("")
         self.redraw_timer.setInterval(RUN_REDRAW_MS)
-        self.history.table.clearSelection()
         self.set_status(f"Starting {config.strategy} on {config.devices}: worker launching…")
         self.log(f"run {run_id}: {config.to_json()}")
         self._update_run_controls()
         self.sigRunStarted.emit(run_id)
         return run_id
 
+    def begin_live_run(self, run_id: str | None, config: dict, label: str) -> None:
+        """A run starts (alone or as part of an experiment): the live plots follow it from its first event."""
+        self._run_started_at = time.perf_counter()
+        config = dict(config)
+        micro_batches = config.pop("_micro_batches", None) or config.get("micro_batches") or 1
+        progress = RunProgress(run_id=run_id, config=config, steps_total=int(config.get("steps") or 0),
+                               micro_batches=micro_batches,
+                               split=list(config["split"]) if config.get("split") else None, status="starting")
+        progress.label = label
+        self.plots.begin_run(progress, max(1, progress.steps_total))
+        self.plots.set_mode("live", f"Live: {label}, {config.get('strategy')} on {config.get('devices')}")
+        self.plots.mark_run(self._run_started_at - self.t0, label.split(",")[0])
+        self.center_tabs.setCurrentWidget(self.plots)
+        self.history.table.blockSignals(True)
+        self.history.table.clearSelection()
+        self.history.table.blockSignals(False)
+        self._shown_runs = []
+
     def stop_run(self) -> None:
+        if self.experiments.is_running():
+            self.experiments.stop()
+            return
         if not self.worker.is_running() or self.worker.stopping:
             return
         self.worker.stop()
@@ -560,6 +625,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self._update_run_controls()
 
     # -- run events (UI thread, batched) -------------------------------------------------------
+    def on_run_events(self, events: list) -> None:
+        self._on_events(events)
+
     def _on_events(self, events: list) -> None:
         p = self.plots.progress
         for event in events:
@@ -571,10 +639,12 @@ class MainWindow(QtWidgets.QMainWindow):
                 p.micro_batches = event.get("micro_batches") or p.micro_batches
                 self.plots.timeline.set_devices(p.devices)
                 if self.plots.mode == "live":
-                    self.plots.mode_label.setText(f"Live: run {run_label_short(p.run_id or '')}, "
+                    label = getattr(p, "label", None) or f"run {run_label_short(p.run_id or '')}"
+                    self.plots.mode_label.setText(f"Live: {label}, "
                                                   f"{p.config.get('strategy')} on {', '.join(p.devices)}")
                 split = f", split at {','.join(map(str, p.split))}" if p.split else ""
-                self.set_status(f"Running {p.config.get('strategy')} on {', '.join(p.devices)}{split}")
+                if not self.experiments.is_running():
+                    self.set_status(f"Running {p.config.get('strategy')} on {', '.join(p.devices)}{split}")
                 self.log(f"started: devices {', '.join(p.devices)}{split}, pids {event.get('pids')}")
             elif kind == "step":
                 self.plots.steps.add(event)
@@ -598,6 +668,11 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _update_progress(self) -> None:
         p = self.plots.progress
+        if self.experiments.is_running():  # the bar counts runs; the status line the current run's steps
+            text = self.experiments.status_text()
+            if text:
+                self.set_status(text)
+            return
         self.progress_bar.setValue(min(p.steps_done, p.steps_total))
         left = p.time_left_s()
         if p.status in ("running", "starting") and left is not None and p.steps_done:
@@ -651,9 +726,17 @@ class MainWindow(QtWidgets.QMainWindow):
             self.close()
 
     def _on_failed(self, message: str, tb: str) -> None:
+        # The cause in words first ("the worker (pid 123) was killed by SIGKILL"), the traceback behind a button.
         self.error_panel.show_error(f"Run failed: {message}", tb)
+        self.log(f"run failed: {message}", level="error")
         if tb:
             self.log(tb, level="error")
+
+    def after_busy(self) -> None:
+        """An experiment ended: the controls come back; a close that waited for it goes on."""
+        self._update_run_controls()
+        if self._close_requested:
+            self.close()
 
     # -- the redraw tick -----------------------------------------------------------------------
     def _tick(self) -> None:
@@ -664,6 +747,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots.redraw()
         if self.worker.is_running():
             self.worker.check_alive()
+            self._update_progress()
+        elif self.experiments.is_running():
             self._update_progress()
         n = len(self.telemetry.devices)
         source = "run" if self.worker.is_running() else ("idle" if sampler is not None else "off")
@@ -680,10 +765,52 @@ class MainWindow(QtWidgets.QMainWindow):
         if token != self.history.latest_token or not runs:
             return
         self.plots.show_runs(runs)
+        self.center_tabs.setCurrentWidget(self.plots)
         self._shown_runs = [r.run_id for r in runs]
         if len(runs) == 1 and runs[0].status in ("failed", "interrupted") and runs[0].error:
             self.error_panel.show_error(f"Run {runs[0].label} {runs[0].status}: {runs[0].error}", None)
         self.sigHistoryShown.emit(self._shown_runs)
+
+    # -- experiments in the history and the result view -------------------------------------------
+    def _on_experiment_selected(self, experiment_id: str) -> None:
+        experiment = self.store.get_experiment(experiment_id)
+        if experiment is None:
+            return
+        from app.experiment_history import experiment_result
+        result = experiment_result(self.store, experiment)
+        self.show_experiment_result(result)
+
+    def show_experiment_result(self, result: dict) -> None:
+        from engine.experiments import PRESETS
+        preset = PRESETS.get(result.get("name") or "")
+        self.results.show_result(result, preset.description if preset else "")
+        self.center_tabs.setCurrentWidget(self.results)
+        self.sigExperimentShown.emit(result.get("experiment_id") or "")
+
+    # -- export ------------------------------------------------------------------------------------
+    def export_target(self) -> tuple[str, str] | None:
+        """What File › Export writes: what is in view (an experiment's result, a stored run), else the newest run."""
+        if self.center_tabs.currentWidget() is self.results and self.results.experiment_id:
+            return "experiment", self.results.experiment_id
+        if self.history.page == "experiments" and self.history.experiments.selected_id():
+            return "experiment", self.history.experiments.selected_id()
+        selected = self.history.selected_ids() or self._shown_runs
+        if selected:
+            return "run", selected[0]
+        if self.history.records:
+            return "run", self.history.records[0].id
+        return None
+
+    def _on_exported(self, paths: list) -> None:
+        where = str(Path(paths[0]).parent) if paths else ""
+        self.log(f"exported {len(paths)} file{'s' if len(paths) != 1 else ''} to {where}: "
+                 + ", ".join(Path(p).name for p in paths), status=True)
+        self.sigExported.emit(paths)
+
+    def _on_export_failed(self, message: str) -> None:
+        self.log(message, status=True, level="error")
+        QtWidgets.QMessageBox.warning(self, "Export failed", message)
+        self.sigExportFailed.emit(message)
 
     def back_to_live(self) -> None:
         self.history.table.blockSignals(True)
@@ -736,11 +863,13 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # -- closing -----------------------------------------------------------------------------------
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
-        if self.worker.is_running():
+        if self.is_busy():
             if not self._close_requested:
+                what = "an experiment" if self.experiments.is_running() else "the run"
                 answer = QtWidgets.QMessageBox.question(
-                    self, "Stop the run?",
-                    "A run is in progress. Stop it and close Splitscope?",
+                    self, f"Stop {what}?",
+                    ("An experiment is in progress (its finished runs are kept). Stop it and close Splitscope?"
+                     if self.experiments.is_running() else "A run is in progress. Stop it and close Splitscope?"),
                     QtWidgets.QMessageBox.StandardButton.Yes | QtWidgets.QMessageBox.StandardButton.No,
                     QtWidgets.QMessageBox.StandardButton.No)
                 if answer != QtWidgets.QMessageBox.StandardButton.Yes:
@@ -748,7 +877,7 @@ class MainWindow(QtWidgets.QMainWindow):
                     return
                 self._close_requested = True
                 self.stop_run()
-                self.set_status("Stopping the run, then closing…")
+                self.set_status(f"Stopping {what}, then closing…")
                 # Should the worker not answer, close anyway; launch() reaps it after the loop.
                 QtCore.QTimer.singleShot(CLOSE_STOP_TIMEOUT_MS, self._force_close)
             event.ignore()
@@ -781,6 +910,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.planner.close()
         if self.worker.is_running():  # only after a forced close: end the worker before we go
             self.worker.wait_blocking(5.0)
+        if self.experiments.is_running():
+            self.experiments.client.wait_blocking(10.0)
         self.store.close()
 
 
