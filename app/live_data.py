@@ -65,6 +65,7 @@ class TelemetryHistory:
 class RunProgress:
     """What the progress bar, status line and timeline need about the current run."""
     run_id: str | None = None
+    label: str | None = None      # how the plots name it: "run 182558", "schedules: run 2 of 3, gpipe"
     config: dict = field(default_factory=dict)
     devices: list[str] = field(default_factory=list)
     micro_batches: int = 1

@@ -602,8 +602,8 @@ class MainWindow(QtWidgets.QMainWindow):
         micro_batches = config.pop("_micro_batches", None) or config.get("micro_batches") or 1
         progress = RunProgress(run_id=run_id, config=config, steps_total=int(config.get("steps") or 0),
                                micro_batches=micro_batches,
-                               split=list(config["split"]) if config.get("split") else None, status="starting")
-        progress.label = label
+                               split=list(config["split"]) if config.get("split") else None, status="starting",
+                               label=label)
         self.plots.begin_run(progress, max(1, progress.steps_total))
         self.plots.set_mode("live", f"Live: {label}, {config.get('strategy')} on {config.get('devices')}")
         self.plots.mark_run(self._run_started_at - self.t0, label.split(",")[0])

@@ -10,11 +10,12 @@ import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from procs import ROOT, TAG, tagged_processes, wait_for_no_tagged  # noqa: E402,F401
+from procs import wait_for_no_tagged  # noqa: E402
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 

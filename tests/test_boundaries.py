@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import textwrap
 
 import procs
+from no_qt import run_without_qt
 from procs import ROOT
 
 
@@ -17,15 +17,7 @@ def test_no_engine_file_imports_qt():
 
 
 def test_engine_runs_with_pyside6_unavailable(tmp_path):
-    # A finder that refuses Qt, installed before anything else is imported.
-    script = textwrap.dedent(f"""
-        import sys, importlib.abc
-        class NoQt(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph'):
-                    raise ImportError('Qt is blocked in this test: ' + name)
-        sys.meta_path.insert(0, NoQt())
-        sys.path.insert(0, {str(ROOT)!r})
+    proc = run_without_qt(f"""
         import pkgutil, importlib, engine
         for m in pkgutil.walk_packages(engine.__path__, 'engine.'):
             importlib.import_module(m.name)
@@ -33,7 +25,6 @@ def test_engine_runs_with_pyside6_unavailable(tmp_path):
         sys.exit(main(['run', '--model', 'seed-toy', '--devices', 'cpu:1', '--steps', '3', '--json',
                        '--db', {str(tmp_path / 'runs.sqlite3')!r}]))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert '"status": "finished"' in proc.stdout
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import csv
 import math
-import subprocess
-import sys
-import textwrap
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from procs import ROOT
+from no_qt import run_without_qt
 from engine.export import ExportError, Mark, Series, bar_chart, experiment_figures, export, line_chart, run_figures
 from engine.export.svg import ACCENT, nice_ticks
 from engine.store import Store
@@ -287,14 +284,7 @@ def test_ticks_are_round_numbers():
 
 # ---- without Qt ---------------------------------------------------------------------------------------
 def test_svg_csv_html_work_without_qt_and_png_says_what_it_needs(run_id, store, tmp_path):
-    script = textwrap.dedent(f"""
-        import sys, importlib.abc
-        class NoQt(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph'):
-                    raise ImportError('Qt is blocked in this test: ' + name)
-        sys.meta_path.insert(0, NoQt())
-        sys.path.insert(0, {str(ROOT)!r})
+    proc = run_without_qt(f"""
         from engine.store import Store
         from engine.export import export, ExportError
         store = Store({str(store.path)!r})
@@ -305,8 +295,7 @@ def test_svg_csv_html_work_without_qt_and_png_says_what_it_needs(run_id, store, 
         except ExportError as exc:
             print('PNG:', exc)
         assert 'torch' not in sys.modules, 'export imported torch'
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    """, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "PNG: PNG export needs PySide6" in proc.stdout and "svg, csv and html export work without it" in proc.stdout
     assert (tmp_path / "r.html").exists() and len(list((tmp_path / "svg").glob("*.svg"))) >= 7

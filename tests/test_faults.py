@@ -1,7 +1,6 @@
 """A rank killed mid-run: the run fails fast, names the rank, leaves nothing behind, keeps its steps."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -1,0 +1,113 @@
+"""Experiments from the menu, their result view and the history's experiment list (issue 5)."""
+from __future__ import annotations
+
+from PySide6 import QtWidgets
+
+from tests.app.app_helpers import set_small_mlp
+
+EXPERIMENT_TIMEOUT_MS = 120_000
+TINY = dict(width=32, depth=4, batch_size=32, steps=3)
+
+
+def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window):
+    set_small_mlp(window, strategy="model-parallel", **TINY)
+    menu = window.experiments.menu
+    assert menu.preset_actions["schedules"].statusTip().startswith("model-parallel vs GPipe")
+    menu.repeats_spin.setValue(1)
+    progress = []
+    window.experiments.client.sigProgress.connect(lambda k, n, label, _c: progress.append(
+        (k, n, label, window.progress_bar.format())))
+    steps_seen = []
+    window.experiments.client.sigEvents.connect(
+        lambda events: steps_seen.extend(e for e in events if e.get("type") == "step"))
+
+    with qtbot.waitSignal(window.sigExperimentFinished, timeout=EXPERIMENT_TIMEOUT_MS) as done:
+        menu.preset_actions["schedules"].trigger()
+        assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
+        assert not menu.preset_actions["compare-strategies"].isEnabled()  # one thing at a time
+    result = done.args[0]
+    assert result["status"] == "finished", (result, window.log_view.toPlainText()[-2000:])
+    labels = [p["label"] for p in result["points"]]
+    assert labels == ["model-parallel", "gpipe", "1f1b"]
+    assert [(k, n, label) for k, n, label, _ in progress] == [(1, 3, "model-parallel"), (2, 3, "gpipe"),
+                                                              (3, 3, "1f1b")]
+    assert progress[1][3] == "run 2 of 3: gpipe"        # the progress bar says it
+    assert len(steps_seen) == 9                          # the live plots got every run's steps
+    assert all(p["step_time_s"]["std"] is not None for p in result["points"])
+
+    # The result view is in front, with a bar per point and a table row per point.
+    assert window.center_tabs.currentWidget() is window.results
+    assert window.results.point_labels() == labels
+    assert window.results.table.rowCount() == 3
+    assert window.results.experiment_id == result["experiment_id"]
+    assert f"best: {result['best']}" in window.results.title.text()
+    assert "finished" in window.status_label.text() and window.run_action.isEnabled()
+
+    # The history lists the experiment, and its runs with their point.
+    history = window.history
+    assert history.experiments.ids[0] == result["experiment_id"]
+    experiment_col = [history.table.horizontalHeaderItem(c).text()
+                      for c in range(history.table.columnCount())].index("experiment")
+    assert {history.table.item(r, experiment_col).text() for r in range(3)} == \
+        {"schedules: model-parallel", "schedules: gpipe", "schedules: 1f1b"}
+    # Selecting it (after looking at something else) shows its result again.
+    window.center_tabs.setCurrentWidget(window.plots)
+    history.show_page("experiments")
+    history.experiments.clearSelection()
+    with qtbot.waitSignal(window.sigExperimentShown, timeout=5_000) as shown:
+        history.experiments.selectRow(0)
+    assert shown.args[0] == result["experiment_id"]
+    assert window.center_tabs.currentWidget() is window.results
+    assert window.export_target() == ("experiment", result["experiment_id"])
+
+
+def test_closing_during_an_experiment_asks_stops_and_keeps_the_finished_points(qtbot, window, monkeypatch):
+    asked = []
+
+    def answer(*args, **kwargs):
+        asked.append(args[2] if len(args) > 2 else "")
+        return QtWidgets.QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QtWidgets.QMessageBox, "question", answer)
+    set_small_mlp(window, strategy="model-parallel", **TINY)
+    window.experiments.menu.repeats_spin.setValue(1)
+    # Close as the second run begins: the first point is finished and must be kept.
+    window.experiments.client.sigProgress.connect(lambda k, *_: k == 2 and window.close())
+    with qtbot.waitSignal(window.sigExperimentFinished, timeout=EXPERIMENT_TIMEOUT_MS) as done:
+        window.experiments.menu.preset_actions["schedules"].trigger()
+    result = done.args[0]
+    assert asked and "experiment is in progress" in asked[0]
+    assert result["status"] == "stopped"
+    assert [p["label"] for p in result["points"]] == ["model-parallel"]
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
+    assert window._closed
+
+
+def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, qapp_configured):
+    from app.experiment_results import ExperimentResultsView
+    view = ExperimentResultsView()
+    qtbot.addWidget(view)
+
+    def point(size, ms, std):
+        return {"label": f"split size {size}", "strategy": "pipeline", "x": size, "devices": ["cpu:0", "cpu:1"],
+                "split": [2], "micro_batches": 32 // size, "step_time_s": {"mean": ms / 1000, "std": std / 1000},
+                "throughput": {"mean": 32 / (ms / 1000), "std": 10.0}, "bubble": {"measured": 0.3, "theory": 0.2},
+                "run_ids": ["a", "b", "c"]}
+
+    failed = {"label": "split size 1", "strategy": "pipeline", "x": 1, "step_time_s": None, "throughput": None,
+              "error": "rank 1 failed: boom", "run_ids": ["d"]}
+    result = {"experiment_id": "exp-1", "name": "split-size", "status": "finished", "best": "split size 8",
+              "points": [failed, point(4, 9.0, 0.5), point(8, 7.5, 0.3), point(16, 8.2, 0.4)]}
+    view.show_result(result, "pipeline over micro-batch sizes")
+    assert view.point_labels() == ["split size 4", "split size 8", "split size 16"]  # a failed point has no bar
+    assert view.bars.means == [9.0, 7.5, 8.2] and view.bars.stds == [0.5, 0.3, 0.4]
+    assert not view.sweep.isHidden()
+    assert view.sweep.best_xy == (8.0, 7.5)
+    assert view.table.rowCount() == 4
+    assert view.table.item(2, 0).text() == "★ split size 8"
+    assert "boom" in view.table.item(0, view.table.columnCount() - 1).text()
+    assert "7.50 ± 0.30" in view.table.item(2, 5).text()
+    # A comparison without a swept number has bars and no sweep.
+    view.show_result({"experiment_id": "exp-2", "name": "compare-strategies", "best": "pipeline",
+                      "points": [dict(point(4, 9.0, 0.5), label="pipeline", x=None)]})
+    assert view.sweep.isHidden() and view.point_labels() == ["pipeline"]
