@@ -20,6 +20,18 @@ from engine.session import RunSession
 from engine.store import Store
 
 
+RUN_THREAD_PREFIXES = ("run-session", "worker-stdout", "worker-stderr", "telemetry-sampler")
+
+
+@pytest.fixture(autouse=True)
+def no_run_threads_left():
+    yield
+    leftover = [t for t in threading.enumerate() if t.name.startswith(RUN_THREAD_PREFIXES)]
+    for t in leftover:
+        t.join(timeout=5)
+    assert [t.name for t in leftover if t.is_alive()] == []
+
+
 def run_to_end(config: ExperimentConfig, timeout: float = 90):
     session = RunSession(config)
     session.start()

@@ -44,8 +44,11 @@ def test_protocol_round_trip_and_garbled_lines():
     line = protocol.encode("step", 1.5, step=3, loss=float("nan"))
     event = protocol.decode(line)
     assert event["type"] == "step" and event["t"] == 1.5 and event["loss"] is None
-    events = list(protocol.read_events([line, "{not json", '{"v": 99, "type": "x", "t": 0}', "", b"\xff\xfe"]))
-    assert [e["type"] for e in events] == ["step", "warning", "warning", "warning"]
+    truncated = line[: len(line) // 2]
+    events = list(protocol.read_events([line, "{not json", '{"v": 99, "type": "x", "t": 0}', "", b"\xff\xfe",
+                                        truncated, line]))
+    assert [e["type"] for e in events] == ["step", "warning", "warning", "warning", "warning", "step"]
+    assert "garbled" in events[-2]["message"]
 
 
 @pytest.mark.parametrize("costs,stages,expected", [
