@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -84,7 +85,10 @@ def engine_overhead(db: str, width=512, depth=4, batch=512, steps=30, warmup=3, 
     plain_all, engine_all = [], []
     for _ in range(rounds):
         code = PLAIN_LOOP.format(root=str(ROOT), width=width, depth=depth, batch=batch, steps=steps, warmup=warmup)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        # The same thread settings the engine gives a rank, before torch is imported.
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env=env).stdout
         plain_all.extend(json.loads(out))
         summary = run(ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch, steps=steps,
                                        warmup=warmup, devices="cpu:1"), db)
