@@ -85,7 +85,9 @@ class ExperimentFlow(QtCore.QObject):
         w.progress_bar.setRange(0, n)
         w.progress_bar.setValue(k - 1)
         w.progress_bar.setFormat(f"run {k} of {n}: {label}")
-        w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}")
+        # The first run takes the view; later ones only if the user still watches the live plots.
+        watching = w.center_tabs.currentWidget() is w.plots and w.plots.mode == "live"
+        w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}", take_view=k == 1 or watching)
         w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
         w.log(f"experiment {self.name}: run {k} of {n}: {label}")
         if k == 1:   # the experiment is in the store now: list it

@@ -53,6 +53,19 @@ def sweep_metric(name: str | None) -> tuple[str, str, float, str]:
     return "step_time_s", "step time", 1000.0, "ms"
 
 
+def shared_prefix(labels: list[str]) -> tuple[str, list[str]]:
+    """("split size", ["4", "8", "16"]) for a sweep's labels: short ticks that do not run into each other."""
+    if len(labels) < 2:
+        return "", list(labels)
+    words = [label.split(" ") for label in labels]
+    n = 0
+    while all(len(w) > n + 1 for w in words) and len({tuple(w[:n + 1]) for w in words}) == 1:
+        n += 1
+    if n == 0:
+        return "", list(labels)
+    return " ".join(words[0][:n]), [" ".join(w[n:]) for w in words]
+
+
 class StepTimeBars(SeriesPlot):
     """One bar per point: mean step time, with the std as an error bar; the best bar in green."""
 
@@ -61,6 +74,8 @@ class StepTimeBars(SeriesPlot):
                          export_name="experiment-step-time", parent=parent)
         self.getPlotItem().setClipToView(False)
         self.getPlotItem().setDownsampling(auto=False)
+        self.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)  # no lines through the bars
+        self.legend.hide()   # one series: the tick labels name the bars
         self.labels: list[str] = []
         self.means: list[float] = []
         self.stds: list[float] = []
@@ -85,7 +100,9 @@ class StepTimeBars(SeriesPlot):
         for extra in (bars, errors):
             item.addItem(extra)
             self._items.append(extra)
-        item.getAxis("bottom").setTicks([[(i, label) for i, label in enumerate(labels)]])
+        prefix, ticks = shared_prefix(labels)
+        item.getAxis("bottom").setTicks([[(i, tick) for i, tick in enumerate(ticks)]])
+        item.setLabel("bottom", prefix or "point", color=theme.MUTED)
         # The data behind the bars, for the context menu's CSV export.
         self._data["mean (ms)"] = (x, np.asarray(means))
         self._data["std (ms)"] = (x, np.asarray(stds))
@@ -142,7 +159,9 @@ class SweepPlot(SeriesPlot):
             self.best_xy = (bx, by)
             star = pg.ScatterPlotItem([bx], [by], symbol="star", size=18, brush=pg.mkBrush(BEST_COLOR),
                                       pen=pg.mkPen(theme.BACKGROUND))
-            text = pg.TextItem(f"best: {best.get('label')}", color=BEST_COLOR, anchor=(0.5, 1.3))
+            # Below a minimum (step time), above a maximum (throughput): where the curve is not.
+            anchor = (0.5, 1.4) if key == "throughput" else (0.5, -0.4)
+            text = pg.TextItem(f"best: {best.get('label')}", color=BEST_COLOR, anchor=anchor)
             text.setPos(bx, by)
             for extra in (star, text):
                 item.addItem(extra)

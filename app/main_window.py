@@ -595,8 +595,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.sigRunStarted.emit(run_id)
         return run_id
 
-    def begin_live_run(self, run_id: str | None, config: dict, label: str) -> None:
-        """A run starts (alone or as part of an experiment): the live plots follow it from its first event."""
+    def begin_live_run(self, run_id: str | None, config: dict, label: str, take_view: bool = True) -> None:
+        """A run starts (alone or as part of an experiment): the live plots follow it from its first event.
+
+        ``take_view`` brings the live plots to the front; an experiment's later runs leave
+        a stored run or a result the user turned to where it is.
+        """
         self._run_started_at = time.perf_counter()
         config = dict(config)
         micro_batches = config.pop("_micro_batches", None) or config.get("micro_batches") or 1
@@ -604,9 +608,11 @@ class MainWindow(QtWidgets.QMainWindow):
                                micro_batches=micro_batches,
                                split=list(config["split"]) if config.get("split") else None, status="starting",
                                label=label)
-        self.plots.begin_run(progress, max(1, progress.steps_total))
-        self.plots.set_mode("live", f"Live: {label}, {config.get('strategy')} on {config.get('devices')}")
+        self.plots.begin_run(progress, max(1, progress.steps_total), show=take_view)
         self.plots.mark_run(self._run_started_at - self.t0, label.split(",")[0])
+        if not take_view:
+            return
+        self.plots.set_mode("live", f"Live: {label}, {config.get('strategy')} on {config.get('devices')}")
         self.center_tabs.setCurrentWidget(self.plots)
         self.history.table.blockSignals(True)
         self.history.table.clearSelection()

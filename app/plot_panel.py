@@ -224,8 +224,12 @@ class PlotPanel(QtWidgets.QWidget):
             self.sigModeChanged.emit(mode)
 
     # -- live --------------------------------------------------------------------
-    def begin_run(self, progress: RunProgress, steps_capacity: int) -> None:
-        """A run starts: fresh step history and timeline; telemetry keeps flowing."""
+    def begin_run(self, progress: RunProgress, steps_capacity: int, show: bool = True) -> None:
+        """A run starts: fresh step history and timeline; telemetry keeps flowing.
+
+        ``show=False`` leaves stored runs in view (the next run of an experiment must
+        not pull the user away from the history they are reading); Back to live shows it.
+        """
         self.progress = progress
         self.steps = StepHistory(max(1, steps_capacity))
         for plot in (self.thr_plot, self.loss_plot):
@@ -234,7 +238,7 @@ class PlotPanel(QtWidgets.QWidget):
         self._timeline_drawn = -1
         self.timeline.set_devices(progress.devices)
         self.timeline.clear_steps()
-        if self.mode != "live":
+        if self.mode != "live" and show:
             self.set_mode("live")
 
     def mark_run(self, t: float, text: str) -> None:

@@ -59,6 +59,9 @@ def window(qtbot, qapp_configured):
     win.show()
     qtbot.waitExposed(win)
     yield win
+    if win.experiments.is_running():
+        with qtbot.waitSignal(win.sigExperimentFinished, timeout=30_000):
+            win.stop_run()
     if win.worker.is_running():
         with qtbot.waitSignal(win.sigRunFinished, timeout=20_000):
             win.stop_run()
