@@ -88,17 +88,9 @@ class ExperimentClient(QtCore.QObject):
         runner = self.runner
         if runner is None:
             return False
-        runner.stop()  # no next run either
-        kill = getattr(runner, "kill", None)
-        if callable(kill):
-            kill()
-            return True
-        # ExperimentRunner has no kill() of its own yet: end its current session's worker.
-        session = getattr(runner, "_session", None)
-        if session is not None and session.is_running():
-            session.kill()
-            return True
-        return False
+        running = runner.is_running_a_run()
+        runner.kill()  # no next run either
+        return running
 
     def wait_blocking(self, timeout: float) -> bool:
         """Only for shutdown, after the event loop ended: stop, kill if need be, join the thread."""

@@ -29,12 +29,12 @@ from app import theme
 from app.experiment_flow import ExperimentFlow
 from app.experiment_panel import ExperimentPanel
 from app.experiment_results import ExperimentResultsView
-from app.history_panel import HistoryPanel, run_label
+from app.history_panel import HistoryPanel
 from app.live_data import RunProgress, TelemetryHistory
 from app.planner_client import PlannerClient
 from app.plot_panel import PlotPanel
 from app.report_export import ReportExporter
-from app.settings import make_settings, read_int
+from app.settings import make_settings, read_int, read_str
 from app.split_view import SplitView
 from app.worker_client import WorkerClient
 from engine import config as config_mod
@@ -852,6 +852,8 @@ class MainWindow(QtWidgets.QMainWindow):
         export_dir = s.value("export/dir", "")
         for widget in self.plots.plots.values():
             widget.export_dir = export_dir if isinstance(export_dir, str) else ""
+        self.exporter.directory = read_str(s, "export/report_dir")
+        self.experiments.menu.repeats_spin.setValue(read_int(s, "experiments/repeats", 3))
         self.experiment.restore(s)
 
     def save_settings(self) -> None:
@@ -864,6 +866,8 @@ class MainWindow(QtWidgets.QMainWindow):
         dirs = [w.export_dir for w in self.plots.plots.values() if w.export_dir]
         if dirs:
             s.setValue("export/dir", dirs[-1])
+        s.setValue("export/report_dir", self.exporter.directory)
+        s.setValue("experiments/repeats", self.experiments.menu.repeats)
         self.experiment.save(s)
         s.sync()
 

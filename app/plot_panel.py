@@ -96,7 +96,7 @@ class BubbleBox(QtWidgets.QFrame):
         legend = " ".join(
             f"<span style='color:{theme.KIND_COLORS[k]}'>■</span>&nbsp;{k}" for k in KINDS)
         legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
-        legend += f" <span style='color:#3a404a'>■</span>&nbsp;idle"
+        legend += " <span style='color:#3a404a'>■</span>&nbsp;idle"
         self.legend = QtWidgets.QLabel(legend)
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)

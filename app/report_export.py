@@ -78,13 +78,22 @@ class ReportExporter(QtCore.QObject):
             if not folder:
                 return False
             out = Path(folder)
-            # The engine names its files <id>-<figure>.<fmt>: those of an earlier export are in the way.
-            existing = sorted(out.glob(f"{item_id}-*.{fmt}")) if out.is_dir() else []
+            existing = self._existing_targets(item_id, fmt, out)
             self.directory = str(out)
         if not confirm_overwrite(self.window, existing):
             return False
         self.start(item_id, fmt, out, force=bool(existing))
         return True
+
+    def _existing_targets(self, item_id: str, fmt: str, out: Path) -> list[Path]:
+        """The files of this export that already exist: the engine says which it would write."""
+        from engine.export import ExportError, planned_paths
+        from engine.store import Store
+        try:
+            with Store(self.db_path) as store:
+                return [p for p in planned_paths(store, item_id, fmt, out) if p.exists()]
+        except ExportError:
+            return []  # the export itself will report it
 
     # -- exporting (a background thread) ---------------------------------------------------
     def start(self, item_id: str, fmt: str, out: Path, force: bool = False) -> None:

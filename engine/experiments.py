@@ -154,7 +154,8 @@ class ExperimentRunner:
     def __init__(self, name: str, base: ExperimentConfig, *, repeats: int = 3, db_path=None,
                  telemetry_hz: float = 10.0,
                  on_progress: Callable[[int, int, str], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None):
+                 on_event: Callable[[dict], None] | None = None,
+                 on_samples: Callable[[list], None] | None = None):
         if name not in PRESETS:
             raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(PRESETS)}")
         if repeats < 1:
@@ -166,6 +167,7 @@ class ExperimentRunner:
         self.telemetry_hz = telemetry_hz
         self.on_progress = on_progress
         self.on_event = on_event
+        self.on_samples = on_samples
         self.points = self.preset.points(base)
         self._stop = threading.Event()
         self._session = None
@@ -180,6 +182,17 @@ class ExperimentRunner:
         session = self._session
         if session is not None:
             session.stop()
+
+    def is_running_a_run(self) -> bool:
+        session = self._session
+        return session is not None and session.is_running()
+
+    def kill(self) -> None:
+        """Stop, and end the current run's processes at once (when a stop is not honoured)."""
+        self._stop.set()
+        session = self._session
+        if session is not None:
+            session.kill()
 
     def run(self) -> dict:
         from engine.session import RunSession
@@ -200,7 +213,7 @@ class ExperimentRunner:
                     self.on_progress(k, self.total_runs, point.label)
                 self._session = RunSession(point.config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
                                            experiment_id=self.experiment_id, label=point.label,
-                                           on_event=self.on_event)
+                                           on_event=self.on_event, on_samples=self.on_samples)
                 self._session.start()
                 result = self._session.wait()
                 self._session = None

@@ -9,7 +9,7 @@ PNG needs it (imported when a PNG is written). No torch either.
 from engine.export.charts import Mark, Series, bar_chart, line_chart, timeline_chart
 from engine.export.errors import ExportError
 from engine.export.figures import Figure, experiment_figures, run_figures
-from engine.export.writers import FORMATS, export
+from engine.export.writers import FORMATS, export, planned_paths
 
-__all__ = ["export", "ExportError", "FORMATS", "Figure", "run_figures", "experiment_figures",
+__all__ = ["export", "planned_paths", "ExportError", "FORMATS", "Figure", "run_figures", "experiment_figures",
            "line_chart", "bar_chart", "timeline_chart", "Series", "Mark"]

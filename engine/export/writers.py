@@ -49,18 +49,36 @@ def _refuse_existing(paths: list[Path], force: bool) -> None:
         raise ExportError(f"{existing[0]} already exists{more}; pass --force to overwrite")
 
 
-def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool = False) -> list[Path]:
-    """Write the export and return the paths written."""
+def _targets(item_id: str, fmt: str, out: Path, figures: list[Figure]) -> list[Path]:
+    """The files an export writes: ``<id>-<figure>.<fmt>`` in a folder, or one report."""
+    if fmt == "html":
+        # a folder given for a report: put <id>.html in it
+        return [out / f"{item_id}.html" if out.is_dir() else out]
+    return [out / f"{item_id}-{f.name}.{fmt}" for f in figures]
+
+
+def _prepare(store: Store, item_id: str, fmt: str):
     fmt = fmt.lower()
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     kind, item = resolve(store, item_id)
     figures = run_figures(store, item.id) if kind == "run" else experiment_figures(store, item["id"])
+    return fmt, kind, item, figures
+
+
+def planned_paths(store: Store, item_id: str, fmt: str, out: str | Path) -> list[Path]:
+    """The files ``export`` would write, so a caller can ask before replacing existing ones."""
+    fmt, _, _, figures = _prepare(store, item_id, fmt)
+    return _targets(item_id, fmt, Path(out), figures)
+
+
+def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool = False) -> list[Path]:
+    """Write the export and return the paths written."""
+    fmt, kind, item, figures = _prepare(store, item_id, fmt)
     out = Path(out)
 
     if fmt == "html":
-        # a folder given for a report: put <id>.html in it
-        path = out / f"{item_id}.html" if out.is_dir() else out
+        (path,) = _targets(item_id, fmt, out, figures)
         _refuse_existing([path], force)
         if kind == "run":
             text = run_page(item, figures)
@@ -72,7 +90,7 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
 
     if out.exists() and not out.is_dir():
         raise ExportError(f"--out must be a folder for {fmt} (one file per figure), but {out} is a file")
-    paths = [out / f"{item_id}-{f.name}.{fmt}" for f in figures]
+    paths = _targets(item_id, fmt, out, figures)
     _refuse_existing(paths, force)
     if fmt == "png":
         from engine.export.png import PngUnavailable, check_available, write_png  # Qt only here, when asked for
