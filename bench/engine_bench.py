@@ -113,7 +113,7 @@ def launch_latency(db: str, repeats=3) -> dict:
     return {"median_s": statistics.median(latencies), "all_s": latencies}
 
 
-def sampling_cost(db: str, rounds: int = 3) -> dict:
+def sampling_cost(db: str, rounds: int = 5) -> dict:
     """Throughput with telemetry at 10 Hz against none, runs alternated so noise hits both alike."""
     config = ExperimentConfig(strategy="pipeline", model="mlp", width=512, depth=8, batch_size=1024, steps=12,
                               warmup=3, devices="cpu:2", micro_batches=4)
