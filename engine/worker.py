@@ -39,6 +39,8 @@ STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a wh
 
 
 def describe_exit(code: int) -> str:
+    if code == 0:
+        return "exited before finishing its steps"
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -59,6 +61,7 @@ class Rank:
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False
+        self.events_closed = False
 
     @property
     def label(self) -> str:
@@ -148,11 +151,15 @@ class Worker:
                 self.emit(protocol.LOG, message=payload, rank=r.rank)
             elif kind == "garbled":
                 self.emit(protocol.WARNING, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
+            elif kind == "eof":
+                r.events_closed = True
 
             # processes that ended
             for rr in self.ranks:
                 code = rr.proc.poll()
-                if code is not None and code != 0 and not rr.exit_seen:
+                # A non-zero exit, or a clean one before the rank said it was done, ends the run.
+                quit_early = code == 0 and rr.events_closed and not rr.done
+                if code is not None and (code != 0 or quit_early) and not rr.exit_seen:
                     rr.exit_seen = True
                     failure = self._note_failure(failure, ("exit", rr, code))
             if failure is None and not stop_requested:
