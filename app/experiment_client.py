@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections import deque
 
 from PySide6 import QtCore
 
+from app.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
 
 # A stop that is not honoured within this long ends the current run's worker with SIGKILL.
@@ -32,7 +32,6 @@ class ExperimentClient(QtCore.QObject):
     sigFinished = QtCore.Signal(dict)           # the experiment's result (design.md JSON + "status")
     sigFailed = QtCore.Signal(str, str)         # message, traceback: the experiment could not go on
     sigKilled = QtCore.Signal(str)              # a stop was not honoured: what was killed
-    _sigPending = QtCore.Signal()
 
     def __init__(self, db_path: str | None = None, telemetry_hz: float = 10.0,
                  parent: QtCore.QObject | None = None):
@@ -45,14 +44,12 @@ class ExperimentClient(QtCore.QObject):
         self.progress: tuple[int, int, str] | None = None
         self.experiment_id: str | None = None
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._queue: deque[tuple] = deque()
-        self._notified = False
+        self._inbox = ThreadInbox(self)
+        self._inbox.sigItems.connect(self._deliver)
         self._generation = 0
         self._kill_timer = QtCore.QTimer(self)
         self._kill_timer.setSingleShot(True)
         self._kill_timer.timeout.connect(self._kill_if_still_running)
-        self._sigPending.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
 
     # -- control (UI thread) ------------------------------------------------------
     def is_running(self) -> bool:
@@ -66,9 +63,7 @@ class ExperimentClient(QtCore.QObject):
         self.progress = None
         self.experiment_id = None
         self._generation += 1
-        with self._lock:
-            self._queue.clear()
-            self._notified = False
+        self._inbox.clear()
         self._thread = threading.Thread(target=self._work, args=(self._generation, name, base, repeats),
                                         name=f"experiment-{name}", daemon=True)
         self._thread.start()
@@ -132,22 +127,10 @@ class ExperimentClient(QtCore.QObject):
         self._post(generation, ("progress", k, n, label, config, runner.experiment_id if runner else None))
 
     def _post(self, generation: int, item: tuple) -> None:
-        with self._lock:
-            self._queue.append((generation, item))
-            notify = not self._notified
-            self._notified = True
-        if notify:
-            try:
-                self._sigPending.emit()
-            except RuntimeError:  # the client was deleted while the thread ended
-                pass
+        self._inbox.put((generation, item))
 
     # -- delivery (UI thread) --------------------------------------------------------
-    def _deliver(self) -> None:
-        with self._lock:
-            items = list(self._queue)
-            self._queue.clear()
-            self._notified = False
+    def _deliver(self, items: list[tuple]) -> None:
         events: list[dict] = []
         for generation, item in items:
             if generation != self._generation:

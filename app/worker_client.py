@@ -13,6 +13,7 @@ from collections import deque
 
 from PySide6 import QtCore
 
+from app.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
 
 # A stop that is not honoured within this long ends the worker with SIGKILL (RunSession.kill()).
@@ -25,7 +26,6 @@ class WorkerClient(QtCore.QObject):
     sigFinished = QtCore.Signal(dict)        # {"run_id", "status", "summary", "error", "traceback"}
     sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
     sigKilled = QtCore.Signal(str)           # a stop was not honoured in time: what was done
-    _sigPending = QtCore.Signal()
 
     def __init__(self, db_path: str | None = None, telemetry_hz: float = 10.0,
                  parent: QtCore.QObject | None = None):
@@ -36,13 +36,12 @@ class WorkerClient(QtCore.QObject):
         self.run_id: str | None = None
         self.stopping = False
         self._lock = threading.Lock()
-        self._events: deque[dict] = deque()
         self._samples: deque = deque()
-        self._notified = False
+        self._inbox = ThreadInbox(self)
+        self._inbox.sigItems.connect(self._deliver)
         self._kill_timer = QtCore.QTimer(self)
         self._kill_timer.setSingleShot(True)
         self._kill_timer.timeout.connect(self._kill_if_still_running)
-        self._sigPending.connect(self._deliver, QtCore.Qt.ConnectionType.QueuedConnection)
 
     # -- control (UI thread) ------------------------------------------------------
     def is_running(self) -> bool:
@@ -53,10 +52,9 @@ class WorkerClient(QtCore.QObject):
             raise RuntimeError("a run is already going; stop it first")
         from engine.session import RunSession
         self.stopping = False
+        self._inbox.clear()
         with self._lock:
-            self._events.clear()
             self._samples.clear()
-            self._notified = False
         session = RunSession(config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
                              on_event=self._on_event, on_samples=self._on_samples)
         self.session = session
@@ -112,9 +110,7 @@ class WorkerClient(QtCore.QObject):
         thread = getattr(session, "_thread", None)
         if thread is None or thread.is_alive():
             return True
-        with self._lock:
-            pending = bool(self._events) or self._notified
-        if pending:  # the finished event is on its way
+        if self._inbox.has_pending():  # the finished event is on its way
             return True
         self._finish({"type": "finished", "run_id": self.run_id, "status": "failed", "summary": None,
                       "error": "the run session ended without a result (an engine error; see the terminal)"})
@@ -128,25 +124,14 @@ class WorkerClient(QtCore.QObject):
 
     # -- callbacks (RunSession's threads) ------------------------------------------------
     def _on_event(self, event: dict) -> None:
-        with self._lock:
-            self._events.append(event)
-            notify = not self._notified
-            self._notified = True
-        if notify:
-            self._sigPending.emit()
+        self._inbox.put(event)
 
     def _on_samples(self, samples: list) -> None:
         with self._lock:
             self._samples.extend(samples)
 
     # -- delivery (UI thread) --------------------------------------------------------
-    def _deliver(self) -> None:
-        with self._lock:
-            events = list(self._events)
-            self._events.clear()
-            self._notified = False
-        if not events:
-            return
+    def _deliver(self, events: list[dict]) -> None:
         self.sigEvents.emit(events)
         for event in events:
             if event.get("type") == "finished" and "run_id" in event:
