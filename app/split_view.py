@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from engine.planning import stage_shares
 
 
 def human_bytes(n: float | None) -> str:
@@ -29,24 +30,6 @@ def human_count(n: float | None) -> str:
         if abs(n) >= div:
             return f"{n / div:.2f} {unit}"
     return f"{n:.0f}"
-
-
-def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:
-    """Per stage: first/last block, share of parameters and of measured time, bytes/sample leaving it."""
-    edges = (0, *split, len(blocks))
-    total_params = sum(b["params"] for b in blocks) or 1
-    total_cost = sum(b["cost_s"] for b in blocks) or 1.0
-    out = []
-    for a, b in zip(edges[:-1], edges[1:]):
-        part = blocks[a:b]
-        if not part:
-            out.append({"first": a, "last": b - 1, "params": 0.0, "time": 0.0, "crossing": 0})
-            continue
-        out.append({"first": a, "last": b - 1,
-                    "params": sum(x["params"] for x in part) / total_params,
-                    "time": sum(x["cost_s"] for x in part) / total_cost,
-                    "crossing": part[-1]["out_bytes"] if b < len(blocks) else 0})
-    return out
 
 
 class StageBar(QtWidgets.QWidget):

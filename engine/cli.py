@@ -114,7 +114,8 @@ def main(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
     except ArgumentError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # argparse quotes the user's words as they are: keep one problem on one line.
+        print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return EXIT_INVALID
     if args.command == "run":
         return cmd_run(args)

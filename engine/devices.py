@@ -57,11 +57,14 @@ def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] |
     """
     cores = cores if cores is not None else usable_cores()
     spec = spec.strip().lower()
+    if gpus is not None:
+        n_gpus = gpus
+    else:  # ask NVML once, and only when the spec can mean a GPU
+        n_gpus = gpu_count() if spec == "auto" or "cuda" in spec else 0
     allowed = 'allowed: "auto", "cpu:N" (N virtual devices), "cuda", "cuda:0,cuda:1", or a mix like "cpu,cuda:0"'
     if not spec:
         raise DeviceError(f"empty device list; {allowed}")
     if spec == "auto":
-        n_gpus = gpu_count() if gpus is None else gpus
         if n_gpus >= needed:
             return [Device(f"cuda:{i}", "cuda", i) for i in range(needed)]
         return cpu_devices(needed, cores)
@@ -78,13 +81,11 @@ def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] |
             devices.append(Device(f"cpu:{n_cpu}", "cpu", n_cpu, cores[n_cpu % len(cores)]))
             n_cpu += 1
         elif part == "cuda":
-            n_gpus = gpu_count() if gpus is None else gpus
             if n_gpus == 0:
                 raise DeviceError("'cuda': no CUDA GPU is visible on this machine")
             devices.extend(Device(f"cuda:{i}", "cuda", i) for i in range(min(needed, n_gpus)))
         elif part.startswith("cuda:") and part[5:].isdigit():
             index = int(part[5:])
-            n_gpus = gpu_count() if gpus is None else gpus
             if index >= n_gpus:
                 have = f"GPUs 0..{n_gpus - 1}" if n_gpus else "no CUDA GPU"
                 raise DeviceError(f"{part!r} does not exist: this machine has {have}")

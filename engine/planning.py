@@ -74,18 +74,23 @@ def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:
     return tuple(sorted(points)[1:])  # drop the leading 0
 
 
-def stage_shares(infos: list[BlockInfo], split: tuple[int, ...]) -> list[dict]:
-    """Per stage: blocks, share of parameters, share of measured compute, bytes crossing into the next stage."""
-    edges = (0, *split, len(infos))
-    total_params = sum(b.params for b in infos) or 1
-    total_cost = sum(b.cost_s for b in infos) or 1.0
+def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:
+    """Per stage: first/last block, share of parameters and of measured time, bytes per sample leaving it.
+
+    ``blocks`` are BlockInfo fields as dicts, the form the app's
+    planner process sends: keys params, cost_s, out_bytes.
+    """
+    edges = (0, *split, len(blocks))
+    total_params = sum(b["params"] for b in blocks) or 1
+    total_cost = sum(b["cost_s"] for b in blocks) or 1.0
     out = []
     for a, b in zip(edges[:-1], edges[1:]):
-        part = infos[a:b]
-        out.append({
-            "blocks": [x.name for x in part],
-            "params_share": sum(x.params for x in part) / total_params,
-            "cost_share": sum(x.cost_s for x in part) / total_cost,
-            "crossing_bytes_per_sample": part[-1].out_bytes if b < len(infos) else 0,
-        })
+        part = blocks[a:b]
+        if not part:
+            out.append({"first": a, "last": b - 1, "params": 0.0, "time": 0.0, "crossing": 0})
+            continue
+        out.append({"first": a, "last": b - 1,
+                    "params": sum(x["params"] for x in part) / total_params,
+                    "time": sum(x["cost_s"] for x in part) / total_cost,
+                    "crossing": part[-1]["out_bytes"] if b < len(blocks) else 0})
     return out

@@ -17,6 +17,8 @@ import time
 import traceback
 from datetime import timedelta
 
+from engine.protocol import finite
+
 
 def _die_with_parent() -> None:
     try:  # Linux: SIGKILL when the worker dies, even by SIGKILL
@@ -43,7 +45,6 @@ class EventChannel:
         self._lock = threading.Lock()
 
     def emit(self, event_type: str, **fields) -> None:
-        from engine.protocol import finite
         line = json.dumps(finite({"type": event_type, "time": time.perf_counter(), **fields}),
                           separators=(",", ":"))
         with self._lock:

@@ -69,8 +69,7 @@ def device_inventory() -> dict:
     """``{"gpus": [...], "cpu": {...}}``: what ``main.py devices`` shows."""
     from engine.devices import usable_cores
     from engine.telemetry import nvml
-    inventory = getattr(nvml, "inventory", None)
-    gpus = inventory() if inventory else []
+    gpus = nvml.inventory()
     cores = usable_cores()
     return {
         "gpus": gpus,

@@ -118,15 +118,12 @@ class RunSession:
     def _start_sampler(self) -> None:
         if not self.telemetry_hz:
             return
-        try:
-            from engine.devices import parse
-            from engine.telemetry import TelemetrySampler, targets_for
-            from engine.validate import devices_needed
-            devices = parse(self.config.devices, devices_needed(self.config))
-            self._sampler = TelemetrySampler(targets_for(devices), rate_hz=self.telemetry_hz)
-            self._sampler.start()
-        except ImportError:
-            self._sampler = None
+        from engine.devices import parse
+        from engine.telemetry import TelemetrySampler, targets_for
+        from engine.validate import devices_needed
+        devices = parse(self.config.devices, devices_needed(self.config))
+        self._sampler = TelemetrySampler(targets_for(devices), rate_hz=self.telemetry_hz)
+        self._sampler.start()
 
     def _drain_samples(self, store: Store) -> None:
         if self._sampler is None:
