@@ -170,6 +170,7 @@ class ExperimentRunner:
         self.on_samples = on_samples
         self.points = self.preset.points(base)
         self._stop = threading.Event()
+        self._starting = threading.Lock()
         self._session = None
         self.experiment_id: str | None = None
 
@@ -178,8 +179,9 @@ class ExperimentRunner:
         return len(self.points) * self.repeats
 
     def stop(self) -> None:
-        self._stop.set()
-        session = self._session
+        with self._starting:  # a run being launched now is either not started or stopped
+            self._stop.set()
+            session = self._session
         if session is not None:
             session.stop()
 
@@ -189,8 +191,9 @@ class ExperimentRunner:
 
     def kill(self) -> None:
         """Stop, and end the current run's processes at once (when a stop is not honoured)."""
-        self._stop.set()
-        session = self._session
+        with self._starting:
+            self._stop.set()
+            session = self._session
         if session is not None:
             session.kill()
 
@@ -211,11 +214,17 @@ class ExperimentRunner:
                 k += 1
                 if self.on_progress:
                     self.on_progress(k, self.total_runs, point.label)
-                self._session = RunSession(point.config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
-                                           experiment_id=self.experiment_id, label=point.label,
-                                           on_event=self.on_event, on_samples=self.on_samples)
-                self._session.start()
-                result = self._session.wait()
+                # Checked and started under the lock that stop() takes: a stop that comes while
+                # this run is being launched is never lost (it either prevents or stops it).
+                with self._starting:
+                    if self._stop.is_set():
+                        break
+                    session = RunSession(point.config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
+                                         experiment_id=self.experiment_id, label=point.label,
+                                         on_event=self.on_event, on_samples=self.on_samples)
+                    self._session = session
+                    session.start()
+                result = session.wait()
                 self._session = None
                 if result.status == "finished" and result.summary:
                     runs.append(result.summary)

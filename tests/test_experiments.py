@@ -79,3 +79,23 @@ def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsy
                             "--micro-batches", "4", "--steps", "8", "--repeats", "1", "--devices", "cpu:2", "--json")
     assert result["best"] == "split 4", [(p["label"], p["step_time_s"]["mean"]) for p in result["points"]]
     assert result["automatic_split"] == [4]
+
+
+def test_a_stop_while_the_next_run_launches_is_not_lost(tmp_path):
+    """stop() as a run is about to start (here: from the progress callback) prevents that run."""
+    from engine.config import ExperimentConfig
+    from engine.experiments import ExperimentRunner
+    base = ExperimentConfig(model="mlp", width=32, depth=4, devices="cpu:2", batch_size=32, steps=3, warmup=1)
+    runner = None
+
+    def on_progress(k, total, label):
+        if k == 2:
+            runner.stop()
+
+    runner = ExperimentRunner("schedules", base, repeats=1, db_path=tmp_path / "runs.sqlite3",
+                              on_progress=on_progress)
+    result = runner.run()
+    assert result["status"] == "stopped"
+    assert [p["label"] for p in result["points"]] == ["model-parallel"]
+    with Store(tmp_path / "runs.sqlite3") as store:
+        assert len(store.list_runs()) == 1  # the second run was never launched
