@@ -12,6 +12,7 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from app.elided_label import ElidedLabel
 from app.experiment_history import ExperimentTable
 from app.plot_panel import RunData
 from engine.store import RunRecord, Store
@@ -109,12 +110,13 @@ class HistoryPanel(QtWidgets.QWidget):
             bar.addWidget(button)
         self.runs_button.setChecked(True)
         self.page_group.idClicked.connect(lambda i: self.show_page("experiments" if i else "runs"))
-        self.count_label = QtWidgets.QLabel()
+        self.count_label = ElidedLabel()
         self.count_label.setObjectName("muted")
         bar.addWidget(self.count_label, 1)
-        self.hint = QtWidgets.QLabel(RUNS_HINT)
+        self.hint = ElidedLabel(RUNS_HINT)
         self.hint.setObjectName("muted")
-        bar.addWidget(self.hint)
+        self.hint.setAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
+        bar.addWidget(self.hint, 2)
         self.refresh_button = QtWidgets.QPushButton("Refresh")
         self.refresh_button.clicked.connect(self.refresh)
         bar.addWidget(self.refresh_button)

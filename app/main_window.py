@@ -26,6 +26,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from app.elided_label import ElidedLabel
 from app.experiment_flow import ExperimentFlow
 from app.experiment_panel import ExperimentPanel
 from app.experiment_results import ExperimentResultsView
@@ -282,7 +283,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.main_split.setStretchFactor(1, 1)
         self.setCentralWidget(self.main_split)
 
-        self.status_label = QtWidgets.QLabel("Ready")
+        self.status_label = ElidedLabel("Ready")
         self.status_label.setObjectName("statusLine")
         self.telemetry_label = QtWidgets.QLabel("")
         self.telemetry_label.setObjectName("muted")

@@ -128,7 +128,11 @@ class TimelineView(pg.PlotWidget):
         xs = np.repeat(np.array(sorted(starts.values())) - self.origin, 2)
         ys = np.tile([-0.5, n - 0.5], len(starts))
         self._steps_line.setData(xs, ys)
-        self.getPlotItem().setXRange(0, end, padding=0.02)
+        view = self.getPlotItem().getViewBox()
+        view.setXRange(0, end, padding=0.02)
+        # Move the items to the new range now: left to the paint, they would move during
+        # the paint and the view would paint twice.
+        view.updateMatrix()
 
     def busy_by_kind(self) -> dict[str, dict[str, float]]:
         """Seconds per device per kind, over the steps shown."""

@@ -81,6 +81,92 @@ def test_plot_panel_draws_telemetry_steps_and_timeline(panel):
     assert panel.bubble.theory.text() == "50.0%"  # (p-1)/(m+p-1), p=2, m=1
 
 
+def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
+    # Repainting every plot in one tick blocked the UI thread for 40-70 ms during a run.
+    panel.show()
+    panel.redraw(force=True)
+    now = panel.now()
+    panel.telemetry.add([sample(panel.telemetry.origin + now, "core 0", util=10.0)])
+    panel.steps.add(step_event(6))
+    panel.telemetry_frame_s = 0.0
+    telemetry_points = panel.util_plot.point_count()
+
+    def drawn_state():  # what each group last handed to its plots
+        return (panel.util_plot.point_count(), panel.thr_plot.series_data("thr")[0][-1],
+                max(r[0] for r in panel.timeline.rows))
+
+    drawn = []
+    for _ in range(3):
+        before = drawn_state()
+        panel.redraw()
+        after = drawn_state()
+        changed = [name for name, b, a in zip(("telemetry", "steps", "timeline"), before, after) if a != b]
+        assert len(changed) == 1, (changed, before, after)
+        drawn += changed
+    assert sorted(drawn) == ["steps", "telemetry", "timeline"]
+    assert drawn_state() == (telemetry_points + 1, 6, 6)
+    assert panel.redraw() <= 2  # only the telemetry scroll is left to do (no new data: nothing else)
+
+
+def test_a_new_step_repaints_each_plot_view_once(panel, qtbot, qapp):
+    """The range moves before the paint: a range change found during the paint would paint twice."""
+    from PySide6 import QtCore
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.redraw(force=True)
+    qapp.processEvents()
+
+    class PaintCounter(QtCore.QObject):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def eventFilter(self, obj, event):  # noqa: N802
+            if event.type() == QtCore.QEvent.Type.Paint:
+                self.count += 1
+            return False
+
+    counters = {}
+    for name in ("timeline", "throughput"):
+        counters[name] = PaintCounter()
+        panel.plots[name].viewport().installEventFilter(counters[name])
+    for step in (6, 7):
+        for counter in counters.values():
+            counter.count = 0
+        event = step_event(step, dt=0.1 + 0.05 * step)  # a longer step: the timeline's range grows
+        event["throughput"] = 100.0 * step  # beyond the y range (same digits: the axis keeps its width)
+        panel.steps.add(event)
+        panel.redraw(force=True)
+        for _ in range(5):
+            qapp.processEvents()
+        assert {name: c.count for name, c in counters.items()} == {"timeline": 1, "throughput": 1}
+
+
+def test_changing_texts_never_raise_the_window_minimum_size(qtbot, qapp_configured):
+    """Status, mode and history lines elide; the bubble box wraps: the window fits a laptop screen."""
+    from app.main_window import MainWindow
+    win = MainWindow(start_services=False)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    qapp_configured.processEvents()
+    before = win.minimumSizeHint()
+    assert before.width() <= 1280 and before.height() <= 740, before
+    long = "Running pipeline on " + ", ".join(f"cuda:{i}" for i in range(16)) + " · step 30/30 · bubble 50%"
+    win.set_status(long)
+    win.plots.mode_label.setText(long)
+    win.history.count_label.setText("12 runs in /a/very/long/path/" + "x" * 200 + "/runs.sqlite3")
+    devices = [f"cuda:{i}" for i in range(8)]
+    win.plots.bubble.show_figures(0.5, 0.2, dict.fromkeys(devices, 0.5), 8, 4, "live, last steps")
+    win.plots.timeline.set_devices(devices)
+    for _ in range(3):
+        qapp_configured.processEvents()
+    after = win.minimumSizeHint()
+    assert after.width() == before.width() and after.height() <= before.height() + 8, (before, after)
+    assert win.status_label.text() == long and win.status_label.toolTip() == long
+    win.shutdown()
+
+
 @pytest.mark.parametrize("fmt", ["png", "svg", "csv"])
 def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
     # Not shown: the plots have never been laid out ("size=0" in pyqtgraph's exporter).
