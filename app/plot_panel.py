@@ -65,7 +65,7 @@ def _fmt_pct(value: float | None) -> str:
 
 
 class BubbleBox(QtWidgets.QFrame):
-    """The measured and the theoretical bubble, and each device's busy share, beside the timeline."""
+    """The measured and the theoretical bubble beside the timeline (whose rows carry each device's busy share)."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -91,10 +91,6 @@ class BubbleBox(QtWidgets.QFrame):
         self.formula.setObjectName("muted")
         self.formula.setWordWrap(True)
         layout.addWidget(self.formula)
-        self.busy = QtWidgets.QLabel("")
-        self.busy.setWordWrap(True)
-        self.busy.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        layout.addWidget(self.busy)
         layout.addStretch(1)
         legend = " ".join(
             f"<span style='color:{theme.KIND_COLORS[k]}'>■</span>&nbsp;{k}" for k in KINDS)
@@ -107,7 +103,22 @@ class BubbleBox(QtWidgets.QFrame):
         self.setMinimumWidth(200)
         self.setMaximumWidth(280)
 
-    def show_figures(self, measured: float | None, theory: float | None, busy: dict[str, float],
+    def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt naming)
+        # Its wrapped labels would make the panel's layout height-for-width, and Qt then
+        # squeezed the plot rows above into each other on short screens (1366x768).
+        # Instead the box asks for its wrapped height as its minimum (_fit_height).
+        return False
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        need = self.layout().heightForWidth(self.width())
+        if need > 0 and need != self.minimumHeight():
+            self.setMinimumHeight(need)
+
+    def show_figures(self, measured: float | None, theory: float | None,
                      stages: int = 0, micro_batches: int = 1, note: str = "") -> None:
         self.measured.setText(_fmt_pct(measured))
         self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
@@ -116,11 +127,7 @@ class BubbleBox(QtWidgets.QFrame):
                                  f"{'es' if micro_batches != 1 else ''}" + (f"\n{note}" if note else ""))
         else:
             self.formula.setText(note or "No pipeline bubble in theory for this strategy.")
-        # Entries flow and wrap together: eight devices take a few lines, not eight, so the
-        # box does not raise the window's minimum height.
-        entries = [f"<span style='color:{theme.device_color(i)}'>■</span>&nbsp;{device}:&nbsp;busy&nbsp;"
-                   f"{100 * share:.0f}%" for i, (device, share) in enumerate(busy.items())]
-        self.busy.setText(" &nbsp; ".join(entries))
+        self._fit_height()
 
 
 class PlotPanel(QtWidgets.QWidget):
@@ -360,7 +367,8 @@ class PlotPanel(QtWidgets.QWidget):
     def _update_bubble(self) -> None:
         p = self.progress
         stages = len(p.split) + 1 if p.split else len(p.devices)
-        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), dict(p.busy),
+        self.timeline.set_busy(p.busy)
+        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
                                  note="" if p.summary else ("live, last steps" if p.run_id
                                                             else "for the experiment as configured"))
@@ -426,5 +434,6 @@ class PlotPanel(QtWidgets.QWidget):
         split = summary.get("split")
         stages = len(split) + 1 if split else len(devices)
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
-        self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), busy, stages=stages,
+        self.timeline.set_busy(busy)
+        self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), stages=stages,
                                  micro_batches=summary.get("micro_batches") or 1, note=note)

@@ -91,7 +91,12 @@ class SeriesPlot(pg.PlotWidget):
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._add_export_actions()
-        self.setMinimumSize(220, 150)
+        self.setMinimumSize(220, 120)
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming)
+        # QGraphicsView's own hint is 600x480 per plot: four of them asked for far more
+        # than a laptop screen, and Qt's layouts then shrank the rows into each other.
+        return QtCore.QSize(420, 210)
 
     # -- series ----------------------------------------------------------------
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,

@@ -31,7 +31,8 @@ class TimelineView(pg.PlotWidget):
         self.export_name = "timeline"
         self.export_dir = ""
         item = self.getPlotItem()
-        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>Timeline of the last steps</span>")
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>Timeline of the last steps</span>"
+                     f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share per device at left</span>")
         item.setLabel("bottom", "time since the first step shown", units="s", color=theme.MUTED)
         item.showGrid(x=True, y=False, alpha=theme.GRID_ALPHA)
         item.hideButtons()
@@ -55,6 +56,7 @@ class TimelineView(pg.PlotWidget):
                                        color=theme.MUTED, anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
         self.devices: list[str] = []
+        self.busy: dict[str, float] = {}
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
         menu = item.getViewBox().menu
@@ -66,19 +68,36 @@ class TimelineView(pg.PlotWidget):
             self.export_actions[fmt] = action
         self.setMinimumHeight(120)
 
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
+        return QtCore.QSize(600, 260)
+
     def set_devices(self, devices: list[str]) -> None:
         self.devices = list(devices)
-        ticks = [(i, name) for i, name in enumerate(self.devices)]
-        axis = self.getPlotItem().getAxis("left")
-        axis.setTicks([ticks, []])
-        # Tick labels do not widen the axis by themselves; size it for the longest name.
-        width = max([len(name) for name in self.devices] + [4])
-        axis.setWidth(int(12 + 7 * width))
+        self._label_rows()
         self.getPlotItem().setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0.05)
+
+    def set_busy(self, busy: dict[str, float]) -> None:
+        """Each device's busy share of the steps (0..1), shown in its row's label."""
+        busy = {str(d): float(v) for d, v in (busy or {}).items()}
+        if busy != self.busy:
+            self.busy = busy
+            self._label_rows()
+
+    def _label_rows(self) -> None:
+        # The share sits beside the bars it sums up ("cpu:0  71%"), one line a row: the
+        # bubble box beside stays the same height for 2 devices or 8.
+        labels = [f"{name}  {100 * self.busy[name]:.0f}%" if name in self.busy else name for name in self.devices]
+        axis = self.getPlotItem().getAxis("left")
+        axis.setTicks([list(enumerate(labels)), []])
+        # Tick labels do not widen the axis by themselves; size it for the longest label
+        # (room for "100%" always, so the axis keeps its width as the shares change).
+        width = max([len(name) + (6 if self.busy else 0) for name in self.devices] + [4])
+        axis.setWidth(int(12 + 7 * width))
 
     def clear_steps(self) -> None:
         # Not "clear": PlotWidget binds plotItem.clear (which removes every item) over that name.
         self.rows = []
+        self.set_busy({})
         self._draw()
 
     def set_steps(self, steps: Iterable[tuple[int, dict]]) -> None:

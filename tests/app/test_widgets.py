@@ -79,6 +79,8 @@ def test_plot_panel_draws_telemetry_steps_and_timeline(panel):
     assert {row[0] for row in panel.timeline.rows} == {3, 4, 5}  # the last three steps
     assert panel.bubble.measured.text() == "60.0%"
     assert panel.bubble.theory.text() == "50.0%"  # (p-1)/(m+p-1), p=2, m=1
+    ticks = panel.timeline.getPlotItem().getAxis("left")._tickLevels[0]
+    assert ticks == [(0, "cpu:0  50%"), (1, "cpu:1  30%")]  # each row carries its device's busy share
 
 
 def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
@@ -151,19 +153,45 @@ def test_changing_texts_never_raise_the_window_minimum_size(qtbot, qapp_configur
     qtbot.waitExposed(win)
     qapp_configured.processEvents()
     before = win.minimumSizeHint()
-    assert before.width() <= 1280 and before.height() <= 740, before
+    assert before.width() <= 1024 and before.height() <= 700, before  # a 1366x768 laptop, with a taskbar
     long = "Running pipeline on " + ", ".join(f"cuda:{i}" for i in range(16)) + " · step 30/30 · bubble 50%"
     win.set_status(long)
     win.plots.mode_label.setText(long)
     win.history.count_label.setText("12 runs in /a/very/long/path/" + "x" * 200 + "/runs.sqlite3")
     devices = [f"cuda:{i}" for i in range(8)]
-    win.plots.bubble.show_figures(0.5, 0.2, dict.fromkeys(devices, 0.5), 8, 4, "live, last steps")
+    win.plots.bubble.show_figures(0.5, 0.2, 8, 4, "live, last steps")
     win.plots.timeline.set_devices(devices)
+    win.plots.timeline.set_busy(dict.fromkeys(devices, 0.5))
     for _ in range(3):
         qapp_configured.processEvents()
     after = win.minimumSizeHint()
     assert after.width() == before.width() and after.height() <= before.height() + 8, (before, after)
     assert win.status_label.text() == long and win.status_label.toolTip() == long
+    win.shutdown()
+
+
+def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, qapp_configured):
+    """1366x768: a height-for-width bubble box once made Qt squeeze the plot rows into each other."""
+    from app.main_window import MainWindow
+    win = MainWindow(start_services=False)
+    qtbot.addWidget(win)
+    win.resize(1366, 768)
+    win.show()
+    qtbot.waitExposed(win)
+    devices = [f"cuda:{i}" for i in range(4)]
+    win.plots.bubble.show_figures(0.5, 0.2, 4, 4, "live, last steps")
+    win.plots.timeline.set_devices(devices)
+    win.plots.timeline.set_busy(dict.fromkeys(devices, 0.5))
+    qapp_configured.processEvents()
+    rects = {name: plot.geometry() for name, plot in win.plots.plots.items()}
+    for name, plot in win.plots.plots.items():
+        assert rects[name].height() >= plot.minimumHeight(), (name, rects[name])
+    bubble = win.plots.bubble
+    assert bubble.height() >= bubble.layout().heightForWidth(bubble.width())  # its wrapped lines fit
+    names = list(rects)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert not rects[a].intersects(rects[b]), (a, rects[a], b, rects[b])
     win.shutdown()
 
 
