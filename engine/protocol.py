@@ -13,13 +13,14 @@ from typing import Any, Iterable, Iterator
 VERSION = 1
 
 # Event types the worker emits. Readers must ignore types they do not know.
+LAUNCHED = "launched"  # device_pids, as soon as the rank processes exist (before torch is imported)
 STARTED = "started"    # pids, device map, config
 STEP = "step"          # one optimizer step: time, samples, loss, per-device busy intervals
 LOG = "log"            # a line of text for the user
 WARNING = "warning"    # something worth showing that does not end the run
 ERROR = "error"        # message, rank, traceback; a finished event follows
 FINISHED = "finished"  # status and summary; always the last event of a run
-EVENT_TYPES = (STARTED, STEP, LOG, WARNING, ERROR, FINISHED)
+EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED)
 
 # Lines the worker reads on its stdin. The first line is the config.
 STOP = "stop"

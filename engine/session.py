@@ -177,7 +177,7 @@ class RunSession:
                         ended = True
                         break
                     kind = event["type"]
-                    if kind == protocol.STARTED and self._sampler is not None:
+                    if kind in (protocol.LAUNCHED, protocol.STARTED) and self._sampler is not None:
                         for device, pid in (event.get("device_pids") or {}).items():
                             self._sampler.set_pid(device, pid)
                     elif kind == protocol.STEP:

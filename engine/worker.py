@@ -136,6 +136,10 @@ class Worker:
     # ---- the supervision loop ----------------------------------------------
     def run(self) -> int:
         self.launch()
+        # The rank processes exist now; torch, the model and the rendezvous take seconds
+        # more. Telemetry follows each process's memory from here, not from `started`.
+        self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
+                  device_pids=self.device_pids())
         failure: tuple[float, list] | None = None  # (when first seen, candidate causes)
         stop_requested = False
         while True:
@@ -202,18 +206,19 @@ class Worker:
             failure = self._note_failure(failure, ("error", r, ev))
         return failure
 
+    def device_pids(self) -> dict[str, int]:
+        """The process on each device (one process serves every device when world is 1)."""
+        if self.world > 1:
+            return {rr.device.name: rr.proc.pid for rr in self.ranks}
+        return {d.name: rr.proc.pid for rr in self.ranks for d in self.devices}
+
     def _send_started(self) -> None:
         self.started_sent = True
         split = next((rr.split for rr in self.ranks if rr.split is not None), None)
         self.split = split
-        device_pids = {}
-        for rr in self.ranks:
-            if self.world > 1:
-                device_pids[rr.device.name] = rr.proc.pid
-            else:
-                device_pids.update({d.name: rr.proc.pid for d in self.devices})
         self.emit(protocol.STARTED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
-                  worker_pid=os.getpid(), devices=[d.to_dict() for d in self.devices], device_pids=device_pids,
+                  worker_pid=os.getpid(), devices=[d.to_dict() for d in self.devices],
+                  device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=self.config.effective_micro_batches, clock_origin=self.origin)
 

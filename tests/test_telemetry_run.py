@@ -53,3 +53,14 @@ def test_every_device_has_nine_samples_per_second_of_run(runs):
         assert len(in_run) >= 9 * (end - start), (device, len(in_run), end - start)
     assert naive["telemetry"]["samples"] == len(samples)
     assert naive["telemetry"]["rate_hz"] == 10
+
+
+def test_each_rank_memory_is_followed_from_its_launch(runs):
+    """The `launched` event names the rank processes at once: their RSS is sampled while torch loads."""
+    db, naive, _ = runs
+    with Store(db) as store:
+        samples = store.samples(naive["run_id"])
+    for device in naive["devices"]:
+        rss = [s["mem_used"] for s in samples if s["device"] == device and s["mem_used"] is not None]
+        # A fresh interpreter is tens of MB; with torch, the model and its batches, hundreds.
+        assert rss and min(rss) < 0.5 * max(rss), (device, min(rss or [0]), max(rss or [0]))
