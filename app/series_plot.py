@@ -108,6 +108,14 @@ class SeriesPlot(pg.PlotWidget):
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
         self._data[key] = (x, y)
+        # A line needs two points: a one-step run, or a short run's one memory sample,
+        # would show nothing. Such series are drawn as dots until they grow.
+        lone = len(x) < 2
+        if lone != (curve.opts.get("symbol") is not None):
+            curve.setSymbol("o" if lone else None)
+            curve.setSymbolSize(6)
+            curve.setSymbolBrush(curve.opts["pen"].color())
+            curve.setSymbolPen(None)
         curve.setData(x, y)
 
     @contextlib.contextmanager

@@ -195,6 +195,17 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
     win.shutdown()
 
 
+def test_a_one_point_series_is_drawn_as_a_dot_until_it_grows(qtbot, qapp_configured):
+    from app.series_plot import SeriesPlot
+    plot = SeriesPlot("Loss", "loss")
+    qtbot.addWidget(plot)
+    plot.set_series("loss", np.array([0.0]), np.array([2.3]), "#ff0000")
+    curve = plot._curves["loss"]
+    assert curve.opts["symbol"] == "o" and len(curve.scatter.data) == 1
+    plot.set_series("loss", np.array([0.0, 1.0]), np.array([2.3, 2.2]), "#ff0000")
+    assert curve.opts["symbol"] is None
+
+
 @pytest.mark.parametrize("fmt", ["png", "svg", "csv"])
 def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
     # Not shown: the plots have never been laid out ("size=0" in pyqtgraph's exporter).
