@@ -146,6 +146,7 @@ def bench_idle_cpu(seconds: float = 10.0, warmup: float = 4.0, hz: float = 10.0)
 
 
 def bench_stalls(steps: int = 30) -> dict:
+    import psutil
     from PySide6 import QtCore
     from app.main_window import MainWindow
     app = _app()
@@ -180,18 +181,25 @@ def bench_stalls(steps: int = 30) -> dict:
 
     win.sigRunFinished.connect(finished)
     heartbeat.start(period_ms)
+    proc = psutil.Process()
+    c0 = proc.cpu_times()
     t0 = time.perf_counter()
     win.run_action.trigger()
     QtCore.QTimer.singleShot(300_000, loop.quit)
     loop.exec()
     heartbeat.stop()
     wall = time.perf_counter() - t0
+    c1 = proc.cpu_times()
+    # The app's whole process (UI thread, the session's reader and sampler threads): what
+    # it takes from the cores the ranks train on.
+    app_cpu = (c1.user - c0.user) + (c1.system - c0.system)
     gaps = [(b - a) * 1000 - period_ms for a, b in zip(beats, beats[1:])]
     win.shutdown()
     win.deleteLater()
     app.processEvents()
     gaps.sort()
     return {"status": done.get("status"), "run_s": round(wall, 2), "beats": len(beats),
+            "app_cpu_percent_of_a_core": round(100 * app_cpu / wall, 1),
             "stall_max_ms": round(max(gaps), 1) if gaps else None,
             "stall_p99_ms": round(gaps[int(0.99 * len(gaps)) - 1], 1) if gaps else None,
             "late_over_50ms": sum(g > 50 for g in gaps)}

@@ -18,12 +18,29 @@ from PySide6 import QtCore, QtWidgets
 from app import theme
 from app.elided_label import ElidedLabel
 from app.live_data import RunProgress, StepHistory, TelemetryHistory
-from app.series_plot import SeriesPlot
+from app.series_plot import SeriesPlot, cache_axes
 from app.timeline_view import KINDS, TimelineView
 
 LIVE_WINDOW_S = 60.0
 # The plots redrawn together, each in its own redraw tick (see PlotPanel.redraw).
 FRAME_GROUPS = ("telemetry", "steps", "timeline")
+
+
+STEP_AXIS_PAD = 0.02
+
+
+def step_axis_end(last_step: float | None, steps_total: int) -> float:
+    """Where the live step axis ends: the first of 10, 20, 50, 100, 200, ... past the last
+    step, and never past the run's last step."""
+    last = last_step or 0.0
+    end, scale = 10, 10
+    while end <= last:
+        for m in (2, 5, 10):
+            end = m * scale
+            if end > last:
+                break
+        scale *= 10
+    return float(min(end, steps_total - 1)) if steps_total > 1 else float(end)
 
 
 class RelativeTimeAxis(pg.AxisItem):
@@ -143,11 +160,12 @@ class PlotPanel(QtWidgets.QWidget):
         self.window_s = LIVE_WINDOW_S
         # Scrolling the telemetry plots repaints them; a few frames a second reads as live
         # (the samples themselves are all drawn) at a fraction of the cost of every frame.
-        self.telemetry_frame_s = 0.25
+        self.telemetry_frame_s = 0.5
         self._telemetry_frame_at = -1e9
         self._drawn: dict[tuple[str, str], int] = {}
         self._timeline_drawn = -1
         self._group_drawn_at = dict.fromkeys(FRAME_GROUPS, -1e9)
+        self._step_axis_end: dict[str, float] = {}  # per step plot, while live
         self._run_lines: list[tuple[SeriesPlot, pg.InfiniteLine]] = []
         self.history_runs: list[RunData] = []
 
@@ -170,6 +188,8 @@ class PlotPanel(QtWidgets.QWidget):
         self.util_plot.setAxisItems({"bottom": self.util_axis})
         self.mem_plot = SeriesPlot("Memory per device", "used", "B", export_name="memory")
         self.mem_plot.setAxisItems({"bottom": self.mem_axis})
+        for plot in (self.util_plot, self.mem_plot):
+            cache_axes(plot.getPlotItem())  # the new time axes too
         self.thr_plot = SeriesPlot("Throughput", "samples/s", None, x_label="step", x_units=None,
                                    export_name="throughput")
         self.loss_plot = SeriesPlot("Loss", "loss", None, x_label="step", x_units=None, export_name="loss")
@@ -224,8 +244,7 @@ class PlotPanel(QtWidgets.QWidget):
             for plot, axis in ((self.util_plot, self.util_axis), (self.mem_plot, self.mem_axis)):
                 plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
                 plot.getPlotItem().enableAutoRange(x=False)
-            self.thr_plot.getPlotItem().enableAutoRange()
-            self.loss_plot.getPlotItem().enableAutoRange()
+            self._fit_step_axes()
             self._restore_run_lines()
             self.timeline.set_devices(self.progress.devices)
             self.timeline.clear_steps()
@@ -250,8 +269,28 @@ class PlotPanel(QtWidgets.QWidget):
         self._timeline_drawn = -1
         self.timeline.set_devices(progress.devices)
         self.timeline.clear_steps()
-        if self.mode != "live" and show:
+        if self.mode == "live":
+            self._fit_step_axes()
+        elif show:
             self.set_mode("live")
+
+    def _fit_step_axes(self) -> None:
+        """Live: the step axis grows in steps of 10, 20, 50, 100, ... (see step_axis_end).
+
+        An axis that followed every step was redrawn, tick text and grid, on every step
+        (half of these plots' paint time); one that moves a few times a run is painted
+        from its cache, and the curve still fills at least 40 % of the width.
+        """
+        self._step_axis_end.clear()
+        for plot in (self.thr_plot, self.loss_plot):
+            plot.legend.setVisible(False)  # one curve, named by the title; it would hide the first steps
+            plot.getPlotItem().enableAutoRange(x=False, y=True)
+            self._set_step_axis(plot, step_axis_end(0, self.progress.steps_total))
+
+    def _set_step_axis(self, plot: SeriesPlot, end: float) -> None:
+        if self._step_axis_end.get(plot.export_name) != end:
+            self._step_axis_end[plot.export_name] = end
+            plot.getPlotItem().setXRange(-STEP_AXIS_PAD * end, (1 + STEP_AXIS_PAD) * end, padding=0)
 
     def mark_run(self, t: float, text: str) -> None:
         """A vertical line on the telemetry plots at telemetry time ``t`` (run start or end)."""
@@ -352,6 +391,7 @@ class PlotPanel(QtWidgets.QWidget):
             key = (kind, "")
             if len(buf) and (force or self._drawn.get(key) != buf.version):
                 with plot.frame():
+                    self._set_step_axis(plot, step_axis_end(buf.last(0), self.progress.steps_total))
                     plot.set_series(kind, buf.column(0), buf.column(1), color, name)
                 self._drawn[key] = buf.version
                 updated += 1
@@ -418,6 +458,7 @@ class PlotPanel(QtWidgets.QWidget):
                     plot.set_series(run.run_id, arr[:, 0], arr[:, 1], color, run.label)
         for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
             plot.getPlotItem().enableAutoRange()
+            plot.legend.setVisible(True)
         self.util_plot.getPlotItem().enableAutoRange(y=False)
         self.util_plot.setYRange(0, 100, padding=0.02)
         # The timeline and the bubble show the first (newest) selected run.

@@ -9,11 +9,15 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from app import plot_export, theme
+from app.series_plot import cache_axes
 
 KINDS = ("forward", "backward", "transfer", "optimizer", "wait")
 ROW_HEIGHT = 0.72
 # Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
 KIND_HEIGHT = {"wait": 0.22}
+# The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
+X_RANGE_HEADROOM = 1.12
+X_RANGE_SHRINK = 0.6
 
 
 class TimelineView(pg.PlotWidget):
@@ -57,6 +61,7 @@ class TimelineView(pg.PlotWidget):
         item.addItem(self.placeholder, ignoreBounds=True)
         self.devices: list[str] = []
         self.busy: dict[str, float] = {}
+        self._x_max = 0.0
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
         menu = item.getViewBox().menu
@@ -66,6 +71,7 @@ class TimelineView(pg.PlotWidget):
             action = menu.addAction(f"Export {fmt.upper()}…")
             action.triggered.connect(lambda _c=False, f=fmt: self._export_interactive(f))
             self.export_actions[fmt] = action
+        cache_axes(item)
         self.setMinimumHeight(120)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
@@ -97,6 +103,7 @@ class TimelineView(pg.PlotWidget):
     def clear_steps(self) -> None:
         # Not "clear": PlotWidget binds plotItem.clear (which removes every item) over that name.
         self.rows = []
+        self._x_max = 0.0
         self.set_busy({})
         self._draw()
 
@@ -147,8 +154,12 @@ class TimelineView(pg.PlotWidget):
         xs = np.repeat(np.array(sorted(starts.values())) - self.origin, 2)
         ys = np.tile([-0.5, n - 0.5], len(starts))
         self._steps_line.setData(xs, ys)
+        # The range moves only when the steps outgrow it or shrink well inside it: a range
+        # that followed every step's length redrew the time axis, text and grid, each step.
+        if not (X_RANGE_SHRINK * self._x_max <= end <= self._x_max):
+            self._x_max = end * X_RANGE_HEADROOM
         view = self.getPlotItem().getViewBox()
-        view.setXRange(0, end, padding=0.02)
+        view.setXRange(0, self._x_max, padding=0.02)
         # Move the items to the new range now: left to the paint, they would move during
         # the paint and the view would paint twice.
         view.updateMatrix()

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> dict:
             s = results["stalls"]
             print(f"app: UI-thread stalls during a run ({s.get('status')}, {s.get('run_s')} s): "
                   f"max {s.get('stall_max_ms')} ms, p99 {s.get('stall_p99_ms')} ms "
-                  f"(goal < {GOALS['stall_max_ms']:g})")
+                  f"(goal < {GOALS['stall_max_ms']:g}); the app's process used "
+                  f"{s.get('app_cpu_percent_of_a_core')}% of a core meanwhile")
     return results
 
 

@@ -195,6 +195,21 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
     win.shutdown()
 
 
+def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
+    from app.plot_panel import step_axis_end
+    assert [step_axis_end(s, 400) for s in (0, 9, 10, 20, 99, 100, 250)] == [10, 10, 20, 50, 100, 200, 399]
+    assert step_axis_end(3, 6) == 5 and step_axis_end(1500, 0) == 2000  # the run's end; no known end
+    panel.show()
+    panel.progress.steps_total = 400
+    panel.set_mode("live")
+    ranges = set()
+    for step in range(6, 19):
+        panel.steps.add(step_event(step))
+        panel.redraw(force=True)
+        ranges.add(tuple(round(v, 6) for v in panel.thr_plot.getPlotItem().getViewBox().viewRange()[0]))
+    assert ranges == {(-0.2, 10.2), (-0.4, 20.4)}  # two ranges over 13 steps
+
+
 def test_a_one_point_series_is_drawn_as_a_dot_until_it_grows(qtbot, qapp_configured):
     from app.series_plot import SeriesPlot
     plot = SeriesPlot("Loss", "loss")
