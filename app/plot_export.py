@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -63,11 +64,24 @@ def export_svg(plot_item: pg.PlotItem, path: str | Path) -> Path:
     path = Path(path)
     with _laid_out(plot_item):
         try:
-            data = SVGExporter(plot_item).export(toBytes=True)
+            data = _sized_background(SVGExporter(plot_item).export(toBytes=True))
         except (ValueError, ZeroDivisionError, IndexError):
             data = _render_svg(plot_item)
     path.write_bytes(data)
     return path
+
+
+def _sized_background(svg: bytes) -> bytes:
+    """Give pyqtgraph's background rectangle the picture's size instead of "100%".
+
+    SVG Tiny, which pyqtgraph declares and Qt's renderer (and every QtSvg-based viewer)
+    reads, has no percentages: the dark background was drawn as a 100-pixel square.
+    """
+    size = re.search(rb'viewBox ?= ?"0 0 ([0-9.]+) ([0-9.]+)"', svg)
+    if size is None:
+        return svg
+    return svg.replace(b'<rect width="100%" height="100%"',
+                       b'<rect width="' + size.group(1) + b'" height="' + size.group(2) + b'"', 1)
 
 
 def _render_svg(plot_item: pg.PlotItem) -> bytes:
