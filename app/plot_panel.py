@@ -158,10 +158,9 @@ class PlotPanel(QtWidgets.QWidget):
         self.progress = RunProgress()
         self.mode = "live"
         self.window_s = LIVE_WINDOW_S
-        # Scrolling the telemetry plots repaints them; a few frames a second reads as live
-        # (the samples themselves are all drawn) at a fraction of the cost of every frame.
+        # Scrolling the telemetry plots repaints them whole; twice a second reads as live
+        # (every sample is drawn; nvitop refreshes less often) at a fraction of the cost.
         self.telemetry_frame_s = 0.5
-        self._telemetry_frame_at = -1e9
         self._drawn: dict[tuple[str, str], int] = {}
         self._timeline_drawn = -1
         self._group_drawn_at = dict.fromkeys(FRAME_GROUPS, -1e9)
@@ -324,10 +323,10 @@ class PlotPanel(QtWidgets.QWidget):
         """Hand changed buffers to the plots and scroll the time window; returns curves updated.
 
         One call draws at most one group of plots (``FRAME_GROUPS``), the one that has
-        waited longest; ``force`` draws them all. Each plot view repaints in 3-8 ms, and
-        twice that while a run's ranks hold every core: a tick that repainted all five
-        views blocked the UI thread for 40-70 ms. With the 10 Hz tick of a run every
-        group still refreshes at least three times a second.
+        waited longest; ``force`` draws them all. A view's repaint takes milliseconds, twice
+        that while a run's ranks hold every core, and a tick that repainted all five views
+        blocked the UI thread for 40-70 ms. With the 10 Hz tick of a run, a group that has
+        something new waits at most two ticks.
         """
         if self.mode != "live":
             return 0
@@ -339,7 +338,6 @@ class PlotPanel(QtWidgets.QWidget):
         for group in due:
             self._group_drawn_at[group] = now
             if group == "telemetry":
-                self._telemetry_frame_at = now
                 updated += self._redraw_telemetry(now, force)
             elif group == "steps":
                 updated += self._redraw_steps(force)
@@ -349,7 +347,7 @@ class PlotPanel(QtWidgets.QWidget):
 
     def _is_due(self, group: str, now: float) -> bool:
         if group == "telemetry":
-            return now - self._telemetry_frame_at >= self.telemetry_frame_s
+            return now - self._group_drawn_at["telemetry"] >= self.telemetry_frame_s
         if group == "steps":
             return any(self._drawn.get((kind, "")) != buf.version
                        for kind, buf in (("thr", self.steps.throughput), ("loss", self.steps.loss)) if len(buf))
