@@ -74,10 +74,12 @@ def main() -> int:
         import torch.distributed as dist
         # DDP needs a process group even on one device.
         needs_group = world > 1 or config.strategy == "ddp"
+        if own.kind == "cuda":
+            # Also without a process group: a one-process run on cuda:1 must not make
+            # its CUDA context (and its default-device work) on GPU 0.
+            torch.cuda.set_device(own.index)
         if needs_group:
             backend = "nccl" if own.kind == "cuda" else "gloo"
-            if own.kind == "cuda":
-                torch.cuda.set_device(own.index)
             timeout = timedelta(seconds=config.hang_timeout_s)
             store_file = os.environ.get("SPLITSCOPE_STORE_FILE")
             if store_file:
@@ -117,8 +119,10 @@ def run_rank(config, devices, rank, world, channel) -> None:
     from engine.timing import StepTimer
     spec = build(config)
     split = resolve_split(config, spec, devices, rank, world)
+    # The GPUs this process works on: its own, or every listed one when it is alone.
+    mine = devices if world == 1 else [devices[rank]]
     ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
-                      spec=spec, timer=StepTimer())
+                      spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.load(config.strategy).build(ctx)
     channel.emit("ready", pid=os.getpid(), split=list(split) if split else None)
     try:

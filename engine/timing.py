@@ -19,11 +19,12 @@ KINDS = BUSY_KINDS + ("wait",)
 class StepTimer:
     """Collects (kind, t0, t1) intervals per device for one step at a time. Thread-safe."""
 
-    def __init__(self):
+    def __init__(self, cuda_indices=()):
         self._lock = threading.Lock()
         self._intervals: dict[str, list[list]] = {}
         self._cuda_pending: list[tuple[str, str, object, object]] = []
         self._cuda_anchor: dict[int, tuple[float, object]] = {}
+        self.cuda_indices = tuple(cuda_indices)  # the GPUs this process works on
         self.step_start = 0.0
 
     def begin_step(self) -> None:
@@ -31,7 +32,24 @@ class StepTimer:
             self._intervals = {}
             self._cuda_pending = []
             self._cuda_anchor = {}
+        if self.cuda_indices:
+            self._anchor_idle_gpus()
         self.step_start = time.perf_counter()
+
+    def _anchor_idle_gpus(self) -> None:
+        """Pair the host clock with an event on each GPU while the GPU is idle.
+
+        An anchor recorded behind queued work (a pipeline rank's first span comes after
+        a wait for its peer's activation) would fire late and shift the whole step's
+        intervals earlier.
+        """
+        import torch
+        for index in self.cuda_indices:
+            with torch.cuda.device(index):
+                torch.cuda.synchronize()
+                anchor = torch.cuda.Event(enable_timing=True)
+                anchor.record()
+                self._cuda_anchor[index] = (time.perf_counter(), anchor)
 
     def add(self, device: str, kind: str, t0: float, t1: float) -> None:
         with self._lock:
@@ -73,7 +91,8 @@ class StepTimer:
         """The step's intervals per device (absolute perf_counter seconds)."""
         if self._cuda_pending:
             import torch
-            torch.cuda.synchronize()
+            for index in self._cuda_anchor:  # every GPU used, not only the current one
+                torch.cuda.synchronize(index)
             for name, kind, index, (start, end) in self._cuda_pending:
                 host0, anchor = self._cuda_anchor[index]
                 t0 = host0 + anchor.elapsed_time(start) / 1000.0

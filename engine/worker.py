@@ -103,6 +103,7 @@ class Worker:
                        RANK=str(rank), WORLD_SIZE=str(self.world), LOCAL_RANK=str(rank),
                        GLOO_SOCKET_IFNAME="lo",                     # gloo listens on loopback only
                        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
+                       CUDA_DEVICE_ORDER="PCI_BUS_ID",              # cuda:K is NVML's GPU K (telemetry)
                        SPLITSCOPE_CONFIG=self.config.to_json(), SPLITSCOPE_DEVICES=device_json,
                        SPLITSCOPE_EVENT_FD=str(write_fd), SPLITSCOPE_STORE_FILE=store_file,
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

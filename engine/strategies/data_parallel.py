@@ -20,6 +20,9 @@ def check(config, devices, n_blocks) -> list[Problem]:
     if len(kinds) > 1:
         return [Problem("devices", "data-parallel needs devices of one kind (all cpu or all cuda), "
                                    f"got {', '.join(d.name for d in devices)}")]
+    cuda = [d.index for d in devices if d.kind == "cuda"]
+    if len(set(cuda)) != len(cuda):  # nn.DataParallel replicates by broadcast: one replica a GPU
+        return [Problem("devices", "data-parallel needs distinct GPUs, one replica per GPU")]
     return []
 
 

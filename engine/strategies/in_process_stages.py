@@ -34,8 +34,7 @@ class InProcessStages(Executor):
         for x, y in zip(inputs.chunk(m), targets.chunk(m)):
             h, per_stage = x, []
             for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
-                with timer.span(dev, "transfer"):
-                    h = h.to(dev.torch_device, non_blocking=True)
+                h = self._move(h, self.devices[k - 1] if k else None, dev)
                 cut = h.detach().requires_grad_(h.is_floating_point())
                 with timer.span(dev, "forward"):
                     h = stage(cut)
@@ -57,12 +56,24 @@ class InProcessStages(Executor):
                     else:
                         out.backward(grad)
                 if k > 0:
-                    with timer.span(self.devices[k - 1], "transfer"):
-                        grad = cut.grad.to(self.devices[k - 1].torch_device, non_blocking=True)
+                    grad = self._move(cut.grad, dev, self.devices[k - 1])
         with timer.span(self.devices[0], "optimizer"):
             self.optimizer.step()
         total = float(sum(l.detach().float().cpu() for l in losses))
         return StepResult(loss_part=total, samples=int(inputs.shape[0]))
+
+    def _move(self, tensor: torch.Tensor, src, dst) -> torch.Tensor:
+        """Copy to ``dst``, timed as a transfer on the GPU that does the copy.
+
+        A copy between GPUs runs on the source GPU's stream (the destination only
+        waits for it), a copy from the host on the destination's: a span on the
+        receiving GPU would also cover the sender's queued work. ``src`` None is the host.
+        """
+        on = src if src is not None and src.kind == "cuda" else dst
+        with self.timer.span(on, "transfer"):
+            # Into host memory the copy must have landed before the CPU stage reads it:
+            # non_blocking there returns a pinned tensor still being written.
+            return tensor.to(dst.torch_device, non_blocking=dst.kind == "cuda")
 
     def param_sq(self) -> float:
         return sum(params_sq(s) for s in self.stages)
