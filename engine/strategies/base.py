@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.config import ExperimentConfig
+from engine.config import ExperimentConfig, Problem
 from engine.devices import Device
 from engine.timing import StepTimer
 
@@ -23,6 +23,17 @@ if TYPE_CHECKING:
     import torch
 
     from engine.models.spec import ModelSpec
+
+
+def replica_device_problems(strategy: str, devices, one_per_gpu: str) -> list[Problem]:
+    """A replica on each device (data-parallel, ddp): one kind of device, and no GPU twice."""
+    if len({d.kind for d in devices}) > 1:
+        return [Problem("devices", f"{strategy} needs devices of one kind (all cpu or all cuda), "
+                                   f"got {', '.join(d.name for d in devices)}")]
+    cuda = [d.index for d in devices if d.kind == "cuda"]
+    if len(set(cuda)) != len(cuda):
+        return [Problem("devices", f"{strategy} needs distinct GPUs, {one_per_gpu}")]
+    return []
 
 
 @dataclass

@@ -9,6 +9,7 @@ loss, reduce, optimizer) is what this strategy makes visible.
 from __future__ import annotations
 
 from engine.config import Problem
+from engine.strategies.base import replica_device_problems
 
 
 def world_size(config, devices) -> int:
@@ -16,14 +17,7 @@ def world_size(config, devices) -> int:
 
 
 def check(config, devices, n_blocks) -> list[Problem]:
-    kinds = {d.kind for d in devices}
-    if len(kinds) > 1:
-        return [Problem("devices", "data-parallel needs devices of one kind (all cpu or all cuda), "
-                                   f"got {', '.join(d.name for d in devices)}")]
-    cuda = [d.index for d in devices if d.kind == "cuda"]
-    if len(set(cuda)) != len(cuda):  # nn.DataParallel replicates by broadcast: one replica a GPU
-        return [Problem("devices", "data-parallel needs distinct GPUs, one replica per GPU")]
-    return []
+    return replica_device_problems("data-parallel", devices, "one replica per GPU")
 
 
 def build(ctx):

@@ -8,6 +8,7 @@ the full batch's mean-loss gradient, even when chunks are uneven or empty.
 from __future__ import annotations
 
 from engine.config import Problem
+from engine.strategies.base import replica_device_problems
 
 
 def world_size(config, devices) -> int:
@@ -15,14 +16,7 @@ def world_size(config, devices) -> int:
 
 
 def check(config, devices, n_blocks) -> list[Problem]:
-    kinds = {d.kind for d in devices}
-    if len(kinds) > 1:
-        return [Problem("devices", "ddp needs devices of one kind (all cpu or all cuda), "
-                                   f"got {', '.join(d.name for d in devices)}")]
-    cuda = [d.index for d in devices if d.kind == "cuda"]
-    if len(set(cuda)) != len(cuda):
-        return [Problem("devices", "ddp needs distinct GPUs, one per process")]
-    return []
+    return replica_device_problems("ddp", devices, "one per process")
 
 
 def build(ctx):
