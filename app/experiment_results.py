@@ -19,7 +19,7 @@ from app.series_plot import SeriesPlot
 
 BEST_COLOR = theme.OK
 TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "samples/s",
-                 "bubble meas. / theory", "runs", "note")
+                 "bubble meas. / theory", "stage balance", "runs", "note")
 
 
 def _number(value) -> bool:
@@ -38,6 +38,15 @@ def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = "
         return "—"
     text = format(mean * scale, spec)
     return text + (f" ± {format(std * scale, spec)}" if std is not None else "")
+
+
+def _balance_text(point: dict) -> str:
+    """"0.94 (65% | 69%)": the least over the most busy stage, then each device's busy share."""
+    balance = point.get("stage_balance")
+    if not _number(balance):
+        return "—"
+    busy = [b for b in point.get("devices_busy") or [] if _number(b)]
+    return f"{balance:.2f}" + (f" ({' | '.join(format(b, '.0%') for b in busy)})" if busy else "")
 
 
 def _compact(value) -> str:
@@ -273,6 +282,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
                 _pm(_stat(p, "step_time_s", "mean"), _stat(p, "step_time_s", "std"), 1000.0, ",.2f"),
                 _pm(_stat(p, "throughput", "mean"), _stat(p, "throughput", "std"), 1.0, ",.0f"),
                 bubble_text,
+                _balance_text(p),
                 str(len(p.get("run_ids") or [])),
                 str(p.get("error") or "").splitlines()[0][:160] if p.get("error") else "",
             ]

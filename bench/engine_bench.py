@@ -4,7 +4,10 @@
   as a fraction of the ideal speedup p*m/(m+p-1) = 1.6, over several mlp shapes;
 - engine overhead: ``single`` against a plain hand-written loop on the same
   model, data and one pinned thread;
-- launch latency: from starting a run to its first step event, toy model.
+- launch latency: from starting a run to its first step event, toy model;
+- split point: the split-point experiment on a model whose later blocks are
+  heavier (examples/heavy_later_blocks.py): the fastest split by step time and
+  each split's step time relative to the balanced one.
 """
 from __future__ import annotations
 
@@ -125,6 +128,19 @@ def sampling_cost(db: str, rounds: int = 5) -> dict:
             "ratio": statistics.median(on) / statistics.median(off)}
 
 
+def split_point_finding(db: str, repeats: int = 3) -> dict:
+    """The split-point preset, as a user runs it, on blocks costing 1, 1, 1, 1, 2, 2 (balanced: split 4)."""
+    from engine.experiments import ExperimentRunner
+    base = ExperimentConfig(model_file=str(ROOT / "examples" / "heavy_later_blocks.py"), devices="cpu:2",
+                            batch_size=512, micro_batches=4, steps=8)
+    result = ExperimentRunner("split-point", base, repeats=repeats, db_path=db).run()
+    points = {p["label"]: p for p in result["points"] if p.get("step_time_s")}
+    balanced = points["split 4"]["step_time_s"]["mean"]
+    return {"best": result["best"], "automatic_split": result.get("automatic_split"),
+            "relative": {label: p["step_time_s"]["mean"] / balanced for label, p in points.items()},
+            "stage_balance": {label: p.get("stage_balance") for label, p in points.items()}}
+
+
 def main(db: str | None = None) -> dict:
     import tempfile
     db = db or str(Path(tempfile.mkdtemp()) / "bench.sqlite3")
@@ -147,6 +163,13 @@ def main(db: str | None = None) -> dict:
         print(f"  {r['shape']}: naive {r['naive_ms']:.0f} ms, pipeline {r['pipeline_ms']:.0f} ms, speedup "
               f"{r['speedup']:.2f} = {r['efficiency']:.2f} of ideal (bubble {r['bubble_naive']:.2f} -> "
               f"{r['bubble_pipeline']:.2f})", flush=True)
+    print("split-point experiment, blocks costing 1,1,1,1,2,2 (balanced split 4), pipeline m=4 on cpu:2, "
+          "3 repeats:", flush=True)
+    results["split_point"] = sp = split_point_finding(db)
+    print(f"  fastest {sp['best']}, automatic split {sp['automatic_split']}; step time / split 4's: "
+          + ", ".join(f"{label} {ratio:.2f}" for label, ratio in sp["relative"].items()), flush=True)
+    print("  stage balance: " + ", ".join(f"{label} {b:.2f}" for label, b in sp["stage_balance"].items()
+                                         if b is not None), flush=True)
     return results
 
 

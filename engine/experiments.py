@@ -257,6 +257,11 @@ def _mean_std(values: list[float], within: list[float]) -> dict:
     return {"mean": mean, "std": std}
 
 
+def _mean_or_none(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
 def reduce_point(point: Point, runs: list[dict]) -> dict:
     first = runs[0]
     return {
@@ -271,7 +276,8 @@ def reduce_point(point: Point, runs: list[dict]) -> dict:
         "throughput": _mean_std([r["throughput"]["mean"] for r in runs], [r["throughput"]["std"] for r in runs]),
         "bubble": {"measured": statistics.fmean(r["bubble"]["measured"] for r in runs),
                    "theory": first["bubble"]["theory"]},
-        "devices_busy": [statistics.fmean(v) for v in zip(*(r["devices_busy"] for r in runs))],
+        "devices_busy": [statistics.fmean(v) for v in zip(*(r["devices_busy"] or [] for r in runs))],
+        "stage_balance": _mean_or_none([r.get("stage_balance") for r in runs]),
         "util_mean": (first.get("telemetry") or {}).get("util_mean"),
         "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
         "batch_split": first.get("batch_split")[-1] if first.get("batch_split") else None,

@@ -33,6 +33,8 @@ def summary_table(s: dict) -> str:
         rows.append(("param norm", f"{s['param_norm']:.6g}"))
     if s.get("devices_busy"):
         rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s["devices"], s["devices_busy"]))))
+    if s.get("stage_balance") is not None:
+        rows.append(("stage balance", f"{s['stage_balance']:.2f} (least / most busy stage; 1 = even split)"))
     bubble = s.get("bubble") or {}
     if bubble.get("measured") is not None:
         theory = f" (theory {bubble['theory']:.2f})" if bubble.get("theory") is not None else ""

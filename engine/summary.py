@@ -14,6 +14,19 @@ def theoretical_bubble(strategy: str, stages: int, micro_batches: int) -> float 
     return (stages - 1) / (micro_batches + stages - 1)
 
 
+def stage_balance(strategy: str, devices: list[str], devices_busy: list[float] | None) -> float | None:
+    """The least busy stage's busy time over the busiest one's: 1.0 when the split gives every stage equal work.
+
+    Busy time counts each stage's own work whatever the other stage does, so this
+    finds the balanced split even when the step times of neighbouring splits are
+    within the noise (two shared cores). None unless the run has stages on distinct devices.
+    """
+    if strategy not in ("pipeline", "model-parallel") or not devices_busy or len(set(devices)) < 2:
+        return None
+    busiest = max(devices_busy)
+    return min(devices_busy) / busiest if busiest > 0 else None
+
+
 class StepMerger:
     """Collects each rank's report of a step; emits one merged step when all ranks have reported.
 
@@ -103,6 +116,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         "loss": {"first": losses[0], "last": losses[-1]} if losses else None,
         "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
         "devices_busy": devices_busy,
+        "stage_balance": stage_balance(config["strategy"], devices, devices_busy),
         "bubble": {
             "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
             "theory": theoretical_bubble(config["strategy"], stages, micro_batches),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,19 +12,8 @@ from engine.store import Store
 TINY = ["--repeats", "1", "--steps", "3", "--warmup", "1", "--width", "32", "--depth", "4", "--devices", "cpu:2",
         "--json"]
 
-HEAVY_LATER_BLOCKS = '''
-import torch
-from torch import nn
-
-def build_model():
-    light = lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU())
-    heavy = lambda: nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU())
-    # costs about 1, 1, 1, 1, 2, 2: the balanced split 4 (4|4) is not the middle one, 3 (3|5)
-    return nn.Sequential(light(), light(), light(), light(), heavy(), heavy())
-
-def make_batch(batch_size, generator):
-    return torch.randn(batch_size, 512, generator=generator), torch.randn(batch_size, 512, generator=generator)
-'''
+# Later blocks heavier (costs 1, 1, 1, 1, 2, 2): the balanced split is 4, the middle one 3.
+HEAVY_LATER_BLOCKS = Path(__file__).resolve().parent.parent / "examples" / "heavy_later_blocks.py"
 
 
 def run_experiment(capsys, *args) -> dict:
@@ -47,7 +37,8 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
     labels = [p["label"] for p in result["points"]]
     assert result["best"] in labels
     for point in result["points"]:
-        assert set(point) >= {"label", "strategy", "split", "micro_batches", "step_time_s", "throughput", "run_ids"}
+        assert set(point) >= {"label", "strategy", "split", "micro_batches", "step_time_s", "throughput", "run_ids",
+                              "stage_balance"}
         assert point["step_time_s"]["std"] is not None and point["step_time_s"]["mean"] > 0
     with Store(fresh_store) as store:
         runs = store.list_runs(experiment_id=result["experiment_id"])
@@ -72,13 +63,23 @@ def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh
     assert all(p["step_time_s"]["std"] > 0 for p in result["points"])
 
 
-def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store, tmp_path):
-    model = tmp_path / "heavy_later.py"
-    model.write_text(HEAVY_LATER_BLOCKS)
-    result = run_experiment(capsys, "split-point", "--model-file", str(model), "--batch-size", "512",
+def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store):
+    result = run_experiment(capsys, "split-point", "--model-file", str(HEAVY_LATER_BLOCKS), "--batch-size", "512",
                             "--micro-batches", "4", "--steps", "8", "--repeats", "1", "--devices", "cpu:2", "--json")
-    assert result["best"] == "split 4", [(p["label"], p["step_time_s"]["mean"]) for p in result["points"]]
+    swept = {p["label"]: p for p in result["points"] if p["x"] is not None}
+    assert list(swept) == [f"split {k}" for k in range(1, 6)]
+    seen = {label: (round(p["stage_balance"], 2), round(p["step_time_s"]["mean"] * 1000, 1))
+            for label, p in swept.items()}
+    # The finding, by each stage's busy time (robust on shared cores): 4 (4|4) is the even split,
+    # not the middle 3 (3|5); its neighbours measure about 0.6 and 0.4, the ends 0.15 and 0.4.
+    assert max(swept, key=lambda label: swept[label]["stage_balance"]) == "split 4", seen
+    assert swept["split 4"]["stage_balance"] > 0.7, seen
     assert result["automatic_split"] == [4]
+    # Step times: neighbouring splits differ by less than the noise of two shared cores, so the
+    # fastest split is a benchmark figure (README); here only a generous bound: the even split
+    # beats the most uneven one (1|7, about 1.4x slower when quiet).
+    assert swept["split 4"]["step_time_s"]["mean"] < swept["split 1"]["step_time_s"]["mean"], seen
+    assert result["best"] == min(swept, key=lambda label: swept[label]["step_time_s"]["mean"])
 
 
 def test_a_stop_while_the_next_run_launches_is_not_lost(tmp_path):

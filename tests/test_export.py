@@ -137,7 +137,9 @@ def test_csv_has_units_in_the_header_and_every_row(store, run_id, tmp_path):
     assert busy == [["device", "busy (%)", "idle (%)"], ["cpu:0", "60.0", "40.0"], ["cpu:1", "45.0", "55.0"]]
 
 
-def test_png_decodes_at_twice_the_svg_size(store, run_id, tmp_path):
+def test_png_decodes_at_twice_the_svg_size(store, run_id, tmp_path, qapp):
+    # qapp: the process's one Qt application is pytest-qt's QApplication, which the app tests
+    # need too; left to itself, the export would make a QGuiApplication that they cannot use.
     pytest.importorskip("PySide6.QtSvg", reason="PNG export needs PySide6")
     from PySide6 import QtGui
     paths = export(store, run_id, "png", tmp_path / "png")

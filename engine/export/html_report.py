@@ -68,6 +68,10 @@ def _mean_std(stat, unit: str, factor: float = 1.0) -> str:
     return f"{format_value(stat['mean'] * factor)}{spread} {unit}"
 
 
+def _ratio(value) -> str:
+    return f"{value:.2f}" if is_number(value) else "—"
+
+
 def _duration(stat) -> str:
     """A step time in ms below a second, in s above (the tutorial's ResNet steps take seconds)."""
     mean = stat.get("mean") if isinstance(stat, dict) else None
@@ -96,6 +100,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("loss", f"{format_value(loss.get('first'))} → {format_value(loss.get('last'))}" if loss else None),
         ("parameter norm", s.get("param_norm")),
         ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(devices, busy)) or None),
+        ("stage balance", _ratio(s.get("stage_balance")) if s.get("stage_balance") is not None else None),
         ("bubble", f"measured {pct(bubble.get('measured'))}, theory {pct(bubble.get('theory'))}"),
     ]
     if telemetry:
@@ -125,7 +130,8 @@ def experiment_config_rows(experiment: dict) -> list[tuple[str, object]]:
 
 
 def experiment_points_table(result: dict) -> str:
-    columns = ["point", "strategy", "split", "micro-batches", "step time", "throughput", "bubble", "runs"]
+    columns = ["point", "strategy", "split", "micro-batches", "step time", "throughput", "bubble", "stage balance",
+               "runs"]
     rows = []
     for p in result.get("points") or []:
         if not isinstance(p, dict):
@@ -134,7 +140,7 @@ def experiment_points_table(result: dict) -> str:
         best = " (best)" if p.get("label") == result.get("best") else ""
         rows.append([f"{p.get('label')}{best}", p.get("strategy"), p.get("split"), p.get("micro_batches"),
                      _duration(p.get("step_time_s")), _mean_std(p.get("throughput"), "samples/s"),
-                     pct(bubble.get("measured")), len(p.get("run_ids") or [])])
+                     pct(bubble.get("measured")), _ratio(p.get("stage_balance")), len(p.get("run_ids") or [])])
     return table(columns, rows)
 
 

@@ -92,7 +92,7 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
         return {"label": f"split size {size}", "strategy": "pipeline", "x": size, "devices": ["cpu:0", "cpu:1"],
                 "split": [2], "micro_batches": 32 // size, "step_time_s": {"mean": ms / 1000, "std": std / 1000},
                 "throughput": {"mean": 32 / (ms / 1000), "std": 10.0}, "bubble": {"measured": 0.3, "theory": 0.2},
-                "run_ids": ["a", "b", "c"]}
+                "devices_busy": [0.6, 0.8], "stage_balance": 0.75, "run_ids": ["a", "b", "c"]}
 
     failed = {"label": "split size 1", "strategy": "pipeline", "x": 1, "step_time_s": None, "throughput": None,
               "error": "rank 1 failed: boom", "run_ids": ["d"]}
@@ -107,6 +107,9 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     assert view.table.item(2, 0).text() == "★ split size 8"
     assert "boom" in view.table.item(0, view.table.columnCount() - 1).text()
     assert "7.50 ± 0.30" in view.table.item(2, 5).text()
+    headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
+    assert view.table.item(2, headers.index("stage balance")).text() == "0.75 (60% | 80%)"
+    assert view.table.item(0, headers.index("stage balance")).text() == "—"
     # A comparison without a swept number has bars and no sweep.
     view.show_result({"experiment_id": "exp-2", "name": "compare-strategies", "best": "pipeline",
                       "points": [dict(point(4, 9.0, 0.5), label="pipeline", x=None)]})
