@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from engine.config import ExperimentConfig
+from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS
 from engine.strategies import SCHEDULES, STRATEGIES
 
@@ -184,10 +185,11 @@ class ExperimentPanel(QtWidgets.QWidget):
             if n > self.cores:
                 tip += f" (more than the {self.cores} cores here: timings then mean little)"
             choices.append((f"cpu:{n}", tip))
-        for k in range(1, len(self.gpus) + 1):
-            names = ",".join(f"cuda:{g['index']}" for g in self.gpus[:k])
-            choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in self.gpus[:k])))
-        if self.gpus:
+        usable = cuda_visible(self.gpus)
+        for k in range(1, len(usable) + 1):
+            names = ",".join(gpu_label(g) for g in usable[:k])
+            choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in usable[:k])))
+        if usable:
             choices.append(("cpu,cuda:0", "mixed placement, as in the seed's CPU+GPU model"))
         return choices
 
@@ -197,7 +199,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             for g in self.gpus:
                 mem = g.get("memory_total")
                 mem_text = f", {mem / 2**30:.0f} GiB" if mem else ""
-                parts.append(f"cuda:{g['index']} {g.get('name') or 'GPU'}{mem_text}")
+                parts.append(f"{gpu_label(g)} {g.get('name') or 'GPU'}{mem_text}")
         else:
             parts.append("no CUDA GPU")
         return " · ".join(parts)

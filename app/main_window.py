@@ -400,7 +400,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.gpus = list(gpus)
         if gpus:
             self.experiment.set_gpus(self.gpus)
-            self.log("GPUs: " + "; ".join(f"cuda:{g['index']} {g.get('name')}" for g in gpus))
+            self.log("GPUs: " + "; ".join(f"{devices_mod.gpu_label(g)} {g.get('name')}" for g in gpus))
 
     # -- the config and its validation ---------------------------------------------------
     def current_config(self) -> ExperimentConfig:

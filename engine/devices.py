@@ -38,9 +38,21 @@ def usable_cores() -> list[int]:
 
 
 def gpu_count() -> int:
-    """GPUs visible through NVML; 0 when there is no driver or library."""
-    from engine.telemetry import nvml
-    return nvml.device_count()
+    """GPUs torch will number cuda:0.. (NVML's, narrowed by CUDA_VISIBLE_DEVICES); 0 without a driver."""
+    from engine.telemetry.cuda_visible import visible_gpus
+    return len(visible_gpus())
+
+
+def gpu_label(gpu: dict) -> str:
+    """How a run names a GPU of ``nvml.inventory()``: "cuda:K", or its NVML index when CUDA does not see it."""
+    if gpu.get("cuda_index") is None:
+        return f"GPU {gpu.get('index')} (hidden by CUDA_VISIBLE_DEVICES)"
+    return f"cuda:{gpu['cuda_index']}"
+
+
+def cuda_visible(gpus: list[dict]) -> list[dict]:
+    """The inventory's GPUs a run can use, in the order of their names cuda:0, cuda:1, ..."""
+    return sorted((g for g in gpus if g.get("cuda_index") is not None), key=lambda g: g["cuda_index"])
 
 
 def cpu_devices(n: int, cores: list[int] | None = None) -> list[Device]:

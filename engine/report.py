@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import time
 
+from engine.devices import gpu_label
+
 
 def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
     if value is None:
@@ -87,7 +89,7 @@ def devices_table(inv: dict) -> str:
         mem = g.get("memory_total")
         size = f"  {mem / 2**30:.1f} GiB" if mem else ""
         lost = "  (lost)" if g.get("lost") else ""
-        lines.append(f"cuda:{g.get('index')}  {g.get('name')}{size}  driver {g.get('driver_version') or '?'}{lost}")
+        lines.append(f"{gpu_label(g)}  {g.get('name')}{size}  driver {g.get('driver_version') or '?'}{lost}")
         fields = g.get("fields") or {}
         if fields:
             have = [k for k, v in fields.items() if v]

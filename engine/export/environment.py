@@ -10,7 +10,7 @@ import importlib.metadata
 import os
 import platform
 
-from engine.devices import usable_cores
+from engine.devices import gpu_label, usable_cores
 from engine.telemetry import nvml
 
 
@@ -30,7 +30,7 @@ def _gpus() -> str:
     for gpu in gpus:
         memory = gpu.get("memory_total")
         size = f", {memory / 2 ** 30:.1f} GiB" if isinstance(memory, (int, float)) else ""
-        described.append(f"cuda:{gpu['index']} {gpu.get('name') or 'unknown GPU'}{size}")
+        described.append(f"{gpu_label(gpu)} {gpu.get('name') or 'unknown GPU'}{size}")
     return "; ".join(described)
 
 

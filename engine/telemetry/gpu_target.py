@@ -20,11 +20,11 @@ PCIE_THROUGHPUT_MIN_INTERVAL_S = 0.5
 
 
 class GpuTarget:
-    """One GPU by its NVML index (``nvidia-smi -i INDEX``)."""
+    """One GPU by its NVML index (``nvidia-smi -i INDEX``); None for a GPU NVML cannot read (a MIG instance)."""
 
     kind = "cuda"
 
-    def __init__(self, name: str, index: int):
+    def __init__(self, name: str, index: int | None):
         self.name = name
         self.index = index
         self._support: FieldSupport | None = None
@@ -38,7 +38,7 @@ class GpuTarget:
 
     def open(self, poll: Poll) -> None:
         """Probe the fields once; start the driver's sample ring and counters from now."""
-        if self.index >= nvml.device_count():
+        if self.index is None or self.index >= nvml.device_count():
             return  # read() reports it, once
         self._support = gpu_fields.probe(self.index)
         # Samples buffered before the sampler started belong to no run.
@@ -71,7 +71,10 @@ class GpuTarget:
             return False
         if not self._reported_gone:
             self._reported_gone = True
-            if nvml.is_lost(self.index):
+            if self.index is None:
+                poll.warn(f"{self.name}: not a whole GPU NVML can read (a MIG instance in CUDA_VISIBLE_DEVICES?); "
+                          "no telemetry for it")
+            elif nvml.is_lost(self.index):
                 why = nvml.lost_devices().get(self.index, "GPU is lost")
                 poll.warn(f"{self.name}: NVML lost GPU {self.index} ({why}); no more telemetry from it")
             else:

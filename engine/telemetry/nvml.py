@@ -188,7 +188,7 @@ def driver_version() -> str | None:
 
 
 def inventory() -> list[dict]:
-    """Per GPU: index, name, uuid, memory total, driver, and which fields NVML offers.
+    """Per GPU: NVML index, CUDA index, name, uuid, memory total, driver, and which fields NVML offers.
 
     For ``python main.py devices``. ``fields`` maps each DeviceSample field (and
     ``util_samples``, the driver-buffered utilization) to whether this GPU
@@ -196,13 +196,16 @@ def inventory() -> list[dict]:
     nvidia-smi equivalent: ``nvidia-smi -q`` (``--query-gpu=name,uuid,memory.total``).
     """
     from engine.telemetry import gpu_fields  # gpu_fields calls back into this module
+    from engine.telemetry.cuda_visible import visible_gpus
 
     driver = driver_version()
+    cuda_index = {index: k for k, index in enumerate(visible_gpus()) if index is not None}
     gpus = []
     for index in range(device_count()):
         memory = device_query(index, "nvmlDeviceGetMemoryInfo")
         gpus.append({
             "index": index,
+            "cuda_index": cuda_index.get(index),  # what a run calls it, cuda:K; None: hidden by CUDA_VISIBLE_DEVICES
             "name": text(device_query(index, "nvmlDeviceGetName")),
             "uuid": text(device_query(index, "nvmlDeviceGetUUID")),
             "memory_total": getattr(memory, "total", None),

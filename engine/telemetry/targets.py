@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
-from engine.telemetry import nvml
 from engine.telemetry.cpu_target import CpuTarget
+from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.gpu_target import GpuTarget
 
 if TYPE_CHECKING:
@@ -20,9 +20,13 @@ def targets_for(devices: list[Device]) -> list[Target]:
     ``TelemetrySampler.set_pid`` once the worker reports its ranks.
     """
     targets: list[Target] = []
+    visible = visible_gpus() if any(d.kind == "cuda" for d in devices) else []
     for device in devices:
         if device.kind == "cuda":
-            targets.append(GpuTarget(device.name, device.index))
+            # cuda:K is the K-th GPU CUDA_VISIBLE_DEVICES lets torch see. Past the end (no GPU here;
+            # validation refuses such runs) the target keeps K and says NVML does not see it.
+            index = visible[device.index] if device.index < len(visible) else device.index
+            targets.append(GpuTarget(device.name, index))
         elif device.kind == "cpu":
             core = device.core if device.core is not None else device.index
             targets.append(CpuTarget(device.name, core))
@@ -36,5 +40,5 @@ def all_targets() -> list[Target]:
     """Every GPU ("cuda:N") and every core this process may use ("core N"): the idle view."""
     from engine.devices import usable_cores  # engine.devices imports this package
 
-    gpus: list[Target] = [GpuTarget(f"cuda:{i}", i) for i in range(nvml.device_count())]
+    gpus: list[Target] = [GpuTarget(f"cuda:{k}", index) for k, index in enumerate(visible_gpus())]
     return gpus + [CpuTarget(f"core {core}", core) for core in usable_cores()]

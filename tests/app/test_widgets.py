@@ -416,12 +416,19 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
 
 
 def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
+    from PySide6 import QtCore
+
     from app.experiment_panel import ExperimentPanel
     panel = ExperimentPanel(cores=16)
     qtbot.addWidget(panel)
-    panel.set_gpus([{"index": 0, "name": "NVIDIA H200", "memory_total": 141 * 2**30},
-                    {"index": 1, "name": "NVIDIA H200", "memory_total": 141 * 2**30}])
+    # As with CUDA_VISIBLE_DEVICES=1,0: NVML's GPU 1 is cuda:0, and its GPU 2 is hidden from runs.
+    panel.set_gpus([{"index": 0, "cuda_index": 1, "name": "NVIDIA H200", "memory_total": 141 * 2**30},
+                    {"index": 1, "cuda_index": 0, "name": "NVIDIA H100", "memory_total": 80 * 2**30},
+                    {"index": 2, "cuda_index": None, "name": "NVIDIA L4", "memory_total": 24 * 2**30}])
     choices = [panel.devices_combo.itemText(i) for i in range(panel.devices_combo.count())]
     assert {"auto", "cpu:2", "cpu:16", "cuda:0", "cuda:0,cuda:1", "cpu,cuda:0"} <= set(choices)
-    assert "cuda:0 NVIDIA H200, 141 GiB" in panel.devices_info.text()
+    assert not any("cuda:2" in choice for choice in choices)
+    assert panel.devices_combo.itemData(choices.index("cuda:0"), QtCore.Qt.ItemDataRole.ToolTipRole) == "NVIDIA H100"
+    info = panel.devices_info.text()
+    assert "cuda:0 NVIDIA H100, 80 GiB" in info and "GPU 2 (hidden by CUDA_VISIBLE_DEVICES) NVIDIA L4" in info
     assert panel.devices_combo.currentText() == "cpu:2"  # the choice survives the inventory arriving

@@ -1,0 +1,77 @@
+"""cuda:K is the K-th GPU CUDA_VISIBLE_DEVICES shows torch, and telemetry reads that GPU (fake NVML)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from engine import devices
+from engine.devices import Device
+from engine.report import device_inventory, devices_table
+from engine.telemetry import TelemetrySampler, all_targets, nvml
+from engine.telemetry.cuda_visible import visible_gpus
+from engine.telemetry.targets import targets_for
+from fake_nvml import FakeGpu, make_fake_pynvml
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def four_gpus(monkeypatch):
+    """NVML sees four GPUs, each with its own utilization so a reading says which GPU it came from."""
+    gpus = [FakeGpu(uuid=uuid, util_gpu=util) for uuid, util in
+            (("GPU-aaaa-0", 10), ("GPU-bbbb-1", 11), ("GPU-bbcc-2", 12), ("GPU-dddd-3", 13))]
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml(gpus))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml.reset()
+    yield gpus
+    nvml.reset()
+
+
+@pytest.mark.parametrize("value,expected", [
+    (None, [0, 1, 2, 3]),
+    ("", []),                        # hides every GPU
+    ("2,3", [2, 3]),
+    ("3, 1", [3, 1]),                # the list's order is CUDA's numbering
+    ("1,7,2", [1]),                  # the list ends at an entry that names no GPU...
+    ("1,-1,2", [1]),
+    ("0,0,1", [0]),                  # ...or repeats one
+    ("GPU-dddd", [3]),               # a unique UUID prefix
+    ("GPU-bbcc-2,0", [2, 0]),
+    ("GPU-bb,0", []),                # an ambiguous prefix names no GPU
+    ("MIG-5e1c,1", [None, 1]),       # a MIG instance: CUDA sees it, NVML telemetry here does not
+    ("first", []),
+])
+def test_visible_gpus_reads_cuda_visible_devices_as_cuda_does(four_gpus, value, expected):
+    environ = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
+    assert visible_gpus(environ) == expected
+
+
+def test_a_run_on_cuda_0_samples_the_gpu_cuda_visible_devices_names(four_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert devices.gpu_count() == 2
+    assert [d.name for d in devices.parse("cuda", 2)] == ["cuda:0", "cuda:1"]
+    with pytest.raises(devices.DeviceError, match="GPUs 0..1"):
+        devices.parse("cuda:2", 1)
+    targets = targets_for([Device("cuda:0", "cuda", 0), Device("cuda:1", "cuda", 1)])
+    samples = TelemetrySampler(targets).poll_once()
+    util = {s.device: s.util for s in samples if s.util is not None}
+    assert util == {"cuda:0": 12, "cuda:1": 13}       # NVML's GPUs 2 and 3, not 0 and 1
+    assert [t.name for t in all_targets() if t.kind == "cuda"] == ["cuda:0", "cuda:1"]
+
+
+def test_the_inventory_names_each_gpu_as_a_run_would(four_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    inventory = nvml.inventory()
+    assert [g["cuda_index"] for g in inventory] == [None, 1, None, 0]
+    assert [g["uuid"] for g in devices.cuda_visible(inventory)] == ["GPU-dddd-3", "GPU-bbbb-1"]
+    table = devices_table(device_inventory())
+    assert "GPU 0 (hidden by CUDA_VISIBLE_DEVICES)" in table and "cuda:0  NVIDIA Fake H200" in table
+
+
+def test_a_mig_instance_is_said_to_have_no_telemetry_once(four_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-5e1c")
+    warnings: list[str] = []
+    sampler = TelemetrySampler(targets_for([Device("cuda:0", "cuda", 0)]), on_warning=warnings.append)
+    assert sampler.poll_once() == [] and sampler.poll_once() == []
+    assert len(warnings) == 1 and "MIG" in warnings[0]
