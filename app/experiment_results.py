@@ -75,6 +75,15 @@ def shared_prefix(labels: list[str]) -> tuple[str, list[str]]:
     return " ".join(words[0][:n]), [" ".join(w[n:]) for w in words]
 
 
+def _two_lines(label: str, longest: int = 12) -> str:
+    """"balanced\n(automatic)": a label longer than ``longest`` characters split at its middle space."""
+    if len(label) <= longest or " " not in label:
+        return label
+    spaces = [i for i, c in enumerate(label) if c == " "]
+    cut = min(spaces, key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "\n" + label[cut + 1:]
+
+
 class StepTimeBars(SeriesPlot):
     """One bar per point: mean step time, with the std as an error bar; the best bar in green."""
 
@@ -110,7 +119,9 @@ class StepTimeBars(SeriesPlot):
             item.addItem(extra)
             self._items.append(extra)
         prefix, ticks = shared_prefix(labels)
-        item.getAxis("bottom").setTicks([[(i, tick) for i, tick in enumerate(ticks)]])
+        # pyqtgraph drops a tick text that would overlap its neighbour: a long label
+        # ("balanced (automatic)") goes on two lines rather than vanish.
+        item.getAxis("bottom").setTicks([[(i, _two_lines(tick)) for i, tick in enumerate(ticks)]])
         item.setLabel("bottom", prefix or "point", color=theme.MUTED)
         # The data behind the bars, for the context menu's CSV export.
         self._data["mean (ms)"] = (x, np.asarray(means))
@@ -162,6 +173,11 @@ class SweepPlot(SeriesPlot):
             bars = pg.ErrorBarItem(x=x, y=y, height=2 * err, beam=0.0, pen=pg.mkPen(color, width=1.2))
             item.addItem(bars)
             self._items.append(bars)
+        xs = sorted({float(p["x"]) for p in swept})
+        if all(x.is_integer() for x in xs):  # split points, sizes, device counts: no 2.5 between them
+            item.getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]])
+        else:
+            item.getAxis("bottom").setTicks(None)
         best = next((p for p in swept if p.get("label") == best_label), None)
         if best is not None:
             bx, by = float(best["x"]), _stat(best, key, "mean") * scale

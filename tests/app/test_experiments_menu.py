@@ -103,6 +103,8 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     assert view.bars.means == [9.0, 7.5, 8.2] and view.bars.stds == [0.5, 0.3, 0.4]
     assert not view.sweep.isHidden()
     assert view.sweep.best_xy == (8.0, 7.5)
+    # Ticks at the swept sizes only (pyqtgraph's own would put 2.5-step ticks between them).
+    assert view.sweep.getPlotItem().getAxis("bottom")._tickLevels == [[(4.0, "4"), (8.0, "8"), (16.0, "16")]]
     assert view.table.rowCount() == 4
     assert view.table.item(2, 0).text() == "★ split size 8"
     assert "boom" in view.table.item(0, view.table.columnCount() - 1).text()
@@ -114,3 +116,8 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     view.show_result({"experiment_id": "exp-2", "name": "compare-strategies", "best": "pipeline",
                       "points": [dict(point(4, 9.0, 0.5), label="pipeline", x=None)]})
     assert view.sweep.isHidden() and view.point_labels() == ["pipeline"]
+    # A long bar label goes on two lines: pyqtgraph drops a tick text that overlaps its neighbour.
+    view.show_result({"experiment_id": "exp-3", "name": "split-point", "best": "split 4",
+                      "points": [dict(point(4, 9.0, 0.5), label="split 4", x=4),
+                                 dict(point(4, 9.5, 0.5), label="balanced (automatic)", x=None)]})
+    assert view.bars.getPlotItem().getAxis("bottom")._tickLevels == [[(0, "split 4"), (1, "balanced\n(automatic)")]]
