@@ -75,10 +75,10 @@ def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsy
     assert max(swept, key=lambda label: swept[label]["stage_balance"]) == "split 4", seen
     assert swept["split 4"]["stage_balance"] > 0.7, seen
     assert result["automatic_split"] == [4]
-    # Step times: neighbouring splits differ by less than the noise of two shared cores, so the
-    # fastest split is a benchmark figure (README); here only a generous bound: the even split
-    # beats the most uneven one (1|7, about 1.4x slower when quiet).
-    assert swept["split 4"]["step_time_s"]["mean"] < swept["split 1"]["step_time_s"]["mean"], seen
+    # Step times are no test here: neighbouring splits differ by less than the noise of two
+    # shared cores (CI once measured 3|5, 4|4 and 5|3 within 1.5 %), and with a third busy
+    # process even 1|7 came out faster than 4|4, its heavy stage then having a core to itself.
+    # The fastest split is a benchmark figure (bench.engine_bench, README).
     assert result["best"] == min(swept, key=lambda label: swept[label]["step_time_s"]["mean"])
 
 
