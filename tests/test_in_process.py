@@ -37,7 +37,7 @@ def test_in_process_stages_match_single_device(model, micro_batches):
     loss_2, sq_2, intervals = train(lambda ctx: InProcessStages(ctx, micro_batches), config, cpu, split=(1,))
     assert loss_2 == pytest.approx(loss_1, rel=1e-5)
     assert sq_2 == pytest.approx(sq_1, rel=1e-5)
-    # each stage's forward and backward are timed on its own device
+    # each stage's forward, backward and update are timed on its own device
     for name in ("cpu:0", "cpu:1"):
         kinds = {k for k, _, _ in intervals[name]}
-        assert {"forward", "backward"} <= kinds
+        assert {"forward", "backward", "optimizer"} <= kinds

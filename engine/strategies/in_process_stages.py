@@ -23,11 +23,14 @@ class InProcessStages(Executor):
         self.loss_fn = ctx.spec.loss_fn
         bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
         self.stages = [ctx.spec.sequential(a, b).to(d.torch_device) for (a, b), d in zip(bounds, self.devices)]
-        self.optimizer = sgd([p for s in self.stages for p in s.parameters()], ctx.config)
+        # One optimizer per stage, so each stage's update is timed on its own device (SGD's
+        # update is per parameter: the same as one optimizer over all of them).
+        self.optimizers = [sgd(stage.parameters(), ctx.config) for stage in self.stages]
 
     def step(self, inputs, targets) -> StepResult:
         timer, m = self.timer, self.micro_batches
-        self.optimizer.zero_grad(set_to_none=True)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
         # Forward every micro-batch through every stage, keeping each stage's cut input and output.
         saved: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
         losses = []
@@ -57,8 +60,9 @@ class InProcessStages(Executor):
                         out.backward(grad)
                 if k > 0:
                     grad = self._move(cut.grad, dev, self.devices[k - 1])
-        with timer.span(self.devices[0], "optimizer"):
-            self.optimizer.step()
+        for optimizer, dev in zip(self.optimizers, self.devices):
+            with timer.span(dev, "optimizer"):
+                optimizer.step()
         total = float(sum(l.detach().float().cpu() for l in losses))
         return StepResult(loss_part=total, samples=int(inputs.shape[0]))
 
