@@ -100,8 +100,10 @@ def devices_table(inv: dict) -> str:
     if not inv["gpus"]:
         lines.append("no CUDA GPUs (no NVIDIA driver, or none visible)")
     cpu = inv["cpu"]
-    lines.append(f"cpu: {cpu['cores']} usable cores: cpu:1 .. cpu:{cpu['virtual_devices']} "
-                 "(each virtual device is one pinned core with one intra-op thread)")
+    n = cpu["virtual_devices"]
+    lines.append(f"cpu: {cpu['cores']} usable core{'s' if cpu['cores'] != 1 else ''} "
+                 f"({', '.join(map(str, cpu.get('usable_cores') or []))}): --devices cpu:1 .. cpu:{n} "
+                 f"gives virtual devices cpu:0 .. cpu:{n - 1}, each one pinned core with one intra-op thread")
     return "\n".join(lines)
 
 

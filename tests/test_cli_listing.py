@@ -16,7 +16,9 @@ def test_devices_json_lists_gpus_and_cpu(capsys):
 def test_devices_table(capsys):
     assert cli.main(["devices"]) == 0
     out = capsys.readouterr().out
-    assert "cpu:" in out
+    from engine.devices import usable_cores
+    n = len(usable_cores())
+    assert f"--devices cpu:1 .. cpu:{n} gives virtual devices cpu:0 .. cpu:{n - 1}" in out
 
 
 def test_runs_lists_stored_runs_newest_first(capsys, fresh_store):
