@@ -22,6 +22,7 @@ RUN_COLORS = ["#4e9af1", "#f28e2b", "#59c36a", "#e15759", "#b07aa1", "#edc948", 
 
 # Timeline: what a device was doing.
 KIND_COLORS = {
+    "data": "#76b7b2",
     "forward": "#4e9af1",
     "backward": "#f28e2b",
     "transfer": "#b07aa1",

@@ -1,4 +1,4 @@
-"""TimelineView: what each device did during the last steps (forward, backward, transfer, idle)."""
+"""TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app import plot_export, theme
 from app.series_plot import cache_axes
+from engine.timing import KINDS  # the kinds a rank times (engine.timing imports no torch)
 
-KINDS = ("forward", "backward", "transfer", "optimizer", "wait")
 ROW_HEIGHT = 0.72
 # Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
 KIND_HEIGHT = {"wait": 0.22}

@@ -51,6 +51,11 @@ class EventChannel:
             self._file.write(line + "\n")
 
 
+def own_device(devices, rank: int, world: int):
+    """The device this process is pinned to: its rank's, or when alone its first CPU device (else its first)."""
+    return devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
+
+
 def _pin(device) -> None:
     """One pinned core and one intra-op thread per CPU virtual device."""
     if device.kind == "cpu" and device.core is not None and hasattr(os, "sched_setaffinity"):
@@ -67,7 +72,7 @@ def main() -> int:
         from engine.devices import Device
         config = ExperimentConfig.from_json(os.environ["SPLITSCOPE_CONFIG"])
         devices = [Device(**d) for d in json.loads(os.environ["SPLITSCOPE_DEVICES"])]
-        own = devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
+        own = own_device(devices, rank, world)
         _pin(own)
         import torch
         torch.set_num_threads(1)
@@ -126,7 +131,8 @@ def run_rank(config, devices, rank, world, channel) -> None:
     executor = strategies.load(config.strategy).build(ctx)
     channel.emit("ready", pid=os.getpid(), split=list(split) if split else None)
     try:
-        loop.train(ctx, executor, channel.emit)
+        own = own_device(devices, rank, world)
+        loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
         channel.emit("done", param_sq=executor.param_sq())
     finally:
         executor.close()

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS timeline (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     step INTEGER NOT NULL,
     device TEXT NOT NULL,
-    kind TEXT NOT NULL,            -- forward, backward, transfer, optimizer, wait
+    kind TEXT NOT NULL,            -- data, forward, backward, transfer, optimizer, wait
     t0 REAL NOT NULL, t1 REAL NOT NULL  -- seconds since the run started
 );
 CREATE INDEX IF NOT EXISTS timeline_run ON timeline(run_id, step);

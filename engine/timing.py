@@ -11,8 +11,10 @@ import threading
 import time
 from contextlib import contextmanager
 
-# Kinds of interval. "wait" is time blocked on a peer: recorded, but not busy.
-BUSY_KINDS = ("forward", "backward", "transfer", "optimizer")
+# Kinds of interval, in a step's order. "data" is drawing the batch, timed only on a CPU
+# device (the core does that work; a GPU is idle meanwhile). "wait" is time blocked on a
+# peer: recorded, but not busy.
+BUSY_KINDS = ("data", "forward", "backward", "transfer", "optimizer")
 KINDS = BUSY_KINDS + ("wait",)
 
 

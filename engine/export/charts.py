@@ -19,10 +19,11 @@ from engine.export.svg import (
     color, document, element, format_tick, format_value, is_number, line, nice_ticks, num, rect, text, text_width,
     tick_decimals,
 )
+from engine.timing import BUSY_KINDS
 
 MAX_POINTS = 2000        # per drawn curve; longer ones keep each bucket's min and max (peaks survive)
 MARKER_LIMIT = 40        # curves with at most this many points get a dot on each point
-KIND_ORDER = ("forward", "backward", "transfer", "optimizer")
+KIND_ORDER = BUSY_KINDS
 IDLE_KINDS = ("wait",)   # a device waiting for its neighbour computes nothing: drawn as idle
 
 
@@ -320,7 +321,7 @@ def bar_chart(labels: Sequence[str], means: Sequence[Any], stds: Sequence[Any] |
 # ---- timeline -------------------------------------------------------------------------------
 def timeline_chart(rows: Mapping[str, Sequence[tuple[str, float, float]]], *, title: str,
                    t_range: tuple[float, float] | None = None, boundaries: Sequence[float] | None = None) -> str:
-    """One lane per device; coloured where it computed (forward, backward, transfer, optimizer),
+    """One lane per device; coloured where it computed (data, forward, backward, transfer, optimizer),
     light grey where it was idle: gaps between intervals and "wait" intervals alike."""
     lanes = {dev: [(k, float(a), float(b)) for k, a, b in spans if is_number(a) and is_number(b) and b >= a]
              for dev, spans in rows.items()}
