@@ -41,11 +41,11 @@ def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = "
 
 
 def _balance_text(point: dict) -> str:
-    """"0.94 (65% | 69%)": the least over the most busy stage, then each device's busy share."""
+    """"0.94 (65% | 69%)": the least over the most busy stage, then each stage's busy share."""
     balance = point.get("stage_balance")
     if not _number(balance):
         return "—"
-    busy = [b for b in point.get("devices_busy") or [] if _number(b)]
+    busy = [b for b in point.get("stage_busy") or [] if _number(b)]
     return f"{balance:.2f}" + (f" ({' | '.join(format(b, '.0%') for b in busy)})" if busy else "")
 
 
@@ -84,6 +84,16 @@ def _two_lines(label: str, longest: int = 12) -> str:
     return label[:cut] + "\n" + label[cut + 1:]
 
 
+def _tick_each(xs: list[float]) -> bool:
+    """A tick at each swept value (split points, device counts: no 2.5 between them) when they are whole
+    numbers spread out enough to label; otherwise pyqtgraph's own ticks (split sizes 1, 3, 5 .. 60 would
+    print on top of each other)."""
+    if not xs or len(xs) > 12 or not all(x.is_integer() for x in xs):
+        return False
+    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    return not gaps or min(gaps) >= (xs[-1] - xs[0]) / 12
+
+
 class StepTimeBars(SeriesPlot):
     """One bar per point: mean step time, with the std as an error bar; the best bar in green."""
 
@@ -119,7 +129,7 @@ class StepTimeBars(SeriesPlot):
             item.addItem(extra)
             self._items.append(extra)
         prefix, ticks = shared_prefix(labels)
-        # pyqtgraph drops a tick text that would overlap its neighbour: a long label
+        # pyqtgraph drops a tick text wider than the room around its tick: a long label
         # ("balanced (automatic)") goes on two lines rather than vanish.
         item.getAxis("bottom").setTicks([[(i, _two_lines(tick)) for i, tick in enumerate(ticks)]])
         item.setLabel("bottom", prefix or "point", color=theme.MUTED)
@@ -174,10 +184,7 @@ class SweepPlot(SeriesPlot):
             item.addItem(bars)
             self._items.append(bars)
         xs = sorted({float(p["x"]) for p in swept})
-        if all(x.is_integer() for x in xs):  # split points, sizes, device counts: no 2.5 between them
-            item.getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]])
-        else:
-            item.getAxis("bottom").setTicks(None)
+        item.getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]] if _tick_each(xs) else None)
         best = next((p for p in swept if p.get("label") == best_label), None)
         if best is not None:
             bx, by = float(best["x"]), _stat(best, key, "mean") * scale

@@ -409,7 +409,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def _stages_for(self, config: ExperimentConfig) -> int | None:
         try:
             from engine.validate import devices_needed  # torch-free at import
-            return len(devices_mod.parse(config.devices, devices_needed(config), gpus=len(self.gpus)))
+            usable_gpus = len(devices_mod.cuda_visible(self.gpus))  # what torch numbers cuda:0..
+            return len(devices_mod.parse(config.devices, devices_needed(config), gpus=usable_gpus))
         except devices_mod.DeviceError:
             return None
 

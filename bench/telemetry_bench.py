@@ -19,7 +19,7 @@ from engine.telemetry import CpuTarget, GpuTarget, TelemetrySampler, nvml
 
 
 def bench_targets() -> list:
-    gpus = [GpuTarget(f"cuda:{i}", i) for i in range(nvml.device_count())]
+    gpus = [GpuTarget(f"gpu {i}", i) for i in range(nvml.device_count())]  # every GPU, by NVML index
     cpus = [CpuTarget(f"cpu:{n}", core, pid=os.getpid()) for n, core in enumerate(usable_cores())]
     return gpus + cpus
 

@@ -15,6 +15,7 @@ from typing import Callable
 
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
+from engine.summary import stage_balance
 
 
 @dataclass(frozen=True)
@@ -257,13 +258,10 @@ def _mean_std(values: list[float], within: list[float]) -> dict:
     return {"mean": mean, "std": std}
 
 
-def _mean_or_none(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
-
-
 def reduce_point(point: Point, runs: list[dict]) -> dict:
     first = runs[0]
+    per_run = [r["stage_busy"] for r in runs if r.get("stage_busy")]
+    stage_busy = [statistics.fmean(v) for v in zip(*per_run)] if per_run else None
     return {
         "label": point.label,
         "strategy": point.config.strategy,
@@ -277,7 +275,9 @@ def reduce_point(point: Point, runs: list[dict]) -> dict:
         "bubble": {"measured": statistics.fmean(r["bubble"]["measured"] for r in runs),
                    "theory": first["bubble"]["theory"]},
         "devices_busy": [statistics.fmean(v) for v in zip(*(r["devices_busy"] or [] for r in runs))],
-        "stage_balance": _mean_or_none([r.get("stage_balance") for r in runs]),
+        # Balance of the mean busy shares, so the figure and the shares shown beside it agree.
+        "stage_busy": stage_busy,
+        "stage_balance": stage_balance(point.config.strategy, first["devices"], stage_busy),
         "util_mean": (first.get("telemetry") or {}).get("util_mean"),
         "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
         "batch_split": first.get("batch_split")[-1] if first.get("batch_split") else None,

@@ -14,17 +14,31 @@ def theoretical_bubble(strategy: str, stages: int, micro_batches: int) -> float 
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def stage_balance(strategy: str, devices: list[str], devices_busy: list[float] | None) -> float | None:
+def staged(strategy: str, devices: list[str]) -> bool:
+    """A split model with one stage per device: per-device figures are per-stage figures."""
+    return strategy in ("pipeline", "model-parallel") and 1 < len(devices) == len(set(devices))
+
+
+def stage_busy(strategy: str, devices: list[str], measured: list[dict], total_time: float) -> list[float] | None:
+    """Each stage's busy share of the measured steps, leaving out drawing the batch ("data"):
+    every rank draws the whole batch, which is no stage's share of the model."""
+    if not staged(strategy, devices) or not measured or total_time <= 0:
+        return None
+    return [min(1.0, sum(busy_time([i for i in (s.get("intervals") or {}).get(d, []) if i[0] != "data"]) for s in measured)
+                / total_time) for d in devices]
+
+
+def stage_balance(strategy: str, devices: list[str], busy: list[float] | None) -> float | None:
     """The least busy stage's busy time over the busiest one's: 1.0 when the split gives every stage equal work.
 
     Busy time counts each stage's own work whatever the other stage does, so this
     finds the balanced split even when the step times of neighbouring splits are
     within the noise (two shared cores). None unless the run has stages on distinct devices.
     """
-    if strategy not in ("pipeline", "model-parallel") or not devices_busy or len(set(devices)) < 2:
+    if not staged(strategy, devices) or not busy:
         return None
-    busiest = max(devices_busy)
-    return min(devices_busy) / busiest if busiest > 0 else None
+    busiest = max(busy)
+    return min(busy) / busiest if busiest > 0 else None
 
 
 class StepMerger:
@@ -99,6 +113,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
                         for d in devices]
     losses = [s["loss"] for s in steps if s.get("loss") is not None]
     stages = len(split) + 1 if split else 1
+    per_stage = stage_busy(config["strategy"], devices, measured, total_time)
     return {
         "run_id": run_id,
         "status": status,
@@ -116,7 +131,8 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         "loss": {"first": losses[0], "last": losses[-1]} if losses else None,
         "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
         "devices_busy": devices_busy,
-        "stage_balance": stage_balance(config["strategy"], devices, devices_busy),
+        "stage_busy": per_stage,
+        "stage_balance": stage_balance(config["strategy"], devices, per_stage),
         "bubble": {
             "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
             "theory": theoretical_bubble(config["strategy"], stages, micro_batches),

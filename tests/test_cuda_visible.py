@@ -33,13 +33,18 @@ def four_gpus(monkeypatch):
     ("", []),                        # hides every GPU
     ("2,3", [2, 3]),
     ("3, 1", [3, 1]),                # the list's order is CUDA's numbering
-    ("1,7,2", [1]),                  # the list ends at an entry that names no GPU...
-    ("1,-1,2", [1]),
-    ("0,0,1", [0]),                  # ...or repeats one
+    ("1gpu2,2ampere", [1, 2]),       # numbers read like strtoul
+    ("1,7,2", [1]),                  # the list ends at a number past the last GPU...
+    ("1,-1,2", [1]),                 # ...or a negative one, or no number at all
+    ("1,+-1,2", [1]),
+    ("1,\u00b2", [1]),              # a superscript two is a digit to str.isdigit, not to CUDA
+    ("0,2,0", []),                   # a repeat hides every GPU
     ("GPU-dddd", [3]),               # a unique UUID prefix
-    ("GPU-bbcc-2,0", [2, 0]),
-    ("GPU-bb,0", []),                # an ambiguous prefix names no GPU
-    ("MIG-5e1c,1", [None, 1]),       # a MIG instance: CUDA sees it, NVML telemetry here does not
+    ("GPU-bbcc-2,GPU-aaaa", [2, 0]),
+    ("GPU-bbcc-2,0", [2]),           # the first entry's kind is the list's
+    ("GPU-bb,GPU-aaaa", []),         # an ambiguous prefix ends the list
+    ("GPU-aaaa,GPU-aaaa-0", []),     # the same GPU twice
+    ("MIG-5e1c,MIG-77f0,1", [None, None]),  # MIG instances run; NVML telemetry here does not read them
     ("first", []),
 ])
 def test_visible_gpus_reads_cuda_visible_devices_as_cuda_does(four_gpus, value, expected):
@@ -74,4 +79,4 @@ def test_a_mig_instance_is_said_to_have_no_telemetry_once(four_gpus, monkeypatch
     warnings: list[str] = []
     sampler = TelemetrySampler(targets_for([Device("cuda:0", "cuda", 0)]), on_warning=warnings.append)
     assert sampler.poll_once() == [] and sampler.poll_once() == []
-    assert len(warnings) == 1 and "MIG" in warnings[0]
+    assert len(warnings) == 1 and "CUDA_VISIBLE_DEVICES='MIG-5e1c'" in warnings[0]

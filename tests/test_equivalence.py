@@ -38,3 +38,12 @@ def test_strategy_matches_single_device(case, single_summary):
     assert summary["loss"]["first"] != summary["loss"]["last"]
     if case == "pipeline-3-stages":
         assert len(summary["split"]) == 2 and len(summary["devices_busy"]) == 3
+
+
+def test_a_stage_without_parameters_trains_like_one_device(tmp_path):
+    """seed-toy split 1,2: the middle stage is a lone ReLU, with nothing for an optimizer to update."""
+    args = ["--model", "seed-toy", "--steps", "3", "--warmup", "0", "--db", str(tmp_path / "runs.sqlite3"), "--json"]
+    _, one = cli("run", *args, "--devices", "cpu:1", check_json=True)
+    _, three = cli("run", *args, "--strategy", "pipeline", "--devices", "cpu:3", "--split", "1,2", check_json=True)
+    assert three["status"] == "finished" and three["split"] == [1, 2]
+    assert rel(three["param_norm"], one["param_norm"]) <= 1e-4

@@ -41,3 +41,14 @@ def test_in_process_stages_match_single_device(model, micro_batches):
     for name in ("cpu:0", "cpu:1"):
         kinds = {k for k, _, _ in intervals[name]}
         assert {"forward", "backward", "optimizer"} <= kinds
+
+
+def test_a_stage_without_parameters_needs_no_optimizer():
+    """seed-toy's blocks are Linear, ReLU, Linear: split 1,2 gives the ReLU a stage of its own."""
+    torch.set_num_threads(1)
+    config = ExperimentConfig(model="seed-toy", batch_size=20, lr=0.1)
+    cpu = [Device(f"cpu:{k}", "cpu", k, None) for k in range(3)]
+    loss_1, sq_1, _ = train(SingleDevice, config, cpu[:1])
+    loss_3, sq_3, intervals = train(lambda ctx: InProcessStages(ctx, 2), config, cpu, split=(1, 2))
+    assert loss_3 == pytest.approx(loss_1, rel=1e-5) and sq_3 == pytest.approx(sq_1, rel=1e-5)
+    assert "optimizer" not in {k for k, _, _ in intervals["cpu:1"]}

@@ -12,7 +12,7 @@ from engine import protocol
 from engine.config import ConfigError, ExperimentConfig, problems
 from engine.planning import balanced_split
 from engine.store import Store
-from engine.summary import StepMerger, stage_balance, theoretical_bubble
+from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble
 
 
 def test_config_round_trips_through_json():
@@ -72,7 +72,16 @@ def test_stage_balance_is_the_least_over_the_most_busy_stage():
     assert stage_balance("model-parallel", ["cpu:0", "cpu:1", "cpu:2"], [0.2, 0.4, 0.1]) == pytest.approx(0.25)
     assert stage_balance("ddp", ["cpu:0", "cpu:1"], [0.3, 0.6]) is None          # no stages
     assert stage_balance("pipeline", ["cuda:0", "cuda:0"], [0.5, 0.5]) is None   # one device: no balance to read
+    assert stage_balance("pipeline", ["cuda:0", "cuda:0", "cuda:1"], [0.5, 0.5, 0.2]) is None
     assert stage_balance("pipeline", ["cpu:0", "cpu:1"], [0.0, 0.0]) is None
+
+
+def test_stage_busy_leaves_out_drawing_the_batch():
+    """Every stage draws the whole batch: counting it would pull an uneven split's balance towards 1."""
+    steps = [{"intervals": {"cpu:0": [["data", 0.0, 0.1], ["forward", 0.1, 0.3]],
+                            "cpu:1": [["data", 0.0, 0.1], ["wait", 0.1, 0.3], ["forward", 0.3, 0.7]]}}] * 2
+    assert stage_busy("pipeline", ["cpu:0", "cpu:1"], steps, 2.0) == pytest.approx([0.2, 0.4])
+    assert stage_busy("ddp", ["cpu:0", "cpu:1"], steps, 2.0) is None
 
 
 def test_step_merger_tiles_steps_across_ranks():

@@ -78,6 +78,12 @@ def sgd(params, config: ExperimentConfig):
     return torch.optim.SGD(params, lr=config.effective_lr)
 
 
+def stage_sgd(module, config: ExperimentConfig):
+    """SGD over a stage's parameters, or None for a stage with none (a lone ReLU): SGD refuses an empty list."""
+    params = list(module.parameters())
+    return sgd(params, config) if params else None
+
+
 def params_sq(module) -> float:
     import torch
     with torch.no_grad():

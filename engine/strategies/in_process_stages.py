@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd, stage_bounds
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, stage_bounds, stage_sgd
 
 
 class InProcessStages(Executor):
@@ -25,11 +25,13 @@ class InProcessStages(Executor):
         self.stages = [ctx.spec.sequential(a, b).to(d.torch_device) for (a, b), d in zip(bounds, self.devices)]
         # One optimizer per stage, so each stage's update is timed on its own device (SGD's
         # update is per parameter: the same as one optimizer over all of them).
-        self.optimizers = [sgd(stage.parameters(), ctx.config) for stage in self.stages]
+        # A stage without parameters (a lone ReLU) has none.
+        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
+                           if (optimizer := stage_sgd(stage, ctx.config)) is not None]
 
     def step(self, inputs, targets) -> StepResult:
         timer, m = self.timer, self.micro_batches
-        for optimizer in self.optimizers:
+        for optimizer, _ in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         # Forward every micro-batch through every stage, keeping each stage's cut input and output.
         saved: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
@@ -60,7 +62,7 @@ class InProcessStages(Executor):
                         out.backward(grad)
                 if k > 0:
                     grad = self._move(cut.grad, dev, self.devices[k - 1])
-        for optimizer, dev in zip(self.optimizers, self.devices):
+        for optimizer, dev in self.optimizers:
             with timer.span(dev, "optimizer"):
                 optimizer.step()
         total = float(sum(l.detach().float().cpu() for l in losses))

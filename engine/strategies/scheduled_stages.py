@@ -14,7 +14,7 @@ import torch
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining import schedules as _schedules
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd, stage_bounds
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, stage_bounds, stage_sgd
 
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -70,12 +70,13 @@ class ScheduledStages(Executor):
         # gradient is the whole batch's mean-loss gradient, as on one device.
         self.schedule = SCHEDULE_CLASSES[schedule](stage, n_microbatches=micro_batches, loss_fn=timed_loss,
                                                    scale_grads=True)
-        self.optimizer = sgd(self.module.parameters(), ctx.config)
+        self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
 
     def step(self, inputs, targets) -> StepResult:
         dev = self.device.torch_device
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
         losses: list = []
         if self.first:
             self.schedule.step(inputs.to(dev), return_outputs=False)
@@ -83,8 +84,9 @@ class ScheduledStages(Executor):
             self.schedule.step(target=targets.to(dev), losses=losses, return_outputs=False)
         else:
             self.schedule.step(return_outputs=False)
-        with self.timer.span(self.device, "optimizer"):
-            self.optimizer.step()
+        if self.optimizer is not None:
+            with self.timer.span(self.device, "optimizer"):
+                self.optimizer.step()
         loss = float(torch.stack([l.detach().float().cpu() for l in losses]).mean()) if losses else None
         return StepResult(loss_part=loss, samples=int(inputs.shape[0]) if self.first else 0)
 

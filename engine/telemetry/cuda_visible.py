@@ -7,18 +7,23 @@ GPU 0 for it would show another GPU's utilization. The ranks run with
 ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (engine.worker), the order NVML counts in, so a
 number in the list is an NVML index.
 
-The CUDA runtime's rules, followed here: entries are indices or GPU UUIDs (or a
-unique prefix of one, "GPU-8f2a"), MIG instances ("MIG-..."); the list ends at the
-first entry that names no GPU, or repeats one; an empty value hides every GPU.
+The rules are torch's own (``torch.cuda._parse_visible_devices`` and
+``_transform_uuid_to_ordinals``, which follow the CUDA runtime): the first entry
+decides the list's kind. Numbers are read like C's strtoul ("1gpu2" is 1); the list
+ends at a negative number or one past the last GPU. UUIDs ("GPU-8f2a...", or a
+unique prefix of one) end at the first entry without the prefix, or naming no GPU
+or several. MIG instances ("MIG-...") run, but NVML telemetry here does not read
+them. A repeated entry hides every GPU, as does an empty value.
 """
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping
 
 from engine.telemetry import nvml
 
-MIG = "MIG-"
+_LEADING_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int | None]:
@@ -28,28 +33,36 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int | None]:
     spec = environ.get("CUDA_VISIBLE_DEVICES")
     if spec is None:
         return list(range(count))
-    uuids: list[str] | None = None
-    visible: list[int | None] = []
-    for entry in (part.strip() for part in spec.split(",")):
-        if entry.startswith(MIG):
-            visible.append(None)
-            continue
-        if entry.lstrip("+-").isdigit():
-            index = int(entry)
-        elif entry.startswith("GPU-"):
-            if uuids is None:
-                uuids = [nvml.text(nvml.device_query(i, "nvmlDeviceGetUUID")) or "" for i in range(count)]
-            matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
-            index = matches[0] if len(matches) == 1 else -1
-        else:
-            index = -1
-        if not 0 <= index < count or index in visible:
-            break  # CUDA ignores this entry and every one after it
-        visible.append(index)
-    return visible
+    for prefix in ("GPU-", "MIG-"):
+        if spec.startswith(prefix):
+            entries: list[str] = []
+            for entry in spec.split(","):
+                if entry in entries:
+                    return []
+                if not entry.startswith(prefix):
+                    break
+                entries.append(entry)
+            return _uuid_indices(entries, count) if prefix == "GPU-" else [None] * len(entries)
+    indices: list[int | None] = []
+    for entry in spec.split(","):
+        match = _LEADING_NUMBER.match(entry.strip())
+        index = int(match.group()) if match else -1
+        if index in indices:
+            return []
+        if not 0 <= index < count:
+            break
+        indices.append(index)
+    return indices
 
 
-def nvml_index(cuda_index: int, environ: Mapping[str, str] | None = None) -> int | None:
-    """NVML's index for ``cuda:cuda_index``; None when CUDA does not see that many GPUs or it is a MIG instance."""
-    visible = visible_gpus(environ)
-    return visible[cuda_index] if 0 <= cuda_index < len(visible) else None
+def _uuid_indices(prefixes: list[str], count: int) -> list[int | None]:
+    uuids = [nvml.text(nvml.device_query(i, "nvmlDeviceGetUUID")) or "" for i in range(count)]
+    indices: list[int | None] = []
+    for prefix in prefixes:
+        matches = [i for i, uuid in enumerate(uuids) if uuid.startswith(prefix)]
+        if len(matches) != 1:
+            break
+        if matches[0] in indices:
+            return []
+        indices.append(matches[0])
+    return indices

@@ -7,6 +7,7 @@ are None), so the utilization curve is finer than the poll interval.
 """
 from __future__ import annotations
 
+import os
 import time
 
 from engine.telemetry import gpu_fields, nvml
@@ -20,7 +21,7 @@ PCIE_THROUGHPUT_MIN_INTERVAL_S = 0.5
 
 
 class GpuTarget:
-    """One GPU by its NVML index (``nvidia-smi -i INDEX``); None for a GPU NVML cannot read (a MIG instance)."""
+    """One GPU by its NVML index (``nvidia-smi -i INDEX``); None when NVML has no GPU for it (a MIG instance)."""
 
     kind = "cuda"
 
@@ -72,8 +73,11 @@ class GpuTarget:
         if not self._reported_gone:
             self._reported_gone = True
             if self.index is None:
-                poll.warn(f"{self.name}: not a whole GPU NVML can read (a MIG instance in CUDA_VISIBLE_DEVICES?); "
-                          "no telemetry for it")
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                poll.warn(f"{self.name}: NVML has no GPU for it "
+                          f"({nvml.start_error() or f'{nvml.device_count()} GPUs seen by NVML'}"
+                          + (f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")
+                          + "; MIG instances are not read); no telemetry for it")
             elif nvml.is_lost(self.index):
                 why = nvml.lost_devices().get(self.index, "GPU is lost")
                 poll.warn(f"{self.name}: NVML lost GPU {self.index} ({why}); no more telemetry from it")

@@ -24,8 +24,8 @@ def targets_for(devices: list[Device]) -> list[Target]:
     for device in devices:
         if device.kind == "cuda":
             # cuda:K is the K-th GPU CUDA_VISIBLE_DEVICES lets torch see. Past the end (no GPU here;
-            # validation refuses such runs) the target keeps K and says NVML does not see it.
-            index = visible[device.index] if device.index < len(visible) else device.index
+            # validation refuses such runs) there is none to read, and the target says so.
+            index = visible[device.index] if device.index < len(visible) else None
             targets.append(GpuTarget(device.name, index))
         elif device.kind == "cpu":
             core = device.core if device.core is not None else device.index

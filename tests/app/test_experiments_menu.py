@@ -92,7 +92,7 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
         return {"label": f"split size {size}", "strategy": "pipeline", "x": size, "devices": ["cpu:0", "cpu:1"],
                 "split": [2], "micro_batches": 32 // size, "step_time_s": {"mean": ms / 1000, "std": std / 1000},
                 "throughput": {"mean": 32 / (ms / 1000), "std": 10.0}, "bubble": {"measured": 0.3, "theory": 0.2},
-                "devices_busy": [0.6, 0.8], "stage_balance": 0.75, "run_ids": ["a", "b", "c"]}
+                "stage_busy": [0.6, 0.8], "stage_balance": 0.75, "run_ids": ["a", "b", "c"]}
 
     failed = {"label": "split size 1", "strategy": "pipeline", "x": 1, "step_time_s": None, "throughput": None,
               "error": "rank 1 failed: boom", "run_ids": ["d"]}
@@ -105,6 +105,10 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     assert view.sweep.best_xy == (8.0, 7.5)
     # Ticks at the swept sizes only (pyqtgraph's own would put 2.5-step ticks between them).
     assert view.sweep.getPlotItem().getAxis("bottom")._tickLevels == [[(4.0, "4"), (8.0, "8"), (16.0, "16")]]
+    from app.experiment_results import _tick_each
+    assert _tick_each([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert not _tick_each([1.0, 3.0, 5.0, 8.0, 10.0, 12.0, 20.0, 40.0, 60.0])  # crowded: pyqtgraph's own ticks
+    assert not _tick_each([0.5, 1.0])
     assert view.table.rowCount() == 4
     assert view.table.item(2, 0).text() == "★ split size 8"
     assert "boom" in view.table.item(0, view.table.columnCount() - 1).text()
