@@ -18,7 +18,7 @@ from app.plot_panel import RunData
 from engine.store import RunRecord, Store
 
 COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",
-           "samples/s", "bubble meas. / theory", "loss", "experiment", "error")
+           "samples/s", "bubble meas. / theory", "stage balance", "loss", "experiment", "error")
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -54,6 +54,7 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         "—" if step_time is None else f"{step_time * 1000:.1f} ms",
         "—" if throughput is None else f"{throughput:,.0f}",
         f"{_fmt(bubble.get('measured'), '.1%')} / {_fmt(bubble.get('theory'), '.1%')}" if bubble else "—",
+        _fmt(s.get("stage_balance"), ".2f"),
         "—" if not loss else f"{loss.get('first', 0):.3f} → {loss.get('last', 0):.3f}",
         experiment_text(record, experiment_names or {}),
         (record.error or "").splitlines()[0][:120] if record.error else "",

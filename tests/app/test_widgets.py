@@ -386,7 +386,7 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
             "devices": ["cpu:0", "cpu:1"], "split": [2], "micro_batches": 4 if r else None,
             "step_time_s": {"mean": 0.1, "std": 0.0}, "throughput": {"mean": 640.0 + r, "std": 1.0},
             "bubble": {"measured": 0.5 - 0.2 * r, "theory": 0.5 - 0.3 * r}, "devices_busy": [0.5, 0.5],
-            "loss": {"first": 2.3, "last": 1.8}})
+            "stage_balance": 0.8 + 0.1 * r, "loss": {"first": 2.3, "last": 1.8}})
         ids.append(run_id)
     failed = store.create_run({"strategy": "ddp", "model": "mlp", "devices": "cpu:2"})
     store.finish_run(failed, "failed", None, "rank 1 (cpu:1) was killed by SIGKILL")
@@ -395,7 +395,7 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
     history.refresh()
     assert history.run_ids() == [failed, ids[1], ids[0]]  # newest first
     texts = [history.table.item(1, c).text() for c in range(history.table.columnCount())]
-    assert "pipeline" in texts and "641" in texts and "30.0% / 20.0%" in texts
+    assert "pipeline" in texts and "641" in texts and "30.0% / 20.0%" in texts and "0.90" in texts
     assert "SIGKILL" in history.table.item(0, history.table.columnCount() - 1).text()
 
     emitted = []
