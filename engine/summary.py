@@ -24,8 +24,9 @@ def stage_busy(strategy: str, devices: list[str], measured: list[dict], total_ti
     every rank draws the whole batch, which is no stage's share of the model."""
     if not staged(strategy, devices) or not measured or total_time <= 0:
         return None
-    return [min(1.0, sum(busy_time([i for i in (s.get("intervals") or {}).get(d, []) if i[0] != "data"]) for s in measured)
-                / total_time) for d in devices]
+    def own_work(step: dict, device: str) -> float:
+        return busy_time([i for i in (step.get("intervals") or {}).get(device, []) if i[0] != "data"])
+    return [min(1.0, sum(own_work(s, d) for s in measured) / total_time) for d in devices]
 
 
 def stage_balance(strategy: str, devices: list[str], busy: list[float] | None) -> float | None:
