@@ -109,7 +109,8 @@ def devices_table(inv: dict) -> str:
 
 def experiment_table(result: dict) -> str:
     lines = [f"experiment {result['experiment_id']}: {result['name']} ({result['status']})",
-             f"{'point':<24} {'step ms':>9} {'± std':>8} {'samples/s':>10} {'± std':>8} {'bubble':>7}  runs"]
+             f"{'point':<24} {'step ms':>9} {'± std':>8} {'samples/s':>10} {'± std':>8} {'bubble':>7} "
+             f"{'balance':>7}  runs"]
     for p in result["points"]:
         if not p.get("step_time_s"):
             lines.append(f"{p['label']:<24} failed: {p.get('error')}")
@@ -117,7 +118,8 @@ def experiment_table(result: dict) -> str:
         st, tp = p["step_time_s"], p["throughput"]
         mark = "  <- best" if p["label"] == result.get("best") else ""
         lines.append(f"{p['label']:<24} {st['mean'] * 1000:>9.1f} {st['std'] * 1000:>8.1f} {tp['mean']:>10.0f} "
-                     f"{tp['std']:>8.0f} {_fmt(p['bubble']['measured'], '.2f'):>7}  {len(p['run_ids'])}{mark}")
+                     f"{tp['std']:>8.0f} {_fmt(p['bubble']['measured'], '.2f'):>7} "
+                     f"{_fmt(p.get('stage_balance'), '.2f'):>7}  {len(p['run_ids'])}{mark}")
     if result.get("automatic_split") is not None:
         lines.append(f"automatic balanced split: {result['automatic_split']}")
     return "\n".join(lines)
