@@ -45,3 +45,22 @@ def test_resnet50_tutorial_setup_single_gpu():
                      "--json", check_json=True, timeout=600)
     assert summary["batch_size"] == 120 and summary["status"] == "finished"
     assert summary["telemetry"]["util_mean"][0] is not None
+
+
+def test_cuda_visible_devices_maps_to_the_same_gpu_in_torch_and_nvml():
+    """Real NVML: a UUID prefix, an index and an empty list resolve as torch resolves them."""
+    import os
+    import subprocess
+    import sys
+
+    from engine.telemetry import nvml
+    from engine.telemetry.cuda_visible import visible_gpus
+    last = nvml.device_count() - 1
+    uuid = nvml.text(nvml.device_query(last, "nvmlDeviceGetUUID"))
+    for value, expected in ((uuid[:12], [last]), (str(last), [last]), ("", [])):
+        assert visible_gpus({"CUDA_VISIBLE_DEVICES": value}) == expected
+        code = "import torch; print(torch.cuda.device_count())"
+        torch_count = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                     env={**os.environ, "CUDA_VISIBLE_DEVICES": value,
+                                          "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).stdout
+        assert int(torch_count) == len(expected), value
