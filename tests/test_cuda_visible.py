@@ -38,7 +38,8 @@ def four_gpus(monkeypatch):
     ("1,-1,2", [1]),                 # ...or a negative one, or no number at all
     ("1,+-1,2", [1]),
     ("1,\u00b2", [1]),              # a superscript two is a digit to str.isdigit, not to CUDA
-    ("0,2,0", []),                   # a repeat hides every GPU
+    ("0,2,0", []),                   # a repeat hides every GPU...
+    ("1,7,1", []),                   # ...even after a number past the last GPU
     ("GPU-dddd", [3]),               # a unique UUID prefix
     ("GPU-bbcc-2,GPU-aaaa", [2, 0]),
     ("GPU-bbcc-2,0", [2]),           # the first entry's kind is the list's
@@ -80,3 +81,27 @@ def test_a_mig_instance_is_said_to_have_no_telemetry_once(four_gpus, monkeypatch
     sampler = TelemetrySampler(targets_for([Device("cuda:0", "cuda", 0)]), on_warning=warnings.append)
     assert sampler.poll_once() == [] and sampler.poll_once() == []
     assert len(warnings) == 1 and "CUDA_VISIBLE_DEVICES='MIG-5e1c'" in warnings[0]
+
+
+# Not "1,+-1,2": torch 2.14's parser raises ValueError on it (int("+")); ours ends the list there.
+SPELLINGS = ["", "2,3", "3, 1", "1gpu2,2ampere", "1,7,2", "1,-1,2", "0,2,0", "1,7,1", " 2 ,x", "first",
+             "GPU-dddd", "GPU-bbcc-2,GPU-aaaa", "GPU-bbcc-2,0", "GPU-bb,GPU-aaaa", "GPU-aaaa,GPU-aaaa-0",
+             "GPU-zz", "GPU-aaaa-0,GPU-aaaa-0"]
+
+
+@pytest.mark.parametrize("value", SPELLINGS)
+def test_visible_gpus_agrees_with_torchs_own_parser(four_gpus, monkeypatch, value):
+    """torch.cuda's private parser (the one its NVML device count uses), run on the same GPUs."""
+    import torch.cuda
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    parsed = torch.cuda._parse_visible_devices()
+    if parsed and isinstance(parsed[0], str):
+        expected = torch.cuda._transform_uuid_to_ordinals(parsed, [g.uuid for g in four_gpus])
+    else:
+        expected = []
+        for index in parsed:
+            if index >= len(four_gpus):
+                break
+            expected.append(index)
+    assert visible_gpus() == expected

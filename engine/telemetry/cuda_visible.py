@@ -43,16 +43,21 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int | None]:
                     break
                 entries.append(entry)
             return _uuid_indices(entries, count) if prefix == "GPU-" else [None] * len(entries)
-    indices: list[int | None] = []
+    listed: list[int] = []
     for entry in spec.split(","):
         match = _LEADING_NUMBER.match(entry.strip())
         index = int(match.group()) if match else -1
-        if index in indices:
+        if index in listed:  # a repeat anywhere before the list ends, even past the last GPU
             return []
-        if not 0 <= index < count:
+        if index < 0:
             break
-        indices.append(index)
-    return indices
+        listed.append(index)
+    visible: list[int | None] = []
+    for index in listed:
+        if index >= count:
+            break
+        visible.append(index)
+    return visible
 
 
 def _uuid_indices(prefixes: list[str], count: int) -> list[int | None]:
