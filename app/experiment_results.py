@@ -43,10 +43,10 @@ def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = "
 def _balance_text(point: dict) -> str:
     """"0.94 (65% | 69%)": the least over the most busy stage, then each stage's busy share."""
     balance = point.get("stage_balance")
-    if not _number(balance):
-        return "—"
     busy = [b for b in point.get("stage_busy") or [] if _number(b)]
-    return f"{balance:.2f}" + (f" ({' | '.join(format(b, '.0%') for b in busy)})" if busy else "")
+    if not _number(balance) or not busy:  # without stage_busy: an earlier, not comparable, figure
+        return "—"
+    return f"{balance:.2f} ({' | '.join(format(b, '.0%') for b in busy)})"
 
 
 def _compact(value) -> str:

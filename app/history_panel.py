@@ -54,7 +54,8 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         "—" if step_time is None else f"{step_time * 1000:.1f} ms",
         "—" if throughput is None else f"{throughput:,.0f}",
         f"{_fmt(bubble.get('measured'), '.1%')} / {_fmt(bubble.get('theory'), '.1%')}" if bubble else "—",
-        _fmt(s.get("stage_balance"), ".2f"),
+        # Only with stage_busy: earlier summaries' balance counted drawing the batch (not comparable).
+        _fmt(s.get("stage_balance") if s.get("stage_busy") else None, ".2f"),
         "—" if not loss else f"{loss.get('first', 0):.3f} → {loss.get('last', 0):.3f}",
         experiment_text(record, experiment_names or {}),
         (record.error or "").splitlines()[0][:120] if record.error else "",

@@ -48,7 +48,7 @@ def test_resnet50_tutorial_setup_single_gpu():
 
 
 def test_cuda_visible_devices_maps_to_the_same_gpu_in_torch_and_nvml():
-    """Real NVML: a UUID prefix, an index and an empty list resolve as torch resolves them."""
+    """Real NVML and the CUDA runtime: a UUID prefix, an index and an empty list give the GPU torch gets."""
     import os
     import subprocess
     import sys
@@ -59,8 +59,12 @@ def test_cuda_visible_devices_maps_to_the_same_gpu_in_torch_and_nvml():
     uuid = nvml.text(nvml.device_query(last, "nvmlDeviceGetUUID"))
     for value, expected in ((uuid[:12], [last]), (str(last), [last]), ("", [])):
         assert visible_gpus({"CUDA_VISIBLE_DEVICES": value}) == expected
-        code = "import torch; print(torch.cuda.device_count())"
-        torch_count = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                     env={**os.environ, "CUDA_VISIBLE_DEVICES": value,
-                                          "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).stdout
-        assert int(torch_count) == len(expected), value
+        # The runtime's own answer: cuda:0's UUID as CUDA reports it (8-4-4-4-12 hex; NVML adds "GPU-").
+        code = ("import torch; n = torch.cuda.device_count(); "
+                "print(n, str(torch.cuda.get_device_properties(0).uuid) if n else '')")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+        count, *cuda0 = out.stdout.split()
+        assert int(count) == len(expected), value
+        if expected:
+            assert "GPU-" + cuda0[0] == nvml.text(nvml.device_query(expected[0], "nvmlDeviceGetUUID")), value

@@ -127,7 +127,8 @@ def test_a_failing_target_is_one_warning_and_the_others_go_on():
     assert warnings == ["cpu:0: telemetry read failed: RuntimeError: boom"]
 
 
-def test_targets_follow_the_run_devices():
+def test_targets_follow_the_run_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # cuda:0 is then NVML's GPU 0, where there is one
     devices = [Device("cpu:0", "cpu", 0, core=1), Device("cuda:0", "cuda", 0)]
     cpu, gpu = targets_for(devices)
     assert (cpu.name, cpu.core, cpu.kind) == ("cpu:0", 1, "cpu")

@@ -9,11 +9,13 @@ number in the list is an NVML index.
 
 The rules are torch's own (``torch.cuda._parse_visible_devices`` and
 ``_transform_uuid_to_ordinals``, which follow the CUDA runtime): the first entry
-decides the list's kind. Numbers are read like C's strtoul ("1gpu2" is 1); the list
-ends at a negative number or one past the last GPU. UUIDs ("GPU-8f2a...", or a
+decides the list's kind. Numbers are read like C's strtoul ("1gpu2" is 1; ASCII
+digits only, as strtoul reads them, where torch's Python copy also takes "３"); the
+list ends at a negative number or one past the last GPU. UUIDs ("GPU-8f2a...", or a
 unique prefix of one) end at the first entry without the prefix, or naming no GPU
-or several. MIG instances ("MIG-...") run, but NVML telemetry here does not read
-them. A repeated entry hides every GPU, as does an empty value.
+or several. A MIG list gives the process one MIG instance, which runs, but NVML
+telemetry here does not read it. A repeated entry hides every GPU, as does an
+empty value.
 """
 from __future__ import annotations
 
@@ -42,7 +44,9 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int | None]:
                 if not entry.startswith(prefix):
                     break
                 entries.append(entry)
-            return _uuid_indices(entries, count) if prefix == "GPU-" else [None] * len(entries)
+            if prefix == "MIG-":  # a process sees one MIG instance (torch asks the CUDA runtime)
+                return [None] if entries else []
+            return _uuid_indices(entries, count)
     listed: list[int] = []
     for entry in spec.split(","):
         match = _LEADING_NUMBER.match(entry.strip())

@@ -386,7 +386,7 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
             "devices": ["cpu:0", "cpu:1"], "split": [2], "micro_batches": 4 if r else None,
             "step_time_s": {"mean": 0.1, "std": 0.0}, "throughput": {"mean": 640.0 + r, "std": 1.0},
             "bubble": {"measured": 0.5 - 0.2 * r, "theory": 0.5 - 0.3 * r}, "devices_busy": [0.5, 0.5],
-            "stage_balance": 0.8 + 0.1 * r, "loss": {"first": 2.3, "last": 1.8}})
+            "stage_busy": [0.5, 0.5], "stage_balance": 0.8 + 0.1 * r, "loss": {"first": 2.3, "last": 1.8}})
         ids.append(run_id)
     failed = store.create_run({"strategy": "ddp", "model": "mlp", "devices": "cpu:2"})
     store.finish_run(failed, "failed", None, "rank 1 (cpu:1) was killed by SIGKILL")
