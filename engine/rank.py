@@ -93,7 +93,7 @@ def main() -> int:
                                         world_size=world, timeout=timeout)
             else:  # launched by torchrun or similar: MASTER_ADDR/MASTER_PORT from the environment
                 dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
-        run_rank(config, devices, rank, world, channel)
+        run_rank(config, devices, rank, world, channel, own)
         if needs_group:
             dist.destroy_process_group()
         return 0
@@ -117,7 +117,8 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
-def run_rank(config, devices, rank, world, channel) -> None:
+def run_rank(config, devices, rank, world, channel, own) -> None:
+    """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``)."""
     from engine import loop, strategies
     from engine.models.build import build
     from engine.strategies.base import RankContext
@@ -131,7 +132,6 @@ def run_rank(config, devices, rank, world, channel) -> None:
     executor = strategies.load(config.strategy).build(ctx)
     channel.emit("ready", pid=os.getpid(), split=list(split) if split else None)
     try:
-        own = own_device(devices, rank, world)
         loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
         channel.emit("done", param_sq=executor.param_sq())
     finally:

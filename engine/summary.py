@@ -4,19 +4,26 @@ from __future__ import annotations
 import math
 import statistics
 
+from engine.strategies import STRATEGIES
 from engine.timing import busy_time
+
+
+def _has_stages(strategy: str) -> bool:
+    """Whether the registry's strategy splits the model (any text: the app asks with "" when idle)."""
+    found = STRATEGIES.get(strategy)
+    return found is not None and found.uses_split
 
 
 def theoretical_bubble(strategy: str, stages: int, micro_batches: int) -> float | None:
     """(p-1)/(m+p-1) for a pipeline (the naive split is m=1); None where it does not apply."""
-    if strategy not in ("pipeline", "model-parallel") or stages < 2:
+    if not _has_stages(strategy) or stages < 2:
         return None
     return (stages - 1) / (micro_batches + stages - 1)
 
 
 def staged(strategy: str, devices: list[str]) -> bool:
     """A split model with one stage per device: per-device figures are per-stage figures."""
-    return strategy in ("pipeline", "model-parallel") and 1 < len(devices) == len(set(devices))
+    return _has_stages(strategy) and 1 < len(devices) == len(set(devices))
 
 
 def stage_busy(strategy: str, devices: list[str], measured: list[dict], total_time: float) -> list[float] | None:
