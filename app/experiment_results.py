@@ -275,6 +275,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
         bits.append(str(result.get("experiment_id") or ""))
         if result.get("automatic_split"):
             bits.append(f"automatic balanced split: {_compact(result['automatic_split'])}")
+        bits += [str(note) for note in result.get("notes") or []]
         self.subtitle.setText(" · ".join(b for b in bits if b))
 
         timed = [p for p in points if _stat(p, "step_time_s", "mean") is not None]

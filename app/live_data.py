@@ -70,6 +70,8 @@ class RunProgress:
     devices: list[str] = field(default_factory=list)
     micro_batches: int = 1
     split: list[int] | None = None
+    theory: float | None = None    # the worker's theoretical bubble (its `started` event), None where none holds
+    notes: list[str] = field(default_factory=list)  # what to know to read the run (`started`, then the summary)
     steps_total: int = 0
     steps_done: int = 0
     last_step_time_s: float | None = None
@@ -96,17 +98,12 @@ class RunProgress:
         return sum(self.bubble_history) / len(self.bubble_history)
 
     def theory_bubble(self) -> float | None:
+        """The engine's figure (engine.summary.theoretical_bubble): from the summary once the run ends,
+        from the `started` event while it runs."""
         if self.summary and isinstance(self.summary.get("bubble"), dict) and "theory" in self.summary["bubble"]:
             value = self.summary["bubble"]["theory"]
             return None if value is None else float(value)
-        stages = len(self.split) + 1 if self.split else len(self.devices)
-        return theory_bubble(self.config.get("strategy"), stages, self.micro_batches)
-
-
-def theory_bubble(strategy: str | None, stages: int, micro_batches: int) -> float | None:
-    """The engine's (p-1)/(m+p-1), shown live before the run's summary brings its own figure."""
-    from engine.summary import theoretical_bubble
-    return theoretical_bubble(strategy or "", stages, max(1, int(micro_batches or 1)))
+        return self.theory
 
 
 class StepHistory:

@@ -642,7 +642,10 @@ class MainWindow(QtWidgets.QMainWindow):
             kind = event.get("type")
             if kind == "started":
                 p.status = "running"
-                p.devices = [d["name"] for d in event.get("devices") or []]
+                # Each physical device once: two stages sharing a GPU are one device's work.
+                p.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
+                p.theory = event.get("theory_bubble")
+                p.notes = list(event.get("notes") or [])
                 p.split = event.get("split") or p.split
                 p.micro_batches = event.get("micro_batches") or p.micro_batches
                 self.plots.timeline.set_devices(p.devices)

@@ -85,17 +85,23 @@ def profile(config_dict: dict, stages: int | None) -> dict:
     import torch
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
     config = ExperimentConfig.from_dict(config_dict)
-    describe = getattr(planning, "describe_blocks", None)
-    if describe is not None:
-        infos = describe(config)
+    from engine.devices import DeviceError, parse
+    from engine.models.build import build
+    from engine.validate import devices_needed
+    spec = build(config)
+    try:
+        devices = parse(config.devices, devices_needed(config))
+    except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
+        devices = []
+    if stages and 1 <= stages <= len(spec.blocks) and len(devices) == stages:
+        infos, split = planning.plan_balanced(spec, config.effective_batch_size, devices)
+        balanced = list(split)
     else:
-        from engine.models.build import build
-        infos = planning.block_costs(build(config), config.effective_batch_size)
+        infos = planning.block_costs(spec, config.effective_batch_size)
+        balanced = (list(planning.balanced_split([b.cost_s for b in infos], stages))
+                    if stages and 1 <= stages <= len(infos) else None)
     blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes)}
               for b in infos]
-    balanced = None
-    if stages and 1 <= stages <= len(blocks):
-        balanced = list(planning.balanced_split([b["cost_s"] for b in blocks], stages))
     return {"blocks": blocks, "balanced": balanced}
 
 

@@ -406,10 +406,11 @@ class PlotPanel(QtWidgets.QWidget):
         p = self.progress
         stages = len(p.split) + 1 if p.split else len(p.devices)
         self.timeline.set_busy(p.busy)
+        notes = (p.summary or {}).get("notes") or p.notes
+        when = "" if p.summary else ("live, last steps" if p.run_id else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
-                                 note="" if p.summary else ("live, last steps" if p.run_id
-                                                            else "for the experiment as configured"))
+                                 note="\n".join(filter(None, [when, *notes])))
 
     def refresh_bubble(self) -> None:
         if self.mode == "live":
@@ -475,4 +476,5 @@ class PlotPanel(QtWidgets.QWidget):
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
         self.timeline.set_busy(busy)
         self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), stages=stages,
-                                 micro_batches=summary.get("micro_batches") or 1, note=note)
+                                 micro_batches=summary.get("micro_batches") or 1,
+                                 note="\n".join(filter(None, [note, *(summary.get("notes") or [])])))

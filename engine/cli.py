@@ -13,7 +13,7 @@ import sys
 import threading
 
 from engine import models, strategies
-from engine.config import ConfigError, ExperimentConfig, Problem
+from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -43,7 +43,9 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g.add_argument("--width", type=int, default=512, help="mlp width (default 512)")
     g.add_argument("--depth", type=int, default=8, help="mlp depth (default 8)")
     g.add_argument("--devices", default="auto", help='"auto", "cpu:N", "cuda:0,cuda:1", "cpu,cuda:0"')
-    g.add_argument("--split", default=None, help="first block of each later stage, e.g. 5 or 3,6 (default: balanced)")
+    g.add_argument("--split", default=None,
+                   help="first block of each later stage, by index or name, e.g. 5, 3,6 or layer3 (a name like "
+                        "layer3 means its first block, layer3.0); default: the balanced split")
     g.add_argument("--micro-batches", type=int, default=None, help="pipeline: micro-batches per step")
     g.add_argument("--split-size", type=int, default=None, help="pipeline: samples per micro-batch (the tutorial's)")
     g.add_argument("--schedule", default="gpipe", help=f"pipeline schedule: {', '.join(strategies.SCHEDULES)}")
@@ -53,6 +55,8 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--lr", type=float, default=None)
     g.add_argument("--hang-timeout", type=float, default=120.0, help="seconds without progress before a rank is declared hung")
+    g.add_argument("--input-prep", default="ahead",
+                   help="; ".join(f"{name}: {text}" for name, text in INPUT_PREP.items()) + " (default ahead)")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
@@ -62,14 +66,30 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
                 action.default = argparse.SUPPRESS
 
 
+def split_tokens(text: str) -> list[int | str]:
+    """``--split 3,6`` or ``--split layer3``: block indices, or block names to resolve against the model."""
+    tokens = [t.strip() for t in text.split(",")]
+    if not all(tokens):
+        raise ConfigError([Problem("split", f"must be block indices or names separated by commas, got {text!r}")])
+    return [int(t) if t.lstrip("-").isdigit() else t for t in tokens]
+
+
+def with_named_split(config: ExperimentConfig, tokens: list[int | str]) -> ExperimentConfig:
+    """The config with ``--split`` resolved to block indices (names need the model's blocks: validate builds them)."""
+    if all(isinstance(t, int) for t in tokens):
+        return config.replace(split=tuple(tokens))
+    from engine.validate import resolve_split_names
+    return config.replace(split=resolve_split_names(config, tokens))
+
+
 def config_from_args(args) -> ExperimentConfig:
     found: list[Problem] = []
-    split = None
+    tokens = None
     if args.split is not None:
         try:
-            split = tuple(int(x) for x in args.split.split(","))
-        except ValueError:
-            found.append(Problem("split", f"must be block indices separated by commas, got {args.split!r}"))
+            tokens = split_tokens(args.split)
+        except ConfigError as exc:
+            found.extend(exc.problems)
     if args.model and args.model_file:
         found.append(Problem("model", "give either --model or --model-file, not both"))
     if not 0 < args.telemetry_hz <= 50:
@@ -77,12 +97,13 @@ def config_from_args(args) -> ExperimentConfig:
     if found:
         raise ConfigError(found)
     warmup = args.warmup if args.warmup is not None else min(2, max(0, args.steps - 1))
-    return ExperimentConfig(
+    config = ExperimentConfig(
         strategy=args.strategy, model=args.model or ("custom" if args.model_file else "mlp"),
-        model_file=args.model_file, width=args.width, depth=args.depth, devices=args.devices, split=split,
+        model_file=args.model_file, width=args.width, depth=args.depth, devices=args.devices,
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
-        hang_timeout_s=args.hang_timeout)
+        hang_timeout_s=args.hang_timeout, input_prep=args.input_prep)
+    return with_named_split(config, tokens) if tokens is not None else config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,18 +244,20 @@ def experiment_base(args) -> ExperimentConfig:
     skip = {"command", "name", "repeats", "json", "db", "telemetry_hz"}
     explicit = {_FIELD_OF_OPTION.get(k, k): v for k, v in vars(args).items() if k not in skip}
     found = []
+    tokens = None
     if "split" in explicit:
         try:
-            explicit["split"] = tuple(int(x) for x in explicit["split"].split(","))
-        except ValueError:
-            found.append(Problem("split", f"must be block indices separated by commas, got {explicit['split']!r}"))
+            tokens = split_tokens(explicit.pop("split"))
+        except ConfigError as exc:
+            found.extend(exc.problems)
     if explicit.get("model_file"):
         explicit["model"] = "custom"
     if args.repeats < 1:
         found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
     if found:
         raise ConfigError(found)
-    return default_config(explicit)
+    base = default_config(explicit)
+    return with_named_split(base, tokens) if tokens is not None else base
 
 
 def cmd_experiment(args) -> int:

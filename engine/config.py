@@ -13,6 +13,13 @@ from typing import Any
 
 from engine import models, strategies
 
+# How each step gets its batch (engine.feed does it; named here so the config needs no torch).
+INPUT_PREP = {
+    "ahead": "batches prepared before the first step and placed on the devices that read them, as a "
+             "DataLoader with prefetching delivers them: the measured step holds the model's work only",
+    "in-step": "each step draws a fresh batch on the host (timed as data) and copies it to the devices",
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
@@ -48,6 +55,8 @@ class ExperimentConfig:
     """SGD learning rate; None: the model's default."""
     hang_timeout_s: float = 120.0
     """A rank silent this long is declared hung and the run fails."""
+    input_prep: str = "ahead"
+    """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.feed."""
 
     # ---- derived values -------------------------------------------------
     @property
@@ -117,7 +126,7 @@ class ExperimentConfig:
 
 _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
-_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule"}
+_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep"}
 _OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr"}
 
 
@@ -179,6 +188,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     elif config.model not in (models.CUSTOM, "mlp"):
         # "mlp" is the default; a model file overrides it.
         add("model", "give either --model or --model-file, not both")
+    if config.input_prep not in INPUT_PREP:
+        add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):

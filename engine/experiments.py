@@ -43,9 +43,10 @@ CPU_DEFAULTS = dict(model="mlp", width=512, depth=8, batch_size=1024, steps=8, w
 def default_config(explicit: dict) -> ExperimentConfig:
     """Preset defaults for the machine, overridden by what the user gave."""
     devices = explicit.get("devices", "auto")
-    on_gpus = "cuda" in devices or (devices == "auto" and gpu_count() >= 2)
+    gpus = gpu_count() if devices == "auto" or "cuda" in devices else 0
+    on_gpus = "cuda" in devices or (devices == "auto" and gpus >= 1)
     base = dict(GPU_DEFAULTS if on_gpus else CPU_DEFAULTS)
-    base["devices"] = "cuda:0,cuda:1" if on_gpus else "cpu:2"
+    base["devices"] = _device_list("cuda", min(2, gpus)) if on_gpus else "cpu:2"
     base.update(explicit)
     return ExperimentConfig(**base)
 
@@ -61,27 +62,55 @@ def _devices_of(config: ExperimentConfig) -> tuple[str, int]:
 
 
 def _device_list(kind: str, n: int) -> str:
-    return f"cpu:{n}" if kind == "cpu" else ",".join(f"cuda:{i}" for i in range(n))
+    return f"cpu:{n}" if kind == "cpu" else ",".join(f"cuda:{i}" for i in range(max(1, n)))
+
+
+def _stage_devices(kind: str) -> str:
+    """Two stages: two CPU virtual devices, two GPUs, or on a one-GPU machine two stages sharing it."""
+    if kind == "cpu":
+        return "cpu:2"
+    return "cuda:0,cuda:1" if gpu_count() >= 2 else "cuda:0,cuda:0"
+
+
+def _replica_count(kind: str, n: int) -> int:
+    """Replicas for data-parallel and ddp: the devices given, but at most the GPUs there are."""
+    return max(1, min(n, gpu_count())) if kind == "cuda" else max(2, n)
+
+
+def limits(name: str, base: ExperimentConfig) -> list[str]:
+    """What the preset leaves out or runs differently on this machine, said with the result."""
+    kind, _ = _devices_of(base)
+    if kind != "cuda" or gpu_count() >= 2:
+        return []
+    notes = {
+        "compare-strategies": "one GPU: model-parallel and pipeline run two stages sharing cuda:0, data-parallel "
+                              "and ddp one replica; a second GPU is needed for stages or replicas on two GPUs",
+        "split-size": "one GPU: the pipeline's two stages share cuda:0; a second GPU is needed for a stage per GPU",
+        "split-point": "one GPU: both stages share cuda:0, so the split point moves little; a second GPU is "
+                       "needed for a stage per GPU",
+        "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs more GPUs",
+        "schedules": "one GPU: 1f1b needs a process per stage on its own GPU, so it needs a second GPU; "
+                     "model-parallel and gpipe run two stages sharing cuda:0",
+    }
+    return [notes[name]] if name in notes else []
 
 
 # ---- presets ----------------------------------------------------------------------
 def compare_strategies(base: ExperimentConfig) -> list[Point]:
     kind, n = _devices_of(base)
-    n = max(2, n)
-    staged = dict(devices=_device_list(kind, 2), split=base.split if base.split and len(base.split) == 1 else None)
-    points = [
+    staged = dict(devices=_stage_devices(kind), split=base.split if base.split and len(base.split) == 1 else None)
+    replicas = _device_list(kind, _replica_count(kind, n))
+    return [
         Point("single", base.replace(strategy="single", devices=_device_list(kind, 1), split=None,
                                      micro_batches=None, split_size=None)),
         Point("model-parallel", base.replace(strategy="model-parallel", micro_batches=None, split_size=None,
                                              **staged)),
         Point("pipeline", base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4,
                                        split_size=None, **staged)),
+        *(Point(strategy, base.replace(strategy=strategy, devices=replicas, split=None, micro_batches=None,
+                                       split_size=None))
+          for strategy in ("data-parallel", "ddp")),
     ]
-    if n >= 2:
-        for strategy in ("data-parallel", "ddp"):
-            points.append(Point(strategy, base.replace(strategy=strategy, devices=_device_list(kind, n),
-                                                       split=None, micro_batches=None, split_size=None)))
-    return points
 
 
 def _divisors(n: int) -> list[int]:
@@ -96,18 +125,20 @@ def split_size(base: ExperimentConfig) -> list[Point]:
         divisors = [d for d in _divisors(batch) if batch // d <= 64]
         step = max(1, len(divisors) // 8)
         sizes = sorted(set(divisors[::step] + [divisors[-1]]))
-    return [Point(f"split size {s}", base.replace(strategy="pipeline", split_size=s, micro_batches=None), x=s)
+    kind, n = _devices_of(base)
+    devices = base.devices if n >= 2 else _stage_devices(kind)
+    return [Point(f"split size {s}", base.replace(strategy="pipeline", split_size=s, micro_batches=None,
+                                                  devices=devices), x=s)
             for s in sizes]
 
 
 def split_point(base: ExperimentConfig) -> list[Point]:
     from engine.validate import plan
-    probe, problems = plan(base.replace(strategy="pipeline", split=None, micro_batches=base.micro_batches or 4,
-                                        split_size=None, devices=_device_list(_devices_of(base)[0], 2)))
+    pipeline = base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4, split_size=None,
+                            devices=_stage_devices(_devices_of(base)[0]))
+    probe, problems = plan(pipeline.replace(split=None))
     if problems:
         raise ValueError("; ".join(str(p) for p in problems))
-    pipeline = base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4, split_size=None,
-                            devices=_device_list(_devices_of(base)[0], 2))
     points = [Point(f"split {k}", pipeline.replace(split=(k,)), x=k) for k in range(1, probe.n_blocks)]
     points.append(Point("balanced (automatic)", pipeline.replace(split=None)))
     return points
@@ -128,12 +159,14 @@ def dp_scaling(base: ExperimentConfig) -> list[Point]:
 def schedules(base: ExperimentConfig) -> list[Point]:
     kind, _ = _devices_of(base)
     m = base.micro_batches or 4
-    staged = base.replace(devices=_device_list(kind, 2), split_size=None)
-    return [
+    staged = base.replace(devices=_stage_devices(kind), split_size=None)
+    points = [
         Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
         Point("gpipe", staged.replace(strategy="pipeline", schedule="gpipe", micro_batches=m)),
-        Point("1f1b", staged.replace(strategy="pipeline", schedule="1f1b", micro_batches=m)),
     ]
+    if kind == "cpu" or gpu_count() >= 2:  # 1f1b needs a process per stage
+        points.append(Point("1f1b", staged.replace(strategy="pipeline", schedule="1f1b", micro_batches=m)))
+    return points
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -170,6 +203,7 @@ class ExperimentRunner:
         self.on_event = on_event
         self.on_samples = on_samples
         self.points = self.preset.points(base)
+        self.notes = limits(name, base)
         self._stop = threading.Event()
         self._starting = threading.Lock()
         self._session = None
@@ -241,7 +275,7 @@ class ExperimentRunner:
                 break
         summary = {"experiment_id": self.experiment_id, "name": self.preset.name,
                    "status": "stopped" if self._stop.is_set() else "finished",
-                   "best": best_label(results), "points": results}
+                   "best": best_label(results), "points": results, "notes": self.notes}
         automatic = next((p for p in results if p["x"] is None and p["label"].startswith("balanced")
                           and p.get("split")), None)
         if automatic is not None:

@@ -1,31 +1,28 @@
 """The one training loop every strategy runs in, on every rank.
 
 The executor owns the forward, backward and optimizer step; the loop owns the
-batches and the timing, and reports each step to the worker. Stop requests are
-the worker's: it ends the rank processes between or during steps.
+batches (``engine.feed``) and the timing, and reports each step to the worker.
+Stop requests are the worker's: it ends the rank processes between or during steps.
 """
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from typing import Callable
 
 from engine.devices import Device
+from engine.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_device: Device | None = None) -> None:
-    """Run the steps. ``data_device``: the CPU device whose core this process draws batches on;
-    the drawing is timed there as "data" (None: a process on GPUs only, whose GPUs idle meanwhile)."""
-    config = ctx.config
-    batches = ctx.spec.data.batches(config.effective_batch_size)
+    """Run the steps. ``data_device``: the CPU device whose core this process draws batches on when they
+    are drawn inside the step (timed there as "data"); None: a process on GPUs only, whose GPUs idle meanwhile."""
+    feed = BatchFeed(ctx, executor, data_device)
     timer = ctx.timer
-    for step in range(config.steps):
+    for step in range(ctx.config.steps):
         timer.begin_step()
         start = time.perf_counter()
-        # Every rank draws every batch, so the seeded sequence stays the same everywhere.
-        with timer.span(data_device, "data") if data_device is not None else nullcontext():
-            inputs, targets = next(batches)
+        inputs, targets = feed.next()
         result = executor.step(inputs, targets)
         intervals = timer.end_step()
         end = time.perf_counter()

@@ -53,15 +53,28 @@ def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:
     n = len(costs)
     if not 1 <= stages <= n:
         raise ValueError(f"cannot make {stages} stages from {n} blocks")
-    prefix = [0.0]
-    for c in costs:
-        prefix.append(prefix[-1] + c)
+    return balanced_split_per_stage([costs] * stages)
+
+
+def balanced_split_per_stage(stage_costs: list[list[float]]) -> tuple[int, ...]:
+    """Split points minimizing the costliest stage, each block costing what it costs on its stage's device
+    (a CPU stage and a GPU stage time the same block very differently)."""
+    stages, n = len(stage_costs), len(stage_costs[0])
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot make {stages} stages from {n} blocks")
+    prefixes = []
+    for costs in stage_costs:
+        prefix = [0.0]
+        for c in costs:
+            prefix.append(prefix[-1] + c)
+        prefixes.append(prefix)
     inf = float("inf")
     # best[k][j]: minimal max-stage cost placing the first j blocks on k stages
     best = [[inf] * (n + 1) for _ in range(stages + 1)]
     cut = [[0] * (n + 1) for _ in range(stages + 1)]
     best[0][0] = 0.0
     for k in range(1, stages + 1):
+        prefix = prefixes[k - 1]
         for j in range(k, n - (stages - k) + 1):
             for i in range(k - 1, j):
                 value = max(best[k - 1][i], prefix[j] - prefix[i])
@@ -72,6 +85,19 @@ def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:
         j = cut[k][j]
         points.append(j)
     return tuple(sorted(points)[1:])  # drop the leading 0
+
+
+def plan_balanced(spec, batch_size: int, devices) -> tuple[list[BlockInfo], tuple[int, ...]]:
+    """Each block timed on each kind of device among the stages', and the split that balances the stages
+    with those times (a CPU stage and a GPU stage time the same block very differently; devices of one
+    kind are taken to be alike, the first standing for the rest). Returns the first device's block
+    timings, what the split view shows, and the split."""
+    where = {}
+    for d in devices:
+        where.setdefault(d.kind, d.torch_device)
+    timed = {kind: block_costs(spec, batch_size, device) for kind, device in where.items()}
+    split = balanced_split_per_stage([[b.cost_s for b in timed[d.kind]] for d in devices])
+    return timed[devices[0].kind], split
 
 
 def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:

@@ -130,7 +130,7 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
     ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.load(config.strategy).build(ctx)
-    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None)
+    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm)
     try:
         loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
         channel.emit("done", param_sq=executor.param_sq())
@@ -147,10 +147,9 @@ def resolve_split(config, spec, devices, rank, world):
         return tuple(config.split)
     split = None
     if rank == 0:
-        from engine.planning import balanced_split, block_costs
+        from engine.planning import plan_balanced
         micro = max(1, config.effective_batch_size // config.effective_micro_batches)
-        costs = [b.cost_s for b in block_costs(spec, micro, devices[0].torch_device)]
-        split = balanced_split(costs, len(devices))
+        split = plan_balanced(spec, micro, devices)[1]
     if world > 1:
         import torch.distributed as dist
         box = [split]

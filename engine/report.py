@@ -48,6 +48,8 @@ def summary_table(s: dict) -> str:
         rows.append(("samples", f"{tel.get('samples')} at {tel.get('rate_hz')} Hz"))
         if tel.get("disagreement"):
             rows.append(("note", tel["disagreement"]))
+    for note in s.get("notes") or []:
+        rows.append(("note", note))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
@@ -122,4 +124,5 @@ def experiment_table(result: dict) -> str:
                      f"{_fmt(p.get('stage_balance'), '.2f'):>7}  {len(p['run_ids'])}{mark}")
     if result.get("automatic_split") is not None:
         lines.append(f"automatic balanced split: {result['automatic_split']}")
+    lines += [f"note: {note}" for note in result.get("notes") or []]
     return "\n".join(lines)

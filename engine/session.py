@@ -67,13 +67,24 @@ class RunSession:
             self.run_id = store.create_run(self.config.to_dict(), experiment_id=self.experiment_id,
                                            label=self.label)
         self._origin = time.perf_counter()
-        self._start_sampler()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                   PYTHONUNBUFFERED="1")
-        # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self._start_sampler()
+            env = dict(os.environ, PYTHONUNBUFFERED="1",
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+            # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except BaseException as exc:
+            # Nothing is left running, and the stored run says why rather than staying "running".
+            if self._sampler is not None:
+                self._sampler.stop()
+            error = f"the run could not start: {type(exc).__name__}: {exc}"
+            with Store(self.db_path) as store:
+                store.finish_run(self.run_id, "failed", None, error, None)
+            self.result = RunResult(self.run_id, "failed", None, error)
+            self._done.set()
+            raise
         first = json.dumps({"config": self.config.to_dict(), "clock_origin": self._origin})
         self._send(first)
         threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()

@@ -14,11 +14,38 @@ def _has_stages(strategy: str) -> bool:
     return found is not None and found.uses_split
 
 
-def theoretical_bubble(strategy: str, stages: int, micro_batches: int) -> float | None:
-    """(p-1)/(m+p-1) for a pipeline (the naive split is m=1); None where it does not apply."""
-    if not _has_stages(strategy) or stages < 2:
+def why_no_theory(strategy: str, stage_devices: list[str], micro_batches: int, own_processes: bool) -> str | None:
+    """Why (p-1)/(m+p-1) does not describe this split model's bubble; None where it does (or no split)."""
+    if not _has_stages(strategy) or len(stage_devices) < 2:
+        return None
+    shared = sorted({d for d in stage_devices if stage_devices.count(d) > 1})
+    if shared:
+        return (f"no theoretical bubble: stages share {', '.join(shared)} and take turns on it, where "
+                "(p-1)/(m+p-1) assumes a device per stage")
+    if micro_batches > 1 and not own_processes:
+        return ("no theoretical bubble: the stages run from one process, which waits on each device in turn, "
+                "where (p-1)/(m+p-1) assumes stages that work concurrently")
+    return None
+
+
+def theoretical_bubble(strategy: str, stage_devices: list[str], micro_batches: int,
+                       own_processes: bool) -> float | None:
+    """(p-1)/(m+p-1) for a pipeline of p stages and m micro-batches (the naive split is m=1).
+
+    None where the formula does not hold (``why_no_theory``): it assumes each stage
+    has a device of its own and, with m > 1, that the stages work concurrently,
+    each in its own process.
+    """
+    stages = len(stage_devices)
+    if not _has_stages(strategy) or stages < 2 or why_no_theory(strategy, stage_devices, micro_batches,
+                                                                own_processes):
         return None
     return (stages - 1) / (micro_batches + stages - 1)
+
+
+def unique_devices(names: list[str]) -> list[str]:
+    """Each physical device once, in order: per-device figures are per device, not per stage."""
+    return list(dict.fromkeys(names))
 
 
 def staged(strategy: str, devices: list[str]) -> bool:
@@ -49,6 +76,34 @@ def stage_balance(strategy: str, devices: list[str], busy: list[float] | None) -
     return min(busy) / busiest if busiest > 0 else None
 
 
+def separate_collective_waits(reports: list[dict]) -> None:
+    """Cut each rank's time in a collective before its last peer arrived off as "wait" (in place).
+
+    A collective cannot start until every rank has joined it, so a rank that
+    launches it early is waiting, not communicating. Every rank runs a step's
+    collectives in the same order (DDP requires it), so the k-th "communication"
+    interval of each rank is the same collective; the worker sees all ranks on
+    one clock, so the last arrival is known here and nowhere else.
+    """
+    if len(reports) < 2:
+        return
+    per_rank = []
+    for report in reports:
+        spans = [(device, span) for device, device_spans in (report.get("intervals") or {}).items()
+                 for span in device_spans if span[0] == "communication"]
+        per_rank.append(sorted(spans, key=lambda item: item[1][1]))
+    if len({len(spans) for spans in per_rank}) != 1:
+        return  # not the same collectives on every rank: leave them as timed
+    for k in range(len(per_rank[0])):
+        arrival = max(spans[k][1][1] for spans in per_rank)
+        for report, spans in zip(reports, per_rank):
+            device, span = spans[k]
+            if span[1] < arrival:
+                waited_until = min(arrival, span[2])
+                report["intervals"][device].append(["wait", span[1], waited_until])
+                span[1] = waited_until
+
+
 class StepMerger:
     """Collects each rank's report of a step; emits one merged step when all ranks have reported.
 
@@ -75,6 +130,7 @@ class StepMerger:
         return self._merge(step, list(reports.values()))
 
     def _merge(self, step: int, reports: list[dict]) -> dict:
+        separate_collective_waits(reports)
         end = max(r["end"] for r in reports)
         start = self._last_end if self._last_end is not None else min(r["start"] for r in reports)
         self._last_end = end
@@ -110,8 +166,9 @@ def _mean_std(values: list[float]) -> dict | None:
 
 
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
-              batch_size: int,
-              steps: list[dict], warmup: int, param_sq_parts: list[float], data_parallel: bool) -> dict:
+              batch_size: int, steps: list[dict], warmup: int, param_sq_parts: list[float], data_parallel: bool,
+              theory_bubble: float | None = None, notes: list[str] | None = None) -> dict:
+    """``devices``: each physical device once (``unique_devices``); ``theory_bubble`` from ``theoretical_bubble``."""
     measured = [s for s in steps if s["step"] >= warmup]
     step_times = [s["time_s"] for s in measured]
     total_time = sum(step_times)
@@ -120,7 +177,6 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         devices_busy = [min(1.0, sum(s["busy"].get(d, 0.0) * s["time_s"] for s in measured) / total_time)
                         for d in devices]
     losses = [s["loss"] for s in steps if s.get("loss") is not None]
-    stages = len(split) + 1 if split else 1
     per_stage = stage_busy(config["strategy"], devices, measured, total_time)
     return {
         "run_id": run_id,
@@ -143,8 +199,9 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         "stage_balance": stage_balance(config["strategy"], devices, per_stage),
         "bubble": {
             "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
-            "theory": theoretical_bubble(config["strategy"], stages, micro_batches),
+            "theory": theory_bubble,
         },
         "batch_split": [s["batch_split"] for s in steps] if data_parallel else None,
+        "notes": list(notes or []),
         "telemetry": None,
     }

@@ -11,10 +11,19 @@ import threading
 import time
 from contextlib import contextmanager
 
-# Kinds of interval, in a step's order. "data" is drawing the batch, timed only on a CPU
-# device (the core does that work; a GPU is idle meanwhile). "wait" is time blocked on a
-# peer: recorded, but not busy.
-BUSY_KINDS = ("data", "forward", "backward", "transfer", "optimizer")
+# Kinds of interval, in a step's order, and what each means (the timeline's legend and
+# the README read this). "wait" is recorded but not busy.
+KIND_MEANING = {
+    "data": "drawing the batch inside the step (--input-prep in-step), on the process's CPU device",
+    "forward": "a stage's or replica's forward pass, the loss included",
+    "backward": "a backward pass: gradients of this device's part of the model",
+    "transfer": "copying activations, gradients, inputs or parameters between devices",
+    "communication": "a collective between processes (ddp's gradient all-reduce) or data-parallel's "
+                     "reduce of gradients to device 0, from when every peer has arrived",
+    "optimizer": "the optimizer's update of this device's parameters",
+    "wait": "blocked on a peer: its activation or gradient, or its arrival at a collective (not busy)",
+}
+BUSY_KINDS = ("data", "forward", "backward", "transfer", "communication", "optimizer")
 KINDS = BUSY_KINDS + ("wait",)
 
 
@@ -57,48 +66,56 @@ class StepTimer:
         with self._lock:
             self._intervals.setdefault(device, []).append([kind, t0, t1])
 
+    def mark(self, device):
+        """A point in ``device``'s time: now on a CPU device; on a GPU an event recorded on the calling
+        thread's current stream (when the GPU gets there). ``between`` turns two marks into an interval."""
+        if getattr(device, "kind", "cpu") != "cuda":
+            return time.perf_counter()
+        import torch
+        with torch.cuda.device(device.index):
+            self._ensure_anchor(device.index)
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+        return event
+
+    def between(self, device, kind: str, start, end) -> None:
+        """Record ``kind`` on ``device`` from mark ``start`` to mark ``end``. Any thread."""
+        if getattr(device, "kind", "cpu") != "cuda":
+            self.add(getattr(device, "name", device), kind, start, end)
+            return
+        with self._lock:
+            self._cuda_pending.append((device.name, kind, device.index, (start, end)))
+
+    def _ensure_anchor(self, index: int) -> None:
+        import torch
+        with self._lock:
+            if index in self._cuda_anchor:
+                return
+            anchor = torch.cuda.Event(enable_timing=True)
+            anchor.record()
+            self._cuda_anchor[index] = (time.perf_counter(), anchor)
+
     @contextmanager
     def span(self, device, kind: str):
         """Time the block as ``kind`` on ``device`` (an engine Device or a name)."""
-        name = getattr(device, "name", device)
-        if getattr(device, "kind", "cpu") == "cuda":
-            with self._cuda_span(device, kind):
-                yield
-            return
-        t0 = time.perf_counter()
+        start = self.mark(device)
         try:
             yield
         finally:
-            self.add(name, kind, t0, time.perf_counter())
-
-    @contextmanager
-    def _cuda_span(self, device, kind: str):
-        import torch
-        index = device.index
-        with torch.cuda.device(index):
-            if index not in self._cuda_anchor:
-                anchor = torch.cuda.Event(enable_timing=True)
-                anchor.record()
-                self._cuda_anchor[index] = (time.perf_counter(), anchor)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            try:
-                yield
-            finally:
-                end.record()
-                with self._lock:
-                    self._cuda_pending.append((device.name, kind, index, (start, end)))
+            self.between(device, kind, start, self.mark(device))
 
     def end_step(self) -> dict[str, list[list]]:
         """The step's intervals per device (absolute perf_counter seconds)."""
-        if self._cuda_pending:
+        with self._lock:
+            pending, self._cuda_pending = self._cuda_pending, []
+        if pending:
             import torch
             for index in self._cuda_anchor:  # every GPU used, not only the current one
                 torch.cuda.synchronize(index)
-            for name, kind, index, (start, end) in self._cuda_pending:
+            for name, kind, index, (start, end) in pending:
                 host0, anchor = self._cuda_anchor[index]
                 t0 = host0 + anchor.elapsed_time(start) / 1000.0
-                self.add(name, kind, t0, t0 + start.elapsed_time(end) / 1000.0)
+                self.add(name, kind, t0, t0 + max(0.0, start.elapsed_time(end)) / 1000.0)
         with self._lock:
             out, self._intervals = self._intervals, {}
         return out

@@ -33,6 +33,21 @@ def devices_needed(config: ExperimentConfig) -> int:
     return 2
 
 
+def batch_norm_note(config: ExperimentConfig, has_batch_norm: bool, devices: int) -> str | None:
+    """Why a model with BatchNorm trains differently under this run than on one device, if it does."""
+    info = strategies.info(config.strategy)
+    if not has_batch_norm:
+        return None
+    if info.data_parallel and devices > 1:
+        part = "each replica's slice of the batch"
+    elif info.uses_micro_batches and config.effective_micro_batches > 1:
+        part = "each micro-batch"
+    else:
+        return None
+    return (f"the model has BatchNorm: its statistics come from {part}, not the whole batch, so training "
+            "differs from one device's (parameters do not match a single-device run)")
+
+
 def check(config: ExperimentConfig) -> list[Problem]:
     return plan(config)[1]
 
@@ -59,10 +74,36 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     if found:
         return None, found
     warnings = []
+    note = batch_norm_note(config, spec.has_batch_norm, len(devices))
+    if note:
+        warnings.append(note)
     if devices_mod.oversubscribed(devices):
         warnings.append(f"{sum(d.kind == 'cpu' for d in devices)} CPU virtual devices on "
                         f"{len(devices_mod.usable_cores())} cores: devices share cores, so timings mean little")
     return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []
+
+
+def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tuple[int, ...]:
+    """Split points given by index or by block name: "layer3.0", or "layer3" for the first block
+    inside layer3 (the tutorial's ``seq2`` starts there). Raises ConfigError naming what exists."""
+    found = config_mod.problems(config.replace(split=None))
+    if found:
+        raise config_mod.ConfigError(found)
+    spec, problem = _build_model(config)
+    if problem:
+        raise config_mod.ConfigError([problem])
+    names = spec.block_names
+    points = []
+    for token in tokens:
+        if isinstance(token, int):
+            points.append(token)
+            continue
+        index = next((i for i, name in enumerate(names) if name == token or name.startswith(token + ".")), None)
+        if index is None:
+            raise config_mod.ConfigError([Problem("split", f"no block named {token!r} in {spec.name}; its blocks: "
+                                                           f"{', '.join(names)}")])
+        points.append(index)
+    return tuple(points)
 
 
 def _build_model(config: ExperimentConfig):

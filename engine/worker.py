@@ -30,7 +30,7 @@ from pathlib import Path
 from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError, parse
-from engine.summary import StepMerger, summarize
+from engine.summary import StepMerger, summarize, theoretical_bubble, unique_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
@@ -47,6 +47,21 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with status {code}"
+
+
+def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
+                     store_file: str) -> dict[str, str]:
+    """A rank process's environment: torchrun's variables, one thread per device, loopback only."""
+    return dict(base,
+                RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                # Both backends talk over loopback only: gloo's sockets and NCCL's bootstrap
+                # (and its socket transport) would otherwise pick the machine's first interface.
+                GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo",
+                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
+                CUDA_DEVICE_ORDER="PCI_BUS_ID",              # cuda:K is NVML's GPU K (telemetry)
+                SPLITSCOPE_CONFIG=config_json, SPLITSCOPE_DEVICES=devices_json,
+                SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file,
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
 
 
 class Rank:
@@ -78,7 +93,11 @@ class Worker:
         self.world = strategies.load(config.strategy).world_size(config, devices)
         self.queue: queue.Queue = queue.Queue()
         self.ranks: list[Rank] = []
-        self.merger = StepMerger(self.world, [d.name for d in devices], origin)
+        self.device_names = unique_devices([d.name for d in devices])
+        self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
+                                                config.effective_micro_batches, self.world > 1)
+        self.merger = StepMerger(self.world, self.device_names, origin)
+        self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
         self.started_sent = False
         self.split = None
         self.rendezvous_dir: str | None = None
@@ -99,14 +118,8 @@ class Worker:
         device_json = json.dumps([d.to_dict() for d in self.devices])
         for rank in range(self.world):
             read_fd, write_fd = os.pipe()
-            env = dict(os.environ,
-                       RANK=str(rank), WORLD_SIZE=str(self.world), LOCAL_RANK=str(rank),
-                       GLOO_SOCKET_IFNAME="lo",                     # gloo listens on loopback only
-                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
-                       CUDA_DEVICE_ORDER="PCI_BUS_ID",              # cuda:K is NVML's GPU K (telemetry)
-                       SPLITSCOPE_CONFIG=self.config.to_json(), SPLITSCOPE_DEVICES=device_json,
-                       SPLITSCOPE_EVENT_FD=str(write_fd), SPLITSCOPE_STORE_FILE=store_file,
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+            env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
+                                   devices_json=device_json, event_fd=write_fd, store_file=store_file)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "engine.rank"], cwd=ROOT, env=env, pass_fds=(write_fd,),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -193,6 +206,7 @@ class Worker:
         t = ev.get("type")
         if t == "ready":
             r.ready, r.split = True, ev.get("split")
+            self.batch_norm = self.batch_norm or bool(ev.get("batch_norm"))
             if all(rr.ready for rr in self.ranks) and not self.started_sent:
                 self._send_started()
         elif t == "rank_step":
@@ -211,7 +225,7 @@ class Worker:
         """The process on each device (one process serves every device when world is 1)."""
         if self.world > 1:
             return {rr.device.name: rr.proc.pid for rr in self.ranks}
-        return {d.name: rr.proc.pid for rr in self.ranks for d in self.devices}
+        return {name: rr.proc.pid for rr in self.ranks for name in self.device_names}
 
     def _send_started(self) -> None:
         self.started_sent = True
@@ -221,7 +235,17 @@ class Worker:
                   worker_pid=os.getpid(), devices=[d.to_dict() for d in self.devices],
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
-                  micro_batches=self.config.effective_micro_batches, clock_origin=self.origin)
+                  micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
+                  theory_bubble=self.theory_bubble, notes=self.notes())
+
+    def notes(self) -> list[str]:
+        """What the user must know to read this run's result."""
+        from engine.summary import why_no_theory
+        from engine.validate import batch_norm_note
+        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)),
+                 why_no_theory(self.config.strategy, [d.name for d in self.devices],
+                               self.config.effective_micro_batches, self.world > 1)]
+        return [note for note in notes if note]
 
     def _note_failure(self, failure, cause):
         if failure is None:
@@ -289,11 +313,11 @@ class Worker:
     def finish(self, status: str) -> int:
         parts = [rr.param_sq for rr in self.ranks if rr.param_sq is not None] if status == "finished" else []
         summary = summarize(
-            run_id=None, status=status, config=self.config.to_dict(), devices=[d.name for d in self.devices],
+            run_id=None, status=status, config=self.config.to_dict(), devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             steps=self.merger.steps, warmup=self.config.warmup, param_sq_parts=parts,
-            data_parallel=self.info.data_parallel)
+            data_parallel=self.info.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
         self.emit(protocol.FINISHED, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

@@ -23,7 +23,7 @@ def train(executor_factory, config, devices, split=None, steps=3):
     intervals = {}
     for _ in range(steps):
         ctx.timer.begin_step()
-        result = executor.step(*next(batches))
+        result = executor.step(*executor.place_batch(*next(batches)))
         intervals = ctx.timer.end_step()
     return result.loss_part, executor.param_sq(), intervals
 

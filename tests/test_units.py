@@ -12,7 +12,7 @@ from engine import protocol
 from engine.config import ConfigError, ExperimentConfig, problems
 from engine.planning import balanced_split
 from engine.store import Store
-from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble
+from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 
 
 def test_config_round_trips_through_json():
@@ -61,10 +61,21 @@ def test_balanced_split_minimizes_the_slowest_stage(costs, stages, expected):
     assert balanced_split(costs, stages) == expected
 
 
-def test_theoretical_bubble():
-    assert theoretical_bubble("pipeline", 2, 4) == pytest.approx(0.2)
-    assert theoretical_bubble("model-parallel", 2, 1) == pytest.approx(0.5)
-    assert theoretical_bubble("ddp", 2, 1) is None
+def test_theoretical_bubble_only_where_its_formula_holds():
+    cpu2 = ["cpu:0", "cpu:1"]
+    assert theoretical_bubble("pipeline", cpu2, 4, own_processes=True) == pytest.approx(0.2)
+    assert theoretical_bubble("pipeline", ["cpu:0", "cpu:1", "cpu:2"], 4, own_processes=True) == pytest.approx(1 / 3)
+    assert theoretical_bubble("model-parallel", cpu2, 1, own_processes=True) == pytest.approx(0.5)
+    assert theoretical_bubble("ddp", cpu2, 1, own_processes=True) is None
+    # two stages taking turns on one GPU: no device idles the way the formula counts
+    assert theoretical_bubble("model-parallel", ["cuda:0", "cuda:0"], 1, own_processes=False) is None
+    assert theoretical_bubble("pipeline", ["cuda:0", "cuda:0"], 4, own_processes=False) is None
+    assert "share cuda:0" in why_no_theory("pipeline", ["cuda:0", "cuda:0"], 4, own_processes=False)
+    # a CPU and a GPU stage driven from one process: the naive split holds, micro-batches do not overlap so
+    assert theoretical_bubble("model-parallel", ["cpu:0", "cuda:0"], 1, own_processes=False) == pytest.approx(0.5)
+    assert theoretical_bubble("pipeline", ["cpu:0", "cuda:0"], 4, own_processes=False) is None
+    assert "one process" in why_no_theory("pipeline", ["cpu:0", "cuda:0"], 4, own_processes=False)
+    assert why_no_theory("pipeline", cpu2, 4, own_processes=True) is None
 
 
 def test_stage_balance_is_the_least_over_the_most_busy_stage():

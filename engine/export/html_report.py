@@ -108,6 +108,8 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         rows.append(("telemetry", f"{telemetry.get('samples')} samples at {telemetry.get('rate_hz')} Hz; mean util "
                      + ", ".join(f"{d} {format_value(u) + '%' if is_number(u) else 'n/a'}"
                                  for d, u in zip(devices, util))))
+    for note in s.get("notes") or []:
+        rows.append(("note", note))
     if run.experiment_id:
         rows.append(("experiment", f"{run.experiment_id} ({run.label})"))
     if run.error:
@@ -187,4 +189,6 @@ def experiment_page(experiment: dict, result: dict, figures: list[Figure]) -> st
             f"best: {result.get('best') or '—'}")
     return page(title=f"Splitscope experiment {experiment['id']}", meta=meta,
                 config_html=key_value_table(experiment_config_rows(experiment)),
-                summary_html=experiment_points_table(result), figures=figures)
+                summary_html=experiment_points_table(result) + "".join(
+                    f"<p class=\"note\">{escape(str(note))}</p>" for note in result.get("notes") or []),
+                figures=figures)

@@ -15,20 +15,26 @@ class ModelInfo:
     description: str
     batch_size: int   # default batch size
     lr: float         # default SGD learning rate
+    tutorial_split: str | None = None
+    """The block the model-parallel tutorial starts its second stage at (``--split NAME``)."""
 
 
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
-        ModelInfo("seed-toy", "Linear(10,10), ReLU, Linear(10,5), MSE loss: the seed's ToyModel", 20, 0.001),
-        ModelInfo("seed-linear", "Linear(5,2) on a random dataset of 100 rows of 5, batch 30: "
-                  "the seed's DataParallel example", 30, 0.001),
-        ModelInfo("seed-embedding", "Embedding(1000,10) then Linear(10,10): the seed's CPU+GPU model", 32, 0.001),
-        ModelInfo("mlp", "--depth blocks of Linear(width,width)+ReLU, then Linear(width,10); cross-entropy",
-                  2048, 0.01),
-        ModelInfo("resnet18", "torchvision ResNet18, split at basic-block granularity", 32, 0.001),
-        ModelInfo("resnet50", "torchvision ResNet50 at the tutorial's setup: 1000 classes, 128x128, MSE on "
-                  "one-hot labels, split at bottleneck granularity", 120, 0.001),
+        ModelInfo("seed-toy", "Linear(10,10), ReLU, Linear(10,5), MSE loss: the seed's ToyModel, learning a "
+                  "fixed teacher of its own shape", 20, 0.05),
+        ModelInfo("seed-linear", "Linear(5,2) on a dataset of 100 rows of 5 (targets from a linear teacher), "
+                  "batch 30: the seed's DataParallel example", 30, 0.05),
+        ModelInfo("seed-embedding", "Embedding(1000,10) then Linear(10,10), learning a fixed vector per index: "
+                  "the seed's CPU+GPU model", 32, 0.05),
+        ModelInfo("mlp", "Blocks of Linear(width,width)+ReLU (--width, --depth), then Linear(width,10); "
+                  "cross-entropy on 10 classes of noisy patterns", 2048, 0.01),
+        ModelInfo("resnet18", "torchvision ResNet18 (BatchNorm), 10 classes of 64x64 images, split at "
+                  "basic-block granularity", 32, 0.01, tutorial_split="layer3"),
+        ModelInfo("resnet50", "torchvision ResNet50 (BatchNorm) at the tutorial's setup: 1000 classes, 128x128, "
+                  "MSE on one-hot labels, split at bottleneck granularity; --split layer3 is the tutorial's "
+                  "split", 120, 0.001, tutorial_split="layer3"),
     )
 }
 

@@ -19,12 +19,19 @@ class ModelSpec:
     data: "DataSource"
 
     def sequential(self, start: int = 0, stop: int | None = None) -> nn.Sequential:
-        """Blocks [start, stop) as one nn.Sequential, keeping their names."""
-        return nn.Sequential(OrderedDict(self.blocks[start:stop]))
+        """Blocks [start, stop) as one nn.Sequential, keeping their names ("layer1.0" as "layer1_0":
+        a submodule's own name cannot hold a dot)."""
+        return nn.Sequential(OrderedDict((name.replace(".", "_"), block) for name, block in self.blocks[start:stop]))
 
     @property
     def block_names(self) -> list[str]:
         return [name for name, _ in self.blocks]
+
+    @property
+    def has_batch_norm(self) -> bool:
+        """BatchNorm's statistics depend on the batch it sees: a micro-batch or a replica's slice
+        trains differently from the whole batch on one device."""
+        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, block in self.blocks for m in block.modules())
 
 
 class DataSource:

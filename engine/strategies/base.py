@@ -55,6 +55,12 @@ class StepResult:
 
 
 class Executor(ABC):
+    def place_batch(self, inputs: "torch.Tensor", targets: "torch.Tensor"):
+        """Put a host batch where ``step`` reads it (the GPU of the first stage, ...), timing any copy as
+        "transfer"; returns what ``step`` takes. Called before the first step for prepared batches, inside
+        the step for batches drawn there (engine.feed)."""
+        return inputs, targets
+
     @abstractmethod
     def step(self, inputs: "torch.Tensor", targets: "torch.Tensor") -> StepResult:
         """One optimizer update on the global batch (each rank takes its part)."""
@@ -65,6 +71,14 @@ class Executor(ABC):
 
     def close(self) -> None:
         pass
+
+
+def place_on(timer: StepTimer, device: Device, *tensors):
+    """The tensors copied to ``device``, timed there as "transfer" (a no-op for CPU devices)."""
+    if device.kind != "cuda":
+        return tensors
+    with timer.span(device, "transfer"):
+        return tuple(t.to(device.torch_device) for t in tensors)
 
 
 def stage_bounds(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, int]]:

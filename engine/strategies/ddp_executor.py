@@ -1,9 +1,20 @@
-"""The executor behind ddp: DistributedDataParallel on this rank's device."""
+"""The executor behind ddp: DistributedDataParallel on this rank's device.
+
+The gradient all-reduce is timed as "communication" by wrapping torch's own
+default hook (``allreduce_hook``, what DDP does without one): from the bucket's
+launch to the all-reduce's completion, on gloo and on NCCL (there through CUDA
+events on the stream that waits for it). The worker's merge then cuts each rank's
+share of a collective that came before the last rank arrived off as "wait"
+(engine.summary). ``backward`` ends where the last bucket is launched: after it,
+the rank only waits for the all-reduce.
+"""
 from __future__ import annotations
 
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, place_on, sgd
 
 
 class Ddp(Executor):
@@ -15,7 +26,22 @@ class Ddp(Executor):
         self.module = ctx.spec.sequential().to(self.device.torch_device)
         ids = [self.device.index] if self.device.kind == "cuda" else None
         self.model = DistributedDataParallel(self.module, device_ids=ids)
+        self.model.register_comm_hook(dist.group.WORLD, self._timed_allreduce)
         self.optimizer = sgd(self.model.parameters(), ctx.config)
+        self._last_launch = None  # mark of the step's last bucket launch
+
+    def _timed_allreduce(self, group, bucket):
+        timer, dev = self.timer, self.device
+        launched = timer.mark(dev)
+        self._last_launch = launched
+
+        def done(future):
+            timer.between(dev, "communication", launched, timer.mark(dev))
+            return future.value()
+        return allreduce_hook(group, bucket).then(done)
+
+    def place_batch(self, inputs, targets):
+        return place_on(self.timer, self.device, inputs, targets)
 
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer
@@ -27,9 +53,6 @@ class Ddp(Executor):
         else:  # a small last batch leaves this device without samples
             x, y = inputs[:0], targets[:0]
         mine = int(x.shape[0])
-        if dev.kind == "cuda":
-            with timer.span(dev, "transfer"):
-                x, y = x.to(dev.torch_device), y.to(dev.torch_device)
         self.optimizer.zero_grad(set_to_none=True)
         with timer.span(dev, "forward"):
             out = self.model(x)
@@ -40,8 +63,12 @@ class Ddp(Executor):
             else:
                 local = out.sum() * 0.0
                 scaled = local
-        with timer.span(dev, "backward"):  # includes the gradient all-reduce DDP overlaps with it
-            scaled.backward()
+        self._last_launch = None
+        started = timer.mark(dev)
+        scaled.backward()
+        # Compute ends where the last bucket launches; the rest of backward() waits for the all-reduce.
+        timer.between(dev, "backward", started, self._last_launch if self._last_launch is not None
+                      else timer.mark(dev))
         with timer.span(dev, "optimizer"):
             self.optimizer.step()
         part = float(local.detach()) * mine / total if mine else 0.0

@@ -1,8 +1,8 @@
-"""One long-lived thread per CPU virtual device, pinned to its core.
+"""One long-lived thread per device, as nn.DataParallel's parallel_apply has a thread per GPU.
 
-What nn.DataParallel does with CUDA devices (a thread per device in
-parallel_apply), for CPU virtual devices: each thread pins itself to its core
-once, so its torch ops (one intra-op thread) run there.
+A CPU virtual device's thread pins itself to its core once, so its torch ops
+(one intra-op thread) run there; a GPU's thread makes that GPU its current
+device, so its work goes to that GPU's current stream.
 """
 from __future__ import annotations
 
@@ -14,15 +14,18 @@ from typing import Callable
 
 
 class DeviceThread:
-    def __init__(self, name: str, core: int | None):
+    def __init__(self, device):
         self._jobs: queue.Queue = queue.Queue()
-        self._core = core
-        self._thread = threading.Thread(target=self._run, name=f"device-{name}", daemon=True)
+        self._device = device
+        self._thread = threading.Thread(target=self._run, name=f"device-{device.name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        if self._core is not None and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, {self._core})  # 0: the calling thread on Linux
+        if self._device.kind == "cuda":
+            import torch
+            torch.cuda.set_device(self._device.index)
+        elif self._device.core is not None and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {self._device.core})  # 0: the calling thread on Linux
         while True:
             job = self._jobs.get()
             if job is None:

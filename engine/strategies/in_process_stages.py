@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, stage_bounds, stage_sgd
+from engine.strategies.base import (Executor, RankContext, StepResult, params_sq, place_on, stage_bounds,
+                                    stage_sgd)
 
 
 class InProcessStages(Executor):
@@ -29,6 +30,11 @@ class InProcessStages(Executor):
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
                            if (optimizer := stage_sgd(stage, ctx.config)) is not None]
 
+    def place_batch(self, inputs, targets):
+        """Inputs where the first stage reads them, targets where the last stage computes the loss."""
+        return (place_on(self.timer, self.devices[0], inputs)[0],
+                place_on(self.timer, self.devices[-1], targets)[0])
+
     def step(self, inputs, targets) -> StepResult:
         timer, m = self.timer, self.micro_batches
         for optimizer, _ in self.optimizers:
@@ -39,14 +45,15 @@ class InProcessStages(Executor):
         for x, y in zip(inputs.chunk(m), targets.chunk(m)):
             h, per_stage = x, []
             for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
-                h = self._move(h, self.devices[k - 1] if k else None, dev)
+                if k:
+                    h = self._move(h, self.devices[k - 1], dev)
                 cut = h.detach().requires_grad_(h.is_floating_point())
                 with timer.span(dev, "forward"):
                     h = stage(cut)
                 per_stage.append((cut, h))
             last = self.devices[-1]
             with timer.span(last, "forward"):
-                loss = self.loss_fn(h, y.to(last.torch_device)) / m
+                loss = self.loss_fn(h, y) / m
             losses.append(loss)
             saved.append(per_stage)
         # Backward, last stage first, handing each stage's input gradient to the stage before.
@@ -69,13 +76,15 @@ class InProcessStages(Executor):
         return StepResult(loss_part=total, samples=int(inputs.shape[0]))
 
     def _move(self, tensor: torch.Tensor, src, dst) -> torch.Tensor:
-        """Copy to ``dst``, timed as a transfer on the GPU that does the copy.
+        """Copy from stage device ``src`` to ``dst``, timed as a transfer on the GPU that does the copy.
 
         A copy between GPUs runs on the source GPU's stream (the destination only
         waits for it), a copy from the host on the destination's: a span on the
-        receiving GPU would also cover the sender's queued work. ``src`` None is the host.
+        receiving GPU would also cover the sender's queued work.
         """
-        on = src if src is not None and src.kind == "cuda" else dst
+        if src == dst:
+            return tensor
+        on = src if src.kind == "cuda" else dst
         with self.timer.span(on, "transfer"):
             # Into host memory the copy must have landed before the CPU stage reads it:
             # non_blocking there returns a pinned tensor still being written.

@@ -14,7 +14,8 @@ import torch
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining import schedules as _schedules
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, stage_bounds, stage_sgd
+from engine.strategies.base import (Executor, RankContext, StepResult, params_sq, place_on, stage_bounds,
+                                    stage_sgd)
 
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -73,15 +74,20 @@ class ScheduledStages(Executor):
         self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
 
+    def place_batch(self, inputs, targets):
+        """The first stage reads the inputs, the last the targets; a middle stage neither."""
+        placed_inputs = place_on(self.timer, self.device, inputs)[0] if self.first else None
+        placed_targets = place_on(self.timer, self.device, targets)[0] if self.last else None
+        return placed_inputs, placed_targets
+
     def step(self, inputs, targets) -> StepResult:
-        dev = self.device.torch_device
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
         losses: list = []
         if self.first:
-            self.schedule.step(inputs.to(dev), return_outputs=False)
+            self.schedule.step(inputs, return_outputs=False)
         elif self.last:
-            self.schedule.step(target=targets.to(dev), losses=losses, return_outputs=False)
+            self.schedule.step(target=targets, losses=losses, return_outputs=False)
         else:
             self.schedule.step(return_outputs=False)
         if self.optimizer is not None:

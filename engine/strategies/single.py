@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.config import Problem
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, sgd
+from engine.strategies.base import Executor, RankContext, StepResult, params_sq, place_on, sgd
 
 
 def world_size(config, devices) -> int:
@@ -24,12 +24,11 @@ class SingleDevice(Executor):
         self.loss_fn = ctx.spec.loss_fn
         self.optimizer = sgd(self.model.parameters(), ctx.config)
 
+    def place_batch(self, inputs, targets):
+        return place_on(self.timer, self.device, inputs, targets)
+
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer
-        if dev.kind == "cuda":
-            with timer.span(dev, "transfer"):
-                inputs = inputs.to(dev.torch_device, non_blocking=True)
-                targets = targets.to(dev.torch_device, non_blocking=True)
         self.optimizer.zero_grad(set_to_none=True)
         with timer.span(dev, "forward"):
             loss = self.loss_fn(self.model(inputs), targets)

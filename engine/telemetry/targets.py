@@ -16,12 +16,13 @@ Target = Union[CpuTarget, GpuTarget]
 def targets_for(devices: list[Device]) -> list[Target]:
     """One target per device of a run, named like the device ("cpu:0", "cuda:1").
 
+    A device listed twice (two stages sharing cuda:0) is one device to sample.
     CPU virtual devices have no pid yet: the caller sets it with
     ``TelemetrySampler.set_pid`` once the worker reports its ranks.
     """
     targets: list[Target] = []
     visible = visible_gpus() if any(d.kind == "cuda" for d in devices) else []
-    for device in devices:
+    for device in {d.name: d for d in devices}.values():
         if device.kind == "cuda":
             # cuda:K is the K-th GPU CUDA_VISIBLE_DEVICES lets torch see. Past the end (no GPU here;
             # validation refuses such runs) there is none to read, and the target says so.
