@@ -69,9 +69,8 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
     for d, name in enumerate(names):
         util = 50 + 45 * np.sin(t / (7 + d)) * np.cos(t / 31)
         mem = 20e9 + 5e9 * np.sin(t / (50 + d))
-        panel.telemetry._buffers(name)
-        panel.telemetry.util[name].extend(np.column_stack([t, util]))
-        panel.telemetry.mem[name].extend(np.column_stack([t, mem]))
+        panel.telemetry._buffer(panel.telemetry.util, name).extend(np.column_stack([t, util]))
+        panel.telemetry._buffer(panel.telemetry.mem, name).extend(np.column_stack([t, mem]))
     progress = RunProgress(run_id="bench", config={"strategy": "pipeline"}, devices=names, steps_total=3600,
                            micro_batches=8, split=list(range(1, devices)))
     panel.begin_run(progress, 3600)

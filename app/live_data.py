@@ -16,7 +16,12 @@ TIMELINE_STEPS = 3        # steps the timeline shows
 
 
 class TelemetryHistory:
-    """Per device: utilization (%) and memory used (bytes) over time, newest hour kept."""
+    """Per device: utilization (%) and memory used (bytes) over time, newest hour kept.
+
+    Utilization is kept per physical device: a run's "cpu:0" measures core 0's busy
+    share, as the idle view's "core 0" does, so both feed one series (``set_physical``).
+    Memory stays per device: a CPU virtual device's memory is its own process's.
+    """
 
     def __init__(self, rate_hz: float = 10.0, history_s: float = HISTORY_S, origin: float = 0.0):
         # Room for the driver-buffered GPU samples too, which can come faster than the poll rate.
@@ -24,31 +29,45 @@ class TelemetryHistory:
         self.origin = origin  # perf_counter seconds that map to x = 0
         self.util: dict[str, RingBuffer] = {}
         self.mem: dict[str, RingBuffer] = {}
-        self.mem_total: dict[str, int] = {}
-        self.devices: list[str] = []
+        self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
+        self.run_names: dict[str, str] = {}  # physical device -> the current run's name for it
         self.last_t = 0.0
 
-    def _buffers(self, device: str) -> tuple[RingBuffer, RingBuffer]:
-        if device not in self.util:
-            self.util[device] = RingBuffer(self.capacity)
-            self.mem[device] = RingBuffer(self.capacity)
-            self.devices.append(device)
-        return self.util[device], self.mem[device]
+    @property
+    def devices(self) -> list[str]:
+        """Every series' key: physical devices (utilization), then devices with memory only."""
+        return list(dict.fromkeys([*self.util, *self.mem]))
+
+    def set_physical(self, mapping: dict[str, str]) -> None:
+        """A run starts: its devices and what they measure ({"cpu:0": "core 0"})."""
+        self.physical = dict(mapping)
+        self.run_names = {core: name for name, core in mapping.items() if core != name}
+
+    def end_run(self) -> None:
+        """The run ended: the legend names cores alone again (its last samples still map to them)."""
+        self.run_names = {}
+
+    def label(self, key: str) -> str:
+        """How the legend names a utilization series: "core 0 · cpu:0" while a run uses the core."""
+        run_name = self.run_names.get(key)
+        return f"{key} · {run_name}" if run_name else key
+
+    def _buffer(self, table: dict[str, RingBuffer], key: str) -> RingBuffer:
+        if key not in table:
+            table[key] = RingBuffer(self.capacity)
+        return table[key]
 
     def add(self, samples: Iterable[Any]) -> int:
-        """Take DeviceSample-like objects (t, device, util, mem_used, mem_total); returns how many."""
+        """Take DeviceSample-like objects (t, device, util, mem_used); returns how many."""
         n = 0
         for s in samples:
-            util, mem = self._buffers(s.device)
             x = s.t - self.origin
             # Only real values go in: a missing metric leaves a gap in time, never a NaN
             # (NaN in a curve costs a finite check per redraw and breaks SVG export).
             if s.util is not None:
-                util.append(x, float(s.util))
+                self._buffer(self.util, self.physical.get(s.device, s.device)).append(x, float(s.util))
             if s.mem_used is not None:
-                mem.append(x, float(s.mem_used))
-            if getattr(s, "mem_total", None):
-                self.mem_total[s.device] = int(s.mem_total)
+                self._buffer(self.mem, s.device).append(x, float(s.mem_used))
             self.last_t = max(self.last_t, x)
             n += 1
         return n
@@ -58,7 +77,6 @@ class TelemetryHistory:
             buf.clear()
         self.util.clear()
         self.mem.clear()
-        self.devices.clear()
 
 
 @dataclass

@@ -90,6 +90,18 @@ class ErrorPanel(QtWidgets.QFrame):
         self.show()
 
 
+def physical_names(config: dict) -> dict[str, str]:
+    """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
+    from engine.devices import DeviceError, parse
+    from engine.telemetry.targets import physical_name
+    from engine.validate import devices_needed
+    try:
+        return {d.name: physical_name(d) for d in parse(str(config.get("devices") or "auto"),
+                                                         devices_needed(ExperimentConfig.from_dict(config)))}
+    except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
+        return {}
+
+
 class MainWindow(QtWidgets.QMainWindow):
     IDLE_REDRAW_MS = IDLE_REDRAW_MS
     RUN_REDRAW_MS = RUN_REDRAW_MS
@@ -610,6 +622,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                micro_batches=micro_batches,
                                split=list(config["split"]) if config.get("split") else None, status="starting",
                                label=label)
+        self.telemetry.set_physical(physical_names(config))
         self.plots.begin_run(progress, max(1, progress.steps_total), show=take_view)
         self.plots.mark_run(self._run_started_at - self.t0, label.split(",")[0])
         if not take_view:
@@ -675,6 +688,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.log(f"error (rank {event.get('rank')}): {event.get('message')}", level="error")
             elif kind == "finished":
                 p.summary = event.get("summary")
+                self.telemetry.end_run()
         self._update_progress()
 
     def _update_progress(self) -> None:

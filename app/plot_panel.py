@@ -20,6 +20,10 @@ from app.elided_label import ElidedLabel
 from app.live_data import RunProgress, StepHistory, TelemetryHistory
 from app.series_plot import SeriesPlot, cache_axes
 from app.timeline_view import KINDS, TimelineView
+from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.timing import KIND_MEANING
+
+RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
 
 LIVE_WINDOW_S = 60.0
 # The plots redrawn together, each in its own redraw tick (see PlotPanel.redraw).
@@ -107,6 +111,8 @@ class BubbleBox(QtWidgets.QFrame):
         self.formula = QtWidgets.QLabel("")
         self.formula.setObjectName("muted")
         self.formula.setWordWrap(True)
+        # Room for the formula and a note from the start: figures that come later do not push the box.
+        self.formula.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing())
         layout.addWidget(self.formula)
         layout.addStretch(1)
         legend = " ".join(
@@ -114,6 +120,8 @@ class BubbleBox(QtWidgets.QFrame):
         legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
         legend += " <span style='color:#3a404a'>■</span>&nbsp;idle"
         self.legend = QtWidgets.QLabel(legend)
+        self.legend.setToolTip("<br>".join(f"<b>{k}</b>: {KIND_MEANING[k]}" for k in KINDS)
+                               + "<br><b>idle</b>: nothing timed on the device")
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)
         layout.addWidget(self.legend)
@@ -140,8 +148,9 @@ class BubbleBox(QtWidgets.QFrame):
         self.measured.setText(_fmt_pct(measured))
         self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
         if theory is not None:
-            self.formula.setText(f"(p−1)/(m+p−1) with p={stages} stages, m={micro_batches} micro-batch"
-                                 f"{'es' if micro_batches != 1 else ''}" + (f"\n{note}" if note else ""))
+            self.formula.setText(f"(p−1)/(m+p−1): p={stages} stages, m={micro_batches}"
+                                 + (f"\n{note}" if note else ""))
+            self.formula.setToolTip(f"p: pipeline stages; m: micro-batches per step")
         else:
             self.formula.setText(note or "No pipeline bubble in theory for this strategy.")
         self._fit_height()
@@ -358,12 +367,12 @@ class PlotPanel(QtWidgets.QWidget):
         window_start = now - self.window_s
         for axis in (self.util_axis, self.mem_axis):
             axis.now = now
-        for kind, plot, buffers in (("util", self.util_plot, self.telemetry.util),
-                                    ("mem", self.mem_plot, self.telemetry.mem)):
+        telemetry = self.telemetry
+        for kind, plot, buffers in (("util", self.util_plot, telemetry.util), ("mem", self.mem_plot, telemetry.mem)):
             # The range moves first, then the changed data comes: one pass per curve.
             with plot.frame():
                 plot.getPlotItem().setXRange(window_start, now, padding=0)
-                for i, device in enumerate(self.telemetry.devices):
+                for i, device in enumerate(buffers):
                     buf = buffers[device]
                     key = (kind, device)
                     if not len(buf):
@@ -371,15 +380,35 @@ class PlotPanel(QtWidgets.QWidget):
                     last = buf.last(0)
                     if last is not None and last < window_start:
                         # Nothing in the window: drop the curve (and its legend entry) until data returns.
-                        if plot.has_series(device):
-                            plot.remove_series(device)
-                            self._drawn.pop(key, None)
+                        for series in (device, RAW_PREFIX + device):
+                            if plot.has_series(series):
+                                plot.remove_series(series)
+                        self._drawn.pop(key, None)
                         continue
+                    label = telemetry.label(device) if kind == "util" else device
+                    if plot.has_series(device) and plot.series_name(device) != label:
+                        plot.remove_series(device)  # a run began or ended on this device: renamed
+                        self._drawn.pop(key, None)
                     if force or self._drawn.get(key) != buf.version:
-                        plot.set_series(device, buf.column(0), buf.column(1), theme.device_color(i), device)
+                        x, y = buf.column(0), buf.column(1)
+                        color = theme.device_color(i)
+                        if kind == "util":
+                            self._draw_utilization(device, label, x, y, color, window_start)
+                        else:
+                            plot.set_series(device, x, y, color, label)
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
+
+    def _draw_utilization(self, device: str, label: str, x, y, color: str, window_start: float) -> None:
+        """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
+        a core's 10 ms ticks make the raw line swing 0-100 % at 10 Hz."""
+        plot = self.util_plot
+        plot.set_series(RAW_PREFIX + device, x, y, theme.faint(color), legend=False, width=1.0)
+        # Only what the window shows needs its mean, and one window before it to start from.
+        first = int(np.searchsorted(x, window_start - SMOOTH_S)) if self.mode == "live" else 0
+        smooth = np.asarray(trailing_mean(x[first:].tolist(), y[first:].tolist()))
+        plot.set_series(device, x[first:], smooth, color, label)
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
@@ -445,10 +474,16 @@ class PlotPanel(QtWidgets.QWidget):
                 name = device if single else f"{run.label} {device}"
                 for plot, fieldname in ((self.util_plot, "util"), (self.mem_plot, "mem_used")):
                     pts = [(s["t"], s[fieldname]) for s in rows if s.get(fieldname) is not None]
-                    if pts:
-                        arr = np.asarray(pts, dtype=float)
-                        plot.set_series(f"{run.run_id}/{device}", arr[:, 0], arr[:, 1], color, name,
-                                        dash=0 if single else d)
+                    if not pts:
+                        continue
+                    arr = np.asarray(pts, dtype=float)
+                    x, y = arr[:, 0], arr[:, 1]
+                    key = f"{run.run_id}/{device}"
+                    if fieldname == "util":
+                        if single:  # compared runs show their means alone: raw lines of several runs are noise
+                            plot.set_series(RAW_PREFIX + key, x, y, theme.faint(color), legend=False, width=1.0)
+                        y = np.asarray(trailing_mean(x.tolist(), y.tolist()))
+                    plot.set_series(key, x, y, color, name, dash=0 if single else d)
             for plot, fieldname in ((self.thr_plot, "throughput"), (self.loss_plot, "loss")):
                 pts = [(s["step"], s[fieldname]) for s in run.steps if s.get(fieldname) is not None]
                 if pts:

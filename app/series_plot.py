@@ -111,11 +111,12 @@ class SeriesPlot(pg.PlotWidget):
 
     # -- series ----------------------------------------------------------------
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
-                   dash: int = 0, width: float = 1.6) -> None:
+                   dash: int = 0, width: float = 1.6, legend: bool = True) -> None:
+        """``legend=False``: a curve drawn without a legend entry (the faint raw samples behind a mean)."""
         curve = self._curves.get(key)
         if curve is None:
             pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
-            curve = LiveCurve(pen=pen, name=name or key)
+            curve = LiveCurve(pen=pen, name=(name or key) if legend else None)
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
         self._data[key] = (x, y)
@@ -152,6 +153,13 @@ class SeriesPlot(pg.PlotWidget):
 
     def has_series(self, key: str) -> bool:
         return key in self._curves
+
+    def series_name(self, key: str) -> str | None:
+        """The legend's name for a series (None: drawn without a legend entry)."""
+        return self._curves[key].name()
+
+    def legend_names(self) -> list[str]:
+        return [label.text for _, label in self.legend.items]
 
     def series_keys(self) -> list[str]:
         return list(self._curves)

@@ -26,11 +26,17 @@ KIND_COLORS = {
     "forward": "#4e9af1",
     "backward": "#f28e2b",
     "transfer": "#b07aa1",
+    "communication": "#e15759",
     "optimizer": "#59c36a",
     "wait": "#8b949e",
 }
 IDLE_COLOR = "#262b33"
 STAGE_COLORS = ["#24476e", "#6b4220", "#28562f", "#6a2a2b", "#4f3a5e", "#6a5c20", "#2f5654", "#6e4550"]
+
+
+def faint(color: str, alpha: int = 70) -> tuple[int, int, int, int]:
+    """The colour ("#rrggbb"), mostly transparent, as pyqtgraph takes it: raw samples behind their mean."""
+    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16), alpha
 
 
 def device_color(index: int) -> str:

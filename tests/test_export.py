@@ -102,8 +102,12 @@ def test_svg_files_parse_and_hold_every_curve(store, run_id, tmp_path):
 
     util = parse_svg(names["utilization"])
     curves = elements(util, "polyline", "series")
-    assert [c.get("data-name") for c in curves] == DEVICES
+    # The raw samples, faint, under each device's one-second mean; the legend names the means once.
+    assert [c.get("data-name") for c in curves] == [f"{d} raw" for d in DEVICES] + DEVICES
     assert all(len(c.get("points").split()) == len(SAMPLE_TIMES) for c in curves)
+    legend = [t.text for t in util.iter("{http://www.w3.org/2000/svg}text")
+              if t.text in DEVICES or (t.text or "").endswith(" raw")]
+    assert legend == DEVICES
     throughput = elements(parse_svg(names["throughput"]), "polyline", "series")
     assert [c.get("data-name") for c in throughput] == ["throughput"]
 
@@ -124,8 +128,10 @@ def test_timeline_title_gives_measured_and_theoretical_bubble(store, run_id):
 def test_csv_has_units_in_the_header_and_every_row(store, run_id, tmp_path):
     paths = {p.name.removeprefix(f"{run_id}-"): p for p in export(store, run_id, "csv", tmp_path / "csv")}
     util = read_csv(paths["utilization.csv"])
-    assert util[0] == ["t (s)", "util cpu:0 (%)", "util cpu:1 (%)"]
+    assert util[0] == ["t (s)", "util cpu:0 (%)", "util cpu:1 (%)", "util cpu:0 1-s mean (%)",
+                       "util cpu:1 1-s mean (%)"]
     assert len(util) - 1 == len(SAMPLE_TIMES)
+    assert util[1][3] == util[1][1]  # the first sample's mean is itself
     memory = read_csv(paths["memory.csv"])
     assert memory[0] == ["t (s)", "mem cpu:0 (MiB)", "mem cpu:1 (MiB)"] and memory[1][1:] == ["800.0", "801.0"]
     throughput = read_csv(paths["throughput.csv"])

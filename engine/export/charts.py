@@ -29,7 +29,8 @@ IDLE_KINDS = ("wait",)   # a device waiting for its neighbour computes nothing: 
 
 @dataclass
 class Series:
-    """One named curve. ``style`` may set ``color``, ``dash`` (an SVG dash array) and ``width``."""
+    """One named curve. ``style`` may set ``color``, ``dash`` (an SVG dash array), ``width``, ``opacity``,
+    and ``legend`` (False: no legend entry, for the faint raw samples behind a mean)."""
     name: str
     xs: Sequence[Any]
     ys: Sequence[Any]
@@ -196,7 +197,8 @@ def line_chart(series: Sequence[Series | Mapping], *, title: str, xlabel: str, y
     y_ticks = nice_ticks(y_lo, y_hi, 6)
     y_labels = [format_tick(t, tick_decimals(y_ticks)) for t in y_ticks]
 
-    legend = [(s.name, ("line", s.style.get("color", color(i)), s.style.get("dash"))) for i, s, _ in drawn]
+    legend = [(s.name, ("line", s.style.get("color", color(i)), s.style.get("dash"))) for i, s, _ in drawn
+              if s.style.get("legend", True)]
     if any(p[2] is not None for _, _, pts in drawn for p in pts):
         legend.append(("± std", ("errorbar", MUTED)))
     for m in marks:
@@ -215,7 +217,7 @@ def line_chart(series: Sequence[Series | Mapping], *, title: str, xlabel: str, y
         points = " ".join(f"{num(frame.px(x))},{num(frame.py(y))}" for x, y, _ in shown)
         body.append(element("polyline", class_="series", data_name=s.name, points=points, fill="none",
                             stroke=stroke, stroke_width=s.style.get("width", 2), stroke_dasharray=s.style.get("dash"),
-                            stroke_linejoin="round", stroke_linecap="round"))
+                            stroke_opacity=s.style.get("opacity"), stroke_linejoin="round", stroke_linecap="round"))
         for x, y, e in pts if len(pts) <= MARKER_LIMIT else []:
             if e:  # error bar with caps
                 cx, top, bottom = frame.px(x), frame.py(y + e), frame.py(y - e)

@@ -11,8 +11,9 @@ import statistics
 from dataclasses import dataclass, field
 
 from engine.export.charts import Mark, Series, bar_chart, line_chart, timeline_chart
+from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 from engine.export.errors import ExportError
-from engine.export.svg import MUTED, is_number
+from engine.export.svg import MUTED, color, is_number
 from engine.store import Store
 
 TIMELINE_STEPS = 5
@@ -78,7 +79,10 @@ def _device_order(summary_devices: list[str], sampled: list[str]) -> list[str]:
 
 
 def _telemetry_figure(name, title, samples, devices, field_name, unit, factor, y_range=None) -> Figure:
-    """One column per device, one row per sampling instant (the sampler reads all devices at once)."""
+    """One column per device, one row per sampling instant (the sampler reads all devices at once).
+
+    Utilization also gets each device's one-second mean (engine.telemetry.smooth), drawn over the faint
+    raw samples as the app draws it, with a column of its own."""
     by_t: dict[float, dict[str, float]] = {}
     for s in samples:
         if s.get(field_name) is not None:
@@ -87,6 +91,20 @@ def _telemetry_figure(name, title, samples, devices, field_name, unit, factor, y
     columns = ["t (s)"] + [f"{label} {d} ({unit})" for d in devices]
     rows = [[t] + [values.get(d) for d in devices] for t, values in sorted(by_t.items())]
     series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows]) for i, d in enumerate(devices)]
+    if field_name == "util":
+        means = []
+        for i, d in enumerate(devices):
+            measured = [(r[0], r[1 + i]) for r in rows if r[1 + i] is not None]
+            mean = dict(zip((t for t, _ in measured), trailing_mean(*zip(*measured)) if measured else []))
+            means.append(mean)
+        columns += [f"{label} {d} {SMOOTH_S:g}-s mean ({unit})" for d in devices]
+        for r in rows:
+            r.extend(mean.get(r[0]) for mean in means)
+        series = [Series(f"{s.name} raw", s.xs, s.ys, style={"color": color(i), "opacity": 0.3, "width": 1,
+                                                             "legend": False})
+                  for i, s in enumerate(series)]
+        series += [Series(d, list(m), list(m.values()), style={"color": color(i)}) for i, (d, m)
+                   in enumerate(zip(devices, means))]
     ylabel = {"util": "utilization (%)", "mem_used": "memory used (MiB)"}[field_name]
     svg = line_chart(series, title=title, xlabel="time since the run started (s)", ylabel=ylabel, y_range=y_range)
     return Figure(name, title, svg, columns, rows)

@@ -26,7 +26,7 @@ IDLE = "#e9ecef"            # a device doing nothing (gaps and waits in the time
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac"]
 KIND_COLORS = {"data": "#76b7b2", "forward": "#4e79a7", "backward": "#f28e2b", "transfer": "#b07aa1",
-               "optimizer": "#59a14f"}
+               "communication": "#e15759", "optimizer": "#59a14f"}
 OTHER_KIND = "#9c755f"
 
 TITLE_SIZE = 16

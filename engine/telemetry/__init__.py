@@ -14,9 +14,10 @@ from engine.telemetry.gpu_target import GpuTarget
 from engine.telemetry.sample import FIELD_NAMES, DeviceSample
 from engine.telemetry.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, TelemetrySampler, check_rate
 from engine.telemetry.summary import disagreements, summarize
-from engine.telemetry.targets import Target, all_targets, targets_for
+from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.telemetry.targets import Target, all_targets, physical_name, targets_for
 
 __all__ = [
     "DeviceSample", "FIELD_NAMES", "TelemetrySampler", "CpuTarget", "GpuTarget", "Target",
-    "targets_for", "all_targets", "summarize", "disagreements", "check_rate", "DEFAULT_RATE_HZ", "MAX_RATE_HZ",
+    "targets_for", "all_targets", "physical_name", "trailing_mean", "SMOOTH_S", "summarize", "disagreements", "check_rate", "DEFAULT_RATE_HZ", "MAX_RATE_HZ",
 ]

@@ -37,6 +37,14 @@ def targets_for(devices: list[Device]) -> list[Target]:
     return targets
 
 
+def physical_name(device: Device) -> str:
+    """The name of what a device's utilization measures: its core ("core 3") for a CPU virtual device,
+    the GPU itself ("cuda:1") otherwise. The idle view samples the same names, so a core is one series."""
+    if device.kind == "cpu":
+        return f"core {device.core if device.core is not None else device.index}"
+    return device.name
+
+
 def all_targets() -> list[Target]:
     """Every GPU ("cuda:N") and every core this process may use ("core N"): the idle view."""
     from engine.devices import usable_cores  # engine.devices imports this package

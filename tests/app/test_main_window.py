@@ -35,7 +35,9 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     plots = window.plots
     assert plots.thr_plot.point_count() == 6
     assert plots.loss_plot.point_count() == 6
-    assert {"cpu:0", "cpu:1"} <= set(plots.util_plot.series_keys())  # telemetry of the run's devices
+    # The run's devices' telemetry: utilization per core (the idle view's series), memory per process.
+    assert {"core 0", "core 1"} <= set(plots.util_plot.series_keys())
+    assert {"cpu:0", "cpu:1"} <= set(plots.mem_plot.series_keys())
     assert {r[1] for r in plots.timeline.rows} == {"cpu:0", "cpu:1"}
     assert plots.bubble.measured.text() not in ("", "—")
     assert window.progress_bar.value() == window.progress_bar.maximum() == 6
@@ -52,6 +54,29 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert plots.util_plot.point_count() > 0
     window.back_to_live()
     assert plots.mode == "live"
+
+
+def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, window):
+    """A core's 10 ms ticks make its raw samples swing 0-100 % at 10 Hz; the one-second mean shows the half
+    that the timeline proves, and each core is one legend entry: "core 0 · cpu:0", not "core 0" and "cpu:0"."""
+    set_small_mlp(window, strategy="model-parallel", width=512, depth=8, batch_size=2048, steps=30)
+    wait_ready(qtbot, window)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
+        window.run_action.trigger()
+        wait_steps(qtbot, window, 1)
+        first_step = window.plots.now()
+        wait_steps(qtbot, window, 25)
+        last_step = window.plots.now()
+        legend = sorted(window.plots.util_plot.legend_names())
+    assert legend == ["core 0 · cpu:0", "core 1 · cpu:1"]  # while the run goes; "core 0" alone after it
+    plot = window.plots.util_plot
+    for core in ("core 0", "core 1"):
+        x, smooth = plot.series_data(core)
+        raw = plot.series_data("raw " + core)[1]
+        shown = smooth[(x >= first_step + 1.0) & (x <= last_step)]
+        assert len(shown) >= 20, (core, len(shown))
+        assert 35 <= shown.min() and shown.max() <= 65, (core, shown.round(1).tolist())
+        assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
 
 
 def test_stop_a_run_midway(qtbot, window):

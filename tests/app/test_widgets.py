@@ -57,7 +57,7 @@ def panel(qtbot, qapp_configured):
     qtbot.addWidget(p)
     p.resize(1200, 800)
     progress = RunProgress(run_id="run-x", config={"strategy": "model-parallel"}, devices=["cpu:0", "cpu:1"],
-                           steps_total=6, split=[2])
+                           steps_total=6, split=[2], theory=0.5)
     p.begin_run(progress, 6)
     for s in range(6):
         ev = step_event(s)
@@ -70,8 +70,10 @@ def panel(qtbot, qapp_configured):
 def test_plot_panel_draws_telemetry_steps_and_timeline(panel):
     panel.show()
     panel.redraw(force=True)
-    assert set(panel.util_plot.series_keys()) == {"core 0", "core 1"}
-    assert panel.util_plot.point_count() > 1000
+    # Each core: its raw samples (faint, no legend entry) and their one-second mean, named once.
+    assert set(panel.util_plot.series_keys()) == {"core 0", "core 1", "raw core 0", "raw core 1"}
+    assert panel.util_plot.legend_names() == ["core 0", "core 1"]
+    assert len(panel.util_plot.series_data("raw core 0")[0]) == 590
     assert panel.thr_plot.point_count() == 6 and panel.loss_plot.point_count() == 6
     assert panel.timeline.devices == ["cpu:0", "cpu:1"]
     kinds = {row[2] for row in panel.timeline.rows}
@@ -91,10 +93,10 @@ def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
     panel.telemetry.add([sample(panel.telemetry.origin + now, "core 0", util=10.0)])
     panel.steps.add(step_event(6))
     panel.telemetry_frame_s = 0.0
-    telemetry_points = panel.util_plot.point_count()
+    telemetry_points = len(panel.util_plot.series_data("raw core 0")[0])
 
     def drawn_state():  # what each group last handed to its plots
-        return (panel.util_plot.point_count(), panel.thr_plot.series_data("thr")[0][-1],
+        return (len(panel.util_plot.series_data("raw core 0")[0]), panel.thr_plot.series_data("thr")[0][-1],
                 max(r[0] for r in panel.timeline.rows))
 
     drawn = []
@@ -273,11 +275,12 @@ def test_history_mode_overlays_several_runs(panel):
     panel.show_runs(runs)
     assert panel.mode == "history"
     assert len(panel.thr_plot.series_keys()) == 2
-    assert len(panel.util_plot.series_keys()) == 4  # 2 runs x 2 devices
+    assert len(panel.util_plot.series_keys()) == 4  # 2 runs x 2 devices, their one-second means alone
+    assert len(panel.util_plot.legend_names()) == 4
     assert panel.bubble.theory.text() == "20.0%"
     assert "Comparing 2 runs" in panel.mode_label.text()
     panel.set_mode("live")
-    assert panel.mode == "live" and set(panel.util_plot.series_keys()) == {"core 0", "core 1"}
+    assert panel.mode == "live" and panel.util_plot.legend_names() == ["core 0", "core 1"]
 
 
 # -- split view -------------------------------------------------------------------------------

@@ -1,0 +1,26 @@
+"""The smoothed utilization line: each sample's mean over the last second of samples.
+
+A CPU core's busy share comes from the kernel's 10 ms tick counters, so at 10 Hz
+a device that computes half of every 0.2 s step reads 0 % and 100 % in turns;
+the 50 % that its timeline proves is the mean over a second. Both the app's live
+plots and the exports draw this line over the faint raw samples.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+SMOOTH_S = 1.0  # the averaging window: a few samples at 10 Hz, a few steps of a typical run
+
+
+def trailing_mean(t: Sequence[float], y: Sequence[float], window_s: float = SMOOTH_S) -> list[float]:
+    """For each sample, the mean of the samples in (t - window_s, t]: a trailing window, so the live
+    edge never waits for samples to come. ``t`` ascending. After a gap the window holds fewer samples."""
+    out: list[float] = []
+    start, total = 0, 0.0
+    for end in range(len(t)):
+        total += y[end]
+        while t[start] <= t[end] - window_s:
+            total -= y[start]
+            start += 1
+        out.append(total / (end - start + 1))
+    return out

@@ -1,0 +1,111 @@
+"""Every built-in model with every strategy its blocks allow, on CPU virtual devices (issue: the whole zoo).
+
+One module-scoped pass runs the matrix (tiny batch, two steps) through RunSession,
+as the CLI and the app do; the tests read its results. Models without BatchNorm
+must train exactly what one device trains; models with BatchNorm must say why
+they cannot.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine import models
+from engine.config import ExperimentConfig
+from engine.session import RunSession
+from engine.validate import plan
+
+STRATEGIES = {
+    "single": dict(devices="cpu:1"),
+    "data-parallel": dict(devices="cpu:2"),
+    "ddp": dict(devices="cpu:2"),
+    "model-parallel": dict(devices="cpu:2"),
+    "pipeline": dict(devices="cpu:2", micro_batches=2),
+}
+BATCH_NORM = {"resnet18", "resnet50"}
+TINY = dict(batch_size=4, steps=2, warmup=1, width=32, depth=3)
+# The ResNets split where the tutorial does (its seq2 starts at layer3): no block timing needed.
+TUTORIAL_SPLIT = {"resnet18": (5,), "resnet50": (8,)}
+
+
+def cases():
+    for model in models.MODELS:
+        for strategy, options in STRATEGIES.items():
+            config = ExperimentConfig(model=model, strategy=strategy, **TINY, **options)
+            if strategy in ("model-parallel", "pipeline") and model in TUTORIAL_SPLIT:
+                config = config.replace(split=TUTORIAL_SPLIT[model])
+            yield model, strategy, config
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    db = tmp_path_factory.mktemp("zoo") / "runs.sqlite3"
+    results, refused = {}, {}
+    for model, strategy, config in cases():
+        run_plan, problems = plan(config)
+        if problems:
+            refused[model, strategy] = problems
+            continue
+        session = RunSession(config, db_path=db, telemetry_hz=10)
+        session.start()
+        results[model, strategy] = session.wait(240)
+    return results, refused
+
+
+def test_every_model_runs_every_strategy_its_blocks_allow(matrix):
+    results, refused = matrix
+    # Only a one-block model cannot be split; everything else runs.
+    assert set(refused) == {("seed-linear", "model-parallel"), ("seed-linear", "pipeline")}, refused
+    assert all("only 1 blocks" in str(p) for problems in refused.values() for p in problems)
+    for (model, strategy), result in results.items():
+        assert result is not None and result.status == "finished", (model, strategy, result and result.error)
+        summary = result.summary
+        assert summary["steps"] == 2 and all(math.isfinite(v) for v in summary["loss"].values()), summary
+
+
+@pytest.mark.parametrize("model", sorted(set(models.MODELS) - BATCH_NORM))
+def test_models_without_batch_norm_match_one_device_with_every_strategy(matrix, model):
+    results, _ = matrix
+    single = results[model, "single"].summary
+    for strategy in STRATEGIES:
+        if (model, strategy) not in results:
+            continue
+        summary = results[model, strategy].summary
+        assert summary["param_norm"] == pytest.approx(single["param_norm"], rel=1e-4), strategy
+        assert summary["loss"]["last"] == pytest.approx(single["loss"]["last"], rel=1e-4), strategy
+        assert not summary["notes"], summary["notes"]
+
+
+@pytest.mark.parametrize("model", sorted(BATCH_NORM))
+def test_models_with_batch_norm_say_why_they_differ_from_one_device(matrix, model):
+    results, _ = matrix
+    for strategy in STRATEGIES:
+        notes = results[model, strategy].summary["notes"]
+        # Replica slices (data-parallel, ddp) and micro-batches (pipeline) change the statistics;
+        # one device and the naive split see the whole batch.
+        if strategy in ("data-parallel", "ddp", "pipeline"):
+            assert any("BatchNorm" in n for n in notes), (strategy, notes)
+        else:
+            assert not any("BatchNorm" in n for n in notes), (strategy, notes)
+    # ... and the naive split, which sees the whole batch, matches one device even with BatchNorm.
+    naive, single = results[model, "model-parallel"].summary, results[model, "single"].summary
+    assert naive["param_norm"] == pytest.approx(single["param_norm"], rel=1e-4)
+
+
+@pytest.mark.parametrize("model,split", sorted(TUTORIAL_SPLIT.items()))
+def test_the_tutorial_split_puts_the_stem_layer1_and_layer2_on_stage_0(capsys, model, split):
+    from engine import cli
+    from engine.validate import resolve_split_names
+    config = ExperimentConfig(model=model, strategy="model-parallel", devices="cpu:2")
+    assert resolve_split_names(config, ["layer3"]) == split
+    names = plan(config.replace(split=split))[0].block_names
+    first_stage = names[:split[0]]
+    assert first_stage[0] == "stem" and {n.split(".")[0] for n in first_stage[1:]} == {"layer1", "layer2"}
+    assert names[split[0]] == "layer3.0"
+    # One option on the command line; a name that is no block is refused naming the blocks there are.
+    assert cli.main(["run", "--model", model, "--strategy", "model-parallel", "--devices", "cpu:2",
+                     "--split", "layer9", "--steps", "1"]) == cli.EXIT_INVALID
+    err = capsys.readouterr().err
+    assert "--split: no block named 'layer9'" in err and "layer3.0" in err
+    assert models.MODELS[model].tutorial_split == "layer3"
