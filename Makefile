@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench soak clean
+.PHONY: run test bench soak gpu-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ bench: $(STAMP)
 
 soak: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m soak tests/soak
+
+# On a machine with an NVIDIA GPU: the system python3 (torch, torchvision, nvidia-ml-py, psutil and
+# pytest; no venv, no Qt). Figures go to gpu-check.json; see tools/gpu_check.py.
+gpu-check:
+	$(PYTHON) tools/gpu_check.py --out gpu-check.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache

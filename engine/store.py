@@ -75,7 +75,11 @@ def default_path() -> Path:
     env = os.environ.get("SPLITSCOPE_DB")
     if env:
         return Path(env)
-    import platformdirs
+    try:
+        import platformdirs
+    except ImportError:  # an engine-only machine (a GPU box with torch alone): the XDG location platformdirs uses
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        return base / "splitscope" / "splitscope.sqlite3"
     return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
 
 

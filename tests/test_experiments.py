@@ -54,13 +54,23 @@ def test_unknown_experiment_is_invalid_input(capsys):
 
 
 def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh_store):
-    # One repeat keeps CI short; each point's std is then its own step-to-step spread.
     result = run_experiment(capsys, "compare-strategies", "--repeats", "1", "--steps", "8", "--devices", "cpu:2",
                             "--json")
     by_label = {p["label"]: p for p in result["points"]}
     assert set(by_label) == {"single", "model-parallel", "pipeline", "data-parallel", "ddp"}
     assert by_label["pipeline"]["step_time_s"]["mean"] < by_label["model-parallel"]["step_time_s"]["mean"]
-    assert all(p["step_time_s"]["std"] > 0 for p in result["points"])
+
+
+def test_a_points_mean_and_spread_are_over_its_repeats(capsys, fresh_store):
+    """With repeats, a point's step time is the mean and the standard deviation of its runs' means."""
+    import statistics
+    result = run_experiment(capsys, "schedules", "--batch-size", "32", "--repeats", "2", *TINY[2:])
+    with Store(fresh_store) as store:
+        for point in result["points"]:
+            means = [store.get_run(r).summary["step_time_s"]["mean"] for r in point["run_ids"]]
+            assert len(means) == 2
+            assert point["step_time_s"]["mean"] == pytest.approx(statistics.fmean(means))
+            assert point["step_time_s"]["std"] == pytest.approx(statistics.stdev(means))
 
 
 def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store):

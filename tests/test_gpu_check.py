@@ -1,0 +1,45 @@
+"""`make gpu-check` runs where only torch, torchvision, nvidia-ml-py, psutil and pytest are installed.
+
+Its CPU-runnable part (``--cpu``: the same runs and experiment on CPU virtual
+devices) runs here with PySide6, pyqtgraph and platformdirs blocked in every
+process it starts (the CLI, the worker, the ranks), as on the GPU machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from procs import ROOT
+
+BLOCKER = """
+import importlib.abc, sys
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph', 'platformdirs'):
+            raise ImportError('not installed on the GPU machine: ' + name)
+sys.meta_path.insert(0, Blocked())
+"""
+
+
+def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("SPLITSCOPE_DB", None)  # the script keeps its runs in a store of its own
+    blocked = subprocess.run([sys.executable, "-c", "import platformdirs"], env=env, capture_output=True, text=True)
+    assert "not installed on the GPU machine" in blocked.stderr  # the blocker reaches child processes
+
+    out = tmp_path / "cpu-check.json"
+    proc = subprocess.run([sys.executable, "tools/gpu_check.py", "--cpu", "--out", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ok"] and report["mode"] == "cpu"
+    assert [r["status"] for r in report["runs"]] == ["finished"] * 6, report["runs"]
+    assert report["runs"][1]["split"] == [5]  # --split layer3: the tutorial's split of a ResNet
+    assert set(report["compare_strategies"]["points"]) == {"single", "model-parallel", "pipeline", "data-parallel",
+                                                          "ddp"}
+    assert "figures in" in proc.stdout

@@ -1,0 +1,251 @@
+"""The GPU check: everything a machine with an NVIDIA GPU can show that ours cannot, in one run.
+
+    python3 tools/gpu_check.py [--out gpu-check.json]      # `make gpu-check`
+    python3 tools/gpu_check.py --cpu --out cpu-check.json  # the same steps on CPU virtual devices
+
+Needs only python3 with torch, torchvision, nvidia-ml-py, psutil and pytest: no
+venv, no Qt (the engine and the CLI run without them). It runs, each as a user
+would from the command line:
+
+1. ``pytest -m gpu`` (tests/test_gpu.py);
+2. headless runs: resnet50 at the tutorial's setup (batch 120, 128x128, 1000
+   classes) with single, model-parallel and pipeline on cuda:0,cuda:0 (the
+   tutorial's split, ``--split layer3``), seed-embedding on cpu,cuda:0,
+   data-parallel and ddp on cuda:0;
+3. compare-strategies on one GPU;
+4. NVML sampled at 10 and at 50 Hz during a resnet50 run, each beside
+   ``nvidia-smi --query-gpu=utilization.gpu,memory.used -lms 100`` over the same
+   steps: the mean utilizations must agree within 10 points.
+
+Every figure goes to one JSON file; a short table goes to stdout. Exit status 0
+when every check passed. ``--cpu`` runs steps 2 and 3 on CPU virtual devices at
+tiny scale (what CI can run; ``tests/test_gpu_check.py``), and skips 1 and 4.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RESNET50 = ["--model", "resnet50", "--steps", "20"]          # batch 120 at 128x128: the model's defaults
+TUTORIAL_SPLIT = ["--split", "layer3"]                       # conv1 .. layer2 | layer3 .. fc
+AGREEMENT_POINTS = 10.0                                     # NVML vs nvidia-smi, mean utilization
+RUN_TIMEOUT_S = 240
+
+
+@dataclass
+class Check:
+    name: str
+    args: list[str]
+    expect: dict = field(default_factory=dict)  # summary keys and the values they must have
+
+
+def gpu_checks() -> list[Check]:
+    shared = ["--devices", "cuda:0,cuda:0", *TUTORIAL_SPLIT]
+    return [
+        Check("resnet50 single cuda:0", [*RESNET50, "--strategy", "single", "--devices", "cuda:0"]),
+        Check("resnet50 model-parallel cuda:0,cuda:0", [*RESNET50, "--strategy", "model-parallel", *shared],
+              expect={"split": [8], "devices": ["cuda:0"]}),
+        Check("resnet50 pipeline cuda:0,cuda:0 (split size 20)",
+              [*RESNET50, "--strategy", "pipeline", *shared, "--split-size", "20"],
+              expect={"split": [8], "devices": ["cuda:0"], "micro_batches": 6}),
+        Check("seed-embedding model-parallel cpu,cuda:0",
+              ["--model", "seed-embedding", "--strategy", "model-parallel", "--devices", "cpu,cuda:0"],
+              expect={"devices": ["cpu:0", "cuda:0"]}),
+        Check("resnet50 data-parallel cuda:0", [*RESNET50, "--strategy", "data-parallel", "--devices", "cuda:0"]),
+        Check("resnet50 ddp cuda:0", [*RESNET50, "--strategy", "ddp", "--devices", "cuda:0"]),
+    ]
+
+
+def cpu_checks() -> list[Check]:
+    """The same runs on CPU virtual devices, tiny: what a machine without a GPU can check of this script."""
+    tiny = ["--model", "resnet18", "--batch-size", "4", "--steps", "3"]
+    return [
+        Check("resnet18 single cpu:1", [*tiny, "--strategy", "single", "--devices", "cpu:1"]),
+        Check("resnet18 model-parallel cpu:2", [*tiny, "--strategy", "model-parallel", "--devices", "cpu:2",
+                                                *TUTORIAL_SPLIT], expect={"split": [5]}),
+        Check("resnet18 pipeline cpu:2", [*tiny, "--strategy", "pipeline", "--devices", "cpu:2", *TUTORIAL_SPLIT,
+                                          "--split-size", "2"], expect={"split": [5], "micro_batches": 2}),
+        Check("seed-embedding model-parallel cpu:2",
+              ["--model", "seed-embedding", "--strategy", "model-parallel", "--devices", "cpu:2", "--steps", "3"]),
+        Check("resnet18 data-parallel cpu:2", [*tiny, "--strategy", "data-parallel", "--devices", "cpu:2"]),
+        Check("resnet18 ddp cpu:2", [*tiny, "--strategy", "ddp", "--devices", "cpu:2"]),
+    ]
+
+
+def cli(args: list[str], db: Path, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.time()
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "--db", str(db)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, time.time() - started
+
+
+def figures(summary: dict) -> dict:
+    """What the report keeps of a run's summary."""
+    step, telemetry = summary.get("step_time_s") or {}, summary.get("telemetry") or {}
+    return {
+        "status": summary.get("status"), "devices": summary.get("devices"), "split": summary.get("split"),
+        "micro_batches": summary.get("micro_batches"),
+        "step_ms": round(step["mean"] * 1000, 3) if step.get("mean") is not None else None,
+        "throughput": round(summary["throughput"]["mean"], 1) if summary.get("throughput") else None,
+        "bubble": summary.get("bubble"), "devices_busy": summary.get("devices_busy"),
+        "util_mean": telemetry.get("util_mean"), "mem_peak_bytes": telemetry.get("mem_peak_bytes"),
+        "param_norm": summary.get("param_norm"), "notes": summary.get("notes"),
+    }
+
+
+def run_check(check: Check, db: Path) -> dict:
+    try:
+        proc, wall = cli(["run", *check.args, "--json"], db)
+    except subprocess.TimeoutExpired:
+        return {"name": check.name, "ok": False, "error": f"no result within {RUN_TIMEOUT_S} s"}
+    out = {"name": check.name, "args": check.args, "wall_s": round(wall, 1), "exit": proc.returncode}
+    try:
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {**out, "ok": False, "error": proc.stderr.strip()[-2000:]}
+    out.update(figures(summary))
+    wrong = {k: summary.get(k) for k, v in check.expect.items() if summary.get(k) != v}
+    out["ok"] = proc.returncode == 0 and summary.get("status") == "finished" and not wrong
+    if wrong:
+        out["unexpected"] = {k: {"got": v, "want": check.expect[k]} for k, v in wrong.items()}
+    if proc.returncode:
+        out["error"] = summary.get("error") or proc.stderr.strip()[-2000:]
+    return out
+
+
+def compare_strategies(db: Path, cpu: bool) -> dict:
+    args = ["experiment", "compare-strategies", "--repeats", "1", "--steps", "6", "--json"]
+    args += ["--devices", "cpu:2", "--model", "mlp", "--width", "64", "--depth", "4", "--batch-size", "32"] if cpu \
+        else ["--devices", "cuda:0"]
+    try:
+        proc, wall = cli(args, db, timeout=4 * RUN_TIMEOUT_S)
+        result = json.loads(proc.stdout)
+    except (subprocess.TimeoutExpired, ValueError) as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    points = {p["label"]: {"devices": p.get("devices"), "error": p.get("error"),
+                           "step_ms": round(p["step_time_s"]["mean"] * 1000, 3) if p.get("step_time_s") else None,
+                           "bubble": (p.get("bubble") or {}).get("measured")}
+              for p in result.get("points", [])}
+    return {"ok": proc.returncode == 0 and all(p["error"] is None for p in points.values()), "wall_s": round(wall, 1),
+            "best": result.get("best"), "notes": result.get("notes"), "points": points}
+
+
+# ---- NVML against nvidia-smi ------------------------------------------------------------------
+def smi_rows(path: Path) -> list[tuple[float, float, float]]:
+    """(wall-clock s, utilization %, memory MiB) rows of nvidia-smi's CSV log."""
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            stamp = time.mktime(time.strptime(parts[0].split(".")[0], "%Y/%m/%d %H:%M:%S"))
+            fraction = float("0." + parts[0].split(".")[1]) if "." in parts[0] else 0.0
+            rows.append((stamp + fraction, float(parts[1]), float(parts[2])))
+        except (ValueError, IndexError):
+            continue
+    return rows
+
+
+def nvml_against_smi(db: Path, hz: int) -> dict:
+    """A resnet50 run sampled at ``hz`` while nvidia-smi logs beside it; both means over the measured steps."""
+    from engine.store import Store
+    log = db.parent / f"smi-{hz}.csv"
+    with open(log, "w") as out:
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu,memory.used",
+                                "--format=csv,noheader,nounits", "-i", "0", "-lms", "100"], stdout=out,
+                               stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            proc, wall = cli(["run", "--model", "resnet50", "--devices", "cuda:0", "--steps", "150", "--warmup", "10",
+                              "--telemetry-hz", str(hz), "--json"], db)
+            time.sleep(0.5)
+        finally:
+            smi.terminate()
+            smi.wait(5)
+    try:
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"hz": hz, "ok": False, "error": proc.stderr.strip()[-2000:]}
+    with Store(db) as store:
+        run = store.get_run(summary["run_id"])
+        steps = store.steps(run.id)
+    measured = [s for s in steps if s["step"] >= 10]
+    # The run's clock starts when its record is made (run.started, wall clock): steps' t count from there.
+    window = (run.started + measured[0]["t"] - measured[0]["time_s"], run.started + measured[-1]["t"])
+    smi_util = [u for t, u, _ in smi_rows(log) if window[0] <= t <= window[1]]
+    ours = (summary.get("telemetry") or {}).get("util_mean") or [None]
+    theirs = statistics.fmean(smi_util) if smi_util else None
+    gap = abs(ours[0] - theirs) if ours[0] is not None and theirs is not None else None
+    return {"hz": hz, "ok": gap is not None and gap <= AGREEMENT_POINTS, "nvml_util_mean": ours[0],
+            "nvidia_smi_util_mean": theirs, "gap_points": gap, "nvidia_smi_rows": len(smi_util),
+            "nvml_samples": (summary.get("telemetry") or {}).get("samples"), "step_ms": figures(summary)["step_ms"],
+            "window_s": round(window[1] - window[0], 2)}
+
+
+def run_pytest() -> dict:
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/test_gpu.py",
+                           "-p", "no:cacheprovider", "-o", "addopts="], cwd=ROOT, capture_output=True, text=True,
+                          timeout=420)
+    tail = proc.stdout.strip().splitlines()[-1:] or [""]
+    return {"ok": proc.returncode == 0, "exit": proc.returncode, "result": tail[0], "wall_s": round(time.time() -
+            started, 1), "output": proc.stdout[-6000:] if proc.returncode else None}
+
+
+def environment() -> dict:
+    import torch
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]}
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["gpus"] = torch.cuda.device_count()
+    if shutil.which("nvidia-smi"):
+        env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                       capture_output=True, text=True).stdout.strip()
+    return env
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="gpu-check.json", help="where the figures go (JSON)")
+    parser.add_argument("--cpu", action="store_true", help="the runs on CPU virtual devices, tiny (no GPU needed)")
+    args = parser.parse_args(argv)
+    report: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "mode": "cpu" if args.cpu else "gpu",
+                    "environment": environment()}
+    began = time.time()
+    with tempfile.TemporaryDirectory(prefix="splitscope-gpu-check-") as tmp:
+        db = Path(tmp) / "runs.sqlite3"
+        os.environ["SPLITSCOPE_DB"] = str(db)
+        if not args.cpu:
+            report["pytest"] = run_pytest()
+        report["runs"] = [run_check(c, db) for c in (cpu_checks() if args.cpu else gpu_checks())]
+        report["compare_strategies"] = compare_strategies(db, args.cpu)
+        if not args.cpu:
+            report["nvml_vs_nvidia_smi"] = [nvml_against_smi(db, hz) for hz in (10, 50)]
+    report["wall_s"] = round(time.time() - began, 1)
+    parts = [report.get("pytest"), *report["runs"], report["compare_strategies"],
+             *report.get("nvml_vs_nvidia_smi", [])]
+    report["ok"] = all(p["ok"] for p in parts if p is not None)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    for run in report["runs"]:
+        print(f"{'ok  ' if run['ok'] else 'FAIL'} {run['name']:<48} {run.get('step_ms')} ms/step "
+              f"bubble {(run.get('bubble') or {}).get('measured')} {run.get('error') or ''}")
+    for line in report.get("nvml_vs_nvidia_smi", []):
+        print(f"{'ok  ' if line['ok'] else 'FAIL'} NVML at {line['hz']} Hz {line.get('nvml_util_mean')} % vs "
+              f"nvidia-smi {line.get('nvidia_smi_util_mean')} %")
+    print(f"{'ok' if report['ok'] else 'FAILED'} in {report['wall_s']} s; figures in {args.out}")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
