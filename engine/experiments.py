@@ -88,7 +88,7 @@ def limits(name: str, base: ExperimentConfig) -> list[str]:
         "split-size": "one GPU: the pipeline's two stages share cuda:0; a second GPU is needed for a stage per GPU",
         "split-point": "one GPU: both stages share cuda:0, so the split point moves little; a second GPU is "
                        "needed for a stage per GPU",
-        "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs more GPUs",
+        "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs a second GPU or more",
         "schedules": "one GPU: 1f1b needs a process per stage on its own GPU, so it needs a second GPU; "
                      "model-parallel and gpipe run two stages sharing cuda:0",
     }

@@ -31,14 +31,16 @@ def test_pipeline_raises_each_device_by_ten_points(runs):
         assert after >= before + 10, (naive["telemetry"], piped["telemetry"])
 
 
-def test_os_and_engine_agree_or_the_summary_says_so(runs):
+def test_the_engines_busy_share_agrees_with_the_oss_reading(runs):
+    """Two independent readings of one thing: the engine's timers and the kernel's tick counters of the core.
+    Measured here within 0.6 to 3.4 points (naive and pipeline); the OS also counts the pipelining
+    library's own Python between the timed spans, so it may read a little higher."""
     _, naive, piped = runs
     for summary in (naive, piped):
-        gaps = [abs(u - 100 * b) for u, b in zip(summary["telemetry"]["util_mean"], summary["devices_busy"])]
-        if max(gaps) > 10:
-            assert summary["telemetry"]["disagreement"], summary
-        else:
-            assert not summary["telemetry"]["disagreement"]
+        for util, busy in zip(summary["telemetry"]["util_mean"], summary["devices_busy"]):
+            assert util == pytest.approx(100 * busy, abs=8), (summary["strategy"], summary["telemetry"],
+                                                               summary["devices_busy"])
+        assert not summary["telemetry"]["disagreement"]
 
 
 def test_every_device_has_nine_samples_per_second_of_run(runs):
