@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from engine.config import ExperimentConfig
+from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS
 from engine.strategies import SCHEDULES, STRATEGIES
@@ -158,6 +158,12 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
         form.addRow("Steps", self.steps_spin)
         self._add_problem_row(form, "steps")
+        self.in_step_check = QtWidgets.QCheckBox("Draw each batch inside the step")
+        self.in_step_check.setObjectName("inStepCheck")
+        self.in_step_check.setToolTip("Off: " + INPUT_PREP["ahead"] + ".\nOn: " + INPUT_PREP["in-step"]
+                                      + ", to see what input preparation costs.")
+        self.in_step_check.toggled.connect(self._changed)
+        form.addRow("Input", self.in_step_check)
         self.config_problem = _problem_label()
         form.addRow(self.config_problem)
         self.problems["config"] = self.config_problem
@@ -305,6 +311,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             batch_size=self.batch_spin.value(),
             steps=steps,
             warmup=min(2, steps - 1) if steps > 1 else 0,
+            input_prep="in-step" if self.in_step_check.isChecked() else "ahead",
         )
 
     def show_problems(self, problems: list[dict]) -> list[str]:
@@ -339,6 +346,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/schedule", c.schedule)
         settings.setValue("experiment/batch_size", c.batch_size)
         settings.setValue("experiment/steps", c.steps)
+        settings.setValue("experiment/input_prep", c.input_prep)
 
     def restore(self, settings: QtCore.QSettings) -> None:
         from app.settings import read_int, read_str
@@ -364,6 +372,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             default_batch = MODELS[model].batch_size if model in MODELS else self.batch_spin.value()
             self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
             self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
+            self.in_step_check.setChecked(read_str(settings, "experiment/input_prep", "ahead") == "in-step")
             # Refresh descriptions and visible rows without resetting the restored batch size.
             self._on_model_changed()
             self._on_strategy_changed()

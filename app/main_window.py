@@ -43,6 +43,7 @@ from engine import devices as devices_mod
 from engine import planning
 from engine.config import ExperimentConfig
 from engine.store import Store
+from engine.models import MODELS
 from engine.strategies import STRATEGIES
 
 # The display refresh, not the sampling rate: every 10 Hz sample is drawn either way.
@@ -446,6 +447,8 @@ class MainWindow(QtWidgets.QMainWindow):
         info = STRATEGIES.get(config.strategy)
         stages = self._stages_for(config) or 2
         self.split_view.set_context(bool(info and info.uses_split), stages, self._micro_batch_size(config))
+        model = MODELS.get(config.model) if not config.model_file else None
+        self.split_view.set_tutorial_split(model.tutorial_split if model else None)
         key = self._profile_key_for(config)
         if key != self._profile_key:
             self._profile_key = key

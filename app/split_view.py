@@ -114,6 +114,11 @@ class SplitView(QtWidgets.QWidget):
         self.balanced_button.setToolTip("Go back to the balanced split: the slowest stage as fast as it can be")
         self.balanced_button.clicked.connect(self.use_balanced)
         head.addWidget(self.balanced_button)
+        self.tutorial_name: str | None = None
+        self.tutorial_button = QtWidgets.QPushButton("Tutorial split")
+        self.tutorial_button.setObjectName("tutorialSplitButton")
+        self.tutorial_button.clicked.connect(self.use_tutorial)
+        head.addWidget(self.tutorial_button)
         layout.addLayout(head)
         self.bar = StageBar()
         layout.addWidget(self.bar)
@@ -175,6 +180,26 @@ class SplitView(QtWidgets.QWidget):
         if self.balanced is not None:
             self.set_split(self.balanced)
 
+    def set_tutorial_split(self, name: str | None) -> None:
+        """The block where the model-parallel tutorial starts its second stage ("layer3"), if the model has one."""
+        if name != self.tutorial_name:
+            self.tutorial_name = name
+            self._refresh()
+
+    def tutorial_split(self) -> tuple[int, ...] | None:
+        """The tutorial's two-stage split on these blocks: the first block named ``name`` or ``name.*``."""
+        if not self.tutorial_name or self.stages != 2:
+            return None
+        names = [b["name"] for b in self.blocks]
+        index = next((i for i, n in enumerate(names)
+                      if n == self.tutorial_name or n.startswith(self.tutorial_name + ".")), None)
+        return (index,) if index else None
+
+    def use_tutorial(self) -> None:
+        split = self.tutorial_split()
+        if split is not None:
+            self.set_split(split)
+
     def _valid(self, split) -> bool:
         return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \
             and list(split) == sorted(set(split))
@@ -229,6 +254,13 @@ class SplitView(QtWidgets.QWidget):
             self._filling = False
         self.balanced_button.setEnabled(self.uses_split and self.balanced is not None
                                         and self._split != self.balanced)
+        tutorial = self.tutorial_split() if self.uses_split else None
+        self.tutorial_button.setVisible(bool(self.tutorial_name))
+        self.tutorial_button.setEnabled(tutorial is not None and self._split != tutorial)
+        self.tutorial_button.setToolTip(
+            f"The model-parallel tutorial's split: a second stage from {self.tutorial_name} on "
+            f"(--split {self.tutorial_name})" if tutorial is not None else
+            "The tutorial's split has two stages: choose two devices" if self.tutorial_name else "")
         self.table.setEnabled(self.uses_split)
         if not self.blocks:
             self.bar.set_shares([], 1)

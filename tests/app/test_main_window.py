@@ -79,6 +79,34 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
 
 
+def test_the_tutorial_split_of_a_resnet_is_one_click(qtbot, window):
+    """resnet18 on cpu:2: "Tutorial split" starts stage 1 at layer3, as the tutorial's ResNet50 does; the run
+    trains with it, its batches drawn inside the step when the box says so."""
+    e = window.experiment
+    e.model_combo.setCurrentIndex(e.model_combo.findData("resnet18"))
+    e.devices_combo.setCurrentText("cpu:2")
+    e.strategy_combo.setCurrentIndex(e.strategy_combo.findData("model-parallel"))
+    e.batch_spin.setValue(4)
+    e.steps_spin.setValue(2)
+    e.in_step_check.setChecked(True)
+    wait_ready(qtbot, window)
+    view = window.split_view
+    assert not view.tutorial_button.isHidden() and view.tutorial_button.isEnabled()
+    qtbot.mouseClick(view.tutorial_button, QtCore.Qt.MouseButton.LeftButton)
+    assert view.split() == (5,) and view.blocks[5]["name"] == "layer3.0"
+    assert not view.tutorial_button.isEnabled()  # already chosen
+    wait_ready(qtbot, window)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        window.run_action.trigger()
+    info = finished.args[0]
+    assert info["status"] == "finished", info
+    assert info["summary"]["split"] == [5]
+    assert window.history.records[0].config["input_prep"] == "in-step"
+    # A model without the tutorial's split has no such button.
+    e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
+    assert view.tutorial_button.isHidden()
+
+
 def test_stop_a_run_midway(qtbot, window):
     set_small_mlp(window, strategy="model-parallel", steps=100_000)
     wait_ready(qtbot, window)
