@@ -9,7 +9,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
+
 from app.ring_buffer import RingBuffer
+from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
 TIMELINE_STEPS = 3        # steps the timeline shows
@@ -77,6 +80,37 @@ class TelemetryHistory:
             buf.clear()
         self.util.clear()
         self.mem.clear()
+
+
+class TrailingMeans:
+    """A utilization buffer's one-second means (engine.telemetry.smooth), extended as samples come.
+
+    Recomputing an hour of samples for 8 devices took 9 ms of each redraw; a mean
+    depends only on the samples before it, so only the new samples' means are computed.
+    """
+
+    def __init__(self, window_s: float = SMOOTH_S):
+        self.window_s = window_s
+        self._x = np.empty(0)
+        self._means = np.empty(0)
+
+    def of(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The means of the buffer's columns ``x`` (ascending) and ``y``."""
+        if not len(x):
+            self._x, self._means = np.empty(0), np.empty(0)
+            return self._means
+        # The cached samples still in the buffer: from its first sample on (older ones fell off its start).
+        kept = int(np.searchsorted(self._x, x[0])) if len(self._x) else 0
+        known = len(self._x) - kept
+        if known <= 0 or known > len(x) or self._x[kept] != x[0] or self._x[-1] != x[known - 1]:
+            means = trailing_mean(x, y, self.window_s)  # a new series, or one that changed: all of it
+        else:
+            # New samples' windows reach back at most window_s: start there, keep the tail.
+            start = int(np.searchsorted(x, x[known] - self.window_s, side="right")) if known < len(x) else known
+            tail = trailing_mean(x[start:], y[start:], self.window_s)[known - start:]
+            means = np.concatenate((self._means[kept:], tail))
+        self._x, self._means = np.array(x), means
+        return means
 
 
 @dataclass

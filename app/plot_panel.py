@@ -17,10 +17,10 @@ from PySide6 import QtCore, QtWidgets
 
 from app import theme
 from app.elided_label import ElidedLabel
-from app.live_data import RunProgress, StepHistory, TelemetryHistory
+from app.live_data import RunProgress, StepHistory, TelemetryHistory, TrailingMeans
 from app.series_plot import SeriesPlot, cache_axes
 from app.timeline_view import KINDS, TimelineView
-from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.telemetry.smooth import trailing_mean
 from engine.timing import KIND_MEANING
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
@@ -171,6 +171,7 @@ class PlotPanel(QtWidgets.QWidget):
         # (every sample is drawn; nvitop refreshes less often) at a fraction of the cost.
         self.telemetry_frame_s = 0.5
         self._drawn: dict[tuple[str, str], int] = {}
+        self._means: dict[str, TrailingMeans] = {}  # per utilization series, kept across redraws
         self._timeline_drawn = -1
         self._group_drawn_at = dict.fromkeys(FRAME_GROUPS, -1e9)
         self._step_axis_end: dict[str, float] = {}  # per step plot, while live
@@ -393,22 +394,20 @@ class PlotPanel(QtWidgets.QWidget):
                         x, y = buf.column(0), buf.column(1)
                         color = theme.device_color(i)
                         if kind == "util":
-                            self._draw_utilization(device, label, x, y, color, window_start)
+                            self._draw_utilization(device, label, x, y, color)
                         else:
                             plot.set_series(device, x, y, color, label)
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
 
-    def _draw_utilization(self, device: str, label: str, x, y, color: str, window_start: float) -> None:
+    def _draw_utilization(self, device: str, label: str, x, y, color: str) -> None:
         """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
         a core's 10 ms ticks make the raw line swing 0-100 % at 10 Hz."""
         plot = self.util_plot
         plot.set_series(RAW_PREFIX + device, x, y, theme.faint(color), legend=False, width=1.0)
-        # Only what the window shows needs its mean, and one window before it to start from.
-        first = int(np.searchsorted(x, window_start - SMOOTH_S)) if self.mode == "live" else 0
-        smooth = np.asarray(trailing_mean(x[first:].tolist(), y[first:].tolist()))
-        plot.set_series(device, x[first:], smooth, color, label)
+        means = self._means.setdefault(device, TrailingMeans()).of(x, y)
+        plot.set_series(device, x, means, color, label)
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
@@ -482,7 +481,7 @@ class PlotPanel(QtWidgets.QWidget):
                     if fieldname == "util":
                         if single:  # compared runs show their means alone: raw lines of several runs are noise
                             plot.set_series(RAW_PREFIX + key, x, y, theme.faint(color), legend=False, width=1.0)
-                        y = np.asarray(trailing_mean(x.tolist(), y.tolist()))
+                        y = trailing_mean(x, y)
                     plot.set_series(key, x, y, color, name, dash=0 if single else d)
             for plot, fieldname in ((self.thr_plot, "throughput"), (self.loss_plot, "loss")):
                 pts = [(s["step"], s[fieldname]) for s in run.steps if s.get(fieldname) is not None]

@@ -112,11 +112,13 @@ class SeriesPlot(pg.PlotWidget):
     # -- series ----------------------------------------------------------------
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
                    dash: int = 0, width: float = 1.6, legend: bool = True) -> None:
-        """``legend=False``: a curve drawn without a legend entry (the faint raw samples behind a mean)."""
+        """``legend=False``: a faint curve behind the others (the raw samples behind their mean), without a
+        legend entry and drawn without antialiasing (a third of a redraw's cost, and no one reads its edges)."""
         curve = self._curves.get(key)
         if curve is None:
             pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
-            curve = LiveCurve(pen=pen, name=(name or key) if legend else None)
+            curve = LiveCurve(pen=pen, name=(name or key) if legend else None,
+                              **({} if legend else {"antialias": False}))
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
         self._data[key] = (x, y)

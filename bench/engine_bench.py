@@ -4,6 +4,11 @@
   as a fraction of the ideal speedup p*m/(m+p-1) = 1.6, over several mlp shapes;
 - engine overhead: ``single`` against a plain hand-written loop on the same
   model, data and one pinned thread;
+- bubble table: measured against theoretical bubble for the naive split, GPipe and
+  1F1B at m = 2, 4, 8 on cpu:2;
+- staged overhead: model-parallel and GPipe m=4 against a plain
+  torch.distributed.pipelining script (bench/plain_pipeline.py) with the same
+  model, split, prepared batches and pinning, alternating rounds;
 - launch latency: from starting a run to its first step event, toy model;
 - split point: the split-point experiment on a model whose later blocks are
   heavier (examples/heavy_later_blocks.py): the fastest split by step time and
@@ -51,7 +56,67 @@ def pipeline_vs_naive(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4,
         speedup = step_times(naive) / step_times(piped)
         rows.append({"shape": f"mlp {width}x{depth}, batch {batch}", "naive_ms": step_times(naive) * 1000,
                      "pipeline_ms": step_times(piped) * 1000, "speedup": speedup, "efficiency": speedup / ideal,
-                     "bubble_naive": naive["bubble"]["measured"], "bubble_pipeline": piped["bubble"]["measured"]})
+                     "bubble_naive": naive["bubble"]["measured"], "bubble_pipeline": piped["bubble"]["measured"],
+                     "split": piped["split"], "stage_balance": piped["stage_balance"]})
+    return rows
+
+
+def bubble_table(db: str, micro_batches=(2, 4, 8), steps=12) -> list[dict]:
+    """Measured against theoretical bubble: the naive split, and GPipe and 1F1B at each m (mlp 512x8, b 2048)."""
+    base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
+                            devices="cpu:2")
+    rows = []
+    naive = run(base.replace(strategy="model-parallel"), db)
+    rows.append({"schedule": "naive", "m": 1, "measured": naive["bubble"]["measured"],
+                 "theory": naive["bubble"]["theory"], "step_ms": step_times(naive) * 1000})
+    for schedule in ("gpipe", "1f1b"):
+        for m in micro_batches:
+            piped = run(base.replace(strategy="pipeline", schedule=schedule, micro_batches=m), db)
+            rows.append({"schedule": schedule, "m": m, "measured": piped["bubble"]["measured"],
+                         "theory": piped["bubble"]["theory"], "step_ms": step_times(piped) * 1000})
+    return rows
+
+
+def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup) -> list[float]:
+    """bench/plain_pipeline.py on two pinned processes; step times as the engine defines them."""
+    import json
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="splitscope-plain-")
+    outs = [os.path.join(folder, f"rank{r}.json") for r in range(2)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
+               PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "bench.plain_pipeline", str(r), "2",
+                               os.path.join(folder, "store"), outs[r], *map(str, (width, depth, batch, micro, steps,
+                                                                                 split))], cwd=ROOT, env=env)
+             for r in range(2)]
+    for proc in procs:
+        if proc.wait(timeout=600):
+            raise RuntimeError(f"plain pipeline script exited with {proc.returncode}")
+    ends = [json.load(open(out)) for out in outs]
+    last = [max(step) for step in zip(*ends)]
+    return [b - a for a, b in zip(last, last[1:])][warmup - 1:]
+
+
+def staged_overhead(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1024)), steps=20, warmup=3,
+                    rounds=3) -> list[dict]:
+    """The engine's model-parallel and GPipe m=4 against a plain pipelining script, alternating rounds."""
+    from engine.store import Store
+    rows = []
+    for width, depth, batch in shapes:
+        split = (depth + 1) // 2
+        for strategy, micro in (("model-parallel", 1), ("pipeline", 4)):
+            config = ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch, steps=steps,
+                                      warmup=warmup, devices="cpu:2", split=(split,), strategy=strategy,
+                                      micro_batches=micro if strategy == "pipeline" else None)
+            plain_all, engine_all = [], []
+            for _ in range(rounds):
+                plain_all += _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup)
+                summary = run(config, db)
+                with Store(db) as store:
+                    engine_all += [s["time_s"] for s in store.steps(summary["run_id"]) if s["step"] >= warmup]
+            plain, eng = statistics.median(plain_all), statistics.median(engine_all)
+            rows.append({"shape": f"mlp {width}x{depth}, batch {batch}", "strategy": strategy, "m": micro,
+                         "plain_ms": plain * 1000, "engine_ms": eng * 1000, "overhead": eng / plain - 1})
     return rows
 
 
@@ -68,10 +133,11 @@ PLAIN_LOOP = textwrap.dedent("""
     model = spec.sequential()
     opt = torch.optim.SGD(model.parameters(), lr=config.effective_lr)
     batches = spec.data.batches(config.effective_batch_size)
+    pool = [next(batches) for _ in range(min(16, config.steps))]  # prepared ahead, as the engine's default
     times = []
     for step in range(config.steps):
         t0 = time.perf_counter()
-        x, y = next(batches)
+        x, y = pool[step % len(pool)]
         opt.zero_grad(set_to_none=True)
         loss = spec.loss_fn(model(x), y)
         loss.backward()
@@ -162,7 +228,19 @@ def main(db: str | None = None) -> dict:
     for r in results["pipeline"]:
         print(f"  {r['shape']}: naive {r['naive_ms']:.0f} ms, pipeline {r['pipeline_ms']:.0f} ms, speedup "
               f"{r['speedup']:.2f} = {r['efficiency']:.2f} of ideal (bubble {r['bubble_naive']:.2f} -> "
-              f"{r['bubble_pipeline']:.2f})", flush=True)
+              f"{r['bubble_pipeline']:.2f}; split {r['split']}, stage balance {r['stage_balance']:.2f})",
+              flush=True)
+    print("measured vs theoretical bubble on cpu:2 (mlp 512x8, batch 2048):", flush=True)
+    results["bubbles"] = bubble_table(db)
+    for r in results["bubbles"]:
+        print(f"  {r['schedule']:<6} m={r['m']}: measured {r['measured']:.3f}, theory {r['theory']:.3f}, "
+              f"step {r['step_ms']:.0f} ms", flush=True)
+    print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
+          "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
+    results["staged_overhead"] = staged_overhead(db)
+    for r in results["staged_overhead"]:
+        print(f"  {r['shape']}, {r['strategy']} m={r['m']}: plain {r['plain_ms']:.1f} ms, engine "
+              f"{r['engine_ms']:.1f} ms: {r['overhead']:+.1%}", flush=True)
     print("split-point experiment, blocks costing 1,1,1,1,2,2 (balanced split 4), pipeline m=4 on cpu:2, "
           "3 repeats:", flush=True)
     results["split_point"] = sp = split_point_finding(db)

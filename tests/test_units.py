@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import protocol
 from engine.config import ConfigError, ExperimentConfig, problems
@@ -150,3 +152,21 @@ def test_experiment_table_shows_each_point_with_its_stage_balance():
     assert table[1].split()[-2:] == ["balance", "runs"]
     assert table[3].split()[-4:] == ["0.90", "1", "<-", "best"] and table[2].split()[-2:] == ["0.31", "1"]
     assert table[4].endswith("failed: rank 1 failed") and table[5] == "automatic balanced split: [2]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 0.5), st.floats(0, 100)), min_size=1, max_size=60),
+       st.floats(0.05, 2.0))
+def test_the_one_second_mean_is_the_same_figure_for_lists_and_arrays(steps, window):
+    """The app draws the NumPy path, the exports the plain one: one definition, two speeds."""
+    import numpy as np
+
+    from engine.telemetry.smooth import trailing_mean
+    t = np.cumsum([dt for dt, _ in steps])
+    y = np.array([v for _, v in steps])
+    plain = trailing_mean(t.tolist(), y.tolist(), window)
+    assert np.allclose(trailing_mean(t, y, window), plain, atol=1e-9)
+    assert plain[0] == y[0]
+    for i in range(len(t)):  # the mean of the samples up to this one in (t - window, t]
+        inside = y[:i + 1][t[:i + 1] > t[i] - window]
+        assert plain[i] == pytest.approx(inside.mean())

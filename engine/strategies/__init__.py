@@ -26,10 +26,12 @@ STRATEGIES: dict[str, StrategyInfo] = {
     for info in (
         StrategyInfo("single", "Whole model on one device: the baseline every other strategy is compared with.",
                      "single", 1, False, False, False),
-        StrategyInfo("data-parallel", "nn.DataParallel: one process replicates the model each step, scatters the batch, "
-                     "gathers outputs and computes the loss on device 0.", "data_parallel", 1, False, False, True),
+        StrategyInfo("data-parallel", "nn.DataParallel's steps in one process: scatter the batch, replicate the model "
+                     "from device 0, forward on each device, gather and compute the loss on device 0, backward, "
+                     "reduce the gradients to device 0; each step timed on its device.", "data_parallel", 1, False,
+                     False, True),
         StrategyInfo("ddp", "DistributedDataParallel: one process per device, each on its slice of the batch, "
-                     "gradients all-reduced.", "ddp", 1, False, False, True),
+                     "gradients all-reduced (timed as communication).", "ddp", 1, False, False, True),
         StrategyInfo("model-parallel", "Naive split: stage k's blocks on device k, one whole batch at a time, "
                      "so only one device works at any moment.", "model_parallel", 2, True, False, False),
         StrategyInfo("pipeline", "Split into stages and cut the batch into micro-batches that flow through the "

@@ -43,6 +43,25 @@ def test_ring_buffer_keeps_newest_rows_as_a_contiguous_view():
     assert len(buf) == 0 and buf.version > v
 
 
+def test_trailing_means_grow_with_the_buffer_as_if_computed_afresh():
+    """Only new samples' means are computed; what the plot gets equals the whole computation."""
+    from app.live_data import TrailingMeans
+    from engine.telemetry.smooth import trailing_mean
+    buf, means = RingBuffer(300), TrailingMeans()
+    rng = np.random.default_rng(0)
+    t = 0.0
+    for batch in range(40):
+        for _ in range(int(rng.integers(1, 20))):
+            t += float(rng.uniform(0.02, 0.3))
+            buf.append(t, float(rng.uniform(0, 100)))
+        x, y = buf.column(0), buf.column(1)
+        got = means.of(x, y)
+        fresh = trailing_mean(x, y)
+        # Once the ring has dropped samples, the first second's means keep the samples that fell off.
+        settled = x >= x[0] + 1.0
+        assert np.allclose(got[settled], fresh[settled]), batch
+
+
 # -- plots --------------------------------------------------------------------------------
 
 @pytest.fixture
