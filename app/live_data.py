@@ -33,18 +33,31 @@ class TelemetryHistory:
         self.util: dict[str, RingBuffer] = {}
         self.mem: dict[str, RingBuffer] = {}
         self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
-        self.run_names: dict[str, str] = {}  # physical device -> the current run's name for it
+        self.run_names: dict[str, str] = {}  # physical device -> the current run's names for it
+        self._order: list[str] = []          # physical devices in the order first seen: their colours
         self.last_t = 0.0
 
     @property
     def devices(self) -> list[str]:
-        """Every series' key: physical devices (utilization), then devices with memory only."""
-        return list(dict.fromkeys([*self.util, *self.mem]))
+        """The physical devices sampled (a run's cpu:0 and the idle view's core 0 are one)."""
+        return list(dict.fromkeys([*self.util, *(self.physical.get(k, k) for k in self.mem)]))
+
+    def color_index(self, key: str) -> int:
+        """A device's colour, the same in the utilization plot (keyed by core) and the memory plot (by device)."""
+        physical = self.physical.get(key, key)
+        if physical not in self._order:
+            self._order.append(physical)
+        return self._order.index(physical)
 
     def set_physical(self, mapping: dict[str, str]) -> None:
         """A run starts: its devices and what they measure ({"cpu:0": "core 0"})."""
         self.physical = dict(mapping)
-        self.run_names = {core: name for name, core in mapping.items() if core != name}
+        names: dict[str, list[str]] = {}
+        for name, core in mapping.items():
+            if core != name:
+                names.setdefault(core, []).append(name)
+        # More CPU virtual devices than cores: one core is several devices' ("core 0 · cpu:0, cpu:2").
+        self.run_names = {core: ", ".join(devices) for core, devices in names.items()}
 
     def end_run(self) -> None:
         """The run ended: the legend names cores alone again (its last samples still map to them)."""
@@ -68,7 +81,9 @@ class TelemetryHistory:
             # Only real values go in: a missing metric leaves a gap in time, never a NaN
             # (NaN in a curve costs a finite check per redraw and breaks SVG export).
             if s.util is not None:
-                self._buffer(self.util, self.physical.get(s.device, s.device)).append(x, float(s.util))
+                buf = self._buffer(self.util, self.physical.get(s.device, s.device))
+                if not len(buf) or buf.last(0) < x:  # a core shared by two devices reads once a pass
+                    buf.append(x, float(s.util))
             if s.mem_used is not None:
                 self._buffer(self.mem, s.device).append(x, float(s.mem_used))
             self.last_t = max(self.last_t, x)

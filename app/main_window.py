@@ -139,7 +139,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._close_requested = False
         self._check_state = "pending"        # pending, ok, problems, unavailable
         self._problems: list[dict] = []
-        self._profile_cache: dict[tuple, list[dict]] = {}
+        self._profile_cache: dict[tuple, dict] = {}  # {"blocks", "costs_by_kind"} per model and device kinds
         self._profile_key: tuple | None = None
         self._profile_pending = False
         self._run_started_at: float | None = None
@@ -434,9 +434,17 @@ class MainWindow(QtWidgets.QMainWindow):
                 mtime = os.path.getmtime(config.model_file)
             except OSError:
                 mtime = None
-        kind = "cuda" if "cuda" in config.devices and "cpu" not in config.devices else "cpu"
         return (config.model, config.model_file, mtime, config.width if config.model == "mlp" else None,
-                config.depth if config.model == "mlp" else None, config.effective_batch_size, kind)
+                config.depth if config.model == "mlp" else None, config.effective_batch_size,
+                tuple(sorted({d.kind for d in self._devices_of(config)})))
+
+    def _devices_of(self, config: ExperimentConfig) -> list:
+        """The config's devices (torch-free), or none while the spec is wrong (the check says why)."""
+        from engine.validate import devices_needed
+        try:
+            return devices_mod.parse(config.devices, devices_needed(config))
+        except devices_mod.DeviceError:
+            return []
 
     def _micro_batch_size(self, config: ExperimentConfig) -> float:
         m = config.effective_micro_batches
@@ -450,15 +458,17 @@ class MainWindow(QtWidgets.QMainWindow):
         model = MODELS.get(config.model) if not config.model_file else None
         self.split_view.set_tutorial_split(model.tutorial_split if model else None)
         key = self._profile_key_for(config)
+        profiled = self._profile_cache.get(key)
         if key != self._profile_key:
             self._profile_key = key
-            blocks = self._profile_cache.get(key)
-            if blocks is not None:
-                self._apply_blocks(blocks, keep_choice=False)
+            if profiled is not None:
+                self._apply_blocks(profiled, keep_choice=False)
             else:
                 self.split_view.clear_blocks("Profiling the model's blocks…")
-        elif self.split_view.blocks and self.split_view.balanced is None:
-            self._apply_blocks(self.split_view.blocks, keep_choice=False)
+        elif profiled is not None and self.split_view.blocks:
+            # The stages' devices may have changed: the balanced split follows; a split the user chose stays.
+            view = self.split_view
+            self._apply_blocks(profiled, keep_choice=view.balanced is not None and view.split() != view.balanced)
         self._request_check()
         self._preview_bubble()
 
@@ -473,16 +483,32 @@ class MainWindow(QtWidgets.QMainWindow):
         p.devices = []
         p.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)
         p.micro_batches = config.effective_micro_batches
+        p.theory, p.notes = None, []
+        devices = self._devices_of(config)
+        if config.strategy in STRATEGIES and devices:
+            from engine.strategies import load
+            from engine.summary import theoretical_bubble, why_no_theory
+            names = [d.name for d in devices]
+            own = load(config.strategy).world_size(config, devices) > 1
+            p.theory = theoretical_bubble(config.strategy, names, p.micro_batches, own)
+            p.notes = [n for n in [why_no_theory(config.strategy, names, p.micro_batches, own)] if n]
         self.plots.refresh_bubble()
 
     def _on_split_changed(self) -> None:
         self._request_check()
 
-    def _apply_blocks(self, blocks: list[dict], keep_choice: bool) -> None:
+    def _apply_blocks(self, profiled: dict, keep_choice: bool) -> None:
+        """The planner's blocks in the split view, with the balanced split for the configured stage devices:
+        each stage's blocks costed on its own kind of device (engine.planning.balanced_for_kinds)."""
+        blocks = profiled["blocks"]
         stages = self.split_view.stages
         balanced = None
         if self.split_view.uses_split and 2 <= stages <= len(blocks):
-            balanced = list(planning.balanced_split([b["cost_s"] for b in blocks], stages))
+            kinds = [d.kind for d in self._devices_of(self.experiment.config(split=None))]
+            costs = profiled.get("costs_by_kind") or {"cpu": [b["cost_s"] for b in blocks]}
+            if len(kinds) != stages:  # devices not settled yet: the first kind for every stage
+                kinds = [next(iter(costs))] * stages
+            balanced = list(planning.balanced_for_kinds(costs, kinds))
         self.split_view.blockSignals(True)
         try:
             self.split_view.set_blocks(blocks, balanced, keep_choice=keep_choice)
@@ -530,8 +556,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.log(f"block profiling failed: {error}")
             self.sigProfiled.emit()
             return
-        self._profile_cache[self._profile_key] = blocks
-        self._apply_blocks(blocks, keep_choice=False)
+        profiled = {"blocks": blocks, "costs_by_kind": msg.get("costs_by_kind")}
+        self._profile_cache[self._profile_key] = profiled
+        self._apply_blocks(profiled, keep_choice=False)
         self.sigProfiled.emit()
         # The split view now holds an explicit split (the balanced one): check that config.
         self._request_check()

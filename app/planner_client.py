@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 class PlannerClient(QtCore.QObject):
     sigReady = QtCore.Signal()
     sigChecked = QtCore.Signal(int, dict)     # request id, {"problems", "warnings", "stages", ...}
-    sigProfiled = QtCore.Signal(int, dict)    # request id, {"blocks", "balanced", "error"}
+    sigProfiled = QtCore.Signal(int, dict)    # request id, {"blocks", "costs_by_kind", "error"}
     sigCrashed = QtCore.Signal(str)
 
     DEBOUNCE_MS = 120

@@ -14,7 +14,9 @@ Protocol, JSON Lines both ways:
   ``{"id", "kind": "check", "problems": [{"option", "message"}], "warnings",
   "stages", "n_blocks", "block_names"}`` and, when asked to profile and the
   config is valid, ``{"id", "kind": "blocks", "blocks": [{"name", "params",
-  "cost_s", "out_bytes"}], "balanced": [...], "error"}``.
+  "cost_s", "out_bytes"}], "costs_by_kind": {"cpu": [...], "cuda": [...]}, "error"}``: the blocks as timed
+  on the first device's kind, and each block's time on every kind of device the config names (the app
+  balances each stage with its own device's times).
 """
 from __future__ import annotations
 
@@ -79,30 +81,26 @@ def check(config_dict: dict) -> dict:
     return out
 
 
-def profile(config_dict: dict, stages: int | None) -> dict:
+def profile(config_dict: dict) -> dict:
+    import torch
+
     from engine import planning
     from engine.config import ExperimentConfig
-    import torch
-    torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
-    config = ExperimentConfig.from_dict(config_dict)
     from engine.devices import DeviceError, parse
     from engine.models.build import build
     from engine.validate import devices_needed
+    torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
+    config = ExperimentConfig.from_dict(config_dict)
     spec = build(config)
     try:
         devices = parse(config.devices, devices_needed(config))
     except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
         devices = []
-    if stages and 1 <= stages <= len(spec.blocks) and len(devices) == stages:
-        infos, split = planning.plan_balanced(spec, config.effective_batch_size, devices)
-        balanced = list(split)
-    else:
-        infos = planning.block_costs(spec, config.effective_batch_size)
-        balanced = (list(planning.balanced_split([b.cost_s for b in infos], stages))
-                    if stages and 1 <= stages <= len(infos) else None)
+    timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices)
+    first = devices[0].kind if devices else "cpu"
     blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes)}
-              for b in infos]
-    return {"blocks": blocks, "balanced": balanced}
+              for b in timed[first]]
+    return {"blocks": blocks, "costs_by_kind": {kind: [b.cost_s for b in infos] for kind, infos in timed.items()}}
 
 
 def main() -> int:
@@ -128,12 +126,10 @@ def main() -> int:
             if not lines.empty():  # a newer request is waiting: this profile would be stale
                 continue
             try:
-                # Blocks do not depend on the split or the devices: profile even while those are wrong.
-                stages = request.get("stages") or result["stages"]
-                _emit({"id": req_id, "kind": "blocks", "error": None,
-                       **profile(dict(config, split=None), stages)})
+                # Blocks do not depend on the split: profile even while it is wrong.
+                _emit({"id": req_id, "kind": "blocks", "error": None, **profile(dict(config, split=None))})
             except Exception as exc:
-                _emit({"id": req_id, "kind": "blocks", "blocks": None, "balanced": None,
+                _emit({"id": req_id, "kind": "blocks", "blocks": None, "costs_by_kind": None,
                        "error": f"{type(exc).__name__}: {exc}",
                        "traceback": traceback.format_exc()})
         if eof:

@@ -373,7 +373,7 @@ class PlotPanel(QtWidgets.QWidget):
             # The range moves first, then the changed data comes: one pass per curve.
             with plot.frame():
                 plot.getPlotItem().setXRange(window_start, now, padding=0)
-                for i, device in enumerate(buffers):
+                for device in buffers:
                     buf = buffers[device]
                     key = (kind, device)
                     if not len(buf):
@@ -392,7 +392,7 @@ class PlotPanel(QtWidgets.QWidget):
                         self._drawn.pop(key, None)
                     if force or self._drawn.get(key) != buf.version:
                         x, y = buf.column(0), buf.column(1)
-                        color = theme.device_color(i)
+                        color = theme.device_color(telemetry.color_index(device))
                         if kind == "util":
                             self._draw_utilization(device, label, x, y, color)
                         else:

@@ -146,7 +146,8 @@ def split_point(base: ExperimentConfig) -> list[Point]:
 
 def dp_scaling(base: ExperimentConfig) -> list[Point]:
     kind, n = _devices_of(base)
-    n = max(n, len(usable_cores()) if kind == "cpu" else gpu_count())
+    # Up to every core, or every GPU there is (a list naming cuda:0 twice is still one GPU).
+    n = max(n, len(usable_cores())) if kind == "cpu" else max(1, gpu_count())
     plain = base.replace(split=None, micro_batches=None, split_size=None)
     points = [Point("single x1", plain.replace(strategy="single", devices=_device_list(kind, 1)), x=1)]
     for strategy in ("data-parallel", "ddp"):

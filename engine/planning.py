@@ -89,16 +89,28 @@ def balanced_split_per_stage(stage_costs: list[list[float]]) -> tuple[int, ...]:
     return tuple(sorted(points)[1:])  # drop the leading 0
 
 
-def plan_balanced(spec, batch_size: int, devices) -> tuple[list[BlockInfo], tuple[int, ...]]:
-    """Each block timed on each kind of device among the stages', and the split that balances the stages
-    with those times (a CPU stage and a GPU stage time the same block very differently; devices of one
-    kind are taken to be alike, the first standing for the rest). Returns the first device's block
-    timings, what the split view shows, and the split."""
-    where = {}
+def time_blocks_per_kind(spec, batch_size: int, devices) -> dict[str, list[BlockInfo]]:
+    """Each block timed on each kind of device among ``devices`` ("cpu", "cuda"), the first device of a
+    kind standing for the rest (devices of one kind are taken to be alike); "cpu" when none is given."""
+    where: dict[str, str] = {}
     for d in devices:
         where.setdefault(d.kind, d.torch_device)
-    timed = {kind: block_costs(spec, batch_size, device) for kind, device in where.items()}
-    split = balanced_split_per_stage([[b.cost_s for b in timed[d.kind]] for d in devices])
+    return {kind: block_costs(spec, batch_size, device) for kind, device in (where or {"cpu": "cpu"}).items()}
+
+
+def balanced_for_kinds(costs_by_kind: dict[str, list[float]], stage_kinds: list[str]) -> tuple[int, ...]:
+    """The balanced split with each stage's blocks costed on its own kind of device (a CPU stage and a
+    GPU stage time the same block very differently)."""
+    first = next(iter(costs_by_kind.values()))
+    return balanced_split_per_stage([costs_by_kind.get(kind, first) for kind in stage_kinds])
+
+
+def plan_balanced(spec, batch_size: int, devices) -> tuple[list[BlockInfo], tuple[int, ...]]:
+    """Blocks timed per kind of stage device, and the split that balances the stages with those times.
+    Returns the first device's block timings (what the split view shows) and the split."""
+    timed = time_blocks_per_kind(spec, batch_size, devices)
+    split = balanced_for_kinds({kind: [b.cost_s for b in infos] for kind, infos in timed.items()},
+                               [d.kind for d in devices])
     return timed[devices[0].kind], split
 
 

@@ -121,7 +121,7 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
     """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``)."""
     from engine import loop, strategies
     from engine.models.build import build
-    from engine.strategies.base import RankContext
+    from engine.strategies.base import ParameterChange, RankContext
     from engine.timing import StepTimer
     spec = build(config)
     split = resolve_split(config, spec, devices, rank, world)
@@ -130,10 +130,11 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
     ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.load(config.strategy).build(ctx)
+    change = ParameterChange(executor)
     channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm)
     try:
         loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
-        channel.emit("done", param_sq=executor.param_sq())
+        channel.emit("done", param_sq=executor.param_sq(), change_sq=change.sq())
     finally:
         executor.close()
 

@@ -33,6 +33,8 @@ def summary_table(s: dict) -> str:
         rows.append(("loss", f"{s['loss']['first']:.4f} -> {s['loss']['last']:.4f}"))
     if s.get("param_norm") is not None:
         rows.append(("param norm", f"{s['param_norm']:.6g}"))
+    if s.get("param_change") is not None:
+        rows.append(("param change", f"{s['param_change']:.6g} (how far training moved them)"))
     if s.get("devices_busy"):
         rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s["devices"], s["devices_busy"]))))
     if s.get("stage_balance") is not None:

@@ -28,6 +28,7 @@ from engine.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
+FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
 
 
 @dataclass
@@ -165,7 +166,8 @@ class RunSession:
 
     @staticmethod
     def _next_batch(events: "queue.Queue") -> list:
-        """The events of the next FLUSH_S after the first one arrives (or until the worker's output ends).
+        """The events of the next FLUSH_S after the first one arrives (at most FLUSH_EVENTS; or until the
+        worker's output ends).
 
         One store transaction per batch: a transaction per step, at tens of steps a
         second, cost the ranks' cores a few percent of a small model's step time.
@@ -175,7 +177,7 @@ class RunSession:
         except queue.Empty:
             return []
         until = time.monotonic() + FLUSH_S
-        while batch[-1] is not None and batch[-1]["type"] != protocol.FINISHED:
+        while batch[-1] is not None and batch[-1]["type"] != protocol.FINISHED and len(batch) < FLUSH_EVENTS:
             remaining = until - time.monotonic()
             if remaining <= 0:
                 break

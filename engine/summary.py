@@ -5,7 +5,7 @@ import math
 import statistics
 
 from engine.strategies import STRATEGIES
-from engine.timing import busy_time
+from engine.timing import BUSY_KINDS, busy_time
 
 
 def _has_stages(strategy: str) -> bool:
@@ -83,7 +83,9 @@ def separate_collective_waits(reports: list[dict]) -> None:
     launches it early is waiting, not communicating. Every rank runs a step's
     collectives in the same order (DDP requires it), so the k-th "communication"
     interval of each rank is the same collective; the worker sees all ranks on
-    one clock, so the last arrival is known here and nowhere else.
+    one clock, so the last arrival is known here and nowhere else. The wait is
+    what is left of that time where the rank computes nothing else: ddp launches
+    a bucket while its backward goes on, and successive buckets' waits overlap.
     """
     if len(reports) < 2:
         return
@@ -94,14 +96,42 @@ def separate_collective_waits(reports: list[dict]) -> None:
         per_rank.append(sorted(spans, key=lambda item: item[1][1]))
     if len({len(spans) for spans in per_rank}) != 1:
         return  # not the same collectives on every rank: leave them as timed
+    waits: list[dict[str, list[tuple[float, float]]]] = [{} for _ in reports]
     for k in range(len(per_rank[0])):
         arrival = max(spans[k][1][1] for spans in per_rank)
-        for report, spans in zip(reports, per_rank):
+        for r, spans in enumerate(per_rank):
             device, span = spans[k]
             if span[1] < arrival:
                 waited_until = min(arrival, span[2])
-                report["intervals"][device].append(["wait", span[1], waited_until])
+                waits[r].setdefault(device, []).append((span[1], waited_until))
                 span[1] = waited_until
+    for report, by_device in zip(reports, waits):
+        for device, pieces in by_device.items():
+            spans = report["intervals"][device]
+            other_work = [(t0, t1) for kind, t0, t1 in spans if kind in BUSY_KINDS]
+            for t0, t1 in _minus(_union(pieces), other_work):
+                spans.append(["wait", t0, t1])
+
+
+def _union(pieces: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for t0, t1 in sorted(pieces):
+        if merged and t0 <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], t1)
+        else:
+            merged.append([t0, t1])
+    return [(a, b) for a, b in merged]
+
+
+def _minus(pieces: list[tuple[float, float]], cuts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """What of ``pieces`` no interval of ``cuts`` covers."""
+    out = []
+    for t0, t1 in pieces:
+        parts = [(t0, t1)]
+        for c0, c1 in cuts:
+            parts = [piece for a, b in parts for piece in ((a, min(b, c0)), (max(a, c1), b)) if piece[1] > piece[0]]
+        out.extend(parts)
+    return out
 
 
 class StepMerger:
@@ -167,6 +197,7 @@ def _mean_std(values: list[float]) -> dict | None:
 
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
               batch_size: int, steps: list[dict], warmup: int, param_sq_parts: list[float], data_parallel: bool,
+              change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None) -> dict:
     """``devices``: each physical device once (``unique_devices``); ``theory_bubble`` from ``theoretical_bubble``."""
     measured = [s for s in steps if s["step"] >= warmup]
@@ -194,6 +225,8 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         "throughput": _mean_std([s["throughput"] for s in measured]),
         "loss": {"first": losses[0], "last": losses[-1]} if losses else None,
         "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
+        # How far training moved the parameters: what equivalence between strategies is judged on.
+        "param_change": math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
         "devices_busy": devices_busy,
         "stage_busy": per_stage,
         "stage_balance": stage_balance(config["strategy"], devices, per_stage),

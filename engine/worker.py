@@ -73,6 +73,7 @@ class Rank:
         self.last_step = -1
         self.last_heard = time.monotonic()
         self.param_sq: float | None = None
+        self.change_sq: float | None = None
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False
@@ -215,7 +216,7 @@ class Worker:
             if merged is not None:
                 self.emit(protocol.STEP, **merged)
         elif t == "done":
-            r.done, r.param_sq = True, ev.get("param_sq")
+            r.done, r.param_sq, r.change_sq = True, ev.get("param_sq"), ev.get("change_sq")
         elif t == "error":
             r.error = ev
             failure = self._note_failure(failure, ("error", r, ev))
@@ -311,12 +312,14 @@ class Worker:
                 rr.proc.wait()
 
     def finish(self, status: str) -> int:
-        parts = [rr.param_sq for rr in self.ranks if rr.param_sq is not None] if status == "finished" else []
+        finished = status == "finished"
+        parts = [rr.param_sq for rr in self.ranks if rr.param_sq is not None] if finished else []
+        changes = [rr.change_sq for rr in self.ranks if rr.change_sq is not None] if finished else []
         summary = summarize(
             run_id=None, status=status, config=self.config.to_dict(), devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
-            steps=self.merger.steps, warmup=self.config.warmup, param_sq_parts=parts,
+            steps=self.merger.steps, warmup=self.config.warmup, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.info.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
         self.emit(protocol.FINISHED, status=status, summary=summary)
         return 0 if status == "finished" else 1

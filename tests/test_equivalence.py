@@ -33,6 +33,8 @@ def test_strategy_matches_single_device(case, single_summary):
     assert summary["status"] == "finished"
     assert summary["steps"] == 4
     assert rel(summary["param_norm"], single_summary["param_norm"]) <= 1e-4
+    # The change is what training did: a lost or doubled update moves it by its whole size.
+    assert rel(summary["param_change"], single_summary["param_change"]) <= 1e-4
     assert rel(summary["loss"]["last"], single_summary["loss"]["last"]) <= 1e-4
     # the loss moved, so the comparison is of trained parameters, not initial ones
     assert summary["loss"]["first"] != summary["loss"]["last"]
@@ -47,3 +49,4 @@ def test_a_stage_without_parameters_trains_like_one_device(tmp_path):
     _, three = cli("run", *args, "--strategy", "pipeline", "--devices", "cpu:3", "--split", "1,2", check_json=True)
     assert three["status"] == "finished" and three["split"] == [1, 2]
     assert rel(three["param_norm"], one["param_norm"]) <= 1e-4
+    assert rel(three["param_change"], one["param_change"]) <= 1e-4

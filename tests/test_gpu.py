@@ -134,3 +134,33 @@ def test_cuda_visible_devices_maps_to_the_same_gpu_in_torch_and_nvml():
         assert int(count) == len(expected), value
         if expected:
             assert "GPU-" + cuda0[0] == nvml.text(nvml.device_query(expected[0], "nvmlDeviceGetUUID")), value
+
+
+def _two_gpus() -> bool:
+    from engine.devices import gpu_count
+    return gpu_count() >= 2
+
+
+needs_two = pytest.mark.skipif(not _two_gpus(), reason="needs a second GPU")
+
+
+@needs_two
+@pytest.mark.parametrize("extra", [
+    ["--strategy", "pipeline", "--micro-batches", "4"],
+    ["--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b"],
+    ["--strategy", "model-parallel"],
+    ["--strategy", "ddp"],
+    ["--strategy", "data-parallel"],
+])
+def test_two_gpus_train_like_one_and_time_every_device(single_gpu, db, extra):
+    """A stage or replica per GPU (NCCL between processes, copies between GPUs in one): each GPU's timeline."""
+    args, single = single_gpu
+    _, summary = cli("run", *args, "--devices", "cuda:0,cuda:1", *extra, check_json=True, timeout=RUN_S)
+    assert summary["devices"] == ["cuda:0", "cuda:1"]
+    assert summary["param_change"] == pytest.approx(single["param_change"], rel=1e-3)
+    kinds = timeline_kinds(db, summary["run_id"])
+    assert {"forward", "backward"} <= kinds["cuda:0"] and {"forward", "backward"} <= kinds["cuda:1"], kinds
+    if "ddp" in extra or "data-parallel" in extra:
+        assert "communication" in kinds["cuda:0"] and "communication" in kinds["cuda:1"], kinds
+    if "pipeline" in extra:
+        assert summary["bubble"]["theory"] == pytest.approx(0.2)

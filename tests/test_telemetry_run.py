@@ -38,7 +38,7 @@ def test_the_engines_busy_share_agrees_with_the_oss_reading(runs):
     _, naive, piped = runs
     for summary in (naive, piped):
         for util, busy in zip(summary["telemetry"]["util_mean"], summary["devices_busy"]):
-            assert util == pytest.approx(100 * busy, abs=8), (summary["strategy"], summary["telemetry"],
+            assert util == pytest.approx(100 * busy, abs=10), (summary["strategy"], summary["telemetry"],
                                                                summary["devices_busy"])
         assert not summary["telemetry"]["disagreement"]
 

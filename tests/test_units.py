@@ -170,3 +170,23 @@ def test_the_one_second_mean_is_the_same_figure_for_lists_and_arrays(steps, wind
     for i in range(len(t)):  # the mean of the samples up to this one in (t - window, t]
         inside = y[:i + 1][t[:i + 1] > t[i] - window]
         assert plain[i] == pytest.approx(inside.mean())
+
+
+def test_a_collective_is_waiting_until_the_last_rank_arrives_and_never_over_the_ranks_own_work():
+    from engine.summary import separate_collective_waits
+    # Rank 1 launches both buckets early, the first while its backward still runs (2 .. 5);
+    # rank 0 arrives at 6 and at 9.
+    rank0 = {"intervals": {"cpu:0": [["backward", 0, 9], ["communication", 6, 7], ["communication", 9, 10]]}}
+    rank1 = {"intervals": {"cpu:1": [["backward", 0, 5], ["communication", 3, 7], ["communication", 5, 10]]}}
+    separate_collective_waits([rank0, rank1])
+    spans1 = rank1["intervals"]["cpu:1"]
+    assert sorted(s for s in spans1 if s[0] == "communication") == [["communication", 6, 7],
+                                                                    ["communication", 9, 10]]
+    # Waiting from the end of its own backward to each arrival of rank 0, around the first all-reduce
+    # itself, and once where the two buckets' waits overlapped.
+    assert sorted(s for s in spans1 if s[0] == "wait") == [["wait", 5, 6], ["wait", 7, 9]]
+    assert not [s for s in rank0["intervals"]["cpu:0"] if s[0] == "wait"]  # the last to arrive never waits
+    # Ranks that do not run the same collectives are left as timed.
+    odd = {"intervals": {"cpu:1": [["communication", 1, 2]]}}
+    separate_collective_waits([{"intervals": {"cpu:0": []}}, odd])
+    assert odd["intervals"]["cpu:1"] == [["communication", 1, 2]]

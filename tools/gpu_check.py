@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -161,36 +162,40 @@ def nvml_against_smi(db: Path, hz: int) -> dict:
     """A resnet50 run sampled at ``hz`` while nvidia-smi logs beside it; both means over the measured steps."""
     from engine.store import Store
     log = db.parent / f"smi-{hz}.csv"
-    with open(log, "w") as out:
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu,memory.used",
-                                "--format=csv,noheader,nounits", "-i", "0", "-lms", "100"], stdout=out,
-                               stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(1.0)
-            proc, wall = cli(["run", "--model", "resnet50", "--devices", "cuda:0", "--steps", "150", "--warmup", "10",
-                              "--telemetry-hz", str(hz), "--json"], db)
-            time.sleep(0.5)
-        finally:
-            smi.terminate()
-            smi.wait(5)
+    # -f: nvidia-smi writes the file itself, a line a sample; SIGINT ends it as Ctrl-C would.
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu,memory.used",
+                            "--format=csv,noheader,nounits", "-i", "0", "-lms", "100", "-f", str(log)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"hz": hz, "ok": False, "error": proc.stderr.strip()[-2000:]}
+        time.sleep(1.0)
+        proc, _ = cli(["run", "--model", "resnet50", "--devices", "cuda:0", "--steps", "150", "--warmup", "10",
+                       "--telemetry-hz", str(hz), "--json"], db)
+        time.sleep(0.5)
+    finally:
+        smi.send_signal(signal.SIGINT)
+        try:
+            smi.wait(5)
+        except subprocess.TimeoutExpired:
+            smi.kill()
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
     with Store(db) as store:
         run = store.get_run(summary["run_id"])
         steps = store.steps(run.id)
     measured = [s for s in steps if s["step"] >= 10]
+    if not measured:
+        return {"hz": hz, "ok": False, "error": f"no measured steps: {summary.get('status')} {summary.get('error')}"}
     # The run's clock starts when its record is made (run.started, wall clock): steps' t count from there.
     window = (run.started + measured[0]["t"] - measured[0]["time_s"], run.started + measured[-1]["t"])
-    smi_util = [u for t, u, _ in smi_rows(log) if window[0] <= t <= window[1]]
+    rows = smi_rows(log) if log.exists() else []
+    smi_util = [u for t, u, _ in rows if window[0] <= t <= window[1]]
+    covered = bool(rows) and rows[0][0] <= window[0] and rows[-1][0] >= window[1]
     ours = (summary.get("telemetry") or {}).get("util_mean") or [None]
     theirs = statistics.fmean(smi_util) if smi_util else None
     gap = abs(ours[0] - theirs) if ours[0] is not None and theirs is not None else None
-    return {"hz": hz, "ok": gap is not None and gap <= AGREEMENT_POINTS, "nvml_util_mean": ours[0],
+    return {"hz": hz, "ok": covered and gap is not None and gap <= AGREEMENT_POINTS, "nvml_util_mean": ours[0],
             "nvidia_smi_util_mean": theirs, "gap_points": gap, "nvidia_smi_rows": len(smi_util),
-            "nvml_samples": (summary.get("telemetry") or {}).get("samples"), "step_ms": figures(summary)["step_ms"],
-            "window_s": round(window[1] - window[0], 2)}
+            "nvidia_smi_covers_the_steps": covered, "nvml_samples": (summary.get("telemetry") or {}).get("samples"),
+            "step_ms": figures(summary)["step_ms"], "window_s": round(window[1] - window[0], 2)}
 
 
 def run_pytest() -> dict:
@@ -215,35 +220,54 @@ def environment() -> dict:
     return env
 
 
+def guarded(name: str, work) -> dict:
+    """A section's result, or what went wrong in it: one broken section must not lose the others' figures."""
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001  (a timeout, a crash, a missing nvidia-smi: all reported)
+        return {"ok": False, "error": f"{name}: {type(exc).__name__}: {exc}"}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu-check.json", help="where the figures go (JSON)")
     parser.add_argument("--cpu", action="store_true", help="the runs on CPU virtual devices, tiny (no GPU needed)")
     args = parser.parse_args(argv)
+    out = Path(args.out)
     report: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "mode": "cpu" if args.cpu else "gpu",
-                    "environment": environment()}
+                    "environment": guarded("environment", environment)}
     began = time.time()
+
+    def save() -> None:  # after every section: a check cut short still leaves its figures so far
+        report["wall_s"] = round(time.time() - began, 1)
+        out.write_text(json.dumps(report, indent=2))
+
     with tempfile.TemporaryDirectory(prefix="splitscope-gpu-check-") as tmp:
         db = Path(tmp) / "runs.sqlite3"
         os.environ["SPLITSCOPE_DB"] = str(db)
         if not args.cpu:
-            report["pytest"] = run_pytest()
-        report["runs"] = [run_check(c, db) for c in (cpu_checks() if args.cpu else gpu_checks())]
-        report["compare_strategies"] = compare_strategies(db, args.cpu)
+            report["pytest"] = guarded("pytest", run_pytest)
+            save()
+        report["runs"] = []
+        for check in cpu_checks() if args.cpu else gpu_checks():
+            report["runs"].append(guarded(check.name, lambda: run_check(check, db)) | {"name": check.name})
+            save()
+        report["compare_strategies"] = guarded("compare-strategies", lambda: compare_strategies(db, args.cpu))
+        save()
         if not args.cpu:
-            report["nvml_vs_nvidia_smi"] = [nvml_against_smi(db, hz) for hz in (10, 50)]
-    report["wall_s"] = round(time.time() - began, 1)
+            report["nvml_vs_nvidia_smi"] = [guarded(f"NVML at {hz} Hz", lambda: nvml_against_smi(db, hz)) | {"hz": hz}
+                                            for hz in (10, 50)]
     parts = [report.get("pytest"), *report["runs"], report["compare_strategies"],
              *report.get("nvml_vs_nvidia_smi", [])]
     report["ok"] = all(p["ok"] for p in parts if p is not None)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    save()
     for run in report["runs"]:
         print(f"{'ok  ' if run['ok'] else 'FAIL'} {run['name']:<48} {run.get('step_ms')} ms/step "
               f"bubble {(run.get('bubble') or {}).get('measured')} {run.get('error') or ''}")
     for line in report.get("nvml_vs_nvidia_smi", []):
         print(f"{'ok  ' if line['ok'] else 'FAIL'} NVML at {line['hz']} Hz {line.get('nvml_util_mean')} % vs "
-              f"nvidia-smi {line.get('nvidia_smi_util_mean')} %")
-    print(f"{'ok' if report['ok'] else 'FAILED'} in {report['wall_s']} s; figures in {args.out}")
+              f"nvidia-smi {line.get('nvidia_smi_util_mean')} % {line.get('error') or ''}")
+    print(f"{'ok' if report['ok'] else 'FAILED'} in {report['wall_s']} s; figures in {out}")
     return 0 if report["ok"] else 1
 
 

@@ -99,6 +99,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("throughput", _mean_std(s.get("throughput"), "samples/s")),
         ("loss", f"{format_value(loss.get('first'))} → {format_value(loss.get('last'))}" if loss else None),
         ("parameter norm", s.get("param_norm")),
+        ("parameter change", s.get("param_change")),
         ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(devices, busy)) or None),
         ("stage balance", _ratio(s.get("stage_balance")) if s.get("stage_balance") is not None else None),
         ("bubble", f"measured {pct(bubble.get('measured'))}, theory {pct(bubble.get('theory'))}"),

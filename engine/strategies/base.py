@@ -66,8 +66,14 @@ class Executor(ABC):
         """One optimizer update on the global batch (each rank takes its part)."""
 
     @abstractmethod
+    def reported_parameters(self) -> list | None:
+        """The parameters this rank reports at the end (their norm, and how far training moved them);
+        None when another rank reports the same ones (ddp's replicas)."""
+
     def param_sq(self) -> float | None:
-        """Sum of squares of the parameters this rank owns; None when another rank reports the same."""
+        """Sum of squares of the reported parameters."""
+        params = self.reported_parameters()
+        return None if params is None else params_sq(params)
 
     def close(self) -> None:
         pass
@@ -98,7 +104,27 @@ def stage_sgd(module, config: ExperimentConfig):
     return sgd(params, config) if params else None
 
 
-def params_sq(module) -> float:
+def params_sq(params) -> float:
     import torch
     with torch.no_grad():
-        return float(sum(p.detach().double().pow(2).sum() for p in module.parameters()))
+        return float(sum(p.detach().double().pow(2).sum() for p in params))
+
+
+class ParameterChange:
+    """How far training moved the reported parameters: the sum of squares of (final - initial).
+
+    The parameters' own norm is dominated by their initial values (two steps move it by
+    about 1e-5 of itself), so a missing or doubled update hides under a 1e-4 comparison;
+    the change is what training did, and a wrong update changes it by its whole size.
+    """
+
+    def __init__(self, executor: "Executor"):
+        params = executor.reported_parameters()
+        self._pairs = None if params is None else [(p, p.detach().clone()) for p in params]
+
+    def sq(self) -> float | None:
+        if self._pairs is None:
+            return None
+        import torch
+        with torch.no_grad():
+            return float(sum((p.detach().double() - p0.double()).pow(2).sum() for p, p0 in self._pairs))

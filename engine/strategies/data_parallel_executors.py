@@ -12,8 +12,10 @@ backward through nn.DataParallel: the sum over replicas of each replica's share.
 
 A copy between GPUs runs on the source GPU's stream (torch's copy kernel), so the
 scatter, replicate and the gradients handed back are transfers on device 0, a
-replica's output sent to device 0 is one on that replica's GPU. Device 0's extra
-work (gather, loss, reduce, optimizer) is what this strategy makes visible.
+replica's output sent to device 0 is one on that replica's GPU, and in the reduce
+each replica's sending of its gradients is communication on its GPU, their sum
+communication on device 0. Device 0's extra work (loss, reduce, optimizer) is what
+this strategy makes visible.
 """
 from __future__ import annotations
 
@@ -21,8 +23,17 @@ import copy
 
 import torch
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, place_on, sgd
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 from engine.strategies.device_threads import DeviceThread
+
+
+def _after(device, other) -> None:
+    """GPU ``device``'s stream waits for what is queued on ``other``'s so far. A copy between GPUs makes
+    both streams wait for each other; done first, that wait falls before the copy's span, not in it."""
+    if device.kind == "cuda" and other.kind == "cuda" and device != other:
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(other.index))
+        torch.cuda.current_stream(device.index).wait_event(event)
 
 
 class DataParallelSteps(Executor):
@@ -59,25 +70,28 @@ class DataParallelSteps(Executor):
         timer, devices, dev0 = self.timer, self.devices, self.devices[0]
         self.optimizer.zero_grad(set_to_none=True)
         with timer.span(dev0, "transfer"):
-            # scatter (dim 0, as DataParallel) and replicate: device 0's parameters into each replica
+            # scatter (dim 0, as DataParallel) and replicate: device 0's parameters and buffers
+            # (BatchNorm's statistics) into each replica
             chunks = [c.to(devices[i].torch_device) for i, c in enumerate(inputs.chunk(len(devices)))]
             used = len(chunks)
             with torch.no_grad():
-                master = list(self.module.parameters())
                 for replica in self.replicas[1:used]:
-                    for p_rep, p in zip(replica.parameters(), master):
+                    for p_rep, p in zip(replica.parameters(), self.module.parameters()):
                         p_rep.copy_(p)
                         p_rep.grad = None
+                    for b_rep, b in zip(replica.buffers(), self.module.buffers()):
+                        b_rep.copy_(b)
 
         def forward(i):
             with timer.span(devices[i], "forward"):
-                out = self.replicas[i](chunks[i])
-            if i == 0:
-                return out, out.detach().requires_grad_()
-            with timer.span(devices[i], "transfer"):  # gather: each output sent to device 0
-                return out, out.detach().to(dev0.torch_device).requires_grad_()
-        outputs, gathered = zip(*self._parallel(forward, used))
+                return self.replicas[i](chunks[i])
+        outputs = self._parallel(forward, used)
 
+        gathered = [outputs[0].detach().requires_grad_()]
+        for i in range(1, used):  # gather: each output sent to device 0, a copy on the replica's GPU
+            _after(devices[i], dev0)
+            with timer.span(devices[i], "transfer"):
+                gathered.append(outputs[i].detach().to(dev0.torch_device).requires_grad_())
         with timer.span(dev0, "forward"):
             loss = self.loss_fn(torch.cat(gathered), targets)
         with timer.span(dev0, "backward"):
@@ -90,20 +104,27 @@ class DataParallelSteps(Executor):
                 outputs[i].backward(grads[i])
         self._parallel(backward, used)
 
-        with timer.span(dev0, "communication"):  # reduce the replicas' gradients to device 0
+        # Reduce the replicas' gradients to device 0: each replica sends its own (a copy on its GPU),
+        # device 0 sums them.
+        received = []
+        for i in range(1, used):
+            _after(devices[i], dev0)
+            with timer.span(devices[i], "communication"):
+                received.append([p.grad.to(dev0.torch_device) if p.grad is not None else None
+                                 for p in self.replicas[i].parameters()])
+        with timer.span(dev0, "communication"):
             with torch.no_grad():
-                for replica in self.replicas[1:used]:
-                    for p, p_rep in zip(self.module.parameters(), replica.parameters()):
-                        if p_rep.grad is not None:
-                            grad = p_rep.grad.to(dev0.torch_device)
+                for grads_of_replica in received:
+                    for p, grad in zip(self.module.parameters(), grads_of_replica):
+                        if grad is not None:
                             p.grad = grad.clone() if p.grad is None else p.grad.add_(grad)
         with timer.span(dev0, "optimizer"):
             self.optimizer.step()
         split = [len(c) for c in chunks] + [0] * (len(devices) - used)
         return StepResult(loss_part=float(loss.detach()), samples=int(inputs.shape[0]), batch_split=split)
 
-    def param_sq(self) -> float:
-        return params_sq(self.module)
+    def reported_parameters(self) -> list:
+        return list(self.module.parameters())
 
     def close(self) -> None:
         for t in self.threads[1:]:

@@ -6,7 +6,8 @@ launch to the all-reduce's completion, on gloo and on NCCL (there through CUDA
 events on the stream that waits for it). The worker's merge then cuts each rank's
 share of a collective that came before the last rank arrived off as "wait"
 (engine.summary). ``backward`` ends where the last bucket is launched: after it,
-the rank only waits for the all-reduce.
+the rank waits for the all-reduce, then copies the reduced buckets into the
+gradients (timed as "transfer").
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, place_on, sgd
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 
 
 class Ddp(Executor):
@@ -29,6 +30,7 @@ class Ddp(Executor):
         self.model.register_comm_hook(dist.group.WORLD, self._timed_allreduce)
         self.optimizer = sgd(self.model.parameters(), ctx.config)
         self._last_launch = None  # mark of the step's last bucket launch
+        self._last_done = None    # and of the last all-reduce's end
 
     def _timed_allreduce(self, group, bucket):
         timer, dev = self.timer, self.device
@@ -36,7 +38,9 @@ class Ddp(Executor):
         self._last_launch = launched
 
         def done(future):
-            timer.between(dev, "communication", launched, timer.mark(dev))
+            ended = timer.mark(dev)
+            timer.between(dev, "communication", launched, ended)
+            self._last_done = ended  # buckets complete in launch order (one gloo or NCCL queue)
             return future.value()
         return allreduce_hook(group, bucket).then(done)
 
@@ -63,16 +67,19 @@ class Ddp(Executor):
             else:
                 local = out.sum() * 0.0
                 scaled = local
-        self._last_launch = None
+        self._last_launch = self._last_done = None
         started = timer.mark(dev)
         scaled.backward()
-        # Compute ends where the last bucket launches; the rest of backward() waits for the all-reduce.
-        timer.between(dev, "backward", started, self._last_launch if self._last_launch is not None
-                      else timer.mark(dev))
+        returned = timer.mark(dev)
+        # Compute ends where the last bucket launches; then backward() waits for the all-reduce, and
+        # copies the reduced buckets into the parameters' gradients.
+        timer.between(dev, "backward", started, self._last_launch if self._last_launch is not None else returned)
+        if self._last_done is not None:
+            timer.between(dev, "transfer", self._last_done, returned)
         with timer.span(dev, "optimizer"):
             self.optimizer.step()
         part = float(local.detach()) * mine / total if mine else 0.0
         return StepResult(loss_part=part, samples=mine, batch_split=split if self.rank == 0 else None)
 
-    def param_sq(self) -> float | None:
-        return params_sq(self.module) if self.rank == 0 else None
+    def reported_parameters(self) -> list | None:
+        return list(self.module.parameters()) if self.rank == 0 else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.strategies.base import (Executor, RankContext, StepResult, params_sq, place_on, stage_bounds,
+from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 
 
@@ -47,7 +47,8 @@ class InProcessStages(Executor):
             for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
                 if k:
                     h = self._move(h, self.devices[k - 1], dev)
-                cut = h.detach().requires_grad_(h.is_floating_point())
+                # The model's input needs no gradient (as on one device): stage 0 skips computing it.
+                cut = h.detach().requires_grad_(h.is_floating_point() and k > 0)
                 with timer.span(dev, "forward"):
                     h = stage(cut)
                 per_stage.append((cut, h))
@@ -65,7 +66,7 @@ class InProcessStages(Executor):
                 with timer.span(dev, "backward"):
                     if grad is None:
                         loss.backward()
-                    else:
+                    elif out.requires_grad:  # not a first stage without parameters
                         out.backward(grad)
                 if k > 0:
                     grad = self._move(cut.grad, dev, self.devices[k - 1])
@@ -90,5 +91,5 @@ class InProcessStages(Executor):
             # non_blocking there returns a pinned tensor still being written.
             return tensor.to(dst.torch_device, non_blocking=dst.kind == "cuda")
 
-    def param_sq(self) -> float:
-        return sum(params_sq(s) for s in self.stages)
+    def reported_parameters(self) -> list:
+        return [p for stage in self.stages for p in stage.parameters()]

@@ -14,7 +14,7 @@ import torch
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining import schedules as _schedules
 
-from engine.strategies.base import (Executor, RankContext, StepResult, params_sq, place_on, stage_bounds,
+from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -96,5 +96,5 @@ class ScheduledStages(Executor):
         loss = float(torch.stack([l.detach().float().cpu() for l in losses]).mean()) if losses else None
         return StepResult(loss_part=loss, samples=int(inputs.shape[0]) if self.first else 0)
 
-    def param_sq(self) -> float:
-        return params_sq(self.module)
+    def reported_parameters(self) -> list:
+        return list(self.module.parameters())

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.config import Problem
-from engine.strategies.base import Executor, RankContext, StepResult, params_sq, place_on, sgd
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 
 
 def world_size(config, devices) -> int:
@@ -38,8 +38,8 @@ class SingleDevice(Executor):
             self.optimizer.step()
         return StepResult(loss_part=float(loss.detach()), samples=int(inputs.shape[0]))
 
-    def param_sq(self) -> float:
-        return params_sq(self.model)
+    def reported_parameters(self) -> list:
+        return list(self.model.parameters())
 
 
 def build(ctx: RankContext) -> Executor:
