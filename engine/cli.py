@@ -14,6 +14,7 @@ import threading
 
 from engine import models, strategies
 from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
+from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -55,6 +56,8 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--lr", type=float, default=None)
     g.add_argument("--hang-timeout", type=float, default=120.0, help="seconds without progress before a rank is declared hung")
+    g.add_argument("--timeline", default="sampled",
+                   help="; ".join(f"{name}: {text}" for name, text in TIMELINE_MODES.items()) + " (default sampled)")
     g.add_argument("--input-prep", default="ahead",
                    help="; ".join(f"{name}: {text}" for name, text in INPUT_PREP.items()) + " (default ahead)")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
@@ -102,7 +105,7 @@ def config_from_args(args) -> ExperimentConfig:
         model_file=args.model_file, width=args.width, depth=args.depth, devices=args.devices,
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
-        hang_timeout_s=args.hang_timeout, input_prep=args.input_prep)
+        hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline)
     return with_named_split(config, tokens) if tokens is not None else config
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import models, strategies
+from engine.timeline_keeper import TIMELINE_MODES
 
 # How each step gets its batch (engine.feed does it; named here so the config needs no torch).
 INPUT_PREP = {
@@ -57,6 +58,8 @@ class ExperimentConfig:
     """A rank silent this long is declared hung and the run fails."""
     input_prep: str = "ahead"
     """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.feed."""
+    timeline: str = "sampled"
+    """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all" (engine.timeline_keeper)."""
 
     # ---- derived values -------------------------------------------------
     @property
@@ -126,7 +129,7 @@ class ExperimentConfig:
 
 _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
-_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep"}
+_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline"}
 _OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr"}
 
 
@@ -188,6 +191,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     elif config.model not in (models.CUSTOM, "mlp"):
         # "mlp" is the default; a model file overrides it.
         add("model", "give either --model or --model-file, not both")
+    if config.timeline not in TIMELINE_MODES:
+        add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
     if config.input_prep not in INPUT_PREP:
         add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
     if config.schedule not in strategies.SCHEDULES:

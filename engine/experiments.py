@@ -315,7 +315,9 @@ def reduce_point(point: Point, runs: list[dict]) -> dict:
         "stage_balance": stage_balance(point.config.strategy, first["devices"], stage_busy),
         "util_mean": (first.get("telemetry") or {}).get("util_mean"),
         "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
-        "batch_split": first.get("batch_split")[-1] if first.get("batch_split") else None,
+        # The split most steps had (a dataset's last, smaller batch splits differently).
+        "batch_split": max(first["batch_split"], key=lambda entry: entry["steps"])["split"]
+        if first.get("batch_split") else None,
         "run_ids": [r["run_id"] for r in runs],
     }
 

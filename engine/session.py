@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
 FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
+EVENT_BACKLOG = 4 * FLUSH_EVENTS
 
 
 @dataclass
@@ -60,7 +61,6 @@ class RunSession:
         self._stdin_lock = threading.Lock()
         self._sampler = None
         self._stderr_tail: list[str] = []
-        self._samples: list = []  # every telemetry sample of the run, for the summary
         self._store_error: str | None = None
 
     # ---- control --------------------------------------------------------------
@@ -131,27 +131,20 @@ class RunSession:
     def _start_sampler(self) -> None:
         if not self.telemetry_hz:
             return
-        from engine.devices import parse
         from engine.telemetry import TelemetrySampler, targets_for
-        from engine.validate import devices_needed
-        devices = parse(self.config.devices, devices_needed(self.config))
-        self._sampler = TelemetrySampler(targets_for(devices), rate_hz=self.telemetry_hz)
+        self._sampler = TelemetrySampler(targets_for(self._devices()), rate_hz=self.telemetry_hz)
         self._sampler.start()
 
-    def _drain_samples(self, store: Store) -> None:
-        if self._sampler is None:
-            return
-        samples = self._sampler.drain()
-        if not samples:
-            return
-        self._samples.extend(samples)
-        rows = []
-        for s in samples:
-            row = s.to_dict()
-            row["t"] = s.t - self._origin
-            rows.append(row)
-        store.add_samples(self.run_id, rows)
-        if self.on_samples:
+    def _devices(self) -> list:
+        from engine.devices import parse
+        from engine.validate import devices_needed
+        return parse(self.config.devices, devices_needed(self.config))
+
+    def _record(self, recorder, steps: list[dict]) -> None:
+        """Store a batch of steps with the telemetry drained meanwhile; then hand the samples on."""
+        samples = self._sampler.drain() if self._sampler is not None else []
+        recorder.record(steps, samples)
+        if samples and self.on_samples:
             self.on_samples(samples)
 
     # ---- the reading thread -----------------------------------------------------
@@ -188,11 +181,18 @@ class RunSession:
         return batch
 
     def _run(self) -> None:
+        from engine.recorder import RunRecorder
+        from engine.summary import unique_devices
         store = Store(self.db_path)
+        recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
+                               warmup=self.config.warmup,
+                               device_names=unique_devices([d.name for d in self._devices()]),
+                               telemetry_hz=self.telemetry_hz)
         status, summary, error, tb = "failed", None, None, None
-        steps: list[dict] = []
         pending: list[dict] = []
-        events: queue.Queue = queue.Queue()
+        # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
+        # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
+        events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             ended = False
@@ -208,7 +208,6 @@ class RunSession:
                         for device, pid in (event.get("device_pids") or {}).items():
                             self._sampler.set_pid(device, pid)
                     elif kind == protocol.STEP:
-                        steps.append(event)
                         pending.append(event)
                     elif kind == protocol.ERROR:
                         error, tb = event.get("message"), event.get("traceback")
@@ -219,8 +218,7 @@ class RunSession:
                 # Stored before anyone is told: nothing a user has seen can be lost.
                 if self._store_error is None:
                     try:
-                        store.add_steps(self.run_id, pending)
-                        self._drain_samples(store)
+                        self._record(recorder, pending)
                     except sqlite3.Error as exc:
                         # A full or read-only disk: end the run and say so; what is stored stays intact.
                         self._store_error = f"cannot write the run store {store.path}: {exc}"
@@ -245,20 +243,19 @@ class RunSession:
                                    self._origin, "message": error, "rank": None, "traceback": tb})
         finally:
             try:
-                self._finalize(store, pending, steps, status, summary, error, tb)
+                self._finalize(store, recorder, pending, status, summary, error, tb)
             finally:
                 self._done.set()  # whatever happened, waiters must not hang
 
-    def _finalize(self, store, pending, steps, status, summary, error, tb) -> None:
+    def _finalize(self, store, recorder, pending, status, summary, error, tb) -> None:
         if self._store_error is not None:
             status, error = "failed", self._store_error
         try:
             if self._sampler is not None:
                 self._sampler.stop()
-            summary = self._complete_summary(summary, steps, status)
             if self._store_error is None:
-                store.add_steps(self.run_id, pending)
-                self._drain_samples(store)
+                self._record(recorder, pending)
+            summary = self._complete_summary(summary, recorder, status)
             store.finish_run(self.run_id, status, summary, error, tb)
         except sqlite3.Error as exc:
             status, error = "failed", self._store_error or f"cannot write the run store {store.path}: {exc}"
@@ -278,22 +275,11 @@ class RunSession:
                            "t": time.perf_counter() - self._origin, "status": status, "summary": summary,
                            "run_id": self.run_id, "error": error, "traceback": tb})
 
-    def _complete_summary(self, summary: dict | None, steps: list[dict], status: str) -> dict | None:
+    def _complete_summary(self, summary: dict | None, recorder, status: str) -> dict | None:
         if summary is None:
             return None
         summary["run_id"] = self.run_id
         summary["status"] = status
-        if self._sampler is not None and steps:
-            from engine.telemetry import disagreements, summarize
-            measured = [s for s in steps if s["step"] >= self.config.warmup] or steps
-            first_t = self._origin + measured[0]["t"] - measured[0]["time_s"]
-            last_t = self._origin + steps[-1]["t"]
-            telemetry = summarize(self._samples, summary["devices"], first_t, last_t, self.telemetry_hz)
-            telemetry["mem_peak_bytes"] = [
-                max((s.mem_used for s in self._samples if s.device == d and s.mem_used is not None), default=None)
-                for d in summary["devices"]]
-            if summary.get("devices_busy"):
-                lines = disagreements(telemetry["util_mean"], summary["devices_busy"], summary["devices"])
-                telemetry["disagreement"] = "; ".join(lines) if lines else None
-            summary["telemetry"] = telemetry
+        if self._sampler is not None and recorder.steps:
+            summary["telemetry"] = recorder.telemetry_summary(summary.get("devices_busy"), summary["devices"])
         return summary

@@ -47,23 +47,25 @@ CREATE TABLE IF NOT EXISTS steps (
     t REAL,                        -- seconds since the run started, at the step's end
     time_s REAL, samples INTEGER, throughput REAL, loss REAL,
     batch_split TEXT,              -- JSON list, DP/DDP only
+    busy TEXT,                     -- JSON {device: busy share of the step}
     PRIMARY KEY (run_id, step)
 );
 CREATE TABLE IF NOT EXISTS timeline (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     step INTEGER NOT NULL,
     device TEXT NOT NULL,
-    kind TEXT NOT NULL,            -- data, forward, backward, transfer, optimizer, wait
+    kind TEXT NOT NULL,            -- engine.timing.KINDS
     t0 REAL NOT NULL, t1 REAL NOT NULL  -- seconds since the run started
-);
+);                                 -- every step's, or a sample of them (engine.timeline_keeper)
 CREATE INDEX IF NOT EXISTS timeline_run ON timeline(run_id, step);
 CREATE TABLE IF NOT EXISTS samples (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     t REAL NOT NULL,               -- seconds since the run started (negative: before it)
     device TEXT NOT NULL,
     util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
-    sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL
-);
+    sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL,
+    span_s REAL                    -- NULL: one sample; else the seconds an aggregate row covers (its means,
+);                                 -- memory its maxima), older telemetry thinned as a time-series store does
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t);
 """
 
@@ -81,6 +83,21 @@ def default_path() -> Path:
         base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
         return base / "splitscope" / "splitscope.sqlite3"
     return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
+
+
+# How rows of samples aggregate: means of the measurements, the most memory used.
+_AGGREGATES = ", ".join(f"MAX({f}) AS {f}" if f in ("mem_used", "mem_total") else f"AVG({f}) AS {f}"
+                        for f in SAMPLE_FIELDS)
+
+
+def _shares(busy: dict | None) -> str | None:
+    """Busy shares as stored: 6 decimals (a microsecond of a second-long step) keep the summary's figures."""
+    return None if busy is None else json.dumps({d: round(v, 6) for d, v in busy.items()}, separators=(",", ":"))
+
+
+def _bucket_start(bucket_s: float) -> str:
+    """SQL for the start of the ``bucket_s``-second bucket of a row's t (t may be negative: before the run)."""
+    return f"(CAST((t + 1e9) / {bucket_s!r} AS INTEGER) * {bucket_s!r} - 1e9)"
 
 
 @dataclass(frozen=True)
@@ -142,9 +159,11 @@ class Store:
 
     def _migrate(self) -> None:
         """Columns added after a store was created."""
-        columns = {r["name"] for r in self._db.execute("PRAGMA table_info(runs)")}
-        if "traceback" not in columns:
-            self._db.execute("ALTER TABLE runs ADD COLUMN traceback TEXT")
+        for table, column, kind in (("runs", "traceback", "TEXT"), ("steps", "busy", "TEXT"),
+                                    ("samples", "span_s", "REAL")):
+            columns = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def mark_interrupted(self) -> int:
         """Runs left ``running`` by a process that is gone become ``interrupted``."""
@@ -168,24 +187,27 @@ class Store:
                  os.getpid(), socket.gethostname()))
         return run_id
 
-    def add_steps(self, run_id: str, events: Iterable[dict]) -> None:
-        """Store step events (protocol ``step``), with their per-device intervals."""
+    def add_steps(self, run_id: str, events: Iterable[dict], keep_timeline=None, drop_timeline=()) -> None:
+        """Store step events (protocol ``step``): every step's row; its intervals if ``keep_timeline(step)``
+        (default: every step's); and remove the intervals of the steps in ``drop_timeline``."""
         events = list(events)
-        if not events:
+        drop = list(drop_timeline)
+        if not events and not drop:
             return
         with self._tx():
-            for ev in events:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
-                     ev.get("loss"),
-                     json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None))
-                self._db.executemany(
-                    "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(run_id, ev["step"], dev, kind, t0, t1)
-                     for dev, intervals in (ev.get("intervals") or {}).items()
-                     for kind, t0, t1 in intervals])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split, busy) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
+                  ev.get("loss"), json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None,
+                  _shares(ev.get("busy"))) for ev in events])
+            self._db.executemany(
+                "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, ev["step"], dev, kind, t0, t1)
+                 for ev in events if keep_timeline is None or keep_timeline(ev["step"])
+                 for dev, intervals in (ev.get("intervals") or {}).items()
+                 for kind, t0, t1 in intervals])
+            self._db.executemany("DELETE FROM timeline WHERE run_id=? AND step=?", [(run_id, k) for k in drop])
 
     def add_samples(self, run_id: str, samples: Iterable[dict]) -> None:
         """Store telemetry samples (dicts with ``t`` relative to the run start, ``device`` and metrics)."""
@@ -196,6 +218,24 @@ class Store:
             self._db.executemany(
                 f"INSERT INTO samples (run_id, t, device, {', '.join(SAMPLE_FIELDS)}) "
                 f"VALUES (?, ?, ?, {', '.join('?' * len(SAMPLE_FIELDS))})", rows)
+
+    def thin_samples(self, run_id: str, before_t: float, bucket_s: float) -> int:
+        """Replace the samples older than ``before_t`` (seconds since the run started) by one row per device and
+        ``bucket_s`` seconds: the means of the measurements, the most memory used. Rows already as coarse stay.
+        Returns how many rows fewer there are."""
+        old = "run_id=? AND t < ? AND (span_s IS NULL OR span_s < ?)"
+        with self._tx():
+            before = self._db.execute(f"SELECT COUNT(*) FROM samples WHERE {old}",
+                                      (run_id, before_t, bucket_s)).fetchone()[0]
+            if not before:
+                return 0
+            added = self._db.execute(
+                f"INSERT INTO samples (run_id, t, device, {', '.join(SAMPLE_FIELDS)}, span_s) "
+                f"SELECT run_id, {_bucket_start(bucket_s)} + {bucket_s / 2!r}, device, {_AGGREGATES}, {bucket_s!r} "
+                f"FROM samples WHERE {old} GROUP BY device, {_bucket_start(bucket_s)}",
+                (run_id, before_t, bucket_s)).rowcount
+            self._db.execute(f"DELETE FROM samples WHERE {old}", (run_id, before_t, bucket_s))
+        return before - added
 
     def finish_run(self, run_id: str, status: str, summary: dict | None = None, error: str | None = None,
                    traceback: str | None = None) -> None:
@@ -254,24 +294,61 @@ class Store:
         return [self.get_experiment(r["id"]) for r in
                 self._db.execute("SELECT id FROM experiments ORDER BY created DESC, rowid DESC")]
 
-    def steps(self, run_id: str) -> list[dict]:
+    def steps(self, run_id: str, at_most: int | None = None) -> list[dict]:
+        """The run's step rows in order; with ``at_most``, every k-th step (and the last) so that no more than
+        that many come back: what a plot of a long run needs."""
+        sql, args = "SELECT * FROM steps WHERE run_id=?", [run_id]
+        if at_most is not None:
+            count = self.step_count(run_id)
+            if count > at_most:
+                every = -(-count // at_most)
+                sql += " AND (step % ? = 0 OR step = (SELECT MAX(step) FROM steps WHERE run_id=?))"
+                args += [every, run_id]
         out = []
-        for r in self._db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY step", (run_id,)):
+        for r in self._db.execute(sql + " ORDER BY step", args):
             d = dict(r)
             d.pop("run_id")
             d["batch_split"] = json.loads(d["batch_split"]) if d["batch_split"] else None
+            d["busy"] = json.loads(d["busy"]) if d.get("busy") else None
             out.append(d)
         return out
 
-    def timeline(self, run_id: str) -> list[tuple[int, str, str, float, float]]:
-        """(step, device, kind, t0, t1) rows, in time order."""
-        return [tuple(r) for r in self._db.execute(
-            "SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? ORDER BY t0", (run_id,))]
+    def step_count(self, run_id: str) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM steps WHERE run_id=?", (run_id,)).fetchone()[0]
 
-    def samples(self, run_id: str) -> list[dict]:
-        rows = self._db.execute(
-            f"SELECT t, device, {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id=? ORDER BY t", (run_id,))
+    def timeline(self, run_id: str, steps: Iterable[int] | None = None) -> list[tuple[int, str, str, float, float]]:
+        """(step, device, kind, t0, t1) rows, in time order; only those of ``steps`` if given."""
+        if steps is None:
+            return [tuple(r) for r in self._db.execute(
+                "SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? ORDER BY t0", (run_id,))]
+        wanted = sorted(set(steps))
+        return [tuple(r) for r in self._db.execute(
+            f"SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? AND step IN "
+            f"({', '.join('?' * len(wanted))}) ORDER BY t0", (run_id, *wanted))]
+
+    def timeline_steps(self, run_id: str) -> list[int]:
+        """The steps whose every interval is stored (all of them, or a sample: engine.timeline_keeper)."""
+        return [r[0] for r in self._db.execute(
+            "SELECT DISTINCT step FROM timeline WHERE run_id=? ORDER BY step", (run_id,))]
+
+    def samples(self, run_id: str, bucket_s: float | None = None) -> list[dict]:
+        """The run's telemetry rows in time order (``span_s`` None for a sample, else an aggregate's span);
+        with ``bucket_s``, aggregated to one row per device and bucket, as ``thin_samples`` stores them."""
+        fields = ", ".join(SAMPLE_FIELDS)
+        if bucket_s is None:
+            rows = self._db.execute(f"SELECT t, device, {fields}, span_s FROM samples WHERE run_id=? ORDER BY t",
+                                    (run_id,))
+        else:
+            rows = self._db.execute(
+                f"SELECT {_bucket_start(bucket_s)} + {bucket_s / 2!r} AS t, device, {_AGGREGATES}"
+                f", {bucket_s!r} AS span_s FROM samples WHERE run_id=? GROUP BY device, {_bucket_start(bucket_s)} "
+                f"ORDER BY t", (run_id,))
         return [dict(r) for r in rows]
+
+    def sample_span(self, run_id: str) -> tuple[int, float]:
+        """(rows, seconds from the first to the last) of the run's telemetry."""
+        row = self._db.execute("SELECT COUNT(*), MAX(t) - MIN(t) FROM samples WHERE run_id=?", (run_id,)).fetchone()
+        return row[0], row[1] or 0.0
 
     def check_writable(self) -> None:
         """Raise sqlite3.Error if nothing can be written (a read-only file or disk)."""

@@ -6,6 +6,7 @@ import statistics
 
 from engine.strategies import STRATEGIES
 from engine.timing import BUSY_KINDS, busy_time
+from engine.totals import RunTotals
 
 
 def _has_stages(strategy: str) -> bool:
@@ -53,14 +54,12 @@ def staged(strategy: str, devices: list[str]) -> bool:
     return _has_stages(strategy) and 1 < len(devices) == len(set(devices))
 
 
-def stage_busy(strategy: str, devices: list[str], measured: list[dict], total_time: float) -> list[float] | None:
+def stage_busy(strategy: str, devices: list[str], totals: RunTotals) -> list[float] | None:
     """Each stage's busy share of the measured steps, leaving out drawing the batch ("data"):
     every rank draws the whole batch, which is no stage's share of the model."""
-    if not staged(strategy, devices) or not measured or total_time <= 0:
+    if not staged(strategy, devices):
         return None
-    def own_work(step: dict, device: str) -> float:
-        return busy_time([i for i in (step.get("intervals") or {}).get(device, []) if i[0] != "data"])
-    return [min(1.0, sum(own_work(s, d) for s in measured) / total_time) for d in devices]
+    return totals.busy_shares(work_only=True)
 
 
 def stage_balance(strategy: str, devices: list[str], busy: list[float] | None) -> float | None:
@@ -148,7 +147,6 @@ class StepMerger:
         self.origin = origin
         self._pending: dict[int, dict[int, dict]] = {}
         self._last_end: float | None = None
-        self.steps: list[dict] = []
 
     def add(self, rank: int, report: dict) -> dict | None:
         step = report["step"]
@@ -170,6 +168,9 @@ class StepMerger:
             for device, spans in (r.get("intervals") or {}).items():
                 intervals.setdefault(device, []).extend(spans)
         busy = {d: min(1.0, busy_time(intervals.get(d, [])) / time_s) for d in self.device_names}
+        # Each device's own work, without drawing the batch (stage_busy): only where a step drew one.
+        work = ({d: min(1.0, busy_time([i for i in intervals.get(d, []) if i[0] != "data"]) / time_s)
+                 for d in self.device_names} if any(i[0] == "data" for v in intervals.values() for i in v) else None)
         losses = [r["loss_part"] for r in reports if r.get("loss_part") is not None]
         samples = sum(r.get("samples") or 0 for r in reports)
         split = next((r["batch_split"] for r in reports if r.get("batch_split") is not None), None)
@@ -181,34 +182,22 @@ class StepMerger:
             "throughput": samples / time_s,
             "loss": sum(losses) if losses else None,
             "busy": busy,
+            "work": work,
             "intervals": {d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
                           for d, v in intervals.items()},
             "batch_split": split,
         }
-        self.steps.append(merged)
         return merged
 
 
-def _mean_std(values: list[float]) -> dict | None:
-    if not values:
-        return None
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
-              batch_size: int, steps: list[dict], warmup: int, param_sq_parts: list[float], data_parallel: bool,
+              batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None) -> dict:
-    """``devices``: each physical device once (``unique_devices``); ``theory_bubble`` from ``theoretical_bubble``."""
-    measured = [s for s in steps if s["step"] >= warmup]
-    step_times = [s["time_s"] for s in measured]
-    total_time = sum(step_times)
-    devices_busy = None
-    if measured and total_time > 0:
-        devices_busy = [min(1.0, sum(s["busy"].get(d, 0.0) * s["time_s"] for s in measured) / total_time)
-                        for d in devices]
-    losses = [s["loss"] for s in steps if s.get("loss") is not None]
-    per_stage = stage_busy(config["strategy"], devices, measured, total_time)
+    """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
+    ``theory_bubble`` from ``theoretical_bubble``."""
+    devices_busy = totals.busy_shares()
+    per_stage = stage_busy(config["strategy"], devices, totals)
     return {
         "run_id": run_id,
         "status": status,
@@ -219,11 +208,11 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         "micro_batches": micro_batches if config["strategy"] == "pipeline" else None,
         "schedule": config["schedule"] if config["strategy"] == "pipeline" else None,
         "batch_size": batch_size,
-        "steps": len(steps),
-        "steps_measured": len(measured),
-        "step_time_s": _mean_std(step_times),
-        "throughput": _mean_std([s["throughput"] for s in measured]),
-        "loss": {"first": losses[0], "last": losses[-1]} if losses else None,
+        "steps": totals.steps,
+        "steps_measured": totals.measured,
+        "step_time_s": totals.step_time.summary(),
+        "throughput": totals.throughput.summary(),
+        "loss": {"first": totals.first_loss, "last": totals.last_loss} if totals.first_loss is not None else None,
         "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
         # How far training moved the parameters: what equivalence between strategies is judged on.
         "param_change": math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
@@ -234,7 +223,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
             "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
             "theory": theory_bubble,
         },
-        "batch_split": [s["batch_split"] for s in steps] if data_parallel else None,
+        "batch_split": totals.batch_split_counts() if data_parallel else None,
         "notes": list(notes or []),
         "telemetry": None,
     }

@@ -31,11 +31,15 @@ from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError, parse
 from engine.summary import StepMerger, summarize, theoretical_bubble, unique_devices
+from engine.totals import RunTotals
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
+# The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
+# the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
+RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.rank")
 
 
 def describe_exit(code: int) -> str:
@@ -98,6 +102,7 @@ class Worker:
         self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
                                                 config.effective_micro_batches, self.world > 1)
         self.merger = StepMerger(self.world, self.device_names, origin)
+        self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
         self.started_sent = False
         self.split = None
@@ -122,7 +127,7 @@ class Worker:
             env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                    devices_json=device_json, event_fd=write_fd, store_file=store_file)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.rank"], cwd=ROOT, env=env, pass_fds=(write_fd,),
+                [sys.executable, "-m", RANK_MODULE], cwd=ROOT, env=env, pass_fds=(write_fd,),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             os.close(write_fd)
             device = self.devices[rank] if self.world > 1 else self.devices[0]
@@ -214,6 +219,7 @@ class Worker:
             r.last_step = ev["step"]
             merged = self.merger.add(r.rank, ev)
             if merged is not None:
+                self.totals.add(merged)
                 self.emit(protocol.STEP, **merged)
         elif t == "done":
             r.done, r.param_sq, r.change_sq = True, ev.get("param_sq"), ev.get("change_sq")
@@ -319,7 +325,7 @@ class Worker:
             run_id=None, status=status, config=self.config.to_dict(), devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
-            steps=self.merger.steps, warmup=self.config.warmup, param_sq_parts=parts, change_sq_parts=changes,
+            totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.info.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
         self.emit(protocol.FINISHED, status=status, summary=summary)
         return 0 if status == "finished" else 1

@@ -155,9 +155,27 @@ def test_summary_counts_only_the_steps_window():
                s(3.5, "cpu:0", 0.0), s(2.0, "cuda:9", 5.0)]   # after the last step; a device not asked
     summary = summarize(samples, ["cpu:0", "cpu:1", "cpu:2"], t_first_step=1.0, t_last_step=3.0, rate_hz=10)
     assert summary == {"rate_hz": 10, "util_mean": [60.0, 90.0, None], "samples": 8,
-                       "samples_per_s": [1.5, 1.0, 0.0]}
+                       "samples_per_s": [1.5, 1.0, 0.0], "mem_peak_bytes": [None, None, None]}
     empty = summarize(samples, ["cpu:0"], t_first_step=None, t_last_step=None, rate_hz=10)
     assert empty["util_mean"] == [None] and empty["samples_per_s"] == [None] and empty["samples"] == 8
+
+
+def test_telemetry_totals_built_step_by_step_equal_the_summary_of_all_samples():
+    """The session settles samples as steps come (memory independent of the run); the figures are the same."""
+    from engine.telemetry.summary import TelemetryTotals
+    samples = [DeviceSample(t=0.05 * k + 0.001, device=f"cpu:{k % 2}", util=float(k % 7) * 10, mem_used=k)
+               for k in range(200)]
+    ends = [1.0 + 0.5 * k for k in range(12)]  # step k covers (ends[k-1], ends[k]]; warm-up: steps 0, 1
+    totals = TelemetryTotals(["cpu:0", "cpu:1"], warmup=2, rate_hz=20)
+    fed = 0
+    for k, end in enumerate(ends):
+        while fed < len(samples) and samples[fed].t <= end + 0.3:  # samples arrive ahead of the steps
+            totals.add_samples([samples[fed]])
+            fed += 1
+        totals.add_step(k, ends[k - 1] if k else 0.6, end)
+    totals.add_samples(samples[fed:])
+    assert totals.summary() == summarize(samples, ["cpu:0", "cpu:1"], t_first_step=ends[1], t_last_step=ends[-1],
+                                         rate_hz=20)
 
 
 def test_os_and_engine_disagreeing_by_more_than_10_points_is_said():

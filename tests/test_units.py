@@ -91,10 +91,47 @@ def test_stage_balance_is_the_least_over_the_most_busy_stage():
 
 def test_stage_busy_leaves_out_drawing_the_batch():
     """Every stage draws the whole batch: counting it would pull an uneven split's balance towards 1."""
-    steps = [{"intervals": {"cpu:0": [["data", 0.0, 0.1], ["forward", 0.1, 0.3]],
-                            "cpu:1": [["data", 0.0, 0.1], ["wait", 0.1, 0.3], ["forward", 0.3, 0.7]]}}] * 2
-    assert stage_busy("pipeline", ["cpu:0", "cpu:1"], steps, 2.0) == pytest.approx([0.2, 0.4])
-    assert stage_busy("ddp", ["cpu:0", "cpu:1"], steps, 2.0) is None
+    from engine.totals import RunTotals
+    merger, totals = StepMerger(2, ["cpu:0", "cpu:1"], origin=0.0), RunTotals(["cpu:0", "cpu:1"], warmup=0)
+    for step in range(2):
+        t = step * 1.0
+        merger.add(0, {"step": step, "start": t, "end": t + 1.0, "samples": 8,
+                       "intervals": {"cpu:0": [["data", t, t + 0.1], ["forward", t + 0.1, t + 0.3]]}})
+        totals.add(merger.add(1, {"step": step, "start": t, "end": t + 1.0, "samples": 0, "intervals": {
+            "cpu:1": [["data", t, t + 0.1], ["wait", t + 0.1, t + 0.3], ["forward", t + 0.3, t + 0.7]]}}))
+    assert stage_busy("pipeline", ["cpu:0", "cpu:1"], totals) == pytest.approx([0.2, 0.4])
+    assert totals.busy_shares() == pytest.approx([0.3, 0.5])  # with the data spans
+    assert stage_busy("ddp", ["cpu:0", "cpu:1"], totals) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.001, 2.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 5.0)),
+                min_size=1, max_size=40), st.integers(0, 5))
+def test_running_totals_give_the_summary_of_all_steps(rows, warmup):
+    """Welford's running mean and variance, and busy-time sums, against the figures of the whole list."""
+    import statistics
+
+    from engine.totals import RunTotals
+    totals = RunTotals(["a", "b"], warmup)
+    steps = [{"step": i, "time_s": t, "throughput": 64 / t, "busy": {"a": a, "b": b}, "loss": loss,
+              "batch_split": [i % 2, 1]} for i, (t, a, b, loss) in enumerate(rows)]
+    for step in steps:
+        totals.add(step)
+    measured = steps[warmup:]
+    assert totals.steps == len(steps) and totals.measured == len(measured)
+    assert (totals.first_loss, totals.last_loss) == (steps[0]["loss"], steps[-1]["loss"])
+    assert sum(e["steps"] for e in totals.batch_split_counts()) == len(steps)
+    if not measured:
+        assert totals.step_time.summary() is None and totals.busy_shares() is None
+        return
+    times = [s["time_s"] for s in measured]
+    summary = totals.step_time.summary()
+    assert summary["mean"] == pytest.approx(statistics.fmean(times))
+    assert summary["std"] == pytest.approx(statistics.stdev(times) if len(times) > 1 else 0.0, abs=1e-9)
+    assert totals.throughput.summary()["mean"] == pytest.approx(statistics.fmean(s["throughput"] for s in measured))
+    for i, d in enumerate("ab"):
+        expected = sum(s["busy"][d] * s["time_s"] for s in measured) / sum(times)
+        assert totals.busy_shares()[i] == pytest.approx(min(1.0, expected))
 
 
 def test_step_merger_tiles_steps_across_ranks():

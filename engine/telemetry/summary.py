@@ -7,44 +7,107 @@ samples stay stored with the run; they just do not enter the means.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Iterable
 
 from engine.telemetry.sample import DeviceSample
 
 
+class TelemetryTotals:
+    """The ``telemetry`` section built as a run goes, in memory that does not grow with the run.
+
+    Steps tile the run: step k covers (end of step k-1, end of step k]. So once the
+    step whose end a sample precedes has come, whether the sample is in the measured
+    window is known: it counts if that step is past the warm-up. Only the samples
+    newer than the last step wait (at most a step's worth); the peak memory is a
+    running maximum. The figures are those of ``summarize`` over all the samples.
+    """
+
+    def __init__(self, device_names: list[str], warmup: int, rate_hz: float):
+        self.names = list(device_names)
+        self.warmup = warmup
+        self.rate_hz = rate_hz
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._pending: list[tuple[float, int, DeviceSample]] = []  # newer than the last step, by time
+        self._serial = 0
+        self.samples = 0
+        self.mem_peak: list[int | None] = [None] * len(self.names)
+        # [measured window, warm-up window]: the warm-up's figures stand in when no step was measured.
+        self._util_sum = [[0.0] * len(self.names) for _ in range(2)]
+        self._util_count = [[0] * len(self.names) for _ in range(2)]
+        self._in_window = [[0] * len(self.names) for _ in range(2)]
+        self._first = [None, None]   # window start per kind
+        self._last = [None, None]    # window end per kind
+        self._last_kind: int | None = None
+
+    def add_samples(self, samples: Iterable[DeviceSample]) -> None:
+        for sample in samples:
+            self.samples += 1
+            i = self._index.get(sample.device)
+            if i is None:
+                continue
+            if sample.mem_used is not None and (self.mem_peak[i] is None or sample.mem_used > self.mem_peak[i]):
+                self.mem_peak[i] = sample.mem_used
+            self._serial += 1
+            bisect.insort(self._pending, (sample.t, self._serial, sample))
+
+    def add_step(self, step: int, start: float, end: float) -> None:
+        """A merged step's [start, end] on the samples' clock: the samples up to its end are settled."""
+        kind = 0 if step >= self.warmup else 1
+        if self._first[kind] is None:
+            self._first[kind] = start
+        self._last[kind] = end
+        self._last_kind = kind
+        self._settle(kind, end)
+
+    def finish(self) -> None:
+        """The run ended: samples up to the last step's end that came after it count too."""
+        if self._last_kind is not None:
+            self._settle(self._last_kind, self._last[self._last_kind])
+        self._pending = []
+
+    def _settle(self, kind: int, end: float) -> None:
+        cut = bisect.bisect_right(self._pending, (end, float("inf")))
+        settled, self._pending = self._pending[:cut], self._pending[cut:]
+        for t, _, sample in settled:
+            if t < self._first[kind]:
+                continue  # before this kind's window (start-up, or the warm-up before the measured steps)
+            i = self._index[sample.device]
+            self._in_window[kind][i] += 1
+            if sample.util is not None:
+                self._util_sum[kind][i] += sample.util
+                self._util_count[kind][i] += 1
+
+    def summary(self) -> dict:
+        kind = 0 if self._first[0] is not None else 1
+        window = (self._last[kind] - self._first[kind]) if self._first[kind] is not None else 0.0
+        sums, counts = self._util_sum[kind], self._util_count[kind]
+        return {
+            "rate_hz": self.rate_hz,
+            "util_mean": [round(sums[i] / counts[i], 1) if counts[i] else None for i in range(len(self.names))],
+            "samples": self.samples,
+            "samples_per_s": [round(n / window, 2) if window > 0 else None for n in self._in_window[kind]],
+            "mem_peak_bytes": list(self.mem_peak),
+        }
+
+
 def summarize(samples: Iterable[DeviceSample], device_names: list[str],
               t_first_step: float | None, t_last_step: float | None, rate_hz: float) -> dict:
-    """``{"rate_hz", "util_mean", "samples", "samples_per_s"}`` for a run.
+    """``{"rate_hz", "util_mean", "samples", "samples_per_s", "mem_peak_bytes"}`` over all ``samples``.
 
     ``util_mean[i]`` is the mean utilization (percent) of ``device_names[i]``
     over samples with ``t_first_step <= t <= t_last_step`` that have one, None
     if none do; ``samples_per_s[i]`` is that device's sample count in the window
     divided by the window's length (None for an empty window); ``samples`` counts
-    every stored sample, inside the window or not. Times are perf_counter seconds.
+    every stored sample, inside the window or not; ``mem_peak_bytes`` the most
+    memory each device used, at any time. Times are perf_counter seconds.
     """
-    samples = list(samples)
-    index = {name: i for i, name in enumerate(device_names)}
-    util_sum = [0.0] * len(device_names)
-    util_count = [0] * len(device_names)
-    in_window = [0] * len(device_names)
-    has_window = t_first_step is not None and t_last_step is not None and t_last_step >= t_first_step
-    if has_window:
-        for sample in samples:
-            i = index.get(sample.device)
-            if i is None or not t_first_step <= sample.t <= t_last_step:
-                continue
-            in_window[i] += 1
-            if sample.util is not None:
-                util_sum[i] += sample.util
-                util_count[i] += 1
-    window_s = (t_last_step - t_first_step) if has_window else 0.0
-    return {
-        "rate_hz": rate_hz,
-        "util_mean": [round(util_sum[i] / util_count[i], 1) if util_count[i] else None
-                      for i in range(len(device_names))],
-        "samples": len(samples),
-        "samples_per_s": [round(count / window_s, 2) if window_s > 0 else None for count in in_window],
-    }
+    totals = TelemetryTotals(device_names, warmup=0, rate_hz=rate_hz)
+    totals.add_samples(samples)
+    if t_first_step is not None and t_last_step is not None and t_last_step >= t_first_step:
+        totals.add_step(0, t_first_step, t_last_step)
+    totals.finish()
+    return totals.summary()
 
 
 def disagreements(util_mean: list[float | None], devices_busy: list[float | None],

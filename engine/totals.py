@@ -1,0 +1,79 @@
+"""What a run's summary needs from its steps, kept as running sums: memory that does not grow with the run.
+
+An hour of a small pipeline is hundreds of thousands of steps; the worker used to
+keep every merged step (with its intervals) to summarize them at the end, and
+grew by about 18 KB a step. ``RunTotals`` takes each merged step once and keeps
+counts, sums and Welford's running mean and variance (the same figures
+``statistics.fmean`` and ``statistics.stdev`` give over all the steps).
+"""
+from __future__ import annotations
+
+import math
+
+
+class RunningStat:
+    """Mean and sample standard deviation of a stream (Welford), as statistics.fmean/stdev of the whole."""
+
+    def __init__(self):
+        self.n, self.mean, self._m2 = 0, 0.0, 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self._m2 += delta * (x - self.mean)
+
+    def summary(self) -> dict | None:
+        if not self.n:
+            return None
+        return {"mean": self.mean, "std": math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0}
+
+
+class RunTotals:
+    """Running totals of a run's merged steps (engine.summary.StepMerger's output)."""
+
+    def __init__(self, devices: list[str], warmup: int):
+        self.devices = list(devices)
+        self.warmup = warmup
+        self.steps = 0
+        self.measured = 0
+        self.step_time = RunningStat()
+        self.throughput = RunningStat()
+        self.total_time = 0.0                            # seconds of measured steps
+        self.busy_time = dict.fromkeys(self.devices, 0.0)  # busy seconds per device, measured steps
+        self.work_time = dict.fromkeys(self.devices, 0.0)  # the same without drawing the batch ("data")
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
+        self.batch_splits: dict[tuple, int] = {}         # each per-device batch split, with its step count
+
+    def add(self, step: dict) -> None:
+        self.steps += 1
+        if step.get("loss") is not None:
+            if self.first_loss is None:
+                self.first_loss = step["loss"]
+            self.last_loss = step["loss"]
+        if step.get("batch_split") is not None:
+            key = tuple(step["batch_split"])
+            self.batch_splits[key] = self.batch_splits.get(key, 0) + 1
+        if step["step"] < self.warmup:
+            return
+        time_s = step["time_s"]
+        self.measured += 1
+        self.step_time.add(time_s)
+        self.throughput.add(step["throughput"])
+        self.total_time += time_s
+        work = step.get("work") or step["busy"]
+        for d in self.devices:
+            self.busy_time[d] += step["busy"].get(d, 0.0) * time_s
+            self.work_time[d] += work.get(d, 0.0) * time_s
+
+    def busy_shares(self, work_only: bool = False) -> list[float] | None:
+        """Each device's busy time over the measured steps' time (``work_only``: leaving out "data")."""
+        if not self.measured or self.total_time <= 0:
+            return None
+        times = self.work_time if work_only else self.busy_time
+        return [min(1.0, times[d] / self.total_time) for d in self.devices]
+
+    def batch_split_counts(self) -> list[dict]:
+        """[{"split": [per device], "steps": n}, ...] in the order the splits first came."""
+        return [{"split": list(split), "steps": n} for split, n in self.batch_splits.items()]

@@ -1,0 +1,125 @@
+"""Long runs in bounded memory and a bounded store (an hour or a day of training must not end in an OOM kill).
+
+The worker used to keep every merged step and the session every step and sample,
+both growing by about 18 KB a step; the store grew by 8 KB a step. Now the summary
+comes from running totals, the store keeps every step's row but only a sample of
+the timelines, and old telemetry is thinned.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from engine.config import ExperimentConfig
+from engine.session import RunSession
+from engine.store import Store
+from engine.timeline_keeper import FIRST, LAST
+from procs import ROOT
+
+pytestmark = pytest.mark.timeout(600)
+MB = 2 ** 20
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    """200,000 steps of a 2-stage, 8-micro-batch pipeline from torch-free ranks (tests/synthetic_rank.py),
+    through the real worker (its merge and totals), session (store, telemetry) and store."""
+    db = tmp_path_factory.mktemp("long") / "runs.sqlite3"
+    steps = 200_000
+    me = psutil.Process()
+    rss: dict[str, dict[int, float]] = {"session": {}, "worker": {}}
+    session = None
+
+    def on_event(event):
+        if event["type"] != "step":
+            return
+        for mark in (2_000, steps - 1):
+            if event["step"] >= mark and mark not in rss["session"]:
+                rss["session"][mark] = me.memory_info().rss / MB
+                rss["worker"][mark] = psutil.Process(session.pid).memory_info().rss / MB
+
+    config = ExperimentConfig(strategy="pipeline", devices="cpu:2", steps=steps, warmup=2, micro_batches=8,
+                              batch_size=256)
+    os.environ["SPLITSCOPE_RANK_MODULE"] = "tests.synthetic_rank"
+    try:
+        session = RunSession(config, db_path=db, on_event=on_event)
+        session.start()
+        result = session.wait(540)
+    finally:
+        del os.environ["SPLITSCOPE_RANK_MODULE"]
+    assert result is not None and result.status == "finished", result and result.error
+    return db, result, rss
+
+
+def test_200k_steps_leave_the_session_and_worker_memory_flat(synthetic_run):
+    _, result, rss = synthetic_run
+    assert result.summary["steps"] == 200_000
+    # Measured: session 26.2 -> 28.3 MB from step 2,000 to the last (was about 18 KB a step: 3.5 GB).
+    grew = {name: marks[199_999] - marks[2_000] for name, marks in rss.items()}
+    assert grew["session"] < 20 and grew["worker"] < 10, rss
+
+
+def test_the_store_keeps_every_step_and_a_bounded_sample_of_timelines(synthetic_run):
+    db, result, _ = synthetic_run
+    assert os.path.getsize(db) < 60 * MB  # measured 37.8 MB (was 8 KB a step: 1.6 GB)
+    with Store(db) as store:
+        assert store.step_count(result.run_id) == 200_000
+        kept = set(store.timeline_steps(result.run_id))
+    assert set(range(FIRST)) <= kept and set(range(200_000 - LAST, 200_000)) <= kept
+    assert {999, 99_999, 150_999} <= kept  # the slow steps, far from their neighbours' time
+    assert len(kept) < 3_000, len(kept)
+
+
+def test_a_sampled_runs_summary_equals_the_one_computed_from_all_its_steps(synthetic_run):
+    db, result, _ = synthetic_run
+    with Store(db) as store:
+        steps = [s for s in store.steps(result.run_id) if s["step"] >= 2]
+    summary = result.summary
+    times = [s["time_s"] for s in steps]
+    assert summary["step_time_s"]["mean"] == pytest.approx(statistics.fmean(times), rel=1e-9)
+    assert summary["step_time_s"]["std"] == pytest.approx(statistics.stdev(times), rel=1e-6)
+    assert summary["throughput"]["mean"] == pytest.approx(statistics.fmean(s["throughput"] for s in steps), rel=1e-9)
+    assert summary["throughput"]["std"] == pytest.approx(statistics.stdev(s["throughput"] for s in steps), rel=1e-6)
+    total = math.fsum(times)
+    for device, share in zip(summary["devices"], summary["devices_busy"]):
+        stored = math.fsum(s["busy"][device] * s["time_s"] for s in steps) / total
+        assert share == pytest.approx(stored, abs=1e-6)  # stored shares keep 6 decimals
+
+
+def test_a_real_20k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
+    db = tmp_path / "runs.sqlite3"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "run", "--model", "seed-toy", "--strategy",
+                             "data-parallel", "--devices", "cpu:2", "--steps", "20000", "--db", str(db), "--json"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cli = psutil.Process(proc.pid)
+    rss: dict[str, list[tuple[int, float]]] = {"cli": [], "worker": []}
+    try:
+        while proc.poll() is None:
+            time.sleep(0.5)
+            try:
+                with sqlite3.connect(db, timeout=1) as con:
+                    step = con.execute("SELECT MAX(step) FROM steps").fetchone()[0] or 0
+                worker = next(p for p in cli.children() if "engine.worker" in " ".join(p.cmdline()))
+                memory = (cli.memory_info().rss / MB, worker.memory_info().rss / MB)
+            except (sqlite3.Error, StopIteration, psutil.NoSuchProcess):
+                continue
+            if step >= 2_000:
+                rss["cli"].append((step, memory[0]))
+                rss["worker"].append((step, memory[1]))
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for name, readings in rss.items():
+        assert readings and readings[-1][0] >= 15_000, readings
+        first = readings[0][1]
+        assert max(mb for _, mb in readings) - first < 10, (name, readings[0], readings[-1])
