@@ -73,7 +73,7 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
         panel.telemetry._buffer(panel.telemetry.mem, name).extend(np.column_stack([t, mem]))
     progress = RunProgress(run_id="bench", config={"strategy": "pipeline"}, devices=names, steps_total=3600,
                            micro_batches=8, split=list(range(1, devices)))
-    panel.begin_run(progress, 3600)
+    panel.begin_run(progress)
     for s in range(3600):
         base = s * 1.0
         intervals = {}

@@ -14,6 +14,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app import theme
 from app.elided_label import ElidedLabel
 from app.experiment_history import ExperimentTable
+from app.live_data import TIMELINE_STEPS
 from app.plot_panel import RunData
 from engine.store import RunRecord, Store
 
@@ -70,18 +71,30 @@ def experiment_text(record: RunRecord, names: dict[str, str]) -> str:
     return f"{name}: {record.label}" if record.label else name
 
 
+PLOT_POINTS = 5000       # step rows read for a stored run's plots (every k-th step of a longer run)
+SAMPLE_ROWS = 5000       # telemetry rows per device, the same way
+
+
 def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
-    """Read runs with their steps, timeline and samples (own connection: any thread)."""
+    """Read runs for display (own connection: any thread): the summary, every k-th step, telemetry in
+    buckets, and the intervals of the last steps that kept them. A 200,000-step run opens as fast as a
+    short one; its full data stays in the store for exports."""
     out = []
     with Store(db_path) as store:
         for run_id in run_ids:
             record = store.get_run(run_id)
             if record is None:
                 continue
+            with_timeline = store.timeline_steps(run_id)
+            rows, span = store.sample_span(run_id)
+            devices = max(1, len((record.summary or {}).get("devices") or [1]))
+            bucket = span / SAMPLE_ROWS if rows > SAMPLE_ROWS * devices else None
             out.append(RunData(run_id=record.id, label=run_label(record), status=record.status,
                                config=record.config, summary=record.summary, error=record.error,
-                               steps=store.steps(run_id), timeline=store.timeline(run_id),
-                               samples=store.samples(run_id)))
+                               steps=store.steps(run_id, at_most=PLOT_POINTS),
+                               timeline=store.timeline(run_id, steps=with_timeline[-TIMELINE_STEPS:]),
+                               samples=store.samples(run_id, bucket_s=bucket),
+                               step_count=store.step_count(run_id), timeline_steps=len(with_timeline)))
     return out
 
 

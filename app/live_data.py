@@ -11,11 +11,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from app.ring_buffer import RingBuffer
+from app.ring_buffer import RingBuffer, ThinningBuffer
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
 TIMELINE_STEPS = 3        # steps the timeline shows
+STEP_POINTS = 8192        # points per step curve, however long the run (a pixel column holds several)
 
 
 class TelemetryHistory:
@@ -174,13 +175,13 @@ class RunProgress:
 
 
 class StepHistory:
-    """Throughput and loss per step, and the intervals of the last few steps."""
+    """Throughput and loss per step over the whole run in bounded memory (ThinningBuffer), and the
+    intervals of the last few steps."""
 
-    def __init__(self, capacity: int = 1000):
-        self.capacity = max(1, int(capacity))
-        self.throughput = RingBuffer(self.capacity)
-        self.loss = RingBuffer(self.capacity)
-        self.step_time = RingBuffer(self.capacity)
+    def __init__(self, capacity: int = STEP_POINTS):
+        self.capacity = max(2, int(capacity))
+        self.throughput = ThinningBuffer(self.capacity)
+        self.loss = ThinningBuffer(self.capacity)
         self.timeline: deque[tuple[int, dict]] = deque(maxlen=TIMELINE_STEPS)
         self.timeline_version = 0
 
@@ -190,8 +191,6 @@ class StepHistory:
             self.throughput.append(step, float(event["throughput"]))
         if event.get("loss") is not None:
             self.loss.append(step, float(event["loss"]))
-        if event.get("time_s") is not None:
-            self.step_time.append(step, float(event["time_s"]))
         if event.get("intervals"):
             self.timeline.append((int(step), event["intervals"]))
             self.timeline_version += 1

@@ -653,7 +653,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                split=list(config["split"]) if config.get("split") else None, status="starting",
                                label=label)
         self.telemetry.set_physical(physical_names(config))
-        self.plots.begin_run(progress, max(1, progress.steps_total), show=take_view)
+        self.plots.begin_run(progress, show=take_view)
         self.plots.mark_run(self._run_started_at - self.t0, label.split(",")[0])
         if not take_view:
             return

@@ -76,9 +76,18 @@ class RunData:
     config: dict
     summary: dict | None
     error: str | None
-    steps: list[dict] = field(default_factory=list)
-    timeline: list[tuple] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)     # every step, or every k-th of a long run
+    timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
     samples: list[dict] = field(default_factory=list)
+    step_count: int = 0          # steps stored
+    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.timeline_keeper)
+
+    def timeline_note(self) -> str:
+        """Which steps' intervals the store kept, when not all of them."""
+        if self.timeline_steps >= self.step_count:
+            return ""
+        return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
+                "(the first and last 200, an even sample, the outliers)")
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -264,14 +273,14 @@ class PlotPanel(QtWidgets.QWidget):
             self.sigModeChanged.emit(mode)
 
     # -- live --------------------------------------------------------------------
-    def begin_run(self, progress: RunProgress, steps_capacity: int, show: bool = True) -> None:
+    def begin_run(self, progress: RunProgress, show: bool = True) -> None:
         """A run starts: fresh step history and timeline; telemetry keeps flowing.
 
         ``show=False`` leaves stored runs in view (the next run of an experiment must
         not pull the user away from the history they are reading); Back to live shows it.
         """
         self.progress = progress
-        self.steps = StepHistory(max(1, steps_capacity))
+        self.steps = StepHistory()
         for plot in (self.thr_plot, self.loss_plot):
             plot.clear_series()
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] not in ("thr", "loss")}
@@ -508,6 +517,7 @@ class PlotPanel(QtWidgets.QWidget):
         split = summary.get("split")
         stages = len(split) + 1 if split else len(devices)
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
+        note = "\n".join(filter(None, [note, first.timeline_note()]))
         self.timeline.set_busy(busy)
         self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), stages=stages,
                                  micro_batches=summary.get("micro_batches") or 1,

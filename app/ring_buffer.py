@@ -65,3 +65,51 @@ class RingBuffer:
         if not self._count:
             return None
         return float(self._data[c, self._next + self.capacity - 1])
+
+
+class ThinningBuffer:
+    """A whole run's (x, y) series in at most ``capacity`` points: when full, every other point goes and
+    from then on only every 2nd (4th, ...) point comes in. Memory stays bounded however long the run,
+    and the curve still spans it from its first step (a ring would drop the start of a loss curve).
+    The same reading interface as RingBuffer's."""
+
+    def __init__(self, capacity: int = 8192):
+        if capacity < 2:
+            raise ValueError(f"capacity must be at least 2, got {capacity}")
+        self.capacity = int(capacity)
+        self._data = np.zeros((2, self.capacity), dtype=np.float64)
+        self._count = 0
+        self._offered = 0       # points offered so far: one in ``stride`` is kept
+        self.stride = 1
+        self.version = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def append(self, x: float, y: float) -> None:
+        keep = self._offered % self.stride == 0
+        self._offered += 1
+        if not keep:
+            return
+        if self._count == self.capacity:
+            kept = self._data[:, 0:self._count:2]
+            self._count = kept.shape[1]
+            self._data[:, :self._count] = kept.copy()
+            self.stride *= 2
+            if (self._offered - 1) % self.stride:
+                return  # this point is no longer on the coarser grid
+        self._data[0, self._count] = x
+        self._data[1, self._count] = y
+        self._count += 1
+        self.version += 1
+
+    def clear(self) -> None:
+        self._count = self._offered = 0
+        self.stride = 1
+        self.version += 1
+
+    def column(self, c: int) -> np.ndarray:
+        return self._data[c, :self._count]
+
+    def last(self, c: int) -> float | None:
+        return float(self._data[c, self._count - 1]) if self._count else None

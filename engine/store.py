@@ -322,6 +322,8 @@ class Store:
             return [tuple(r) for r in self._db.execute(
                 "SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? ORDER BY t0", (run_id,))]
         wanted = sorted(set(steps))
+        if not wanted:
+            return []
         return [tuple(r) for r in self._db.execute(
             f"SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? AND step IN "
             f"({', '.join('?' * len(wanted))}) ORDER BY t0", (run_id, *wanted))]

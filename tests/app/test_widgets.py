@@ -43,6 +43,22 @@ def test_ring_buffer_keeps_newest_rows_as_a_contiguous_view():
     assert len(buf) == 0 and buf.version > v
 
 
+def test_a_thinning_buffer_spans_the_whole_run_in_bounded_memory():
+    """A loss curve of a million steps in 1,024 points: from the first step, evenly spaced, the newest kept."""
+    from app.ring_buffer import ThinningBuffer
+    buf = ThinningBuffer(1024)
+    versions = set()
+    for step in range(1_000_000):
+        buf.append(step, 2.0 / (1 + step))
+        versions.add(buf.version) if step % 100_000 == 0 else None
+    x = buf.column(0)
+    assert 512 <= len(buf) <= 1024 and x[0] == 0
+    assert set(np.diff(x)) == {buf.stride}           # evenly spaced on the coarsest grid
+    assert 1_000_000 - x[-1] <= buf.stride            # up to date
+    assert buf.column(1)[-1] == 2.0 / (1 + x[-1])
+    assert len(versions) > 1
+
+
 def test_trailing_means_grow_with_the_buffer_as_if_computed_afresh():
     """Only new samples' means are computed; what the plot gets equals the whole computation."""
     from app.live_data import TrailingMeans
@@ -77,7 +93,7 @@ def panel(qtbot, qapp_configured):
     p.resize(1200, 800)
     progress = RunProgress(run_id="run-x", config={"strategy": "model-parallel"}, devices=["cpu:0", "cpu:1"],
                            steps_total=6, split=[2], theory=0.5)
-    p.begin_run(progress, 6)
+    p.begin_run(progress)
     for s in range(6):
         ev = step_event(s)
         p.steps.add(ev)

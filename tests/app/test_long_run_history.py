@@ -1,0 +1,54 @@
+"""A stored 200,000-step run opens in the history as fast as a short one (summary first, timeline on demand)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.store import Store
+
+STEPS = 200_000
+
+
+@pytest.fixture
+def long_run(private_state):
+    """A run as a 200,000-step pipeline leaves it: every step's row, a sample of timelines, thinned telemetry."""
+    db = private_state / "runs.sqlite3"
+    with Store(db) as store:
+        run_id = store.create_run({"strategy": "pipeline", "model": "mlp", "devices": "cpu:2", "steps": STEPS,
+                                   "width": 512, "depth": 8})
+        for start in range(0, STEPS, 20_000):
+            store.add_steps(run_id, [
+                {"step": k, "t": 0.004 * (k + 1), "time_s": 0.004, "samples": 256, "throughput": 64_000.0,
+                 "loss": 2.0 / (1 + k / 1000), "busy": {"cpu:0": 0.8, "cpu:1": 0.8},
+                 "intervals": {"cpu:0": [["forward", 0.004 * k, 0.004 * k + 0.002]],
+                               "cpu:1": [["backward", 0.004 * k + 0.002, 0.004 * k + 0.004]]}}
+                for k in range(start, start + 20_000)], keep_timeline=lambda k: k < 200 or k >= STEPS - 200)
+        store.add_samples(run_id, [{"t": 0.1 * i, "device": f"cpu:{d}", "util": 80.0, "mem_used": 900 * 2 ** 20}
+                                   for i in range(8_000) for d in range(2)])
+        store.thin_samples(run_id, 200.0, 1.0)
+        store.finish_run(run_id, "finished", {
+            "run_id": run_id, "status": "finished", "strategy": "pipeline", "model": "mlp",
+            "devices": ["cpu:0", "cpu:1"], "split": [4], "micro_batches": 8, "steps": STEPS,
+            "steps_measured": STEPS - 2, "step_time_s": {"mean": 0.004, "std": 0.0},
+            "throughput": {"mean": 64_000.0, "std": 0.0}, "loss": {"first": 2.0, "last": 0.01},
+            "devices_busy": [0.8, 0.8], "bubble": {"measured": 0.2, "theory": 0.0588}, "notes": []})
+    return run_id
+
+
+def test_a_200k_step_run_opens_in_the_history_within_a_second(qtbot, window, long_run):
+    window.history.refresh()
+    qtbot.waitUntil(lambda: long_run in window.history.run_ids(), timeout=10_000)
+    row = window.history.run_ids().index(long_run)
+    started = time.perf_counter()
+    with qtbot.waitSignal(window.sigHistoryShown, timeout=10_000):
+        window.history.table.selectRow(row)
+    took = time.perf_counter() - started
+    plots = window.plots
+    assert plots.mode == "history"
+    # Every k-th step's loss, the whole run spanned; the last steps' intervals; the telemetry in buckets.
+    x, _ = plots.loss_plot.series_data(long_run)
+    assert 2_500 <= len(x) <= 5_001 and x[0] == 0 and x[-1] == STEPS - 1
+    assert {row[0] for row in plots.timeline.rows} == {STEPS - 3, STEPS - 2, STEPS - 1}
+    assert "full timelines kept for 400 of 200,000 steps" in plots.bubble.formula.text()
+    assert took < 1.0, f"took {took:.2f} s"  # measured 0.15 s here
