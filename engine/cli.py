@@ -77,15 +77,9 @@ def split_tokens(text: str) -> list[int | str]:
     return [int(t) if t.lstrip("-").isdigit() else t for t in tokens]
 
 
-def with_named_split(config: ExperimentConfig, tokens: list[int | str]) -> ExperimentConfig:
-    """The config with ``--split`` resolved to block indices (names need the model's blocks: validate builds them)."""
-    if all(isinstance(t, int) for t in tokens):
-        return config.replace(split=tuple(tokens))
-    from engine.validate import resolve_split_names
-    return config.replace(split=resolve_split_names(config, tokens))
-
-
-def config_from_args(args) -> ExperimentConfig:
+def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
+    """The run's config, and its ``--split`` tokens when given (names are resolved against the model's
+    blocks by validation, engine.validate.check_all)."""
     found: list[Problem] = []
     tokens = None
     if args.split is not None:
@@ -106,7 +100,7 @@ def config_from_args(args) -> ExperimentConfig:
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline)
-    return with_named_split(config, tokens) if tokens is not None else config
+    return config, tokens
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,21 +151,22 @@ def main(argv: list[str]) -> int:
 
 # ---- run ------------------------------------------------------------------------
 def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]:
-    from engine.validate import plan
+    """The checked config and its plan, or None after printing every problem (exit 2)."""
+    from engine.validate import check_all
     try:
-        config = config_factory()
+        config, tokens = config_factory()
     except ConfigError as exc:
         for p in exc.problems:
             print(f"error: {p}", file=sys.stderr)
         return None, None
-    run_plan, problems = plan(config)
-    if problems:
-        for p in problems:
+    (checked,) = check_all([(config, tokens)])
+    if checked.problems:
+        for p in checked.problems:
             print(f"error: {p}", file=sys.stderr)
         return None, None
-    for w in run_plan.warnings:
+    for w in checked.plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    return config, run_plan
+    return checked.config, checked.plan
 
 
 def cmd_run(args) -> int:
@@ -244,6 +239,7 @@ _FIELD_OF_OPTION = {"hang_timeout": "hang_timeout_s"}
 
 def experiment_base(args) -> ExperimentConfig:
     from engine.experiments import default_config
+    from engine.validate import check_all
     skip = {"command", "name", "repeats", "json", "db", "telemetry_hz"}
     explicit = {_FIELD_OF_OPTION.get(k, k): v for k, v in vars(args).items() if k not in skip}
     found = []
@@ -260,7 +256,13 @@ def experiment_base(args) -> ExperimentConfig:
     if found:
         raise ConfigError(found)
     base = default_config(explicit)
-    return with_named_split(base, tokens) if tokens is not None else base
+    if tokens is None or all(isinstance(t, int) for t in tokens):
+        return base if tokens is None else base.replace(split=tuple(tokens))
+    (checked,) = check_all([(base, tokens)])  # names need the model's blocks
+    split_problems = [p for p in checked.problems if p.option == "split"]
+    if split_problems:
+        raise ConfigError(split_problems)
+    return checked.config
 
 
 def cmd_experiment(args) -> int:
@@ -283,9 +285,10 @@ def cmd_experiment(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    # Every point must be valid before the first run starts.
-    from engine.validate import plan
-    bad = [(p.label, problems) for p in runner.points for problems in [plan(p.config)[1]] if problems]
+    # Every point must be valid before the first run starts (one check for all of them).
+    from engine.validate import check_all
+    bad = [(p.label, checked.problems) for p, checked in
+           zip(runner.points, check_all([(p.config, None) for p in runner.points])) if checked.problems]
     if bad:
         for label, problems in bad:
             for problem in problems:

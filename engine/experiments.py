@@ -133,13 +133,13 @@ def split_size(base: ExperimentConfig) -> list[Point]:
 
 
 def split_point(base: ExperimentConfig) -> list[Point]:
-    from engine.validate import plan
+    from engine.validate import check_all
     pipeline = base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4, split_size=None,
                             devices=_stage_devices(_devices_of(base)[0]))
-    probe, problems = plan(pipeline.replace(split=None))
-    if problems:
-        raise ValueError("; ".join(str(p) for p in problems))
-    points = [Point(f"split {k}", pipeline.replace(split=(k,)), x=k) for k in range(1, probe.n_blocks)]
+    (probe,) = check_all([(pipeline.replace(split=None), None)])
+    if probe.problems:
+        raise ValueError("; ".join(str(p) for p in probe.problems))
+    points = [Point(f"split {k}", pipeline.replace(split=(k,)), x=k) for k in range(1, probe.plan.n_blocks)]
     points.append(Point("balanced (automatic)", pipeline.replace(split=None)))
     return points
 

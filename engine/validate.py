@@ -3,10 +3,20 @@
 ``config.problems`` checks the options on their own; here the devices are
 resolved and the model is built (it imports torch), so split points, stages and
 model files are checked too. Every problem is reported at once.
+
+Importing torch costs a process about 500 MB, which a process that only
+supervises a run (the command line's) would keep for the whole run: with
+``validate_in_child()`` the checks run in a short-lived child
+(``python -m engine.validate``) and the supervising process never imports torch.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine import config as config_mod
 from engine import devices as devices_mod
@@ -22,6 +32,76 @@ class RunPlan:
     n_blocks: int
     block_names: list[str]
     warnings: list[str]
+
+
+    def to_dict(self) -> dict:
+        return {"devices": [d.to_dict() for d in self.devices], "world_size": self.world_size,
+                "n_blocks": self.n_blocks, "block_names": self.block_names, "warnings": self.warnings}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunPlan":
+        return cls([devices_mod.Device(**x) for x in d["devices"]], d["world_size"], d["n_blocks"],
+                   d["block_names"], d["warnings"])
+
+
+@dataclass
+class Checked:
+    """A config after every check: with ``--split`` names resolved to block indices, and its plan or problems."""
+    config: ExperimentConfig
+    plan: RunPlan | None
+    problems: list[Problem]
+
+
+_IN_CHILD = False
+
+
+def validate_in_child(on: bool = True) -> None:
+    """From now on, ``check_all`` runs its checks in a short-lived child process (the command line does)."""
+    global _IN_CHILD
+    _IN_CHILD = on
+
+
+def check_all(items: list[tuple[ExperimentConfig, list | None]]) -> list[Checked]:
+    """Each (config, ``--split`` tokens or None) checked: here, or in one child process for all of them."""
+    if _IN_CHILD:
+        return _check_in_child(items)
+    return [_check_one(config, tokens) for config, tokens in items]
+
+
+def _check_one(config: ExperimentConfig, tokens: list | None) -> Checked:
+    if tokens is not None:
+        try:
+            config = config.replace(split=resolve_split_names(config, tokens))
+        except config_mod.ConfigError as exc:
+            return Checked(config, None, exc.problems)
+    run_plan, problems = plan(config)
+    return Checked(config, run_plan, problems)
+
+
+def _check_in_child(items: list[tuple[ExperimentConfig, list | None]]) -> list[Checked]:
+    root = Path(__file__).resolve().parent.parent
+    request = json.dumps([{"config": config.to_dict(), "tokens": tokens} for config, tokens in items])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "engine.validate"], input=request, capture_output=True,
+                          text=True, cwd=root, env=env)
+    try:
+        answers = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return [Checked(config, None, [Problem("config", f"validation failed: {why}")]) for config, _ in items]
+    return [Checked(ExperimentConfig.from_dict(a["config"]), RunPlan.from_dict(a["plan"]) if a["plan"] else None,
+                    [Problem(p["option"], p["message"]) for p in a["problems"]]) for a in answers]
+
+
+def _serve() -> int:
+    """``python -m engine.validate``: a JSON list of {"config", "tokens"} on stdin, the answers on stdout."""
+    answers = []
+    for item in json.loads(sys.stdin.read()):
+        checked = _check_one(ExperimentConfig.from_dict(item["config"]), item["tokens"])
+        answers.append({"config": checked.config.to_dict(), "plan": checked.plan.to_dict() if checked.plan else None,
+                        "problems": [{"option": p.option, "message": p.message} for p in checked.problems]})
+    sys.stdout.write(json.dumps(answers))
+    return 0
 
 
 def devices_needed(config: ExperimentConfig) -> int:
@@ -120,3 +200,7 @@ def _build_model(config: ExperimentConfig):
         return None, Problem("model_file", str(exc))
     except (RuntimeError, ValueError, MemoryError) as exc:
         return None, Problem("model", f"could not build {config.model}: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

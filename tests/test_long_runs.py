@@ -101,6 +101,7 @@ def test_a_real_20k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cli = psutil.Process(proc.pid)
     rss: dict[str, list[tuple[int, float]]] = {"cli": [], "worker": []}
+    torch_mapped = False
     try:
         while proc.poll() is None:
             time.sleep(0.5)
@@ -109,6 +110,7 @@ def test_a_real_20k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
                     step = con.execute("SELECT MAX(step) FROM steps").fetchone()[0] or 0
                 worker = next(p for p in cli.children() if "engine.worker" in " ".join(p.cmdline()))
                 memory = (cli.memory_info().rss / MB, worker.memory_info().rss / MB)
+                torch_mapped = torch_mapped or any("libtorch" in m.path for m in cli.memory_maps())
             except (sqlite3.Error, StopIteration, psutil.NoSuchProcess):
                 continue
             if step >= 2_000:
@@ -123,3 +125,7 @@ def test_a_real_20k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
         assert readings and readings[-1][0] >= 15_000, readings
         first = readings[0][1]
         assert max(mb for _, mb in readings) - first < 10, (name, readings[0], readings[-1])
+    # The command line only supervises: validation imported torch in a child that is gone (it held
+    # about 500 MB for the whole run before).
+    assert max(mb for _, mb in rss["cli"]) < 100, rss["cli"][-1]
+    assert not torch_mapped, "the command line's process loaded libtorch"
