@@ -129,3 +129,46 @@ def test_a_real_20k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
     # about 500 MB for the whole run before).
     assert max(mb for _, mb in rss["cli"]) < 100, rss["cli"][-1]
     assert not torch_mapped, "the command line's process loaded libtorch"
+
+
+def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic_run):
+    from engine.export.figures import run_figures
+    db, result, _ = synthetic_run
+    with Store(db) as store:
+        figures = {f.name: f for f in run_figures(store, result.run_id)}
+    timeline = figures["timeline"]
+    assert "full timelines kept for" in timeline.title and "of 200,000 steps" in timeline.title
+    assert {row[0] for row in timeline.rows} == set(range(200_000 - 5, 200_000))
+
+
+@pytest.mark.parametrize("mode", ["sampled", "all"])
+def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, mode):
+    db = tmp_path / "runs.sqlite3"
+    config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=700, warmup=0, timeline=mode)
+    session = RunSession(config, db_path=db, telemetry_hz=10)
+    session.start()
+    result = session.wait(120)
+    assert result.status == "finished"
+    with Store(db) as store:
+        kept = store.timeline_steps(result.run_id)
+        assert store.step_count(result.run_id) == 700
+    if mode == "all":
+        assert kept == list(range(700))
+    else:  # the first and last 200, every 2nd step from 200, every 4th from 400 (and any outlier)
+        assert set(range(200)) | set(range(500, 700)) | {200, 202, 400, 404} <= set(kept)
+        assert len(kept) < 600
+
+
+def test_old_telemetry_is_thinned_to_bucket_means_and_maxima(tmp_path):
+    with Store(tmp_path / "runs.sqlite3") as store:
+        run_id = store.create_run({"strategy": "single"})
+        store.add_samples(run_id, [{"t": 0.1 * i, "device": "cpu:0", "util": float(i % 10), "mem_used": i}
+                                   for i in range(300)])          # 30 s at 10 Hz
+        assert store.thin_samples(run_id, before_t=20.0, bucket_s=1.0) == 200 - 20
+        rows = store.samples(run_id)
+        old = [r for r in rows if r["span_s"] == 1.0]
+        assert len(old) == 20 and len(rows) == 20 + 100
+        assert old[0]["t"] == pytest.approx(0.5) and old[0]["util"] == pytest.approx(4.5)
+        assert old[-1]["mem_used"] == 199                               # the bucket's most memory
+        assert store.thin_samples(run_id, before_t=20.0, bucket_s=1.0) == 0  # already as coarse
+        assert store.thin_samples(run_id, before_t=20.0, bucket_s=10.0) == 18

@@ -52,6 +52,7 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
     summary = run.summary or {}
     samples = store.samples(run_id)
     steps = store.steps(run_id)
+    kept = store.timeline_steps(run_id)  # every step's, or a sample (engine.timeline_keeper)
     devices = _device_order(summary.get("devices") or [], [s["device"] for s in samples])
     figures = [
         _telemetry_figure("utilization", "Utilization per device", samples, devices, "util", "%", 1.0,
@@ -62,7 +63,8 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
                      run.config.get("warmup")),
         _step_time_figure(steps, run.config.get("warmup")),
         _step_figure("loss", "Loss per step", steps, "loss", "loss", None, run.config.get("warmup")),
-        _timeline_figure(store.timeline(run_id), steps, devices, summary),
+        _timeline_figure(store.timeline(run_id, steps=kept[-TIMELINE_STEPS:]), steps, devices, summary,
+                         kept=len(kept)),
         _busy_figure(devices, summary),
     ]
     if any(s.get("batch_split") for s in steps):
@@ -132,7 +134,7 @@ def _step_time_figure(steps, warmup) -> Figure:
     return Figure("step-time", "Step time per step", svg, ["step", "step time (s)"], rows)
 
 
-def _timeline_figure(timeline, steps, devices, summary) -> Figure:
+def _timeline_figure(timeline, steps, devices, summary, kept: int | None = None) -> Figure:
     shown = sorted({row[0] for row in timeline})[-TIMELINE_STEPS:]
     picked = [row for row in timeline if row[0] in shown]
     lanes = {d: [] for d in _device_order(devices, [row[1] for row in picked])}
@@ -151,6 +153,8 @@ def _timeline_figure(timeline, steps, devices, summary) -> Figure:
     bubble = summary.get("bubble") or {}
     title = (f"Timeline of the last {len(shown) or TIMELINE_STEPS} steps · bubble measured "
              f"{pct(bubble.get('measured'))}, theory {pct(bubble.get('theory'))}")
+    if kept is not None and kept < len(steps):
+        title += f" · full timelines kept for {kept:,} of {len(steps):,} steps"
     boundaries = [ends[s] for s in shown[:-1] if is_number(ends.get(s))]
     svg = timeline_chart({d: v for d, v in lanes.items()}, title=title, t_range=t_range, boundaries=boundaries)
     return Figure("timeline", title, svg, ["step", "device", "kind", "t0 (s)", "t1 (s)"],
