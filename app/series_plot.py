@@ -15,6 +15,7 @@ _DASHES = [QtCore.Qt.PenStyle.SolidLine, QtCore.Qt.PenStyle.DashLine, QtCore.Qt.
 
 
 DOWNSAMPLE_SAMPLES_PER_PIXEL = 1.0
+SMOOTH_EDGES_UP_TO = 1000  # points: above, a curve is drawn without antialiasing (see set_series)
 
 
 class LiveCurve(pg.PlotDataItem):
@@ -113,12 +114,19 @@ class SeriesPlot(pg.PlotWidget):
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
                    dash: int = 0, width: float = 1.6, legend: bool = True) -> None:
         """``legend=False``: a faint curve behind the others (the raw samples behind their mean), without a
-        legend entry and drawn without antialiasing (a third of a redraw's cost, and no one reads its edges)."""
+        legend entry and drawn without antialiasing (a third of a redraw's cost, and no one reads its edges).
+
+        A curve of more points than ``SMOOTH_EDGES_UP_TO`` is drawn without antialiasing too: a noisy
+        step curve of thousands of steps is a band of vertical strokes, and antialiasing them took
+        40-80 ms a paint (the UI thread stalled); with a few hundred points the edges are what one sees."""
         curve = self._curves.get(key)
         if curve is None:
             pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
             curve = LiveCurve(pen=pen, name=(name or key) if legend else None,
                               **({} if legend else {"antialias": False}))
+        smooth_edges = legend and len(x) <= SMOOTH_EDGES_UP_TO
+        if curve.curve.opts.get("antialias") != smooth_edges:
+            curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
         self._data[key] = (x, y)

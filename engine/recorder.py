@@ -28,13 +28,13 @@ class RunRecorder:
 
     def record(self, steps: list[dict], samples: list) -> None:
         """A batch of step events and telemetry samples (``t`` on the perf_counter clock), stored at once."""
-        dropped = [old for ev in steps for old in self.keeper.add(ev["step"], ev.get("time_s"))]
+        kept = {ev["step"] for ev in steps if self.keeper.keep(ev)}
         rows = []
         for sample in samples:
             row = sample.to_dict()
             row["t"] = sample.t - self.origin
             rows.append(row)
-        self.store.add_steps(self.run_id, steps, drop_timeline=dropped)
+        self.store.add_steps(self.run_id, steps, keep_timeline=kept.__contains__)
         self.store.add_samples(self.run_id, rows)
         self.telemetry.add_samples(samples)
         for ev in steps:
@@ -45,6 +45,10 @@ class RunRecorder:
             self._thinned_at = rows[-1]["t"]
             for age, bucket in THINNING:
                 self.store.thin_samples(self.run_id, rows[-1]["t"] - age, bucket)
+
+    def finish(self) -> None:
+        """The run ended: the last steps' intervals go to the store too."""
+        self.store.add_timeline(self.run_id, self.keeper.take_recent())
 
     def telemetry_summary(self, devices_busy: list[float] | None, devices: list[str]) -> dict:
         self.telemetry.finish()

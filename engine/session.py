@@ -255,6 +255,7 @@ class RunSession:
                 self._sampler.stop()
             if self._store_error is None:
                 self._record(recorder, pending)
+                recorder.finish()
             summary = self._complete_summary(summary, recorder, status)
             store.finish_run(self.run_id, status, summary, error, tb)
         except sqlite3.Error as exc:

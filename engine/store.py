@@ -187,12 +187,11 @@ class Store:
                  os.getpid(), socket.gethostname()))
         return run_id
 
-    def add_steps(self, run_id: str, events: Iterable[dict], keep_timeline=None, drop_timeline=()) -> None:
-        """Store step events (protocol ``step``): every step's row; its intervals if ``keep_timeline(step)``
-        (default: every step's); and remove the intervals of the steps in ``drop_timeline``."""
+    def add_steps(self, run_id: str, events: Iterable[dict], keep_timeline=None) -> None:
+        """Store step events (protocol ``step``): every step's row, and its intervals if
+        ``keep_timeline(step)`` (default: every step's)."""
         events = list(events)
-        drop = list(drop_timeline)
-        if not events and not drop:
+        if not events:
             return
         with self._tx():
             self._db.executemany(
@@ -201,13 +200,20 @@ class Store:
                 [(run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
                   ev.get("loss"), json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None,
                   _shares(ev.get("busy"))) for ev in events])
-            self._db.executemany(
-                "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, ev["step"], dev, kind, t0, t1)
-                 for ev in events if keep_timeline is None or keep_timeline(ev["step"])
-                 for dev, intervals in (ev.get("intervals") or {}).items()
-                 for kind, t0, t1 in intervals])
-            self._db.executemany("DELETE FROM timeline WHERE run_id=? AND step=?", [(run_id, k) for k in drop])
+            self._insert_timeline(run_id, [ev for ev in events if keep_timeline is None or keep_timeline(ev["step"])])
+
+    def add_timeline(self, run_id: str, events: Iterable[dict]) -> None:
+        """Store the intervals of step events whose rows are stored already."""
+        events = list(events)
+        if events:
+            with self._tx():
+                self._insert_timeline(run_id, events)
+
+    def _insert_timeline(self, run_id: str, events: list[dict]) -> None:
+        self._db.executemany(
+            "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, ev["step"], dev, kind, t0, t1) for ev in events
+             for dev, intervals in (ev.get("intervals") or {}).items() for kind, t0, t1 in intervals])
 
     def add_samples(self, run_id: str, samples: Iterable[dict]) -> None:
         """Store telemetry samples (dicts with ``t`` relative to the run start, ``device`` and metrics)."""

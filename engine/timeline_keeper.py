@@ -6,8 +6,8 @@ A step's intervals are most of what a run stores (about 8 KB a step for an
 see what each device does, at the start, at the end and wherever a step was odd:
 
 - the first ``FIRST`` steps (warm-up and the steady state after it);
-- the last ``LAST`` steps, always (a step's intervals are stored when it comes,
-  and dropped when it falls out of the last ``LAST`` unless it is kept for good);
+- the last ``LAST`` steps (held in memory and stored when the run ends, however
+  it ends);
 - an even sample between: every step while the run is short, then every 2nd,
   4th, ...: ``PER_OCTAVE`` steps per doubling of the run's length;
 - outliers: a step that took more than twice, or less than half, the median of
@@ -37,28 +37,32 @@ def stride(step: int) -> int:
 
 
 class TimelineKeeper:
+    """Decides, as each step comes, whether its intervals are kept for good; holds the last ``LAST`` steps'
+    intervals in memory until the run ends (writing and deleting them one by one cost the recording
+    process, on the ranks' cores, a few times the work of the steps it keeps)."""
+
     def __init__(self, mode: str = "sampled"):
         if mode not in TIMELINE_MODES:
             raise ValueError(f"unknown timeline mode {mode!r}; allowed: {', '.join(TIMELINE_MODES)}")
         self.keep_all = mode == "all"
-        self._recent: deque[tuple[int, bool]] = deque()   # the last LAST steps: (step, kept for good)
+        self.recent: deque[dict] = deque(maxlen=LAST)   # the last steps not kept for good: stored at the end
         self._times: deque[float] = deque(maxlen=NEIGHBOURS)
         self.outliers = 0
 
-    def add(self, step: int, time_s: float | None) -> list[int]:
-        """A step came (its intervals are stored now); returns the steps whose intervals to drop."""
-        if self.keep_all:
-            return []
-        kept = step < FIRST or step % stride(step) == 0 or self._is_outlier(time_s)
+    def keep(self, event: dict) -> bool:
+        """Whether this step's intervals are stored now, for good; if not, they wait among the last ones."""
+        step, time_s = event["step"], event.get("time_s")
+        kept = self.keep_all or step < FIRST or step % stride(step) == 0 or self._is_outlier(time_s)
         if time_s is not None:
             self._times.append(time_s)
-        self._recent.append((step, kept))
-        dropped = []
-        while len(self._recent) > LAST:
-            old, kept_for_good = self._recent.popleft()
-            if not kept_for_good:
-                dropped.append(old)
-        return dropped
+        if not kept:
+            self.recent.append(event)
+        return kept
+
+    def take_recent(self) -> list[dict]:
+        """The last steps' events that are not kept for good, to store as the run ends."""
+        events, self.recent = list(self.recent), deque(maxlen=LAST)
+        return events
 
     def _is_outlier(self, time_s: float | None) -> bool:
         if time_s is None or len(self._times) < NEIGHBOURS // 2 or self.outliers >= MAX_OUTLIERS:
