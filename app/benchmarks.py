@@ -96,7 +96,7 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
 
     def measure(window_s: float) -> dict:
         panel.window_s = window_s
-        panel.telemetry_frame_s = 0.0  # every frame scrolls and redraws every curve: the worst case
+        panel.telemetry_frame_s = panel.step_frame_s = 0.0  # every frame redraws every curve: the worst case
         times = []
         for f in range(frames):
             # One new sample per device: every telemetry curve is dirty, as in a live run.

@@ -179,6 +179,7 @@ class PlotPanel(QtWidgets.QWidget):
         # Scrolling the telemetry plots repaints them whole; twice a second reads as live
         # (every sample is drawn; nvitop refreshes less often) at a fraction of the cost.
         self.telemetry_frame_s = 0.5
+        self.step_frame_s = 0.25
         self._drawn: dict[tuple[str, str], int] = {}
         self._means: dict[str, TrailingMeans] = {}  # per utilization series, kept across redraws
         self._timeline_drawn = -1
@@ -367,6 +368,10 @@ class PlotPanel(QtWidgets.QWidget):
     def _is_due(self, group: str, now: float) -> bool:
         if group == "telemetry":
             return now - self._group_drawn_at["telemetry"] >= self.telemetry_frame_s
+        # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has
+        # new steps every tick, and repainting them ten times a second took a core's share from the ranks).
+        if now - self._group_drawn_at[group] < self.step_frame_s:
+            return False
         if group == "steps":
             return any(self._drawn.get((kind, "")) != buf.version
                        for kind, buf in (("thr", self.steps.throughput), ("loss", self.steps.loss)) if len(buf))

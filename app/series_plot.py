@@ -124,11 +124,11 @@ class SeriesPlot(pg.PlotWidget):
             pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
             curve = LiveCurve(pen=pen, name=(name or key) if legend else None,
                               **({} if legend else {"antialias": False}))
+            self.getPlotItem().addItem(curve)
+            self._curves[key] = curve
         smooth_edges = legend and len(x) <= SMOOTH_EDGES_UP_TO
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
-            self.getPlotItem().addItem(curve)
-            self._curves[key] = curve
         self._data[key] = (x, y)
         # A line needs two points: a one-step run, or a short run's one memory sample,
         # would show nothing. Such series are drawn as dots until they grow.

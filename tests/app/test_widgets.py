@@ -127,7 +127,7 @@ def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
     now = panel.now()
     panel.telemetry.add([sample(panel.telemetry.origin + now, "core 0", util=10.0)])
     panel.steps.add(step_event(6))
-    panel.telemetry_frame_s = 0.0
+    panel.telemetry_frame_s = panel.step_frame_s = 0.0
     telemetry_points = len(panel.util_plot.series_data("raw core 0")[0])
 
     def drawn_state():  # what each group last handed to its plots
