@@ -20,6 +20,10 @@ _T_IMPORT = time.perf_counter()
 
 def launch(argv: list[str] | None = None) -> int:
     from app.application import run_app
+    from engine.validate import validate_in_child
+    # An experiment's points are checked on its thread; the checks import torch, which must not
+    # load into the window's process (it holds the interpreter for seconds): in a child instead.
+    validate_in_child()
     return run_app(list(argv or []), t_start=_T_IMPORT)
 
 

@@ -179,7 +179,7 @@ class PlotPanel(QtWidgets.QWidget):
         # Scrolling the telemetry plots repaints them whole; twice a second reads as live
         # (every sample is drawn; nvitop refreshes less often) at a fraction of the cost.
         self.telemetry_frame_s = 0.5
-        self.step_frame_s = 0.25
+        self.step_frame_s = 0.5
         self._drawn: dict[tuple[str, str], int] = {}
         self._means: dict[str, TrailingMeans] = {}  # per utilization series, kept across redraws
         self._timeline_drawn = -1
@@ -368,8 +368,9 @@ class PlotPanel(QtWidgets.QWidget):
     def _is_due(self, group: str, now: float) -> bool:
         if group == "telemetry":
             return now - self._group_drawn_at["telemetry"] >= self.telemetry_frame_s
-        # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has
-        # new steps every tick, and repainting them ten times a second took a core's share from the ranks).
+        # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has new
+        # steps every tick; repainting them ten times a second took a tenth of a core from the ranks'
+        # cores, which their utilization then showed).
         if now - self._group_drawn_at[group] < self.step_frame_s:
             return False
         if group == "steps":
