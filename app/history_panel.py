@@ -85,16 +85,20 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
             record = store.get_run(run_id)
             if record is None:
                 continue
-            with_timeline = store.timeline_steps(run_id)
+            summary = record.summary or {}
+            last_kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)
+            kept = summary.get("timeline_steps")
+            if kept is None:  # a run still going, or recorded before the count was kept
+                kept = len(store.timeline_steps(run_id))
             rows, span = store.sample_span(run_id)
-            devices = max(1, len((record.summary or {}).get("devices") or [1]))
+            devices = max(1, len(summary.get("devices") or [1]))
             bucket = span / SAMPLE_ROWS if rows > SAMPLE_ROWS * devices else None
             out.append(RunData(run_id=record.id, label=run_label(record), status=record.status,
                                config=record.config, summary=record.summary, error=record.error,
                                steps=store.steps(run_id, at_most=PLOT_POINTS),
-                               timeline=store.timeline(run_id, steps=with_timeline[-TIMELINE_STEPS:]),
+                               timeline=store.timeline(run_id, steps=last_kept),
                                samples=store.samples(run_id, bucket_s=bucket),
-                               step_count=store.step_count(run_id), timeline_steps=len(with_timeline)))
+                               step_count=store.step_count(run_id), timeline_steps=kept))
     return out
 
 

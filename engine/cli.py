@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -96,7 +97,8 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
     warmup = args.warmup if args.warmup is not None else min(2, max(0, args.steps - 1))
     config = ExperimentConfig(
         strategy=args.strategy, model=args.model or ("custom" if args.model_file else "mlp"),
-        model_file=args.model_file, width=args.width, depth=args.depth, devices=args.devices,
+        # Absolute: the checks and the ranks run with the project's folder as their working directory.
+        model_file=os.path.abspath(args.model_file) if args.model_file else None, width=args.width, depth=args.depth, devices=args.devices,
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline)
@@ -251,17 +253,17 @@ def experiment_base(args) -> ExperimentConfig:
             found.extend(exc.problems)
     if explicit.get("model_file"):
         explicit["model"] = "custom"
+        explicit["model_file"] = os.path.abspath(explicit["model_file"])
     if args.repeats < 1:
         found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
     if found:
         raise ConfigError(found)
     base = default_config(explicit)
-    if tokens is None or all(isinstance(t, int) for t in tokens):
-        return base if tokens is None else base.replace(split=tuple(tokens))
-    (checked,) = check_all([(base, tokens)])  # names need the model's blocks
-    split_problems = [p for p in checked.problems if p.option == "split"]
-    if split_problems:
-        raise ConfigError(split_problems)
+    if tokens is None:
+        return base
+    (checked,) = check_all([(base, tokens)], names_only=True)  # names need the model's blocks
+    if checked.problems:
+        raise ConfigError(checked.problems)
     return checked.config
 
 

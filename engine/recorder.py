@@ -1,10 +1,12 @@
 """What a run leaves in the store, and its summary's telemetry figures, in memory that does not grow with it.
 
 Used by ``RunSession``, batch by batch: every step's summary row; its intervals
-while ``TimelineKeeper`` keeps them; telemetry samples at full rate for the
-last ``RECENT_S`` seconds and thinned into one-second, then ten-second
-aggregates for older ones (``THINNING``), checked every ``THIN_EVERY_S``; and
-the ``telemetry`` section from running totals (``TelemetryTotals``).
+when ``TimelineKeeper`` keeps them for good, and the last steps' intervals
+rewritten every ``RECENT_FLUSH_S`` (so a recording process that dies keeps
+them too); telemetry samples at full rate for the last ten minutes, thinned
+into one-second, then ten-second aggregates for older ones (``THINNING``),
+checked every ``THIN_EVERY_S``; and the ``telemetry`` section from running
+totals (``TelemetryTotals``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from engine.timeline_keeper import TimelineKeeper
 
 THINNING = ((600.0, 1.0), (7200.0, 10.0))  # samples older than this many seconds: one row per bucket of seconds
 THIN_EVERY_S = 60.0
+RECENT_FLUSH_S = 30.0  # run seconds between rewrites of the last steps' intervals
 
 
 class RunRecorder:
@@ -23,12 +26,16 @@ class RunRecorder:
         self.keeper = TimelineKeeper(timeline)
         self.telemetry = TelemetryTotals(device_names, warmup, telemetry_hz)
         self.steps = 0
+        self.timeline_kept = 0      # steps whose intervals are stored for good
         self.last_t = 0.0           # the newest step's end, seconds since the run started
         self._thinned_at = 0.0
+        self._recent_flushed_at = 0.0
+        self._recent_stored: list[int] = []  # the last steps whose intervals the last flush wrote
 
     def record(self, steps: list[dict], samples: list) -> None:
         """A batch of step events and telemetry samples (``t`` on the perf_counter clock), stored at once."""
         kept = {ev["step"] for ev in steps if self.keeper.keep(ev)}
+        self.timeline_kept += len(kept)
         rows = []
         for sample in samples:
             row = sample.to_dict()
@@ -41,14 +48,23 @@ class RunRecorder:
             self.telemetry.add_step(ev["step"], self.origin + ev["t"] - ev["time_s"], self.origin + ev["t"])
             self.last_t = ev["t"]
         self.steps += len(steps)
+        if self.last_t - self._recent_flushed_at >= RECENT_FLUSH_S:
+            self._recent_flushed_at = self.last_t
+            self._store_recent(list(self.keeper.recent))
         if rows and rows[-1]["t"] - self._thinned_at >= THIN_EVERY_S:
             self._thinned_at = rows[-1]["t"]
             for age, bucket in THINNING:
                 self.store.thin_samples(self.run_id, rows[-1]["t"] - age, bucket)
 
+    def _store_recent(self, events: list[dict]) -> None:
+        self.store.replace_timeline(self.run_id, drop=self._recent_stored, events=events)
+        self._recent_stored = [ev["step"] for ev in events]
+
     def finish(self) -> None:
-        """The run ended: the last steps' intervals go to the store too."""
-        self.store.add_timeline(self.run_id, self.keeper.take_recent())
+        """The run ended: the last steps' intervals go to the store for good."""
+        recent = self.keeper.take_recent()
+        self._store_recent(recent)
+        self.timeline_kept += len(recent)
 
     def telemetry_summary(self, devices_busy: list[float] | None, devices: list[str]) -> dict:
         self.telemetry.finish()

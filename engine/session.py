@@ -8,6 +8,7 @@ background threads; the app marshals them to its UI thread.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -153,9 +154,14 @@ class RunSession:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
     def _read_stdout(self, events: "queue.Queue") -> None:
-        for event in protocol.read_events(self._proc.stdout):
-            events.put(event)
-        events.put(None)  # end of the worker's output
+        # None: the end of the worker's output.
+        for event in itertools.chain(protocol.read_events(self._proc.stdout), [None]):
+            while not self._done.is_set():  # a session that ended early reads no more: do not wait on it
+                try:
+                    events.put(event, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
 
     @staticmethod
     def _next_batch(events: "queue.Queue") -> list:
@@ -184,10 +190,7 @@ class RunSession:
         from engine.recorder import RunRecorder
         from engine.summary import unique_devices
         store = Store(self.db_path)
-        recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
-                               warmup=self.config.warmup,
-                               device_names=unique_devices([d.name for d in self._devices()]),
-                               telemetry_hz=self.telemetry_hz)
+        recorder = None
         status, summary, error, tb = "failed", None, None, None
         pending: list[dict] = []
         # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
@@ -195,6 +198,10 @@ class RunSession:
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
+            recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
+                                   warmup=self.config.warmup,
+                                   device_names=unique_devices([d.name for d in self._devices()]),
+                                   telemetry_hz=self.telemetry_hz)
             ended = False
             while not ended:
                 batch = self._next_batch(events)
@@ -216,9 +223,10 @@ class RunSession:
                         continue  # forwarded at the end, with the telemetry section
                     forward.append(event)
                 # Stored before anyone is told: nothing a user has seen can be lost.
+                batch_steps, pending = pending, []  # recorded once, whatever happens next
                 if self._store_error is None:
                     try:
-                        self._record(recorder, pending)
+                        self._record(recorder, batch_steps)
                     except sqlite3.Error as exc:
                         # A full or read-only disk: end the run and say so; what is stored stays intact.
                         self._store_error = f"cannot write the run store {store.path}: {exc}"
@@ -226,7 +234,6 @@ class RunSession:
                                         "t": time.perf_counter() - self._origin, "message": self._store_error,
                                         "rank": None, "traceback": None})
                         self.stop()
-                pending = []
                 if self.on_event:
                     for event in forward:
                         self.on_event(event)
@@ -253,7 +260,7 @@ class RunSession:
         try:
             if self._sampler is not None:
                 self._sampler.stop()
-            if self._store_error is None:
+            if self._store_error is None and recorder is not None:
                 self._record(recorder, pending)
                 recorder.finish()
             summary = self._complete_summary(summary, recorder, status)
@@ -281,6 +288,8 @@ class RunSession:
             return None
         summary["run_id"] = self.run_id
         summary["status"] = status
-        if self._sampler is not None and recorder.steps:
+        if recorder is not None:
+            summary["timeline_steps"] = recorder.timeline_kept  # steps whose intervals the store kept
+        if self._sampler is not None and recorder is not None and recorder.steps:
             summary["telemetry"] = recorder.telemetry_summary(summary.get("devices_busy"), summary["devices"])
         return summary

@@ -8,6 +8,7 @@ marked ``interrupted`` when a store is opened.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -202,11 +203,12 @@ class Store:
                   _shares(ev.get("busy"))) for ev in events])
             self._insert_timeline(run_id, [ev for ev in events if keep_timeline is None or keep_timeline(ev["step"])])
 
-    def add_timeline(self, run_id: str, events: Iterable[dict]) -> None:
-        """Store the intervals of step events whose rows are stored already."""
-        events = list(events)
-        if events:
+    def replace_timeline(self, run_id: str, drop: Iterable[int], events: Iterable[dict]) -> None:
+        """Remove the intervals of the steps ``drop``, then store those of ``events`` (rows stored already)."""
+        drop, events = list(drop), list(events)
+        if drop or events:
             with self._tx():
+                self._db.executemany("DELETE FROM timeline WHERE run_id=? AND step=?", [(run_id, k) for k in drop])
                 self._insert_timeline(run_id, events)
 
     def _insert_timeline(self, run_id: str, events: list[dict]) -> None:
@@ -230,6 +232,8 @@ class Store:
         ``bucket_s`` seconds: the means of the measurements, the most memory used. Rows already as coarse stay.
         Returns how many rows fewer there are."""
         old = "run_id=? AND t < ? AND (span_s IS NULL OR span_s < ?)"
+        # Whole buckets only: a bucket cut at before_t would leave two rows for one bucket.
+        before_t = math.floor(before_t / bucket_s) * bucket_s
         with self._tx():
             before = self._db.execute(f"SELECT COUNT(*) FROM samples WHERE {old}",
                                       (run_id, before_t, bucket_s)).fetchone()[0]
@@ -334,10 +338,14 @@ class Store:
             f"SELECT step, device, kind, t0, t1 FROM timeline WHERE run_id=? AND step IN "
             f"({', '.join('?' * len(wanted))}) ORDER BY t0", (run_id, *wanted))]
 
-    def timeline_steps(self, run_id: str) -> list[int]:
-        """The steps whose every interval is stored (all of them, or a sample: engine.timeline_keeper)."""
-        return [r[0] for r in self._db.execute(
-            "SELECT DISTINCT step FROM timeline WHERE run_id=? ORDER BY step", (run_id,))]
+    def timeline_steps(self, run_id: str, last: int | None = None) -> list[int]:
+        """The steps whose every interval is stored (all of them, or a sample: engine.timeline_keeper), in
+        order; with ``last``, only the last that many (read backwards along the index: a day's run too)."""
+        if last is None:
+            return [r[0] for r in self._db.execute(
+                "SELECT DISTINCT step FROM timeline WHERE run_id=? ORDER BY step", (run_id,))]
+        return sorted(r[0] for r in self._db.execute(
+            "SELECT DISTINCT step FROM timeline WHERE run_id=? ORDER BY step DESC LIMIT ?", (run_id, last)))
 
     def samples(self, run_id: str, bucket_s: float | None = None) -> list[dict]:
         """The run's telemetry rows in time order (``span_s`` None for a sample, else an aggregate's span);

@@ -61,26 +61,33 @@ def validate_in_child(on: bool = True) -> None:
     _IN_CHILD = on
 
 
-def check_all(items: list[tuple[ExperimentConfig, list | None]]) -> list[Checked]:
-    """Each (config, ``--split`` tokens or None) checked: here, or in one child process for all of them."""
+def check_all(items: list[tuple[ExperimentConfig, list | None]], *, names_only: bool = False) -> list[Checked]:
+    """Each (config, ``--split`` tokens or None) checked: here, or in one child process for all of them.
+    ``names_only``: only resolve the split's block names (an experiment's base config is no run itself)."""
     if _IN_CHILD:
-        return _check_in_child(items)
-    return [_check_one(config, tokens) for config, tokens in items]
+        return _check_in_child(items, names_only)
+    return [_check_one(config, tokens, names_only) for config, tokens in items]
 
 
-def _check_one(config: ExperimentConfig, tokens: list | None) -> Checked:
+def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool = False) -> Checked:
     if tokens is not None:
-        try:
-            config = config.replace(split=resolve_split_names(config, tokens))
-        except config_mod.ConfigError as exc:
-            return Checked(config, None, exc.problems)
+        if all(isinstance(t, int) for t in tokens):
+            config = config.replace(split=tuple(tokens))
+        else:
+            try:
+                config = config.replace(split=resolve_split_names(config, tokens))
+            except config_mod.ConfigError as exc:
+                return Checked(config, None, exc.problems)
+    if names_only:
+        return Checked(config, None, [])
     run_plan, problems = plan(config)
     return Checked(config, run_plan, problems)
 
 
-def _check_in_child(items: list[tuple[ExperimentConfig, list | None]]) -> list[Checked]:
+def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_only: bool) -> list[Checked]:
     root = Path(__file__).resolve().parent.parent
-    request = json.dumps([{"config": config.to_dict(), "tokens": tokens} for config, tokens in items])
+    request = json.dumps({"names_only": names_only,
+                          "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-m", "engine.validate"], input=request, capture_output=True,
                           text=True, cwd=root, env=env)
@@ -94,13 +101,19 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]]) -> list[C
 
 
 def _serve() -> int:
-    """``python -m engine.validate``: a JSON list of {"config", "tokens"} on stdin, the answers on stdout."""
+    """``python -m engine.validate``: {"names_only", "items": [{"config", "tokens"}]} on stdin, the answers
+    on stdout. A model file may print: what it prints goes to stderr, the answers alone to stdout."""
+    answers_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    request = json.loads(sys.stdin.read())
     answers = []
-    for item in json.loads(sys.stdin.read()):
-        checked = _check_one(ExperimentConfig.from_dict(item["config"]), item["tokens"])
+    for item in request["items"]:
+        checked = _check_one(ExperimentConfig.from_dict(item["config"]), item["tokens"], request["names_only"])
         answers.append({"config": checked.config.to_dict(), "plan": checked.plan.to_dict() if checked.plan else None,
                         "problems": [{"option": p.option, "message": p.message} for p in checked.problems]})
-    sys.stdout.write(json.dumps(answers))
+    answers_out.write(json.dumps(answers))
+    answers_out.close()
     return 0
 
 
@@ -163,10 +176,15 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []
 
 
+MODEL_OPTIONS = {"model", "model_file", "width", "depth", "seed"}
+
+
 def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tuple[int, ...]:
     """Split points given by index or by block name: "layer3.0", or "layer3" for the first block
     inside layer3 (the tutorial's ``seq2`` starts there). Raises ConfigError naming what exists."""
-    found = config_mod.problems(config.replace(split=None))
+    # Only what building the model reads: an experiment's base names blocks for points whose
+    # strategies differ from its own.
+    found = [p for p in config_mod.problems(config.replace(split=None)) if p.option in MODEL_OPTIONS]
     if found:
         raise config_mod.ConfigError(found)
     spec, problem = _build_model(config)

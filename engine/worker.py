@@ -40,6 +40,7 @@ STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a wh
 # The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
 # the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
 RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.rank")
+RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 
 
 def describe_exit(code: int) -> str:
@@ -96,7 +97,10 @@ class Worker:
         self.out = out
         self.info = strategies.info(config.strategy)
         self.world = strategies.load(config.strategy).world_size(config, devices)
-        self.queue: queue.Queue = queue.Queue()
+        # Bounded: a recorder that falls behind makes the ranks wait, rather than this process hold the backlog.
+        self.queue: queue.Queue = queue.Queue(maxsize=RANK_EVENT_BACKLOG)
+        # A stop does not queue behind rank events: it is seen on the next pass, whatever is waiting.
+        self.stop_event = threading.Event()
         self.ranks: list[Rank] = []
         self.device_names = unique_devices([d.name for d in devices])
         self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
@@ -167,9 +171,8 @@ class Worker:
                 kind, r, payload = self.queue.get(timeout=0.1)
             except queue.Empty:
                 kind = None
-            if kind == "stop":
-                stop_requested = True
-            elif kind == "event":
+            stop_requested = stop_requested or self.stop_event.is_set()
+            if kind == "event":
                 failure = self._on_rank_event(r, payload, failure)
             elif kind == "stdout" and payload:
                 self.emit(protocol.LOG, message=payload, rank=r.rank)
@@ -331,12 +334,12 @@ class Worker:
         return 0 if status == "finished" else 1
 
 
-def _watch_stdin(q: queue.Queue) -> None:
+def _watch_stdin(stop: threading.Event) -> None:
     """Lines after the config: ``stop``. End of input means the parent is gone: stop too."""
     for line in sys.stdin:
         if line.strip() == protocol.STOP:
-            q.put(("stop", None, None))
-    q.put(("stop", None, None))
+            stop.set()
+    stop.set()
 
 
 def main() -> int:
@@ -362,8 +365,8 @@ def main() -> int:
         out.flush()
         return 2
     worker = Worker(config, devices, origin, out)
-    signal.signal(signal.SIGTERM, lambda *_: worker.queue.put(("stop", None, None)))
-    threading.Thread(target=_watch_stdin, args=(worker.queue,), name="stdin-watch", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop_event.set())
+    threading.Thread(target=_watch_stdin, args=(worker.stop_event,), name="stdin-watch", daemon=True).start()
     try:
         return worker.run()
     finally:

@@ -5,6 +5,10 @@ on the file descriptor SPLITSCOPE_EVENT_FD) as fast as the worker reads, with th
 intervals of a 2-stage, 8-micro-batch pipeline step: what an hour of a small
 pipeline sends, in seconds. Step k of rank r is deterministic, so a test can
 recompute what the summary must say.
+
+Real ranks keep step through their collectives; these do through a progress
+file each beside the worker's rendezvous file, so no rank runs more than
+``MAX_AHEAD`` steps ahead of the others (the worker would hold the difference).
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import time
 
 MICRO_BATCHES = 8
 STEP_S = 0.004  # each step's length on the shared clock
+MAX_AHEAD = 200  # steps; progress is published every SYNC_EVERY steps
+SYNC_EVERY = 50
 
 
 def step_report(rank: int, world: int, step: int, origin: float) -> dict:
@@ -35,6 +41,28 @@ def step_report(rank: int, world: int, step: int, origin: float) -> dict:
             "samples": 256 if rank == 0 else 0, "batch_split": None}
 
 
+def _progress_file(rank: int) -> str:
+    return f"{os.environ['SPLITSCOPE_STORE_FILE']}.synthetic-{rank}"
+
+
+def _publish(rank: int, step: int) -> None:
+    path = _progress_file(rank)
+    with open(path + ".tmp", "w") as f:
+        f.write(str(step))
+    os.replace(path + ".tmp", path)
+
+
+def _slowest(world: int) -> int:
+    steps = []
+    for rank in range(world):
+        try:
+            with open(_progress_file(rank)) as f:
+                steps.append(int(f.read() or 0))
+        except (FileNotFoundError, ValueError):
+            steps.append(0)
+    return min(steps)
+
+
 def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     steps = json.loads(os.environ["SPLITSCOPE_CONFIG"])["steps"]
@@ -42,7 +70,15 @@ def main() -> int:
     out.write(json.dumps({"type": "ready", "time": time.perf_counter(), "pid": os.getpid(), "split": [4]}) + "\n")
     origin = time.perf_counter()
     for step in range(steps):
+        if step % SYNC_EVERY == 0 and world > 1:
+            _publish(rank, step)
+            if step - _slowest(world) > MAX_AHEAD:
+                out.flush()  # what this rank wrote reaches the worker while it waits
+            while step - _slowest(world) > MAX_AHEAD:
+                time.sleep(0.001)
         out.write(json.dumps(step_report(rank, world, step, origin), separators=(",", ":")) + "\n")
+    if world > 1:
+        _publish(rank, steps)
     out.write(json.dumps({"type": "done", "time": time.perf_counter(), "param_sq": 1.0, "change_sq": 0.5}) + "\n")
     out.flush()
     return 0

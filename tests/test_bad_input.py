@@ -77,6 +77,17 @@ def test_bad_input_from_the_real_command_line(fresh_store):
     assert "error: --split" in proc.stderr
 
 
+def test_a_model_file_that_prints_still_passes_the_checks(tmp_path, fresh_store):
+    """The command line checks in a child whose answers come on stdout: a user's prints go elsewhere."""
+    path = tmp_path / "chatty.py"
+    path.write_text("import torch\nprint('loading my model')\n"
+                    "def build_model():\n    print('building')\n    return torch.nn.Sequential(torch.nn.Linear(4, 2))\n"
+                    "def make_batch(n, g):\n    return torch.randn(n, 4, generator=g), torch.randn(n, 2, generator=g)\n")
+    proc = run_cli("run", "--model-file", str(path), "--steps", "2", "--devices", "cpu:1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "validation failed" not in proc.stderr
+
+
 def test_unknown_flag_is_exit_2(capsys):
     assert cli.main(["run", "--frobnicate"]) == 2
     assert "--frobnicate" in capsys.readouterr().err

@@ -61,6 +61,15 @@ def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh
     assert by_label["pipeline"]["step_time_s"]["mean"] < by_label["model-parallel"]["step_time_s"]["mean"]
 
 
+def test_a_split_named_for_an_experiment_is_every_staged_points_split(fresh_store):
+    """From the command line (its checks in a child): --split by a block's name, on an experiment's base."""
+    from helpers import cli as run_cli
+    _, result = run_cli("experiment", "schedules", "--model", "seed-toy", "--split", "net2", "--batch-size", "4",
+                        "--micro-batches", "2", "--steps", "2", "--warmup", "0", "--repeats", "1", "--devices",
+                        "cpu:2", "--json", check_json=True, timeout=240)
+    assert [p["split"] for p in result["points"]] == [[2], [2], [2]]
+
+
 def test_a_points_mean_and_spread_are_over_its_repeats(capsys, fresh_store):
     """With repeats, a point's step time is the mean and the standard deviation of its runs' means."""
     import statistics

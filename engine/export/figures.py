@@ -17,6 +17,7 @@ from engine.export.svg import MUTED, color, is_number
 from engine.store import Store
 
 TIMELINE_STEPS = 5
+EXPORT_ROWS = 100_000   # at most this many step rows, and telemetry rows, in a run's figures
 MIB = 2 ** 20
 DASHES = [None, "8 5", "2 4", "10 4 2 4"]
 
@@ -50,9 +51,16 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
     if run is None:
         raise ExportError(f"no run with id {run_id!r}")
     summary = run.summary or {}
-    samples = store.samples(run_id)
-    steps = store.steps(run_id)
-    kept = store.timeline_steps(run_id)  # every step's, or a sample (engine.timeline_keeper)
+    # A long run's figures from every k-th step and bucketed telemetry: the charts draw a pixel column's
+    # worth either way, and an export must not load a day of rows into memory.
+    rows, span = store.sample_span(run_id)
+    samples = store.samples(run_id, bucket_s=span / EXPORT_ROWS if rows > EXPORT_ROWS else None)
+    steps = store.steps(run_id, at_most=EXPORT_ROWS)
+    step_count = store.step_count(run_id)
+    kept_count = summary.get("timeline_steps")
+    kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)  # every step's, or a sample (engine.timeline_keeper)
+    if kept_count is None:
+        kept_count = len(store.timeline_steps(run_id))
     devices = _device_order(summary.get("devices") or [], [s["device"] for s in samples])
     figures = [
         _telemetry_figure("utilization", "Utilization per device", samples, devices, "util", "%", 1.0,
@@ -63,8 +71,7 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
                      run.config.get("warmup")),
         _step_time_figure(steps, run.config.get("warmup")),
         _step_figure("loss", "Loss per step", steps, "loss", "loss", None, run.config.get("warmup")),
-        _timeline_figure(store.timeline(run_id, steps=kept[-TIMELINE_STEPS:]), steps, devices, summary,
-                         kept=len(kept)),
+        _timeline_figure(store.timeline(run_id, steps=kept), steps, devices, summary, kept=(kept_count, step_count)),
         _busy_figure(devices, summary),
     ]
     if any(s.get("batch_split") for s in steps):
@@ -134,7 +141,8 @@ def _step_time_figure(steps, warmup) -> Figure:
     return Figure("step-time", "Step time per step", svg, ["step", "step time (s)"], rows)
 
 
-def _timeline_figure(timeline, steps, devices, summary, kept: int | None = None) -> Figure:
+def _timeline_figure(timeline, steps, devices, summary, kept: tuple[int, int] | None = None) -> Figure:
+    """``kept``: (steps whose intervals are stored, steps), to say when the timelines are a sample."""
     shown = sorted({row[0] for row in timeline})[-TIMELINE_STEPS:]
     picked = [row for row in timeline if row[0] in shown]
     lanes = {d: [] for d in _device_order(devices, [row[1] for row in picked])}
@@ -153,8 +161,8 @@ def _timeline_figure(timeline, steps, devices, summary, kept: int | None = None)
     bubble = summary.get("bubble") or {}
     title = (f"Timeline of the last {len(shown) or TIMELINE_STEPS} steps · bubble measured "
              f"{pct(bubble.get('measured'))}, theory {pct(bubble.get('theory'))}")
-    if kept is not None and kept < len(steps):
-        title += f" · full timelines kept for {kept:,} of {len(steps):,} steps"
+    if kept is not None and kept[0] < kept[1]:
+        title += f" · full timelines kept for {kept[0]:,} of {kept[1]:,} steps"
     boundaries = [ends[s] for s in shown[:-1] if is_number(ends.get(s))]
     svg = timeline_chart({d: v for d, v in lanes.items()}, title=title, t_range=t_range, boundaries=boundaries)
     return Figure("timeline", title, svg, ["step", "device", "kind", "t0 (s)", "t1 (s)"],
