@@ -11,6 +11,9 @@
 3. Stalls: a 10 ms QTimer heartbeat on the UI thread during a real run (naive
    model-parallel, mlp 512x8, batch 2048, on cpu:2); the worst lateness of a
    beat. Goal: < 50 ms.
+4. History open: a stored long run (bench/long_run_bench.py records one through
+   the real session and store) selected in the history, until its summary and
+   plots are shown; median and worst of a few openings. Goal: < 1 s.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import statistics
 import time
 from types import SimpleNamespace
 
-GOALS = {"redraw_median_ms": 16.0, "idle_cpu_percent": 3.0, "stall_max_ms": 50.0}
+GOALS = {"redraw_median_ms": 16.0, "idle_cpu_percent": 3.0, "stall_max_ms": 50.0, "history_open_ms": 1000.0}
 
 
 def _quiet_offscreen_warnings(mode, context, message) -> None:
@@ -142,6 +145,33 @@ def bench_idle_cpu(seconds: float = 10.0, warmup: float = 4.0, hz: float = 10.0)
     return {"seconds": seconds, "telemetry_hz": hz, "devices": devices,
             "cpu_percent_of_a_core": round(100 * cpu / (w1 - w0), 2),
             "sampler_thread_cpu_s_total": sampler_cpu}
+
+
+def bench_history_open(db: str, run_id: str, times: int = 5) -> dict:
+    """Milliseconds from selecting ``run_id`` in the history to its plots being shown, ``times`` over."""
+    from app.main_window import MainWindow
+    os.environ["SPLITSCOPE_DB"] = db
+    app = _app()
+    win = MainWindow(start_services=False)
+    win.show()
+    shown: list[list] = []
+    win.sigHistoryShown.connect(shown.append)
+    win.history.refresh()
+    row = win.history.run_ids().index(run_id)
+    took = []
+    for _ in range(times):
+        win.history.table.clearSelection()
+        app.processEvents()
+        shown.clear()
+        started = time.perf_counter()
+        win.history.table.selectRow(row)
+        while not shown and time.perf_counter() - started < 30:
+            app.processEvents()
+        took.append(1000 * (time.perf_counter() - started))
+    win.shutdown()
+    win.deleteLater()
+    app.processEvents()
+    return {"times": times, "median_ms": round(statistics.median(took), 1), "max_ms": round(max(took), 1)}
 
 
 def bench_stalls(steps: int = 30) -> dict:

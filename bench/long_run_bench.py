@@ -1,4 +1,5 @@
-"""Long runs: memory of each process and the store's size against steps, from the synthetic stream.
+"""Long runs: memory of each process and the store's size against steps, from the synthetic stream;
+and how long the largest run takes to open in the app's history.
 
 The same path a real run takes (the worker's merge and totals, the session's
 recorder, the store), with torch-free ranks (tests/synthetic_rank.py, a
@@ -48,18 +49,23 @@ def stream(steps: int, db: str) -> dict:
         raise RuntimeError(f"synthetic run {result.status}: {result.error}")
     size = sum(os.path.getsize(p) for p in (db, f"{db}-wal") if os.path.exists(p)) / MB
     return {"steps": steps, "session_mb": marks["session"], "worker_mb": marks["worker"], "store_mb": size,
-            "wall_s": wall}
+            "wall_s": wall, "db": db, "run_id": result.run_id}
 
 
 def main() -> list[dict]:
     rows = []
     print("long runs, synthetic stream (2-stage, 8-micro-batch pipeline intervals), a fresh store each:", flush=True)
-    for steps in (1_000, 10_000, 100_000):
+    for steps in (1_000, 10_000, 100_000, 200_000):
         row = stream(steps, str(Path(tempfile.mkdtemp()) / "runs.sqlite3"))
         rows.append(row)
         print(f"  {steps:>7,} steps: session {row['session_mb']:.1f} MB, worker {row['worker_mb']:.1f} MB, "
               f"store {row['store_mb']:.1f} MB, {row['wall_s']:.1f} s ({steps / row['wall_s']:,.0f} steps/s)",
               flush=True)
+    from app.benchmarks import GOALS, bench_history_open
+    opened = bench_history_open(rows[-1]["db"], rows[-1]["run_id"])
+    print(f"  the {rows[-1]['steps']:,}-step run opens in the app's history in {opened['median_ms']:.0f} ms "
+          f"(median of {opened['times']}, worst {opened['max_ms']:.0f}; goal < {GOALS['history_open_ms']:.0f})",
+          flush=True)
     return rows
 
 

@@ -6,14 +6,17 @@ A step's intervals are most of what a run stores (about 8 KB a step for an
 see what each device does, at the start, at the end and wherever a step was odd:
 
 - the first ``FIRST`` steps (warm-up and the steady state after it);
-- the last ``LAST`` steps (held in memory and stored when the run ends, however
-  it ends);
+- the last ``LAST`` steps (held in memory, rewritten in the store every half
+  minute, kept for good when the run ends, however it ends: ``RunRecorder``);
 - an even sample between: every step while the run is short, then every 2nd,
   4th, ...: ``PER_OCTAVE`` steps per doubling of the run's length;
 - outliers: a step that took more than twice, or less than half, the median of
-  the ``NEIGHBOURS`` steps before it (at most ``MAX_OUTLIERS``).
+  the ``NEIGHBOURS`` steps before it (at most ``OUTLIERS_PER_OCTAVE`` per doubling
+  of the run, so an odd hour late in a day-long run is kept as well as one at
+  its start).
 
-An hour of a 4-ms step (900,000 steps) keeps about 2,000 steps' timelines.
+An hour of a 4-ms step (900,000 steps) keeps about 1,600 steps' timelines,
+and at most 2,000 outliers besides.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ TIMELINE_MODES = {
                "between and the outliers",
     "all": "every step's intervals (about 8 KB a step for a pipeline: gigabytes an hour)",
 }
-FIRST, LAST, PER_OCTAVE, NEIGHBOURS, MAX_OUTLIERS = 200, 200, 100, 50, 500
+FIRST, LAST, PER_OCTAVE, NEIGHBOURS, OUTLIERS_PER_OCTAVE = 200, 200, 100, 50, 100
 
 
 def stride(step: int) -> int:
@@ -47,12 +50,12 @@ class TimelineKeeper:
         self.keep_all = mode == "all"
         self.recent: deque[dict] = deque(maxlen=LAST)   # the last steps not kept for good: stored at the end
         self._times: deque[float] = deque(maxlen=NEIGHBOURS)
-        self.outliers = 0
+        self._outliers: dict[int, int] = {}  # per octave of the run (step.bit_length()): how many kept
 
     def keep(self, event: dict) -> bool:
         """Whether this step's intervals are stored now, for good; if not, they wait among the last ones."""
         step, time_s = event["step"], event.get("time_s")
-        kept = self.keep_all or step < FIRST or step % stride(step) == 0 or self._is_outlier(time_s)
+        kept = self.keep_all or step < FIRST or step % stride(step) == 0 or self._is_outlier(step, time_s)
         if time_s is not None:
             self._times.append(time_s)
         if not kept:
@@ -64,11 +67,13 @@ class TimelineKeeper:
         events, self.recent = list(self.recent), deque(maxlen=LAST)
         return events
 
-    def _is_outlier(self, time_s: float | None) -> bool:
-        if time_s is None or len(self._times) < NEIGHBOURS // 2 or self.outliers >= MAX_OUTLIERS:
+    def _is_outlier(self, step: int, time_s: float | None) -> bool:
+        octave = step.bit_length()
+        if (time_s is None or len(self._times) < NEIGHBOURS // 2
+                or self._outliers.get(octave, 0) >= OUTLIERS_PER_OCTAVE):
             return False
         median = statistics.median(self._times)
         if time_s > 2 * median or time_s < 0.5 * median:
-            self.outliers += 1
+            self._outliers[octave] = self._outliers.get(octave, 0) + 1
             return True
         return False

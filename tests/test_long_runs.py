@@ -147,7 +147,7 @@ def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic
 @pytest.mark.parametrize("mode", ["sampled", "all"])
 def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, monkeypatch, mode):
     from engine import timeline_keeper
-    monkeypatch.setattr(timeline_keeper, "MAX_OUTLIERS", 0)  # sub-millisecond steps: outliers by the dozen
+    monkeypatch.setattr(timeline_keeper, "OUTLIERS_PER_OCTAVE", 0)  # sub-millisecond steps: outliers by the dozen
     db = tmp_path / "runs.sqlite3"
     config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=700, warmup=0, timeline=mode)
     session = RunSession(config, db_path=db, telemetry_hz=10)
@@ -164,6 +164,19 @@ def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, monkeypatch,
         last_others = sorted(set(range(700)) - for_good)[-200:]
         assert set(kept) == for_good | set(last_others)
         assert result.summary["timeline_steps"] == len(kept) == 575
+
+
+def test_outliers_are_kept_in_every_octave_of_a_long_run_not_only_its_first():
+    """Every 10th step slow for 2**16 steps: each doubling of the run keeps up to its own budget of them."""
+    from engine.timeline_keeper import OUTLIERS_PER_OCTAVE, TimelineKeeper
+    keeper = TimelineKeeper("sampled")
+    slow = [k for k in range(2 ** 16) if keeper.keep({"step": k, "time_s": 0.03 if k % 10 == 9 else 0.01})
+            and k % 10 == 9 and k >= FIRST]   # odd steps past FIRST: never in the even sample
+    by_octave = {}
+    for k in slow:
+        by_octave[k.bit_length()] = by_octave.get(k.bit_length(), 0) + 1
+    assert max(by_octave.values()) <= OUTLIERS_PER_OCTAVE
+    assert by_octave[16] == OUTLIERS_PER_OCTAVE  # the last octave (32,768 to 65,535) too
 
 
 def test_old_telemetry_is_thinned_to_bucket_means_and_maxima(tmp_path):

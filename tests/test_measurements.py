@@ -1,6 +1,9 @@
 """What the engine measures: busy fractions, bubbles, per-device batch sizes."""
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from helpers import cli, small_mlp
@@ -83,17 +86,19 @@ def test_ddp_rank_with_less_work_waits_for_the_other_at_the_all_reduce(tmp_path)
     """A batch of 1 on two ranks: rank 1's chunk is empty, so it reaches every all-reduce first and waits
     there for rank 0 (the time before the last rank arrives is "wait", not communication)."""
     db = str(tmp_path / "runs.sqlite3")
-    _, uneven = cli("run", "--model", "mlp", "--width", "1024", "--depth", "8", "--batch-size", "1", "--steps", "9",
+    _, uneven = cli("run", "--model", "mlp", "--width", "1024", "--depth", "8", "--batch-size", "1", "--steps", "17",
                     "--warmup", "1", "--strategy", "ddp", "--devices", "cpu:2", "--db", db, "--json", check_json=True)
     from engine.store import Store
     with Store(db) as store:
         rows = store.timeline(uneven["run_id"])
-    waited = {d: sum(t1 - t0 for step, dev, kind, t0, t1 in rows if dev == d and kind == "wait" and step >= 1)
-              for d in ("cpu:0", "cpu:1")}
-    assert uneven["batch_split"] == [{"split": [1, 0], "steps": 9}]
-    # Measured here over 4 steps: 9.8 to 18.6 ms on cpu:1; on cpu:0 none, or once 2.7 ms (its gloo thread
-    # shares the core with its backward, so a launch can come late).
-    assert waited["cpu:1"] > waited["cpu:0"] and waited["cpu:1"] > 0.008, waited
+    per_step = {d: [math.fsum(t1 - t0 for step, dev, kind, t0, t1 in rows if dev == d and kind == "wait" and step == k)
+                    for k in range(1, 17)] for d in ("cpu:0", "cpu:1")}
+    assert uneven["batch_split"] == [{"split": [1, 0], "steps": 17}]
+    # Measured here: cpu:1 waits 2.5 to 4.6 ms a step; cpu:0 mostly none (its gloo thread shares the core
+    # with its backward, so a launch can come late). Medians over 16 steps: a step or two of either
+    # process descheduled on a loaded machine does not decide it.
+    median = {d: statistics.median(waits) for d, waits in per_step.items()}
+    assert median["cpu:1"] > median["cpu:0"] and median["cpu:1"] > 0.0005, per_step
 
 
 def test_data_parallel_batch_split_matches_the_tutorial():
