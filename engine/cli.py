@@ -18,6 +18,7 @@ from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+COMMANDS = ("run", "runs", "experiment", "export", "devices")  # build_parser's subcommands, in its order
 
 
 class ArgumentError(Exception):
