@@ -1,4 +1,4 @@
-"""The command line (design.md's contract): run, runs, devices, experiment, export.
+"""The command line: run, runs, devices, experiment, export (README, "Command line").
 
 Exit status: 0 finished, 1 the run failed or was stopped, 2 invalid input
 (nothing launched; one line per problem on stderr naming the option).

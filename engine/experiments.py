@@ -2,8 +2,8 @@
 
 A preset is a function from a base config to a list of points (label, config,
 sweep value); the runner runs each point ``repeats`` times through RunSession,
-groups the runs under one experiment id, and reduces them to design.md's
-experiment JSON. It can be stopped between or during runs and keeps what
+groups the runs under one experiment id, and reduces them to the experiment
+result (docs/summary.md). It can be stopped between or during runs and keeps what
 finished.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worker's JSON Lines protocol (design.md, "Worker protocol").
+"""The worker's JSON Lines protocol (docs/protocol.md).
 
 One event per line on the worker's stdout, each with ``v`` (protocol version),
 ``type`` and ``t`` (seconds since the run started). Readers ignore unknown types

@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
     ended REAL,
     status TEXT NOT NULL,
     config TEXT NOT NULL,          -- JSON: ExperimentConfig.to_dict()
-    summary TEXT,                  -- JSON: design.md's summary object
+    summary TEXT,                  -- JSON: the run summary (docs/summary.md)
     error TEXT,
     traceback TEXT,
     experiment_id TEXT REFERENCES experiments(id),

@@ -1,4 +1,4 @@
-"""Merging the ranks' step reports into steps, and steps into the run summary (design.md's JSON)."""
+"""Merging the ranks' step reports into steps, and steps into the run summary (docs/summary.md)."""
 from __future__ import annotations
 
 import math

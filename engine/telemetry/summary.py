@@ -1,4 +1,4 @@
-"""The ``telemetry`` section of a run's summary (design.md, "Worker protocol" JSON).
+"""The ``telemetry`` section of a run's summary (docs/summary.md).
 
 Only samples taken between the first and the last measured step count: before
 the first step the worker is still starting (imports, model build), after the
