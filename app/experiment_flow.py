@@ -15,6 +15,7 @@ from PySide6 import QtCore
 
 from app.experiment_client import ExperimentClient
 from app.experiments_menu import ExperimentsMenu, preset_base
+from app.units import format_duration
 
 
 class ExperimentFlow(QtCore.QObject):
@@ -123,7 +124,7 @@ class ExperimentFlow(QtCore.QObject):
         points = [p for p in result.get("points") or [] if isinstance(p, dict)]
         failed = [p for p in points if p.get("error")]
         took = time.perf_counter() - (self.started_at or time.perf_counter())
-        from app.main_window import format_duration
+
         status = result.get("status") or "finished"
         text = (f"Experiment {result.get('name')} {status} in {format_duration(took)}: {len(points)} point"
                 f"{'s' if len(points) != 1 else ''}")

@@ -37,6 +37,7 @@ from app.plot_panel import PlotPanel
 from app.report_export import ReportExporter
 from app.settings import make_settings, read_int, read_str
 from app.split_view import SplitView
+from app.units import format_duration
 from app.worker_client import WorkerClient
 from engine import config as config_mod
 from engine import devices as devices_mod
@@ -380,10 +381,10 @@ class MainWindow(QtWidgets.QMainWindow):
         def work():
             try:
                 from engine.telemetry import TelemetrySampler, all_targets
-                from engine.telemetry import nvml
+                from engine.telemetry import gpu_inventory
                 sampler = TelemetrySampler(all_targets(), rate_hz=self.telemetry_hz,
                                            on_warning=lambda msg: None)
-                gpus = nvml.inventory() if not self.gpus else None
+                gpus = gpu_inventory.inventory() if not self.gpus else None
             except Exception as exc:  # no telemetry is a message, not a crash
                 self._inventory_error = f"telemetry unavailable: {type(exc).__name__}: {exc}"
                 return
@@ -976,14 +977,3 @@ class MainWindow(QtWidgets.QMainWindow):
 
 def run_label_short(run_id: str) -> str:
     return run_id.split("-")[1] if "-" in run_id else run_id
-
-
-def format_duration(seconds: float) -> str:
-    seconds = max(0.0, float(seconds))
-    if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    minutes, sec = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {sec:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"

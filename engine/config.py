@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import models, strategies
+from engine.problems import ConfigError, Problem  # noqa: F401 (part of this module's interface)
 from engine.timeline_keeper import TIMELINE_MODES
 
 # How each step gets its batch (engine.feed does it; named here so the config needs no torch).
@@ -157,25 +158,6 @@ def _coerce(key: str, value: Any) -> Any:
             return tuple(value)
         raise TypeError(f"must be a list of block indices, got {value!r}")
     return value
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a config: the option (as the CLI spells it) and what it allows."""
-    option: str
-    message: str
-
-    def __str__(self) -> str:
-        flag = self.option if self.option == "config" else "--" + self.option.replace("_", "-")
-        return f"{flag}: {self.message}"
-
-
-class ConfigError(ValueError):
-    """Every problem found, at once."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
 
 
 def problems(config: ExperimentConfig) -> list[Problem]:

@@ -5,8 +5,9 @@ Torch-free: the app lists devices at start-up, so GPUs are counted through NVML
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from engine.telemetry.cpu_target import usable_cores  # noqa: F401 (part of this module's interface)
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,6 @@ class DeviceError(ValueError):
     pass
 
 
-def usable_cores() -> list[int]:
-    """The cores this process may run on, in order."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return list(range(os.cpu_count() or 1))
-
-
 def gpu_count() -> int:
     """GPUs torch will number cuda:0.. (NVML's, narrowed by CUDA_VISIBLE_DEVICES); 0 without a driver."""
     from engine.telemetry.cuda_visible import visible_gpus
@@ -44,7 +37,7 @@ def gpu_count() -> int:
 
 
 def gpu_label(gpu: dict) -> str:
-    """How a run names a GPU of ``nvml.inventory()``: "cuda:K", or its NVML index when CUDA does not see it."""
+    """How a run names a GPU of ``gpu_inventory.inventory()``: "cuda:K", or its NVML index when CUDA does not see it."""
     if gpu.get("cuda_index") is None:
         return f"GPU {gpu.get('index')} (hidden by CUDA_VISIBLE_DEVICES)"
     return f"cuda:{gpu['cuda_index']}"

@@ -76,8 +76,8 @@ def runs_table(runs) -> str:
 def device_inventory() -> dict:
     """``{"gpus": [...], "cpu": {...}}``: what ``main.py devices`` shows."""
     from engine.devices import usable_cores
-    from engine.telemetry import nvml
-    gpus = nvml.inventory()
+    from engine.telemetry import gpu_inventory
+    gpus = gpu_inventory.inventory()
     cores = usable_cores()
     return {
         "gpus": gpus,

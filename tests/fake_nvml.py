@@ -5,7 +5,7 @@ whose fields a test sets. Constants and the NVMLError classes are the real
 nvidia-ml-py ones (that module imports without a driver), so error handling is
 tested against the exceptions real NVML raises. Install it with
 ``monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([...]))`` and
-``nvml.reset()``.
+``engine.telemetry.gpu_inventory.reset()``.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from engine import devices
 from engine.devices import Device
 from engine.report import device_inventory, devices_table
 from engine.telemetry import TelemetrySampler, all_targets, nvml
+from engine.telemetry import gpu_inventory
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.targets import targets_for
 from fake_nvml import FakeGpu, make_fake_pynvml
@@ -23,9 +24,9 @@ def four_gpus(monkeypatch):
             (("GPU-aaaa-0", 10), ("GPU-bbbb-1", 11), ("GPU-bbcc-2", 12), ("GPU-dddd-3", 13))]
     monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml(gpus))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    nvml.reset()
+    gpu_inventory.reset()
     yield gpus
-    nvml.reset()
+    gpu_inventory.reset()
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -68,7 +69,7 @@ def test_a_run_on_cuda_0_samples_the_gpu_cuda_visible_devices_names(four_gpus, m
 
 def test_the_inventory_names_each_gpu_as_a_run_would(four_gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
-    inventory = nvml.inventory()
+    inventory = gpu_inventory.inventory()
     assert [g["cuda_index"] for g in inventory] == [None, 1, None, 0]
     assert [g["uuid"] for g in devices.cuda_visible(inventory)] == ["GPU-dddd-3", "GPU-bbbb-1"]
     table = devices_table(device_inventory())

@@ -18,6 +18,7 @@ from engine.planning import balanced_split_per_stage
 from engine.session import RunSession
 from engine.store import Store
 from engine.telemetry import TelemetrySampler, nvml
+from engine.telemetry import gpu_inventory
 from engine.telemetry.targets import physical_name, targets_for
 from engine.worker import rank_environment
 from fake_nvml import FakeGpu, make_fake_pynvml
@@ -31,9 +32,9 @@ def gpus(monkeypatch):
     def install(n: int):
         monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([FakeGpu(uuid=f"GPU-{k}") for k in range(n)]))
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-        nvml.reset()
+        gpu_inventory.reset()
     yield install
-    nvml.reset()
+    gpu_inventory.reset()
 
 
 def test_two_stages_sharing_a_gpu_are_one_device_to_sample(gpus):

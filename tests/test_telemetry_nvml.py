@@ -10,6 +10,7 @@ import pynvml as real_pynvml
 import pytest
 
 from engine.telemetry import GpuTarget, TelemetrySampler, all_targets, nvml
+from engine.telemetry import gpu_inventory
 from fake_nvml import FakeGpu, make_fake_pynvml
 
 pytestmark = pytest.mark.timeout(30)
@@ -20,10 +21,10 @@ def use_nvml(monkeypatch):
     """Install a fake pynvml for one test; the real state comes back after it."""
     def install(module) -> None:
         monkeypatch.setitem(sys.modules, "pynvml", module)
-        nvml.reset()
+        gpu_inventory.reset()
 
     yield install
-    nvml.reset()
+    gpu_inventory.reset()
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_not_supported_fields_are_none_and_probed_once(use_nvml):
         assert sample.util == 87.0 and sample.sm_clock_mhz == 1980.0
     assert gpu.calls.count("nvmlDeviceGetPowerUsage") == 1  # the probe, then never again
     assert warnings == []
-    fields = nvml.inventory()[0]["fields"]
+    fields = gpu_inventory.inventory()[0]["fields"]
     assert fields["power_w"] is False and fields["temp_c"] is False and fields["pcie_rx_bps"] is False
     assert fields["util"] is True and fields["mem_total"] is True
 
@@ -92,7 +93,7 @@ def test_not_supported_fields_are_none_and_probed_once(use_nvml):
 def test_inventory_lists_each_gpu(use_nvml):
     use_nvml(make_fake_pynvml([FakeGpu(), FakeGpu(name="NVIDIA Fake L4", uuid="GPU-1", mem_total=24 * 2**30)]))
     assert nvml.device_count() == 2
-    gpus = nvml.inventory()
+    gpus = gpu_inventory.inventory()
     assert [g["name"] for g in gpus] == ["NVIDIA Fake H200", "NVIDIA Fake L4"]
     assert gpus[1] == {**gpus[1], "index": 1, "uuid": "GPU-1", "memory_total": 24 * 2**30,
                        "driver_version": "580.82.07", "lost": False}
@@ -140,7 +141,7 @@ def test_gpu_lost_mid_run_is_reported_once_and_others_continue(use_nvml, sampler
 def test_missing_library_means_no_gpus(use_nvml):
     use_nvml(None)  # sys.modules["pynvml"] = None: "import pynvml" raises ImportError
     assert nvml.device_count() == 0
-    assert nvml.inventory() == []
+    assert gpu_inventory.inventory() == []
     assert "pynvml" in nvml.start_error()
     assert all(t.kind == "cpu" for t in all_targets())
 
@@ -148,7 +149,7 @@ def test_missing_library_means_no_gpus(use_nvml):
 def test_missing_driver_means_no_gpus(use_nvml):
     use_nvml(make_fake_pynvml([FakeGpu()], init_error=real_pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
     assert nvml.device_count() == 0
-    assert nvml.inventory() == []
+    assert gpu_inventory.inventory() == []
     assert nvml.query("nvmlSystemGetDriverVersion", default="n/a") == "n/a"
     warnings: list[str] = []
     assert one_pass([GpuTarget("cuda:0", 0)], warnings) == []  # asked for a GPU that is not there
@@ -179,10 +180,10 @@ def test_buffered_utilization_samples_move_to_the_perf_counter_clock(use_nvml):
 @pytest.mark.gpu
 def test_real_nvml_samples_at_10_hz():
     """Real NVML on a machine with a GPU: inventory and >= 9 samples/s."""
-    nvml.reset()
+    gpu_inventory.reset()
     if nvml.device_count() == 0:
         pytest.skip(f"no GPU visible through NVML ({nvml.start_error()})")
-    gpus = nvml.inventory()
+    gpus = gpu_inventory.inventory()
     assert gpus[0]["name"] and gpus[0]["memory_total"] > 0 and gpus[0]["fields"]["util"]
     done = threading.Event()
     full: list = []

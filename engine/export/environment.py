@@ -11,7 +11,7 @@ import os
 import platform
 
 from engine.devices import gpu_label, usable_cores
-from engine.telemetry import nvml
+from engine.telemetry import gpu_inventory, nvml
 
 
 def package_version(name: str) -> str:
@@ -22,7 +22,7 @@ def package_version(name: str) -> str:
 
 
 def _gpus() -> str:
-    gpus = nvml.inventory()
+    gpus = gpu_inventory.inventory()
     if not gpus:
         why = nvml.start_error()
         return "none" + (f" (NVML: {why})" if why else "")

@@ -15,12 +15,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.config import ExperimentConfig, Problem
 from engine.devices import Device
+from engine.problems import Problem
 from engine.timing import StepTimer
 
 if TYPE_CHECKING:
     import torch
+
+    from engine.config import ExperimentConfig
 
     from engine.models.spec import ModelSpec
 

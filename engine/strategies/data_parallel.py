@@ -1,7 +1,7 @@
 """data-parallel: nn.DataParallel's steps, on CPU virtual devices and GPUs (data_parallel_executors)."""
 from __future__ import annotations
 
-from engine.config import Problem
+from engine.problems import Problem
 from engine.strategies.base import replica_device_problems
 
 

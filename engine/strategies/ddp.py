@@ -7,7 +7,7 @@ the full batch's mean-loss gradient, even when chunks are uneven or empty.
 """
 from __future__ import annotations
 
-from engine.config import Problem
+from engine.problems import Problem
 from engine.strategies.base import replica_device_problems
 
 

@@ -7,7 +7,7 @@ tutorial's split-size loop (GPipe order).
 """
 from __future__ import annotations
 
-from engine.config import Problem
+from engine.problems import Problem
 from engine.strategies import staged
 
 

@@ -1,7 +1,7 @@
 """single: the whole model on one device; the baseline."""
 from __future__ import annotations
 
-from engine.config import Problem
+from engine.problems import Problem
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 
 

@@ -1,7 +1,7 @@
 """Shared by model-parallel and pipeline: checks on split points and stages."""
 from __future__ import annotations
 
-from engine.config import Problem
+from engine.problems import Problem
 
 
 def check_stages(config, devices, n_blocks) -> list[Problem]:

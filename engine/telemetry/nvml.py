@@ -187,37 +187,8 @@ def driver_version() -> str | None:
     return text(query("nvmlSystemGetDriverVersion"))
 
 
-def inventory() -> list[dict]:
-    """Per GPU: NVML index, CUDA index, name, uuid, memory total, driver, and which fields NVML offers.
-
-    For ``python main.py devices``. ``fields`` maps each DeviceSample field (and
-    ``util_samples``, the driver-buffered utilization) to whether this GPU
-    supports it; each field is probed once per process. An empty list without NVML.
-    nvidia-smi equivalent: ``nvidia-smi -q`` (``--query-gpu=name,uuid,memory.total``).
-    """
-    from engine.telemetry import gpu_fields  # gpu_fields calls back into this module
-    from engine.telemetry.cuda_visible import visible_gpus
-
-    driver = driver_version()
-    cuda_index = {index: k for k, index in enumerate(visible_gpus()) if index is not None}
-    gpus = []
-    for index in range(device_count()):
-        memory = device_query(index, "nvmlDeviceGetMemoryInfo")
-        gpus.append({
-            "index": index,
-            "cuda_index": cuda_index.get(index),  # what a run calls it, cuda:K; None: hidden by CUDA_VISIBLE_DEVICES
-            "name": text(device_query(index, "nvmlDeviceGetName")),
-            "uuid": text(device_query(index, "nvmlDeviceGetUUID")),
-            "memory_total": getattr(memory, "total", None),
-            "driver_version": driver,
-            "fields": gpu_fields.probe(index).sample_fields(),
-            "lost": is_lost(index),
-        })
-    return gpus
-
-
 def reset() -> None:
-    """Shut NVML down and forget every cache (tests swap pynvml for a fake)."""
+    """Shut NVML down and forget this module's caches (``gpu_inventory.reset`` forgets the field probes too)."""
     global _started, _library, _start_error, _count
     with _lock:
         if _library is not None:
@@ -228,5 +199,3 @@ def reset() -> None:
         _started, _library, _start_error, _count = False, None, None, None
         _handles.clear()
         _lost.clear()
-        from engine.telemetry import gpu_fields
-        gpu_fields.forget_probes()

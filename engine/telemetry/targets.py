@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
-from engine.telemetry.cpu_target import CpuTarget
+from engine.telemetry.cpu_target import CpuTarget, usable_cores
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.gpu_target import GpuTarget
 
@@ -47,7 +47,5 @@ def physical_name(device: Device) -> str:
 
 def all_targets() -> list[Target]:
     """Every GPU ("cuda:N") and every core this process may use ("core N"): the idle view."""
-    from engine.devices import usable_cores  # engine.devices imports this package
-
     gpus: list[Target] = [GpuTarget(f"cuda:{k}", index) for k, index in enumerate(visible_gpus())]
     return gpus + [CpuTarget(f"core {core}", core) for core in usable_cores()]

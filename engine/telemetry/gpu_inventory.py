@@ -1,0 +1,42 @@
+"""The machine's GPUs as Splitscope lists them, above the NVML layer (nvml.py imports none of this).
+
+``inventory()`` joins NVML's view of each GPU with CUDA's name for it and the
+fields it offers; ``reset()`` forgets everything NVML-related in this process
+(tests swap pynvml for a fake).
+"""
+from __future__ import annotations
+
+from engine.telemetry import gpu_fields, nvml
+from engine.telemetry.cuda_visible import visible_gpus
+
+
+def inventory() -> list[dict]:
+    """Per GPU: NVML index, CUDA index, name, uuid, memory total, driver, and which fields NVML offers.
+
+    For ``python main.py devices``. ``fields`` maps each DeviceSample field (and
+    ``util_samples``, the driver-buffered utilization) to whether this GPU
+    supports it; each field is probed once per process. An empty list without NVML.
+    nvidia-smi equivalent: ``nvidia-smi -q`` (``--query-gpu=name,uuid,memory.total``).
+    """
+    driver = nvml.driver_version()
+    cuda_index = {index: k for k, index in enumerate(visible_gpus()) if index is not None}
+    gpus = []
+    for index in range(nvml.device_count()):
+        memory = nvml.device_query(index, "nvmlDeviceGetMemoryInfo")
+        gpus.append({
+            "index": index,
+            "cuda_index": cuda_index.get(index),  # what a run calls it, cuda:K; None: hidden by CUDA_VISIBLE_DEVICES
+            "name": nvml.text(nvml.device_query(index, "nvmlDeviceGetName")),
+            "uuid": nvml.text(nvml.device_query(index, "nvmlDeviceGetUUID")),
+            "memory_total": getattr(memory, "total", None),
+            "driver_version": driver,
+            "fields": gpu_fields.probe(index).sample_fields(),
+            "lost": nvml.is_lost(index),
+        })
+    return gpus
+
+
+def reset() -> None:
+    """Shut NVML down and forget every cache: the wrapper's and the field probes."""
+    nvml.reset()
+    gpu_fields.forget_probes()
