@@ -18,11 +18,9 @@ import traceback
 
 from PySide6 import QtCore
 
+from app.stop_deadline import StopDeadline
 from app.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
-
-# A stop that is not honoured within this long ends the current run's worker with SIGKILL.
-KILL_AFTER_MS = 5_000
 
 
 class ExperimentClient(QtCore.QObject):
@@ -47,9 +45,9 @@ class ExperimentClient(QtCore.QObject):
         self._inbox = ThreadInbox(self)
         self._inbox.sigItems.connect(self._deliver)
         self._generation = 0
-        self._kill_timer = QtCore.QTimer(self)
-        self._kill_timer.setSingleShot(True)
-        self._kill_timer.timeout.connect(self._kill_if_still_running)
+        # A stop not honoured in time ends the current run's worker with SIGKILL.
+        self._deadline = StopDeadline(lambda: self._thread is not None and self.kill(), "the run", self)
+        self._deadline.sigKilled.connect(self.sigKilled)
 
     # -- control (UI thread) ------------------------------------------------------
     def is_running(self) -> bool:
@@ -76,7 +74,7 @@ class ExperimentClient(QtCore.QObject):
         runner = self.runner
         if runner is not None:
             runner.stop()
-        self._kill_timer.start(KILL_AFTER_MS)
+        self._deadline.start()
 
     def kill(self) -> bool:
         """End the current run's worker now (SIGKILL to its process group); True if there was one."""
@@ -162,10 +160,6 @@ class ExperimentClient(QtCore.QObject):
         thread, self._thread = self._thread, None
         self.runner = None
         self.stopping = False
-        self._kill_timer.stop()
+        self._deadline.cancel()
         if thread is not None:
             thread.join(1.0)  # it posted its last item: it is returning now
-
-    def _kill_if_still_running(self) -> None:
-        if self._thread is not None and self.kill():
-            self.sigKilled.emit(f"the run did not stop within {KILL_AFTER_MS / 1000:g} s; its worker was killed")

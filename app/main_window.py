@@ -487,10 +487,9 @@ class MainWindow(QtWidgets.QMainWindow):
         p.theory, p.notes = None, []
         devices = self._devices_of(config)
         if config.strategy in STRATEGIES and devices:
-            from engine.strategies import load
             from engine.summary import theoretical_bubble, why_no_theory
             names = [d.name for d in devices]
-            own = load(config.strategy).world_size(config, devices) > 1
+            own = STRATEGIES[config.strategy].world_size(config, devices) > 1
             p.theory = theoretical_bubble(config.strategy, names, p.micro_batches, own)
             p.notes = [n for n in [why_no_theory(config.strategy, names, p.micro_batches, own)] if n]
         self.plots.refresh_bubble()

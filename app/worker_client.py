@@ -13,11 +13,9 @@ from collections import deque
 
 from PySide6 import QtCore
 
+from app.stop_deadline import StopDeadline
 from app.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
-
-# A stop that is not honoured within this long ends the worker with SIGKILL (RunSession.kill()).
-KILL_AFTER_MS = 5_000
 
 
 class WorkerClient(QtCore.QObject):
@@ -39,9 +37,8 @@ class WorkerClient(QtCore.QObject):
         self._samples: deque = deque()
         self._inbox = ThreadInbox(self)
         self._inbox.sigItems.connect(self._deliver)
-        self._kill_timer = QtCore.QTimer(self)
-        self._kill_timer.setSingleShot(True)
-        self._kill_timer.timeout.connect(self._kill_if_still_running)
+        self._deadline = StopDeadline(self._kill_if_still_running, "the worker", self)
+        self._deadline.sigKilled.connect(self.sigKilled)
 
     # -- control (UI thread) ------------------------------------------------------
     def is_running(self) -> bool:
@@ -71,20 +68,19 @@ class WorkerClient(QtCore.QObject):
         if self.session is not None and not self.stopping:
             self.stopping = True
             self.session.stop()
-            # The worker promises to end within 3 s; one that hangs (a rank stuck in a
-            # collective, a frozen process) is killed so the app never waits forever.
-            self._kill_timer.start(KILL_AFTER_MS)
+            self._deadline.start()
 
     def kill(self) -> None:
         """End the worker and its ranks now; sigFinished follows (status "failed", killed by SIGKILL)."""
         if self.session is not None:
             self.session.kill()
 
-    def _kill_if_still_running(self) -> None:
+    def _kill_if_still_running(self) -> bool:
         session = self.session
-        if session is not None and session.is_running():
-            session.kill()
-            self.sigKilled.emit(f"the worker did not stop within {KILL_AFTER_MS / 1000:g} s; it was killed")
+        if session is None or not session.is_running():
+            return False
+        session.kill()
+        return True
 
     def wait_blocking(self, timeout: float) -> bool:
         """Only for shutdown, after the event loop ended: stop and wait for the worker to end."""
@@ -140,7 +136,7 @@ class WorkerClient(QtCore.QObject):
 
     def _finish(self, event: dict) -> None:
         session, self.session = self.session, None
-        self._kill_timer.stop()
+        self._deadline.cancel()
         result = session.result if session is not None else None
         info = {
             "run_id": event.get("run_id") or self.run_id,

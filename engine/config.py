@@ -78,7 +78,7 @@ class ExperimentConfig:
     @property
     def effective_micro_batches(self) -> int:
         """Micro-batches per step: 1 unless the strategy pipelines."""
-        if self.strategy != "pipeline":
+        if self.strategy not in strategies.STRATEGIES or not strategies.STRATEGIES[self.strategy].uses_micro_batches:
             return 1
         if self.micro_batches is not None:
             return self.micro_batches
@@ -196,13 +196,14 @@ def problems(config: ExperimentConfig) -> list[Problem]:
 
     if config.micro_batches is not None and config.split_size is not None:
         add("micro_batches", "give either --micro-batches or --split-size, not both")
-    is_pipeline = config.strategy == "pipeline"
+    known = strategies.STRATEGIES.get(config.strategy)
+    is_pipeline = known is not None and known.uses_micro_batches
     for name in ("micro_batches", "split_size"):
         value = getattr(config, name)
         if value is None:
             continue
         if not is_pipeline:
-            add(name, "applies only to --strategy pipeline")
+            add(name, f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
         elif value < 1:
             add(name, f"must be at least 1, got {value}")
     batch = config.batch_size if config.batch_size is not None else (
@@ -216,8 +217,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
             elif batch % config.split_size:
                 add("split_size", f"must divide the batch size {batch}; {config.split_size} does not")
     if config.split is not None:
-        if config.strategy in strategies.STRATEGIES and not strategies.STRATEGIES[config.strategy].uses_split:
-            add("split", f"applies only to model-parallel and pipeline, not {config.strategy}")
+        if known is not None and not known.uses_split:
+            add("split", f"applies only to {' and '.join(strategies.names_with('uses_split'))}, not {config.strategy}")
         elif len(config.split) == 0:
             add("split", "give at least one split point")
         elif any(b <= a for a, b in zip(config.split, config.split[1:])):

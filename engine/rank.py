@@ -17,6 +17,7 @@ import time
 import traceback
 from datetime import timedelta
 
+from engine import strategies
 from engine.protocol import finite
 
 
@@ -77,8 +78,7 @@ def main() -> int:
         import torch
         torch.set_num_threads(1)
         import torch.distributed as dist
-        # DDP needs a process group even on one device.
-        needs_group = world > 1 or config.strategy == "ddp"
+        needs_group = world > 1 or strategies.get(config.strategy).needs_process_group
         if own.kind == "cuda":
             # Also without a process group: a one-process run on cuda:1 must not make
             # its CUDA context (and its default-device work) on GPU 0.
@@ -119,7 +119,7 @@ def describe_exception(exc: BaseException) -> str:
 
 def run_rank(config, devices, rank, world, channel, own) -> None:
     """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``)."""
-    from engine import loop, strategies
+    from engine import loop
     from engine.models.build import build
     from engine.strategies.base import ParameterChange, RankContext
     from engine.timing import StepTimer
@@ -129,7 +129,7 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
     mine = devices if world == 1 else [devices[rank]]
     ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
-    executor = strategies.load(config.strategy).build(ctx)
+    executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
     channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm)
     try:
@@ -141,8 +141,7 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
 
 def resolve_split(config, spec, devices, rank, world):
     """The config's split, or the balanced one from rank 0's per-block timing, shared with every rank."""
-    from engine import strategies
-    if not strategies.info(config.strategy).uses_split:
+    if not strategies.get(config.strategy).uses_split:
         return None
     if config.split is not None:
         return tuple(config.split)

@@ -119,21 +119,20 @@ def _serve() -> int:
 
 def devices_needed(config: ExperimentConfig) -> int:
     """How many devices a spec that leaves it open ("auto") should get."""
-    if config.strategy == "single":
-        return 1
-    if config.split is not None:
-        return len(config.split) + 1
-    return 2
+    known = strategies.STRATEGIES.get(config.strategy)
+    if known is not None:
+        return known.devices_needed(config)
+    return len(config.split) + 1 if config.split is not None else 2
 
 
 def batch_norm_note(config: ExperimentConfig, has_batch_norm: bool, devices: int) -> str | None:
     """Why a model with BatchNorm trains differently under this run than on one device, if it does."""
-    info = strategies.info(config.strategy)
+    strategy = strategies.get(config.strategy)
     if not has_batch_norm:
         return None
-    if info.data_parallel and devices > 1:
+    if strategy.data_parallel and devices > 1:
         part = "each replica's slice of the batch"
-    elif info.uses_micro_batches and config.effective_micro_batches > 1:
+    elif strategy.uses_micro_batches and config.effective_micro_batches > 1:
         part = "each micro-batch"
     else:
         return None
@@ -162,7 +161,7 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     if found or spec is None:
         return None, found
     n_blocks = len(spec.blocks)
-    impl = strategies.load(config.strategy)
+    impl = strategies.get(config.strategy)
     found.extend(impl.check(config, devices, n_blocks))
     if found:
         return None, found

@@ -95,8 +95,8 @@ class Worker:
         self.devices = devices
         self.origin = origin
         self.out = out
-        self.info = strategies.info(config.strategy)
-        self.world = strategies.load(config.strategy).world_size(config, devices)
+        self.strategy = strategies.get(config.strategy)
+        self.world = self.strategy.world_size(config, devices)
         # Bounded: a recorder that falls behind makes the ranks wait, rather than this process hold the backlog.
         self.queue: queue.Queue = queue.Queue(maxsize=RANK_EVENT_BACKLOG)
         # A stop does not queue behind rank events: it is seen on the next pass, whatever is waiting.
@@ -329,7 +329,7 @@ class Worker:
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
-            data_parallel=self.info.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
+            data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
         self.emit(protocol.FINISHED, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

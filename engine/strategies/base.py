@@ -1,13 +1,11 @@
-"""The small interface every strategy implements, and what a rank knows about its run.
+"""What a rank knows about its run (RankContext), and the Executor every strategy builds on a rank.
 
-A strategy module provides:
-  ``world_size(config, devices) -> int``   processes the run needs
-  ``check(config, devices, n_blocks) -> list[Problem]``   what it cannot do with these
-  ``build(ctx: RankContext) -> Executor``   placement and wrapping on this rank
-Strategy modules import no torch at import time (the worker, which only
-supervises, asks them for ``world_size``); executors import it.
-The training loop (engine.loop) owns timing, events and stop requests; the
-executor owns the forward, backward and optimizer step of one batch.
+A strategy (engine/strategies/strategy.py) says how many processes a run needs
+and what it refuses; on each rank its ``build`` returns an Executor from here:
+placement and wrapping of the model, the forward, backward and optimizer step
+of one batch. Executors import torch; this module does not at import time (the
+worker, which only supervises, imports the registry). The training loop
+(engine.loop) owns timing, events and stop requests.
 """
 from __future__ import annotations
 

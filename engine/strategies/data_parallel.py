@@ -3,16 +3,19 @@ from __future__ import annotations
 
 from engine.problems import Problem
 from engine.strategies.base import replica_device_problems
+from engine.strategies.strategy import Strategy
 
 
-def world_size(config, devices) -> int:
-    return 1
+class DataParallel(Strategy):
+    name = "data-parallel"
+    description = ("nn.DataParallel's steps in one process: scatter the batch, replicate the model from device 0, "
+                   "forward on each device, gather and compute the loss on device 0, backward, reduce the "
+                   "gradients to device 0; each step timed on its device.")
+    data_parallel = True
 
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        return replica_device_problems(self.name, devices, "one replica per GPU")
 
-def check(config, devices, n_blocks) -> list[Problem]:
-    return replica_device_problems("data-parallel", devices, "one replica per GPU")
-
-
-def build(ctx):
-    from engine.strategies.data_parallel_executors import DataParallelSteps
-    return DataParallelSteps(ctx)
+    def build(self, ctx):
+        from engine.strategies.data_parallel_executors import DataParallelSteps
+        return DataParallelSteps(ctx)

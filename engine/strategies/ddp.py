@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from engine.problems import Problem
 from engine.strategies.base import replica_device_problems
+from engine.strategies.strategy import Strategy
 
 
-def world_size(config, devices) -> int:
-    return len(devices)
+class Ddp(Strategy):
+    name = "ddp"
+    description = ("DistributedDataParallel: one process per device, each on its slice of the batch, gradients "
+                   "all-reduced (timed as communication).")
+    data_parallel = True
+    needs_process_group = True  # DDP needs a process group even on one device
 
+    def world_size(self, config, devices) -> int:
+        return len(devices)
 
-def check(config, devices, n_blocks) -> list[Problem]:
-    return replica_device_problems("ddp", devices, "one per process")
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        return replica_device_problems(self.name, devices, "one per process")
 
-
-def build(ctx):
-    from engine.strategies.ddp_executor import Ddp
-    return Ddp(ctx)
+    def build(self, ctx):
+        from engine.strategies.ddp_executor import Ddp as DdpExecutor
+        return DdpExecutor(ctx)

@@ -1,4 +1,5 @@
-"""pipeline: the naive split with the batch cut into micro-batches that flow through the stages together.
+"""pipeline: the naive split with the batch cut into micro-batches that flow through the stages together;
+model-parallel: the same stages with one micro-batch, the whole batch at a time.
 
 On CPU virtual devices and on distinct GPUs each stage is a process and
 torch.distributed.pipelining runs the GPipe or 1F1B schedule. With a GPU shared
@@ -9,28 +10,54 @@ from __future__ import annotations
 
 from engine.problems import Problem
 from engine.strategies import staged
+from engine.strategies.strategy import Strategy
 
 
-def world_size(config, devices) -> int:
-    return len(devices) if staged.distinct_processes(devices) else 1
+class Pipeline(Strategy):
+    name = "pipeline"
+    description = ("Split into stages and cut the batch into micro-batches that flow through the stages together "
+                   "(GPipe or 1F1B schedule).")
+    uses_split = True
+    uses_micro_batches = True
+
+    def world_size(self, config, devices) -> int:
+        return len(devices) if staged.distinct_processes(devices) else 1
+
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        found = staged.check_stages(config, devices, n_blocks)
+        m, p = config.effective_micro_batches, len(devices)
+        if config.schedule == "1f1b" and m < p:
+            found.append(Problem("micro_batches", f"the 1f1b schedule needs at least as many micro-batches as "
+                                                  f"stages ({p}), got {m}"))
+        if config.schedule == "1f1b" and not staged.distinct_processes(devices):
+            found.append(Problem("schedule", "1f1b needs one process per stage (CPU virtual devices or distinct "
+                                             "GPUs); with shared or mixed devices use gpipe"))
+        return found
+
+    def build(self, ctx):
+        return self._stages(ctx, ctx.config.effective_micro_batches, ctx.config.schedule)
+
+    @staticmethod
+    def _stages(ctx, micro_batches: int, schedule: str):
+        if ctx.world_size > 1:
+            from engine.strategies.scheduled_stages import ScheduledStages
+            return ScheduledStages(ctx, micro_batches=micro_batches, schedule=schedule)
+        from engine.strategies.in_process_stages import InProcessStages
+        return InProcessStages(ctx, micro_batches=micro_batches)
 
 
-def check(config, devices, n_blocks) -> list[Problem]:
-    found = staged.check_stages(config, devices, n_blocks)
-    m, p = config.effective_micro_batches, len(devices)
-    if config.schedule == "1f1b" and m < p:
-        found.append(Problem("micro_batches", f"the 1f1b schedule needs at least as many micro-batches as stages "
-                                              f"({p}), got {m}"))
-    if config.schedule == "1f1b" and not staged.distinct_processes(devices):
-        found.append(Problem("schedule", "1f1b needs one process per stage (CPU virtual devices or distinct "
-                                         "GPUs); with shared or mixed devices use gpipe"))
-    return found
+class ModelParallel(Pipeline):
+    name = "model-parallel"
+    description = ("Naive split: stage k's blocks on device k, one whole batch at a time, so only one device works "
+                   "at any moment.")
+    uses_micro_batches = False
 
+    def world_size(self, config, devices) -> int:
+        # On GPUs the naive split keeps the tutorial's one-process shape.
+        return len(devices) if staged.all_cpu(devices) else 1
 
-def build(ctx):
-    m = ctx.config.effective_micro_batches
-    if ctx.world_size > 1:
-        from engine.strategies.scheduled_stages import ScheduledStages
-        return ScheduledStages(ctx, micro_batches=m, schedule=ctx.config.schedule)
-    from engine.strategies.in_process_stages import InProcessStages
-    return InProcessStages(ctx, micro_batches=m)
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        return staged.check_stages(config, devices, n_blocks)
+
+    def build(self, ctx):
+        return self._stages(ctx, 1, "gpipe")

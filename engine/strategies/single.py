@@ -3,17 +3,24 @@ from __future__ import annotations
 
 from engine.problems import Problem
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
+from engine.strategies.strategy import Strategy
 
 
-def world_size(config, devices) -> int:
-    return 1
+class Single(Strategy):
+    name = "single"
+    description = "Whole model on one device: the baseline every other strategy is compared with."
 
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        if len(devices) != 1:
+            return [Problem("devices", f"single uses exactly one device, got {len(devices)} "
+                                       f"({', '.join(d.name for d in devices)})")]
+        return []
 
-def check(config, devices, n_blocks) -> list[Problem]:
-    if len(devices) != 1:
-        return [Problem("devices", f"single uses exactly one device, got {len(devices)} "
-                                   f"({', '.join(d.name for d in devices)})")]
-    return []
+    def devices_needed(self, config) -> int:
+        return 1
+
+    def build(self, ctx: RankContext) -> Executor:
+        return SingleDevice(ctx)
 
 
 class SingleDevice(Executor):
@@ -40,7 +47,3 @@ class SingleDevice(Executor):
 
     def reported_parameters(self) -> list:
         return list(self.model.parameters())
-
-
-def build(ctx: RankContext) -> Executor:
-    return SingleDevice(ctx)

@@ -64,8 +64,8 @@ class DeafSession:
 
 
 def test_a_stop_that_is_not_honoured_ends_in_a_kill(qtbot, qapp_configured, monkeypatch):
-    from app import worker_client
-    monkeypatch.setattr(worker_client, "KILL_AFTER_MS", 200)
+    from app import stop_deadline, worker_client
+    monkeypatch.setattr(stop_deadline, "KILL_AFTER_MS", 200)
     client = worker_client.WorkerClient()
     session = client.session = DeafSession()
     with qtbot.waitSignal(client.sigKilled, timeout=5_000) as killed:
@@ -76,7 +76,7 @@ def test_a_stop_that_is_not_honoured_ends_in_a_kill(qtbot, qapp_configured, monk
 
 
 def test_an_experiment_whose_run_ignores_the_stop_is_killed_too(qtbot, qapp_configured, monkeypatch):
-    from app import experiment_client
+    from app import experiment_client, stop_deadline
 
     class DeafRunner:
         """Its current run ignores stop; only kill() ends it."""
@@ -93,7 +93,7 @@ def test_an_experiment_whose_run_ignores_the_stop_is_killed_too(qtbot, qapp_conf
         def kill(self):
             self.killed = True
 
-    monkeypatch.setattr(experiment_client, "KILL_AFTER_MS", 200)
+    monkeypatch.setattr(stop_deadline, "KILL_AFTER_MS", 200)
     client = experiment_client.ExperimentClient()
     runner = client.runner = DeafRunner()
     client._thread = object()       # as if its thread were running
