@@ -25,7 +25,7 @@ from engine.config import ExperimentConfig
 
 class ExperimentClient(QtCore.QObject):
     sigStarted = QtCore.Signal(str, int)        # preset name, total runs
-    sigProgress = QtCore.Signal(int, int, str, dict)   # k, n, point label, the point's config (dict)
+    sigProgress = QtCore.Signal(int, int, str, object)  # k, n, point label, the point's ExperimentConfig
     sigEvents = QtCore.Signal(list)             # protocol events of the current run, in order
     sigFinished = QtCore.Signal(dict)           # the experiment's result (docs/summary.md + "status")
     sigFailed = QtCore.Signal(str, str)         # message, traceback: the experiment could not go on
@@ -117,11 +117,9 @@ class ExperimentClient(QtCore.QObject):
 
     def _on_progress(self, generation: int, k: int, n: int, label: str) -> None:
         runner = self.runner
-        config: dict = {}
+        config = None
         if runner is not None and runner.points:
-            point = runner.points[min(len(runner.points) - 1, (k - 1) // max(1, runner.repeats))]
-            config = point.config.to_dict()
-            config["_micro_batches"] = point.config.effective_micro_batches
+            config = runner.points[min(len(runner.points) - 1, (k - 1) // max(1, runner.repeats))].config
         self._post(generation, ("progress", k, n, label, config, runner.experiment_id if runner else None))
 
     def _post(self, generation: int, item: tuple) -> None:

@@ -81,14 +81,17 @@ class ExperimentFlow(QtCore.QObject):
         self.window.progress_bar.setValue(0)
         self.window.log(f"experiment {name}: {total} runs")
 
-    def _on_progress(self, k: int, n: int, label: str, config: dict) -> None:
+    def _on_progress(self, k: int, n: int, label: str, config) -> None:
+        """``config``: the point's ExperimentConfig (None if the runner has no points)."""
         w = self.window
         w.progress_bar.setRange(0, n)
         w.progress_bar.setValue(k - 1)
         w.progress_bar.setFormat(f"run {k} of {n}: {label}")
         # The first run takes the view; later ones only if the user still watches the live plots.
         watching = w.center_tabs.currentWidget() is w.plots and w.plots.mode == "live"
-        w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}", take_view=k == 1 or watching)
+        if config is not None:
+            w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}",
+                             take_view=k == 1 or watching)
         w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
         w.log(f"experiment {self.name}: run {k} of {n}: {label}")
         if k == 1:   # the experiment is in the store now: list it

@@ -625,9 +625,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._start_idle_sampler()
             self._update_run_controls()
             return None
-        config_dict = config.to_dict()
-        config_dict["_micro_batches"] = config.effective_micro_batches
-        self.begin_live_run(run_id, config_dict, f"run {run_label_short(run_id)}")
+        self.begin_live_run(run_id, config, f"run {run_label_short(run_id)}")
         self.progress_bar.setRange(0, config.steps)
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("step %v / %m")
@@ -639,17 +637,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self.sigRunStarted.emit(run_id)
         return run_id
 
-    def begin_live_run(self, run_id: str | None, config: dict, label: str, take_view: bool = True) -> None:
+    def begin_live_run(self, run_id: str | None, run_config: ExperimentConfig, label: str,
+                       take_view: bool = True) -> None:
         """A run starts (alone or as part of an experiment): the live plots follow it from its first event.
 
         ``take_view`` brings the live plots to the front; an experiment's later runs leave
         a stored run or a result the user turned to where it is.
         """
         self._run_started_at = time.perf_counter()
-        config = dict(config)
-        micro_batches = config.pop("_micro_batches", None) or config.get("micro_batches") or 1
-        progress = RunProgress(run_id=run_id, config=config, steps_total=int(config.get("steps") or 0),
-                               micro_batches=micro_batches,
+        config = run_config.to_dict()
+        progress = RunProgress(run_id=run_id, config=config, steps_total=run_config.steps,
+                               micro_batches=run_config.effective_micro_batches,
                                split=list(config["split"]) if config.get("split") else None, status="starting",
                                label=label)
         self.telemetry.set_physical(physical_names(config))
