@@ -2,7 +2,7 @@
 
 An experiment that never finished (the app was closed or killed mid-way) has
 no stored result; its row still shows what its finished runs give, as the
-export does (engine.export.figures.experiment_result rebuilds it from the runs).
+export does (engine.experiments.stored_result rebuilds it from the runs).
 """
 from __future__ import annotations
 
@@ -11,15 +11,10 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import theme
+from engine.experiments import stored_result
 from engine.store import Store
 
 COLUMNS = ("created", "experiment", "status", "points", "runs", "best", "id")
-
-
-def experiment_result(store: Store, experiment: dict) -> dict:
-    """The stored result, or one rebuilt from the runs the experiment kept (torch-free, no Qt)."""
-    from engine.export.figures import experiment_result as rebuild
-    return rebuild(store, experiment)
 
 
 def row_values(experiment: dict, result: dict, runs: int) -> list[str]:
@@ -66,8 +61,7 @@ class ExperimentTable(QtWidgets.QTableWidget):
         try:
             self.setRowCount(len(experiments))
             for r, experiment in enumerate(experiments):
-                result = experiment["result"] if isinstance(experiment.get("result"), dict) else \
-                    experiment_result(store, experiment)
+                result = stored_result(store, experiment)
                 values = row_values(experiment, result, run_counts.get(experiment["id"], 0))
                 if experiment["id"] == self.running_id and not experiment.get("result"):
                     values[2] = "running"

@@ -829,8 +829,8 @@ class MainWindow(QtWidgets.QMainWindow):
         experiment = self.store.get_experiment(experiment_id)
         if experiment is None:
             return
-        from app.experiment_history import experiment_result
-        result = experiment_result(self.store, experiment)
+        from engine.experiments import stored_result
+        result = stored_result(self.store, experiment)
         self.show_experiment_result(result)
 
     def show_experiment_result(self, result: dict) -> None:

@@ -239,7 +239,7 @@ class ExperimentRunner:
         with Store(self.db_path) as store:
             self.experiment_id = store.create_experiment(self.preset.name, {
                 "base": self.base.to_dict(), "repeats": self.repeats,
-                "points": [{"label": p.label, "config": p.config.to_dict()} for p in self.points]})
+                "points": [{"label": p.label, "config": p.config.to_dict(), "x": p.x} for p in self.points]})
         results: list[dict] = []
         k = 0
         for point in self.points:
@@ -297,6 +297,7 @@ def reduce_point(point: Point, runs: list[dict]) -> dict:
     first = runs[0]
     per_run = [r["stage_busy"] for r in runs if r.get("stage_busy")]
     stage_busy = [statistics.fmean(v) for v in zip(*per_run)] if per_run else None
+    splits = [entry for entry in first.get("batch_split") or [] if isinstance(entry, dict)]  # older runs: none
     return {
         "label": point.label,
         "strategy": point.config.strategy,
@@ -316,10 +317,28 @@ def reduce_point(point: Point, runs: list[dict]) -> dict:
         "util_mean": (first.get("telemetry") or {}).get("util_mean"),
         "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
         # The split most steps had (a dataset's last, smaller batch splits differently).
-        "batch_split": max(first["batch_split"], key=lambda entry: entry["steps"])["split"]
-        if first.get("batch_split") else None,
+        "batch_split": max(splits, key=lambda entry: entry["steps"])["split"] if splits else None,
         "run_ids": [r["run_id"] for r in runs],
     }
+
+
+def stored_result(store, experiment: dict) -> dict:
+    """An experiment as stored: its result, or for one that never finished (the app closed, the machine
+    went down), the result rebuilt from the runs it kept, by the same reduction (status "incomplete")."""
+    if isinstance(experiment.get("result"), dict):
+        return experiment["result"]
+    planned = {p["label"]: p for p in (experiment.get("params") or {}).get("points", []) if "label" in p}
+    groups: dict[str, list] = {}
+    for run in reversed(store.list_runs(experiment_id=experiment["id"])):  # oldest first: the preset's order
+        if run.status == "finished" and run.summary:
+            groups.setdefault(run.label or run.id, []).append(run)
+    points = []
+    for label, runs in groups.items():
+        config = planned.get(label, {}).get("config") or runs[0].config
+        point = Point(label, ExperimentConfig.from_dict(config), planned.get(label, {}).get("x"))
+        points.append(reduce_point(point, [r.summary for r in runs]))
+    return {"experiment_id": experiment["id"], "name": experiment["name"], "status": "incomplete",
+            "best": best_label(points), "points": points, "notes": []}
 
 
 def best_label(points: list[dict]) -> str | None:

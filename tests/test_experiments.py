@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine import cli
+from engine.experiments import stored_result
 from engine.store import Store
 
 TINY = ["--repeats", "1", "--steps", "3", "--warmup", "1", "--width", "32", "--depth", "4", "--devices", "cpu:2",
@@ -43,7 +44,12 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
     with Store(fresh_store) as store:
         runs = store.list_runs(experiment_id=result["experiment_id"])
         assert len(runs) == expected_points
-        assert store.get_experiment(result["experiment_id"])["result"]["best"] == result["best"]
+        experiment = store.get_experiment(result["experiment_id"])
+        assert experiment["result"]["best"] == result["best"]
+        # Had the app closed mid-way, the runs it kept give the same points, by the same reduction.
+        rebuilt = stored_result(store, {**experiment, "result": None})
+    assert rebuilt["status"] == "incomplete" and rebuilt["best"] == result["best"]
+    assert rebuilt["points"] == result["points"]
     if name == "dp-scaling":
         assert [p["batch_split"] for p in result["points"] if p["label"] == "data-parallel x2"] == [[16, 16]]
 

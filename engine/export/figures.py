@@ -7,13 +7,13 @@ samples/s); the charts may show friendlier units (ms) and say so on the axis.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from engine.export.charts import Mark, Series, bar_chart, line_chart, timeline_chart
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 from engine.export.errors import ExportError
 from engine.export.svg import MUTED, color, is_number
+from engine.experiments import stored_result
 from engine.store import Store
 
 TIMELINE_STEPS = 5
@@ -203,7 +203,7 @@ def experiment_figures(store: Store, experiment_id: str) -> list[Figure]:
     experiment = store.get_experiment(experiment_id)
     if experiment is None:
         raise ExportError(f"no experiment with id {experiment_id!r}")
-    result = experiment_result(store, experiment)
+    result = stored_result(store, experiment)
     points = [p for p in result.get("points") or [] if isinstance(p, dict)]
     labels = [str(p.get("label") or f"point {i + 1}") for i, p in enumerate(points)]
     best = labels.index(result["best"]) if result.get("best") in labels else None
@@ -225,35 +225,6 @@ def experiment_figures(store: Store, experiment_id: str) -> list[Figure]:
         figures.append(_value_bars("peak-memory", f"Peak memory per point (busiest device) · {name}",
                                    "peak memory", "MiB", [_peak(p) for p in points], labels, ident, 1 / MIB))
     return figures
-
-
-def experiment_result(store: Store, experiment: dict) -> dict:
-    """The stored result; for an experiment that never finished, one rebuilt from the runs it kept."""
-    if isinstance(experiment.get("result"), dict):
-        return experiment["result"]
-    groups: dict[str, list] = {}
-    for run in reversed(store.list_runs(experiment_id=experiment["id"])):  # oldest first: the preset's order
-        if run.status == "finished" and run.summary:
-            groups.setdefault(run.label or run.id, []).append(run)
-    points = []
-    for label, runs in groups.items():
-        s = runs[0].summary
-        points.append({"label": label, "strategy": s.get("strategy"), "split": s.get("split"),
-                       "micro_batches": s.get("micro_batches"),
-                       "step_time_s": _spread([(r.summary.get("step_time_s") or {}).get("mean") for r in runs]),
-                       "throughput": _spread([(r.summary.get("throughput") or {}).get("mean") for r in runs]),
-                       "run_ids": [r.id for r in runs]})
-    timed = [p for p in points if is_number((p["step_time_s"] or {}).get("mean"))]
-    best = min(timed, key=lambda p: p["step_time_s"]["mean"])["label"] if timed else None
-    return {"experiment_id": experiment["id"], "name": experiment["name"], "best": best, "points": points,
-            "status": "incomplete"}
-
-
-def _spread(values) -> dict | None:
-    values = [v for v in values if is_number(v)]
-    if not values:
-        return None
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
 def _compact(value):

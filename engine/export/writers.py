@@ -12,7 +12,8 @@ import io
 from pathlib import Path
 
 from engine.export.errors import ExportError
-from engine.export.figures import Figure, experiment_figures, experiment_result, run_figures
+from engine.experiments import stored_result
+from engine.export.figures import Figure, experiment_figures, run_figures
 from engine.export.html_report import experiment_page, run_page
 from engine.store import Store
 
@@ -83,7 +84,7 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
         if kind == "run":
             text = run_page(item, figures)
         else:
-            text = experiment_page(item, experiment_result(store, item), figures)
+            text = experiment_page(item, stored_result(store, item), figures)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return [path]
