@@ -22,7 +22,8 @@ from typing import Callable
 # Debian names a library's package lib<name><soversion>, with a "-" before the version when the name ends
 # in a digit (libxkbcommon-x11.so.0 -> libxkbcommon-x11-0); these few do not follow the rule.
 PACKAGE_EXCEPTIONS = {"libglib-2.0.so.0": "libglib2.0-0", "libgthread-2.0.so.0": "libglib2.0-0",
-                      "libGLX.so.0": "libglx0", "libGLdispatch.so.0": "libglvnd0"}
+                      "libGLX.so.0": "libglx0", "libGLdispatch.so.0": "libglvnd0", "libz.so.1": "zlib1g",
+                      "libharfbuzz.so.0": "libharfbuzz0b"}
 _NOT_FOUND = re.compile(r"^\s*(\S+)\s+=>\s+not found", re.M)
 
 
@@ -36,7 +37,11 @@ def xcb_plugin() -> Path | None:
 
 
 def run_ldd(library: Path) -> str:
-    return subprocess.run(["ldd", str(library)], capture_output=True, text=True, timeout=30).stdout
+    """ldd's report, or "" when it cannot be had (then nothing is reported missing and Qt tries)."""
+    try:
+        return subprocess.run(["ldd", str(library)], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def debian_package(soname: str) -> str:
@@ -70,9 +75,7 @@ def window_problem(environ=os.environ, plugin: Path | None = None,
     plugin = plugin or xcb_plugin()
     if ldd is None and shutil.which("ldd") is not None:
         ldd = run_ldd
-    if plugin is None or ldd is None:
-        return None  # nothing to ask: let Qt try
-    missing = missing_packages(plugin, ldd)
+    missing = missing_packages(plugin, ldd) if plugin is not None and ldd is not None else []
     if missing:
         return ("the window needs system libraries that are not installed; on Debian or Ubuntu:\n"
                 f"    sudo apt-get install {' '.join(missing)}\n"

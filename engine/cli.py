@@ -262,6 +262,8 @@ def experiment_base(args) -> ExperimentConfig:
     base = default_config(explicit)
     if tokens is None:
         return base
+    if all(isinstance(t, int) for t in tokens):
+        return base.replace(split=tuple(tokens))  # no names to look up: no child needed
     (checked,) = check_all([(base, tokens)], names_only=True)  # names need the model's blocks
     if checked.problems:
         raise ConfigError(checked.problems)

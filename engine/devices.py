@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.telemetry.cpu_target import usable_cores  # noqa: F401 (part of this module's interface)
+from engine.cores import usable_cores  # noqa: F401 (part of this module's interface)
 
 
 @dataclass(frozen=True)

@@ -334,9 +334,15 @@ def stored_result(store, experiment: dict) -> dict:
             groups.setdefault(run.label or run.id, []).append(run)
     points = []
     for label, runs in groups.items():
-        config = planned.get(label, {}).get("config") or runs[0].config
-        point = Point(label, ExperimentConfig.from_dict(config), planned.get(label, {}).get("x"))
-        points.append(reduce_point(point, [r.summary for r in runs]))
+        x = planned.get(label, {}).get("x")
+        try:
+            point = Point(label, ExperimentConfig.from_dict(planned.get(label, {}).get("config") or runs[0].config), x)
+            points.append(reduce_point(point, [r.summary for r in runs]))
+        except (KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
+            # Runs stored by another version: shown as a point that could not be read, not a broken history.
+            points.append({"label": label, "strategy": runs[0].summary.get("strategy"), "x": x,
+                           "error": f"could not be rebuilt from its runs: {type(exc).__name__}: {exc}",
+                           "run_ids": [r.id for r in runs], "step_time_s": None, "throughput": None})
     return {"experiment_id": experiment["id"], "name": experiment["name"], "status": "incomplete",
             "best": best_label(points), "points": points, "notes": []}
 

@@ -154,14 +154,19 @@ class RunSession:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
     def _read_stdout(self, events: "queue.Queue") -> None:
-        # None: the end of the worker's output.
-        for event in itertools.chain(protocol.read_events(self._proc.stdout), [None]):
-            while not self._done.is_set():  # a session that ended early reads no more: do not wait on it
-                try:
-                    events.put(event, timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
+        try:
+            # None: the end of the worker's output.
+            for event in itertools.chain(protocol.read_events(self._proc.stdout), [None]):
+                while not self._done.is_set():
+                    try:
+                        events.put(event, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if self._done.is_set():
+                    return  # the session ended early: nobody reads on
+        except (ValueError, OSError):
+            return  # the session closed the pipe as it ended
 
     @staticmethod
     def _next_batch(events: "queue.Queue") -> list:

@@ -16,7 +16,7 @@ see what each device does, at the start, at the end and wherever a step was odd:
   its start).
 
 An hour of a 4-ms step (900,000 steps) keeps about 1,600 steps' timelines,
-and at most 2,000 outliers besides.
+and at most 1,300 outliers besides (13 doublings past ``FIRST``).
 """
 from __future__ import annotations
 
@@ -41,14 +41,15 @@ def stride(step: int) -> int:
 
 class TimelineKeeper:
     """Decides, as each step comes, whether its intervals are kept for good; holds the last ``LAST`` steps'
-    intervals in memory until the run ends (writing and deleting them one by one cost the recording
-    process, on the ranks' cores, a few times the work of the steps it keeps)."""
+    intervals in memory, which the recorder rewrites every half minute and keeps when the run ends
+    (writing and deleting them one by one cost the recording process, on the ranks' cores, a few times
+    the work of the steps it keeps)."""
 
     def __init__(self, mode: str = "sampled"):
         if mode not in TIMELINE_MODES:
             raise ValueError(f"unknown timeline mode {mode!r}; allowed: {', '.join(TIMELINE_MODES)}")
         self.keep_all = mode == "all"
-        self.recent: deque[dict] = deque(maxlen=LAST)   # the last steps not kept for good: stored at the end
+        self.recent: deque[dict] = deque(maxlen=LAST)   # the last steps not kept for good (RunRecorder stores them)
         self._times: deque[float] = deque(maxlen=NEIGHBOURS)
         self._outliers: dict[int, int] = {}  # per octave of the run (step.bit_length()): how many kept
 

@@ -77,7 +77,9 @@ def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool =
             try:
                 config = config.replace(split=resolve_split_names(config, tokens))
             except config_mod.ConfigError as exc:
-                return Checked(config, None, exc.problems)
+                # Every problem at once: the names could not be resolved, and whatever else is wrong.
+                others = [] if names_only else config_mod.problems(config.replace(split=None))
+                return Checked(config, None, exc.problems + [p for p in others if p not in exc.problems])
     if names_only:
         return Checked(config, None, [])
     run_plan, problems = plan(config)

@@ -194,6 +194,7 @@ class Worker:
 
             if stop_requested:
                 self.end_ranks()
+                self._merge_what_is_queued()
                 return self.finish("stopped")
             if failure is not None and (time.monotonic() - failure[0] >= CAUSE_SETTLE_S):
                 self.end_ranks()
@@ -209,6 +210,16 @@ class Worker:
                     except subprocess.TimeoutExpired:
                         rr.proc.kill()
                         rr.proc.wait()
+
+    def _merge_what_is_queued(self) -> None:
+        """Steps the ranks finished before a stop are the run's too: merge the events still queued."""
+        while True:
+            try:
+                kind, r, payload = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "event" and payload.get("type") == "rank_step":
+                self._on_rank_event(r, payload, None)
 
     def _on_rank_event(self, r: Rank, ev: dict, failure):
         r.last_heard = time.monotonic()

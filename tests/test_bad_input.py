@@ -70,6 +70,16 @@ def test_every_problem_is_reported_at_once(capsys, fresh_store):
         assert f"error: {option}" in err
 
 
+def test_every_problem_is_reported_at_once_with_a_split_by_name(capsys, fresh_store):
+    """A model that does not exist cannot have its blocks named; the other options are still checked."""
+    code = cli.main(["run", "--model", "nosuch", "--strategy", "pipeline", "--devices", "cpu:2", "--split", "layer3",
+                     "--batch-size", "0", "--micro-batches", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    for option in ("--model", "--batch-size", "--micro-batches"):
+        assert f"error: {option}" in err
+
+
 def test_bad_input_from_the_real_command_line(fresh_store):
     proc = run_cli("run", "--strategy", "pipeline", "--devices", "cpu:2", "--split", "99", "--json")
     assert proc.returncode == 2

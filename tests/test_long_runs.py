@@ -142,6 +142,10 @@ def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic
     timeline = figures["timeline"]
     assert "full timelines kept for" in timeline.title and "of 200,000 steps" in timeline.title
     assert {row[0] for row in timeline.rows} == set(range(200_000 - 5, 200_000))
+    # The step figures hold every 2nd step (and the last), and say so in their titles, SVG and CSV alike.
+    throughput = figures["throughput"]
+    assert "(1 step in 2 of 200,000)" in throughput.title and "1 step in 2 of 200,000" in throughput.svg
+    assert len(throughput.rows) == 100_001  # steps 0, 2, ..., 199,998 and the last
 
 
 @pytest.mark.parametrize("mode", ["sampled", "all"])

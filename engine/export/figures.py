@@ -62,15 +62,18 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
     if kept_count is None:
         kept_count = len(store.timeline_steps(run_id))
     devices = _device_order(summary.get("devices") or [], [s["device"] for s in samples])
+    # Titles (and so the SVG, PNG and HTML) say when a figure and its CSV hold a thinned view.
+    of_steps = f" (1 step in {-(-step_count // EXPORT_ROWS)} of {step_count:,})" if step_count > EXPORT_ROWS else ""
+    of_samples = f" ({span / EXPORT_ROWS:.2g}-s means of {rows:,} samples)" if rows > EXPORT_ROWS else ""
     figures = [
-        _telemetry_figure("utilization", "Utilization per device", samples, devices, "util", "%", 1.0,
+        _telemetry_figure("utilization", "Utilization per device" + of_samples, samples, devices, "util", "%", 1.0,
                           y_range=(0, 100)),
-        _telemetry_figure("memory", "Memory used per device", samples, devices, "mem_used", "MiB", 1 / MIB,
-                          y_range=(0, None)),
-        _step_figure("throughput", "Throughput per step", steps, "throughput", "throughput", "samples/s",
+        _telemetry_figure("memory", "Memory used per device" + of_samples, samples, devices, "mem_used", "MiB",
+                          1 / MIB, y_range=(0, None)),
+        _step_figure("throughput", "Throughput per step" + of_steps, steps, "throughput", "throughput", "samples/s",
                      run.config.get("warmup")),
-        _step_time_figure(steps, run.config.get("warmup")),
-        _step_figure("loss", "Loss per step", steps, "loss", "loss", None, run.config.get("warmup")),
+        _step_time_figure(steps, run.config.get("warmup"), "Step time per step" + of_steps),
+        _step_figure("loss", "Loss per step" + of_steps, steps, "loss", "loss", None, run.config.get("warmup")),
         _timeline_figure(store.timeline(run_id, steps=kept), steps, devices, summary, kept=(kept_count, step_count)),
         _busy_figure(devices, summary),
     ]
@@ -132,13 +135,13 @@ def _step_figure(name, title, steps, key, label, unit, warmup) -> Figure:
     return Figure(name, title, svg, ["step", heading], rows)
 
 
-def _step_time_figure(steps, warmup) -> Figure:
+def _step_time_figure(steps, warmup, title: str) -> Figure:
     rows = [[s["step"], s.get("time_s")] for s in steps]
     unit, factor = time_unit(r[1] for r in rows)
     svg = line_chart([Series("step time", [r[0] for r in rows], scaled([r[1] for r in rows], factor))],
-                     title="Step time per step", xlabel="step", ylabel=f"step time ({unit})",
+                     title=title, xlabel="step", ylabel=f"step time ({unit})",
                      marks=_warmup_marks(warmup) if rows else None)
-    return Figure("step-time", "Step time per step", svg, ["step", "step time (s)"], rows)
+    return Figure("step-time", title, svg, ["step", "step time (s)"], rows)
 
 
 def _timeline_figure(timeline, steps, devices, summary, kept: tuple[int, int] | None = None) -> Figure:

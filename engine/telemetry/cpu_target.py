@@ -6,21 +6,12 @@ view computes it. Memory is the RSS of the process running on the device.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import psutil
 
 from engine.telemetry.poll import Poll
 from engine.telemetry.sample import DeviceSample
-
-
-def usable_cores() -> list[int]:
-    """The cores this process may run on, in order."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return list(range(os.cpu_count() or 1))
 
 
 def _busy_and_total(times: Any) -> tuple[float, float]:

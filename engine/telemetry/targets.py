@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Union
 
-from engine.telemetry.cpu_target import CpuTarget, usable_cores
+from engine.cores import usable_cores
+from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.gpu_target import GpuTarget
 
