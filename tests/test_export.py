@@ -249,13 +249,21 @@ def test_experiment_csv_and_html(store, experiment_id, tmp_path):
 
 def test_an_unfinished_experiment_is_rebuilt_from_its_runs(store, tmp_path):
     exp_id = store.create_experiment("compare-strategies", {"repeats": 2})
-    for label, step_time in [("single", 0.2), ("single", 0.22), ("pipeline", 0.15)]:
+    for label, step_time in [("single", 0.2), ("single", 0.22), ("pipeline", 0.15), ("ddp", 0.1)]:
         rid = store.create_run(CONFIG, experiment_id=exp_id, label=label)
-        store.finish_run(rid, "finished", summary={"strategy": label, "step_time_s": {"mean": step_time, "std": 0.0},
-                                                   "throughput": {"mean": 64 / step_time, "std": 0.0}})
+        summary = {"run_id": rid, "strategy": label, "devices": ["cpu:0", "cpu:1"],
+                   "step_time_s": {"mean": step_time, "std": 0.0}, "throughput": {"mean": 64 / step_time, "std": 0.0},
+                   "bubble": {"measured": 0.5, "theory": None}, "devices_busy": [0.5, 0.5]}
+        if label == "ddp":
+            del summary["bubble"]  # a run another version stored: its point says so, the others still show
+        store.finish_run(rid, "finished", summary=summary)
     bars = elements(parse_svg(export(store, exp_id, "svg", tmp_path)[0]), "rect", "bar")
     assert [b.get("data-name") for b in bars] == ["single", "pipeline"]
     assert [b.get("fill") == ACCENT for b in bars] == [False, True]
+    from engine.experiments import stored_result
+    points = {p["label"]: p for p in stored_result(store, store.get_experiment(exp_id))["points"]}
+    assert points["single"]["step_time_s"]["mean"] == pytest.approx(0.21) and len(points["single"]["run_ids"]) == 2
+    assert "could not be rebuilt from its runs: KeyError" in points["ddp"]["error"]
 
 
 # ---- the charts themselves -------------------------------------------------------------------------------
