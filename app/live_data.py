@@ -151,6 +151,32 @@ class RunProgress:
     summary: dict | None = None
     status: str = "idle"
 
+    def apply(self, event: dict) -> None:
+        """A worker event (docs/protocol.md) changes what is known about the run; no Qt, no drawing."""
+        kind = event.get("type")
+        if kind == "started":
+            self.status = "running"
+            # Each physical device once: two stages sharing a GPU are one device's work.
+            self.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
+            self.theory = event.get("theory_bubble")
+            self.notes = list(event.get("notes") or [])
+            self.split = event.get("split") or self.split
+            self.micro_batches = event.get("micro_batches") or self.micro_batches
+        elif kind == "step":
+            self.steps_done = int(event.get("step", 0)) + 1
+            if event.get("time_s") is not None:
+                self.step_times.append(float(event["time_s"]))
+            busy = event.get("busy") or {}
+            if busy:
+                self.busy = {d: float(v) for d, v in busy.items()}
+                self.bubble_history.append(1.0 - sum(self.busy.values()) / len(self.busy))
+        elif kind == "warning":
+            self.warnings.append(str(event.get("message")))
+        elif kind == "error":
+            self.error = event
+        elif kind == "finished":
+            self.summary = event.get("summary")
+
     def time_left_s(self) -> float | None:
         if not self.step_times or self.steps_total <= self.steps_done:
             return None if self.steps_total > self.steps_done else 0.0

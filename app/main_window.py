@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
+from app import run_rules, theme
 from app.elided_label import ElidedLabel
 from app.experiment_flow import ExperimentFlow
 from app.experiment_panel import ExperimentPanel
@@ -573,39 +573,28 @@ class MainWindow(QtWidgets.QMainWindow):
         """A run or an experiment is going (one at a time: they share the devices)."""
         return self.worker.is_running() or self.experiments.is_running()
 
+    def activity(self) -> run_rules.Activity:
+        running = self.worker.is_running()
+        return run_rules.Activity(run=running, experiment=self.experiments.is_running(),
+                                  stopping=self.worker.stopping if running else self.experiments.stopping)
+
     def run_blocked_reason(self) -> str | None:
-        """Why Run is disabled, or None when it is enabled."""
-        if self.worker.is_running():
-            return "A run is in progress." if not self.worker.stopping else "Stopping the run…"
-        if self.experiments.is_running():
-            return ("An experiment is in progress." if not self.experiments.stopping
-                    else "Stopping the experiment…")
-        if self._problems:
-            first = self._problems[0]
-            option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
-            more = f" (and {len(self._problems) - 1} more)" if len(self._problems) > 1 else ""
-            return f"Cannot run: {option}: {first['message']}{more}"
-        if self._check_state == "pending":
-            return "Checking the configuration…"
-        return None
+        """Why Run is disabled, or None when it is enabled (app/run_rules.py)."""
+        return run_rules.blocked_reason(self.activity(), self._problems, self._check_state)
 
     def update_run_controls(self) -> None:
         self._update_run_controls()
 
     def _update_run_controls(self) -> None:
-        reason = self.run_blocked_reason()
-        running = self.is_busy()
-        stopping = self.worker.stopping if self.worker.is_running() else self.experiments.stopping
+        activity = self.activity()
+        reason = run_rules.blocked_reason(activity, self._problems, self._check_state)
+        running = activity.busy
         self.run_action.setEnabled(reason is None)
-        self.stop_action.setEnabled(running and not stopping)
+        self.stop_action.setEnabled(running and not activity.stopping)
         self.experiments.menu.set_presets_enabled(not running)
         self.experiment.setEnabled(not running)
         self.split_view.setEnabled(not running)
-        if reason is None and self._check_state == "unavailable":
-            reason_text = "Validation is unavailable (planner process not running); the worker will check."
-        else:
-            reason_text = reason or "Ready: Ctrl+R runs, Esc stops."
-        self.run_reason.setText(reason_text)
+        self.run_reason.setText(run_rules.ready_text(reason, self._check_state))
         self.run_reason.setProperty("blocked", reason is not None and not running)
         self.run_reason.style().unpolish(self.run_reason)
         self.run_reason.style().polish(self.run_reason)
@@ -680,15 +669,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_events(self, events: list) -> None:
         p = self.plots.progress
         for event in events:
+            p.apply(event)
             kind = event.get("type")
             if kind == "started":
-                p.status = "running"
-                # Each physical device once: two stages sharing a GPU are one device's work.
-                p.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
-                p.theory = event.get("theory_bubble")
-                p.notes = list(event.get("notes") or [])
-                p.split = event.get("split") or p.split
-                p.micro_batches = event.get("micro_batches") or p.micro_batches
                 self.plots.timeline.set_devices(p.devices)
                 if self.plots.mode == "live":
                     label = getattr(p, "label", None) or f"run {run_label_short(p.run_id or '')}"
@@ -700,22 +683,11 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.log(f"started: devices {', '.join(p.devices)}{split}, pids {event.get('pids')}")
             elif kind == "step":
                 self.plots.steps.add(event)
-                p.steps_done = int(event.get("step", 0)) + 1
-                if event.get("time_s") is not None:
-                    p.step_times.append(float(event["time_s"]))
-                busy = event.get("busy") or {}
-                if busy:
-                    p.busy = {d: float(v) for d, v in busy.items()}
-                    p.bubble_history.append(1.0 - sum(p.busy.values()) / len(p.busy))
             elif kind in ("log", "warning"):
                 self.log(f"{kind}: {event.get('message')}", level="warning" if kind == "warning" else "info")
-                if kind == "warning":
-                    p.warnings.append(str(event.get("message")))
             elif kind == "error":
-                p.error = event
                 self.log(f"error (rank {event.get('rank')}): {event.get('message')}", level="error")
             elif kind == "finished":
-                p.summary = event.get("summary")
                 self.telemetry.end_run()
         self._update_progress()
 

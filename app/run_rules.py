@@ -1,0 +1,44 @@
+"""When Run is blocked, and why: the rules of the run controls, without Qt (tests call them directly).
+
+One run or one experiment at a time (they share the devices); a configuration
+with problems, or one still being checked by the planner, does not run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What the app is doing: a run, an experiment, and whether a stop was asked."""
+    run: bool = False
+    experiment: bool = False
+    stopping: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.run or self.experiment
+
+
+def blocked_reason(activity: Activity, problems: list[dict], check_state: str) -> str | None:
+    """Why Run is disabled, or None when it is enabled. ``problems``: the planner's [{"option", "message"}];
+    ``check_state``: "pending" while the planner checks, "ok", "problems" or "unavailable"."""
+    if activity.run:
+        return "Stopping the run…" if activity.stopping else "A run is in progress."
+    if activity.experiment:
+        return "Stopping the experiment…" if activity.stopping else "An experiment is in progress."
+    if problems:
+        first = problems[0]
+        option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"Cannot run: {option}: {first['message']}{more}"
+    if check_state == "pending":
+        return "Checking the configuration…"
+    return None
+
+
+def ready_text(reason: str | None, check_state: str) -> str:
+    """The line under the Run button."""
+    if reason is None and check_state == "unavailable":
+        return "Validation is unavailable (planner process not running); the worker will check."
+    return reason or "Ready: Ctrl+R runs, Esc stops."
