@@ -2,7 +2,7 @@
 
 ``launch(argv)`` creates the QApplication, shows the main window and runs the
 event loop. Nothing here imports torch: validation and block profiling run in
-the planner process (app.planner_service), training in the engine's worker.
+the planner process (app.services.planner_service), training in the engine's worker.
 
 Environment knobs (tests, the screenshot script, benchmarks):
 

@@ -10,7 +10,7 @@ import time
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
+from app.views import theme
 
 
 def dark_palette() -> QtGui.QPalette:

@@ -57,7 +57,7 @@ def private_env(tmp: str) -> None:
 
 def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: float = 1.0) -> dict:
     import numpy as np
-    from app.live_data import RunProgress
+    from app.state.live_data import RunProgress
     from app.main_window import MainWindow
     app = _app()
     win = MainWindow(telemetry_hz=hz, start_services=False)

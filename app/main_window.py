@@ -7,12 +7,12 @@ Threads and processes, and who owns what:
 - telemetry-sampler thread (engine): the idle view's samples when no run is on.
 - RunSession's threads (engine): worker events and run telemetry, handed over
   by WorkerClient through a lock and one queued signal.
-- planner process (app.planner_service): validation and block profiling, which
+- planner process (app.services.planner_service): validation and block profiling, which
   import torch; answers arrive through QProcess signals.
 - history-loader threads: read stored runs with their own store connection.
-- experiment-<name> thread (app.experiment_client): ExperimentRunner.run(), one
+- experiment-<name> thread (app.services.experiment_client): ExperimentRunner.run(), one
   run after another; its callbacks come over like WorkerClient's.
-- report-export threads (app.report_export): File › Export, own store connection.
+- report-export threads (app.controllers.report_export): File › Export, own store connection.
 The UI thread never waits on any of them while the window is open.
 """
 from __future__ import annotations
@@ -25,20 +25,21 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import run_rules, theme
-from app.elided_label import ElidedLabel
-from app.experiment_flow import ExperimentFlow
-from app.experiment_panel import ExperimentPanel
-from app.experiment_results import ExperimentResultsView
-from app.history_panel import HistoryPanel
-from app.live_data import RunProgress, TelemetryHistory
-from app.planner_client import PlannerClient
-from app.plot_panel import PlotPanel
-from app.report_export import ReportExporter
+from app.controllers.experiment_flow import ExperimentFlow
+from app.controllers.report_export import ReportExporter
+from app.services.planner_client import PlannerClient
 from app.settings import make_settings, read_int, read_str
-from app.split_view import SplitView
-from app.units import format_duration
-from app.worker_client import WorkerClient
+from app.services.worker_client import WorkerClient
+from app.state import run_rules
+from app.state.live_data import RunProgress, TelemetryHistory
+from app.state.units import format_duration
+from app.views import theme
+from app.views.elided_label import ElidedLabel
+from app.views.experiment_panel import ExperimentPanel
+from app.views.experiment_results import ExperimentResultsView
+from app.views.history_panel import HistoryPanel
+from app.views.plot_panel import PlotPanel
+from app.views.split_view import SplitView
 from engine import config as config_mod
 from engine import devices as devices_mod
 from engine import planning

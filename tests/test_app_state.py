@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.live_data import RunProgress
-from app.run_rules import Activity, blocked_reason, ready_text
+from app.state.live_data import RunProgress
+from app.state.run_rules import Activity, blocked_reason, ready_text
 from no_qt import run_without_qt
 
 STARTED = {"type": "started", "devices": [{"name": "cuda:0"}, {"name": "cuda:0"}, {"name": "cuda:1"}],
@@ -59,7 +59,7 @@ def test_the_line_under_run_says_when_nobody_checks():
 
 def test_the_state_modules_need_no_qt():
     proc = run_without_qt("""
-        import app.live_data, app.run_rules, app.units
+        import app.state.live_data, app.state.run_rules, app.state.units
         assert not [m for m in sys.modules if m.startswith(("PySide6", "pyqtgraph"))]
     """)
     assert proc.returncode == 0, proc.stderr

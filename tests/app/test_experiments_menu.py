@@ -84,7 +84,7 @@ def test_closing_during_an_experiment_asks_stops_and_keeps_the_finished_points(q
 
 
 def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, qapp_configured):
-    from app.experiment_results import ExperimentResultsView
+    from app.views.experiment_results import ExperimentResultsView
     view = ExperimentResultsView()
     qtbot.addWidget(view)
 
@@ -105,7 +105,7 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     assert view.sweep.best_xy == (8.0, 7.5)
     # Ticks at the swept sizes only (pyqtgraph's own would put 2.5-step ticks between them).
     assert view.sweep.getPlotItem().getAxis("bottom")._tickLevels == [[(4.0, "4"), (8.0, "8"), (16.0, "16")]]
-    from app.experiment_results import _tick_each
+    from app.views.experiment_results import _tick_each
     assert _tick_each([1.0, 2.0, 3.0, 4.0, 5.0])
     assert not _tick_each([1.0, 3.0, 5.0, 8.0, 10.0, 12.0, 20.0, 40.0, 60.0])  # crowded: pyqtgraph's own ticks
     assert not _tick_each([0.5, 1.0])

@@ -64,7 +64,7 @@ class DeafSession:
 
 
 def test_a_stop_that_is_not_honoured_ends_in_a_kill(qtbot, qapp_configured, monkeypatch):
-    from app import stop_deadline, worker_client
+    from app.services import stop_deadline, worker_client
     monkeypatch.setattr(stop_deadline, "KILL_AFTER_MS", 200)
     client = worker_client.WorkerClient()
     session = client.session = DeafSession()
@@ -76,7 +76,7 @@ def test_a_stop_that_is_not_honoured_ends_in_a_kill(qtbot, qapp_configured, monk
 
 
 def test_an_experiment_whose_run_ignores_the_stop_is_killed_too(qtbot, qapp_configured, monkeypatch):
-    from app import experiment_client, stop_deadline
+    from app.services import experiment_client, stop_deadline
 
     class DeafRunner:
         """Its current run ignores stop; only kill() ends it."""

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.ring_buffer import RingBuffer
+from app.state.ring_buffer import RingBuffer
 
 
 def sample(t, device, util=50.0, mem=1e9):
@@ -45,7 +45,7 @@ def test_ring_buffer_keeps_newest_rows_as_a_contiguous_view():
 
 def test_a_thinning_buffer_spans_the_whole_run_in_bounded_memory():
     """A loss curve of a million steps in 1,024 points: from the first step, evenly spaced, the newest kept."""
-    from app.ring_buffer import ThinningBuffer
+    from app.state.ring_buffer import ThinningBuffer
     buf = ThinningBuffer(1024)
     versions = set()
     for step in range(1_000_000):
@@ -61,7 +61,7 @@ def test_a_thinning_buffer_spans_the_whole_run_in_bounded_memory():
 
 def test_trailing_means_grow_with_the_buffer_as_if_computed_afresh():
     """Only new samples' means are computed; what the plot gets equals the whole computation."""
-    from app.live_data import TrailingMeans
+    from app.state.live_data import TrailingMeans
     from engine.telemetry.smooth import trailing_mean
     buf, means = RingBuffer(300), TrailingMeans()
     rng = np.random.default_rng(0)
@@ -82,8 +82,8 @@ def test_trailing_means_grow_with_the_buffer_as_if_computed_afresh():
 
 @pytest.fixture
 def panel(qtbot, qapp_configured):
-    from app.live_data import RunProgress, TelemetryHistory
-    from app.plot_panel import PlotPanel
+    from app.state.live_data import RunProgress, TelemetryHistory
+    from app.views.plot_panel import PlotPanel
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 60)
     telemetry.add([sample(now - 60 + k * 0.1, f"core {d}", util=50 + 40 * np.sin(k / 10 + d))
@@ -233,7 +233,7 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
 
 
 def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
-    from app.plot_panel import step_axis_end
+    from app.views.plot_panel import step_axis_end
     assert [step_axis_end(s, 400) for s in (0, 9, 10, 20, 99, 100, 250)] == [10, 10, 20, 50, 100, 200, 399]
     assert step_axis_end(3, 6) == 5 and step_axis_end(1500, 0) == 2000  # the run's end; no known end
     panel.show()
@@ -248,7 +248,7 @@ def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
 
 
 def test_a_one_point_series_is_drawn_as_a_dot_until_it_grows(qtbot, qapp_configured):
-    from app.series_plot import SeriesPlot
+    from app.views.series_plot import SeriesPlot
     plot = SeriesPlot("Loss", "loss")
     qtbot.addWidget(plot)
     plot.set_series("loss", np.array([0.0]), np.array([2.3]), "#ff0000")
@@ -277,7 +277,7 @@ def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
 
 
 def test_svg_export_falls_back_when_pyqtgraph_fails(panel, tmp_path, monkeypatch):
-    from app import plot_export
+    from app.views import plot_export
 
     class Broken:
         def __init__(self, item):
@@ -295,7 +295,7 @@ def test_svg_export_falls_back_when_pyqtgraph_fails(panel, tmp_path, monkeypatch
 
 
 def test_history_mode_overlays_several_runs(panel):
-    from app.plot_panel import RunData
+    from app.state.live_data import RunData
     runs = []
     for r in range(2):
         runs.append(RunData(
@@ -326,7 +326,7 @@ def blocks(n=5):
 
 def test_split_view_preselects_and_marks_the_balanced_split(qtbot, qapp_configured):
     from PySide6 import QtCore
-    from app.split_view import SplitView
+    from app.views.split_view import SplitView
     view = SplitView()
     qtbot.addWidget(view)
     view.set_context(True, 2, micro_batch_size=64)
@@ -349,7 +349,7 @@ def test_split_view_preselects_and_marks_the_balanced_split(qtbot, qapp_configur
 
 
 def test_split_view_is_off_for_strategies_without_stages(qtbot, qapp_configured):
-    from app.split_view import SplitView
+    from app.views.split_view import SplitView
     view = SplitView()
     qtbot.addWidget(view)
     view.set_context(False, 2, micro_batch_size=64)
@@ -361,7 +361,7 @@ def test_split_view_is_off_for_strategies_without_stages(qtbot, qapp_configured)
 # -- experiment panel ----------------------------------------------------------------------------
 
 def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configured):
-    from app.experiment_panel import ExperimentPanel
+    from app.views.experiment_panel import ExperimentPanel
     from engine.strategies import STRATEGIES
     panel = ExperimentPanel(cores=2)
     qtbot.addWidget(panel)
@@ -388,7 +388,7 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
 
 
 def test_settings_round_trip(qtbot, qapp_configured):
-    from app.experiment_panel import ExperimentPanel
+    from app.views.experiment_panel import ExperimentPanel
     from app.settings import make_settings
     a = ExperimentPanel(cores=2)
     qtbot.addWidget(a)
@@ -410,7 +410,7 @@ def test_settings_round_trip(qtbot, qapp_configured):
 
 def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configured, panel, tmp_path):
     from PySide6 import QtCore
-    from app.history_panel import HistoryPanel
+    from app.views.history_panel import HistoryPanel
     from engine.store import Store
     store = Store(tmp_path / "history.sqlite3")
     ids = []
@@ -456,7 +456,7 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
 def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
     from PySide6 import QtCore
 
-    from app.experiment_panel import ExperimentPanel
+    from app.views.experiment_panel import ExperimentPanel
     panel = ExperimentPanel(cores=16)
     qtbot.addWidget(panel)
     # As with CUDA_VISIBLE_DEVICES=1,0: NVML's GPU 1 is cuda:0, and its GPU 2 is hidden from runs.

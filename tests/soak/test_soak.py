@@ -47,7 +47,7 @@ def settle(qtbot, predicate, timeout_s: float = 10.0) -> bool:
 @pytest.mark.timeout(3600)
 def test_soak_100_runs_through_the_worker_client(qtbot, tmp_path, capsys):
     faulthandler.cancel_dump_traceback_later()   # pytest's 280 s dump is meant for ordinary tests
-    from app.worker_client import WorkerClient
+    from app.services.worker_client import WorkerClient
     from engine.config import ExperimentConfig
 
     client = WorkerClient(db_path=str(tmp_path / "soak.sqlite3"), telemetry_hz=10.0)

@@ -8,8 +8,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from app import plot_export, theme
-from app.series_plot import cache_axes
+from app.views import plot_export, theme
+from app.views.series_plot import cache_axes
 from engine.timing import KINDS  # the kinds a rank times (engine.timing imports no torch)
 
 ROW_HEIGHT = 0.72

@@ -13,9 +13,9 @@ import time
 
 from PySide6 import QtCore
 
-from app.experiment_client import ExperimentClient
-from app.experiments_menu import ExperimentsMenu, preset_base
-from app.units import format_duration
+from app.services.experiment_client import ExperimentClient
+from app.state.units import format_duration
+from app.views.experiments_menu import ExperimentsMenu, preset_base
 
 
 class ExperimentFlow(QtCore.QObject):

@@ -1,6 +1,6 @@
 """The planner process: full validation and per-block profiling, off the app's process.
 
-Run as ``python -m app.planner_service``. It imports torch, which the app must not
+Run as ``python -m app.services.planner_service``. It imports torch, which the app must not
 do: importing torch in a thread of the GUI process holds the GIL for hundreds of
 milliseconds at a time, so the window would freeze. Here it costs nothing to the
 UI. No Qt in this module.

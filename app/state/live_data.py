@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from app.ring_buffer import RingBuffer, ThinningBuffer
+from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -220,3 +220,26 @@ class StepHistory:
         if event.get("intervals"):
             self.timeline.append((int(step), event["intervals"]))
             self.timeline_version += 1
+
+
+@dataclass
+class RunData:
+    """One stored run, loaded for display."""
+    run_id: str
+    label: str
+    status: str
+    config: dict
+    summary: dict | None
+    error: str | None
+    steps: list[dict] = field(default_factory=list)     # every step, or every k-th of a long run
+    timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
+    samples: list[dict] = field(default_factory=list)
+    step_count: int = 0          # steps stored
+    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.timeline_keeper)
+
+    def timeline_note(self) -> str:
+        """Which steps' intervals the store kept, when not all of them."""
+        if self.timeline_steps >= self.step_count:
+            return ""
+        return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
+                "(the first and last 200, an even sample, the outliers)")

@@ -1,4 +1,4 @@
-"""PlannerClient: talks to the planner process (app.planner_service) without blocking the UI.
+"""PlannerClient: talks to the planner process (app.services.planner_service) without blocking the UI.
 
 Validation and block profiling need torch; the planner process imports it, the
 app never does. QProcess delivers its output through the event loop, so nothing
@@ -45,7 +45,7 @@ class PlannerClient(QtCore.QObject):
             return
         proc = QtCore.QProcess(self)
         proc.setProgram(sys.executable)
-        proc.setArguments(["-u", "-m", "app.planner_service"])
+        proc.setArguments(["-u", "-m", "app.services.planner_service"])
         proc.setWorkingDirectory(str(ROOT))
         env = QtCore.QProcessEnvironment.systemEnvironment()
         env.insert("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), env.value("PYTHONPATH")])))

@@ -14,7 +14,7 @@ from typing import Callable
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.plot_export import confirm_overwrite
+from app.views.plot_export import confirm_overwrite
 
 FORMATS = {  # format: (menu text, what it writes)
     "html": ("HTML report…", "a self-contained HTML report"),

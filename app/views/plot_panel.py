@@ -9,17 +9,16 @@ pyqtgraph.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from app import theme
-from app.elided_label import ElidedLabel
-from app.live_data import RunProgress, StepHistory, TelemetryHistory, TrailingMeans
-from app.series_plot import SeriesPlot, cache_axes
-from app.timeline_view import KINDS, TimelineView
+from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans
+from app.views import theme
+from app.views.elided_label import ElidedLabel
+from app.views.series_plot import SeriesPlot, cache_axes
+from app.views.timeline_view import KINDS, TimelineView
 from engine.telemetry.smooth import trailing_mean
 from engine.timing import KIND_MEANING
 
@@ -65,29 +64,6 @@ class RelativeTimeAxis(pg.AxisItem):
         if self.now is None:
             return super().tickStrings(values, scale, spacing)
         return super().tickStrings([v - self.now for v in values], scale, spacing)
-
-
-@dataclass
-class RunData:
-    """One stored run, loaded for display."""
-    run_id: str
-    label: str
-    status: str
-    config: dict
-    summary: dict | None
-    error: str | None
-    steps: list[dict] = field(default_factory=list)     # every step, or every k-th of a long run
-    timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
-    samples: list[dict] = field(default_factory=list)
-    step_count: int = 0          # steps stored
-    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.timeline_keeper)
-
-    def timeline_note(self) -> str:
-        """Which steps' intervals the store kept, when not all of them."""
-        if self.timeline_steps >= self.step_count:
-            return ""
-        return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
-                "(the first and last 200, an even sample, the outliers)")
 
 
 def _fmt_pct(value: float | None) -> str:

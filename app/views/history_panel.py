@@ -11,11 +11,11 @@ import time
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
-from app.elided_label import ElidedLabel
-from app.experiment_history import ExperimentTable
-from app.live_data import TIMELINE_STEPS
-from app.plot_panel import RunData
+from app.state.live_data import TIMELINE_STEPS, RunData
+from app.views import theme
+from app.views.elided_label import ElidedLabel
+from app.views.experiment_history import ExperimentTable
+
 from engine.store import RunRecord, Store
 
 COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",

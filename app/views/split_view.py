@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
-from app.units import human_bytes, human_count
+from app.state.units import human_bytes, human_count
+from app.views import theme
 from engine.planning import stage_shares
 
 

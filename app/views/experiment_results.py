@@ -14,8 +14,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
-from app.series_plot import SeriesPlot
+from app.views import theme
+from app.views.series_plot import SeriesPlot
 
 BEST_COLOR = theme.OK
 TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "samples/s",

@@ -10,7 +10,7 @@ import time
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app import theme
+from app.views import theme
 from engine.experiments import stored_result
 from engine.store import Store
 

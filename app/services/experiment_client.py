@@ -18,8 +18,8 @@ import traceback
 
 from PySide6 import QtCore
 
-from app.stop_deadline import StopDeadline
-from app.thread_inbox import ThreadInbox
+from app.services.stop_deadline import StopDeadline
+from app.services.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
 
 
