@@ -106,9 +106,6 @@ def physical_names(config: dict) -> dict[str, str]:
 
 
 class MainWindow(QtWidgets.QMainWindow):
-    IDLE_REDRAW_MS = IDLE_REDRAW_MS
-    RUN_REDRAW_MS = RUN_REDRAW_MS
-
     sigRunStarted = QtCore.Signal(str)
     sigRunFinished = QtCore.Signal(dict)
     sigChecked = QtCore.Signal(list)          # problems of the latest config (dicts); [] when valid
@@ -616,11 +613,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self._update_run_controls()
             return None
         self.begin_live_run(run_id, config, f"run {run_label_short(run_id)}")
-        self.progress_bar.setRange(0, config.steps)
-        self.progress_bar.setValue(0)
-        self.progress_bar.setFormat("step %v / %m")
-        self.time_left.setText("")
-        self.redraw_timer.setInterval(RUN_REDRAW_MS)
+        self.show_progress(0, config.steps, "step %v / %m")
+        self.show_time_left("")
+        self.set_redraw_busy(True)
         self.set_status(f"Starting {config.strategy} on {config.devices}: worker launching…")
         self.log(f"run {run_id}: {config.to_json()}")
         self._update_run_controls()
@@ -844,6 +839,58 @@ class MainWindow(QtWidgets.QMainWindow):
         self.history.table.blockSignals(False)
         self._shown_runs = []
         self.plots.set_mode("live")
+
+    # -- what controllers may change (app/controllers/ call these, never the widgets) ---------------
+    def show_progress(self, value: int, maximum: int, text: str) -> None:
+        """The progress bar: ``value`` of ``maximum`` (0: busy, no count yet), labelled ``text``."""
+        self.progress_bar.setRange(0, maximum)
+        self.progress_bar.setValue(value)
+        self.progress_bar.setFormat(text)
+
+    def end_progress(self, text: str, complete: bool) -> None:
+        if complete:
+            self.progress_bar.setValue(self.progress_bar.maximum())
+        self.progress_bar.setFormat(text)
+
+    def show_time_left(self, text: str) -> None:
+        self.time_left.setText(text)
+
+    def set_redraw_busy(self, busy: bool) -> None:
+        """Redraw at the telemetry's rate while work goes, slowly when idle."""
+        self.redraw_timer.setInterval(RUN_REDRAW_MS if busy else IDLE_REDRAW_MS)
+
+    def show_error(self, message: str, tb: str | None = None) -> None:
+        self.error_panel.show_error(message, tb)
+
+    def hide_error(self) -> None:
+        self.error_panel.hide()
+
+    def show_running_experiment(self, experiment_id: str | None) -> None:
+        """The history marks this experiment as running (None: none is) and lists what is stored."""
+        self.history.experiments.running_id = experiment_id
+        self.history.refresh()
+
+    def refresh_history(self) -> None:
+        self.history.refresh()
+
+    def select_experiment(self, experiment_id: str) -> None:
+        self.history.experiments.select_id(experiment_id)
+
+    def watching_live(self) -> bool:
+        """The user looks at the live plots (an experiment's later runs take the view only then)."""
+        return self.center_tabs.currentWidget() is self.plots and self.plots.mode == "live"
+
+    def current_run(self) -> RunProgress:
+        """The live view's run monitor (app/state/live_data.py)."""
+        return self.plots.progress
+
+    def settle_plots(self) -> None:
+        self.plots.redraw(force=True)
+        self.plots.refresh_bubble()
+
+    def panel_config(self) -> ExperimentConfig:
+        """The run options the panel shows (may raise when its values make no config)."""
+        return self.experiment.config()
 
     # -- messages ------------------------------------------------------------------------------
     def set_status(self, text: str) -> None:

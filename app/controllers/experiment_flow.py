@@ -50,19 +50,18 @@ class ExperimentFlow(QtCore.QObject):
             w.log(f"cannot start experiment {name}: {w.run_blocked_reason()}", status=True)
             return False
         try:
-            base = preset_base(w.experiment.config())
+            base = preset_base(w.panel_config())
         except Exception as exc:  # the panel's values do not make a config (e.g. an empty devices box)
-            w.error_panel.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}", None)
+            w.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}")
             return False
         repeats = self.menu.repeats
-        w.error_panel.hide()
+        w.hide_error()
         self.name = name
         self.started_at = time.perf_counter()
         self.client.start(name, base, repeats)
-        w.progress_bar.setRange(0, 0)   # busy until the runner says how many runs
-        w.progress_bar.setFormat(f"{name}: preparing…")
-        w.time_left.setText("")
-        w.redraw_timer.setInterval(w.RUN_REDRAW_MS)
+        w.show_progress(0, 0, f"{name}: preparing…")   # busy until the runner says how many runs
+        w.show_time_left("")
+        w.set_redraw_busy(True)
         w.set_status(f"Experiment {name}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
         w.update_run_controls()
@@ -77,26 +76,22 @@ class ExperimentFlow(QtCore.QObject):
 
     # -- progress ------------------------------------------------------------------
     def _on_started(self, name: str, total: int) -> None:
-        self.window.progress_bar.setRange(0, max(1, total))
-        self.window.progress_bar.setValue(0)
+        self.window.show_progress(0, max(1, total), f"{name}: {total} runs")
         self.window.log(f"experiment {name}: {total} runs")
 
     def _on_progress(self, k: int, n: int, label: str, config) -> None:
         """``config``: the point's ExperimentConfig (None if the runner has no points)."""
         w = self.window
-        w.progress_bar.setRange(0, n)
-        w.progress_bar.setValue(k - 1)
-        w.progress_bar.setFormat(f"run {k} of {n}: {label}")
+        w.show_progress(k - 1, n, f"run {k} of {n}: {label}")
         # The first run takes the view; later ones only if the user still watches the live plots.
-        watching = w.center_tabs.currentWidget() is w.plots and w.plots.mode == "live"
+        watching = w.watching_live()
         if config is not None:
             w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}",
                              take_view=k == 1 or watching)
         w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
         w.log(f"experiment {self.name}: run {k} of {n}: {label}")
         if k == 1:   # the experiment is in the store now: list it
-            w.history.experiments.running_id = self.client.experiment_id
-            w.history.refresh()
+            w.show_running_experiment(self.client.experiment_id)
 
     def _on_events(self, events: list) -> None:
         w = self.window
@@ -107,12 +102,12 @@ class ExperimentFlow(QtCore.QObject):
                 status = event.get("status")
                 w.log(f"run {event['run_id']} {status}" + (f": {event.get('error')}" if event.get("error") else ""),
                       level="error" if status == "failed" else "info")
-                w.plots.progress.status = status
-                w.history.refresh()
+                w.current_run().status = status
+                w.refresh_history()
 
     def status_text(self) -> str | None:
         """The status line while a run of the experiment goes, or None when no run reports steps yet."""
-        p = self.window.plots.progress
+        p = self.window.current_run()
         if not self.client.progress or not p.steps_done:
             return None
         k, n, label = self.client.progress
@@ -123,7 +118,6 @@ class ExperimentFlow(QtCore.QObject):
     # -- the end -------------------------------------------------------------------
     def _on_finished(self, result: dict) -> None:
         w = self.window
-        w.history.experiments.running_id = None
         points = [p for p in result.get("points") or [] if isinstance(p, dict)]
         failed = [p for p in points if p.get("error")]
         took = time.perf_counter() - (self.started_at or time.perf_counter())
@@ -136,36 +130,31 @@ class ExperimentFlow(QtCore.QObject):
         if failed:
             text += f"; {len(failed)} point{'s' if len(failed) != 1 else ''} failed"
             first = failed[0]
-            w.error_panel.show_error(f"Experiment {result.get('name')}: point {first.get('label')} failed: "
-                                     f"{first.get('error')}", None)
+            w.show_error(f"Experiment {result.get('name')}: point {first.get('label')} failed: {first.get('error')}")
         w.set_status(text)
         w.log(f"experiment {result.get('experiment_id')} {status}")
-        w.progress_bar.setValue(w.progress_bar.maximum() if status == "finished" else w.progress_bar.value())
-        w.progress_bar.setFormat(f"{result.get('name')} {status}")
+        w.end_progress(f"{result.get('name')} {status}", complete=status == "finished")
         self._settle()
         w.show_experiment_result(result)
-        w.history.experiments.select_id(result.get("experiment_id") or "")
+        w.select_experiment(result.get("experiment_id") or "")
         self.sigFinished.emit(result)
         w.after_busy()
 
     def _on_failed(self, message: str, tb: str) -> None:
         w = self.window
-        w.history.experiments.running_id = None
-        w.error_panel.show_error(f"Experiment {self.name} failed: {message}", tb)
+        w.show_error(f"Experiment {self.name} failed: {message}", tb)
         w.log(f"experiment {self.name} failed: {message}", level="error")
         if tb:
             w.log(tb, level="error")
         w.set_status(f"Experiment {self.name} failed: {message}")
-        w.progress_bar.setRange(0, 1)
-        w.progress_bar.setFormat(f"{self.name} failed")
+        w.show_progress(0, 1, f"{self.name} failed")
         self._settle()
         self.sigFinished.emit({"name": self.name, "status": "failed", "error": message, "points": []})
         w.after_busy()
 
     def _settle(self) -> None:
         w = self.window
-        w.redraw_timer.setInterval(w.IDLE_REDRAW_MS)
-        w.time_left.setText("")
-        w.history.refresh()
-        w.plots.redraw(force=True)
-        w.plots.refresh_bubble()
+        w.set_redraw_busy(False)
+        w.show_time_left("")
+        w.show_running_experiment(None)
+        w.settle_plots()
