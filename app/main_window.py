@@ -31,10 +31,11 @@ from app.services.planner_client import PlannerClient
 from app.settings import make_settings, read_int, read_str
 from app.services.worker_client import WorkerClient
 from app.state import run_rules
-from app.state.live_data import RunProgress, TelemetryHistory
+from app.state.live_data import RunProgress, TelemetryHistory, physical_names
 from app.state.units import format_duration
 from app.views import theme
 from app.views.elided_label import ElidedLabel
+from app.views.error_panel import ErrorPanel
 from app.views.experiment_panel import ExperimentPanel
 from app.views.experiment_results import ExperimentResultsView
 from app.views.history_panel import HistoryPanel
@@ -54,55 +55,6 @@ from engine.strategies import STRATEGIES
 IDLE_REDRAW_MS = 500
 RUN_REDRAW_MS = 100      # 10 frames a second while a run goes: the telemetry's own rate
 CLOSE_STOP_TIMEOUT_MS = 10_000
-
-
-class ErrorPanel(QtWidgets.QFrame):
-    """A failed run's message and traceback, above the plots; dismissable."""
-
-    def __init__(self, parent: QtWidgets.QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("errorPanel")
-        layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(10, 6, 10, 6)
-        top = QtWidgets.QHBoxLayout()
-        self.message = QtWidgets.QLabel()
-        self.message.setObjectName("errorMessage")
-        self.message.setWordWrap(True)
-        self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        top.addWidget(self.message, 1)
-        self.details_button = QtWidgets.QPushButton("Traceback")
-        self.details_button.setCheckable(True)
-        top.addWidget(self.details_button)
-        self.dismiss_button = QtWidgets.QPushButton("Dismiss")
-        self.dismiss_button.clicked.connect(self.hide)
-        top.addWidget(self.dismiss_button)
-        layout.addLayout(top)
-        self.traceback = QtWidgets.QPlainTextEdit()
-        self.traceback.setObjectName("traceback")
-        self.traceback.setReadOnly(True)
-        self.traceback.setMaximumHeight(180)
-        self.traceback.hide()
-        self.details_button.toggled.connect(self.traceback.setVisible)
-        layout.addWidget(self.traceback)
-        self.hide()
-
-    def show_error(self, message: str, tb: str | None) -> None:
-        self.message.setText(message)
-        self.traceback.setPlainText(tb or "(no traceback: the process ended without one)")
-        self.details_button.setChecked(bool(tb))
-        self.show()
-
-
-def physical_names(config: dict) -> dict[str, str]:
-    """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
-    from engine.devices import DeviceError, parse
-    from engine.telemetry.targets import physical_name
-    from engine.validate import devices_needed
-    try:
-        return {d.name: physical_name(d) for d in parse(str(config.get("devices") or "auto"),
-                                                         devices_needed(ExperimentConfig.from_dict(config)))}
-    except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
-        return {}
 
 
 class MainWindow(QtWidgets.QMainWindow):

@@ -243,3 +243,16 @@ class RunData:
             return ""
         return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
                 "(the first and last 200, an even sample, the outliers)")
+
+
+def physical_names(config: dict) -> dict[str, str]:
+    """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
+    from engine.config import ExperimentConfig
+    from engine.devices import DeviceError, parse
+    from engine.telemetry.targets import physical_name
+    from engine.validate import devices_needed
+    try:
+        return {d.name: physical_name(d) for d in parse(str(config.get("devices") or "auto"),
+                                                         devices_needed(ExperimentConfig.from_dict(config)))}
+    except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
+        return {}

@@ -1,0 +1,41 @@
+"""ErrorPanel: a failed run's message and traceback, above the plots; dismissable."""
+from __future__ import annotations
+
+from PySide6 import QtCore, QtWidgets
+
+
+class ErrorPanel(QtWidgets.QFrame):
+    """A failed run's message and traceback, above the plots; dismissable."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("errorPanel")
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        top = QtWidgets.QHBoxLayout()
+        self.message = QtWidgets.QLabel()
+        self.message.setObjectName("errorMessage")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        top.addWidget(self.message, 1)
+        self.details_button = QtWidgets.QPushButton("Traceback")
+        self.details_button.setCheckable(True)
+        top.addWidget(self.details_button)
+        self.dismiss_button = QtWidgets.QPushButton("Dismiss")
+        self.dismiss_button.clicked.connect(self.hide)
+        top.addWidget(self.dismiss_button)
+        layout.addLayout(top)
+        self.traceback = QtWidgets.QPlainTextEdit()
+        self.traceback.setObjectName("traceback")
+        self.traceback.setReadOnly(True)
+        self.traceback.setMaximumHeight(180)
+        self.traceback.hide()
+        self.details_button.toggled.connect(self.traceback.setVisible)
+        layout.addWidget(self.traceback)
+        self.hide()
+
+    def show_error(self, message: str, tb: str | None) -> None:
+        self.message.setText(message)
+        self.traceback.setPlainText(tb or "(no traceback: the process ended without one)")
+        self.details_button.setChecked(bool(tb))
+        self.show()
