@@ -63,3 +63,14 @@ def test_the_state_modules_need_no_qt():
         assert not [m for m in sys.modules if m.startswith(("PySide6", "pyqtgraph"))]
     """)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_window_finds_its_style_sheet_icon_and_planner():
+    """Paths from app/ subpackages to the repository's resources/ and to the planner's module."""
+    from pathlib import Path
+
+    from app.services import planner_client
+    from app.views import theme
+    assert "QMainWindow" in theme.style_sheet() or len(theme.style_sheet()) > 200
+    assert Path(theme.icon_path("splitscope.svg")).is_file()
+    assert (planner_client.ROOT / "app" / "services" / "planner_service.py").is_file()

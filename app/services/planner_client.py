@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6 import QtCore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
 
 
 class PlannerClient(QtCore.QObject):
