@@ -347,6 +347,15 @@ class Store:
         return sorted(r[0] for r in self._db.execute(
             "SELECT DISTINCT step FROM timeline WHERE run_id=? ORDER BY step DESC LIMIT ?", (run_id, last)))
 
+    def timeline_step_count(self, run_id: str) -> int:
+        """How many steps kept every interval: as the run's summary says, else counted (a run still going,
+        or one recorded before the summary kept the count)."""
+        row = self._db.execute("SELECT summary FROM runs WHERE id=?", (run_id,)).fetchone()
+        kept = (json.loads(row[0]) or {}).get("timeline_steps") if row and row[0] else None
+        if kept is not None:
+            return kept
+        return self._db.execute("SELECT COUNT(DISTINCT step) FROM timeline WHERE run_id=?", (run_id,)).fetchone()[0]
+
     def samples(self, run_id: str, bucket_s: float | None = None) -> list[dict]:
         """The run's telemetry rows in time order (``span_s`` None for a sample, else an aggregate's span);
         with ``bucket_s``, aggregated to one row per device and bucket, as ``thin_samples`` stores them."""

@@ -71,6 +71,6 @@ def test_the_window_finds_its_style_sheet_icon_and_planner():
 
     from app.services import planner_client
     from app.views import theme
-    assert "QMainWindow" in theme.style_sheet() or len(theme.style_sheet()) > 200
+    assert theme.style_sheet()  # "" when resources/style.qss is not where the theme looks
     assert Path(theme.icon_path("splitscope.svg")).is_file()
     assert (planner_client.ROOT / "app" / "services" / "planner_service.py").is_file()

@@ -87,9 +87,6 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
                 continue
             summary = record.summary or {}
             last_kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)
-            kept = summary.get("timeline_steps")
-            if kept is None:  # a run still going, or recorded before the count was kept
-                kept = len(store.timeline_steps(run_id))
             rows, span = store.sample_span(run_id)
             devices = max(1, len(summary.get("devices") or [1]))
             bucket = span / SAMPLE_ROWS if rows > SAMPLE_ROWS * devices else None
@@ -98,7 +95,8 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
                                steps=store.steps(run_id, at_most=PLOT_POINTS),
                                timeline=store.timeline(run_id, steps=last_kept),
                                samples=store.samples(run_id, bucket_s=bucket),
-                               step_count=store.step_count(run_id), timeline_steps=kept))
+                               step_count=store.step_count(run_id),
+                               timeline_steps=store.timeline_step_count(run_id)))
     return out
 
 

@@ -50,6 +50,17 @@ def _laid_out(item: pg.PlotItem) -> Iterator[None]:
         item.setGeometry(old)
 
 
+def export_plot(plot_item: pg.PlotItem, fmt: str, path: str | Path, write_csv) -> Path:
+    """A plot widget's export: PNG or SVG of ``plot_item`` as drawn, or CSV by ``write_csv(path) -> Path``."""
+    if fmt == "png":
+        return export_png(plot_item, path)
+    if fmt == "svg":
+        return export_svg(plot_item, path)
+    if fmt == "csv":
+        return write_csv(Path(path))
+    raise ValueError(f"unknown export format {fmt!r}; allowed: {', '.join(FORMATS)}")
+
+
 def export_png(plot_item: pg.PlotItem, path: str | Path, width: int | None = None) -> Path:
     path = Path(path)
     with _laid_out(plot_item):

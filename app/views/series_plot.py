@@ -213,14 +213,8 @@ class SeriesPlot(pg.PlotWidget):
     def export(self, fmt: str, path: str | Path) -> Path | None:
         """Write the plot as ``fmt`` (png, svg or csv) to ``path``; emits sigExported or sigExportFailed."""
         try:
-            if fmt == "png":
-                out = plot_export.export_png(self.getPlotItem(), path)
-            elif fmt == "svg":
-                out = plot_export.export_svg(self.getPlotItem(), path)
-            elif fmt == "csv":
-                out = plot_export.write_csv(self.csv_rows(), path, self.x_name, self.y_name)
-            else:
-                raise ValueError(f"unknown export format {fmt!r}; allowed: {', '.join(plot_export.FORMATS)}")
+            out = plot_export.export_plot(self.getPlotItem(), fmt, path, lambda csv_path: plot_export.write_csv(
+                self.csv_rows(), csv_path, self.x_name, self.y_name))
         except Exception as exc:  # a failed export is a message, never a crash
             self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
             return None

@@ -1,6 +1,7 @@
 """TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle)."""
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Iterable
 
@@ -179,21 +180,16 @@ class TimelineView(pg.PlotWidget):
             self.export_dir = str(Path(path).parent)
             self.export(fmt, path)
 
+    def _write_csv(self, path: Path) -> Path:
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["step", "device", "kind", "t0_s", "t1_s"])
+            writer.writerows(self.rows)
+        return path
+
     def export(self, fmt: str, path: str | Path) -> Path | None:
         try:
-            if fmt == "png":
-                out = plot_export.export_png(self.getPlotItem(), path)
-            elif fmt == "svg":
-                out = plot_export.export_svg(self.getPlotItem(), path)
-            elif fmt == "csv":
-                out = Path(path)
-                import csv
-                with out.open("w", newline="", encoding="utf-8") as fh:
-                    writer = csv.writer(fh)
-                    writer.writerow(["step", "device", "kind", "t0_s", "t1_s"])
-                    writer.writerows(self.rows)
-            else:
-                raise ValueError(f"unknown export format {fmt!r}; allowed: {', '.join(plot_export.FORMATS)}")
+            out = plot_export.export_plot(self.getPlotItem(), fmt, path, self._write_csv)
         except Exception as exc:
             self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
             return None

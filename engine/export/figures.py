@@ -57,10 +57,8 @@ def run_figures(store: Store, run_id: str) -> list[Figure]:
     samples = store.samples(run_id, bucket_s=span / EXPORT_ROWS if rows > EXPORT_ROWS else None)
     steps = store.steps(run_id, at_most=EXPORT_ROWS)
     step_count = store.step_count(run_id)
-    kept_count = summary.get("timeline_steps")
+    kept_count = store.timeline_step_count(run_id)
     kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)  # every step's, or a sample (engine.timeline_keeper)
-    if kept_count is None:
-        kept_count = len(store.timeline_steps(run_id))
     devices = _device_order(summary.get("devices") or [], [s["device"] for s in samples])
     # Titles (and so the SVG, PNG and HTML) say when a figure and its CSV hold a thinned view.
     of_steps = f" (1 step in {-(-step_count // EXPORT_ROWS)} of {step_count:,})" if step_count > EXPORT_ROWS else ""
