@@ -41,8 +41,8 @@ def run(config: ExperimentConfig, db: str, telemetry_hz: float = 10.0) -> dict:
     return result.summary
 
 
-def step_times(summary: dict) -> float:
-    return summary["step_time_s"]["mean"]
+def step_times(summary) -> float:
+    return summary.step_time_s.mean
 
 
 def pipeline_vs_naive(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1024)), steps=12) -> list[dict]:
@@ -56,8 +56,8 @@ def pipeline_vs_naive(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4,
         speedup = step_times(naive) / step_times(piped)
         rows.append({"shape": f"mlp {width}x{depth}, batch {batch}", "naive_ms": step_times(naive) * 1000,
                      "pipeline_ms": step_times(piped) * 1000, "speedup": speedup, "efficiency": speedup / ideal,
-                     "bubble_naive": naive["bubble"]["measured"], "bubble_pipeline": piped["bubble"]["measured"],
-                     "split": piped["split"], "stage_balance": piped["stage_balance"]})
+                     "bubble_naive": naive.bubble.measured, "bubble_pipeline": piped.bubble.measured,
+                     "split": piped.split, "stage_balance": piped.stage_balance})
     return rows
 
 
@@ -67,13 +67,13 @@ def bubble_table(db: str, micro_batches=(2, 4, 8), steps=12) -> list[dict]:
                             devices="cpu:2")
     rows = []
     naive = run(base.replace(strategy="model-parallel"), db)
-    rows.append({"schedule": "naive", "m": 1, "measured": naive["bubble"]["measured"],
-                 "theory": naive["bubble"]["theory"], "step_ms": step_times(naive) * 1000})
+    rows.append({"schedule": "naive", "m": 1, "measured": naive.bubble.measured,
+                 "theory": naive.bubble.theory, "step_ms": step_times(naive) * 1000})
     for schedule in ("gpipe", "1f1b"):
         for m in micro_batches:
             piped = run(base.replace(strategy="pipeline", schedule=schedule, micro_batches=m), db)
-            rows.append({"schedule": schedule, "m": m, "measured": piped["bubble"]["measured"],
-                         "theory": piped["bubble"]["theory"], "step_ms": step_times(piped) * 1000})
+            rows.append({"schedule": schedule, "m": m, "measured": piped.bubble.measured,
+                         "theory": piped.bubble.theory, "step_ms": step_times(piped) * 1000})
     return rows
 
 
@@ -113,7 +113,7 @@ def staged_overhead(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1
                 plain_all += _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup)
                 summary = run(config, db)
                 with Store(db) as store:
-                    engine_all += [s["time_s"] for s in store.steps(summary["run_id"]) if s["step"] >= warmup]
+                    engine_all += [s.time_s for s in store.steps(summary.run_id) if s.step >= warmup]
             plain, eng = statistics.median(plain_all), statistics.median(engine_all)
             rows.append({"shape": f"mlp {width}x{depth}, batch {batch}", "strategy": strategy, "m": micro,
                          "plain_ms": plain * 1000, "engine_ms": eng * 1000, "overhead": eng / plain - 1})
@@ -163,7 +163,7 @@ def engine_overhead(db: str, width=512, depth=4, batch=512, steps=30, warmup=3, 
                                        warmup=warmup, devices="cpu:1"), db)
         from engine.store import Store
         with Store(db) as store:
-            engine_all.extend(s["time_s"] for s in store.steps(summary["run_id"]) if s["step"] >= warmup)
+            engine_all.extend(s.time_s for s in store.steps(summary.run_id) if s.step >= warmup)
     plain, eng = statistics.median(plain_all), statistics.median(engine_all)
     return {"plain_ms": plain * 1000, "engine_ms": eng * 1000, "overhead": eng / plain - 1}
 
@@ -188,8 +188,8 @@ def sampling_cost(db: str, rounds: int = 5) -> dict:
                               warmup=3, devices="cpu:2", micro_batches=4)
     off, on = [], []
     for _ in range(rounds):
-        off.append(run(config, db, telemetry_hz=0)["throughput"]["mean"])
-        on.append(run(config, db, telemetry_hz=10.0)["throughput"]["mean"])
+        off.append(run(config, db, telemetry_hz=0).throughput.mean)
+        on.append(run(config, db, telemetry_hz=10.0).throughput.mean)
     return {"off": statistics.median(off), "on": statistics.median(on),
             "ratio": statistics.median(on) / statistics.median(off)}
 
@@ -200,11 +200,11 @@ def split_point_finding(db: str, repeats: int = 3) -> dict:
     base = ExperimentConfig(model_file=str(ROOT / "examples" / "heavy_later_blocks.py"), devices="cpu:2",
                             batch_size=512, micro_batches=4, steps=8)
     result = ExperimentRunner("split-point", base, repeats=repeats, db_path=db).run()
-    points = {p["label"]: p for p in result["points"] if p.get("step_time_s")}
-    balanced = points["split 4"]["step_time_s"]["mean"]
-    return {"best": result["best"], "automatic_split": result.get("automatic_split"),
-            "relative": {label: p["step_time_s"]["mean"] / balanced for label, p in points.items()},
-            "stage_balance": {label: p.get("stage_balance") for label, p in points.items()}}
+    points = {p.label: p for p in result.points if p.step_time_s}
+    balanced = points["split 4"].step_time_s.mean
+    return {"best": result.best, "automatic_split": result.automatic_split,
+            "relative": {label: p.step_time_s.mean / balanced for label, p in points.items()},
+            "stage_balance": {label: p.stage_balance for label, p in points.items()}}
 
 
 def main(db: str | None = None) -> dict:

@@ -15,6 +15,7 @@ import threading
 
 from engine import models, strategies
 from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
+from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -119,10 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("name", help="; ".join(f"{n}: {d}" for n, d in _preset_names().items()))
     experiment.add_argument("--repeats", type=int, default=3, help="runs per point (default 3)")
     add_run_options(experiment, for_experiment=True)
-    export = sub.add_parser("export", help="a run's or experiment's plots as png, svg, csv, or one html report")
+    from engine.export import FORMATS  # no Qt; matplotlib only once a file is drawn
+    export = sub.add_parser("export", help="a run's or experiment's plots as png, svg, pdf, csv, or one html report")
     export.add_argument("id", help="a run id or an experiment id (see `runs`)")
-    export.add_argument("--format", required=True, choices=("png", "svg", "csv", "html"))
-    export.add_argument("--out", required=True, help="a folder for png/svg/csv; a file for html")
+    export.add_argument("--format", required=True, choices=FORMATS,
+                        help="png, svg, pdf: the figures drawn; csv: the tables behind them; html: one report "
+                             "with both (all but csv draw with matplotlib)")
+    export.add_argument("--out", required=True,
+                        help="a folder for png/svg/pdf/csv (a file per figure); a file for html")
     export.add_argument("--force", action="store_true", help="overwrite existing files")
     export.add_argument("--db", default=None)
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
@@ -220,7 +225,7 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
     if result.error:
         print(f"error: {result.error}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.summary if result.summary is not None else
+        print(json.dumps(to_json(result.summary) if result.summary is not None else
                          {"run_id": result.run_id, "status": result.status, "error": result.error}))
     else:
         from engine.report import summary_table
@@ -306,11 +311,11 @@ def cmd_experiment(args) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(to_json(result)))
     else:
         from engine.report import experiment_table
         print(experiment_table(result))
-    return EXIT_OK if result["status"] == "finished" and result["points"] else EXIT_FAILED
+    return EXIT_OK if result.status == "finished" and result.points else EXIT_FAILED
 
 
 # ---- export ---------------------------------------------------------------------------

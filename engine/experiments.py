@@ -11,11 +11,15 @@ from __future__ import annotations
 import statistics
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
+from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
 from engine.summary import stage_balance
+
+if TYPE_CHECKING:
+    from engine.store import ExperimentRecord
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,6 @@ class Preset:
     name: str
     description: str
     points: Callable[[ExperimentConfig], list[Point]]
-    best_by: str = "step_time"   # lower step time wins
 
 
 # ---- scale ------------------------------------------------------------------------
@@ -233,14 +236,14 @@ class ExperimentRunner:
         if session is not None:
             session.kill()
 
-    def run(self) -> dict:
+    def run(self) -> ExperimentResult:
         from engine.session import RunSession
         from engine.store import Store
         with Store(self.db_path) as store:
             self.experiment_id = store.create_experiment(self.preset.name, {
                 "base": self.base.to_dict(), "repeats": self.repeats,
                 "points": [{"label": p.label, "config": p.config.to_dict(), "x": p.x} for p in self.points]})
-        results: list[dict] = []
+        results: list[ExperimentPoint] = []
         k = 0
         for point in self.points:
             runs, failures = [], []
@@ -268,68 +271,61 @@ class ExperimentRunner:
                     failures.append((result.run_id, result.error))
             if runs:
                 results.append(reduce_point(point, runs))
-            elif failures:  # shown, so a sweep never hides a point that could not run
-                results.append({"label": point.label, "strategy": point.config.strategy, "x": point.x,
-                                "error": failures[0][1], "run_ids": [r for r, _ in failures],
-                                "step_time_s": None, "throughput": None})
+            elif failures:
+                results.append(failed_point(point.label, point.config.strategy, point.x, failures[0][1],
+                                            [r for r, _ in failures]))
             if self._stop.is_set():
                 break
-        summary = {"experiment_id": self.experiment_id, "name": self.preset.name,
-                   "status": "stopped" if self._stop.is_set() else "finished",
-                   "best": best_label(results), "points": results, "notes": self.notes}
-        automatic = next((p for p in results if p["x"] is None and p["label"].startswith("balanced")
-                          and p.get("split")), None)
-        if automatic is not None:
-            summary["automatic_split"] = automatic["split"]
+        automatic = next((p for p in results if p.x is None and p.label.startswith("balanced") and p.split), None)
+        summary = ExperimentResult(experiment_id=self.experiment_id, name=self.preset.name,
+                                   status="stopped" if self._stop.is_set() else "finished",
+                                   best=best_label(results), points=results, notes=self.notes,
+                                   automatic_split=automatic.split if automatic else None)
         with Store(self.db_path) as store:
             store.finish_experiment(self.experiment_id, summary)
         return summary
 
 
-def _mean_std(values: list[float], within: list[float]) -> dict:
-    """Across repeats when there are several; otherwise the single run's own step-to-step std."""
-    mean = statistics.fmean(values)
-    std = statistics.stdev(values) if len(values) > 1 else (within[0] if within else 0.0)
-    return {"mean": mean, "std": std}
-
-
-def reduce_point(point: Point, runs: list[dict]) -> dict:
+def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
+    """A point over its repeats (docs/summary.md): the one reduction of runs that every view reads."""
     first = runs[0]
-    per_run = [r["stage_busy"] for r in runs if r.get("stage_busy")]
+    per_run = [r.stage_busy for r in runs if r.stage_busy]
     stage_busy = [statistics.fmean(v) for v in zip(*per_run)] if per_run else None
-    splits = [entry for entry in first.get("batch_split") or [] if isinstance(entry, dict)]  # older runs: none
-    return {
-        "label": point.label,
-        "strategy": point.config.strategy,
-        "devices": first["devices"],
-        "split": first.get("split"),
-        "micro_batches": first.get("micro_batches"),
-        "schedule": first.get("schedule"),
-        "x": point.x,
-        "step_time_s": _mean_std([r["step_time_s"]["mean"] for r in runs], [r["step_time_s"]["std"] for r in runs]),
-        "throughput": _mean_std([r["throughput"]["mean"] for r in runs], [r["throughput"]["std"] for r in runs]),
-        "bubble": {"measured": statistics.fmean(r["bubble"]["measured"] for r in runs),
-                   "theory": first["bubble"]["theory"]},
-        "devices_busy": [statistics.fmean(v) for v in zip(*(r["devices_busy"] or [] for r in runs))],
+    return ExperimentPoint(
+        label=point.label,
+        strategy=point.config.strategy,
+        x=point.x,
+        devices=first.devices,
+        split=first.split,
+        micro_batches=first.micro_batches,
+        schedule=first.schedule,
+        step_time_s=mean_std([r.step_time_s.mean for r in runs], [r.step_time_s.std for r in runs]),
+        throughput=mean_std([r.throughput.mean for r in runs], [r.throughput.std for r in runs]),
+        bubble=Bubble(measured=statistics.fmean(r.bubble.measured for r in runs), theory=first.bubble.theory),
+        devices_busy=[statistics.fmean(v) for v in zip(*(r.devices_busy or [] for r in runs))],
         # Balance of the mean busy shares, so the figure and the shares shown beside it agree.
-        "stage_busy": stage_busy,
-        "stage_balance": stage_balance(point.config.strategy, first["devices"], stage_busy),
-        "util_mean": (first.get("telemetry") or {}).get("util_mean"),
-        "peak_mem_bytes": (first.get("telemetry") or {}).get("mem_peak_bytes"),
-        # The split most steps had (a dataset's last, smaller batch splits differently).
-        "batch_split": max(splits, key=lambda entry: entry["steps"])["split"] if splits else None,
-        "run_ids": [r["run_id"] for r in runs],
-    }
+        stage_busy=stage_busy,
+        stage_balance=stage_balance(point.config.strategy, first.devices, stage_busy),
+        util_mean=first.telemetry.util_mean if first.telemetry else None,
+        peak_mem_bytes=first.telemetry.mem_peak_bytes if first.telemetry else None,
+        batch_split=first.common_batch_split,
+        run_ids=[r.run_id for r in runs],
+    )
 
 
-def stored_result(store, experiment: dict) -> dict:
+def failed_point(label: str, strategy: str | None, x: float | None, error: str, run_ids: list[str]) -> ExperimentPoint:
+    """A point none of whose runs could be measured: shown, so a sweep never hides a point that could not run."""
+    return ExperimentPoint(label=label, strategy=strategy, x=x, error=error, run_ids=run_ids)
+
+
+def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
     """An experiment as stored: its result, or for one that never finished (the app closed, the machine
     went down), the result rebuilt from the runs it kept, by the same reduction (status "incomplete")."""
-    if isinstance(experiment.get("result"), dict):
-        return experiment["result"]
-    planned = {p["label"]: p for p in (experiment.get("params") or {}).get("points", []) if "label" in p}
+    if experiment.result is not None:
+        return experiment.result
+    planned = {p["label"]: p for p in experiment.params.get("points", []) if isinstance(p, dict) and "label" in p}
     groups: dict[str, list] = {}
-    for run in reversed(store.list_runs(experiment_id=experiment["id"])):  # oldest first: the preset's order
+    for run in reversed(store.list_runs(experiment_id=experiment.id)):  # oldest first: the preset's order
         if run.status == "finished" and run.summary:
             groups.setdefault(run.label or run.id, []).append(run)
     points = []
@@ -338,19 +334,19 @@ def stored_result(store, experiment: dict) -> dict:
         try:
             point = Point(label, ExperimentConfig.from_dict(planned.get(label, {}).get("config") or runs[0].config), x)
             points.append(reduce_point(point, [r.summary for r in runs]))
-        except (KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
             # Runs stored by another version: shown as a point that could not be read, not a broken history.
-            points.append({"label": label, "strategy": runs[0].summary.get("strategy"), "x": x,
-                           "error": f"could not be rebuilt from its runs: {type(exc).__name__}: {exc}",
-                           "run_ids": [r.id for r in runs], "step_time_s": None, "throughput": None})
-    return {"experiment_id": experiment["id"], "name": experiment["name"], "status": "incomplete",
-            "best": best_label(points), "points": points, "notes": []}
+            points.append(failed_point(label, runs[0].summary.strategy, x,
+                                       f"could not be rebuilt from its runs: {type(exc).__name__}: {exc}",
+                                       [r.id for r in runs]))
+    return ExperimentResult(experiment_id=experiment.id, name=experiment.name, status="incomplete",
+                            best=best_label(points), points=points)
 
 
-def best_label(points: list[dict]) -> str | None:
+def best_label(points: list[ExperimentPoint]) -> str | None:
     """The fastest point; in a sweep, the fastest swept point (the automatic split is its referee)."""
-    points = [p for p in points if p.get("step_time_s")]
-    swept = [p for p in points if p["x"] is not None] or points
+    measured = [p for p in points if p.step_time_s is not None]
+    swept = [p for p in measured if p.x is not None] or measured
     if not swept:
         return None
-    return min(swept, key=lambda p: p["step_time_s"]["mean"])["label"]
+    return min(swept, key=lambda p: p.step_time_s.mean).label

@@ -114,15 +114,11 @@ def plan_balanced(spec, batch_size: int, devices) -> tuple[list[BlockInfo], tupl
     return timed[devices[0].kind], split
 
 
-def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:
-    """Per stage: first/last block, share of parameters and of measured time, bytes per sample leaving it.
-
-    ``blocks`` are BlockInfo fields as dicts, the form the app's
-    planner process sends: keys params, cost_s, out_bytes.
-    """
+def stage_shares(blocks: list[BlockInfo], split: tuple[int, ...]) -> list[dict]:
+    """Per stage: first/last block, share of parameters and of measured time, bytes per sample leaving it."""
     edges = (0, *split, len(blocks))
-    total_params = sum(b["params"] for b in blocks) or 1
-    total_cost = sum(b["cost_s"] for b in blocks) or 1.0
+    total_params = sum(b.params for b in blocks) or 1
+    total_cost = sum(b.cost_s for b in blocks) or 1.0
     out = []
     for a, b in zip(edges[:-1], edges[1:]):
         part = blocks[a:b]
@@ -130,7 +126,7 @@ def stage_shares(blocks: list[dict], split: tuple[int, ...]) -> list[dict]:
             out.append({"first": a, "last": b - 1, "params": 0.0, "time": 0.0, "crossing": 0})
             continue
         out.append({"first": a, "last": b - 1,
-                    "params": sum(x["params"] for x in part) / total_params,
-                    "time": sum(x["cost_s"] for x in part) / total_cost,
-                    "crossing": part[-1]["out_bytes"] if b < len(blocks) else 0})
+                    "params": sum(x.params for x in part) / total_params,
+                    "time": sum(x.cost_s for x in part) / total_cost,
+                    "crossing": part[-1].out_bytes if b < len(blocks) else 0})
     return out

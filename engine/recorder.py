@@ -10,7 +10,11 @@ totals (``TelemetryTotals``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from engine.store import Store
+
+from engine.results import TelemetrySummary
 from engine.telemetry.summary import TelemetryTotals, disagreements
 from engine.timeline_keeper import TimelineKeeper
 
@@ -66,10 +70,8 @@ class RunRecorder:
         self._store_recent(recent)
         self.timeline_kept += len(recent)
 
-    def telemetry_summary(self, devices_busy: list[float] | None, devices: list[str]) -> dict:
+    def telemetry_summary(self, devices_busy: list[float] | None, devices: list[str]) -> TelemetrySummary:
         self.telemetry.finish()
         telemetry = self.telemetry.summary()
-        if devices_busy:
-            lines = disagreements(telemetry["util_mean"], devices_busy, devices)
-            telemetry["disagreement"] = "; ".join(lines) if lines else None
-        return telemetry
+        lines = disagreements(telemetry.util_mean, devices_busy, devices) if devices_busy else []
+        return dataclasses.replace(telemetry, disagreement="; ".join(lines) or None)

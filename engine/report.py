@@ -5,6 +5,7 @@ import os
 import time
 
 from engine.devices import gpu_label
+from engine.results import ExperimentResult, RunSummary
 
 
 def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
@@ -13,44 +14,40 @@ def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
     return format(value, spec)
 
 
-def summary_table(s: dict) -> str:
+def summary_table(s: RunSummary) -> str:
     rows = [
-        ("run", s.get("run_id")),
-        ("status", s.get("status")),
-        ("strategy", s["strategy"] + (f" ({s['schedule']}, {s['micro_batches']} micro-batches)"
-                                      if s.get("micro_batches") else "")),
-        ("model", s["model"]),
-        ("devices", ", ".join(s["devices"])),
-        ("split", ",".join(map(str, s["split"])) if s.get("split") else "-"),
-        ("steps measured", s["steps_measured"]),
+        ("run", s.run_id),
+        ("status", s.status),
+        ("strategy", s.strategy + (f" ({s.schedule}, {s.micro_batches} micro-batches)" if s.micro_batches else "")),
+        ("model", s.model),
+        ("devices", ", ".join(s.devices)),
+        ("split", ",".join(map(str, s.split)) if s.split else "-"),
+        ("steps measured", s.steps_measured),
     ]
-    st, tp = s.get("step_time_s"), s.get("throughput")
-    if st:
-        rows.append(("step time", f"{st['mean'] * 1000:.1f} ms ± {st['std'] * 1000:.1f}"))
-    if tp:
-        rows.append(("throughput", f"{tp['mean']:.0f} samples/s ± {tp['std']:.0f}"))
-    if s.get("loss"):
-        rows.append(("loss", f"{s['loss']['first']:.4f} -> {s['loss']['last']:.4f}"))
-    if s.get("param_norm") is not None:
-        rows.append(("param norm", f"{s['param_norm']:.6g}"))
-    if s.get("param_change") is not None:
-        rows.append(("param change", f"{s['param_change']:.6g} (how far training moved them)"))
-    if s.get("devices_busy"):
-        rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s["devices"], s["devices_busy"]))))
-    if s.get("stage_balance") is not None:
-        rows.append(("stage balance", f"{s['stage_balance']:.2f} (least / most busy stage; 1 = even split)"))
-    bubble = s.get("bubble") or {}
-    if bubble.get("measured") is not None:
-        theory = f" (theory {bubble['theory']:.2f})" if bubble.get("theory") is not None else ""
-        rows.append(("bubble", f"{bubble['measured']:.2f}{theory}"))
-    tel = s.get("telemetry")
-    if tel and tel.get("util_mean"):
-        rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in
-                                                   zip(s["devices"], tel["util_mean"]))))
-        rows.append(("samples", f"{tel.get('samples')} at {tel.get('rate_hz')} Hz"))
-        if tel.get("disagreement"):
-            rows.append(("note", tel["disagreement"]))
-    for note in s.get("notes") or []:
+    if s.step_time_s:
+        rows.append(("step time", f"{s.step_time_s.mean * 1000:.1f} ms ± {s.step_time_s.std * 1000:.1f}"))
+    if s.throughput:
+        rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
+    if s.loss:
+        rows.append(("loss", f"{s.loss.first:.4f} -> {s.loss.last:.4f}"))
+    if s.param_norm is not None:
+        rows.append(("param norm", f"{s.param_norm:.6g}"))
+    if s.param_change is not None:
+        rows.append(("param change", f"{s.param_change:.6g} (how far training moved them)"))
+    if s.devices_busy:
+        rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s.devices, s.devices_busy))))
+    if s.stage_balance is not None:
+        rows.append(("stage balance", f"{s.stage_balance:.2f} (least / most busy stage; 1 = even split)"))
+    if s.bubble.measured is not None:
+        theory = f" (theory {s.bubble.theory:.2f})" if s.bubble.theory is not None else ""
+        rows.append(("bubble", f"{s.bubble.measured:.2f}{theory}"))
+    tel = s.telemetry
+    if tel and tel.util_mean:
+        rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
+        rows.append(("samples", f"{tel.samples} at {tel.rate_hz} Hz"))
+        if tel.disagreement:
+            rows.append(("note", tel.disagreement))
+    for note in s.notes:
         rows.append(("note", note))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -62,9 +59,8 @@ def runs_table(runs) -> str:
     lines = [f"{'id':<23} {'started':<16} {'status':<11} {'strategy':<15} {'model':<14} {'devices':<12} "
              f"{'step ms':>8} {'samples/s':>10}"]
     for r in runs:
-        s = r.summary or {}
-        st = (s.get("step_time_s") or {}).get("mean")
-        tp = (s.get("throughput") or {}).get("mean")
+        st = r.summary.step_time_s.mean if r.summary and r.summary.step_time_s else None
+        tp = r.summary.throughput.mean if r.summary and r.summary.throughput else None
         cfg = r.config
         lines.append(
             f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<11} "
@@ -111,20 +107,20 @@ def devices_table(inv: dict) -> str:
     return "\n".join(lines)
 
 
-def experiment_table(result: dict) -> str:
-    lines = [f"experiment {result['experiment_id']}: {result['name']} ({result['status']})",
+def experiment_table(result: ExperimentResult) -> str:
+    lines = [f"experiment {result.experiment_id}: {result.name} ({result.status})",
              f"{'point':<24} {'step ms':>9} {'± std':>8} {'samples/s':>10} {'± std':>8} {'bubble':>7} "
              f"{'balance':>7}  runs"]
-    for p in result["points"]:
-        if not p.get("step_time_s"):
-            lines.append(f"{p['label']:<24} failed: {p.get('error')}")
+    for p in result.points:
+        if p.step_time_s is None:
+            lines.append(f"{p.label:<24} failed: {p.error}")
             continue
-        st, tp = p["step_time_s"], p["throughput"]
-        mark = "  <- best" if p["label"] == result.get("best") else ""
-        lines.append(f"{p['label']:<24} {st['mean'] * 1000:>9.1f} {st['std'] * 1000:>8.1f} {tp['mean']:>10.0f} "
-                     f"{tp['std']:>8.0f} {_fmt(p['bubble']['measured'], '.2f'):>7} "
-                     f"{_fmt(p.get('stage_balance'), '.2f'):>7}  {len(p['run_ids'])}{mark}")
-    if result.get("automatic_split") is not None:
-        lines.append(f"automatic balanced split: {result['automatic_split']}")
-    lines += [f"note: {note}" for note in result.get("notes") or []]
+        st, tp = p.step_time_s, p.throughput
+        mark = "  <- best" if p.label == result.best else ""
+        lines.append(f"{p.label:<24} {st.mean * 1000:>9.1f} {st.std * 1000:>8.1f} {tp.mean:>10.0f} "
+                     f"{tp.std:>8.0f} {_fmt(p.bubble.measured, '.2f'):>7} "
+                     f"{_fmt(p.stage_balance, '.2f'):>7}  {len(p.run_ids)}{mark}")
+    if result.automatic_split is not None:
+        lines.append(f"automatic balanced split: {result.automatic_split}")
+    lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

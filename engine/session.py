@@ -24,6 +24,7 @@ from typing import Callable
 
 from engine import protocol
 from engine.config import ExperimentConfig
+from engine.results import RunSummary, from_json, to_json
 from engine.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ EVENT_BACKLOG = 4 * FLUSH_EVENTS
 class RunResult:
     run_id: str
     status: str                 # finished, failed, stopped
-    summary: dict | None
+    summary: RunSummary | None
     error: str | None = None
     traceback: str | None = None
 
@@ -224,7 +225,7 @@ class RunSession:
                     elif kind == protocol.ERROR:
                         error, tb = event.get("message"), event.get("traceback")
                     elif kind == protocol.FINISHED:
-                        status, summary = event.get("status", "failed"), event.get("summary")
+                        status, summary = event.get("status", "failed"), from_json(RunSummary, event.get("summary"))
                         continue  # forwarded at the end, with the telemetry section
                     forward.append(event)
                 # Stored before anyone is told: nothing a user has seen can be lost.
@@ -285,16 +286,15 @@ class RunSession:
                     pass
         if self.on_event:
             self.on_event({"v": protocol.VERSION, "type": protocol.FINISHED,
-                           "t": time.perf_counter() - self._origin, "status": status, "summary": summary,
+                           "t": time.perf_counter() - self._origin, "status": status, "summary": to_json(summary),
                            "run_id": self.run_id, "error": error, "traceback": tb})
 
-    def _complete_summary(self, summary: dict | None, recorder, status: str) -> dict | None:
+    def _complete_summary(self, summary: RunSummary | None, recorder, status: str) -> RunSummary | None:
         if summary is None:
             return None
-        summary["run_id"] = self.run_id
-        summary["status"] = status
+        summary = summary.replace(run_id=self.run_id, status=status)
         if recorder is not None:
-            summary["timeline_steps"] = recorder.timeline_kept  # steps whose intervals the store kept
+            summary = summary.replace(timeline_steps=recorder.timeline_kept)  # steps whose intervals were kept
         if self._sampler is not None and recorder is not None and recorder.steps:
-            summary["telemetry"] = recorder.telemetry_summary(summary.get("devices_busy"), summary["devices"])
+            summary = summary.replace(telemetry=recorder.telemetry_summary(summary.devices_busy, summary.devices))
         return summary

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from engine.results import ExperimentResult, RunSummary, Sample, Step, from_json, to_json
+
 STATUSES = ("running", "finished", "failed", "stopped", "interrupted")
 
 SCHEMA = """
@@ -108,14 +110,23 @@ class RunRecord:
     ended: float | None
     status: str
     config: dict
-    summary: dict | None
+    summary: RunSummary | None
     error: str | None
     traceback: str | None
     experiment_id: str | None
     label: str | None
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "summary": to_json(self.summary)}
+
+
+@dataclass(frozen=True)
+class ExperimentRecord:
+    id: str
+    name: str
+    created: float
+    params: dict                       # the preset's options and planned points
+    result: ExperimentResult | None    # None until it finished
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -247,14 +258,14 @@ class Store:
             self._db.execute(f"DELETE FROM samples WHERE {old}", (run_id, before_t, bucket_s))
         return before - added
 
-    def finish_run(self, run_id: str, status: str, summary: dict | None = None, error: str | None = None,
+    def finish_run(self, run_id: str, status: str, summary: RunSummary | None = None, error: str | None = None,
                    traceback: str | None = None) -> None:
         if status not in STATUSES or status == "running":
             raise ValueError(f"status must be one of {STATUSES[1:]}, got {status!r}")
         with self._tx():
             self._db.execute(
                 "UPDATE runs SET status=?, ended=?, summary=?, error=?, traceback=? WHERE id=?",
-                (status, time.time(), json.dumps(summary) if summary is not None else None, error, traceback,
+                (status, time.time(), json.dumps(to_json(summary)) if summary is not None else None, error, traceback,
                  run_id))
 
     def create_experiment(self, name: str, params: dict) -> str:
@@ -264,16 +275,17 @@ class Store:
                              (exp_id, name, time.time(), json.dumps(params, sort_keys=True)))
         return exp_id
 
-    def finish_experiment(self, exp_id: str, result: dict) -> None:
+    def finish_experiment(self, exp_id: str, result: ExperimentResult) -> None:
         with self._tx():
-            self._db.execute("UPDATE experiments SET result=? WHERE id=?", (json.dumps(result), exp_id))
+            self._db.execute("UPDATE experiments SET result=? WHERE id=?", (json.dumps(to_json(result)), exp_id))
 
     # ---- reading ----------------------------------------------------------
     @staticmethod
     def _run(row: sqlite3.Row) -> RunRecord:
         return RunRecord(
             id=row["id"], started=row["started"], ended=row["ended"], status=row["status"],
-            config=json.loads(row["config"]), summary=json.loads(row["summary"]) if row["summary"] else None,
+            config=json.loads(row["config"]),
+            summary=from_json(RunSummary, json.loads(row["summary"])) if row["summary"] else None,
             error=row["error"], traceback=row["traceback"], experiment_id=row["experiment_id"], label=row["label"])
 
     def list_runs(self, limit: int | None = None, experiment_id: str | None = None) -> list[RunRecord]:
@@ -293,18 +305,18 @@ class Store:
         row = self._db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         return self._run(row) if row else None
 
-    def get_experiment(self, exp_id: str) -> dict | None:
+    def get_experiment(self, exp_id: str) -> ExperimentRecord | None:
         row = self._db.execute("SELECT * FROM experiments WHERE id=?", (exp_id,)).fetchone()
         if row is None:
             return None
-        return {"id": row["id"], "name": row["name"], "created": row["created"],
-                "params": json.loads(row["params"]), "result": json.loads(row["result"]) if row["result"] else None}
+        return ExperimentRecord(row["id"], row["name"], row["created"], json.loads(row["params"]),
+                                from_json(ExperimentResult, json.loads(row["result"])) if row["result"] else None)
 
-    def list_experiments(self) -> list[dict]:
+    def list_experiments(self) -> list[ExperimentRecord]:
         return [self.get_experiment(r["id"]) for r in
                 self._db.execute("SELECT id FROM experiments ORDER BY created DESC, rowid DESC")]
 
-    def steps(self, run_id: str, at_most: int | None = None) -> list[dict]:
+    def steps(self, run_id: str, at_most: int | None = None) -> list[Step]:
         """The run's step rows in order; with ``at_most``, every k-th step (and the last) so that no more than
         that many come back: what a plot of a long run needs."""
         sql, args = "SELECT * FROM steps WHERE run_id=?", [run_id]
@@ -314,14 +326,10 @@ class Store:
                 every = -(-count // at_most)
                 sql += " AND (step % ? = 0 OR step = (SELECT MAX(step) FROM steps WHERE run_id=?))"
                 args += [every, run_id]
-        out = []
-        for r in self._db.execute(sql + " ORDER BY step", args):
-            d = dict(r)
-            d.pop("run_id")
-            d["batch_split"] = json.loads(d["batch_split"]) if d["batch_split"] else None
-            d["busy"] = json.loads(d["busy"]) if d.get("busy") else None
-            out.append(d)
-        return out
+        return [Step(step=r["step"], t=r["t"], time_s=r["time_s"], samples=r["samples"], throughput=r["throughput"],
+                     loss=r["loss"], batch_split=json.loads(r["batch_split"]) if r["batch_split"] else None,
+                     busy=json.loads(r["busy"]) if r["busy"] else None)
+                for r in self._db.execute(sql + " ORDER BY step", args)]
 
     def step_count(self, run_id: str) -> int:
         return self._db.execute("SELECT COUNT(*) FROM steps WHERE run_id=?", (run_id,)).fetchone()[0]
@@ -356,7 +364,7 @@ class Store:
             return kept
         return self._db.execute("SELECT COUNT(DISTINCT step) FROM timeline WHERE run_id=?", (run_id,)).fetchone()[0]
 
-    def samples(self, run_id: str, bucket_s: float | None = None) -> list[dict]:
+    def samples(self, run_id: str, bucket_s: float | None = None) -> list[Sample]:
         """The run's telemetry rows in time order (``span_s`` None for a sample, else an aggregate's span);
         with ``bucket_s``, aggregated to one row per device and bucket, as ``thin_samples`` stores them."""
         fields = ", ".join(SAMPLE_FIELDS)
@@ -368,7 +376,7 @@ class Store:
                 f"SELECT {_bucket_start(bucket_s)} + {bucket_s / 2!r} AS t, device, {_AGGREGATES}"
                 f", {bucket_s!r} AS span_s FROM samples WHERE run_id=? GROUP BY device, {_bucket_start(bucket_s)} "
                 f"ORDER BY t", (run_id,))
-        return [dict(r) for r in rows]
+        return [Sample(**dict(r)) for r in rows]
 
     def sample_span(self, run_id: str) -> tuple[int, float]:
         """(rows, seconds from the first to the last) of the run's telemetry."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from engine.results import Bubble, Loss, RunSummary
 from engine.strategies import STRATEGIES
 from engine.timing import BUSY_KINDS, busy_time
 from engine.totals import RunTotals
@@ -193,37 +194,35 @@ class StepMerger:
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
               batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
-              theory_bubble: float | None = None, notes: list[str] | None = None) -> dict:
+              theory_bubble: float | None = None, notes: list[str] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config["strategy"], devices, totals)
-    return {
-        "run_id": run_id,
-        "status": status,
-        "strategy": config["strategy"],
-        "model": config["model"] if not config.get("model_file") else "custom",
-        "devices": devices,
-        "split": list(split) if split else None,
-        "micro_batches": micro_batches if STRATEGIES[config["strategy"]].uses_micro_batches else None,
-        "schedule": config["schedule"] if STRATEGIES[config["strategy"]].uses_micro_batches else None,
-        "batch_size": batch_size,
-        "steps": totals.steps,
-        "steps_measured": totals.measured,
-        "step_time_s": totals.step_time.summary(),
-        "throughput": totals.throughput.summary(),
-        "loss": {"first": totals.first_loss, "last": totals.last_loss} if totals.first_loss is not None else None,
-        "param_norm": math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
+    pipelined = STRATEGIES[config["strategy"]].uses_micro_batches
+    return RunSummary(
+        run_id=run_id,
+        status=status,
+        strategy=config["strategy"],
+        model=config["model"] if not config.get("model_file") else "custom",
+        devices=devices,
+        split=list(split) if split else None,
+        micro_batches=micro_batches if pipelined else None,
+        schedule=config["schedule"] if pipelined else None,
+        batch_size=batch_size,
+        steps=totals.steps,
+        steps_measured=totals.measured,
+        step_time_s=totals.step_time.summary(),
+        throughput=totals.throughput.summary(),
+        loss=Loss(totals.first_loss, totals.last_loss) if totals.first_loss is not None else None,
+        param_norm=math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
         # How far training moved the parameters: what equivalence between strategies is judged on.
-        "param_change": math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
-        "devices_busy": devices_busy,
-        "stage_busy": per_stage,
-        "stage_balance": stage_balance(config["strategy"], devices, per_stage),
-        "bubble": {
-            "measured": 1.0 - statistics.fmean(devices_busy) if devices_busy else None,
-            "theory": theory_bubble,
-        },
-        "batch_split": totals.batch_split_counts() if data_parallel else None,
-        "notes": list(notes or []),
-        "telemetry": None,
-    }
+        param_change=math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
+        devices_busy=devices_busy,
+        stage_busy=per_stage,
+        stage_balance=stage_balance(config["strategy"], devices, per_stage),
+        bubble=Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
+                      theory=theory_bubble),
+        batch_split=totals.batch_split_counts() if data_parallel else None,
+        notes=list(notes or []),
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from engine.results import BatchSplit, MeanStd
+
 
 class RunningStat:
     """Mean and sample standard deviation of a stream (Welford), as statistics.fmean/stdev of the whole."""
@@ -23,10 +25,11 @@ class RunningStat:
         self.mean += delta / self.n
         self._m2 += delta * (x - self.mean)
 
-    def summary(self) -> dict | None:
+    def summary(self) -> MeanStd | None:
+        """The mean and the sample standard deviation, or None before the first value."""
         if not self.n:
             return None
-        return {"mean": self.mean, "std": math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0}
+        return MeanStd(self.mean, math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0)
 
 
 class RunTotals:
@@ -74,6 +77,6 @@ class RunTotals:
         times = self.work_time if work_only else self.busy_time
         return [min(1.0, times[d] / self.total_time) for d in self.devices]
 
-    def batch_split_counts(self) -> list[dict]:
-        """[{"split": [per device], "steps": n}, ...] in the order the splits first came."""
-        return [{"split": list(split), "steps": n} for split, n in self.batch_splits.items()]
+    def batch_split_counts(self) -> list[BatchSplit]:
+        """Each distinct split of the batch (samples per replica) and its steps, in the order they first came."""
+        return [BatchSplit(list(split), n) for split, n in self.batch_splits.items()]

@@ -30,6 +30,7 @@ from pathlib import Path
 from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError, parse
+from engine.results import to_json
 from engine.summary import StepMerger, summarize, theoretical_bubble, unique_devices
 from engine.totals import RunTotals
 
@@ -341,7 +342,7 @@ class Worker:
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
-        self.emit(protocol.FINISHED, status=status, summary=summary)
+        self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
         return 0 if status == "finished" else 1
 
 

@@ -1,4 +1,5 @@
-"""The app's state without a window: the run monitor fed by worker events, and the rules that block Run."""
+"""The app's state without a window: the run monitor fed by worker events, the rules that block Run, the
+status line's texts and the planner's state."""
 from __future__ import annotations
 
 import pytest
@@ -30,7 +31,7 @@ def test_the_run_monitor_follows_a_run_from_its_events():
     run.apply({"type": "error", "message": "rank 1 died", "rank": 1})
     run.apply({"type": "finished", "status": "failed",
                "summary": {"bubble": {"measured": 0.4, "theory": None}}})
-    assert run.warnings == ["slow"] and run.error["rank"] == 1
+    assert run.error["rank"] == 1 and run.summary.bubble.measured == 0.4  # a warning is the log's, not state
     assert run.measured_bubble() == 0.4 and run.theory_bubble() is None  # the summary's figures, once it ends
 
 
@@ -59,7 +60,8 @@ def test_the_line_under_run_says_when_nobody_checks():
 
 def test_the_state_modules_need_no_qt():
     proc = run_without_qt("""
-        import app.state.live_data, app.state.run_rules, app.state.units
+        import app.state.live_data, app.state.run_rules, app.state.units, app.state.plan_state
+        import app.state.run_status
         assert not [m for m in sys.modules if m.startswith(("PySide6", "pyqtgraph"))]
     """)
     assert proc.returncode == 0, proc.stderr
@@ -74,3 +76,139 @@ def test_the_window_finds_its_style_sheet_icon_and_planner():
     assert theme.style_sheet()  # "" when resources/style.qss is not where the theme looks
     assert Path(theme.icon_path("splitscope.svg")).is_file()
     assert (planner_client.ROOT / "app" / "services" / "planner_service.py").is_file()
+
+
+# -- the status line's texts ---------------------------------------------------------------------
+
+def test_a_finished_run_says_its_steps_time_speed_and_bubble():
+    from app.state.run_status import finished_text
+    from engine.results import Bubble, MeanStd, RunSummary
+    from engine.session import RunResult
+    summary = RunSummary(steps=20, step_time_s=MeanStd(0.0071), throughput=MeanStd(1234.4), bubble=Bubble(0.4))
+    result = RunResult("20250101-182558-ab12", "finished", summary)
+    assert finished_text(result, RunProgress(steps_done=19), 3.1) == \
+        "Finished 20 steps in 3.1 s · 7.1 ms/step · 1,234 samples/s · bubble 40%"
+    # Without a summary (or its figures) the steps the monitor saw, and only what is known.
+    assert finished_text(RunResult("r", "finished", None), RunProgress(steps_done=6), 0.5) == \
+        "Finished 6 steps in 0.5 s"
+
+
+def test_a_stopped_or_failed_run_says_where_it_stopped_or_why():
+    from app.state.run_status import finished_text
+    from engine.session import RunResult
+    progress = RunProgress(steps_done=3, steps_total=100)
+    assert finished_text(RunResult("r", "stopped", None), progress, 9.0) == "Stopped after 3 of 100 steps"
+    assert finished_text(RunResult("r", "failed", None, "rank 1 (cpu:1) was killed by SIGKILL"), progress, 1.0) \
+        == "Failed: rank 1 (cpu:1) was killed by SIGKILL"
+    assert finished_text(RunResult("r", "failed", None), progress, 1.0) == "Failed: the run failed"
+
+
+def test_while_a_run_goes_the_status_line_counts_steps_and_the_time_left():
+    from app.state.run_status import live_title, running_text, started_text, time_left_text
+    run = RunProgress(run_id="20250101-182558-ab12", config={"strategy": "pipeline", "devices": "cpu:2"},
+                      steps_total=10, label="run 182558")
+    assert live_title(run) == "Live: run 182558, pipeline on cpu:2"          # the configured devices, at first
+    assert running_text(run) is None and time_left_text(run) is None       # no step yet
+    run.apply(STARTED)
+    assert live_title(run) == "Live: run 182558, pipeline on cuda:0, cuda:1"   # the devices the ranks got
+    assert started_text(run) == "Running pipeline on cuda:0, cuda:1, split at 3"
+    for k in range(4):
+        run.apply(step(k, 0.5, {"cuda:0": 0.75, "cuda:1": 0.25}))
+    assert running_text(run) == "Running pipeline on cuda:0, cuda:1 · step 4/10 · 500.0 ms/step · bubble 50%"
+    assert time_left_text(run) == "≈ 3.0 s left"
+
+
+def test_each_worker_event_has_its_log_line_and_level():
+    from app.state.run_status import event_log_line
+    run = RunProgress()
+    run.apply(STARTED)
+    assert event_log_line(dict(STARTED, pids={"0": 11}), run) == \
+        ("started: devices cuda:0, cuda:1, split at 3, pids {'0': 11}", "info")
+    assert event_log_line({"type": "warning", "message": "slow"}, run) == ("warning: slow", "warning")
+    assert event_log_line({"type": "error", "rank": 1, "message": "died"}, run) == ("error (rank 1): died", "error")
+    assert event_log_line(step(0, 0.1, {}), run) is None   # steps are the plots'
+
+
+# -- the planner's state -------------------------------------------------------------------------
+
+def small_config(**overrides):
+    from engine.config import ExperimentConfig
+    return ExperimentConfig(**dict(dict(strategy="model-parallel", model="mlp", width=64, depth=4, devices="cpu:2",
+                                        batch_size=64, steps=6), **overrides))
+
+
+BLOCKS = {"blocks": [{"name": f"layer{i}", "params": 10, "cost_s": c, "out_bytes": 4}
+                     for i, c in enumerate([1.0, 1.0, 1.0, 3.0])],
+          "costs_by_kind": {"cpu": [1.0, 1.0, 1.0, 3.0]}, "error": None}
+
+
+def test_the_planner_is_asked_to_profile_a_model_once_and_checks_every_change():
+    from app.state.plan_state import PENDING, PlanState, profile_key
+    state = PlanState()
+    config = small_config()
+    changed, profile = state.select(profile_key(config))
+    assert changed and profile is None and state.split_text() == "Profiling the model's blocks…"
+    request = state.ask(config, [], stages=2, planner_up=True)
+    assert request.profile and request.stages == 2 and request.config["model"] == "mlp"
+    assert state.check == PENDING
+    profile = state.profiled(BLOCKS)
+    assert [b.name for b in profile.blocks] == ["layer0", "layer1", "layer2", "layer3"]
+    # Another step count is the same model: checked again, not profiled again.
+    more_steps = small_config(steps=60)
+    assert state.select(profile_key(more_steps)) == (False, profile)
+    assert not state.ask(more_steps, [], stages=2, planner_up=True).profile
+    # Another width is another model; coming back to this one finds its blocks.
+    assert state.select(profile_key(small_config(width=128))) == (True, None)
+    assert state.select(profile_key(config)) == (True, profile)
+
+
+def test_the_check_blocks_run_until_it_passes_and_places_the_split_problems_under_the_split():
+    from app.state.plan_state import OK, PROBLEMS, UNAVAILABLE, PlanState
+    state = PlanState()
+    quick = [{"option": "batch_size", "message": "must be positive"}]
+    assert state.ask(small_config(), quick, stages=2, planner_up=False) is None
+    assert state.check == UNAVAILABLE and state.problems == quick    # nobody to ask: the quick check stands
+    state.ask(small_config(), [], stages=2, planner_up=True)
+    state.checked([{"option": "split", "message": "needs 1 point"}, {"option": "devices", "message": "x"}])
+    assert state.check == PROBLEMS
+    assert state.panel_problems() == [{"option": "devices", "message": "x"}]
+    assert state.split_problems_text() == "--split: needs 1 point"
+    state.checked([])
+    assert state.check == OK and state.split_problems_text() == ""
+    state.planner_lost()
+    assert state.check == UNAVAILABLE
+
+
+def test_a_failed_profile_says_why_in_the_split_view_and_is_asked_again():
+    from app.state.plan_state import PlanState, profile_key
+    state = PlanState()
+    state.select(profile_key(small_config()))
+    assert state.profiled({"blocks": None, "error": "RuntimeError: no memory"}) is None
+    assert state.split_text() == "Could not profile the blocks: RuntimeError: no memory"
+    assert state.needs_profile       # the next change tries again
+    state.select(profile_key(small_config(width=128)))
+    assert state.split_text() == "Profiling the model's blocks…"
+
+
+def test_the_balanced_split_costs_each_stage_on_its_own_kind_of_device():
+    from app.state.plan_state import BlockProfile
+    profile = BlockProfile.from_answer(dict(BLOCKS, costs_by_kind={"cpu": [1.0, 1.0, 1.0, 3.0],
+                                                                   "cuda": [0.1, 0.1, 0.1, 0.3]}))
+    assert profile.balanced(["cpu", "cpu"], 2) == [3]      # 3 | 3: the last block alone
+    assert profile.balanced(["cpu", "cuda"], 2) == [1]     # the GPU takes all it can
+    assert profile.balanced(["cpu"], 2) == [3]             # kinds not settled: the first kind for every stage
+    assert profile.balanced(["cpu"] * 5, 5) is None        # more stages than blocks
+    assert BlockProfile.from_answer({"blocks": [], "error": "no blocks"}) is None
+
+
+def test_before_a_run_the_bubble_box_previews_the_theory_of_the_configured_split():
+    from app.state.plan_state import micro_batch_size, preview_run, stage_count
+    run = RunProgress()
+    naive = small_config()
+    preview_run(run, naive, stage_count(naive, []))
+    assert (run.split, run.micro_batches, run.theory) == ([0], 1, 0.5)     # (p-1)/(m+p-1), p=2, m=1
+    piped = small_config(strategy="pipeline", micro_batches=4, split=(2,))
+    preview_run(run, piped, stage_count(piped, []))
+    assert (run.split, run.micro_batches, run.theory) == ([2], 4, 0.2)
+    assert micro_batch_size(piped) == 16
+    assert stage_count(small_config(devices="cuda:0,cuda:1"), gpus=[]) is None   # no such GPUs here

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import procs
-from no_qt import run_without_qt
+from no_qt import QT, run_without
 from procs import ROOT
 
 
@@ -42,8 +42,10 @@ def test_every_strategy_is_one_registered_class_with_its_description():
     assert [n for n, s in STRATEGIES.items() if s.uses_split] == ["model-parallel", "pipeline"]
 
 
-def test_engine_runs_with_pyside6_unavailable(tmp_path):
-    proc = run_without_qt(f"""
+def test_engine_runs_with_pyside6_and_matplotlib_unavailable(tmp_path):
+    # The GPU machines have neither: every engine module imports, and a run runs (only drawn exports need
+    # matplotlib, and import it when they draw: tests/test_export.py).
+    proc = run_without(QT + ("matplotlib",), f"""
         import pkgutil, importlib, engine
         for m in pkgutil.walk_packages(engine.__path__, 'engine.'):
             importlib.import_module(m.name)

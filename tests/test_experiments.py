@@ -1,6 +1,7 @@
 """Experiment presets: every preset at tiny scale, and the two findings issue 5 asks for."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from engine import cli
 from engine.experiments import stored_result
+from engine.results import to_json
 from engine.store import Store
 
 TINY = ["--repeats", "1", "--steps", "3", "--warmup", "1", "--width", "32", "--depth", "4", "--devices", "cpu:2",
@@ -45,11 +47,11 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
         runs = store.list_runs(experiment_id=result["experiment_id"])
         assert len(runs) == expected_points
         experiment = store.get_experiment(result["experiment_id"])
-        assert experiment["result"]["best"] == result["best"]
+        assert experiment.result.best == result["best"]
         # Had the app closed mid-way, the runs it kept give the same points, by the same reduction.
-        rebuilt = stored_result(store, {**experiment, "result": None})
-    assert rebuilt["status"] == "incomplete" and rebuilt["best"] == result["best"]
-    assert rebuilt["points"] == result["points"]
+        rebuilt = stored_result(store, dataclasses.replace(experiment, result=None))
+    assert rebuilt.status == "incomplete" and rebuilt.best == result["best"]
+    assert [to_json(p) for p in rebuilt.points] == result["points"]
     if name == "dp-scaling":
         assert [p["batch_split"] for p in result["points"] if p["label"] == "data-parallel x2"] == [[16, 16]]
 
@@ -82,7 +84,7 @@ def test_a_points_mean_and_spread_are_over_its_repeats(capsys, fresh_store):
     result = run_experiment(capsys, "schedules", "--batch-size", "32", "--repeats", "2", *TINY[2:])
     with Store(fresh_store) as store:
         for point in result["points"]:
-            means = [store.get_run(r).summary["step_time_s"]["mean"] for r in point["run_ids"]]
+            means = [store.get_run(r).summary.step_time_s.mean for r in point["run_ids"]]
             assert len(means) == 2
             assert point["step_time_s"]["mean"] == pytest.approx(statistics.fmean(means))
             assert point["step_time_s"]["std"] == pytest.approx(statistics.stdev(means))
@@ -119,7 +121,7 @@ def test_a_stop_while_the_next_run_launches_is_not_lost(tmp_path):
     runner = ExperimentRunner("schedules", base, repeats=1, db_path=tmp_path / "runs.sqlite3",
                               on_progress=on_progress)
     result = runner.run()
-    assert result["status"] == "stopped"
-    assert [p["label"] for p in result["points"]] == ["model-parallel"]
+    assert result.status == "stopped"
+    assert [p.label for p in result.points] == ["model-parallel"]
     with Store(tmp_path / "runs.sqlite3") as store:
         assert len(store.list_runs()) == 1  # the second run was never launched

@@ -64,7 +64,7 @@ def synthetic_run(tmp_path_factory):
 
 def test_200k_steps_leave_the_session_and_worker_memory_flat(synthetic_run):
     _, result, rss = synthetic_run
-    assert result.summary["steps"] == 200_000
+    assert result.summary.steps == 200_000
     # Measured: session 26.2 -> 28.3 MB from step 2,000 to the last (was about 18 KB a step: 3.5 GB).
     grew = {name: marks[199_999] - marks[2_000] for name, marks in rss.items()}
     assert grew["session"] < 20 and grew["worker"] < 10, rss
@@ -84,16 +84,16 @@ def test_the_store_keeps_every_step_and_a_bounded_sample_of_timelines(synthetic_
 def test_a_sampled_runs_summary_equals_the_one_computed_from_all_its_steps(synthetic_run):
     db, result, _ = synthetic_run
     with Store(db) as store:
-        steps = [s for s in store.steps(result.run_id) if s["step"] >= 2]
+        steps = [s for s in store.steps(result.run_id) if s.step >= 2]
     summary = result.summary
-    times = [s["time_s"] for s in steps]
-    assert summary["step_time_s"]["mean"] == pytest.approx(statistics.fmean(times), rel=1e-9)
-    assert summary["step_time_s"]["std"] == pytest.approx(statistics.stdev(times), rel=1e-6)
-    assert summary["throughput"]["mean"] == pytest.approx(statistics.fmean(s["throughput"] for s in steps), rel=1e-9)
-    assert summary["throughput"]["std"] == pytest.approx(statistics.stdev(s["throughput"] for s in steps), rel=1e-6)
+    times = [s.time_s for s in steps]
+    assert summary.step_time_s.mean == pytest.approx(statistics.fmean(times), rel=1e-9)
+    assert summary.step_time_s.std == pytest.approx(statistics.stdev(times), rel=1e-6)
+    assert summary.throughput.mean == pytest.approx(statistics.fmean(s.throughput for s in steps), rel=1e-9)
+    assert summary.throughput.std == pytest.approx(statistics.stdev(s.throughput for s in steps), rel=1e-6)
     total = math.fsum(times)
-    for device, share in zip(summary["devices"], summary["devices_busy"]):
-        stored = math.fsum(s["busy"][device] * s["time_s"] for s in steps) / total
+    for device, share in zip(summary.devices, summary.devices_busy):
+        stored = math.fsum(s.busy[device] * s.time_s for s in steps) / total
         assert share == pytest.approx(stored, abs=1e-6)  # stored shares keep 6 decimals
 
 
@@ -142,9 +142,11 @@ def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic
     timeline = figures["timeline"]
     assert "full timelines kept for" in timeline.title and "of 200,000 steps" in timeline.title
     assert {row[0] for row in timeline.rows} == set(range(200_000 - 5, 200_000))
-    # The step figures hold every 2nd step (and the last), and say so in their titles, SVG and CSV alike.
+    # The step figures hold every 2nd step (and the last), and say so in their titles, drawings and CSV alike.
+    from engine.export import drawing
     throughput = figures["throughput"]
-    assert "(1 step in 2 of 200,000)" in throughput.title and "1 step in 2 of 200,000" in throughput.svg
+    assert "(1 step in 2 of 200,000)" in throughput.title
+    assert "Throughput per step (1 step in 2 of 200,000)" in drawing.draw(throughput, "svg").decode()
     assert len(throughput.rows) == 100_001  # steps 0, 2, ..., 199,998 and the last
 
 
@@ -167,7 +169,7 @@ def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, monkeypatch,
         for_good = set(range(200)) | set(range(200, 400, 2)) | set(range(400, 700, 4))
         last_others = sorted(set(range(700)) - for_good)[-200:]
         assert set(kept) == for_good | set(last_others)
-        assert result.summary["timeline_steps"] == len(kept) == 575
+        assert result.summary.timeline_steps == len(kept) == 575
 
 
 def test_outliers_are_kept_in_every_octave_of_a_long_run_not_only_its_first():
@@ -190,9 +192,9 @@ def test_old_telemetry_is_thinned_to_bucket_means_and_maxima(tmp_path):
                                    for i in range(300)])          # 30 s at 10 Hz
         assert store.thin_samples(run_id, before_t=20.0, bucket_s=1.0) == 200 - 20
         rows = store.samples(run_id)
-        old = [r for r in rows if r["span_s"] == 1.0]
+        old = [r for r in rows if r.span_s == 1.0]
         assert len(old) == 20 and len(rows) == 20 + 100
-        assert old[0]["t"] == pytest.approx(0.5) and old[0]["util"] == pytest.approx(4.5)
-        assert old[-1]["mem_used"] == 199                               # the bucket's most memory
+        assert old[0].t == pytest.approx(0.5) and old[0].util == pytest.approx(4.5)
+        assert old[-1].mem_used == 199                               # the bucket's most memory
         assert store.thin_samples(run_id, before_t=20.0, bucket_s=1.0) == 0  # already as coarse
         assert store.thin_samples(run_id, before_t=20.0, bucket_s=10.0) == 18

@@ -9,6 +9,7 @@ import pytest
 
 from engine import cli
 from engine.config import ExperimentConfig
+from engine.results import RunSummary
 from engine.session import RunSession
 from engine.store import Store
 
@@ -40,7 +41,7 @@ def test_disk_full_mid_run_ends_the_run_with_a_clear_error(tiny_disk):
     db = tiny_disk / "runs.sqlite3"
     with Store(db) as store:  # an earlier, finished run must survive
         earlier = store.create_run({"strategy": "single"})
-        store.finish_run(earlier, "finished", {"ok": True})
+        store.finish_run(earlier, "finished", RunSummary(strategy="single"))
     config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=10_000_000, warmup=0)
     session = RunSession(config, db_path=db, telemetry_hz=50)
     session.start()
@@ -50,5 +51,5 @@ def test_disk_full_mid_run_ends_the_run_with_a_clear_error(tiny_disk):
     assert "cannot write the run store" in result.error and "full" in result.error
     with Store(db) as store:
         assert store.integrity_ok()
-        assert store.get_run(earlier).summary == {"ok": True}
+        assert store.get_run(earlier).summary == RunSummary(strategy="single")
         assert len(store.steps(result.run_id)) > 0

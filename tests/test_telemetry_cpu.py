@@ -11,6 +11,7 @@ import pytest
 
 from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagreements, nvml, summarize, targets_for
 from engine.devices import Device
+from engine.results import TelemetrySummary
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -154,10 +155,10 @@ def test_summary_counts_only_the_steps_window():
                s(1.5, "cpu:1", 90.0), s(2.5, "cpu:1", None),   # not available: not in the mean
                s(3.5, "cpu:0", 0.0), s(2.0, "cuda:9", 5.0)]   # after the last step; a device not asked
     summary = summarize(samples, ["cpu:0", "cpu:1", "cpu:2"], t_first_step=1.0, t_last_step=3.0, rate_hz=10)
-    assert summary == {"rate_hz": 10, "util_mean": [60.0, 90.0, None], "samples": 8,
-                       "samples_per_s": [1.5, 1.0, 0.0], "mem_peak_bytes": [None, None, None]}
+    assert summary == TelemetrySummary(rate_hz=10, util_mean=[60.0, 90.0, None], samples=8,
+                                       samples_per_s=[1.5, 1.0, 0.0], mem_peak_bytes=[None, None, None])
     empty = summarize(samples, ["cpu:0"], t_first_step=None, t_last_step=None, rate_hz=10)
-    assert empty["util_mean"] == [None] and empty["samples_per_s"] == [None] and empty["samples"] == 8
+    assert empty.util_mean == [None] and empty.samples_per_s == [None] and empty.samples == 8
 
 
 def test_telemetry_totals_built_step_by_step_equal_the_summary_of_all_samples():

@@ -49,9 +49,9 @@ def test_every_device_has_nine_samples_per_second_of_run(runs):
         run = store.get_run(naive["run_id"])
         samples = store.samples(run.id)
         steps = store.steps(run.id)
-    start, end = steps[0]["t"] - steps[0]["time_s"], steps[-1]["t"]
+    start, end = steps[0].t - steps[0].time_s, steps[-1].t
     for device in naive["devices"]:
-        in_run = [s for s in samples if s["device"] == device and start <= s["t"] <= end]
+        in_run = [s for s in samples if s.device == device and start <= s.t <= end]
         assert len(in_run) >= 9 * (end - start), (device, len(in_run), end - start)
     assert naive["telemetry"]["samples"] == len(samples)
     assert naive["telemetry"]["rate_hz"] == 10
@@ -63,6 +63,6 @@ def test_each_rank_memory_is_followed_from_its_launch(runs):
     with Store(db) as store:
         samples = store.samples(naive["run_id"])
     for device in naive["devices"]:
-        rss = [s["mem_used"] for s in samples if s["device"] == device and s["mem_used"] is not None]
+        rss = [s.mem_used for s in samples if s.device == device and s.mem_used is not None]
         # A fresh interpreter is tens of MB; with torch, the model and its batches, hundreds.
         assert rss and min(rss) < 0.5 * max(rss), (device, min(rss or [0]), max(rss or [0]))

@@ -24,7 +24,7 @@ def test_loss_falls_on_a_default_run(model, fresh_store):
     result = session.wait(300)
     assert result is not None and result.status == "finished", result and result.error
     with Store(fresh_store) as store:
-        losses = [s["loss"] for s in store.steps(result.run_id)]
+        losses = [s.loss for s in store.steps(result.run_id)]
     tenth = max(1, len(losses) // 10)
     first, last = statistics.fmean(losses[:tenth]), statistics.fmean(losses[-tenth:])
     assert len(losses) == config.steps == 20

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from engine import protocol
 from engine.config import ConfigError, ExperimentConfig, problems
 from engine.planning import balanced_split
+from engine.results import ExperimentResult, RunSummary, from_json
 from engine.store import Store
 from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 
@@ -120,15 +121,15 @@ def test_running_totals_give_the_summary_of_all_steps(rows, warmup):
     measured = steps[warmup:]
     assert totals.steps == len(steps) and totals.measured == len(measured)
     assert (totals.first_loss, totals.last_loss) == (steps[0]["loss"], steps[-1]["loss"])
-    assert sum(e["steps"] for e in totals.batch_split_counts()) == len(steps)
+    assert sum(e.steps for e in totals.batch_split_counts()) == len(steps)
     if not measured:
         assert totals.step_time.summary() is None and totals.busy_shares() is None
         return
     times = [s["time_s"] for s in measured]
     summary = totals.step_time.summary()
-    assert summary["mean"] == pytest.approx(statistics.fmean(times))
-    assert summary["std"] == pytest.approx(statistics.stdev(times) if len(times) > 1 else 0.0, abs=1e-9)
-    assert totals.throughput.summary()["mean"] == pytest.approx(statistics.fmean(s["throughput"] for s in measured))
+    assert summary.mean == pytest.approx(statistics.fmean(times))
+    assert summary.std == pytest.approx(statistics.stdev(times) if len(times) > 1 else 0.0, abs=1e-9)
+    assert totals.throughput.summary().mean == pytest.approx(statistics.fmean(s["throughput"] for s in measured))
     for i, d in enumerate("ab"):
         expected = sum(s["busy"][d] * s["time_s"] for s in measured) / sum(times)
         assert totals.busy_shares()[i] == pytest.approx(min(1.0, expected))
@@ -166,11 +167,11 @@ def test_store_keeps_steps_timeline_and_samples(tmp_path):
         store.add_steps(run_id, [{"step": 0, "t": 1.0, "time_s": 0.5, "samples": 4, "throughput": 8.0, "loss": 1.0,
                                   "batch_split": [2, 2], "intervals": {"cpu:0": [["forward", 0.5, 0.7]]}}])
         store.add_samples(run_id, [{"t": 0.6, "device": "cpu:0", "util": 50.0}])
-        store.finish_run(run_id, "finished", {"x": 1})
-        assert store.steps(run_id)[0]["batch_split"] == [2, 2]
+        store.finish_run(run_id, "finished", RunSummary(strategy="single", steps=1))
+        assert store.steps(run_id)[0].batch_split == [2, 2]
         assert store.timeline(run_id) == [(0, "cpu:0", "forward", 0.5, 0.7)]
-        assert store.samples(run_id)[0]["util"] == 50.0
-        assert store.get_run(run_id).summary == {"x": 1}
+        assert store.samples(run_id)[0].util == 50.0
+        assert store.get_run(run_id).summary == RunSummary(strategy="single", steps=1)
         with pytest.raises(ValueError):
             store.finish_run(run_id, "exploded")
 
@@ -182,10 +183,10 @@ def test_experiment_table_shows_each_point_with_its_stage_balance():
         return {"label": label, "step_time_s": {"mean": ms / 1000, "std": 0.001},
                 "throughput": {"mean": 1000.0, "std": 5.0}, "bubble": {"measured": 0.3}, "stage_balance": balance,
                 "run_ids": ["a"]}
-    table = experiment_table({"experiment_id": "exp-1", "name": "split-point", "status": "finished",
-                              "best": "split 2", "automatic_split": [2],
-                              "points": [point("split 1", 80, 0.31), point("split 2", 60, 0.9),
-                                         {"label": "split 3", "error": "rank 1 failed"}]}).splitlines()
+    table = experiment_table(from_json(ExperimentResult, {
+        "experiment_id": "exp-1", "name": "split-point", "status": "finished", "best": "split 2",
+        "automatic_split": [2], "points": [point("split 1", 80, 0.31), point("split 2", 60, 0.9),
+                                           {"label": "split 3", "error": "rank 1 failed"}]})).splitlines()
     assert table[1].split()[-2:] == ["balance", "runs"]
     assert table[3].split()[-4:] == ["0.90", "1", "<-", "best"] and table[2].split()[-2:] == ["0.31", "1"]
     assert table[4].endswith("failed: rank 1 failed") and table[5] == "automatic balanced split: [2]"

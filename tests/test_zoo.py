@@ -63,7 +63,7 @@ def test_every_model_runs_every_strategy_its_blocks_allow(matrix):
     for (model, strategy), result in results.items():
         assert result is not None and result.status == "finished", (model, strategy, result and result.error)
         summary = result.summary
-        assert summary["steps"] == 2 and all(math.isfinite(v) for v in summary["loss"].values()), summary
+        assert summary.steps == 2 and all(math.isfinite(v) for v in (summary.loss.first, summary.loss.last)), summary
 
 
 @pytest.mark.parametrize("model", sorted(set(models.MODELS) - BATCH_NORM))
@@ -74,19 +74,19 @@ def test_models_without_batch_norm_match_one_device_with_every_strategy(matrix, 
         if (model, strategy) not in results:
             continue
         summary = results[model, strategy].summary
-        assert summary["param_norm"] == pytest.approx(single["param_norm"], rel=1e-4), strategy
+        assert summary.param_norm == pytest.approx(single.param_norm, rel=1e-4), strategy
         # What training did, not the initial values that dominate the norm: a wrong update shows here.
-        assert summary["param_change"] == pytest.approx(single["param_change"], rel=1e-4), strategy
-        assert summary["param_change"] > 0
-        assert summary["loss"]["last"] == pytest.approx(single["loss"]["last"], rel=1e-4), strategy
-        assert not summary["notes"], summary["notes"]
+        assert summary.param_change == pytest.approx(single.param_change, rel=1e-4), strategy
+        assert summary.param_change > 0
+        assert summary.loss.last == pytest.approx(single.loss.last, rel=1e-4), strategy
+        assert not summary.notes, summary.notes
 
 
 @pytest.mark.parametrize("model", sorted(BATCH_NORM))
 def test_models_with_batch_norm_say_why_they_differ_from_one_device(matrix, model):
     results, _ = matrix
     for strategy in STRATEGIES:
-        notes = results[model, strategy].summary["notes"]
+        notes = results[model, strategy].summary.notes
         # Replica slices (data-parallel, ddp) and micro-batches (pipeline) change the statistics;
         # one device and the naive split see the whole batch.
         if strategy in ("data-parallel", "ddp", "pipeline"):
@@ -95,7 +95,7 @@ def test_models_with_batch_norm_say_why_they_differ_from_one_device(matrix, mode
             assert not any("BatchNorm" in n for n in notes), (strategy, notes)
     # ... and the naive split, which sees the whole batch, matches one device even with BatchNorm.
     naive, single = results[model, "model-parallel"].summary, results[model, "single"].summary
-    assert naive["param_change"] == pytest.approx(single["param_change"], rel=1e-4)
+    assert naive.param_change == pytest.approx(single.param_change, rel=1e-4)
 
 
 @pytest.mark.parametrize("model,split", sorted(TUTORIAL_SPLIT.items()))

@@ -181,11 +181,11 @@ def nvml_against_smi(db: Path, hz: int) -> dict:
     with Store(db) as store:
         run = store.get_run(summary["run_id"])
         steps = store.steps(run.id)
-    measured = [s for s in steps if s["step"] >= 10]
+    measured = [s for s in steps if s.step >= 10]
     if not measured:
         return {"hz": hz, "ok": False, "error": f"no measured steps: {summary.get('status')} {summary.get('error')}"}
     # The run's clock starts when its record is made (run.started, wall clock): steps' t count from there.
-    window = (run.started + measured[0]["t"] - measured[0]["time_s"], run.started + measured[-1]["t"])
+    window = (run.started + measured[0].t - measured[0].time_s, run.started + measured[-1].t)
     rows = smi_rows(log) if log.exists() else []
     smi_util = [u for t, u, _ in rows if window[0] <= t <= window[1]]
     covered = bool(rows) and rows[0][0] <= window[0] and rows[-1][0] >= window[1]

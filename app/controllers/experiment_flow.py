@@ -2,7 +2,7 @@
 
 The Experiments menu starts a preset with the panel's model, devices, batch and
 steps; while it runs, each run takes over the live plots as a single run does
-(its events go through the window's own event handler), and the progress bar
+(its events go through RunFlow's handler), and the progress bar
 counts runs ("run k of n: label"). Stop ends the current run and keeps the
 finished points. At the end the result view shows the bars, sweep and table,
 and the history lists the experiment.
@@ -16,14 +16,17 @@ from PySide6 import QtCore
 from app.services.experiment_client import ExperimentClient
 from app.state.units import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
+from engine.results import ExperimentResult
 
 
 class ExperimentFlow(QtCore.QObject):
-    sigFinished = QtCore.Signal(dict)   # the experiment's result (its "status": finished or stopped)
+    sigFinished = QtCore.Signal(object)   # the ExperimentResult (status finished, stopped or failed)
 
-    def __init__(self, window):
+    def __init__(self, window, runs, run_box):
         super().__init__(window)
         self.window = window
+        self.runs = runs            # app/controllers/run_flow.py: each run of the experiment follows as one run does
+        self.run_box = run_box      # app/views/run_box.py: the progress counts runs
         self.client = ExperimentClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
         self.client.sigStarted.connect(self._on_started)
         self.client.sigProgress.connect(self._on_progress)
@@ -59,8 +62,8 @@ class ExperimentFlow(QtCore.QObject):
         self.name = name
         self.started_at = time.perf_counter()
         self.client.start(name, base, repeats)
-        w.show_progress(0, 0, f"{name}: preparing…")   # busy until the runner says how many runs
-        w.show_time_left("")
+        self.run_box.show_progress(0, 0, f"{name}: preparing…")   # busy until the runner says how many runs
+        self.run_box.show_time_left("")
         w.set_redraw_busy(True)
         w.set_status(f"Experiment {name}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
@@ -76,18 +79,18 @@ class ExperimentFlow(QtCore.QObject):
 
     # -- progress ------------------------------------------------------------------
     def _on_started(self, name: str, total: int) -> None:
-        self.window.show_progress(0, max(1, total), f"{name}: {total} runs")
+        self.run_box.show_progress(0, max(1, total), f"{name}: {total} runs")
         self.window.log(f"experiment {name}: {total} runs")
 
     def _on_progress(self, k: int, n: int, label: str, config) -> None:
         """``config``: the point's ExperimentConfig (None if the runner has no points)."""
         w = self.window
-        w.show_progress(k - 1, n, f"run {k} of {n}: {label}")
+        self.run_box.show_progress(k - 1, n, f"run {k} of {n}: {label}")
         # The first run takes the view; later ones only if the user still watches the live plots.
         watching = w.watching_live()
         if config is not None:
-            w.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}",
-                             take_view=k == 1 or watching)
+            self.runs.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}",
+                                     take_view=k == 1 or watching)
         w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
         w.log(f"experiment {self.name}: run {k} of {n}: {label}")
         if k == 1:   # the experiment is in the store now: list it
@@ -95,7 +98,7 @@ class ExperimentFlow(QtCore.QObject):
 
     def _on_events(self, events: list) -> None:
         w = self.window
-        w.on_run_events(events)
+        self.runs.on_events(events)
         for event in events:
             if event.get("type") == "finished" and event.get("run_id"):
                 # RunSession's closing event: this run is stored, show it in the history.
@@ -115,28 +118,33 @@ class ExperimentFlow(QtCore.QObject):
         return (f"Experiment {self.name}: run {k} of {n}: {label} · step {p.steps_done}/{p.steps_total} · "
                 f"{mean * 1000:.1f} ms/step")
 
+    def show_status(self) -> None:
+        text = self.status_text()
+        if text:
+            self.window.set_status(text)
+
     # -- the end -------------------------------------------------------------------
-    def _on_finished(self, result: dict) -> None:
+    def _on_finished(self, result: ExperimentResult) -> None:
         w = self.window
-        points = [p for p in result.get("points") or [] if isinstance(p, dict)]
-        failed = [p for p in points if p.get("error")]
+        points = result.points
+        failed = [p for p in points if p.error]
         took = time.perf_counter() - (self.started_at or time.perf_counter())
 
-        status = result.get("status") or "finished"
-        text = (f"Experiment {result.get('name')} {status} in {format_duration(took)}: {len(points)} point"
+        status = result.status
+        text = (f"Experiment {result.name} {status} in {format_duration(took)}: {len(points)} point"
                 f"{'s' if len(points) != 1 else ''}")
-        if result.get("best"):
-            text += f", best {result['best']}"
+        if result.best:
+            text += f", best {result.best}"
         if failed:
             text += f"; {len(failed)} point{'s' if len(failed) != 1 else ''} failed"
             first = failed[0]
-            w.show_error(f"Experiment {result.get('name')}: point {first.get('label')} failed: {first.get('error')}")
+            w.show_error(f"Experiment {result.name}: point {first.label} failed: {first.error}")
         w.set_status(text)
-        w.log(f"experiment {result.get('experiment_id')} {status}")
-        w.end_progress(f"{result.get('name')} {status}", complete=status == "finished")
+        w.log(f"experiment {result.experiment_id} {status}")
+        self.run_box.end_progress(f"{result.name} {status}", complete=status == "finished")
         self._settle()
         w.show_experiment_result(result)
-        w.select_experiment(result.get("experiment_id") or "")
+        w.select_experiment(result.experiment_id or "")
         self.sigFinished.emit(result)
         w.after_busy()
 
@@ -147,14 +155,14 @@ class ExperimentFlow(QtCore.QObject):
         if tb:
             w.log(tb, level="error")
         w.set_status(f"Experiment {self.name} failed: {message}")
-        w.show_progress(0, 1, f"{self.name} failed")
+        self.run_box.show_progress(0, 1, f"{self.name} failed")
         self._settle()
-        self.sigFinished.emit({"name": self.name, "status": "failed", "error": message, "points": []})
+        self.sigFinished.emit(ExperimentResult(name=self.name or "", status="failed", notes=[message]))
         w.after_busy()
 
     def _settle(self) -> None:
         w = self.window
         w.set_redraw_busy(False)
-        w.show_time_left("")
+        self.run_box.show_time_left("")
         w.show_running_experiment(None)
         w.settle_plots()

@@ -1,6 +1,6 @@
-"""File › Export: a stored run or experiment as an HTML report, or PNG/SVG/CSV files, through engine.export.
+"""File › Export: a stored run or experiment as an HTML report, or PNG/SVG/PDF/CSV files, through engine.export.
 
-HTML is one file (a save dialog); PNG, SVG and CSV are one file per figure,
+HTML is one file (a save dialog); PNG, SVG, PDF and CSV are one file per figure,
 named ``<id>-<figure>.<ext>``, in a folder (a folder dialog). Existing files
 are never replaced without asking; a yes becomes ``force=True``. The export
 itself runs on a named thread with its own store connection (an hour-long run
@@ -20,18 +20,20 @@ FORMATS = {  # format: (menu text, what it writes)
     "html": ("HTML report…", "a self-contained HTML report"),
     "png": ("PNG images…", "one PNG image per figure, in a folder"),
     "svg": ("SVG drawings…", "one SVG drawing per figure, in a folder"),
+    "pdf": ("PDF documents…", "one PDF document per figure, in a folder"),
     "csv": ("CSV tables…", "one CSV table per figure (units in the header), in a folder"),
 }
 
 
 class ReportExporter(QtCore.QObject):
-    """Owns the File › Export actions; ``target()`` says what to export: ("run"|"experiment", id) or None."""
+    """Owns the File › Export actions; ``target()`` says what to export: ("run"|"experiment", id) or None.
+    The outcome goes to the window's log and status line (a failure also in a message box), then the signals."""
 
     sigExported = QtCore.Signal(list)      # paths written (str)
     sigExportFailed = QtCore.Signal(str)   # message
     _sigDone = QtCore.Signal(int, object, str)   # token, paths or None, error
 
-    def __init__(self, window: QtWidgets.QWidget, db_path: str,
+    def __init__(self, window, db_path: str,
                  target: Callable[[], tuple[str, str] | None]):
         super().__init__(window)
         self.window = window
@@ -125,6 +127,12 @@ class ReportExporter(QtCore.QObject):
             return
         self.busy = False
         if paths is None:
-            self.sigExportFailed.emit(f"export failed: {error}")
-        else:
-            self.sigExported.emit(list(paths))
+            message = f"export failed: {error}"
+            self.window.log(message, status=True, level="error")
+            QtWidgets.QMessageBox.warning(self.window, "Export failed", message)
+            self.sigExportFailed.emit(message)
+            return
+        where = str(Path(paths[0]).parent) if paths else ""
+        self.window.log(f"exported {len(paths)} file{'s' if len(paths) != 1 else ''} to {where}: "
+                        + ", ".join(Path(p).name for p in paths), status=True)
+        self.sigExported.emit(list(paths))

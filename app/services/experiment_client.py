@@ -27,7 +27,7 @@ class ExperimentClient(QtCore.QObject):
     sigStarted = QtCore.Signal(str, int)        # preset name, total runs
     sigProgress = QtCore.Signal(int, int, str, object)  # k, n, point label, the point's ExperimentConfig
     sigEvents = QtCore.Signal(list)             # protocol events of the current run, in order
-    sigFinished = QtCore.Signal(dict)           # the experiment's result (docs/summary.md + "status")
+    sigFinished = QtCore.Signal(object)         # engine.results.ExperimentResult
     sigFailed = QtCore.Signal(str, str)         # message, traceback: the experiment could not go on
     sigKilled = QtCore.Signal(str)              # a stop was not honoured: what was killed
 

@@ -81,6 +81,11 @@ class PlannerClient(QtCore.QObject):
                 proc.waitForFinished(2000)
         proc.deleteLater()
 
+    @property
+    def started(self) -> bool:
+        """A planner process is up or on its way: a request now is answered once it is ready."""
+        return self.ready or self._proc is not None
+
     # -- requests --------------------------------------------------------------
     def request(self, config: dict, profile: bool, stages: int | None = None) -> int:
         """Queue a check (and profile) of ``config``; returns the id its answers will carry."""

@@ -65,19 +65,15 @@ def check(config_dict: dict) -> dict:
                 "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
     try:
         from engine import validate
-        plan_fn = getattr(validate, "plan", None)
-        if plan_fn is not None:
-            plan, problems = plan_fn(config)
-        else:
-            plan, problems = None, validate.check(config)
+        plan, problems = validate.plan(config)
     except Exception as exc:  # validation itself broke: say so rather than pass the config
         problems = [Problem("config", f"validation failed: {type(exc).__name__}: {exc}")]
         plan = None
     out = {"problems": [{"option": p.option, "message": p.message} for p in problems],
-           "warnings": list(getattr(plan, "warnings", []) or []), "stages": None,
-           "n_blocks": getattr(plan, "n_blocks", None), "block_names": getattr(plan, "block_names", None)}
+           "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
     if plan is not None:
-        out["stages"] = len(plan.devices)
+        out.update(warnings=list(plan.warnings), stages=len(plan.devices), n_blocks=plan.n_blocks,
+                   block_names=list(plan.block_names))
     return out
 
 

@@ -16,12 +16,13 @@ from PySide6 import QtCore
 from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
+from engine.results import RunSummary, from_json
+from engine.session import RunResult
 
 
 class WorkerClient(QtCore.QObject):
-    sigStarted = QtCore.Signal(str)          # run id
     sigEvents = QtCore.Signal(list)          # a batch of protocol events (dicts), in order
-    sigFinished = QtCore.Signal(dict)        # {"run_id", "status", "summary", "error", "traceback"}
+    sigFinished = QtCore.Signal(object)      # engine.session.RunResult
     sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
     sigKilled = QtCore.Signal(str)           # a stop was not honoured in time: what was done
 
@@ -60,7 +61,6 @@ class WorkerClient(QtCore.QObject):
         except Exception:
             self.session = None
             raise
-        self.sigStarted.emit(self.run_id)
         return self.run_id
 
     def stop(self) -> None:
@@ -103,8 +103,7 @@ class WorkerClient(QtCore.QObject):
         session = self.session
         if session is None:
             return True
-        thread = getattr(session, "_thread", None)
-        if thread is None or thread.is_alive():
+        if session.is_running():  # its thread goes on (it says finished before it ends)
             return True
         if self._inbox.has_pending():  # the finished event is on its way
             return True
@@ -138,14 +137,10 @@ class WorkerClient(QtCore.QObject):
         session, self.session = self.session, None
         self._deadline.cancel()
         result = session.result if session is not None else None
-        info = {
-            "run_id": event.get("run_id") or self.run_id,
-            "status": event.get("status") or (result.status if result else "failed"),
-            "summary": event.get("summary"),
-            "error": event.get("error") or (result.error if result else None),
-            "traceback": result.traceback if result else None,
-        }
+        if result is None:  # the session's thread died before it could say how the run ended
+            result = RunResult(event.get("run_id") or self.run_id or "", event.get("status") or "failed",
+                               from_json(RunSummary, event.get("summary")), event.get("error"))
         self.stopping = False
-        self.sigFinished.emit(info)
-        if info["status"] == "failed":
-            self.sigFailed.emit(info["error"] or "the run failed", info["traceback"] or "")
+        self.sigFinished.emit(result)
+        if result.status == "failed":
+            self.sigFailed.emit(result.error or "the run failed", result.traceback or "")

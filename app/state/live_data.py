@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
+from engine.results import RunSummary, Sample, Step, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -142,13 +143,11 @@ class RunProgress:
     notes: list[str] = field(default_factory=list)  # what to know to read the run (`started`, then the summary)
     steps_total: int = 0
     steps_done: int = 0
-    last_step_time_s: float | None = None
     step_times: deque = field(default_factory=lambda: deque(maxlen=20))
     busy: dict[str, float] = field(default_factory=dict)
     bubble_history: deque = field(default_factory=lambda: deque(maxlen=TIMELINE_STEPS))
-    warnings: list[str] = field(default_factory=list)
-    error: dict | None = None
-    summary: dict | None = None
+    error: dict | None = None      # the worker's `error` event
+    summary: RunSummary | None = None
     status: str = "idle"
 
     def apply(self, event: dict) -> None:
@@ -170,12 +169,10 @@ class RunProgress:
             if busy:
                 self.busy = {d: float(v) for d, v in busy.items()}
                 self.bubble_history.append(1.0 - sum(self.busy.values()) / len(self.busy))
-        elif kind == "warning":
-            self.warnings.append(str(event.get("message")))
         elif kind == "error":
             self.error = event
         elif kind == "finished":
-            self.summary = event.get("summary")
+            self.summary = from_json(RunSummary, event.get("summary"))
 
     def time_left_s(self) -> float | None:
         if not self.step_times or self.steps_total <= self.steps_done:
@@ -184,9 +181,8 @@ class RunProgress:
         return mean * (self.steps_total - self.steps_done)
 
     def measured_bubble(self) -> float | None:
-        if self.summary and isinstance(self.summary.get("bubble"), dict) \
-                and self.summary["bubble"].get("measured") is not None:
-            return float(self.summary["bubble"]["measured"])
+        if self.summary and self.summary.bubble.measured is not None:
+            return self.summary.bubble.measured
         if not self.bubble_history:
             return None
         return sum(self.bubble_history) / len(self.bubble_history)
@@ -194,10 +190,7 @@ class RunProgress:
     def theory_bubble(self) -> float | None:
         """The engine's figure (engine.summary.theoretical_bubble): from the summary once the run ends,
         from the `started` event while it runs."""
-        if self.summary and isinstance(self.summary.get("bubble"), dict) and "theory" in self.summary["bubble"]:
-            value = self.summary["bubble"]["theory"]
-            return None if value is None else float(value)
-        return self.theory
+        return self.summary.bubble.theory if self.summary else self.theory
 
 
 class StepHistory:
@@ -229,11 +222,11 @@ class RunData:
     label: str
     status: str
     config: dict
-    summary: dict | None
+    summary: RunSummary | None
     error: str | None
-    steps: list[dict] = field(default_factory=list)     # every step, or every k-th of a long run
+    steps: list[Step] = field(default_factory=list)      # every step, or every k-th of a long run
     timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
-    samples: list[dict] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     step_count: int = 0          # steps stored
     timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.timeline_keeper)
 

@@ -12,21 +12,21 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
 from engine.experiments import stored_result
-from engine.store import Store
+from engine.results import ExperimentResult
+from engine.store import ExperimentRecord, Store
 
 COLUMNS = ("created", "experiment", "status", "points", "runs", "best", "id")
 
 
-def row_values(experiment: dict, result: dict, runs: int) -> list[str]:
-    points = [p for p in result.get("points") or [] if isinstance(p, dict)]
+def row_values(experiment: ExperimentRecord, result: ExperimentResult, runs: int) -> list[str]:
     return [
-        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(experiment["created"])),
-        experiment["name"],
-        result.get("status") or ("finished" if experiment.get("result") else "incomplete"),
-        str(len(points)),
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(experiment.created)),
+        experiment.name,
+        result.status,
+        str(len(result.points)),
         str(runs),
-        str(result.get("best") or "—"),
-        experiment["id"],
+        str(result.best or "—"),
+        experiment.id,
     ]
 
 
@@ -53,8 +53,8 @@ class ExperimentTable(QtWidgets.QTableWidget):
     def refresh(self, store: Store, run_counts: dict[str, int]) -> None:
         selected = self.selected_id()
         experiments = store.list_experiments()
-        self.ids = [e["id"] for e in experiments]
-        self.names = {e["id"]: e["name"] for e in experiments}
+        self.ids = [e.id for e in experiments]
+        self.names = {e.id: e.name for e in experiments}
         colors = {"finished": theme.OK, "stopped": theme.WARNING, "incomplete": theme.WARNING,
                   "running": theme.FOREGROUND}
         self.blockSignals(True)
@@ -62,13 +62,13 @@ class ExperimentTable(QtWidgets.QTableWidget):
             self.setRowCount(len(experiments))
             for r, experiment in enumerate(experiments):
                 result = stored_result(store, experiment)
-                values = row_values(experiment, result, run_counts.get(experiment["id"], 0))
-                if experiment["id"] == self.running_id and not experiment.get("result"):
+                values = row_values(experiment, result, run_counts.get(experiment.id, 0))
+                if experiment.id == self.running_id and experiment.result is None:
                     values[2] = "running"
                 for c, text in enumerate(values):
                     item = QtWidgets.QTableWidgetItem(text)
                     if c == 0:
-                        item.setData(QtCore.Qt.ItemDataRole.UserRole, experiment["id"])
+                        item.setData(QtCore.Qt.ItemDataRole.UserRole, experiment.id)
                     if c == 2:
                         item.setForeground(QtGui.QColor(colors.get(text, theme.FOREGROUND)))
                     self.setItem(r, c, item)

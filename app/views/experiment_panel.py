@@ -238,6 +238,12 @@ class ExperimentPanel(QtWidgets.QWidget):
             else:
                 self.model_combo.setCurrentIndex(self._last_model_index)
 
+    def open_model_file(self) -> None:
+        """File › Open model file…: as choosing "Open model file…" in the model box."""
+        index = self.model_combo.findData(OPEN_FILE)
+        self.model_combo.setCurrentIndex(index)
+        self._on_model_activated(index)
+
     def set_model_file(self, path: str) -> None:
         """Use a model file: it defines build_model() and make_batch(batch_size, generator)."""
         self.model_file = os.path.abspath(path)

@@ -3,12 +3,14 @@
 Bars of step time (mean ± std over the repeats, the best highlighted), a sweep
 line with error bars and the best marked when the points sweep a number (split
 size, split point, device count), and a table of every point's throughput,
-bubble and runs. Drawn with pyqtgraph on the SeriesPlot base, so each chart
-keeps the PNG/SVG/CSV export of its context menu.
+bubble and runs. The charts draw the experiment's figure definitions
+(engine.figures: the exports' step-time and sweep figures, names, units,
+colours and marks alike), with pyqtgraph on the SeriesPlot base, so each keeps
+the PNG/SVG/PDF/CSV export of its context menu.
 """
 from __future__ import annotations
 
-import math
+import dataclasses
 
 import numpy as np
 import pyqtgraph as pg
@@ -16,21 +18,14 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
 from app.views.series_plot import SeriesPlot
+from engine.figures import Figure, experiment_figures, palette
+from engine.figures.experiment import stat
+from engine.figures.numbers import is_number as _number
+from engine.results import ExperimentPoint, ExperimentResult
 
-BEST_COLOR = theme.OK
+BEST_COLOR = palette.BEST
 TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "samples/s",
                  "bubble meas. / theory", "stage balance", "runs", "note")
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _stat(point: dict, key: str, part: str) -> float | None:
-    value = point.get(key)
-    if isinstance(value, dict) and _number(value.get(part)):
-        return float(value[part])
-    return None
 
 
 def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = ",.1f") -> str:
@@ -40,10 +35,10 @@ def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = "
     return text + (f" ± {format(std * scale, spec)}" if std is not None else "")
 
 
-def _balance_text(point: dict) -> str:
+def _balance_text(point: ExperimentPoint) -> str:
     """"0.94 (65% | 69%)": the least over the most busy stage, then each stage's busy share."""
-    balance = point.get("stage_balance")
-    busy = [b for b in point.get("stage_busy") or [] if _number(b)]
+    balance = point.stage_balance
+    busy = [b for b in point.stage_busy or [] if _number(b)]
     if not _number(balance) or not busy:  # without stage_busy: an earlier, not comparable, figure
         return "—"
     return f"{balance:.2f} ({' | '.join(format(b, '.0%') for b in busy)})"
@@ -53,13 +48,6 @@ def _compact(value) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "—"
     return "—" if value is None else str(value)
-
-
-def sweep_metric(name: str | None) -> tuple[str, str, float, str]:
-    """(summary key, axis label, scale, unit): dp-scaling is about throughput, the other sweeps about time."""
-    if name == "dp-scaling":
-        return "throughput", "throughput", 1.0, "samples/s"
-    return "step_time_s", "step time", 1000.0, "ms"
 
 
 def shared_prefix(labels: list[str]) -> tuple[str, list[str]]:
@@ -95,7 +83,7 @@ def _tick_each(xs: list[float]) -> bool:
 
 
 class StepTimeBars(SeriesPlot):
-    """One bar per point: mean step time, with the std as an error bar; the best bar in green."""
+    """One bar per measured point: mean step time, with the std as an error bar; the best bar in BEST."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__("Step time per point (mean ± std)", "step time", "ms", x_label="point", x_units=None,
@@ -109,35 +97,40 @@ class StepTimeBars(SeriesPlot):
         self.stds: list[float] = []
         self._items: list[pg.GraphicsObject] = []
 
-    def set_bars(self, labels: list[str], means: list[float], stds: list[float], best: int | None) -> None:
+    def show_figure(self, figure: Figure) -> None:
+        """Draw the figure's bars: those with a value (a failed point has none), in its colours and units."""
         item = self.getPlotItem()
         for old in self._items:
             item.removeItem(old)
         self._items = []
-        self.labels, self.means, self.stds = list(labels), list(means), list(stds)
-        self._data.clear()
-        if not labels:
+        self.clear_series()
+        self.set_axes(figure.x, figure.y)
+        bars = figure.bars
+        drawn = [(i, label, value, (bars.errors or [None] * len(bars.labels))[i])
+                 for i, (label, value) in enumerate(zip(bars.labels, bars.values)) if _number(value)]
+        self.labels = [label for _, label, _, _ in drawn]
+        self.means = [value for _, _, value, _ in drawn]
+        self.stds = [error if _number(error) else 0.0 for _, _, _, error in drawn]
+        self.figure = figure
+        if not drawn:
             item.getAxis("bottom").setTicks([[]])
             return
-        x = np.arange(len(labels), dtype=float)
-        brushes = [pg.mkBrush(BEST_COLOR if i == best else theme.device_color(0)) for i in range(len(labels))]
-        bars = pg.BarGraphItem(x=x, height=np.asarray(means), width=0.6, brushes=brushes,
-                               pen=pg.mkPen(theme.PANEL))
-        errors = pg.ErrorBarItem(x=x, y=np.asarray(means), height=2 * np.asarray(stds), beam=0.25,
+        x = np.arange(len(drawn), dtype=float)
+        brushes = [pg.mkBrush(palette.BEST if i == bars.best else bars.color) for i, _, _, _ in drawn]
+        plotted = pg.BarGraphItem(x=x, height=np.asarray(self.means), width=0.6, brushes=brushes,
+                                  pen=pg.mkPen(theme.PANEL))
+        errors = pg.ErrorBarItem(x=x, y=np.asarray(self.means), height=2 * np.asarray(self.stds), beam=0.25,
                                  pen=pg.mkPen(theme.FOREGROUND, width=1.4))
-        for extra in (bars, errors):
+        for extra in (plotted, errors):
             item.addItem(extra)
             self._items.append(extra)
-        prefix, ticks = shared_prefix(labels)
+        prefix, ticks = shared_prefix(self.labels)
         # pyqtgraph drops a tick text wider than the room around its tick: a long label
         # ("balanced (automatic)") goes on two lines rather than vanish.
         item.getAxis("bottom").setTicks([[(i, _two_lines(tick)) for i, tick in enumerate(ticks)]])
-        item.setLabel("bottom", prefix or "point", color=theme.MUTED)
-        # The data behind the bars, for the context menu's CSV export.
-        self._data["mean (ms)"] = (x, np.asarray(means))
-        self._data["std (ms)"] = (x, np.asarray(stds))
-        item.setXRange(-0.6, len(labels) - 0.4, padding=0)
-        item.setYRange(0, max(m + s for m, s in zip(means, stds)) * 1.12 or 1.0, padding=0)
+        item.setLabel("bottom", prefix or figure.x.text, color=theme.MUTED)
+        item.setXRange(-0.6, len(drawn) - 0.4, padding=0)
+        item.setYRange(0, max(m + s for m, s in zip(self.means, self.stds)) * 1.12 or 1.0, padding=0)
 
 
 class SweepPlot(SeriesPlot):
@@ -149,62 +142,19 @@ class SweepPlot(SeriesPlot):
         self.getPlotItem().setClipToView(False)
         self.getPlotItem().setDownsampling(auto=False)
         self.best_xy: tuple[float, float] | None = None
-        self._items: list[pg.GraphicsObject] = []
 
-    def show_sweep(self, name: str | None, points: list[dict], best_label: str | None,
-                   automatic_split: list | None) -> bool:
-        """Draw the sweep; False (and nothing drawn) when the points sweep no number."""
-        item = self.getPlotItem()
-        for old in self._items:
-            item.removeItem(old)
-        self._items = []
+    def show_figure(self, figure: Figure | None) -> bool:
+        """Draw the sweep figure; False (and nothing drawn) when there is none or no point has a value."""
         self.clear_series()
         self.best_xy = None
-        key, label, scale, unit = sweep_metric(name)
-        swept = [p for p in points if _number(p.get("x")) and _stat(p, key, "mean") is not None]
-        if not swept:
+        if figure is None or not figure.has_data:
             return False
-        item.setLabel("left", label, units=unit, color=theme.MUTED)
-        item.setLabel("bottom", {"split-size": "split size (samples per micro-batch)",
-                                 "split-point": "split point (first block of stage 2)",
-                                 "dp-scaling": "devices"}.get(name or "", "swept value"), color=theme.MUTED)
-        by_strategy: dict[str, list[dict]] = {}
-        for p in sorted(swept, key=lambda p: p["x"]):
-            by_strategy.setdefault(str(p.get("strategy") or "points"), []).append(p)
-        for i, (strategy, group) in enumerate(by_strategy.items()):
-            x = np.array([float(p["x"]) for p in group])
-            y = np.array([_stat(p, key, "mean") * scale for p in group])
-            err = np.array([(_stat(p, key, "std") or 0.0) * scale for p in group])
-            color = theme.run_color(i)
-            self.set_series(strategy, x, y, color, name=strategy, width=2.0)
-            self._curves[strategy].setSymbol("o")
-            self._curves[strategy].setSymbolBrush(pg.mkBrush(color))
-            self._curves[strategy].setSymbolSize(7)
-            bars = pg.ErrorBarItem(x=x, y=y, height=2 * err, beam=0.0, pen=pg.mkPen(color, width=1.2))
-            item.addItem(bars)
-            self._items.append(bars)
-        xs = sorted({float(p["x"]) for p in swept})
-        item.getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]] if _tick_each(xs) else None)
-        best = next((p for p in swept if p.get("label") == best_label), None)
+        self.draw_figure(figure)
+        xs = sorted({float(x) for s in figure.series for x, y in zip(s.x, s.y) if _number(x) and _number(y)})
+        self.getPlotItem().getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]] if _tick_each(xs) else None)
+        best = next((m for m in figure.marks if _number(m.y)), None)
         if best is not None:
-            bx, by = float(best["x"]), _stat(best, key, "mean") * scale
-            self.best_xy = (bx, by)
-            star = pg.ScatterPlotItem([bx], [by], symbol="star", size=18, brush=pg.mkBrush(BEST_COLOR),
-                                      pen=pg.mkPen(theme.BACKGROUND))
-            # Below a minimum (step time), above a maximum (throughput): where the curve is not.
-            anchor = (0.5, 1.4) if key == "throughput" else (0.5, -0.4)
-            text = pg.TextItem(f"best: {best.get('label')}", color=BEST_COLOR, anchor=anchor)
-            text.setPos(bx, by)
-            for extra in (star, text):
-                item.addItem(extra)
-                self._items.append(extra)
-        if isinstance(automatic_split, list) and len(automatic_split) == 1 and _number(automatic_split[0]):
-            line = pg.InfiniteLine(pos=float(automatic_split[0]), angle=90, movable=False,
-                                   pen=pg.mkPen(theme.MUTED, style=QtCore.Qt.PenStyle.DashLine),
-                                   label="automatic split", labelOpts={"color": theme.MUTED, "position": 0.9})
-            item.addItem(line)
-            self._items.append(line)
-        item.enableAutoRange()
+            self.best_xy = (float(best.x), float(best.y))
         return True
 
 
@@ -216,7 +166,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
-        self.result: dict | None = None
+        self.result: ExperimentResult | None = None
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
@@ -257,65 +207,63 @@ class ExperimentResultsView(QtWidgets.QWidget):
 
     @property
     def experiment_id(self) -> str | None:
-        return (self.result or {}).get("experiment_id")
+        return self.result.experiment_id if self.result else None
 
     def point_labels(self) -> list[str]:
         return list(self.bars.labels)
 
-    def show_result(self, result: dict, description: str = "") -> None:
+    def show_result(self, result: ExperimentResult, description: str = "") -> None:
         self.result = result
-        name = result.get("name") or "experiment"
-        points = [p for p in result.get("points") or [] if isinstance(p, dict)]
-        best = result.get("best")
-        status = result.get("status") or "finished"
-        runs = sum(len(p.get("run_ids") or []) for p in points)
+        name = result.name or "experiment"
+        if not result.name:  # the figures' titles name the experiment
+            result = dataclasses.replace(result, name=name)
+        points = result.points
+        best = result.best
+        status = result.status
+        runs = sum(len(p.run_ids) for p in points)
         self.title.setText(f"{name} · {status} · {len(points)} point{'s' if len(points) != 1 else ''}, "
                            f"{runs} run{'s' if runs != 1 else ''}" + (f" · best: {best}" if best else ""))
         bits = [description] if description else []
-        bits.append(str(result.get("experiment_id") or ""))
-        if result.get("automatic_split"):
-            bits.append(f"automatic balanced split: {_compact(result['automatic_split'])}")
-        bits += [str(note) for note in result.get("notes") or []]
+        bits.append(result.experiment_id or "")
+        if result.automatic_split:
+            bits.append(f"automatic balanced split: {_compact(result.automatic_split)}")
+        bits += result.notes
         self.subtitle.setText(" · ".join(b for b in bits if b))
 
-        timed = [p for p in points if _stat(p, "step_time_s", "mean") is not None]
-        labels = [str(p.get("label")) for p in timed]
-        means = [_stat(p, "step_time_s", "mean") * 1000 for p in timed]
-        stds = [(_stat(p, "step_time_s", "std") or 0.0) * 1000 for p in timed]
-        self.bars.set_bars(labels, means, stds, labels.index(best) if best in labels else None)
-        self.sweep.setVisible(self.sweep.show_sweep(name, points, best, result.get("automatic_split")))
+        figures = {f.name: f for f in experiment_figures(result)}
+        self.bars.show_figure(figures["step-time"])
+        self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep")))
         self._fill_table(points, best)
 
-    def _fill_table(self, points: list[dict], best: str | None) -> None:
+    def _fill_table(self, points: list[ExperimentPoint], best: str | None) -> None:
         self.table.setRowCount(len(points))
         bold = QtGui.QFont()
         bold.setBold(True)
         for r, p in enumerate(points):
-            bubble = p.get("bubble") if isinstance(p.get("bubble"), dict) else {}
-            measured, theory = bubble.get("measured"), bubble.get("theory")
-            bubble_text = "—" if not bubble else (
+            measured, theory = p.bubble.measured, p.bubble.theory
+            bubble_text = "—" if p.error else (
                 f"{'—' if not _number(measured) else format(measured, '.1%')} / "
                 f"{'n/a' if not _number(theory) else format(theory, '.1%')}")
-            label = str(p.get("label"))
+            label = p.label
             values = [
                 ("★ " if label == best else "") + label,
-                str(p.get("strategy") or "—"),
-                _compact(p.get("devices")),
-                _compact(p.get("split")),
-                _compact(p.get("micro_batches")),
-                _pm(_stat(p, "step_time_s", "mean"), _stat(p, "step_time_s", "std"), 1000.0, ",.2f"),
-                _pm(_stat(p, "throughput", "mean"), _stat(p, "throughput", "std"), 1.0, ",.0f"),
+                p.strategy or "—",
+                _compact(p.devices or None),
+                _compact(p.split),
+                _compact(p.micro_batches),
+                _pm(stat(p, "step_time_s", "mean"), stat(p, "step_time_s", "std"), 1000.0, ",.2f"),
+                _pm(stat(p, "throughput", "mean"), stat(p, "throughput", "std"), 1.0, ",.0f"),
                 bubble_text,
                 _balance_text(p),
-                str(len(p.get("run_ids") or [])),
-                str(p.get("error") or "").splitlines()[0][:160] if p.get("error") else "",
+                str(len(p.run_ids)),
+                p.error.splitlines()[0][:160] if p.error else "",
             ]
             for c, text in enumerate(values):
                 item = QtWidgets.QTableWidgetItem(text)
                 if label == best:
                     item.setFont(bold)
                     item.setForeground(QtGui.QColor(BEST_COLOR))
-                if c == len(values) - 1 and p.get("error"):
+                if c == len(values) - 1 and p.error:
                     item.setForeground(QtGui.QColor(theme.ERROR))
-                    item.setToolTip(str(p["error"]))
+                    item.setToolTip(p.error)
                 self.table.setItem(r, c, item)

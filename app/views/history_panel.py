@@ -16,6 +16,7 @@ from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable
 
+from engine.results import RunSummary
 from engine.store import RunRecord, Store
 
 COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",
@@ -32,18 +33,12 @@ def run_label(record: RunRecord) -> str:
 
 
 def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None) -> list[str]:
-    c, s = record.config, record.summary or {}
+    c, s = record.config, record.summary or RunSummary()
     model = "file: " + c["model_file"].rsplit("/", 1)[-1] if c.get("model_file") else c.get("model", "?")
     if c.get("model") == "mlp" and not c.get("model_file"):
         model += f" {c.get('width')}×{c.get('depth')}"
-    split = s.get("split") if s.get("split") is not None else c.get("split")
-    bubble = s.get("bubble") or {}
-    loss = s.get("loss") or {}
-    step_time = (s.get("step_time_s") or {}).get("mean")
-    throughput = (s.get("throughput") or {}).get("mean")
-    devices = s.get("devices") or c.get("devices")
-    if isinstance(devices, list):
-        devices = ",".join(devices)
+    split = s.split if s.split is not None else c.get("split")
+    devices = ",".join(s.devices) if s.devices else c.get("devices")
     return [
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started)),
         record.status,
@@ -51,13 +46,13 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         model,
         str(devices),
         ",".join(map(str, split)) if split else "—",
-        str(s.get("micro_batches") or "—"),
-        "—" if step_time is None else f"{step_time * 1000:.1f} ms",
-        "—" if throughput is None else f"{throughput:,.0f}",
-        f"{_fmt(bubble.get('measured'), '.1%')} / {_fmt(bubble.get('theory'), '.1%')}" if bubble else "—",
+        str(s.micro_batches or "—"),
+        "—" if s.step_time_s is None else f"{s.step_time_s.mean * 1000:.1f} ms",
+        "—" if s.throughput is None else f"{s.throughput.mean:,.0f}",
+        f"{_fmt(s.bubble.measured, '.1%')} / {_fmt(s.bubble.theory, '.1%')}" if record.summary else "—",
         # Only with stage_busy: earlier summaries' balance counted drawing the batch (not comparable).
-        _fmt(s.get("stage_balance") if s.get("stage_busy") else None, ".2f"),
-        "—" if not loss else f"{loss.get('first', 0):.3f} → {loss.get('last', 0):.3f}",
+        _fmt(s.stage_balance if s.stage_busy else None, ".2f"),
+        "—" if not s.loss else f"{s.loss.first or 0:.3f} → {s.loss.last or 0:.3f}",
         experiment_text(record, experiment_names or {}),
         (record.error or "").splitlines()[0][:120] if record.error else "",
     ]
@@ -85,10 +80,9 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
             record = store.get_run(run_id)
             if record is None:
                 continue
-            summary = record.summary or {}
             last_kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)
             rows, span = store.sample_span(run_id)
-            devices = max(1, len(summary.get("devices") or [1]))
+            devices = max(1, len(record.summary.devices) if record.summary else 1)
             bucket = span / SAMPLE_ROWS if rows > SAMPLE_ROWS * devices else None
             out.append(RunData(run_id=record.id, label=run_label(record), status=record.status,
                                config=record.config, summary=record.summary, error=record.error,
@@ -220,6 +214,27 @@ class HistoryPanel(QtWidgets.QWidget):
                 selection.select(self.table.model().index(r, 0),
                                  QtCore.QItemSelectionModel.SelectionFlag.Select
                                  | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+
+    def clear_selection_quietly(self) -> None:
+        """Deselect every run without asking to load none (the live plots take the view)."""
+        self.table.blockSignals(True)
+        self.table.clearSelection()
+        self.table.blockSignals(False)
+
+    def newest_run_id(self) -> str | None:
+        return self.records[0].id if self.records else None
+
+    def selected_experiment_id(self) -> str | None:
+        """The experiment selected on the Experiments page; None on the Runs page."""
+        return self.experiments.selected_id() if self.page == "experiments" else None
+
+    def select_experiment(self, experiment_id: str) -> None:
+        self.experiments.select_id(experiment_id)
+
+    def mark_running_experiment(self, experiment_id: str | None) -> None:
+        """The experiment the list marks as running (None: none is), and what is stored now."""
+        self.experiments.running_id = experiment_id
+        self.refresh()
 
     def _on_selection(self) -> None:
         self.sigSelectionChanged.emit(self.selected_ids())

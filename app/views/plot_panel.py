@@ -4,13 +4,13 @@ Two modes: *live* (the ring buffers of this session: telemetry of the machine
 or of the running devices, and the current run's steps) and *history* (runs
 loaded from the store, one or several overlaid). A single QTimer in the main
 window calls ``redraw()``; only series whose buffers changed are handed to
-pyqtgraph.
+pyqtgraph. History draws the run's figure definitions (engine.figures), the
+ones its exports draw; live plots carry the same titles, units and colours.
 """
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
@@ -19,12 +19,18 @@ from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.series_plot import SeriesPlot, cache_axes
 from app.views.timeline_view import KINDS, TimelineView
-from engine.telemetry.smooth import trailing_mean
+from engine.figures import RunView, comparison_figures, palette, run_figures
+from engine.figures.figure import Axis
+from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
+from engine.results import RunSummary
 from engine.timing import KIND_MEANING
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
 
 LIVE_WINDOW_S = 60.0
+# Live telemetry's x values are seconds since the app started; its axis counts back from now.
+LIVE_TIME = Axis("time since Splitscope started", "s")
+LIVE_TIME_SHOWN = "seconds from now"
 # The plots redrawn together, each in its own redraw tick (see PlotPanel.redraw).
 FRAME_GROUPS = ("telemetry", "steps", "timeline")
 
@@ -101,9 +107,9 @@ class BubbleBox(QtWidgets.QFrame):
         layout.addWidget(self.formula)
         layout.addStretch(1)
         legend = " ".join(
-            f"<span style='color:{theme.KIND_COLORS[k]}'>■</span>&nbsp;{k}" for k in KINDS)
+            f"<span style='color:{palette.kind_color(k)}'>■</span>&nbsp;{k}" for k in KINDS)
         legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
-        legend += " <span style='color:#3a404a'>■</span>&nbsp;idle"
+        legend += f" <span style='color:{theme.over_panel(palette.IDLE, palette.IDLE_ALPHA)}'>■</span>&nbsp;idle"
         self.legend = QtWidgets.QLabel(legend)
         self.legend.setToolTip("<br>".join(f"<b>{k}</b>: {KIND_MEANING[k]}" for k in KINDS)
                                + "<br><b>idle</b>: nothing timed on the device")
@@ -142,7 +148,6 @@ class BubbleBox(QtWidgets.QFrame):
 
 
 class PlotPanel(QtWidgets.QWidget):
-    sigModeChanged = QtCore.Signal(str)   # "live" or "history"
     sigBackToLive = QtCore.Signal()
 
     def __init__(self, telemetry: TelemetryHistory, parent: QtWidgets.QWidget | None = None):
@@ -179,20 +184,19 @@ class PlotPanel(QtWidgets.QWidget):
 
         self.util_axis = RelativeTimeAxis()
         self.mem_axis = RelativeTimeAxis()
-        self.util_plot = SeriesPlot("Utilization per device", "busy", "%", export_name="utilization")
+        self.util_plot = SeriesPlot.of_frame(UTILIZATION)
         self.util_plot.setAxisItems({"bottom": self.util_axis})
-        self.mem_plot = SeriesPlot("Memory per device", "used", "B", export_name="memory")
+        self.mem_plot = SeriesPlot.of_frame(MEMORY)
         self.mem_plot.setAxisItems({"bottom": self.mem_axis})
         for plot in (self.util_plot, self.mem_plot):
             cache_axes(plot.getPlotItem())  # the new time axes too
-        self.thr_plot = SeriesPlot("Throughput", "samples/s", None, x_label="step", x_units=None,
-                                   export_name="throughput")
-        self.loss_plot = SeriesPlot("Loss", "loss", None, x_label="step", x_units=None, export_name="loss")
+        self.thr_plot = SeriesPlot.of_frame(THROUGHPUT)
+        self.loss_plot = SeriesPlot.of_frame(LOSS)
         for plot in (self.util_plot, self.mem_plot):
             # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
             plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
             plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
-            plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
+            plot.set_axes(LIVE_TIME, plot.spec.y, shown_x=LIVE_TIME_SHOWN)
             axis = plot.getPlotItem().getAxis("bottom")
             axis.setPen(pg.mkPen(theme.MUTED))
             axis.setTextPen(pg.mkPen(theme.MUTED))
@@ -226,7 +230,6 @@ class PlotPanel(QtWidgets.QWidget):
 
     # -- modes -------------------------------------------------------------------
     def set_mode(self, mode: str, label: str | None = None) -> None:
-        changed = mode != self.mode
         self.mode = mode
         self.live_button.setVisible(mode == "history")
         if mode == "live":
@@ -236,8 +239,8 @@ class PlotPanel(QtWidgets.QWidget):
             self._timeline_drawn = -1
             for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
                 plot.clear_series()
-            for plot, axis in ((self.util_plot, self.util_axis), (self.mem_plot, self.mem_axis)):
-                plot.getPlotItem().setLabel("bottom", "seconds from now", color=theme.MUTED)
+            for plot in (self.util_plot, self.mem_plot):
+                plot.set_axes(LIVE_TIME, plot.spec.y, shown_x=LIVE_TIME_SHOWN)
                 plot.getPlotItem().enableAutoRange(x=False)
             self._fit_step_axes()
             self._restore_run_lines()
@@ -246,10 +249,21 @@ class PlotPanel(QtWidgets.QWidget):
             self.redraw(force=True)
         else:
             self.mode_label.setText(label or "History")
-        if changed:
-            self.sigModeChanged.emit(mode)
 
     # -- live --------------------------------------------------------------------
+    def set_live_title(self, text: str) -> None:
+        """The live view's title; a stored run in view keeps its own."""
+        if self.mode == "live":
+            self.mode_label.setText(text)
+
+    def add_step(self, event: dict) -> None:
+        """A worker's ``step`` event: its throughput, loss and intervals."""
+        self.steps.add(event)
+
+    def set_run_devices(self, devices: list[str]) -> None:
+        """The timeline's lanes: the run's devices, in stage order."""
+        self.timeline.set_devices(devices)
+
     def begin_run(self, progress: RunProgress, show: bool = True) -> None:
         """A run starts: fresh step history and timeline; telemetry keeps flowing.
 
@@ -383,11 +397,11 @@ class PlotPanel(QtWidgets.QWidget):
                         self._drawn.pop(key, None)
                     if force or self._drawn.get(key) != buf.version:
                         x, y = buf.column(0), buf.column(1)
-                        color = theme.device_color(telemetry.color_index(device))
+                        color = palette.series_color(telemetry.color_index(device))
                         if kind == "util":
                             self._draw_utilization(device, label, x, y, color)
                         else:
-                            plot.set_series(device, x, y, color, label)
+                            plot.set_series(device, x, y / MIB, color, label)  # bytes kept, MiB drawn
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
@@ -396,20 +410,20 @@ class PlotPanel(QtWidgets.QWidget):
         """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
         a core's 10 ms ticks make the raw line swing 0-100 % at 10 Hz."""
         plot = self.util_plot
-        plot.set_series(RAW_PREFIX + device, x, y, theme.faint(color), legend=False, width=1.0)
+        plot.set_series(RAW_PREFIX + device, x, y, color, width=1.0, faint=True)
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
         plot.set_series(device, x, means, color, label)
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
-        for kind, plot, buf, color, name in (
-                ("thr", self.thr_plot, self.steps.throughput, theme.RUN_COLORS[0], "samples/s"),
-                ("loss", self.loss_plot, self.steps.loss, theme.RUN_COLORS[1], "loss")):
+        for kind, plot, buf in (("thr", self.thr_plot, self.steps.throughput),
+                                ("loss", self.loss_plot, self.steps.loss)):
             key = (kind, "")
             if len(buf) and (force or self._drawn.get(key) != buf.version):
                 with plot.frame():
                     self._set_step_axis(plot, step_axis_end(buf.last(0), self.progress.steps_total))
-                    plot.set_series(kind, buf.column(0), buf.column(1), color, name)
+                    plot.set_series(kind, buf.column(0), buf.column(1), STEP_COLORS[plot.spec.name],
+                                    plot.spec.y.label)
                 self._drawn[key] = buf.version
                 updated += 1
         return updated
@@ -425,7 +439,7 @@ class PlotPanel(QtWidgets.QWidget):
         p = self.progress
         stages = len(p.split) + 1 if p.split else len(p.devices)
         self.timeline.set_busy(p.busy)
-        notes = (p.summary or {}).get("notes") or p.notes
+        notes = (p.summary.notes if p.summary else None) or p.notes
         when = "" if p.summary else ("live, last steps" if p.run_id else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
@@ -437,70 +451,40 @@ class PlotPanel(QtWidgets.QWidget):
 
     # -- history -------------------------------------------------------------------
     def show_runs(self, runs: list[RunData]) -> None:
-        """Show stored runs: one run's own plots, or several overlaid for comparison."""
+        """Show stored runs: one run's own figures, or several overlaid for comparison (engine.figures)."""
         self.history_runs = list(runs)
-        if len(runs) == 1:
-            label = f"Run {runs[0].label} ({runs[0].status})"
-        else:
-            label = f"Comparing {len(runs)} runs"
-        self.set_mode("history", label)
-        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
-            plot.clear_series()
-        for plot, axis in ((self.util_plot, self.util_axis), (self.mem_plot, self.mem_axis)):
-            axis.now = None
-            plot.getPlotItem().setLabel("bottom", "seconds since the run started", color=theme.MUTED)
-        self._hide_run_lines()
         single = len(runs) == 1
-        for r, run in enumerate(runs):
-            devices: list[str] = []
-            by_device: dict[str, list[dict]] = {}
-            for s in run.samples:
-                by_device.setdefault(s["device"], []).append(s)
-                if s["device"] not in devices:
-                    devices.append(s["device"])
-            for d, device in enumerate(devices):
-                rows = by_device[device]
-                color = theme.device_color(d) if single else theme.run_color(r)
-                name = device if single else f"{run.label} {device}"
-                for plot, fieldname in ((self.util_plot, "util"), (self.mem_plot, "mem_used")):
-                    pts = [(s["t"], s[fieldname]) for s in rows if s.get(fieldname) is not None]
-                    if not pts:
-                        continue
-                    arr = np.asarray(pts, dtype=float)
-                    x, y = arr[:, 0], arr[:, 1]
-                    key = f"{run.run_id}/{device}"
-                    if fieldname == "util":
-                        if single:  # compared runs show their means alone: raw lines of several runs are noise
-                            plot.set_series(RAW_PREFIX + key, x, y, theme.faint(color), legend=False, width=1.0)
-                        y = trailing_mean(x, y)
-                    plot.set_series(key, x, y, color, name, dash=0 if single else d)
-            for plot, fieldname in ((self.thr_plot, "throughput"), (self.loss_plot, "loss")):
-                pts = [(s["step"], s[fieldname]) for s in run.steps if s.get(fieldname) is not None]
-                if pts:
-                    arr = np.asarray(pts, dtype=float)
-                    color = theme.run_color(r) if not single else theme.RUN_COLORS[0 if fieldname == "throughput" else 1]
-                    plot.set_series(run.run_id, arr[:, 0], arr[:, 1], color, run.label)
+        self.set_mode("history", f"Run {runs[0].label} ({runs[0].status})" if single
+                      else f"Comparing {len(runs)} runs")
+        for axis in (self.util_axis, self.mem_axis):
+            axis.now = None
+        self._hide_run_lines()
+        views = [run_view(run) for run in runs]
+        figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
         for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
-            plot.getPlotItem().enableAutoRange()
+            plot.draw_figure(figures[plot.spec.name])
             plot.legend.setVisible(True)
-        self.util_plot.getPlotItem().enableAutoRange(y=False)
-        self.util_plot.setYRange(0, 100, padding=0.02)
         # The timeline and the bubble show the first (newest) selected run.
         first = runs[0] if runs else None
         if first is None:
             return
-        devices = list((first.summary or {}).get("devices") or [])
+        summary = first.summary or RunSummary()
+        devices = list(summary.devices)
         self.timeline.set_devices(devices)
         last_steps = sorted({row[0] for row in first.timeline})[-3:]
         self.timeline.set_rows([tuple(row) for row in first.timeline if row[0] in last_steps])
-        summary = first.summary or {}
-        bubble = summary.get("bubble") or {}
-        busy = dict(zip(devices, summary.get("devices_busy") or []))
-        split = summary.get("split")
-        stages = len(split) + 1 if split else len(devices)
+        busy = dict(zip(devices, summary.devices_busy))
+        stages = len(summary.split) + 1 if summary.split else len(devices)
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
         note = "\n".join(filter(None, [note, first.timeline_note()]))
         self.timeline.set_busy(busy)
-        self.bubble.show_figures(bubble.get("measured"), bubble.get("theory"), stages=stages,
-                                 micro_batches=summary.get("micro_batches") or 1,
-                                 note="\n".join(filter(None, [note, *(summary.get("notes") or [])])))
+        self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory, stages=stages,
+                                 micro_batches=summary.micro_batches or 1,
+                                 note="\n".join(filter(None, [note, *summary.notes])))
+
+
+def run_view(run: RunData) -> RunView:
+    """What a stored run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
+    return RunView(summary=run.summary or RunSummary(), steps=run.steps, samples=run.samples, timeline=run.timeline,
+                   step_count=run.step_count, timeline_steps=run.timeline_steps, warmup=run.config.get("warmup"),
+                   label=run.label)

@@ -1,4 +1,9 @@
-"""SeriesPlot: one pyqtgraph plot of named series, with PNG/SVG/CSV export in its context menu."""
+"""SeriesPlot: one pyqtgraph plot of named series, with PNG/SVG/PDF/CSV export in its context menu.
+
+It draws a figure definition (engine.figures: series, marks, axes, title) as
+the exports draw it, or live series handed to it one by one; either way its
+export is a figure definition drawn by the exports' backend (plot_export).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -6,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app.views import plot_export, theme
+from engine.figures import Axis, Figure, Series, palette, series_table
+from engine.figures.numbers import is_number
 
-_DASHES = [QtCore.Qt.PenStyle.SolidLine, QtCore.Qt.PenStyle.DashLine, QtCore.Qt.PenStyle.DotLine,
-           QtCore.Qt.PenStyle.DashDotLine]
+MARK_SYMBOL_SIZE = 16  # the ring at a mark's point (the best of a sweep)
 
 
 DOWNSAMPLE_SAMPLES_PER_PIXEL = 1.0
@@ -77,12 +83,11 @@ class SeriesPlot(pg.PlotWidget):
         super().__init__(parent=parent, background=theme.PANEL)
         self.export_name = export_name
         self.export_dir = ""
-        self.x_name = x_label
-        self.y_name = y_label
+        self.spec = Figure(export_name, title, Axis(x_label, x_units), Axis(y_label, y_units))
+        self.figure: Figure | None = None   # the definition drawn by draw_figure, until live series replace it
         item = self.getPlotItem()
-        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
-        item.setLabel("left", y_label, units=y_units, color=theme.MUTED)
-        item.setLabel("bottom", x_label, units=x_units, color=theme.MUTED)
+        self.show_title(title)
+        self.set_axes(self.spec.x, self.spec.y)
         item.showGrid(x=True, y=True, alpha=theme.GRID_ALPHA)
         for axis in ("left", "bottom"):
             ax = item.getAxis(axis)
@@ -101,9 +106,30 @@ class SeriesPlot(pg.PlotWidget):
         self.legend.setColumnCount(2)
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._add_export_actions()
+        self._styles: dict[str, dict] = {}        # how each curve was drawn: its export draws it so
+        self._extras: list[pg.GraphicsObject] = []  # a figure's marks and error bars
+        self.export_actions = plot_export.add_export_actions(self)
         cache_axes(item)
         self.setMinimumSize(220, 120)
+
+    @classmethod
+    def of_frame(cls, frame: Figure, parent: QtWidgets.QWidget | None = None) -> "SeriesPlot":
+        """A plot titled and labelled as the figure ``frame`` (engine.figures) is: live or exported, one name."""
+        plot = cls(frame.title, frame.y.label, frame.y.unit, x_label=frame.x.label, x_units=frame.x.unit,
+                   export_name=frame.name, parent=parent)
+        plot.spec = frame
+        return plot
+
+    def show_title(self, title: str) -> None:
+        self.getPlotItem().setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
+
+    def set_axes(self, x: Axis, y: Axis, shown_x: str | None = None) -> None:
+        """The axes' labels, units in brackets as the exports print them; ``shown_x`` labels the screen's x
+        axis differently from the export's (live: "seconds from now" over times since the app started)."""
+        self.spec = self.spec.with_data(x=x, y=y)
+        item = self.getPlotItem()
+        item.setLabel("left", y.text, color=theme.MUTED)
+        item.setLabel("bottom", shown_x or x.text, color=theme.MUTED)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming)
         # QGraphicsView's own hint is 600x480 per plot: four of them asked for far more
@@ -112,21 +138,25 @@ class SeriesPlot(pg.PlotWidget):
 
     # -- series ----------------------------------------------------------------
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
-                   dash: int = 0, width: float = 1.6, legend: bool = True) -> None:
-        """``legend=False``: a faint curve behind the others (the raw samples behind their mean), without a
-        legend entry and drawn without antialiasing (a third of a redraw's cost, and no one reads its edges).
+                   dash: int = 0, width: float = 1.6, faint: bool = False) -> None:
+        """``faint``: the raw samples behind their mean, translucent, without a legend entry and drawn without
+        antialiasing (a third of a redraw's cost, and no one reads its edges).
 
         A curve of more points than ``SMOOTH_EDGES_UP_TO`` is drawn without antialiasing too: a noisy
         step curve of thousands of steps is a band of vertical strokes, and antialiasing them took
         40-80 ms a paint (the UI thread stalled); with a few hundred points the edges are what one sees."""
         curve = self._curves.get(key)
         if curve is None:
-            pen = pg.mkPen(color, width=width, style=_DASHES[dash % len(_DASHES)])
-            curve = LiveCurve(pen=pen, name=(name or key) if legend else None,
-                              **({} if legend else {"antialias": False}))
+            style = palette.DASHES[dash % len(palette.DASHES)]
+            pen = pg.mkPen(palette.rgba(color, palette.FAINT_ALPHA) if faint else color, width=width)
+            if style is not None:
+                pen.setDashPattern([float(v) for v in style])
+            curve = LiveCurve(pen=pen, name=None if faint else (name or key),
+                              **({"antialias": False} if faint else {}))
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
-        smooth_edges = legend and len(x) <= SMOOTH_EDGES_UP_TO
+            self._styles[key] = {"name": name or key, "color": color, "dash": dash, "width": width, "faint": faint}
+        smooth_edges = not faint and len(x) <= SMOOTH_EDGES_UP_TO
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
         self._data[key] = (x, y)
@@ -139,6 +169,40 @@ class SeriesPlot(pg.PlotWidget):
             curve.setSymbolBrush(curve.opts["pen"].color())
             curve.setSymbolPen(None)
         curve.setData(x, y)
+
+    def draw_figure(self, figure: Figure) -> None:
+        """Show a figure definition: its series (gaps left out), error bars, marks, axes and y range."""
+        self.clear_series()
+        self.show_title(figure.title)  # it may say what it holds: "(1 step in 40 of 200,000)", "· 2 runs"
+        self.set_axes(figure.x, figure.y)
+        item = self.getPlotItem()
+        for s in figure.series:
+            x, y, err = _finite(s)
+            self.set_series(s.name, x, y, s.color, s.name, dash=s.dash, width=s.width, faint=s.faint)
+            if s.markers:
+                curve = self._curves[s.name]
+                curve.setSymbol("o")
+                curve.setSymbolBrush(pg.mkBrush(s.color))
+                curve.setSymbolSize(7)
+            if err is not None and np.any(err > 0):
+                self._add_extra(pg.ErrorBarItem(x=x, y=y, height=2 * err, beam=0.0, pen=pg.mkPen(s.color, width=1.2)))
+        for mark in figure.marks:
+            self._add_extra(pg.InfiniteLine(pos=float(mark.x), angle=90, movable=False,
+                                            pen=pg.mkPen(mark.color, style=QtCore.Qt.PenStyle.DashLine),
+                                            label=mark.label, labelOpts={"color": mark.color, "position": 0.92}))
+            if is_number(mark.y):
+                self._add_extra(pg.ScatterPlotItem([mark.x], [mark.y], symbol="o", size=MARK_SYMBOL_SIZE,
+                                                   brush=None, pen=pg.mkPen(mark.color, width=2)))
+        item.enableAutoRange()
+        low, high = figure.y_range
+        if is_number(low) and is_number(high):
+            item.enableAutoRange(y=False)
+            item.setYRange(low, high, padding=0.02)
+        self.figure = figure
+
+    def _add_extra(self, extra: pg.GraphicsObject) -> None:
+        self.getPlotItem().addItem(extra)
+        self._extras.append(extra)
 
     @contextlib.contextmanager
     def frame(self):
@@ -183,6 +247,7 @@ class SeriesPlot(pg.PlotWidget):
     def remove_series(self, key: str) -> None:
         curve = self._curves.pop(key, None)
         self._data.pop(key, None)
+        self._styles.pop(key, None)
         if curve is not None:
             self.getPlotItem().removeItem(curve)
             self.legend.removeItem(curve)
@@ -190,33 +255,34 @@ class SeriesPlot(pg.PlotWidget):
     def clear_series(self) -> None:
         for key in list(self._curves):
             self.remove_series(key)
+        for extra in self._extras:
+            self.getPlotItem().removeItem(extra)
+        self._extras = []
+        if self.figure is not None:
+            self.show_title(self.spec.title)
+        self.figure = None
 
     # -- export ----------------------------------------------------------------
-    def _add_export_actions(self) -> None:
-        menu = self.getPlotItem().getViewBox().menu
-        menu.addSeparator()
-        self.export_actions: dict[str, QtGui.QAction] = {}
-        for fmt in plot_export.FORMATS:
-            action = menu.addAction(f"Export {fmt.upper()}…")
-            action.triggered.connect(lambda _checked=False, f=fmt: self._export_interactive(f))
-            self.export_actions[fmt] = action
-
-    def _export_interactive(self, fmt: str) -> None:
-        path = plot_export.ask_path(self, fmt, self.export_name, self.export_dir)
-        if path:
-            self.export_dir = str(Path(path).parent)
-            self.export(fmt, path)
-
-    def csv_rows(self):
-        return [(key, x, y) for key, (x, y) in self._data.items()]
+    def to_figure(self) -> Figure:
+        """What this plot shows, as a figure definition: the one it drew, or its curves as they are now."""
+        if self.figure is not None:
+            return self.figure
+        series = [Series(x=np.asarray(x).tolist(), y=np.asarray(y).tolist(), **self._styles[key])
+                  for key, (x, y) in self._data.items()]
+        columns, rows = series_table(series, self.spec.x, self.spec.y)
+        return self.spec.with_data(series=series, columns=columns, rows=rows)
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
-        """Write the plot as ``fmt`` (png, svg or csv) to ``path``; emits sigExported or sigExportFailed."""
-        try:
-            out = plot_export.export_plot(self.getPlotItem(), fmt, path, lambda csv_path: plot_export.write_csv(
-                self.csv_rows(), csv_path, self.x_name, self.y_name))
-        except Exception as exc:  # a failed export is a message, never a crash
-            self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
-            return None
-        self.sigExported.emit(str(out))
-        return out
+        """Write the plot as ``fmt`` (png, svg, pdf or csv) to ``path``; emits sigExported or sigExportFailed."""
+        return plot_export.export_widget(self, fmt, path)
+
+
+def _finite(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A series' drawable points (our curves skip the finite check: they must hold no gaps) and their errors."""
+    x = np.array([v if is_number(v) else np.nan for v in s.x], dtype=float)
+    y = np.array([v if is_number(v) else np.nan for v in s.y], dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    err = None
+    if s.yerr is not None:
+        err = np.array([abs(v) if is_number(v) else 0.0 for v in s.yerr], dtype=float)[keep]
+    return x[keep], y[keep], err

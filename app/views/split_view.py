@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.state.units import human_bytes, human_count
 from app.views import theme
-from engine.planning import stage_shares
+from engine.planning import BlockInfo, stage_shares
 
 
 class StageBar(QtWidgets.QWidget):
@@ -76,7 +76,7 @@ class SplitView(QtWidgets.QWidget):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
-        self.blocks: list[dict] = []
+        self.blocks: list[BlockInfo] = []
         self.balanced: tuple[int, ...] | None = None
         self._split: tuple[int, ...] | None = None
         self.stages = 2
@@ -134,7 +134,7 @@ class SplitView(QtWidgets.QWidget):
             self._split = self._even_split() if uses_split else None
         self._refresh()
 
-    def set_blocks(self, blocks: list[dict] | None, balanced: list[int] | None, keep_choice: bool = False) -> None:
+    def set_blocks(self, blocks: list[BlockInfo] | None, balanced: list[int] | None, keep_choice: bool = False) -> None:
         """Blocks profiled by the planner; the balanced split is preselected unless ``keep_choice``."""
         self.blocks = list(blocks or [])
         self.balanced = tuple(balanced) if balanced is not None else None
@@ -172,7 +172,7 @@ class SplitView(QtWidgets.QWidget):
         """The tutorial's two-stage split on these blocks: the first block named ``name`` or ``name.*``."""
         if not self.tutorial_name or self.stages != 2:
             return None
-        names = [b["name"] for b in self.blocks]
+        names = [b.name for b in self.blocks]
         index = next((i for i, n in enumerate(names)
                       if n == self.tutorial_name or n.startswith(self.tutorial_name + ".")), None)
         return (index,) if index else None
@@ -217,10 +217,10 @@ class SplitView(QtWidgets.QWidget):
                 else:
                     check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
                 cells = [check,
-                         QtWidgets.QTableWidgetItem(f"{i}  {block['name']}"),
-                         QtWidgets.QTableWidgetItem(human_count(block["params"])),
-                         QtWidgets.QTableWidgetItem(f"{1000 * block['cost_s']:.2f} ms"),
-                         QtWidgets.QTableWidgetItem(human_bytes(block["out_bytes"] * self.micro_batch_size))]
+                         QtWidgets.QTableWidgetItem(f"{i}  {block.name}"),
+                         QtWidgets.QTableWidgetItem(human_count(block.params)),
+                         QtWidgets.QTableWidgetItem(f"{1000 * block.cost_s:.2f} ms"),
+                         QtWidgets.QTableWidgetItem(human_bytes(block.out_bytes * self.micro_batch_size))]
                 tint = QtGui.QColor(theme.stage_color(stage_of[i])) if self.uses_split else None
                 for c, item in enumerate(cells):
                     if c > 0:

@@ -1,4 +1,4 @@
-"""Colours and the style sheet: one place, so plots, timeline and history agree."""
+"""The app's chrome and style sheet: panel, text and status colours, in one place."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,37 +14,18 @@ ERROR = "#f85149"
 WARNING = "#d29922"
 OK = "#3fb950"
 
-# One colour per device, in device order, the same in every plot.
-DEVICE_COLORS = ["#4e9af1", "#f28e2b", "#59c36a", "#e15759", "#b07aa1", "#edc948",
-                 "#76b7b2", "#ff9da7", "#9c755f", "#bab0ac"]
-# One colour per run when several runs are compared.
-RUN_COLORS = ["#4e9af1", "#f28e2b", "#59c36a", "#e15759", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7"]
+# The colours of the data (devices, runs, what a device was doing, idle, the best point) are
+# engine/figures/palette.py's, shared with the exports; this file keeps the app's dark chrome.
 
-# Timeline: what a device was doing.
-KIND_COLORS = {
-    "data": "#76b7b2",
-    "forward": "#4e9af1",
-    "backward": "#f28e2b",
-    "transfer": "#b07aa1",
-    "communication": "#e15759",
-    "optimizer": "#59c36a",
-    "wait": "#8b949e",
-}
-IDLE_COLOR = "#262b33"
+# The split view's stages: dark tints under light text.
 STAGE_COLORS = ["#24476e", "#6b4220", "#28562f", "#6a2a2b", "#4f3a5e", "#6a5c20", "#2f5654", "#6e4550"]
 
 
-def faint(color: str, alpha: int = 70) -> tuple[int, int, int, int]:
-    """The colour ("#rrggbb"), mostly transparent, as pyqtgraph takes it: raw samples behind their mean."""
-    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16), alpha
-
-
-def device_color(index: int) -> str:
-    return DEVICE_COLORS[index % len(DEVICE_COLORS)]
-
-
-def run_color(index: int) -> str:
-    return RUN_COLORS[index % len(RUN_COLORS)]
+def over_panel(color: str, alpha: float) -> str:
+    """``color`` at opacity ``alpha`` over the panels' background, as one opaque "#rrggbb" (for rich text)."""
+    def channel(i: int) -> int:
+        return round(int(color[i:i + 2], 16) * alpha + int(PANEL[i:i + 2], 16) * (1 - alpha))
+    return "#" + "".join(f"{channel(i):02x}" for i in (1, 3, 5))
 
 
 def stage_color(index: int) -> str:

@@ -1,7 +1,6 @@
 """TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle)."""
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Iterable
 
@@ -11,11 +10,9 @@ from PySide6 import QtCore, QtWidgets
 
 from app.views import plot_export, theme
 from app.views.series_plot import cache_axes
+from engine.figures import Figure, palette, timeline_figure
+from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
 from engine.timing import KINDS  # the kinds a rank times (engine.timing imports no torch)
-
-ROW_HEIGHT = 0.72
-# Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
-KIND_HEIGHT = {"wait": 0.22}
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
@@ -36,9 +33,9 @@ class TimelineView(pg.PlotWidget):
         self.export_name = "timeline"
         self.export_dir = ""
         item = self.getPlotItem()
-        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>Timeline of the last steps</span>"
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{TIMELINE.title}</span>"
                      f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share per device at left</span>")
-        item.setLabel("bottom", "time since the first step shown", units="s", color=theme.MUTED)
+        item.setLabel("bottom", TIMELINE.x.label, units=TIMELINE.x.unit, color=theme.MUTED)
         item.showGrid(x=True, y=False, alpha=theme.GRID_ALPHA)
         item.hideButtons()
         item.setMouseEnabled(x=True, y=False)
@@ -47,11 +44,12 @@ class TimelineView(pg.PlotWidget):
             ax = item.getAxis(axis)
             ax.setPen(pg.mkPen(theme.MUTED))
             ax.setTextPen(pg.mkPen(theme.MUTED))
-        self._idle = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=theme.IDLE_COLOR, pen=None)
+        self._idle = pg.BarGraphItem(x0=[], y0=[], width=[], height=[],
+                                     brush=palette.rgba(palette.IDLE, palette.IDLE_ALPHA), pen=None)
         item.addItem(self._idle)
         self._bars: dict[str, pg.BarGraphItem] = {}
         for kind in KINDS:
-            bar = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=theme.KIND_COLORS[kind], pen=None)
+            bar = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=palette.kind_color(kind), pen=None)
             item.addItem(bar)
             self._bars[kind] = bar
         self._steps_line = pg.PlotCurveItem(pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DashLine),
@@ -65,13 +63,7 @@ class TimelineView(pg.PlotWidget):
         self._x_max = 0.0
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
-        menu = item.getViewBox().menu
-        menu.addSeparator()
-        self.export_actions = {}
-        for fmt in plot_export.FORMATS:
-            action = menu.addAction(f"Export {fmt.upper()}…")
-            action.triggered.connect(lambda _c=False, f=fmt: self._export_interactive(f))
-            self.export_actions[fmt] = action
+        self.export_actions = plot_export.add_export_actions(self)
         cache_axes(item)
         self.setMinimumHeight(120)
 
@@ -140,11 +132,11 @@ class TimelineView(pg.PlotWidget):
         self.origin = min(r[3] for r in self.rows)
         end = max(r[4] for r in self.rows) - self.origin
         n = len(self.devices)
-        self._idle.setOpts(x0=np.zeros(n), y0=np.arange(n) - ROW_HEIGHT / 2, width=np.full(n, end),
-                           height=np.full(n, ROW_HEIGHT))
+        self._idle.setOpts(x0=np.zeros(n), y0=np.arange(n) - LANE_HEIGHT / 2, width=np.full(n, end),
+                           height=np.full(n, LANE_HEIGHT))
         for kind, bar in self._bars.items():
             sel = [r for r in self.rows if r[2] == kind]
-            h = KIND_HEIGHT.get(kind, ROW_HEIGHT)
+            h = KIND_HEIGHT.get(kind, LANE_HEIGHT)
             bar.setOpts(x0=np.array([r[3] - self.origin for r in sel]),
                         y0=np.array([index[r[1]] - h / 2 for r in sel]),
                         width=np.array([max(r[4] - r[3], 0.0) for r in sel]),
@@ -174,24 +166,9 @@ class TimelineView(pg.PlotWidget):
         return out
 
     # -- export ----------------------------------------------------------------
-    def _export_interactive(self, fmt: str) -> None:
-        path = plot_export.ask_path(self, fmt, self.export_name, self.export_dir)
-        if path:
-            self.export_dir = str(Path(path).parent)
-            self.export(fmt, path)
-
-    def _write_csv(self, path: Path) -> Path:
-        with path.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["step", "device", "kind", "t0_s", "t1_s"])
-            writer.writerows(self.rows)
-        return path
+    def to_figure(self) -> Figure:
+        """The steps shown, as the exports' timeline figure (engine.figures.timeline_figure)."""
+        return timeline_figure(self.rows, self.devices, last=len({row[0] for row in self.rows}) or 1)
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
-        try:
-            out = plot_export.export_plot(self.getPlotItem(), fmt, path, self._write_csv)
-        except Exception as exc:
-            self.sigExportFailed.emit(f"export to {path} failed: {type(exc).__name__}: {exc}")
-            return None
-        self.sigExported.emit(str(out))
-        return out
+        return plot_export.export_widget(self, fmt, path)

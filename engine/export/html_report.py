@@ -1,8 +1,8 @@
 """One self-contained HTML file per run or experiment: config, summary, every figure inline, environment.
 
 Self-contained means it can be mailed or attached to an issue: no scripts, no
-external style sheets or fonts, figures as inline <svg> (so they stay sharp and
-their text stays searchable).
+external style sheets or fonts, figures as matplotlib's inline <svg>
+(engine/export/drawing.py: they stay sharp and their text stays searchable).
 """
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import json
 from html import escape
 from typing import Iterable
 
+from engine.export.drawing import inline_svg
 from engine.export.environment import environment
-from engine.export.figures import Figure, pct
-from engine.export.svg import format_value, is_number
-from engine.store import RunRecord
+from engine.figures import Figure
+from engine.figures.numbers import format_value, is_number, pct
+from engine.results import ExperimentResult, MeanStd, RunSummary
+from engine.store import ExperimentRecord, RunRecord
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 2rem auto;
@@ -60,56 +62,48 @@ def _when(timestamp) -> str:
     return dt.datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def _mean_std(stat, unit: str, factor: float = 1.0) -> str:
-    if not isinstance(stat, dict) or not is_number(stat.get("mean")):
+def _mean_std(stat: MeanStd | None, unit: str, factor: float = 1.0) -> str:
+    if stat is None or not is_number(stat.mean):
         return "—"
-    std = stat.get("std")
-    spread = f" ± {format_value(std * factor)}" if is_number(std) else ""
-    return f"{format_value(stat['mean'] * factor)}{spread} {unit}"
+    spread = f" ± {format_value(stat.std * factor)}" if is_number(stat.std) else ""
+    return f"{format_value(stat.mean * factor)}{spread} {unit}"
 
 
 def _ratio(value) -> str:
     return f"{value:.2f}" if is_number(value) else "—"
 
 
-def _duration(stat) -> str:
+def _duration(stat: MeanStd | None) -> str:
     """A step time in ms below a second, in s above (the tutorial's ResNet steps take seconds)."""
-    mean = stat.get("mean") if isinstance(stat, dict) else None
-    return _mean_std(stat, "ms", 1000.0) if is_number(mean) and mean < 1 else _mean_std(stat, "s")
+    return _mean_std(stat, "ms", 1000.0) if stat is not None and stat.mean < 1 else _mean_std(stat, "s")
 
 
 # ---- what a run's report says --------------------------------------------------------------
 def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
-    s = run.summary or {}
-    bubble = s.get("bubble") or {}
-    loss = s.get("loss") or {}
-    telemetry = s.get("telemetry") or {}
-    devices = s.get("devices") or []
-    busy = s.get("devices_busy") or []
+    s = run.summary or RunSummary()
     duration = run.ended - run.started if is_number(run.ended) and is_number(run.started) else None
     rows = [
         ("status", run.status), ("started", _when(run.started)),
         ("duration", f"{duration:.1f} s" if duration is not None else None),
-        ("strategy", s.get("strategy") or run.config.get("strategy")), ("model", s.get("model")),
-        ("devices", ", ".join(devices) if devices else None), ("split", s.get("split")),
-        ("micro-batches", s.get("micro_batches")), ("schedule", s.get("schedule")),
-        ("batch size", s.get("batch_size")),
-        ("steps", f"{s['steps']} ({s.get('steps_measured')} measured after warm-up)" if "steps" in s else None),
-        ("step time", _duration(s.get("step_time_s"))),
-        ("throughput", _mean_std(s.get("throughput"), "samples/s")),
-        ("loss", f"{format_value(loss.get('first'))} → {format_value(loss.get('last'))}" if loss else None),
-        ("parameter norm", s.get("param_norm")),
-        ("parameter change", s.get("param_change")),
-        ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(devices, busy)) or None),
-        ("stage balance", _ratio(s.get("stage_balance")) if s.get("stage_balance") is not None else None),
-        ("bubble", f"measured {pct(bubble.get('measured'))}, theory {pct(bubble.get('theory'))}"),
+        ("strategy", s.strategy or run.config.get("strategy")), ("model", s.model or None),
+        ("devices", ", ".join(s.devices) or None), ("split", s.split),
+        ("micro-batches", s.micro_batches), ("schedule", s.schedule),
+        ("batch size", s.batch_size),
+        ("steps", f"{s.steps} ({s.steps_measured} measured after warm-up)" if run.summary else None),
+        ("step time", _duration(s.step_time_s)),
+        ("throughput", _mean_std(s.throughput, "samples/s")),
+        ("loss", f"{format_value(s.loss.first)} → {format_value(s.loss.last)}" if s.loss else None),
+        ("parameter norm", s.param_norm),
+        ("parameter change", s.param_change),
+        ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(s.devices, s.devices_busy)) or None),
+        ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),
+        ("bubble", f"measured {pct(s.bubble.measured)}, theory {pct(s.bubble.theory)}"),
     ]
-    if telemetry:
-        util = telemetry.get("util_mean") or []
-        rows.append(("telemetry", f"{telemetry.get('samples')} samples at {telemetry.get('rate_hz')} Hz; mean util "
+    if s.telemetry:
+        rows.append(("telemetry", f"{s.telemetry.samples} samples at {s.telemetry.rate_hz} Hz; mean util "
                      + ", ".join(f"{d} {format_value(u) + '%' if is_number(u) else 'n/a'}"
-                                 for d, u in zip(devices, util))))
-    for note in s.get("notes") or []:
+                                 for d, u in zip(s.devices, s.telemetry.util_mean))))
+    for note in s.notes:
         rows.append(("note", note))
     if run.experiment_id:
         rows.append(("experiment", f"{run.experiment_id} ({run.label})"))
@@ -119,9 +113,9 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
 
 
 # ---- what an experiment's report says ---------------------------------------------------------
-def experiment_config_rows(experiment: dict) -> list[tuple[str, object]]:
-    params = experiment.get("params") or {}
-    rows = [("preset", experiment.get("name")), ("repeats per point", params.get("repeats"))]
+def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, object]]:
+    params = experiment.params
+    rows = [("preset", experiment.name), ("repeats per point", params.get("repeats"))]
     points = params.get("points")
     if isinstance(points, list):
         rows.append(("points", ", ".join(str(p.get("label")) for p in points if isinstance(p, dict))))
@@ -132,25 +126,19 @@ def experiment_config_rows(experiment: dict) -> list[tuple[str, object]]:
     return rows
 
 
-def experiment_points_table(result: dict) -> str:
+def experiment_points_table(result: ExperimentResult) -> str:
     columns = ["point", "strategy", "split", "micro-batches", "step time", "throughput", "bubble", "stage balance",
                "runs"]
-    rows = []
-    for p in result.get("points") or []:
-        if not isinstance(p, dict):
-            continue
-        bubble = p.get("bubble") if isinstance(p.get("bubble"), dict) else {}
-        best = " (best)" if p.get("label") == result.get("best") else ""
-        rows.append([f"{p.get('label')}{best}", p.get("strategy"), p.get("split"), p.get("micro_batches"),
-                     _duration(p.get("step_time_s")), _mean_std(p.get("throughput"), "samples/s"),
-                     pct(bubble.get("measured")), _ratio(p.get("stage_balance")), len(p.get("run_ids") or [])])
+    rows = [[f"{p.label}{' (best)' if p.label == result.best else ''}", p.strategy, p.split, p.micro_batches,
+             _duration(p.step_time_s), _mean_std(p.throughput, "samples/s"), pct(p.bubble.measured),
+             _ratio(p.stage_balance), len(p.run_ids)] for p in result.points]
     return table(columns, rows)
 
 
 # ---- the page --------------------------------------------------------------------------------
 def page(*, title: str, meta: str, config_html: str, summary_html: str, figures: list[Figure]) -> str:
     figure_html = "\n".join(
-        f'<figure id="fig-{escape(f.name)}">\n{f.svg.strip()}\n<figcaption>{escape(f.title)}</figcaption></figure>'
+        f'<figure id="fig-{escape(f.name)}">\n{inline_svg(f)}\n<figcaption>{escape(f.title)}</figcaption></figure>'
         for f in figures)
     made = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
     return f"""<!DOCTYPE html>
@@ -184,12 +172,11 @@ def run_page(run: RunRecord, figures: list[Figure]) -> str:
                 summary_html=key_value_table(run_summary_rows(run)), figures=figures)
 
 
-def experiment_page(experiment: dict, result: dict, figures: list[Figure]) -> str:
-    status = result.get("status") or "finished"
-    meta = (f"{experiment.get('name')} · {status} · created {_when(experiment.get('created'))} · "
-            f"best: {result.get('best') or '—'}")
-    return page(title=f"Splitscope experiment {experiment['id']}", meta=meta,
+def experiment_page(experiment: ExperimentRecord, result: ExperimentResult, figures: list[Figure]) -> str:
+    meta = (f"{experiment.name} · {result.status} · created {_when(experiment.created)} · "
+            f"best: {result.best or '—'}")
+    return page(title=f"Splitscope experiment {experiment.id}", meta=meta,
                 config_html=key_value_table(experiment_config_rows(experiment)),
                 summary_html=experiment_points_table(result) + "".join(
-                    f"<p class=\"note\">{escape(str(note))}</p>" for note in result.get("notes") or []),
+                    f"<p class=\"note\">{escape(str(note))}</p>" for note in result.notes),
                 figures=figures)

@@ -1,9 +1,11 @@
-"""``export(store, id, fmt, out)``: a run's or an experiment's figures as PNG, SVG, CSV files or one HTML report.
+"""``export(store, id, fmt, out)``: a run's or an experiment's figures as PNG, SVG, PDF, CSV files or one HTML report.
 
-PNG, SVG and CSV write one file per figure into the folder ``out``, named
+PNG, SVG, PDF and CSV write one file per figure into the folder ``out``, named
 ``<id>-<figure>.<ext>``; HTML writes the single file ``out``. Nothing existing
 is overwritten unless ``force``: every target is checked before the first byte
-is written, so a refused export leaves no half-written set behind.
+is written, so a refused export leaves no half-written set behind. Everything
+but CSV is drawn by matplotlib (engine/export/drawing.py); where it is missing
+the export says so before it creates anything.
 """
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import csv
 import io
 from pathlib import Path
 
-from engine.export.errors import ExportError
 from engine.experiments import stored_result
-from engine.export.figures import Figure, experiment_figures, run_figures
+from engine.export import drawing
+from engine.export.errors import ExportError
+from engine.export.figures import experiment_figures, run_figures
 from engine.export.html_report import experiment_page, run_page
+from engine.figures import Figure
 from engine.store import Store
 
-FORMATS = ("png", "svg", "csv", "html")
+FORMATS = ("png", "svg", "pdf", "csv", "html")
 
 
 def resolve(store: Store, item_id: str) -> tuple[str, object]:
@@ -63,7 +67,7 @@ def _prepare(store: Store, item_id: str, fmt: str):
     if fmt not in FORMATS:
         raise ExportError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     kind, item = resolve(store, item_id)
-    figures = run_figures(store, item.id) if kind == "run" else experiment_figures(store, item["id"])
+    figures = run_figures(store, item.id) if kind == "run" else experiment_figures(store, item.id)
     return fmt, kind, item, figures
 
 
@@ -77,6 +81,8 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
     """Write the export and return the paths written."""
     fmt, kind, item, figures = _prepare(store, item_id, fmt)
     out = Path(out)
+    if fmt != "csv":
+        drawing.require()
 
     if fmt == "html":
         (path,) = _targets(item_id, fmt, out, figures)
@@ -93,21 +99,10 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
         raise ExportError(f"--out must be a folder for {fmt} (one file per figure), but {out} is a file")
     paths = _targets(item_id, fmt, out, figures)
     _refuse_existing(paths, force)
-    if fmt == "png":
-        from engine.export.png import PngUnavailable, check_available, write_png  # Qt only here, when asked for
-        try:
-            check_available()
-        except PngUnavailable as exc:
-            raise ExportError(str(exc)) from exc
     out.mkdir(parents=True, exist_ok=True)
     for figure, path in zip(figures, paths):
-        if fmt == "svg":
-            path.write_text(figure.svg, encoding="utf-8")
-        elif fmt == "csv":
+        if fmt == "csv":
             path.write_text(csv_text(figure), encoding="utf-8", newline="")
         else:
-            try:
-                write_png(figure.svg, path)
-            except PngUnavailable as exc:  # e.g. a plain QCoreApplication already runs in this process
-                raise ExportError(str(exc)) from exc
+            drawing.write(figure, fmt, path)
     return paths

@@ -8,9 +8,20 @@ samples stay stored with the run; they just do not enter the means.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from engine.telemetry.sample import DeviceSample
+
+
+@dataclass(frozen=True)
+class TelemetrySummary:
+    rate_hz: float | None = None
+    util_mean: list[float | None] = field(default_factory=list)        # percent, per device
+    samples: int = 0
+    samples_per_s: list[float | None] = field(default_factory=list)
+    mem_peak_bytes: list[int | None] = field(default_factory=list)
+    disagreement: str | None = None     # where the OS's (or NVML's) busy share and the engine's disagree
 
 
 class TelemetryTotals:
@@ -78,22 +89,22 @@ class TelemetryTotals:
                 self._util_sum[kind][i] += sample.util
                 self._util_count[kind][i] += 1
 
-    def summary(self) -> dict:
+    def summary(self) -> TelemetrySummary:
         kind = 0 if self._first[0] is not None else 1
         window = (self._last[kind] - self._first[kind]) if self._first[kind] is not None else 0.0
         sums, counts = self._util_sum[kind], self._util_count[kind]
-        return {
-            "rate_hz": self.rate_hz,
-            "util_mean": [round(sums[i] / counts[i], 1) if counts[i] else None for i in range(len(self.names))],
-            "samples": self.samples,
-            "samples_per_s": [round(n / window, 2) if window > 0 else None for n in self._in_window[kind]],
-            "mem_peak_bytes": list(self.mem_peak),
-        }
+        return TelemetrySummary(
+            rate_hz=self.rate_hz,
+            util_mean=[round(sums[i] / counts[i], 1) if counts[i] else None for i in range(len(self.names))],
+            samples=self.samples,
+            samples_per_s=[round(n / window, 2) if window > 0 else None for n in self._in_window[kind]],
+            mem_peak_bytes=list(self.mem_peak),
+        )
 
 
 def summarize(samples: Iterable[DeviceSample], device_names: list[str],
-              t_first_step: float | None, t_last_step: float | None, rate_hz: float) -> dict:
-    """``{"rate_hz", "util_mean", "samples", "samples_per_s", "mem_peak_bytes"}`` over all ``samples``.
+              t_first_step: float | None, t_last_step: float | None, rate_hz: float) -> TelemetrySummary:
+    """The telemetry section of a run's summary over all ``samples``.
 
     ``util_mean[i]`` is the mean utilization (percent) of ``device_names[i]``
     over samples with ``t_first_step <= t <= t_last_step`` that have one, None

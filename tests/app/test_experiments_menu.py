@@ -26,26 +26,26 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
         assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
         assert not menu.preset_actions["compare-strategies"].isEnabled()  # one thing at a time
     result = done.args[0]
-    assert result["status"] == "finished", (result, window.log_view.toPlainText()[-2000:])
-    labels = [p["label"] for p in result["points"]]
+    assert result.status == "finished", (result, window.log_view.toPlainText()[-2000:])
+    labels = [p.label for p in result.points]
     assert labels == ["model-parallel", "gpipe", "1f1b"]
     assert [(k, n, label) for k, n, label, _ in progress] == [(1, 3, "model-parallel"), (2, 3, "gpipe"),
                                                               (3, 3, "1f1b")]
     assert progress[1][3] == "run 2 of 3: gpipe"        # the progress bar says it
     assert len(steps_seen) == 9                          # the live plots got every run's steps
-    assert all(p["step_time_s"]["std"] is not None for p in result["points"])
+    assert all(p.step_time_s.std is not None for p in result.points)
 
     # The result view is in front, with a bar per point and a table row per point.
     assert window.center_tabs.currentWidget() is window.results
     assert window.results.point_labels() == labels
     assert window.results.table.rowCount() == 3
-    assert window.results.experiment_id == result["experiment_id"]
-    assert f"best: {result['best']}" in window.results.title.text()
+    assert window.results.experiment_id == result.experiment_id
+    assert f"best: {result.best}" in window.results.title.text()
     assert "finished" in window.status_label.text() and window.run_action.isEnabled()
 
     # The history lists the experiment, and its runs with their point.
     history = window.history
-    assert history.experiments.ids[0] == result["experiment_id"]
+    assert history.experiments.ids[0] == result.experiment_id
     experiment_col = [history.table.horizontalHeaderItem(c).text()
                       for c in range(history.table.columnCount())].index("experiment")
     assert {history.table.item(r, experiment_col).text() for r in range(3)} == \
@@ -56,9 +56,9 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     history.experiments.clearSelection()
     with qtbot.waitSignal(window.sigExperimentShown, timeout=5_000) as shown:
         history.experiments.selectRow(0)
-    assert shown.args[0] == result["experiment_id"]
+    assert shown.args[0] == result.experiment_id
     assert window.center_tabs.currentWidget() is window.results
-    assert window.export_target() == ("experiment", result["experiment_id"])
+    assert window.export_target() == ("experiment", result.experiment_id)
 
 
 def test_closing_during_an_experiment_asks_stops_and_keeps_the_finished_points(qtbot, window, monkeypatch):
@@ -77,14 +77,15 @@ def test_closing_during_an_experiment_asks_stops_and_keeps_the_finished_points(q
         window.experiments.menu.preset_actions["schedules"].trigger()
     result = done.args[0]
     assert asked and "experiment is in progress" in asked[0]
-    assert result["status"] == "stopped"
-    assert [p["label"] for p in result["points"]] == ["model-parallel"]
+    assert result.status == "stopped"
+    assert [p.label for p in result.points] == ["model-parallel"]
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
     assert window._closed
 
 
 def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, qapp_configured):
     from app.views.experiment_results import ExperimentResultsView
+    from engine.results import ExperimentResult, from_json
     view = ExperimentResultsView()
     qtbot.addWidget(view)
 
@@ -98,11 +99,15 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
               "error": "rank 1 failed: boom", "run_ids": ["d"]}
     result = {"experiment_id": "exp-1", "name": "split-size", "status": "finished", "best": "split size 8",
               "points": [failed, point(4, 9.0, 0.5), point(8, 7.5, 0.3), point(16, 8.2, 0.4)]}
-    view.show_result(result, "pipeline over micro-batch sizes")
+    view.show_result(from_json(ExperimentResult, result), "pipeline over micro-batch sizes")
     assert view.point_labels() == ["split size 4", "split size 8", "split size 16"]  # a failed point has no bar
     assert view.bars.means == [9.0, 7.5, 8.2] and view.bars.stds == [0.5, 0.3, 0.4]
     assert not view.sweep.isHidden()
     assert view.sweep.best_xy == (8.0, 7.5)
+    # Its axes are the figure definitions' the exports draw (engine.figures), the sweep's named by its preset.
+    from engine.figures import SWEEP_AXES
+    assert view.sweep.getPlotItem().getAxis("bottom").labelText == SWEEP_AXES["split-size"]
+    assert view.bars.getPlotItem().getAxis("left").labelText == "step time (ms)"
     # Ticks at the swept sizes only (pyqtgraph's own would put 2.5-step ticks between them).
     assert view.sweep.getPlotItem().getAxis("bottom")._tickLevels == [[(4.0, "4"), (8.0, "8"), (16.0, "16")]]
     from app.views.experiment_results import _tick_each
@@ -117,11 +122,13 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     assert view.table.item(2, headers.index("stage balance")).text() == "0.75 (60% | 80%)"
     assert view.table.item(0, headers.index("stage balance")).text() == "—"
     # A comparison without a swept number has bars and no sweep.
-    view.show_result({"experiment_id": "exp-2", "name": "compare-strategies", "best": "pipeline",
-                      "points": [dict(point(4, 9.0, 0.5), label="pipeline", x=None)]})
+    view.show_result(from_json(ExperimentResult, {"experiment_id": "exp-2", "name": "compare-strategies",
+                                                  "best": "pipeline",
+                                                  "points": [dict(point(4, 9.0, 0.5), label="pipeline", x=None)]}))
     assert view.sweep.isHidden() and view.point_labels() == ["pipeline"]
     # A long bar label goes on two lines: pyqtgraph drops a tick text that overlaps its neighbour.
-    view.show_result({"experiment_id": "exp-3", "name": "split-point", "best": "split 4",
-                      "points": [dict(point(4, 9.0, 0.5), label="split 4", x=4),
-                                 dict(point(4, 9.5, 0.5), label="balanced (automatic)", x=None)]})
+    view.show_result(from_json(ExperimentResult, {
+        "experiment_id": "exp-3", "name": "split-point", "best": "split 4",
+        "points": [dict(point(4, 9.0, 0.5), label="split 4", x=4),
+                   dict(point(4, 9.5, 0.5), label="balanced (automatic)", x=None)]}))
     assert view.bars.getPlotItem().getAxis("bottom")._tickLevels == [[(0, "split 4"), (1, "balanced\n(automatic)")]]

@@ -7,6 +7,7 @@ import struct
 import pytest
 from PySide6 import QtWidgets
 
+from engine.results import RunSummary, from_json
 from engine.store import Store
 
 
@@ -22,11 +23,11 @@ def store_a_run(db_path) -> str:
                            "cpu:1": [["backward", 0.1 * s + 0.04, 0.1 * s + 0.08]]}} for s in range(4)])
         store.add_samples(run_id, [{"t": k * 0.1, "device": f"cpu:{d}", "util": 50.0, "mem_used": 2 ** 20}
                                    for k in range(5) for d in range(2)])
-        store.finish_run(run_id, "finished", {
+        store.finish_run(run_id, "finished", from_json(RunSummary, {
             "devices": ["cpu:0", "cpu:1"], "split": [2], "micro_batches": None,
             "step_time_s": {"mean": 0.1, "std": 0.01}, "throughput": {"mean": 321.0, "std": 1.0},
             "bubble": {"measured": 0.55, "theory": 0.5}, "devices_busy": [0.5, 0.4],
-            "loss": {"first": 2.3, "last": 2.0}})
+            "loss": {"first": 2.3, "last": 2.0}}))
     return run_id
 
 
@@ -122,3 +123,8 @@ def test_nothing_to_export_says_so(qtbot, window, monkeypatch):
     assert window.export_target() is None
     export_action(window, "SVG drawings…").trigger()
     assert told == ["Nothing to export"]
+
+
+def test_file_menu_offers_every_format_the_engine_writes(window):
+    from engine.export import FORMATS
+    assert set(window.exporter.actions) == set(FORMATS)  # pdf too: a figure for a paper

@@ -26,7 +26,7 @@ def test_worker_killed_mid_run_shows_the_cause_and_the_next_run_completes(qtbot,
     with qtbot.waitSignal(window.sigRunFinished, timeout=30_000) as finished:
         os.kill(worker_pid, signal.SIGKILL)
     info = finished.args[0]
-    assert info["status"] == "failed"
+    assert info.status == "failed"
     panel = window.error_panel
     assert panel.isVisible()
     message = panel.message.text()
@@ -42,7 +42,7 @@ def test_worker_killed_mid_run_shows_the_cause_and_the_next_run_completes(qtbot,
     wait_ready(qtbot, window, profiled=False)
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
-    assert finished.args[0]["status"] == "finished"
+    assert finished.args[0].status == "finished"
     assert "Finished" in window.status_label.text()
 
 

@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from engine.results import RunSummary, from_json
+
 from engine.store import Store
 
 STEPS = 200_000
@@ -27,12 +29,12 @@ def long_run(private_state):
         store.add_samples(run_id, [{"t": 0.1 * i, "device": f"cpu:{d}", "util": 80.0, "mem_used": 900 * 2 ** 20}
                                    for i in range(8_000) for d in range(2)])
         store.thin_samples(run_id, 200.0, 1.0)
-        store.finish_run(run_id, "finished", {
+        store.finish_run(run_id, "finished", from_json(RunSummary, {
             "run_id": run_id, "status": "finished", "strategy": "pipeline", "model": "mlp",
             "devices": ["cpu:0", "cpu:1"], "split": [4], "micro_batches": 8, "steps": STEPS,
             "steps_measured": STEPS - 2, "step_time_s": {"mean": 0.004, "std": 0.0},
             "throughput": {"mean": 64_000.0, "std": 0.0}, "loss": {"first": 2.0, "last": 0.01},
-            "devices_busy": [0.8, 0.8], "bubble": {"measured": 0.2, "theory": 0.0588}, "notes": []})
+            "devices_busy": [0.8, 0.8], "bubble": {"measured": 0.2, "theory": 0.0588}, "notes": []}))
     return run_id
 
 
@@ -47,8 +49,9 @@ def test_a_200k_step_run_opens_in_the_history_within_a_second(qtbot, window, lon
     plots = window.plots
     assert plots.mode == "history"
     # Every k-th step's loss, the whole run spanned; the last steps' intervals; the telemetry in buckets.
-    x, _ = plots.loss_plot.series_data(long_run)
+    x, _ = plots.loss_plot.series_data("loss")  # the run's loss figure's one series (engine.figures)
     assert 2_500 <= len(x) <= 5_001 and x[0] == 0 and x[-1] == STEPS - 1
+    assert "(1 step in 40 of 200,000)" in plots.loss_plot.getPlotItem().titleLabel.text  # as an export says it
     assert {row[0] for row in plots.timeline.rows} == {STEPS - 3, STEPS - 2, STEPS - 1}
     assert "full timelines kept for 400 of 200,000 steps" in plots.bubble.formula.text()
     assert took < 1.0, f"took {took:.2f} s"  # measured 0.15 s here

@@ -29,8 +29,8 @@ def test_model_parallel_run_from_clicks(qtbot, window):
         qtbot.waitUntil(lambda: window.worker.is_running(), timeout=5_000)
         assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
     info = finished.args[0]
-    assert info["status"] == "finished", info
-    assert info["summary"]["split"] == [other]
+    assert info.status == "finished", info
+    assert info.summary.split == [other]
 
     plots = window.plots
     assert plots.thr_plot.point_count() == 6
@@ -45,10 +45,10 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert window.run_action.isEnabled()
 
     # The history lists the run; selecting it shows its stored plots.
-    assert window.history.run_ids()[0] == info["run_id"]
+    assert window.history.run_ids()[0] == info.run_id
     with qtbot.waitSignal(window.sigHistoryShown, timeout=10_000) as shown:
         window.history.table.selectRow(0)
-    assert shown.args[0] == [info["run_id"]]
+    assert shown.args[0] == [info.run_id]
     assert plots.mode == "history"
     assert plots.thr_plot.point_count() == 6
     assert plots.util_plot.point_count() > 0
@@ -95,14 +95,14 @@ def test_the_tutorial_split_of_a_resnet_is_one_click(qtbot, window):
     view = window.split_view
     assert not view.tutorial_button.isHidden() and view.tutorial_button.isEnabled()
     qtbot.mouseClick(view.tutorial_button, QtCore.Qt.MouseButton.LeftButton)
-    assert view.split() == (5,) and view.blocks[5]["name"] == "layer3.0"
+    assert view.split() == (5,) and view.blocks[5].name == "layer3.0"
     assert not view.tutorial_button.isEnabled()  # already chosen
     wait_ready(qtbot, window)
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
     info = finished.args[0]
-    assert info["status"] == "finished", info
-    assert info["summary"]["split"] == [5]
+    assert info.status == "finished", info
+    assert info.summary.split == [5]
     assert window.history.records[0].config["input_prep"] == "in-step"
     # A model without the tutorial's split has no such button.
     e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
@@ -117,7 +117,7 @@ def test_stop_a_run_midway(qtbot, window):
     assert window.time_left.text().endswith("left")
     with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
         qtbot.keyClick(window, QtCore.Qt.Key.Key_Escape)  # Esc stops
-    assert finished.args[0]["status"] == "stopped"
+    assert finished.args[0].status == "stopped"
     assert "Stopped" in window.status_label.text()
     assert window.history.records[0].status == "stopped"
     assert window.run_action.isEnabled() and not window.stop_action.isEnabled()
@@ -175,7 +175,7 @@ def test_broken_model_file_shows_its_error_and_a_failing_run_its_traceback(qtbot
     assert not label.isVisible()
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
-    assert finished.args[0]["status"] == "failed"
+    assert finished.args[0].status == "failed"
     panel = window.error_panel
     assert panel.isVisible()
     assert "data loader broke" in panel.message.text()
@@ -199,6 +199,6 @@ def test_closing_during_a_run_asks_then_stops_cleanly(qtbot, window, monkeypatch
     with qtbot.waitSignal(window.sigRunFinished, timeout=15_000) as finished:
         window.close()
     assert asked and "run is in progress" in asked[0]
-    assert finished.args[0]["status"] == "stopped"
+    assert finished.args[0].status == "stopped"
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
     assert window._closed

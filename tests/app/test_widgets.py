@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from engine.results import Bubble, RunSummary, Sample, Step, from_json
+
 from app.state.ring_buffer import RingBuffer
 
 
@@ -258,40 +260,47 @@ def test_a_one_point_series_is_drawn_as_a_dot_until_it_grows(qtbot, qapp_configu
     assert curve.opts["symbol"] is None
 
 
-@pytest.mark.parametrize("fmt", ["png", "svg", "csv"])
+FILE_STARTS = {"png": b"\x89PNG\r\n\x1a\n", "svg": b"<?xml", "pdf": b"%PDF"}
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf", "csv"])
 def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
-    # Not shown: the plots have never been laid out ("size=0" in pyqtgraph's exporter).
+    # Not shown: the plots have never been laid out. The export draws the plot's figure off screen.
     panel.redraw(force=True)
     for name, widget in panel.plots.items():
         menu = [a.text() for a in widget.getPlotItem().getViewBox().menu.actions()]
         assert f"Export {fmt.upper()}…" in menu, (name, menu)  # offered in the plot's context menu
         out = widget.export(fmt, tmp_path / f"{name}.{fmt}")
         assert out is not None and out.stat().st_size > 0, name
-        if fmt == "svg":  # SVG Tiny has no percentages: Qt-based viewers drew a 100-px background
-            assert b'height="100%"' not in out.read_bytes(), name
-    rows = list(csv.reader((tmp_path / "throughput.csv").open())) if fmt == "csv" else None
-    if rows:
-        assert rows[0] == ["series", "step", "samples/s"] and len(rows) == 7
+        if fmt in FILE_STARTS:
+            assert out.read_bytes().startswith(FILE_STARTS[fmt]), name
+    if fmt == "svg":  # the curves as the plot holds them, each by its name
+        text = (tmp_path / "utilization.svg").read_text()
+        assert 'id="utilization/series/core 0"' in text and 'id="utilization/series/raw core 0"' in text
+        assert "Utilization per device" in text and "utilization (%)" in text
+    if fmt == "csv":
+        rows = list(csv.reader((tmp_path / "throughput.csv").open()))
+        assert rows[0] == ["series", "step", "throughput (samples/s)"] and len(rows) == 7
+        assert {r[0] for r in rows[1:]} == {"throughput"}  # the live curve, named as the export names it
+        memory = list(csv.reader((tmp_path / "memory.csv").open()))
+        assert memory[0][2] == "memory used (MiB)" and float(memory[1][2]) == pytest.approx(1e9 / 2 ** 20)
         timeline = list(csv.reader((tmp_path / "timeline.csv").open()))
-        assert timeline[0] == ["step", "device", "kind", "t0_s", "t1_s"] and len(timeline) > 10
+        assert timeline[0] == ["step", "device", "kind", "t0 (s)", "t1 (s)"] and len(timeline) > 10
 
 
-def test_svg_export_falls_back_when_pyqtgraph_fails(panel, tmp_path, monkeypatch):
-    from app.views import plot_export
+def test_a_failed_plot_export_is_a_message_never_a_crash(panel, tmp_path, monkeypatch):
+    from engine.export import ExportError, drawing
 
-    class Broken:
-        def __init__(self, item):
-            pass
+    def missing(*args, **kwargs):
+        raise ExportError("png, svg, pdf and html export draw with matplotlib, which is not installed here")
 
-        def export(self, **kw):
-            raise ValueError("not enough values to unpack (expected 2, got 1)")
-
-    monkeypatch.setattr(plot_export, "SVGExporter", Broken)
-    panel.show()
+    monkeypatch.setattr(drawing, "write", missing)
     panel.redraw(force=True)
-    out = panel.util_plot.export("svg", tmp_path / "util.svg")
-    text = out.read_text()
-    assert "<svg" in text and "path" in text
+    failed = []
+    panel.util_plot.sigExportFailed.connect(failed.append)
+    assert panel.util_plot.export("png", tmp_path / "util.png") is None
+    assert len(failed) == 1 and "matplotlib" in failed[0] and not (tmp_path / "util.png").exists()
+    assert panel.util_plot.export("csv", tmp_path / "util.csv") is not None  # the table needs no drawing
 
 
 def test_history_mode_overlays_several_runs(panel):
@@ -300,12 +309,12 @@ def test_history_mode_overlays_several_runs(panel):
     for r in range(2):
         runs.append(RunData(
             run_id=f"run-{r}", label=f"run {r}", status="finished", config={"strategy": "pipeline"},
-            summary={"devices": ["cpu:0", "cpu:1"], "bubble": {"measured": 0.3, "theory": 0.2},
-                     "devices_busy": [0.7, 0.7], "split": [2], "micro_batches": 4},
+            summary=RunSummary(devices=["cpu:0", "cpu:1"], bubble=Bubble(measured=0.3, theory=0.2),
+                               devices_busy=[0.7, 0.7], split=[2], micro_batches=4),
             error=None,
-            steps=[{"step": s, "throughput": 100.0 * (r + 1), "loss": 2.0 - s * 0.1} for s in range(5)],
+            steps=[Step(step=s, throughput=100.0 * (r + 1), loss=2.0 - s * 0.1) for s in range(5)],
             timeline=[(s, "cpu:0", "forward", s * 0.1, s * 0.1 + 0.05) for s in range(5)],
-            samples=[{"t": k * 0.1, "device": f"cpu:{d}", "util": 50.0, "mem_used": 1e9}
+            samples=[Sample(t=k * 0.1, device=f"cpu:{d}", util=50.0, mem_used=10 ** 9)
                      for k in range(30) for d in range(2)]))
     panel.show_runs(runs)
     assert panel.mode == "history"
@@ -321,7 +330,8 @@ def test_history_mode_overlays_several_runs(panel):
 # -- split view -------------------------------------------------------------------------------
 
 def blocks(n=5):
-    return [{"name": f"layer{i}", "params": 4160, "cost_s": 0.001 * (1 + i), "out_bytes": 256} for i in range(n)]
+    from engine.planning import BlockInfo
+    return [BlockInfo(f"layer{i}", params=4160, cost_s=0.001 * (1 + i), out_bytes=256) for i in range(n)]
 
 
 def test_split_view_preselects_and_marks_the_balanced_split(qtbot, qapp_configured):
@@ -420,11 +430,11 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
         store.add_steps(run_id, [step_event(s) for s in range(6)])
         store.add_samples(run_id, [{"t": k * 0.1, "device": f"cpu:{d}", "util": 40.0 + r, "mem_used": 1e9}
                                    for k in range(20) for d in range(2)])
-        store.finish_run(run_id, "finished", {
+        store.finish_run(run_id, "finished", from_json(RunSummary, {
             "devices": ["cpu:0", "cpu:1"], "split": [2], "micro_batches": 4 if r else None,
             "step_time_s": {"mean": 0.1, "std": 0.0}, "throughput": {"mean": 640.0 + r, "std": 1.0},
             "bubble": {"measured": 0.5 - 0.2 * r, "theory": 0.5 - 0.3 * r}, "devices_busy": [0.5, 0.5],
-            "stage_busy": [0.5, 0.5], "stage_balance": 0.8 + 0.1 * r, "loss": {"first": 2.3, "last": 1.8}})
+            "stage_busy": [0.5, 0.5], "stage_balance": 0.8 + 0.1 * r, "loss": {"first": 2.3, "last": 1.8}}))
         ids.append(run_id)
     failed = store.create_run({"strategy": "ddp", "model": "mlp", "devices": "cpu:2"})
     store.finish_run(failed, "failed", None, "rank 1 (cpu:1) was killed by SIGKILL")

@@ -56,7 +56,7 @@ def test_soak_100_runs_through_the_worker_client(qtbot, tmp_path, capsys):
         0, steps_seen[0] + sum(1 for e in events if e.get("type") == "step")))
     me = psutil.Process()
 
-    def one_run(stop_midway: bool) -> dict:
+    def one_run(stop_midway: bool):
         steps_seen[0] = 0
         config = ExperimentConfig(strategy="single", model="seed-toy", devices="cpu:1",
                                   steps=1_000_000 if stop_midway else 3, warmup=1)
@@ -77,10 +77,10 @@ def test_soak_100_runs_through_the_worker_client(qtbot, tmp_path, capsys):
     for i in range(1, RUNS + 1):
         stop_midway = i % STOP_EVERY == 0
         info = one_run(stop_midway)
-        statuses[info["status"]] = statuses.get(info["status"], 0) + 1
+        statuses[info.status] = statuses.get(info.status, 0) + 1
         expected = "stopped" if stop_midway else "finished"
-        if info["status"] != expected:
-            problems.append(f"run {i}: {info['status']} (expected {expected}): {info.get('error')}")
+        if info.status != expected:
+            problems.append(f"run {i}: {info.status} (expected {expected}): {info.error}")
         rss_peak = max(rss_peak, me.memory_info().rss)
         if i == WARMUP_RUNS:
             gc.collect()

@@ -1,0 +1,85 @@
+"""The window's actions and menus, declared in one place.
+
+Each action is data: its text, shortcut, tip and the window's method it calls, so
+the menus can be read here at a glance and what an action does is a method that a
+test can call without the menu. ``install`` builds the menu bar from them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import methodcaller
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+Pixmap = QtWidgets.QStyle.StandardPixmap
+
+
+@dataclass(frozen=True)
+class Action:
+    text: str
+    slot: str                    # the window's method that the action calls
+    shortcut: str | None = None  # a QKeySequence string
+    tip: str = ""
+    icon: Pixmap | None = None
+
+
+RUN = Action("Run", "start_run", "Ctrl+R", "Run the experiment (Ctrl+R)", Pixmap.SP_MediaPlay)
+STOP = Action("Stop", "stop_run", "Esc", "Stop the run (Esc)", Pixmap.SP_MediaStop)
+OPEN_MODEL = Action("Open model file…", "open_model_file",
+                    tip="A Python file defining build_model() and make_batch()")
+QUIT = Action("Quit", "close", "Ctrl+Q")
+BACK_TO_LIVE = Action("Back to live", "back_to_live", tip="This machine's telemetry and the current run")
+REFRESH_HISTORY = Action("Refresh history", "refresh_history", "F5")
+EXPERIMENT_RESULT = Action("Experiment result", "show_result_view", tip="The result of the experiment last shown")
+
+
+def make(window: QtWidgets.QMainWindow, spec: Action) -> QtGui.QAction:
+    icon = window.style().standardIcon(spec.icon) if spec.icon is not None else QtGui.QIcon()
+    action = QtGui.QAction(icon, spec.text, window)
+    if spec.shortcut:
+        action.setShortcut(QtGui.QKeySequence(spec.shortcut))
+    if spec.tip:
+        action.setToolTip(spec.tip)
+        action.setStatusTip(spec.tip)
+    call = methodcaller(spec.slot)
+    action.triggered.connect(lambda _checked=False: call(window))
+    return action
+
+
+def run_actions(window: QtWidgets.QMainWindow) -> tuple[QtGui.QAction, QtGui.QAction]:
+    """Run and Stop: their shortcuts work wherever the focus is in the window."""
+    run, stop = make(window, RUN), make(window, STOP)
+    for action in (run, stop):
+        action.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
+        window.addAction(action)
+    return run, stop
+
+
+def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QAction,
+            report_actions: list[QtGui.QAction], plot_actions: dict[str, list[QtGui.QAction]],
+            experiments_menu: QtWidgets.QMenu) -> QtWidgets.QMenu:
+    """File, Run, Experiments and View; returns File › Export (its report formats, then one submenu per plot)."""
+    bar = window.menuBar()
+    file_menu = bar.addMenu("&File")
+    file_menu.addAction(make(window, OPEN_MODEL))
+    file_menu.addSeparator()
+    # The selected run or experiment through engine.export, or one plot's figure, drawn by the same backend.
+    export_menu = file_menu.addMenu("&Export")
+    export_menu.setToolTipsVisible(True)
+    for action in report_actions:
+        export_menu.addAction(action)
+    export_menu.addSeparator()
+    for name, actions in plot_actions.items():
+        sub = export_menu.addMenu(f"Plot: {name}")
+        for action in actions:
+            sub.addAction(action)
+    file_menu.addSeparator()
+    file_menu.addAction(make(window, QUIT))
+    run_menu = bar.addMenu("&Run")
+    run_menu.addAction(run)
+    run_menu.addAction(stop)
+    bar.addMenu(experiments_menu)
+    view = bar.addMenu("&View")
+    for spec in (BACK_TO_LIVE, REFRESH_HISTORY, EXPERIMENT_RESULT):
+        view.addAction(make(window, spec))
+    return export_menu

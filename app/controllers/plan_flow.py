@@ -1,0 +1,127 @@
+"""PlanFlow: from a change of the experiment's settings to its check, its blocks and its split.
+
+Every change asks the planner process (app/services/planner_client.py) to check the
+config, and to profile the model's blocks when they are not known for this model and
+these kinds of device (app/state/plan_state.py keeps them). Problems go under the
+experiment panel's options and the split view; the blocks, with the balanced split for
+the configured devices, go to the split view; the bubble box previews the theory
+until a run gives a measurement. The Run button follows the check (the window's
+``update_run_controls``).
+"""
+from __future__ import annotations
+
+from PySide6 import QtCore
+
+from app.services.planner_client import PlannerClient
+from app.state import plan_state
+from app.state.plan_state import BlockProfile, PlanState
+from engine import config as config_mod
+from engine.models import MODELS
+from engine.strategies import STRATEGIES
+
+
+class PlanFlow(QtCore.QObject):
+    sigChecked = QtCore.Signal(list)    # problems of the latest config (dicts); [] when valid
+    sigProfiled = QtCore.Signal()       # the split view shows the blocks, or why there are none
+
+    def __init__(self, window, split_view):
+        super().__init__(window)
+        self.window = window
+        self.split_view = split_view
+        self.state = PlanState()
+        self.gpus: list[dict] = []      # the GPU inventory: torch numbers the visible ones cuda:0, ...
+        self.planner = PlannerClient(self)
+        self.planner.sigChecked.connect(self._on_checked)
+        self.planner.sigProfiled.connect(self._on_profiled)
+        self.planner.sigCrashed.connect(self._on_planner_crashed)
+        self.planner.sigReady.connect(lambda: window.log("planner ready (validation and block profiling)"))
+        split_view.sigSplitChanged.connect(self.request_check)
+
+    def start(self) -> None:
+        self.planner.start()
+        self.config_changed()
+
+    def close(self) -> None:
+        self.planner.close()
+
+    # -- the settings change -------------------------------------------------------------------
+    def config_changed(self) -> None:
+        config = self.window.panel_config()
+        strategy = STRATEGIES.get(config.strategy)
+        stages = plan_state.stage_count(config, self.gpus) or 2
+        view = self.split_view
+        view.set_context(bool(strategy and strategy.uses_split), stages, plan_state.micro_batch_size(config))
+        model = MODELS.get(config.model) if not config.model_file else None
+        view.set_tutorial_split(model.tutorial_split if model else None)
+        changed, profile = self.state.select(plan_state.profile_key(config))
+        if changed:
+            if profile is not None:
+                self._show_blocks(profile, keep_choice=False)
+            else:
+                view.clear_blocks(self.state.split_text())
+        elif profile is not None and view.blocks:
+            # The stages' devices may have changed: the balanced split follows; a split the user chose stays.
+            self._show_blocks(profile, keep_choice=view.balanced is not None and view.split() != view.balanced)
+        self.request_check()
+        self._preview_bubble()
+
+    def request_check(self) -> None:
+        config = self.window.current_config()
+        quick = [{"option": p.option, "message": p.message} for p in config_mod.problems(config)]
+        request = self.state.ask(config, quick, self.split_view.stages, self.planner.started)
+        self._show_problems()
+        if request is not None:
+            self.planner.request(request.config, profile=request.profile, stages=request.stages)
+        self.window.update_run_controls()
+
+    def _preview_bubble(self) -> None:
+        """Before the first run, the bubble box shows the theory for the configured experiment."""
+        w = self.window
+        progress = w.current_run()
+        if progress.run_id is not None or w.is_busy():
+            return
+        config = w.current_config()
+        plan_state.preview_run(progress, config, plan_state.stage_count(config, self.gpus) or 0)
+        w.refresh_bubble()
+
+    def _show_blocks(self, profile: BlockProfile, keep_choice: bool) -> None:
+        """The blocks in the split view, with the balanced split for the configured stage devices."""
+        view = self.split_view
+        balanced = None
+        if view.uses_split:
+            kinds = [d.kind for d in plan_state.config_devices(self.window.panel_config())]
+            balanced = profile.balanced(kinds, view.stages)
+        view.blockSignals(True)  # the check that follows is asked once, by the caller
+        try:
+            view.set_blocks(profile.blocks, balanced, keep_choice=keep_choice)
+        finally:
+            view.blockSignals(False)
+
+    def _show_problems(self) -> None:
+        self.window.show_config_problems(self.state.panel_problems(), self.state.split_problems_text())
+
+    # -- the planner answers --------------------------------------------------------------------
+    def _on_checked(self, _request_id: int, answer: dict) -> None:
+        self.state.checked(list(answer.get("problems") or []))
+        self._show_problems()
+        for warning in answer.get("warnings") or []:
+            self.window.log(f"warning: {warning}", level="warning")
+        self.window.update_run_controls()
+        self.sigChecked.emit(self.state.problems)
+
+    def _on_profiled(self, _request_id: int, answer: dict) -> None:
+        profile = self.state.profiled(answer)
+        if profile is None:
+            self.split_view.clear_blocks(self.state.split_text())
+            self.window.log(f"block profiling failed: {self.state.profile_error}", level="warning")
+            self.sigProfiled.emit()
+            return
+        self._show_blocks(profile, keep_choice=False)
+        self.sigProfiled.emit()
+        # The split view now holds an explicit split (the balanced one): check that config.
+        self.request_check()
+
+    def _on_planner_crashed(self, message: str) -> None:
+        self.window.log(message, level="error")
+        self.state.planner_lost()
+        self.window.update_run_controls()

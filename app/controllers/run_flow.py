@@ -1,0 +1,156 @@
+"""RunFlow: one run, from Run to its end: the worker's events to the run monitor, the plots and the status line.
+
+Run starts the configured experiment through the worker client (the idle telemetry
+stops: the run samples its own devices). Each batch of the worker's events updates the
+live view's run monitor (``RunProgress.apply``) and the plots; the status line, the
+progress bar and the time left follow. At the end the status line says how it went
+(app/state/run_status.py), the history lists the run and the idle telemetry goes on.
+An experiment's runs (app/controllers/experiment_flow.py) come through
+``begin_live_run`` and ``on_events`` too.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+
+from PySide6 import QtCore
+
+from app.services.idle_telemetry import IdleTelemetry
+from app.services.worker_client import WorkerClient
+from app.state import run_status
+from app.state.live_data import RunProgress
+from engine.config import ExperimentConfig
+from engine.session import RunResult
+
+
+class RunFlow(QtCore.QObject):
+    sigStarted = QtCore.Signal(str)       # run id
+    sigFinished = QtCore.Signal(object)   # the RunResult (status finished, stopped or failed)
+
+    def __init__(self, window, idle: IdleTelemetry, run_box):
+        super().__init__(window)
+        self.window = window
+        self.idle = idle
+        self.run_box = run_box      # app/views/run_box.py: the progress bar and the time left
+        self.started_at: float | None = None
+        self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
+        self.worker.sigEvents.connect(self.on_events)
+        self.worker.sigFinished.connect(self._on_finished)
+        self.worker.sigFailed.connect(self._on_failed)
+        self.worker.sigKilled.connect(lambda msg: window.log(msg, status=True, level="error"))
+
+    def is_running(self) -> bool:
+        return self.worker.is_running()
+
+    @property
+    def stopping(self) -> bool:
+        return self.worker.stopping
+
+    # -- control -----------------------------------------------------------------------
+    def start(self) -> str | None:
+        """Run the configured experiment; its run id, or None when Run is held back or the start failed."""
+        w = self.window
+        if w.run_blocked_reason() is not None:
+            return None
+        config = w.current_config()
+        w.hide_error()
+        w.telemetry.add(self.idle.stop())
+        try:
+            run_id = self.worker.start(config)
+        except Exception as exc:
+            w.show_error(f"Could not start the run: {type(exc).__name__}: {exc}", traceback.format_exc())
+            w.log(f"could not start the run: {exc}", level="error")
+            self.idle.start()
+            w.update_run_controls()
+            return None
+        self.begin_live_run(run_id, config, f"run {run_status.short_id(run_id)}")
+        self.run_box.show_progress(0, config.steps, "step %v / %m")
+        self.run_box.show_time_left("")
+        w.set_redraw_busy(True)
+        w.set_status(f"Starting {config.strategy} on {config.devices}: worker launching…")
+        w.log(f"run {run_id}: {config.to_json()}")
+        w.update_run_controls()
+        self.sigStarted.emit(run_id)
+        return run_id
+
+    def begin_live_run(self, run_id: str | None, config: ExperimentConfig, label: str,
+                       take_view: bool = True) -> None:
+        """A run starts (alone or as part of an experiment): the live plots follow it from its first event.
+        ``take_view``: the live plots come to the front (an experiment's later runs leave the user's view)."""
+        self.started_at = time.perf_counter()
+        values = config.to_dict()
+        progress = RunProgress(run_id=run_id, config=values, steps_total=config.steps,
+                               micro_batches=config.effective_micro_batches,
+                               split=list(values["split"]) if values.get("split") else None,
+                               status="starting", label=label)
+        self.window.follow_run(progress, take_view)
+
+    def stop(self) -> None:
+        if not self.worker.is_running() or self.worker.stopping:
+            return
+        self.worker.stop()
+        self.window.set_status("Stopping the run… (the worker ends within 3 s)")
+        self.window.log("stop requested")
+        self.window.update_run_controls()
+
+    # -- the worker's events (UI thread, batched) ---------------------------------------------
+    def on_events(self, events: list) -> None:
+        w = self.window
+        progress = w.current_run()
+        for event in events:
+            progress.apply(event)
+            kind = event.get("type")
+            if kind == "started":
+                w.show_run_devices(progress.devices)
+                w.title_live_view(run_status.live_title(progress))
+                if not w.activity().experiment:  # an experiment's status line counts its runs
+                    w.set_status(run_status.started_text(progress))
+            elif kind == "step":
+                w.plot_step(event)
+            elif kind == "finished":
+                w.telemetry.end_run()
+            line = run_status.event_log_line(event, progress)
+            if line is not None:
+                w.log(line[0], level=line[1])
+        w.update_progress()
+
+    def show_progress(self) -> None:
+        """The progress bar, the time left and the status line, from the run monitor."""
+        w = self.window
+        progress = w.current_run()
+        self.run_box.advance(min(progress.steps_done, progress.steps_total))
+        left = run_status.time_left_text(progress)
+        if left is not None:
+            self.run_box.show_time_left(left)
+        text = run_status.running_text(progress)
+        if text is not None:
+            w.set_status(text)
+
+    # -- the end --------------------------------------------------------------------------
+    def _on_finished(self, result: RunResult) -> None:
+        w = self.window
+        progress = w.current_run()
+        progress.status = result.status
+        progress.summary = result.summary or progress.summary
+        w.set_redraw_busy(False)
+        w.telemetry.add(self.worker.take_samples())
+        w.mark_telemetry("end")
+        took = time.perf_counter() - (self.started_at or time.perf_counter())
+        w.set_status(run_status.finished_text(result, progress, took))
+        self.run_box.end_progress(None, complete=result.status == "finished")
+        self.run_box.show_time_left("")
+        w.title_live_view(run_status.last_run_title(result))
+        w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
+        w.refresh_history()
+        w.settle_plots()
+        self.idle.start()
+        w.update_run_controls()
+        self.sigFinished.emit(result)
+        w.after_busy()
+
+    def _on_failed(self, message: str, tb: str) -> None:
+        # The cause in words first ("the worker (pid 123) was killed by SIGKILL"), the traceback behind a button.
+        self.window.show_error(f"Run failed: {message}", tb)
+        self.window.log(f"run failed: {message}", level="error")
+        if tb:
+            self.window.log(tb, level="error")

@@ -1,0 +1,181 @@
+"""What the planner knows of the configured experiment, without Qt: the check, the profiled blocks, the split.
+
+The window's configuration changes often (every spin box step); each change asks the
+planner process for a check, and for a profile of the model's blocks only when no
+profile of the same model on the same kinds of device is kept already. ``PlanState``
+holds the answers and says what the split view and the Run button should show;
+``app/controllers/plan_flow.py`` carries them between the planner and the views.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from app.state.live_data import RunProgress
+from engine import devices as devices_mod
+from engine import planning
+from engine.config import ExperimentConfig
+from engine.planning import BlockInfo
+from engine.results import from_json
+from engine.strategies import STRATEGIES
+
+# The check of the latest config: asked and not answered, passed, failed, or nobody to ask.
+PENDING, OK, PROBLEMS, UNAVAILABLE = "pending", "ok", "problems", "unavailable"
+
+PROFILING_TEXT = "Profiling the model's blocks…"
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """A model's blocks as timed on the config's first kind of device, and every block's time per kind."""
+    blocks: list[BlockInfo]
+    costs_by_kind: dict[str, list[float]]
+
+    @classmethod
+    def from_answer(cls, answer: dict) -> "BlockProfile | None":
+        """The planner's ``blocks`` answer (app/services/planner_service.py), or None when it has none."""
+        blocks = [from_json(BlockInfo, b) for b in answer.get("blocks") or []]
+        if not blocks or None in blocks:
+            return None
+        costs = answer.get("costs_by_kind") or {"cpu": [b.cost_s for b in blocks]}
+        return cls(blocks, dict(costs))
+
+    def balanced(self, stage_kinds: list[str], stages: int) -> list[int] | None:
+        """The split that balances ``stages`` stages, each costed on its own kind of device; None when the
+        blocks cannot make that many stages. Kinds not settled yet (a devices box being typed) count as the
+        first profiled kind for every stage."""
+        if not 2 <= stages <= len(self.blocks):
+            return None
+        kinds = stage_kinds if len(stage_kinds) == stages else [next(iter(self.costs_by_kind))] * stages
+        return list(planning.balanced_for_kinds(self.costs_by_kind, kinds))
+
+
+@dataclass(frozen=True)
+class PlannerRequest:
+    """What to ask the planner: check ``config`` (a dict, as the protocol takes it), and profile it or not."""
+    config: dict
+    profile: bool
+    stages: int | None
+
+
+@dataclass
+class PlanState:
+    check: str = PENDING
+    problems: list[dict] = field(default_factory=list)   # {"option", "message"}, the latest config's
+    profile_key: tuple | None = None                     # the model and device kinds in view
+    profiles: dict[tuple, BlockProfile] = field(default_factory=dict)
+    profile_error: str | None = None                     # why the blocks in view could not be profiled
+
+    # -- the configuration changes ------------------------------------------------------------
+    def select(self, key: tuple) -> tuple[bool, BlockProfile | None]:
+        """The config now has profile ``key``: whether that is another model (or kinds of device) than
+        before, and its blocks when they were profiled already."""
+        changed = key != self.profile_key
+        if changed:
+            self.profile_key = key
+            self.profile_error = None
+        return changed, self.profiles.get(key)
+
+    @property
+    def needs_profile(self) -> bool:
+        return self.profile_key not in self.profiles
+
+    def ask(self, config: ExperimentConfig, quick_problems: list[dict], stages: int | None,
+            planner_up: bool) -> PlannerRequest | None:
+        """A check of ``config`` starts: the quick problems (engine.config's, no torch) show until the
+        planner answers; None when there is no planner to ask (Run is then not held back)."""
+        self.problems = list(quick_problems)
+        if not planner_up:
+            self.check = UNAVAILABLE
+            return None
+        self.check = PENDING
+        return PlannerRequest(config.to_dict(), self.needs_profile, stages)
+
+    # -- the planner answers -----------------------------------------------------------------
+    def checked(self, problems: list[dict]) -> None:
+        self.problems = list(problems)
+        self.check = PROBLEMS if problems else OK
+
+    def profiled(self, answer: dict) -> BlockProfile | None:
+        """The blocks of the model in view, kept for when it comes back; None (and the reason kept) on failure."""
+        profile = BlockProfile.from_answer(answer)
+        if profile is None:
+            self.profile_error = answer.get("error") or "no blocks"
+            return None
+        self.profile_error = None
+        self.profiles[self.profile_key] = profile
+        return profile
+
+    def planner_lost(self) -> None:
+        self.check = UNAVAILABLE
+
+    # -- what the views say -------------------------------------------------------------------
+    def split_text(self) -> str:
+        """What the split view says while it has no blocks to show."""
+        if self.profile_error:
+            return f"Could not profile the blocks: {self.profile_error}"
+        return PROFILING_TEXT
+
+    def panel_problems(self) -> list[dict]:
+        """The problems the experiment panel places by its options (the split's show under the split view)."""
+        return [p for p in self.problems if p["option"] != "split"]
+
+    def split_problems_text(self) -> str:
+        return "\n".join(f"--split: {p['message']}" for p in self.problems if p["option"] == "split")
+
+
+# -- what a config means for the split view, torch-free -----------------------------------------
+def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
+    """The config's devices, or none while the spec is wrong (the check says why)."""
+    from engine.validate import devices_needed  # torch-free at import
+    try:
+        return devices_mod.parse(config.devices, devices_needed(config))
+    except devices_mod.DeviceError:
+        return []
+
+
+def stage_count(config: ExperimentConfig, gpus: list[dict]) -> int | None:
+    """How many devices (stages, for a split model) the config places work on; None while its spec is wrong.
+    ``gpus``: the GPU inventory; torch numbers the ones CUDA sees cuda:0, cuda:1, ..."""
+    from engine.validate import devices_needed
+    try:
+        return len(devices_mod.parse(config.devices, devices_needed(config),
+                                     gpus=len(devices_mod.cuda_visible(gpus))))
+    except devices_mod.DeviceError:
+        return None
+
+
+def micro_batch_size(config: ExperimentConfig) -> float:
+    return config.effective_batch_size / max(1, config.effective_micro_batches)
+
+
+def profile_key(config: ExperimentConfig) -> tuple:
+    """What the block timings depend on: the model (a file's, as of its last change), its size, the batch,
+    and the kinds of device that time it."""
+    mtime = None
+    if config.model_file:
+        try:
+            mtime = os.path.getmtime(config.model_file)
+        except OSError:
+            mtime = None
+    mlp = config.model == "mlp"
+    return (config.model, config.model_file, mtime, config.width if mlp else None, config.depth if mlp else None,
+            config.effective_batch_size, tuple(sorted({d.kind for d in config_devices(config)})))
+
+
+def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) -> None:
+    """Before the first run the bubble box shows the theory for the configured experiment: ``progress``
+    (the live view's run monitor, no run in it) takes the config's split, micro-batches and figure."""
+    progress.config = config.to_dict()
+    progress.devices = []
+    progress.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)
+    progress.micro_batches = config.effective_micro_batches
+    progress.theory, progress.notes = None, []
+    devices = config_devices(config)
+    strategy = STRATEGIES.get(config.strategy)
+    if strategy is not None and devices:
+        from engine.summary import theoretical_bubble, why_no_theory
+        names = [d.name for d in devices]
+        own = strategy.world_size(config, devices) > 1
+        progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own)
+        progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own)] if n]

@@ -1,0 +1,90 @@
+"""What the status line, the live plots' title and the log say about a run, without Qt.
+
+Each text is a function of the run monitor (``live_data.RunProgress``) or of how the
+run ended (``engine.session.RunResult``), so a test reads them without a window.
+"""
+from __future__ import annotations
+
+from app.state.live_data import RunProgress
+from app.state.units import format_duration
+from engine.session import RunResult
+
+
+def short_id(run_id: str) -> str:
+    """How the plots and the status line name a run: "182558" of "20250101-182558-ab12"."""
+    return run_id.split("-")[1] if "-" in run_id else run_id
+
+
+def live_title(progress: RunProgress) -> str:
+    """The live plots' title while a run goes: its label, strategy and devices (the configured ones until
+    the ranks say which they got)."""
+    label = progress.label or f"run {short_id(progress.run_id or '')}"
+    devices = ", ".join(progress.devices) if progress.devices else progress.config.get("devices")
+    return f"Live: {label}, {progress.config.get('strategy')} on {devices}"
+
+
+def last_run_title(result: RunResult) -> str:
+    """The live plots' title once the run ended: the machine's telemetry goes on."""
+    return f"Live: this machine's telemetry · last run {short_id(result.run_id)} {result.status}"
+
+
+def started_text(progress: RunProgress) -> str:
+    return f"Running {progress.config.get('strategy')} on {', '.join(progress.devices)}{_split(progress)}"
+
+
+def running_text(progress: RunProgress) -> str | None:
+    """The status line while steps come in; None before the first."""
+    if progress.status != "running" or not progress.steps_done:
+        return None
+    mean = sum(progress.step_times) / len(progress.step_times) if progress.step_times else 0.0
+    bubble = progress.measured_bubble()
+    extra = f" · bubble {100 * bubble:.0f}%" if bubble is not None else ""
+    return (f"Running {progress.config.get('strategy')} on {', '.join(progress.devices)} · step "
+            f"{progress.steps_done}/{progress.steps_total} · {mean * 1000:.1f} ms/step{extra}")
+
+
+def time_left_text(progress: RunProgress) -> str | None:
+    """"≈ 3 s left" once a step's time is known; None before."""
+    left = progress.time_left_s()
+    if progress.status not in ("running", "starting") or left is None or not progress.steps_done:
+        return None
+    return f"≈ {format_duration(left)} left"
+
+
+def finished_text(result: RunResult, progress: RunProgress, took_s: float) -> str:
+    """How the run ended, for the status line: "Finished 20 steps in 3.1 s · 7.1 ms/step · 1,234 samples/s ·
+    bubble 40%", "Stopped after 3 of 100 steps" or "Failed: <the cause>". ``progress``: the run's monitor,
+    for the steps it saw; ``took_s``: from Run to the end, as the user waited."""
+    if result.status == "finished":
+        summary = result.summary
+        parts = [f"Finished {summary.steps if summary else progress.steps_done} steps in {format_duration(took_s)}"]
+        if summary and summary.step_time_s:
+            parts.append(f"{summary.step_time_s.mean * 1000:.1f} ms/step")
+        if summary and summary.throughput:
+            parts.append(f"{summary.throughput.mean:,.0f} samples/s")
+        if summary and summary.bubble.measured is not None:
+            parts.append(f"bubble {100 * summary.bubble.measured:.0f}%")
+        return " · ".join(parts)
+    if result.status == "stopped":
+        return f"Stopped after {progress.steps_done} of {progress.steps_total} steps"
+    return f"Failed: {result.error or 'the run failed'}"
+
+
+def event_log_line(event: dict, progress: RunProgress) -> tuple[str, str] | None:
+    """The Log's line for a worker event, with its level ("info", "warning", "error"); None for events the
+    plots show (steps). ``progress``: the monitor, after the event was applied to it."""
+    kind = event.get("type")
+    if kind == "started":
+        return (f"started: devices {', '.join(progress.devices)}{_split(progress)}, pids {event.get('pids')}",
+                "info")
+    if kind == "log":
+        return f"log: {event.get('message')}", "info"
+    if kind == "warning":
+        return f"warning: {event.get('message')}", "warning"
+    if kind == "error":
+        return f"error (rank {event.get('rank')}): {event.get('message')}", "error"
+    return None
+
+
+def _split(progress: RunProgress) -> str:
+    return f", split at {','.join(map(str, progress.split))}" if progress.split else ""

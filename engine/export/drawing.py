@@ -1,0 +1,233 @@
+"""The one export backend: a figure definition (engine.figures) drawn by matplotlib as PNG, SVG or PDF.
+
+matplotlib is imported when a file is drawn, never when this module is: the
+engine and the CLI run where it is not installed (the GPU machines), and CSV
+needs none of it; ``require()`` says so before an export creates anything. Only
+non-interactive canvases draw: Agg for PNG, matplotlib's own SVG and PDF writers
+for the others. pyplot, and with it every GUI backend, is never imported, so the
+app's process (Qt) and a machine without a display export alike.
+
+Each drawn element carries a gid (``<figure>/series/<name>``, ``/bar/<label>``,
+``/errors/<name>``, ``/mark/<label>``, ``/interval/<device>/<kind>``): an id in the SVG by which a
+test, or a user's script, finds what was drawn.
+"""
+from __future__ import annotations
+
+import io
+import re
+import textwrap
+import threading
+from pathlib import Path
+
+from engine.export.errors import ExportError
+from engine.figures import palette
+from engine.figures.figure import Figure
+from engine.figures.numbers import format_value, is_number
+from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT
+from engine.timing import BUSY_KINDS
+
+FORMATS = ("png", "svg", "pdf")
+INSTALL = "pip install matplotlib==3.10.7"
+WIDTH_IN, HEIGHT_IN = 8.0, 4.5
+PNG_DPI = 200            # 1600 pixels wide: crisp on high-DPI screens and in slides
+MAX_POINTS = 2000        # per drawn curve; longer ones keep each bucket's lowest and highest (peaks survive)
+TITLE_CHARACTERS = 95    # a longer title wraps (a timeline's says its bubble and its sample)
+
+# The exports' white chrome; the colours of the data are engine.figures.palette's.
+TEXT = "#222222"
+AXIS = "#8a8a8a"
+GRID = "#e6e6e6"
+STYLE = {
+    "svg.fonttype": "none",          # text stays text: searchable in the HTML report, and a tenth of the size
+    "svg.hashsalt": "splitscope",    # the same figure, the same file
+    "font.size": 10, "text.color": TEXT, "axes.labelcolor": TEXT, "axes.edgecolor": AXIS,
+    "xtick.color": TEXT, "ytick.color": TEXT, "axes.grid": True, "grid.color": GRID, "axes.axisbelow": True,
+    "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "legend.fontsize": 9,
+}
+
+# matplotlib is not thread-safe, and its settings are global: the app may export a plot on the UI thread
+# while File › Export draws on its own.
+_LOCK = threading.Lock()
+
+
+def require() -> None:
+    """Raise ExportError now, before an export creates folders it cannot fill."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ExportError(f"png, svg, pdf and html export draw with matplotlib, which is not installed here "
+                          f"({exc}); install it with `{INSTALL}` (csv export works without it)") from exc
+
+
+def draw(figure: Figure, fmt: str) -> bytes:
+    """The figure as a PNG, SVG or PDF file's bytes."""
+    if fmt not in FORMATS:
+        raise ValueError(f"cannot draw {fmt!r}; one of {', '.join(FORMATS)}")
+    require()
+    import matplotlib
+    with _LOCK, matplotlib.rc_context(STYLE):
+        buffer = io.BytesIO()
+        _draw(figure).savefig(buffer, format=fmt, dpi=PNG_DPI if fmt == "png" else 100,
+                              metadata={"Title": figure.title})
+    return buffer.getvalue()
+
+
+def write(figure: Figure, fmt: str, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_bytes(draw(figure, fmt))
+    return path
+
+
+def inline_svg(figure: Figure) -> str:
+    """The figure's SVG for an HTML page: without the XML prolog, document type and RDF metadata."""
+    text = draw(figure, "svg").decode("utf-8")
+    text = text[text.index("<svg"):]
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
+
+
+# ---- drawing --------------------------------------------------------------------------------
+def _draw(figure: Figure):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MatplotlibFigure
+    # a timeline is as tall as its lanes need
+    height = max(2.4, 1.5 + 0.5 * len(figure.lanes.devices)) if figure.lanes is not None else HEIGHT_IN
+    picture = MatplotlibFigure(figsize=(WIDTH_IN, height), layout="constrained")
+    FigureCanvasAgg(picture)
+    axes = picture.add_subplot()
+    axes.set_title("\n".join(textwrap.wrap(figure.title, TITLE_CHARACTERS)), loc="left", fontsize=12,
+                   fontweight="bold")
+    axes.set_xlabel(figure.x.text)
+    axes.set_ylabel(figure.y.text)
+    if not figure.has_data:
+        axes.text(0.5, 0.5, "no data", transform=axes.transAxes, ha="center", va="center", fontsize=16,
+                  color=palette.MUTED, gid=f"{figure.name}/no-data")
+        axes.set_xticks([])
+        axes.set_yticks([])
+    elif figure.bars is not None:
+        _bars(axes, figure)
+    elif figure.lanes is not None:
+        _lanes(axes, figure)
+    else:
+        _lines(axes, figure)
+    return picture
+
+
+def _lines(axes, figure: Figure) -> None:
+    import numpy as np
+    for s in figure.series:
+        x, y = _floats(s.x), _floats(s.y)
+        err = _floats(s.yerr) if s.yerr is not None else None
+        keep = _peaks(y, MAX_POINTS)
+        x, y, err = x[keep], y[keep], (err[keep] if err is not None else None)
+        finite = int(np.sum(np.isfinite(x) & np.isfinite(y)))
+        axes.plot(x, y, color=s.color, linewidth=s.width, alpha=palette.FAINT_ALPHA if s.faint else 1.0,
+                  dashes=palette.DASHES[s.dash % len(palette.DASHES)] or (None, None),
+                  marker="o" if s.markers or finite == 1 else None, markersize=5,
+                  label="_nolegend_" if s.faint else s.name, gid=f"{figure.name}/series/{s.name}")
+        if err is not None and np.isfinite(err).any():
+            axes.errorbar(x, y, yerr=np.abs(err), fmt="none", ecolor=s.color, elinewidth=1.2, capsize=4,
+                          gid=f"{figure.name}/errors/{s.name}")
+    for m in figure.marks:
+        if not is_number(m.x):
+            continue
+        axes.axvline(m.x, color=m.color, linewidth=1.2, dashes=(5, 4), label=m.label,
+                     gid=f"{figure.name}/mark/{m.label}")
+        if is_number(m.y):
+            axes.plot([m.x], [m.y], marker="o", markersize=14, markerfacecolor="none", markeredgecolor=m.color,
+                      markeredgewidth=2, linestyle="none", label="_nolegend_")
+    low, high = figure.y_range
+    if is_number(low):
+        axes.set_ylim(bottom=low)
+    if is_number(high):
+        axes.set_ylim(top=max(high, axes.get_ylim()[1]))
+    if all(float(v).is_integer() for s in figure.series for v in s.x if is_number(v)):
+        axes.xaxis.get_major_locator().set_params(integer=True)  # steps, devices: never 2.5
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="best", ncols=min(4, max(1, len(figure.series) // 4)))
+
+
+def _bars(axes, figure: Figure) -> None:
+    bars = figure.bars
+    n = len(bars.labels)
+    values = [v if is_number(v) else None for v in bars.values]
+    errors = list(bars.errors or []) + [None] * n
+    refs = list(bars.refs or []) + [None] * n
+    for i, (label, value) in enumerate(zip(bars.labels, values)):
+        if value is None:
+            continue
+        best = i == bars.best
+        error = errors[i] if is_number(errors[i]) and errors[i] > 0 else None
+        axes.bar([i], [value], width=0.62, color=palette.BEST if best else bars.color, yerr=error, capsize=5,
+                 error_kw={"ecolor": TEXT, "elinewidth": 1.2, "gid": f"{figure.name}/errors/{label}"},
+                 gid=f"{figure.name}/bar/{label}",
+                 label="best" if best else "_nolegend_")
+        top = max(value, 0) + (error or 0)
+        axes.annotate(("best\n" if best else "") + format_value(value), (i, top), xytext=(0, 3),
+                      textcoords="offset points", ha="center", va="bottom", fontsize=8,
+                      color=palette.BEST if best else palette.MUTED)
+    drawn_refs = [(i, r) for i, r in enumerate(refs[:n]) if is_number(r)]
+    for k, (i, ref) in enumerate(drawn_refs):
+        axes.hlines(ref, i - 0.4, i + 0.4, colors=TEXT, linewidth=2, linestyles=(0, (4, 3)),
+                    label=bars.ref_label if k == 0 else "_nolegend_", gid=f"{figure.name}/ref/{bars.labels[i]}")
+    axes.set_xticks(range(n), bars.labels, rotation=30 if sum(map(len, bars.labels)) > 70 else 0,
+                    ha="right" if sum(map(len, bars.labels)) > 70 else "center")
+    axes.set_xlim(-0.6, n - 0.4)
+    axes.margins(y=0.12)
+    axes.grid(axis="x", visible=False)
+    if bars.best is not None or drawn_refs:
+        axes.legend(loc="best")
+
+
+def _lanes(axes, figure: Figure) -> None:
+    from matplotlib.patches import Patch
+    lanes = figure.lanes
+    row = {device: i for i, device in enumerate(lanes.devices)}
+    for device, i in row.items():
+        axes.barh(i, lanes.end, height=LANE_HEIGHT, left=0, color=palette.IDLE, alpha=palette.IDLE_ALPHA,
+                  gid=f"{figure.name}/lane/{device}")
+    kinds = [k for k in BUSY_KINDS + ("wait",) if any(kind == k for _, kind, _, _ in lanes.intervals)]
+    kinds += sorted({kind for _, kind, _, _ in lanes.intervals} - set(kinds))
+    for device, i in row.items():
+        for kind in kinds:
+            spans = [(a, max(b - a, 0.0)) for d, k, a, b in lanes.intervals if d == device and k == kind]
+            if spans:
+                height = KIND_HEIGHT.get(kind, LANE_HEIGHT)
+                axes.broken_barh(spans, (i - height / 2, height), facecolors=palette.kind_color(kind),
+                                 gid=f"{figure.name}/interval/{device}/{kind}")
+    if lanes.boundaries:
+        axes.vlines(lanes.boundaries, -0.5, len(row) - 0.5, colors=palette.MUTED, linewidth=1,
+                    linestyles=(0, (3, 3)), gid=f"{figure.name}/boundaries")
+    axes.set_yticks(range(len(row)), lanes.devices)
+    axes.set_ylim(len(row) - 0.5, -0.5)   # the first device on top, as the app draws it
+    axes.set_xlim(0, lanes.end or 1)
+    axes.set_ylabel("")
+    axes.grid(axis="y", visible=False)
+    legend = [Patch(color=palette.kind_color(k), label=k) for k in kinds]
+    legend.append(Patch(color=palette.IDLE, alpha=palette.IDLE_ALPHA, label="idle"))
+    axes.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+# ---- data -------------------------------------------------------------------------------------
+def _floats(values):
+    import numpy as np
+    return np.array([v if is_number(v) else np.nan for v in values], dtype=float)
+
+
+def _peaks(y, limit: int):
+    """Indices of at most ``limit`` points, each bucket's lowest and highest (pyqtgraph's 'peak' mode):
+    a long curve draws the same picture from a pixel column's worth, and its files stay small."""
+    import numpy as np
+    n = len(y)
+    if n <= limit:
+        return np.arange(n)
+    buckets = limit // 2
+    size = -(-n // buckets)
+    padded = np.full(buckets * size, np.nan)
+    padded[:n] = y
+    grid = padded.reshape(buckets, size)
+    base = np.arange(buckets) * size
+    with np.errstate(invalid="ignore"):
+        lowest = np.where(np.isnan(grid), np.inf, grid).argmin(axis=1)
+        highest = np.where(np.isnan(grid), -np.inf, grid).argmax(axis=1)
+    keep = np.unique(np.concatenate([base + lowest, base + highest, [n - 1]]))
+    return keep[keep < n]

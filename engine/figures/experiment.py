@@ -1,0 +1,121 @@
+"""An experiment's figures, from its result: bars per point, the sweep's curve, bubble, balance and memory.
+
+The app's result view draws the step-time bars and the sweep from these, the
+exports all of them. Tables keep SI units (seconds); charts may show ms.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.figures import palette
+from engine.figures.figure import Axis, Bars, Figure, Mark, Series
+from engine.figures.numbers import is_number, scaled, time_unit
+from engine.results import ExperimentPoint, ExperimentResult
+
+MIB = 2 ** 20
+POINT = Axis("point")
+# What each sweep preset sweeps, as its axis says (a sweep of another name: "swept value").
+SWEEP_AXES = {"split-size": "split size (samples per micro-batch)",
+              "split-point": "split point (first block of stage 2)",
+              "dp-scaling": "devices"}
+IDENT_COLUMNS = ["label", "strategy", "split", "micro-batches"]
+
+
+def sweep_metric(name: str) -> tuple[str, str]:
+    """(ExperimentPoint field, its label): dp-scaling is about throughput, the other sweeps about time."""
+    return ("throughput", "throughput") if name == "dp-scaling" else ("step_time_s", "step time")
+
+
+def experiment_figures(result: ExperimentResult) -> list[Figure]:
+    points = result.points
+    labels = [p.label for p in points]
+    best = labels.index(result.best) if result.best in labels else None
+    name = result.name
+    ident = [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points]
+    figures = [stat_bars("step-time", f"Step time per point · {name} (mean ± std)", "step time", "s",
+                         points, ident, best, "step_time_s"),
+               stat_bars("throughput", f"Throughput per point · {name} (mean ± std)", "throughput",
+                         "samples/s", points, ident, best, "throughput")]
+    if any(is_number(p.x) for p in points):
+        figures.append(sweep_figure(result))
+    if any(is_number(p.bubble.measured) for p in points):
+        figures.append(bubble_figure(name, points, ident))
+    if any(is_number(p.stage_balance) for p in points):
+        figures.append(value_bars("stage-balance", f"Stage balance per point · {name}", Axis("stage balance"),
+                                  [p.stage_balance for p in points], ident))
+    if any(_peak(p) is not None for p in points):
+        figures.append(value_bars("peak-memory", f"Peak memory per point (busiest device) · {name}",
+                                  Axis("peak memory", "MiB"), scaled([_peak(p) for p in points], 1 / MIB), ident))
+    return figures
+
+
+def _compact(value):
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def stat(point: ExperimentPoint, key: str, part: str) -> float | None:
+    """A point's mean or std of ``key`` (step_time_s, throughput); None where it has none (a failed point)."""
+    value = getattr(point, key)
+    return getattr(value, part) if value is not None else None
+
+
+def _peak(point: ExperimentPoint):
+    return max((v for v in point.peak_mem_bytes or [] if is_number(v)), default=None)
+
+
+def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[ExperimentPoint], ident, best,
+              key: str) -> Figure:
+    means = [stat(p, key, "mean") for p in points]
+    stds = [stat(p, key, "std") for p in points]
+    shown_unit, factor = time_unit(means) if unit == "s" else (unit, 1.0)
+    columns = IDENT_COLUMNS + [f"{label} mean ({unit})", f"{label} std ({unit})", "runs"]
+    rows = [row + [m, s, len(p.run_ids)] for row, m, s, p in zip(ident, means, stds, points)]
+    return Figure(name, title, POINT, Axis(label, shown_unit),
+                  bars=Bars([p.label for p in points], scaled(means, factor), scaled(stds, factor), best=best),
+                  columns=columns, rows=rows)
+
+
+def value_bars(name: str, title: str, y: Axis, values: list, ident) -> Figure:
+    """Bars of one number per point."""
+    return Figure(name, title, POINT, y, bars=Bars([row[0] for row in ident], values),
+                  columns=IDENT_COLUMNS + [y.text], rows=[row + [v] for row, v in zip(ident, values)])
+
+
+def sweep_figure(result: ExperimentResult) -> Figure:
+    """The tutorial's split-size curve: one line per strategy over the swept value, the best marked."""
+    points, name = result.points, result.name
+    key, label = sweep_metric(name)
+    unit, factor = ("samples/s", 1.0) if key == "throughput" else time_unit(stat(p, key, "mean") for p in points)
+    swept = sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
+    by_strategy: dict[str, list[ExperimentPoint]] = {}
+    for _, i in swept:
+        by_strategy.setdefault(str(points[i].strategy or "points"), []).append(points[i])
+    series = [Series(strategy, [p.x for p in group], scaled([stat(p, key, "mean") for p in group], factor),
+                     palette.series_color(i), width=2.0, yerr=scaled([stat(p, key, "std") for p in group], factor),
+                     markers=True)
+              for i, (strategy, group) in enumerate(by_strategy.items())]
+    marks = []
+    best = result.point(result.best) if result.best else None
+    if best is not None and is_number(best.x):
+        y = stat(best, key, "mean")
+        marks.append(Mark(best.x, f"best: {best.label}", y * factor if is_number(y) else None))
+    automatic = result.automatic_split
+    if automatic and len(automatic) == 1 and is_number(automatic[0]):
+        marks.append(Mark(automatic[0], "automatic split", color=palette.MUTED))
+    x_label = SWEEP_AXES.get(name, "swept value")
+    table_unit = "samples/s" if key == "throughput" else "s"  # tables keep SI units, charts may show ms
+    columns = ["label", "strategy", x_label, f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
+    rows = [[points[i].label, points[i].strategy, x, stat(points[i], key, "mean"), stat(points[i], key, "std")]
+            for x, i in swept]
+    return Figure("sweep", f"{label.capitalize()} over the sweep · {name} (mean ± std)", Axis(x_label),
+                  Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
+
+
+def bubble_figure(name: str, points: Sequence[ExperimentPoint], ident) -> Figure:
+    measured = scaled([p.bubble.measured for p in points], 100)
+    theory = scaled([p.bubble.theory for p in points], 100)
+    return Figure("bubble", f"Bubble per point · {name} (bars measured, dashes theory)", POINT,
+                  Axis("bubble", "% of step time"),
+                  bars=Bars([p.label for p in points], measured, refs=theory, ref_label="theory (p-1)/(m+p-1)"),
+                  columns=IDENT_COLUMNS + ["bubble measured (%)", "bubble theory (%)"],
+                  rows=[row + [m, t] for row, m, t in zip(ident, measured, theory)])

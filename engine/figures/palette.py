@@ -1,0 +1,49 @@
+"""The colours of the data, the one palette: the app's plots (dark) and the exports (white) both draw with it.
+
+Only what stands for something lives here: a device, a run, what a device was
+doing, idle time, the best point, a muted mark. The app's dark chrome (panels,
+text, grid) is app/views/theme.py's; the exports' white chrome is
+engine/export/drawing.py's. Every colour reads on both backgrounds.
+"""
+from __future__ import annotations
+
+# One colour per device (a run's own plots) or per run (runs compared), in order, the same in every plot.
+# Tableau 10 without its green, which marks the best point, and its red, which the app uses for errors.
+SERIES_COLORS = ["#4e9af1", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac"]
+
+BEST = "#3fb950"        # the best bar, point or row of an experiment
+MUTED = "#8b949e"       # marks that explain rather than measure: warm-up's end, the automatic split, boundaries
+
+# What a device was doing (engine.timing.KINDS): the timeline's bars and their legend.
+KIND_COLORS = {
+    "data": "#76b7b2",
+    "forward": "#4e9af1",
+    "backward": "#f28e2b",
+    "transfer": "#b07aa1",
+    "communication": "#e15759",
+    "optimizer": "#59a14f",
+    "wait": MUTED,
+}
+OTHER_KIND = "#9c755f"  # a kind a newer engine times that this palette does not know yet
+
+# Idle time is the muted grey, mostly transparent: a dark lane on the app's panels, a light one on white.
+IDLE = MUTED
+IDLE_ALPHA = 0.22
+FAINT_ALPHA = 0.3       # the raw samples behind their one-second mean
+
+# Dash patterns by index, for series told apart by more than colour (a device's lines among runs compared):
+# solid, dashed, dotted, dash-dot; as on/off lengths in line widths, which both backends take.
+DASHES = [None, (4, 2), (1, 2), (4, 2, 1, 2)]
+
+
+def series_color(index: int) -> str:
+    return SERIES_COLORS[index % len(SERIES_COLORS)]
+
+
+def kind_color(kind: str) -> str:
+    return KIND_COLORS.get(kind, OTHER_KIND)
+
+
+def rgba(color: str, alpha: float) -> tuple[int, int, int, int]:
+    """"#rrggbb" with an opacity (0..1), as 0-255 channels: what pyqtgraph takes."""
+    return int(color[1:3], 16), int(color[3:5], 16), int(color[5:7], 16), round(alpha * 255)

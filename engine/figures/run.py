@@ -1,0 +1,205 @@
+"""A run's figures, from what a run left: its summary, steps, telemetry samples and timeline rows.
+
+``run_figures(RunView)`` is every figure of one run (the exports draw all of
+them, the app's history the ones it has plots for); ``comparison_figures`` lays
+several runs over each other (the app's history, runs selected together). The
+frames below (a figure without data) also title the app's live plots.
+
+Where the rows come from decides how many there are: an export reads at most
+100,000 of each (engine/export/figures.py), the app's history a few thousand;
+a title says when its figure holds every k-th step or bucketed telemetry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from engine.figures import palette
+from engine.figures.figure import Axis, Bars, Figure, Mark, Series, series_table
+from engine.figures.numbers import is_number, pct, time_unit
+from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
+from engine.results import RunSummary, Sample, Step
+from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+
+MIB = 2 ** 20
+TIME = Axis("time since the run started", "s")
+STEP = Axis("step")
+
+UTILIZATION = Figure("utilization", "Utilization per device", TIME, Axis("utilization", "%"), y_range=(0, 100))
+MEMORY = Figure("memory", "Memory used per device", TIME, Axis("memory used", "MiB"), y_range=(0, None))
+THROUGHPUT = Figure("throughput", "Throughput per step", STEP, Axis("throughput", "samples/s"))
+STEP_TIME = Figure("step-time", "Step time per step", STEP, Axis("step time", "s"))
+LOSS = Figure("loss", "Loss per step", STEP, Axis("loss"))
+BUSY = Figure("busy", "Busy share of step time per device", Axis("device"), Axis("busy", "% of step time"))
+BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
+# A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
+STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
+               "step-time": palette.series_color(2)}
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What a run's figures are drawn from: the store's rows (an export) or the app's RunData (its history)."""
+    summary: RunSummary = field(default_factory=RunSummary)
+    steps: Sequence[Step] = ()              # every step, or every k-th step (and the last) of a long run
+    samples: Sequence[Sample] = ()          # telemetry, as sampled or in buckets
+    timeline: Sequence[Sequence] = ()       # (step, device, kind, t0, t1) of the last steps that kept them
+    step_count: int = 0                     # steps stored
+    timeline_steps: int = 0                 # steps whose every interval is stored
+    warmup: int | None = None               # steps the summary leaves out
+    label: str = ""                         # how a comparison names the run
+    sample_rows: int = 0                    # telemetry rows stored, when ``samples`` are buckets of them
+    sample_bucket_s: float | None = None    # the buckets' width, when they are
+
+    @property
+    def devices(self) -> list[str]:
+        return device_order(self.summary.devices, (s.device for s in self.samples))
+
+    @property
+    def of_steps(self) -> str:
+        """" (1 step in 2 of 200,000)" when ``steps`` is every k-th step."""
+        if self.step_count <= len(self.steps) or len(self.steps) < 2:
+            return ""
+        return f" (1 step in {self.steps[1].step - self.steps[0].step} of {self.step_count:,})"
+
+    @property
+    def of_samples(self) -> str:
+        if self.sample_bucket_s is None:
+            return ""
+        return f" ({self.sample_bucket_s:.2g}-s means of {self.sample_rows:,} samples)"
+
+
+def run_figures(run: RunView) -> list[Figure]:
+    devices = run.devices
+    figures = [
+        utilization_figure(run, devices), memory_figure(run, devices),
+        step_figure(THROUGHPUT, run, "throughput"), step_time_figure(run), step_figure(LOSS, run, "loss"),
+        timeline_figure(run.timeline, devices, steps=run.steps, bubble=run.summary.bubble,
+                        kept=(run.timeline_steps, run.step_count), last=TIMELINE_STEPS),
+        busy_figure(run.summary, devices),
+    ]
+    if any(s.batch_split for s in run.steps):
+        figures.append(batch_split_figure(run.steps, devices))
+    return figures
+
+
+# ---- telemetry ---------------------------------------------------------------------------
+def _by_time(samples: Sequence[Sample], field_name: str, factor: float) -> dict[float, dict[str, float]]:
+    """One row per sampling instant (the sampler reads all devices at once), a value per device."""
+    by_t: dict[float, dict[str, float]] = {}
+    for s in samples:
+        value = getattr(s, field_name)
+        if value is not None:
+            by_t.setdefault(s.t, {})[s.device] = value * factor
+    return dict(sorted(by_t.items()))
+
+
+def _measured(by_t: dict[float, dict[str, float]], device: str) -> tuple[list[float], list[float]]:
+    pairs = [(t, values[device]) for t, values in by_t.items() if device in values]
+    return [t for t, _ in pairs], [v for _, v in pairs]
+
+
+def utilization_figure(run: RunView, devices: list[str]) -> Figure:
+    """Each device's one-second mean (engine.telemetry.smooth) over its faint raw samples: a core's 10 ms
+    ticks make the raw line swing 0-100 % at 10 Hz. The table has both."""
+    by_t = _by_time(run.samples, "util", 1.0)
+    raw, means = [], []
+    for i, device in enumerate(devices):
+        t, values = _measured(by_t, device)
+        mean = trailing_mean(t, values) if t else []
+        raw.append(Series(f"{device} raw", t, values, palette.series_color(i), width=1.0, faint=True))
+        means.append(Series(device, t, mean, palette.series_color(i)))
+    mean_at = [dict(zip(s.x, s.y)) for s in means]
+    columns = (["t (s)"] + [f"util {d} (%)" for d in devices]
+               + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices])
+    rows = [[t] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at] for t, values in by_t.items()]
+    return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means,
+                                 columns=columns, rows=rows)
+
+
+def memory_figure(run: RunView, devices: list[str]) -> Figure:
+    by_t = _by_time(run.samples, "mem_used", 1 / MIB)
+    series = [Series(d, *_measured(by_t, d), palette.series_color(i)) for i, d in enumerate(devices)]
+    rows = [[t] + [values.get(d) for d in devices] for t, values in by_t.items()]
+    return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series,
+                            columns=["t (s)"] + [f"mem {d} (MiB)" for d in devices], rows=rows)
+
+
+# ---- steps -------------------------------------------------------------------------------
+def warmup_marks(warmup, steps: Sequence[Step]) -> list[Mark]:
+    """Steps before this line are warm-up: the summary leaves them out."""
+    if not steps or not is_number(warmup) or warmup <= 0:
+        return []
+    return [Mark(warmup - 0.5, "warm-up ends", color=palette.MUTED)]
+
+
+def step_figure(frame: Figure, run: RunView, key: str) -> Figure:
+    rows = [[s.step, getattr(s, key)] for s in run.steps]
+    series = Series(frame.y.label, [r[0] for r in rows], [r[1] for r in rows], STEP_COLORS[frame.name])
+    return frame.with_data(title=frame.title + run.of_steps, series=[series],
+                           marks=warmup_marks(run.warmup, run.steps), columns=["step", frame.y.text], rows=rows)
+
+
+def step_time_figure(run: RunView) -> Figure:
+    rows = [[s.step, s.time_s] for s in run.steps]
+    unit, factor = time_unit(r[1] for r in rows)
+    series = Series("step time", [r[0] for r in rows], [v * factor if is_number(v) else None for _, v in rows],
+                    STEP_COLORS["step-time"])
+    return STEP_TIME.with_data(title=STEP_TIME.title + run.of_steps, y=Axis("step time", unit), series=[series],
+                               marks=warmup_marks(run.warmup, run.steps),
+                               columns=["step", "step time (s)"], rows=rows)  # the table keeps seconds
+
+
+def batch_split_figure(steps: Sequence[Step], devices: list[str]) -> Figure:
+    split_steps = [s for s in steps if s.batch_split]
+    width = max(len(s.batch_split) for s in split_steps)
+    names = (list(devices) + [f"device {i}" for i in range(len(devices), width)])[:width]
+    rows = [[s.step] + [s.batch_split[i] if i < len(s.batch_split) else None for i in range(width)]
+            for s in split_steps]
+    # devices often get the same count: dashes, and a wide first line, keep every line visible where they overlap
+    series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows], palette.series_color(i),
+                     dash=i, width=3.2 if i == 0 else 1.6) for i, d in enumerate(names)]
+    return BATCH_SPLIT.with_data(series=series, columns=["step"] + [f"batch {d} (samples)" for d in names],
+                                 rows=rows)
+
+
+def busy_figure(summary: RunSummary, devices: list[str]) -> Figure:
+    busy = summary.devices_busy
+    names = list(summary.devices or devices)[:len(busy)]
+    rows = [[d, b * 100, 100 - b * 100] if is_number(b) else [d, None, None] for d, b in zip(names, busy)]
+    return BUSY.with_data(title=f"{BUSY.title} · bubble {pct(summary.bubble.measured)}",
+                          bars=Bars([r[0] for r in rows], [r[1] for r in rows]),
+                          columns=["device", "busy (%)", "idle (%)"], rows=rows)
+
+
+# ---- runs compared -----------------------------------------------------------------------
+def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
+    """Several runs over each other: a colour per run, a dash per device, the utilization means alone
+    (the raw samples of several runs are noise)."""
+    names = _distinct(run.label for run in runs)
+    util, memory, throughput, loss = [], [], [], []
+    for r, (run, name) in enumerate(zip(runs, names)):
+        color = palette.series_color(r)
+        util_at, memory_at = _by_time(run.samples, "util", 1.0), _by_time(run.samples, "mem_used", 1 / MIB)
+        for d, device in enumerate(run.devices):
+            t, values = _measured(util_at, device)
+            if t:
+                util.append(Series(f"{name} {device}", t, trailing_mean(t, values), color, dash=d))
+            t, values = _measured(memory_at, device)
+            if t:
+                memory.append(Series(f"{name} {device}", t, values, color, dash=d))
+        for curves, key in ((throughput, "throughput"), (loss, "loss")):
+            steps = [s for s in run.steps if getattr(s, key) is not None]
+            if steps:
+                curves.append(Series(name, [s.step for s in steps], [getattr(s, key) for s in steps], color))
+    of_runs = f" · {len(runs)} runs"
+    return [frame.with_data(title=frame.title + of_runs, series=series,
+                            **dict(zip(("columns", "rows"), series_table(series, frame.x, frame.y))))
+            for frame, series in ((UTILIZATION, util), (MEMORY, memory), (THROUGHPUT, throughput), (LOSS, loss))]
+
+
+def _distinct(labels) -> list[str]:
+    """Each run's label, numbered where two runs share one (two runs started in the same second)."""
+    labels = list(labels)
+    return [f"{label} #{labels[:i].count(label) + 1}" if labels.count(label) > 1 else label
+            for i, label in enumerate(labels)]

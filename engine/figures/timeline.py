@@ -1,0 +1,68 @@
+"""The timeline figure: what each device did during the last steps, one lane per device.
+
+Built from the store's interval rows (an export, the app's history) or from
+what the app's timeline shows (its context-menu export).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from engine.figures.figure import Axis, Figure, Lanes
+from engine.figures.numbers import is_number, pct
+from engine.results import Bubble, Step
+
+TIMELINE_STEPS = 5          # steps an exported timeline shows
+# Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
+KIND_HEIGHT = {"wait": 0.3}
+LANE_HEIGHT = 0.72          # of a lane's pitch: the rest separates the lanes
+
+TIMELINE = Figure("timeline", "Timeline of the last steps", Axis("time since the first step shown", "s"),
+                  Axis("device"))
+
+
+def device_order(known: Sequence[str], seen: Iterable[str]) -> list[str]:
+    """``known`` (a summary's stage order), then devices only ``seen`` in the data, as they come."""
+    order = list(known)
+    for device in seen:
+        if device not in order:
+            order.append(device)
+    return order
+
+
+def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, steps: Sequence[Step] = (),
+                    bubble: Bubble | None = None, kept: tuple[int, int] | None = None,
+                    last: int = TIMELINE_STEPS) -> Figure:
+    """The intervals (step, device, kind, t0, t1) of the ``last`` steps among ``rows``.
+
+    ``steps`` give where each step ended (a step starts where the previous one ended,
+    engine.summary.StepMerger); ``kept`` is (steps whose intervals are stored, steps), to
+    say when the timelines are a sample."""
+    shown = sorted({row[0] for row in rows})[-last:]
+    picked = sorted((tuple(row) for row in rows if row[0] in shown), key=lambda row: row[3])
+    lanes = device_order(devices, [row[1] for row in picked])
+    ends = {s.step: s.t for s in steps if s.step in shown and is_number(s.t)}
+    starts: dict[int, float] = {}
+    for step, _device, _kind, t0, _t1 in picked:
+        starts[step] = min(starts.get(step, t0), t0)
+    start = end = 0.0
+    if picked:
+        start = min(row[3] for row in picked)
+        first = next((s for s in steps if s.step == shown[0]), None)
+        if first is not None and is_number(first.t) and is_number(first.time_s):
+            start = min(start, first.t - first.time_s)  # the first step's lead-in before its first interval
+        end = max([row[4] for row in picked] + list(ends.values()))
+    # milliseconds for the short windows a timeline usually shows: "3.2 ms" reads better than "0.0032 s"
+    unit, factor = ("ms", 1000.0) if end - start < 2 else ("s", 1.0)
+    # a step ends where the next begins: its recorded end, else the next one's first interval
+    boundaries = [ends.get(step, starts.get(after)) for step, after in zip(shown, shown[1:])]
+    title = f"Timeline of the last {len(shown) or last} steps"
+    if bubble is not None:
+        title += f" · bubble measured {pct(bubble.measured)}, theory {pct(bubble.theory)}"
+    if kept is not None and kept[0] < kept[1]:
+        title += f" · full timelines kept for {kept[0]:,} of {kept[1]:,} steps"
+    return TIMELINE.with_data(
+        title=title, x=Axis(TIMELINE.x.label, unit),
+        lanes=Lanes(lanes, [(device, kind, (t0 - start) * factor, (t1 - start) * factor)
+                            for _, device, kind, t0, t1 in picked],
+                    (end - start) * factor, [(b - start) * factor for b in boundaries if is_number(b)]),
+        columns=["step", "device", "kind", "t0 (s)", "t1 (s)"], rows=[list(row) for row in picked])

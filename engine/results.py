@@ -1,0 +1,194 @@
+"""What a run and an experiment produce, typed (docs/summary.md).
+
+Everything past the protocol and the store reads these attributes; JSON exists
+only at those two boundaries (``to_json``, ``from_json``). ``from_json`` takes
+what any version of Splitscope stored: a field it does not know is ignored, a
+field it lacks takes its default, and a nested value of another shape (an older
+run's ``batch_split``) is dropped rather than failing a whole history.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from engine.telemetry.sample import DeviceSample
+from engine.telemetry.summary import TelemetrySummary  # the telemetry section: its own layer's type
+
+T = TypeVar("T")
+
+
+# ---- JSON at the boundaries ----------------------------------------------------------------
+def from_json(cls: type[T], data: Any) -> T | None:
+    """``cls`` from parsed JSON; None when ``data`` is not an object."""
+    if not isinstance(data, dict):
+        return None
+    hints = _hints(cls)
+    kwargs = {f.name: _value(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data}
+    return cls(**kwargs)
+
+
+def to_json(value) -> Any:
+    """A result as plain JSON values (lists, dicts, numbers, strings)."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _value(hint, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _value(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(hint):
+        return from_json(hint, value)
+    if origin is list:
+        if not isinstance(value, list):
+            return None
+        (item,) = typing.get_args(hint) or (Any,)
+        converted = [_value(item, v) for v in value]
+        # An entry of another shape is dropped; None entries of a list of numbers are data ("no samples").
+        return [c for c, v in zip(converted, value) if c is not None or v is None] \
+            if dataclasses.is_dataclass(item) else converted
+    return value
+
+
+# ---- a run --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MeanStd:
+    mean: float
+    std: float = 0.0
+
+
+@dataclass(frozen=True)
+class Loss:
+    first: float | None = None
+    last: float | None = None
+
+
+@dataclass(frozen=True)
+class Bubble:
+    measured: float | None = None   # 1 - mean(devices_busy)
+    theory: float | None = None     # (p-1)/(m+p-1) where that formula holds
+
+
+@dataclass(frozen=True)
+class BatchSplit:
+    split: list[int]                # samples per replica
+    steps: int = 0                  # how many steps split the batch so
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str | None = None
+    status: str = "finished"
+    strategy: str = ""
+    model: str = ""
+    devices: list[str] = field(default_factory=list)    # each physical device once, in stage order
+    split: list[int] | None = None
+    micro_batches: int | None = None
+    schedule: str | None = None
+    batch_size: int | None = None
+    steps: int = 0
+    steps_measured: int = 0
+    step_time_s: MeanStd | None = None
+    throughput: MeanStd | None = None
+    loss: Loss | None = None
+    param_norm: float | None = None
+    param_change: float | None = None
+    devices_busy: list[float] = field(default_factory=list)
+    stage_busy: list[float] | None = None
+    stage_balance: float | None = None
+    bubble: Bubble = field(default_factory=Bubble)
+    batch_split: list[BatchSplit] | None = None
+    notes: list[str] = field(default_factory=list)
+    timeline_steps: int | None = None
+    telemetry: TelemetrySummary | None = None
+
+    def replace(self, **changes) -> "RunSummary":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def common_batch_split(self) -> list[int] | None:
+        """The split most steps had (a dataset's last, smaller batch splits differently)."""
+        return max(self.batch_split, key=lambda entry: entry.steps).split if self.batch_split else None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One merged step, as the worker reports it and the store keeps it."""
+    step: int
+    t: float | None = None               # seconds since the run started, at the step's end
+    time_s: float | None = None
+    samples: int | None = None
+    throughput: float | None = None
+    loss: float | None = None
+    busy: dict[str, float] | None = None         # device -> busy share of the step
+    batch_split: list[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample(DeviceSample):
+    """A stored telemetry row: a sample with ``t`` counted from the run's start, or an aggregate over
+    ``span_s`` seconds (the measurements' means, memory's maxima: ``Store.thin_samples``)."""
+    span_s: float | None = None
+
+
+# ---- an experiment ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExperimentPoint:
+    label: str
+    strategy: str | None = None
+    x: float | None = None               # the swept value; None when nothing is swept
+    devices: list[str] = field(default_factory=list)
+    split: list[int] | None = None
+    micro_batches: int | None = None
+    schedule: str | None = None
+    step_time_s: MeanStd | None = None   # mean and std of the runs' means (one run: its step-to-step std)
+    throughput: MeanStd | None = None
+    bubble: Bubble = field(default_factory=Bubble)
+    devices_busy: list[float] = field(default_factory=list)
+    stage_busy: list[float] | None = None
+    stage_balance: float | None = None
+    util_mean: list[float | None] | None = None
+    peak_mem_bytes: list[int | None] | None = None
+    batch_split: list[int] | None = None
+    run_ids: list[str] = field(default_factory=list)
+    error: str | None = None             # the point's runs failed: why
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    experiment_id: str | None = None
+    name: str = ""
+    status: str = "finished"             # finished, stopped, or incomplete (rebuilt from its runs)
+    best: str | None = None              # the fastest point's label (in a sweep, the fastest swept point)
+    points: list[ExperimentPoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    automatic_split: list[int] | None = None
+
+    def point(self, label: str) -> ExperimentPoint | None:
+        return next((p for p in self.points if p.label == label), None)
+
+    @property
+    def measured(self) -> list[ExperimentPoint]:
+        return [p for p in self.points if p.step_time_s is not None]
+
+
+def mean_std(means: list[float], within: list[float]) -> MeanStd:
+    """Across repeats when there are several; otherwise the single run's own step-to-step std."""
+    mean = statistics.fmean(means)
+    std = statistics.stdev(means) if len(means) > 1 else (within[0] if within else 0.0)
+    return MeanStd(mean, std)
