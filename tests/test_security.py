@@ -1,4 +1,4 @@
-"""Security (issue 6): every socket a run listens on is bound to loopback."""
+"""Security: every socket a run listens on is bound to loopback."""
 from __future__ import annotations
 
 import ipaddress

@@ -1,4 +1,4 @@
-"""The store's disk read-only or full (issue 6): a clear error, the run ended, what was stored intact."""
+"""The store's disk read-only or full: a clear error, the run ended, what was stored intact."""
 from __future__ import annotations
 
 import os

@@ -196,7 +196,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             names = ",".join(gpu_label(g) for g in usable[:k])
             choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in usable[:k])))
         if usable:
-            choices.append(("cpu,cuda:0", "mixed placement, as in the seed's CPU+GPU model"))
+            choices.append(("cpu,cuda:0", "mixed placement, as the tutorials' DistributedModel"))
         return choices
 
     def _hardware_text(self) -> str:

@@ -61,7 +61,7 @@ def export_widget(widget, fmt: str, path: str | Path) -> Path | None:
 
 
 def confirm_overwrite(parent: QtWidgets.QWidget | None, existing: list[Path]) -> bool:
-    """Ask before replacing files (issue 6: an export never overwrites without asking); True to go on."""
+    """Ask before replacing files (an export never overwrites without asking); True to go on."""
     if not existing:
         return True
     names = "\n".join(str(p) for p in existing[:5])

@@ -22,12 +22,12 @@ class ModelInfo:
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
-        ModelInfo("seed-toy", "Linear(10,10), ReLU, Linear(10,5), MSE loss: the seed's ToyModel, learning a "
-                  "fixed teacher of its own shape", 20, 0.05),
+        ModelInfo("seed-toy", "Linear(10,10), ReLU, Linear(10,5), MSE loss: the ToyModel of PyTorch's "
+                  "model-parallel tutorial, learning a fixed teacher of its own shape", 20, 0.05),
         ModelInfo("seed-linear", "Linear(5,2) on a dataset of 100 rows of 5 (targets from a linear teacher), "
-                  "batch 30: the seed's DataParallel example", 30, 0.05),
+                  "batch 30: PyTorch's data-parallel tutorial (RandomDataset(5, 100))", 30, 0.05),
         ModelInfo("seed-embedding", "Embedding(1000,10) then Linear(10,10), learning a fixed vector per index: "
-                  "the seed's CPU+GPU model", 32, 0.05),
+                  "the tutorials' DistributedModel (Embedding on the CPU, Linear on the GPU)", 32, 0.05),
         ModelInfo("mlp", "Blocks of Linear(width,width)+ReLU (--width, --depth), then Linear(width,10); "
                   "cross-entropy on 10 classes of noisy patterns", 2048, 0.01),
         ModelInfo("resnet18", "torchvision ResNet18 (BatchNorm), 10 classes of 64x64 images, split at "

@@ -57,7 +57,7 @@ class DataSource:
 class DatasetSource(DataSource):
     """A fixed dataset walked in shuffled epochs, the last batch of each epoch partial.
 
-    This is the seed's DataLoader(RandomDataset(5, 100), batch_size=30,
+    This is PyTorch's data-parallel tutorial's DataLoader(RandomDataset(5, 100), batch_size=30,
     shuffle=True): batches of 30, 30, 30 and 10.
     """
 
