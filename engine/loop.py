@@ -12,6 +12,7 @@ from typing import Callable
 from engine.devices import Device
 from engine.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
+from engine.tensor_memory import TensorMeter
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_device: Device | None = None) -> None:
@@ -19,12 +20,22 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
     are drawn inside the step (timed there as "data"); None: a process on GPUs only, whose GPUs idle meanwhile."""
     feed = BatchFeed(ctx, executor, data_device)
     timer = ctx.timer
-    for step in range(ctx.config.steps):
-        timer.begin_step()
-        start = time.perf_counter()
-        inputs, targets = feed.next()
-        result = executor.step(inputs, targets)
-        intervals = timer.end_step()
-        end = time.perf_counter()
-        emit("rank_step", step=step, start=start, end=end, intervals=intervals,
-             loss_part=result.loss_part, samples=result.samples, batch_split=result.batch_split)
+    meter = TensorMeter(executor.placements())
+    reported = None
+    try:
+        for step in range(ctx.config.steps):
+            timer.begin_step()
+            meter.before_step()
+            start = time.perf_counter()
+            inputs, targets = feed.next()
+            result = executor.step(inputs, targets)
+            intervals = timer.end_step()
+            end = time.perf_counter()
+            memory = meter.after_step()
+            # Sent when it changes (it rarely does after the first steps): events stay small at 1,000s of steps/s.
+            emit("rank_step", step=step, start=start, end=end, intervals=intervals,
+                 loss_part=result.loss_part, samples=result.samples, batch_split=result.batch_split,
+                 tensor_memory=memory if memory != reported else None)
+            reported = memory
+    finally:
+        meter.close()

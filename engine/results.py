@@ -91,6 +91,21 @@ class BatchSplit:
 
 
 @dataclass(frozen=True)
+class TensorMemory:
+    """Bytes of a device's tensors by kind (engine/tensor_memory.py): the most over the measured steps."""
+    params: int = 0
+    grads: int = 0
+    optimizer: int = 0
+    activations: int = 0
+    allocated_peak: int | None = None    # GPUs: torch's allocator, every tensor at its most
+
+    @property
+    def total(self) -> int:
+        """Parameters, gradients, optimizer state and activations together."""
+        return self.params + self.grads + self.optimizer + self.activations
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str | None = None
     status: str = "finished"
@@ -115,6 +130,7 @@ class RunSummary:
     batch_split: list[BatchSplit] | None = None
     notes: list[str] = field(default_factory=list)
     timeline_steps: int | None = None
+    tensor_memory: list[TensorMemory | None] | None = None   # per device, in ``devices`` order
     telemetry: TelemetrySummary | None = None
 
     def replace(self, **changes) -> "RunSummary":
@@ -137,6 +153,7 @@ class Step:
     loss: float | None = None
     busy: dict[str, float] | None = None         # device -> busy share of the step
     batch_split: list[int] | None = None
+    tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
 
 
 @dataclass(frozen=True, slots=True)

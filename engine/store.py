@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS steps (
     time_s REAL, samples INTEGER, throughput REAL, loss REAL,
     batch_split TEXT,              -- JSON list, DP/DDP only
     busy TEXT,                     -- JSON {device: busy share of the step}
+    tensor_mem TEXT,               -- JSON {device: {kind: bytes}}, on the steps where it changed
     PRIMARY KEY (run_id, step)
 );
 CREATE TABLE IF NOT EXISTS timeline (
@@ -172,7 +173,7 @@ class Store:
     def _migrate(self) -> None:
         """Columns added after a store was created."""
         for table, column, kind in (("runs", "traceback", "TEXT"), ("steps", "busy", "TEXT"),
-                                    ("samples", "span_s", "REAL")):
+                                    ("samples", "span_s", "REAL"), ("steps", "tensor_mem", "TEXT")):
             columns = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in columns:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
@@ -207,11 +208,12 @@ class Store:
             return
         with self._tx():
             self._db.executemany(
-                "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split, busy) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split, busy, "
+                "tensor_mem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
                   ev.get("loss"), json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None,
-                  _shares(ev.get("busy"))) for ev in events])
+                  _shares(ev.get("busy")), json.dumps(ev["tensor_memory"]) if ev.get("tensor_memory") else None)
+                 for ev in events])
             self._insert_timeline(run_id, [ev for ev in events if keep_timeline is None or keep_timeline(ev["step"])])
 
     def replace_timeline(self, run_id: str, drop: Iterable[int], events: Iterable[dict]) -> None:
@@ -328,7 +330,8 @@ class Store:
                 args += [every, run_id]
         return [Step(step=r["step"], t=r["t"], time_s=r["time_s"], samples=r["samples"], throughput=r["throughput"],
                      loss=r["loss"], batch_split=json.loads(r["batch_split"]) if r["batch_split"] else None,
-                     busy=json.loads(r["busy"]) if r["busy"] else None)
+                     busy=json.loads(r["busy"]) if r["busy"] else None,
+                     tensor_memory=json.loads(r["tensor_mem"]) if r["tensor_mem"] else None)
                 for r in self._db.execute(sql + " ORDER BY step", args)]
 
     def step_count(self, run_id: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from engine.results import Bubble, Loss, RunSummary
+from engine.results import Bubble, Loss, RunSummary, TensorMemory
 from engine.strategies import STRATEGIES
 from engine.timing import BUSY_KINDS, busy_time
 from engine.totals import RunTotals
@@ -148,6 +148,7 @@ class StepMerger:
         self.origin = origin
         self._pending: dict[int, dict[int, dict]] = {}
         self._last_end: float | None = None
+        self._tensor_memory: dict[str, dict[str, int]] = {}   # each device's, as last reported
 
     def add(self, rank: int, report: dict) -> dict | None:
         step = report["step"]
@@ -175,6 +176,10 @@ class StepMerger:
         losses = [r["loss_part"] for r in reports if r.get("loss_part") is not None]
         samples = sum(r.get("samples") or 0 for r in reports)
         split = next((r["batch_split"] for r in reports if r.get("batch_split") is not None), None)
+        # Ranks report their tensor memory when it changes: the step carries every device's when any did.
+        changed = [r["tensor_memory"] for r in reports if r.get("tensor_memory")]
+        for memory in changed:
+            self._tensor_memory.update(memory)
         merged = {
             "step": step,
             "t": end - self.origin,
@@ -187,6 +192,7 @@ class StepMerger:
             "intervals": {d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
                           for d, v in intervals.items()},
             "batch_split": split,
+            "tensor_memory": {d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
         }
         return merged
 
@@ -224,5 +230,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         bubble=Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
                       theory=theory_bubble),
         batch_split=totals.batch_split_counts() if data_parallel else None,
+        tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
+                       for d in devices] if totals.tensor_memory_peak else None,
         notes=list(notes or []),
     )

@@ -48,6 +48,8 @@ class RunTotals:
         self.first_loss: float | None = None
         self.last_loss: float | None = None
         self.batch_splits: dict[tuple, int] = {}         # each per-device batch split, with its step count
+        self.tensor_memory: dict[str, dict[str, int]] = {}  # each device's by kind, as last reported
+        self.tensor_memory_peak: dict[str, dict[str, int]] = {}  # and its most over the measured steps
 
     def add(self, step: dict) -> None:
         self.steps += 1
@@ -58,8 +60,14 @@ class RunTotals:
         if step.get("batch_split") is not None:
             key = tuple(step["batch_split"])
             self.batch_splits[key] = self.batch_splits.get(key, 0) + 1
+        if step.get("tensor_memory"):
+            self.tensor_memory = step["tensor_memory"]
         if step["step"] < self.warmup:
             return
+        for device, kinds in self.tensor_memory.items():
+            peak = self.tensor_memory_peak.setdefault(device, {})
+            for kind, size in kinds.items():
+                peak[kind] = max(peak.get(kind, 0), size)
         time_s = step["time_s"]
         self.measured += 1
         self.step_time.add(time_s)

@@ -112,3 +112,17 @@ def test_ddp_reports_the_same_batch_split():
     _, summary = cli("run", "--model", "seed-linear", "--strategy", "ddp", "--devices", "cpu:3",
                      "--batch-size", "30", "--steps", "4", "--warmup", "0", "--json", check_json=True)
     assert summary["batch_split"] == [{"split": [10, 10, 10], "steps": 3}, {"split": [4, 4, 2], "steps": 1}]
+
+
+def test_tensor_memory_tells_a_split_from_replicas(naive_and_pipeline, tmp_path):
+    """The process's memory is mostly torch itself, the same for every strategy; the tensors tell them apart:
+    ddp's replicas each hold the whole model, model-parallel's devices a part each."""
+    naive, _ = naive_and_pipeline
+    _, ddp = cli("run", *MLP, "--strategy", "ddp", "--steps", "3", "--warmup", "1", "--db",
+                 str(tmp_path / "runs.sqlite3"), check_json=True)
+    split = [m["params"] for m in naive["tensor_memory"]]
+    replicas = [m["params"] for m in ddp["tensor_memory"]]
+    assert len(split) == len(replicas) == 2 and all(size > 0 for size in split)
+    assert replicas[0] == replicas[1] == sum(split)            # each replica: the whole model
+    assert all(m["grads"] == m["params"] for m in ddp["tensor_memory"])
+    assert all(m["activations"] > 0 for m in naive["tensor_memory"] + ddp["tensor_memory"])

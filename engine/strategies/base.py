@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from engine.devices import Device
 from engine.problems import Problem
+from engine.tensor_memory import Placement
 from engine.timing import StepTimer
 
 if TYPE_CHECKING:
@@ -69,6 +70,11 @@ class Executor(ABC):
     def reported_parameters(self) -> list | None:
         """The parameters this rank reports at the end (their norm, and how far training moved them);
         None when another rank reports the same ones (ddp's replicas)."""
+
+    def placements(self) -> list[Placement]:
+        """The modules this rank placed on each device, with the optimizer that updates them: what the
+        run's tensor memory per device is measured from (engine.tensor_memory)."""
+        return []
 
     def param_sq(self) -> float | None:
         """Sum of squares of the reported parameters."""

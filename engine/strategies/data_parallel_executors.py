@@ -25,6 +25,7 @@ import torch
 
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 from engine.strategies.device_threads import DeviceThread
+from engine.tensor_memory import Placement
 
 
 def _after(device, other) -> None:
@@ -125,6 +126,11 @@ class DataParallelSteps(Executor):
 
     def reported_parameters(self) -> list:
         return list(self.module.parameters())
+
+    def placements(self) -> list[Placement]:
+        # The optimizer updates the master copy on device 0; the replicas are copied from it each step.
+        return [Placement(d, replica, self.optimizer if i == 0 else None)
+                for i, (d, replica) in enumerate(zip(self.devices, self.replicas))]
 
     def close(self) -> None:
         for t in self.threads[1:]:

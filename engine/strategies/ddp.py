@@ -1,7 +1,7 @@
 """ddp: DistributedDataParallel, one process per device (gloo on CPU devices, NCCL on GPUs).
 
 Each rank takes its torch.chunk of the global batch, as DataParallel would
-scatter it, so per-device batch sizes match the seed's printout. Its loss is
+scatter it, so per-device batch sizes match the data-parallel tutorial's printout. Its loss is
 scaled by its share of the batch so that DDP's gradient averaging gives exactly
 the full batch's mean-loss gradient, even when chunks are uneven or empty.
 """

@@ -16,6 +16,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
+from engine.tensor_memory import Placement
 
 
 class Ddp(Executor):
@@ -83,3 +84,6 @@ class Ddp(Executor):
 
     def reported_parameters(self) -> list | None:
         return list(self.module.parameters()) if self.rank == 0 else None
+
+    def placements(self) -> list[Placement]:
+        return [Placement(self.device, self.module, self.optimizer)]

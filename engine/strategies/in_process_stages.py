@@ -14,6 +14,7 @@ import torch
 
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
+from engine.tensor_memory import Placement
 
 
 class InProcessStages(Executor):
@@ -93,3 +94,7 @@ class InProcessStages(Executor):
 
     def reported_parameters(self) -> list:
         return [p for stage in self.stages for p in stage.parameters()]
+
+    def placements(self) -> list[Placement]:
+        optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
+        return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]

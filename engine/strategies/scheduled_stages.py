@@ -16,6 +16,7 @@ from torch.distributed.pipelining import schedules as _schedules
 
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
+from engine.tensor_memory import Placement
 
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -98,3 +99,6 @@ class ScheduledStages(Executor):
 
     def reported_parameters(self) -> list:
         return list(self.module.parameters())
+
+    def placements(self) -> list[Placement]:
+        return [Placement(self.device, self.module, self.optimizer)]

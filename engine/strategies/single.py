@@ -4,6 +4,7 @@ from __future__ import annotations
 from engine.problems import Problem
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
 from engine.strategies.strategy import Strategy
+from engine.tensor_memory import Placement
 
 
 class Single(Strategy):
@@ -47,3 +48,6 @@ class SingleDevice(Executor):
 
     def reported_parameters(self) -> list:
         return list(self.model.parameters())
+
+    def placements(self) -> list[Placement]:
+        return [Placement(self.device, self.model, self.optimizer)]

@@ -1,0 +1,191 @@
+"""The memory a run's tensors use on each device, by kind, step by step.
+
+A CPU virtual device's memory as the OS sees it is its process's, and most of it is
+the interpreter with torch loaded (about 700 MB): nearly the same for every
+strategy. What differs between strategies is what the model puts on a device:
+
+- ``params``: the parameters (and buffers) of the modules placed on it;
+- ``grads``: their gradients, as the step leaves them;
+- ``optimizer``: the optimizer's state for those parameters (none for plain SGD);
+- ``activations``: the most bytes saved for backward at once during the step, counted
+  by autograd's saved-tensor hooks while a module placed on the device runs its
+  forward (a storage counted once however many saved tensors view it, a parameter
+  never; released when backward uses it). A pipeline's schedule shows here: GPipe
+  keeps every micro-batch's activations until the backward passes, 1F1B a few.
+
+On a GPU, ``allocated_peak`` adds what torch's caching allocator had allocated at
+most during the step (``torch.cuda.max_memory_allocated``): every tensor, the
+temporaries too, and still not the CUDA context that NVML's figure includes.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from engine.devices import Device
+
+KINDS = ("params", "grads", "optimizer", "activations")
+# What the model holds between steps changes in the first steps (gradients and optimizer state appear)
+# and rarely after: counted on the first three steps and every this-many after, at about 0.1 ms a count
+# for an 8-block model, which a tiny model's 0.3-ms step would otherwise pay every step.
+RECOUNT_EVERY = 100
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A module an executor placed on a device, and the optimizer that updates it (None: another does)."""
+    device: "Device"
+    module: "torch.nn.Module"
+    optimizer: "torch.optim.Optimizer | None" = None
+
+
+def _storage(t: "torch.Tensor") -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.nbytes()
+
+
+def _bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors``."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is not None:
+            ptr, size = _storage(t)
+            seen[ptr] = size
+    return sum(seen.values())
+
+
+class ActivationCounter:
+    """Live bytes saved for backward per device, and their peak since ``reset``.
+
+    The saved-tensor hooks are pushed when a placed module's forward starts and popped
+    when it ends, in the thread that runs it: executors run devices in threads of their
+    own, and autograd's default hooks are per thread.
+    """
+
+    def __init__(self, placements: list[Placement]):
+        import torch
+        self._torch = torch
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._live: dict[str, int] = {}
+        self._peak: dict[str, int] = {}
+        self._storages: dict[int, list] = {}    # data_ptr -> [device name, bytes, references]
+        self._params: set[int] = set()
+        self._handles = []
+        for placement in placements:
+            for tensor in (*placement.module.parameters(), *placement.module.buffers()):
+                self._params.add(tensor.untyped_storage().data_ptr())
+            name = placement.device.name
+            self._live.setdefault(name, 0)
+            self._peak.setdefault(name, 0)
+            self._handles.append(placement.module.register_forward_pre_hook(
+                lambda _m, _args, name=name: self._enter(name)))
+            self._handles.append(placement.module.register_forward_hook(
+                lambda _m, _args, _out: self._leave(), always_call=True))
+
+    def _enter(self, device: str) -> None:
+        hooks = self._torch.autograd.graph.saved_tensors_hooks(
+            lambda t: self._pack(device, t), self._unpack)
+        hooks.__enter__()
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append(hooks)
+
+    def _leave(self) -> None:
+        stack = getattr(self._local, "stack", None)
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    def _pack(self, device: str, t: "torch.Tensor"):
+        ptr, size = _storage(t)
+        if ptr in self._params or size == 0:
+            return t, None
+        with self._lock:
+            entry = self._storages.get(ptr)
+            if entry is None:
+                entry = self._storages[ptr] = [device, size, 0]
+                self._live[device] += size
+                self._peak[device] = max(self._peak[device], self._live[device])
+            entry[2] += 1
+        return t, [ptr]
+
+    def _unpack(self, packed):
+        t, token = packed
+        if token:  # the first use in backward releases it; a second use (retain_graph) counts nothing
+            ptr = token.pop()
+            with self._lock:
+                entry = self._storages.get(ptr)
+                if entry is not None:
+                    entry[2] -= 1
+                    if entry[2] <= 0:
+                        self._live[entry[0]] -= entry[1]
+                        del self._storages[ptr]
+        return t
+
+    def take_peaks(self) -> dict[str, int]:
+        """Each device's peak since the last call; what a step saved and backward never used is let go."""
+        with self._lock:
+            peaks = dict(self._peak)
+            self._storages.clear()
+            self._live = dict.fromkeys(self._live, 0)
+            self._peak = dict.fromkeys(self._peak, 0)
+        return peaks
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class TensorMeter:
+    """Per device and kind, the bytes of a step's tensors (``after_step``); one per rank process."""
+
+    def __init__(self, placements: list[Placement], recount_every: int = RECOUNT_EVERY):
+        self.placements = list(placements)
+        self.activations = ActivationCounter(self.placements)
+        self.recount_every = recount_every
+        self._gpus = sorted({p.device.index for p in self.placements if p.device.kind == "cuda"})
+        self._steps = 0
+        self._held: dict[str, dict[str, int]] = {}
+        self.before_step()
+
+    def before_step(self) -> None:
+        if self._gpus:
+            import torch
+            for index in self._gpus:
+                torch.cuda.reset_peak_memory_stats(index)
+
+    def after_step(self) -> dict[str, dict[str, int]]:
+        """{device: {"params", "grads", "optimizer", "activations"[, "allocated_peak"]}} for the step just run."""
+        if self._steps < 3 or self._steps % self.recount_every == 0:
+            self._held = self._held_bytes()
+        self._steps += 1
+        peaks = self.activations.take_peaks()
+        out = {device: {**kinds, "activations": peaks.get(device, 0)} for device, kinds in self._held.items()}
+        if self._gpus:
+            import torch
+            for p in self.placements:
+                if p.device.kind == "cuda":
+                    out[p.device.name]["allocated_peak"] = torch.cuda.max_memory_allocated(p.device.index)
+        return out
+
+    def _held_bytes(self) -> dict[str, dict[str, int]]:
+        """Parameters, gradients and optimizer state per device: what the model holds between steps."""
+        by_device: dict[str, dict[str, list]] = {}
+        for p in self.placements:
+            kinds = by_device.setdefault(p.device.name, {"params": [], "grads": [], "optimizer": []})
+            params = list(p.module.parameters())
+            kinds["params"] += [*params, *p.module.buffers()]
+            kinds["grads"] += [q.grad for q in params]
+            if p.optimizer is not None:
+                owned = {id(q) for q in params}
+                kinds["optimizer"] += [v for q, state in p.optimizer.state.items() if id(q) in owned
+                                       for v in state.values() if hasattr(v, "untyped_storage")]
+        return {device: {kind: _bytes(tensors) for kind, tensors in kinds.items()} for device, kinds in by_device.items()}
+
+    def close(self) -> None:
+        self.activations.close()
