@@ -315,7 +315,7 @@ def cmd_experiment(args) -> int:
     else:
         from engine.report import experiment_table
         print(experiment_table(result))
-    return EXIT_OK if result.status == "finished" and result.points else EXIT_FAILED
+    return EXIT_OK if result.status == "finished" and result.measured else EXIT_FAILED
 
 
 # ---- export ---------------------------------------------------------------------------

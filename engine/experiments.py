@@ -265,8 +265,10 @@ class ExperimentRunner:
                     session.start()
                 result = session.wait()
                 self._session = None
-                if result.status == "finished" and result.summary:
+                if result.status == "finished" and result.summary and result.summary.step_time_s is not None:
                     runs.append(result.summary)
+                elif result.status == "finished":  # every step was warm-up: nothing to compare
+                    failures.append((result.run_id, "finished without a measured step (--steps not above --warmup)"))
                 elif result.status == "failed":
                     failures.append((result.run_id, result.error))
             if runs:
@@ -301,7 +303,7 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         schedule=first.schedule,
         step_time_s=mean_std([r.step_time_s.mean for r in runs], [r.step_time_s.std for r in runs]),
         throughput=mean_std([r.throughput.mean for r in runs], [r.throughput.std for r in runs]),
-        bubble=Bubble(measured=statistics.fmean(r.bubble.measured for r in runs), theory=first.bubble.theory),
+        bubble=Bubble(measured=_mean_of([r.bubble.measured for r in runs]), theory=first.bubble.theory),
         devices_busy=[statistics.fmean(v) for v in zip(*(r.devices_busy or [] for r in runs))],
         # Balance of the mean busy shares, so the figure and the shares shown beside it agree.
         stage_busy=stage_busy,
@@ -311,6 +313,12 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         batch_split=first.common_batch_split,
         run_ids=[r.run_id for r in runs],
     )
+
+
+def _mean_of(values: list) -> float | None:
+    """The mean of the values measured (a run of another version may lack one), None if none was."""
+    measured = [v for v in values if v is not None]
+    return statistics.fmean(measured) if measured else None
 
 
 def failed_point(label: str, strategy: str | None, x: float | None, error: str, run_ids: list[str]) -> ExperimentPoint:
@@ -331,9 +339,14 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
     points = []
     for label, runs in groups.items():
         x = planned.get(label, {}).get("x")
+        measured = [r.summary for r in runs if r.summary.step_time_s and r.summary.throughput]
+        if not measured:
+            points.append(failed_point(label, runs[0].summary.strategy, x, "its runs have no measured step",
+                                       [r.id for r in runs]))
+            continue
         try:
             point = Point(label, ExperimentConfig.from_dict(planned.get(label, {}).get("config") or runs[0].config), x)
-            points.append(reduce_point(point, [r.summary for r in runs]))
+            points.append(reduce_point(point, measured))
         except (AttributeError, KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
             # Runs stored by another version: shown as a point that could not be read, not a broken history.
             points.append(failed_point(label, runs[0].summary.strategy, x,

@@ -29,7 +29,7 @@ def summary_table(s: RunSummary) -> str:
     if s.throughput:
         rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
     if s.loss:
-        rows.append(("loss", f"{s.loss.first:.4f} -> {s.loss.last:.4f}"))
+        rows.append(("loss", f"{_fmt(s.loss.first, '.4f')} -> {_fmt(s.loss.last, '.4f')}"))
     if s.param_norm is not None:
         rows.append(("param norm", f"{s.param_norm:.6g}"))
     if s.param_change is not None:

@@ -23,12 +23,25 @@ T = TypeVar("T")
 
 # ---- JSON at the boundaries ----------------------------------------------------------------
 def from_json(cls: type[T], data: Any) -> T | None:
-    """``cls`` from parsed JSON; None when ``data`` is not an object."""
+    """``cls`` from parsed JSON; None when ``data`` is not an object or lacks a field ``cls`` cannot do without.
+
+    A value of the wrong kind (null where a list belongs, text where a number does) is
+    treated as missing: the field takes its default, or is None where None is allowed.
+    """
     if not isinstance(data, dict):
         return None
     hints = _hints(cls)
-    kwargs = {f.name: _value(hints[f.name], data[f.name]) for f in dataclasses.fields(cls) if f.name in data}
-    return cls(**kwargs)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = _value(hints[f.name], data[f.name])
+        if value is not None or _allows_none(hints[f.name]):
+            kwargs[f.name] = value
+    try:
+        return cls(**kwargs)
+    except TypeError:  # a required field missing or unreadable: the whole object is
+        return None
 
 
 def to_json(value) -> Any:
@@ -45,7 +58,12 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
+def _allows_none(hint) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
 def _value(hint, value):
+    """``value`` as ``hint`` says, or None when it is not of that kind."""
     if value is None:
         return None
     origin = typing.get_origin(hint)
@@ -59,9 +77,14 @@ def _value(hint, value):
             return None
         (item,) = typing.get_args(hint) or (Any,)
         converted = [_value(item, v) for v in value]
-        # An entry of another shape is dropped; None entries of a list of numbers are data ("no samples").
-        return [c for c, v in zip(converted, value) if c is not None or v is None] \
-            if dataclasses.is_dataclass(item) else converted
+        # An object of another shape is dropped; None in a list of numbers is data ("no samples").
+        return [c for c in converted if c is not None] if dataclasses.is_dataclass(item) else converted
+    if origin is dict:
+        return value if isinstance(value, dict) else None
+    if hint in (int, float):
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if hint is str:
+        return value if isinstance(value, str) else None
     return value
 
 
@@ -195,6 +218,7 @@ class ExperimentResult:
     points: list[ExperimentPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     automatic_split: list[int] | None = None
+    error: str | None = None             # why the experiment could not go on (status "failed")
 
     def point(self, label: str) -> ExperimentPoint | None:
         return next((p for p in self.points if p.label == label), None)

@@ -274,17 +274,17 @@ def test_an_unfinished_experiment_is_rebuilt_from_its_runs(store, tmp_path):
                    "step_time_s": {"mean": step_time, "std": 0.0}, "throughput": {"mean": 64 / step_time, "std": 0.0},
                    "bubble": {"measured": 0.5, "theory": None}, "devices_busy": [0.5, 0.5]}
         if label == "ddp":
-            del summary["bubble"]  # a run another version stored: its point says so, the others still show
+            del summary["step_time_s"]  # a run that measured nothing: its point says so, the others still show
         store.finish_run(rid, "finished", summary=from_json(RunSummary, summary))
     step_time = experiment_figures(store, exp_id)[0]
     assert step_time.name == "step-time" and step_time.bars.labels == ["single", "pipeline", "ddp"]
     bars = drawn(parse_svg(export(store, exp_id, "svg", tmp_path)[0]), "bar")
-    assert list(bars) == ["single", "pipeline"]  # ddp's point could not be rebuilt: no bar
+    assert list(bars) == ["single", "pipeline"]  # ddp's point has nothing to draw: no bar
     assert [fill(b) == palette.BEST for b in bars.values()] == [False, True]
     from engine.experiments import stored_result
     points = {p.label: p for p in stored_result(store, store.get_experiment(exp_id)).points}
     assert points["single"].step_time_s.mean == pytest.approx(0.21) and len(points["single"].run_ids) == 2
-    assert "could not be rebuilt from its runs: TypeError" in points["ddp"].error
+    assert points["ddp"].error == "its runs have no measured step" and points["ddp"].step_time_s is None
 
 
 # ---- the drawing itself -------------------------------------------------------------------------------

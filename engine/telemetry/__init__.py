@@ -7,7 +7,7 @@ package at start-up.
     sampler = TelemetrySampler(targets_for(devices), rate_hz=10)
     sampler.start(); ...; sampler.set_pid("cpu:0", rank0_pid); ...
     samples = sampler.drain(); sampler.stop()
-    summary["telemetry"] = summarize(samples, names, t_first_step, t_last_step, 10)
+    telemetry = summarize(samples, names, t_first_step, t_last_step, 10)   # a TelemetrySummary
 """
 from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.gpu_target import GpuTarget
