@@ -2,12 +2,13 @@
 
 Each action is data: its text, shortcut, tip and the window's method it calls, so
 the menus can be read here at a glance and what an action does is a method that a
-test can call without the menu. ``install`` builds the menu bar from them.
+test can call without the menu. ``install`` builds the menu bar from them. A slot
+may name a helper of the window ("help.about": ``window.help.about``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import methodcaller
+from operator import attrgetter
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -17,7 +18,7 @@ Pixmap = QtWidgets.QStyle.StandardPixmap
 @dataclass(frozen=True)
 class Action:
     text: str
-    slot: str                    # the window's method that the action calls
+    slot: str                    # the window's method that the action calls ("help.about": a helper's)
     shortcut: str | None = None  # a QKeySequence string
     tip: str = ""
     icon: Pixmap | None = None
@@ -31,6 +32,9 @@ QUIT = Action("Quit", "close", "Ctrl+Q")
 BACK_TO_LIVE = Action("Back to live", "back_to_live", tip="This machine's telemetry and the current run")
 REFRESH_HISTORY = Action("Refresh history", "refresh_history", "F5")
 EXPERIMENT_RESULT = Action("Experiment result", "show_result_view", tip="The result of the experiment last shown")
+SHORTCUTS = Action("Keyboard shortcuts", "help.shortcuts", "F1", "Every shortcut of the window (F1)")
+DOCUMENTATION = Action("Documentation", "help.documentation", tip="README.md and docs/ in the repository")
+ABOUT = Action("About Splitscope", "help.about", tip="Splitscope's version, and torch's and Qt's it runs with")
 
 
 def make(window: QtWidgets.QMainWindow, spec: Action) -> QtGui.QAction:
@@ -41,8 +45,8 @@ def make(window: QtWidgets.QMainWindow, spec: Action) -> QtGui.QAction:
     if spec.tip:
         action.setToolTip(spec.tip)
         action.setStatusTip(spec.tip)
-    call = methodcaller(spec.slot)
-    action.triggered.connect(lambda _checked=False: call(window))
+    method = attrgetter(spec.slot)
+    action.triggered.connect(lambda _checked=False: method(window)())
     return action
 
 
@@ -58,7 +62,8 @@ def run_actions(window: QtWidgets.QMainWindow) -> tuple[QtGui.QAction, QtGui.QAc
 def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QAction,
             report_actions: list[QtGui.QAction], plot_actions: dict[str, list[QtGui.QAction]],
             experiments_menu: QtWidgets.QMenu) -> QtWidgets.QMenu:
-    """File, Run, Experiments and View; returns File › Export (its report formats, then one submenu per plot)."""
+    """File, Run, Experiments, View and Help; returns File › Export (its report formats, then one submenu per
+    plot)."""
     bar = window.menuBar()
     file_menu = bar.addMenu("&File")
     file_menu.addAction(make(window, OPEN_MODEL))
@@ -82,4 +87,7 @@ def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QActi
     view = bar.addMenu("&View")
     for spec in (BACK_TO_LIVE, REFRESH_HISTORY, EXPERIMENT_RESULT):
         view.addAction(make(window, spec))
+    help_menu = bar.addMenu("&Help")
+    for spec in (SHORTCUTS, DOCUMENTATION, ABOUT):
+        help_menu.addAction(make(window, spec))
     return export_menu

@@ -22,9 +22,11 @@ from app.controllers.history_flow import HistoryFlow
 from app.controllers.plan_flow import PlanFlow
 from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
+from app.help_menu import HelpMenu
 from app.services.idle_telemetry import IdleTelemetry
 from app.settings import make_settings
 from app.state import run_rules, run_status
+from app.state.device_words import sampled_text
 from app.state.live_data import RunData, RunProgress, TelemetryHistory, physical_names
 from app.views import theme
 from app.views.elided_label import ElidedLabel
@@ -82,6 +84,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.history_flow = HistoryFlow(self, self.history)
         self.closing = CloseFlow(self)
         self.exporter = ReportExporter(self, self.db_path, self.export_target)
+        self.help = HelpMenu(self)
         self._wire()
         self.export_menu = actions.install(
             self, self.run_action, self.stop_action, list(self.exporter.actions.values()),
@@ -116,6 +119,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.error_panel = ErrorPanel()
         self.plots = PlotPanel(self.telemetry)
+        self._timeline_hint = self.plots.timeline.hint()   # shown when no run goes
         self.results = ExperimentResultsView()
         # The live (or stored) run's plots, and an experiment's result: one in view at a time.
         self.center_tabs = tabs((self.plots, "Plots"), (self.results, "Experiment result"), name="centerTabs")
@@ -207,6 +211,10 @@ class MainWindow(QtWidgets.QMainWindow):
         """A run or an experiment is going (one at a time: they share the devices)."""
         return self.runs.is_running() or self.experiments.is_running()
 
+    def closing_requested(self) -> bool:
+        """The user asked to close: what ends now must not start the idle telemetry again."""
+        return self.closing.requested
+
     def activity(self) -> run_rules.Activity:
         running = self.runs.is_running()
         return run_rules.Activity(run=running, experiment=self.experiments.is_running(),
@@ -214,7 +222,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def run_blocked_reason(self) -> str | None:
         """Why Run is disabled, or None when it is enabled (app/state/run_rules.py)."""
-        return run_rules.blocked_reason(self.activity(), self.plans.state.problems, self.plans.state.check)
+        return run_rules.blocked_reason(self.activity(), self.plans.state.problems, self.plans.state.check,
+                                        self.plans.state.model_name)
 
     def update_run_controls(self) -> None:
         activity = self.activity()
@@ -251,11 +260,12 @@ class MainWindow(QtWidgets.QMainWindow):
     def on_run_events(self, events: list) -> None:
         self.runs.on_events(events)
 
-    def follow_run(self, progress: RunProgress, take_view: bool) -> None:
-        """The live plots follow ``progress``'s run from its first event; ``take_view``: they come to the front."""
+    def follow_run(self, progress: RunProgress, take_view: bool, mark: str) -> None:
+        """The live plots follow ``progress``'s run from its first event; ``take_view``: they come to the front;
+        ``mark``: the text of the line where it starts on the telemetry plots."""
         self.telemetry.set_physical(physical_names(progress.config))
         self.plots.begin_run(progress, show=take_view)
-        self.mark_telemetry((progress.label or "run").split(",")[0])
+        self.mark_telemetry(mark)
         if take_view:
             self.plots.set_mode("live", run_status.live_title(progress))
             self.center_tabs.setCurrentWidget(self.plots)
@@ -267,6 +277,10 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def show_run_devices(self, devices: list[str]) -> None:
         self.plots.set_run_devices(devices)
+
+    def show_timeline_hint(self, text: str | None) -> None:
+        """The timeline's line while it has no steps: what the starting run does; None: its own hint."""
+        self.plots.timeline.set_hint(text or self._timeline_hint)
 
     def title_live_view(self, text: str) -> None:
         self.plots.set_live_title(text)
@@ -337,14 +351,14 @@ class MainWindow(QtWidgets.QMainWindow):
     def _tick(self) -> None:
         self.telemetry.add(self.idle.drain())
         self.telemetry.add(self.runs.worker.take_samples())
+        self.telemetry.add(self.experiments.client.take_samples())
         self.plots.redraw()
         if self.runs.is_running():
             self.runs.worker.check_alive()
         if self.is_busy():
             self.update_progress()
-        n = len(self.telemetry.devices)
-        source = "run" if self.runs.is_running() else ("idle" if self.idle.active else "off")
-        self.telemetry_label.setText(f"telemetry {self.telemetry_hz:g} Hz · {n} device{'s' if n != 1 else ''}"
+        source = "run" if self.is_busy() else ("idle" if self.idle.active else "off")
+        self.telemetry_label.setText(f"telemetry {self.telemetry_hz:g} Hz · {sampled_text(self.telemetry.devices)}"
                                      f" · {source}")
 
     # -- closing -----------------------------------------------------------------------------------

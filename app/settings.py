@@ -31,3 +31,20 @@ def read_int(settings: QtCore.QSettings, key: str, default: int) -> int:
 def read_str(settings: QtCore.QSettings, key: str, default: str = "") -> str:
     value = settings.value(key, default)
     return value if isinstance(value, str) else default
+
+
+EXPORT_FOLDER = "export/dir"   # where a plot's save dialog opens: the folder the last export went to
+
+
+def last_folder(key: str = EXPORT_FOLDER) -> str:
+    """The folder a save dialog used last, if it still exists; "" otherwise (the dialog's own default)."""
+    path = read_str(make_settings(), key)
+    return path if path and os.path.isdir(path) else ""
+
+
+def remember_folder(folder: str, key: str = EXPORT_FOLDER) -> None:
+    """Keep ``folder`` for the next save dialog, in this window and the next launch (written at once:
+    the window's own settings are saved when it closes, which a crash never reaches)."""
+    settings = make_settings()
+    settings.setValue(key, str(folder))
+    settings.sync()

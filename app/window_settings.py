@@ -1,9 +1,9 @@
-"""What the window remembers between launches: its geometry, splitters, tab, export folders and the experiment."""
+"""What the window remembers between launches: its geometry, splitters, tab and the experiment."""
 from __future__ import annotations
 
 from PySide6 import QtCore
 
-from app.settings import read_int, read_str
+from app.settings import read_int
 
 
 def restore(window) -> None:
@@ -19,11 +19,8 @@ def restore(window) -> None:
         window.main_split.setSizes([430, 1070])
         window.right_split.setSizes([700, 220])
     window.tabs.setCurrentIndex(read_int(s, "window/tab", 0))
-    export_dir = read_str(s, "export/dir")
-    for plot in window.plots.plots.values():
-        plot.export_dir = export_dir
-    window.exporter.directory = read_str(s, "export/report_dir")
-    window.experiments.menu.repeats_spin.setValue(read_int(s, "experiments/repeats", 3))
+    # Export folders are remembered as they are chosen (app/settings.py last_folder), not here.
+    window.experiments.menu.set_repeats(read_int(s, "experiments/repeats", 3))
     window.experiment.restore(s)
 
 
@@ -34,10 +31,6 @@ def save(window) -> None:
     s.setValue("window/right_split", window.right_split.saveState())
     s.setValue("window/tab", window.tabs.currentIndex())
     s.setValue("telemetry/hz", window.telemetry_hz)
-    dirs = [plot.export_dir for plot in window.plots.plots.values() if plot.export_dir]
-    if dirs:
-        s.setValue("export/dir", dirs[-1])
-    s.setValue("export/report_dir", window.exporter.directory)
     s.setValue("experiments/repeats", window.experiments.menu.repeats)
     window.experiment.save(s)
     s.sync()

@@ -101,6 +101,39 @@ def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] |
 
 
 def oversubscribed(devices: list[Device], cores: list[int] | None = None) -> bool:
-    """More CPU virtual devices than cores: allowed, but timings then mean little."""
+    """More CPU virtual devices than cores: allowed, but the figures then read differently (``sharing_note``)."""
     cores = cores if cores is not None else usable_cores()
     return sum(d.kind == "cpu" for d in devices) > len(cores)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def describe(devices: list[Device]) -> str:
+    """A run's devices as the app and its checks name them: "2 CPU devices (cpu:0, cpu:1)", "1 GPU (cuda:0)".
+
+    The count is of devices the run has, and the names are those its plots and summary use:
+    ``--devices cpu:1`` is one device, named cpu:0.
+    """
+    if not devices:
+        return "no device"
+    distinct = list({d.name: d for d in devices}.values())
+    if len(distinct) < len(devices):  # stages sharing a device ("cuda:0,cuda:0")
+        return f"{_plural(len(devices), 'stage')} on {describe(distinct)}"
+    kinds = {d.kind for d in devices}
+    noun = "CPU device" if kinds == {"cpu"} else "GPU" if kinds == {"cuda"} else "device"
+    names = [d.name for d in devices]
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]}"
+    return f"{_plural(len(devices), noun)} ({shown})"
+
+
+def sharing_note(devices: list[Device], cores: list[int] | None = None) -> str | None:
+    """What more CPU virtual devices than cores do to the figures, or None when each device has a core."""
+    cores = cores if cores is not None else usable_cores()
+    if not oversubscribed(devices, cores):
+        return None
+    n_cpu = sum(d.kind == "cpu" for d in devices)
+    return (f"{n_cpu} CPU devices on {_plural(len(cores), 'core')}: devices share cores, so utilization reads "
+            "per core (the devices on a core read its load together), and busy shares and step times are not "
+            f"those of {n_cpu} separate devices.")

@@ -1,7 +1,11 @@
 """Click-to-run experiments: the tutorials' comparisons and sweeps, as sequences of stored runs.
 
 A preset is a function from a base config to a list of points (label, config,
-sweep value); the runner runs each point ``repeats`` times through RunSession,
+sweep value). The base is what the user set (the app's panel, the command line's
+options); a preset keeps all of it but what it ``sets`` itself, which it says: the
+pipeline points of compare-strategies, split-size and split-point run the base's
+schedule and micro-batching, and only ``schedules`` chooses schedules. The runner
+runs each point ``repeats`` times through RunSession,
 groups the runs under one experiment id, and reduces them to the experiment
 result (docs/summary.md). It can be stopped between or during runs and keeps what
 finished.
@@ -34,6 +38,8 @@ class Preset:
     name: str
     description: str
     points: Callable[[ExperimentConfig], list[Point]]
+    sets: str = ""
+    """The settings the preset chooses itself, over the base's: the app's menu says them."""
 
 
 # ---- scale ------------------------------------------------------------------------
@@ -75,6 +81,29 @@ def _stage_devices(kind: str) -> str:
     return "cuda:0,cuda:1" if gpu_count() >= 2 else "cuda:0,cuda:0"
 
 
+def _schedule_on(base: ExperimentConfig, devices: str) -> str:
+    """The base's schedule, where its stages can run it: 1f1b needs a process per stage, so stages that share a
+    GPU or mix kinds of device run gpipe (``limits`` says so)."""
+    if base.schedule != "1f1b":
+        return base.schedule
+    parts = [p.strip() for p in devices.split(",")]
+    shared = len(set(parts)) < len(parts) or len({p.split(":")[0] for p in parts}) > 1
+    return "gpipe" if shared else base.schedule
+
+
+def _micro_batching(base: ExperimentConfig) -> dict:
+    """The base's micro-batches or split size for a pipeline point; 4 micro-batches when it gives neither."""
+    if base.micro_batches or base.split_size:
+        return dict(micro_batches=base.micro_batches, split_size=base.split_size)
+    return dict(micro_batches=4, split_size=None)
+
+
+def _micro_batch_count(base: ExperimentConfig) -> int:
+    if base.split_size:
+        return max(1, -(-base.effective_batch_size // base.split_size))
+    return base.micro_batches or 4
+
+
 def _replica_count(kind: str, n: int) -> int:
     """Replicas for data-parallel and ddp: the devices given, but at most the GPUs there are."""
     return max(1, min(n, gpu_count())) if kind == "cuda" else max(2, n)
@@ -85,12 +114,14 @@ def limits(name: str, base: ExperimentConfig) -> list[str]:
     kind, _ = _devices_of(base)
     if kind != "cuda" or gpu_count() >= 2:
         return []
+    gpipe = ("; 1f1b needs a process per stage, so the pipeline runs gpipe" if base.schedule == "1f1b" else "")
     notes = {
         "compare-strategies": "one GPU: model-parallel and pipeline run two stages sharing cuda:0, data-parallel "
-                              "and ddp one replica; a second GPU is needed for stages or replicas on two GPUs",
-        "split-size": "one GPU: the pipeline's two stages share cuda:0; a second GPU is needed for a stage per GPU",
+                              "and ddp one replica; a second GPU is needed for stages or replicas on two GPUs" + gpipe,
+        "split-size": "one GPU: the pipeline's two stages share cuda:0; a second GPU is needed for a stage per GPU"
+                      + gpipe,
         "split-point": "one GPU: both stages share cuda:0, so the split point moves little; a second GPU is "
-                       "needed for a stage per GPU",
+                       "needed for a stage per GPU" + gpipe,
         "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs a second GPU or more",
         "schedules": "one GPU: 1f1b needs a process per stage on its own GPU, so it needs a second GPU; "
                      "model-parallel and gpipe run two stages sharing cuda:0",
@@ -108,8 +139,8 @@ def compare_strategies(base: ExperimentConfig) -> list[Point]:
                                      micro_batches=None, split_size=None)),
         Point("model-parallel", base.replace(strategy="model-parallel", micro_batches=None, split_size=None,
                                              **staged)),
-        Point("pipeline", base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4,
-                                       split_size=None, **staged)),
+        Point("pipeline", base.replace(strategy="pipeline", schedule=_schedule_on(base, staged["devices"]),
+                                       **_micro_batching(base), **staged)),
         *(Point(strategy, base.replace(strategy=strategy, devices=replicas, split=None, micro_batches=None,
                                        split_size=None))
           for strategy in ("data-parallel", "ddp")),
@@ -130,15 +161,19 @@ def split_size(base: ExperimentConfig) -> list[Point]:
         sizes = sorted(set(divisors[::step] + [divisors[-1]]))
     kind, n = _devices_of(base)
     devices = base.devices if n >= 2 else _stage_devices(kind)
+    schedule = _schedule_on(base, devices)
+    if schedule == "1f1b":  # at least a micro-batch per stage, or 1f1b cannot run
+        sizes = [s for s in sizes if batch // s >= max(2, n)] or sizes[:1]
     return [Point(f"split size {s}", base.replace(strategy="pipeline", split_size=s, micro_batches=None,
-                                                  devices=devices), x=s)
+                                                  schedule=schedule, devices=devices), x=s)
             for s in sizes]
 
 
 def split_point(base: ExperimentConfig) -> list[Point]:
     from engine.validate import check_all
-    pipeline = base.replace(strategy="pipeline", micro_batches=base.micro_batches or 4, split_size=None,
-                            devices=_stage_devices(_devices_of(base)[0]))
+    devices = _stage_devices(_devices_of(base)[0])
+    pipeline = base.replace(strategy="pipeline", schedule=_schedule_on(base, devices), devices=devices,
+                            **_micro_batching(base))
     (probe,) = check_all([(pipeline.replace(split=None), None)])
     if probe.problems:
         raise ValueError("; ".join(str(p) for p in probe.problems))
@@ -162,7 +197,7 @@ def dp_scaling(base: ExperimentConfig) -> list[Point]:
 
 def schedules(base: ExperimentConfig) -> list[Point]:
     kind, _ = _devices_of(base)
-    m = base.micro_batches or 4
+    m = _micro_batch_count(base)
     staged = base.replace(devices=_stage_devices(kind), split_size=None)
     points = [
         Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
@@ -175,13 +210,18 @@ def schedules(base: ExperimentConfig) -> list[Point]:
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-strategies", "single vs model-parallel vs pipeline (and data-parallel, ddp): step time "
-           "mean and std over repeats, as in the tutorial's bar chart", compare_strategies),
-    Preset("split-size", "pipeline over micro-batch sizes: the tutorial's split-size trade-off curve", split_size),
-    Preset("split-point", "pipeline over every split point, beside the automatic balanced split", split_point),
+           "mean and std over repeats, as in the tutorial's bar chart", compare_strategies,
+           sets="the strategy, and the devices: 1 for single, 2 stages for model-parallel and pipeline, "
+                "the given count for data-parallel and ddp"),
+    Preset("split-size", "pipeline over micro-batch sizes: the tutorial's split-size trade-off curve", split_size,
+           sets="the strategy (pipeline) and the micro-batching (it sweeps the split size); 2 stages when one "
+                "device is given"),
+    Preset("split-point", "pipeline over every split point, beside the automatic balanced split", split_point,
+           sets="the strategy (pipeline), the split (it sweeps every point) and the devices (2 stages)"),
     Preset("dp-scaling", "single vs data-parallel vs ddp over 1..N devices, with the per-device batch split",
-           dp_scaling),
+           dp_scaling, sets="the strategy and the devices (1 up to every core or GPU); no split or micro-batching"),
     Preset("schedules", "model-parallel vs GPipe vs 1F1B at equal micro-batches: step time, bubble, peak memory",
-           schedules),
+           schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)"),
 )}
 
 
@@ -357,9 +397,7 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
 
 
 def best_label(points: list[ExperimentPoint]) -> str | None:
-    """The fastest point; in a sweep, the fastest swept point (the automatic split is its referee)."""
+    """The fastest of every point measured: a sweep's automatic split too, so "best" means the same in
+    the bars, the table and the sweep that show them all."""
     measured = [p for p in points if p.step_time_s is not None]
-    swept = [p for p in measured if p.x is not None] or measured
-    if not swept:
-        return None
-    return min(swept, key=lambda p: p.step_time_s.mean).label
+    return min(measured, key=lambda p: p.step_time_s.mean).label if measured else None

@@ -107,7 +107,10 @@ def describe_exception(exc: BaseException) -> str:
     root = exc
     while root.__cause__ is not None:
         root = root.__cause__
-    text = f"{type(root).__name__}: {root}"
+    # str() of a KeyError is its key's repr ('can\'t ...'): the message itself reads better.
+    message = root.args[0] if isinstance(root, KeyError) and len(root.args) == 1 and isinstance(root.args[0], str) \
+        else str(root)
+    text = f"{type(root).__name__}: {message}"
     if root is not exc:
         context = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         text += f" (in: {context})"

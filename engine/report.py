@@ -5,7 +5,7 @@ import os
 import time
 
 from engine.devices import gpu_label
-from engine.results import ExperimentResult, RunSummary, TensorMemory
+from engine.results import ExperimentResult, RunSummary
 
 
 def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
@@ -37,7 +37,7 @@ def summary_table(s: RunSummary) -> str:
     if s.devices_busy:
         rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s.devices, s.devices_busy))))
     if s.tensor_memory:
-        rows.append(("tensor memory", "  ".join(f"{d} {tensor_text(m)}" for d, m in zip(s.devices, s.tensor_memory)
+        rows.append(("tensor memory", "  ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory)
                                                 if m is not None)))
     if s.stage_balance is not None:
         rows.append(("stage balance", f"{s.stage_balance:.2f} (least / most busy stage; 1 = even split)"))
@@ -54,15 +54,6 @@ def summary_table(s: RunSummary) -> str:
         rows.append(("note", note))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-def tensor_text(memory: TensorMemory) -> str:
-    """"9.1 MiB (params 4.0, grads 4.0, optimizer 0, activations 1.1)": what a device's tensors held at most."""
-    mib = 2 ** 20
-    parts = ", ".join(f"{kind} {getattr(memory, kind) / mib:.3g}" for kind in ("params", "grads", "optimizer",
-                                                                              "activations"))
-    allocated = f"; allocator peak {memory.allocated_peak / mib:.3g} MiB" if memory.allocated_peak else ""
-    return f"{memory.total / mib:.3g} MiB ({parts}{allocated})"
 
 
 def runs_table(runs) -> str:

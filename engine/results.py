@@ -127,6 +127,14 @@ class TensorMemory:
         """Parameters, gradients, optimizer state and activations together."""
         return self.params + self.grads + self.optimizer + self.activations
 
+    def text(self) -> str:
+        """"2.78 MiB (params 1.01, grads 1.01, optimizer 0, activations 0.75)", as the CLI, report and app say it."""
+        mib = 2 ** 20
+        parts = ", ".join(f"{kind} {getattr(self, kind) / mib:.3g}"
+                          for kind in ("params", "grads", "optimizer", "activations"))
+        allocated = f"; allocator peak {self.allocated_peak / mib:.3g} MiB" if self.allocated_peak else ""
+        return f"{self.total / mib:.3g} MiB ({parts}{allocated})"
+
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -214,7 +222,7 @@ class ExperimentResult:
     experiment_id: str | None = None
     name: str = ""
     status: str = "finished"             # finished, stopped, or incomplete (rebuilt from its runs)
-    best: str | None = None              # the fastest point's label (in a sweep, the fastest swept point)
+    best: str | None = None              # the fastest measured point's label
     points: list[ExperimentPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     automatic_split: list[int] | None = None

@@ -171,9 +171,9 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     note = batch_norm_note(config, spec.has_batch_norm, len(devices))
     if note:
         warnings.append(note)
-    if devices_mod.oversubscribed(devices):
-        warnings.append(f"{sum(d.kind == 'cpu' for d in devices)} CPU virtual devices on "
-                        f"{len(devices_mod.usable_cores())} cores: devices share cores, so timings mean little")
+    sharing = devices_mod.sharing_note(devices)
+    if sharing:
+        warnings.append(sharing)
     return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []
 
 

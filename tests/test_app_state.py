@@ -6,6 +6,7 @@ import pytest
 
 from app.state.live_data import RunProgress
 from app.state.run_rules import Activity, blocked_reason, ready_text
+from engine.results import to_json
 from no_qt import run_without_qt
 
 STARTED = {"type": "started", "devices": [{"name": "cuda:0"}, {"name": "cuda:0"}, {"name": "cuda:1"}],
@@ -212,3 +213,59 @@ def test_before_a_run_the_bubble_box_previews_the_theory_of_the_configured_split
     assert (run.split, run.micro_batches, run.theory) == ([2], 4, 0.2)
     assert micro_batch_size(piped) == 16
     assert stage_count(small_config(devices="cuda:0,cuda:1"), gpus=[]) is None   # no such GPUs here
+
+
+# -- Run waits for the blocks a split is chosen on ------------------------------------------------
+
+def test_run_waits_while_the_blocks_the_split_needs_are_profiled_and_says_so():
+    from app.state.plan_state import OK, PROFILING, PlanState, profile_key
+    state = PlanState()
+    resnet = small_config(model="resnet50", batch_size=8)
+    state.select(profile_key(resnet))
+    state.ask(resnet, [], stages=2, planner_up=True)
+    state.checked([])                                    # the check passed before the profile came
+    assert state.check == PROFILING and state.model_name == "resnet50"
+    assert blocked_reason(Activity(), state.problems, state.check, state.model_name) == \
+        "Profiling resnet50's blocks… (needed for the split)"
+    assert blocked_reason(Activity(), [], PROFILING) == "Profiling the model's blocks… (needed for the split)"
+    state.profiled(BLOCKS)
+    assert state.check == OK and blocked_reason(Activity(), state.problems, state.check) is None
+
+
+def test_a_run_without_a_split_or_whose_profile_failed_does_not_wait_for_blocks():
+    from app.state.plan_state import OK, PlanState, profile_key
+    state = PlanState()
+    single = small_config(strategy="single", devices="cpu:1", model="resnet50")
+    state.select(profile_key(single))
+    state.ask(single, [], stages=1, planner_up=True)
+    state.checked([])
+    assert state.check == OK                             # single has no split: its blocks are only shown
+    staged = small_config(model="resnet50")
+    state.select(profile_key(staged))
+    state.ask(staged, [], stages=2, planner_up=True)
+    state.checked([])
+    state.profiled({"blocks": None, "error": "MemoryError"})
+    assert state.check == OK                             # the engine balances the split itself
+
+
+def test_run_says_a_problem_in_the_apps_words_when_it_has_them():
+    problems = [{"option": "devices", "message": "single uses exactly one device, got 2",
+                 "text": "Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1).",
+                 "fixes": []}]
+    assert blocked_reason(Activity(), problems, "problems") == \
+        "Cannot run: Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1)."
+
+
+def test_the_run_monitor_says_what_each_devices_tensors_hold():
+    """Live: the last step's tensor memory per device; ended: the summary's peaks. ddp's replicas each hold
+    the whole model, a split model a part on each device."""
+    from engine.results import RunSummary, TensorMemory
+    run = RunProgress(run_id="r", steps_total=4)
+    run.apply({"type": "step", "step": 0, "tensor_memory": {"cpu:0": {"params": 2 ** 20, "grads": 2 ** 20},
+                                                              "cpu:1": {"params": 2 ** 19}}})
+    run.apply({"type": "step", "step": 1, "tensor_memory": None})   # unchanged: kept
+    assert run.tensor_lines() == ["tensors cpu:0: 2 MiB (params 1, grads 1, optimizer 0, activations 0)",
+                                  "tensors cpu:1: 0.5 MiB (params 0.5, grads 0, optimizer 0, activations 0)"]
+    ended = RunSummary(devices=["cpu:0", "cpu:1"], tensor_memory=[TensorMemory(params=3 * 2 ** 20), None])
+    run.apply({"type": "finished", "status": "finished", "summary": to_json(ended)})
+    assert run.tensor_lines() == ["tensors cpu:0: 3 MiB (params 3, grads 0, optimizer 0, activations 0)"]

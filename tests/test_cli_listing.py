@@ -31,3 +31,17 @@ def test_runs_lists_stored_runs_newest_first(capsys, fresh_store):
     assert all(r["status"] == "finished" for r in runs)
     assert cli.main(["runs"]) == 0
     assert "seed-toy" in capsys.readouterr().out
+
+
+def test_a_run_on_more_cpu_devices_than_cores_is_warned_in_the_panels_words():
+    """The check's warning (printed by ``run``, logged by the app) says what the app's panel says."""
+    from engine.config import ExperimentConfig
+    from engine.devices import parse, sharing_note, usable_cores
+    from engine.validate import plan
+    n = len(usable_cores()) + 1
+    config = ExperimentConfig(strategy="ddp", model="seed-toy", devices=f"cpu:{n}", steps=3)
+    run_plan, problems = plan(config)
+    assert problems == []
+    note = sharing_note(parse(config.devices, n))
+    assert note in run_plan.warnings
+    assert note.startswith(f"{n} CPU devices on {n - 1} core") and "utilization reads per core" in note

@@ -125,3 +125,22 @@ def test_a_stop_while_the_next_run_launches_is_not_lost(tmp_path):
     assert [p.label for p in result.points] == ["model-parallel"]
     with Store(tmp_path / "runs.sqlite3") as store:
         assert len(store.list_runs()) == 1  # the second run was never launched
+
+
+def test_presets_not_about_schedules_run_the_given_schedule():
+    """compare-strategies, split-size and split-point keep the user's schedule; only schedules chooses its own.
+    The points' configs are checked, nothing runs."""
+    from engine.experiments import PRESETS, default_config, limits
+    base = default_config({"model": "mlp", "width": 32, "depth": 4, "devices": "cpu:2", "batch_size": 32,
+                           "steps": 3, "schedule": "1f1b", "micro_batches": 4})
+    points = {p.label: p.config for p in PRESETS["compare-strategies"].points(base)}
+    assert points["pipeline"].schedule == "1f1b" and points["pipeline"].micro_batches == 4
+    sizes = PRESETS["split-size"].points(base)
+    assert {p.config.schedule for p in sizes} == {"1f1b"}
+    assert all(32 // p.config.split_size >= 2 for p in sizes)     # 1f1b needs a micro-batch per stage
+    assert [p.config.schedule for p in PRESETS["schedules"].points(base)][1:] == ["gpipe", "1f1b"]
+    # Two stages sharing one GPU cannot run 1f1b: that point runs gpipe (limits() says so on one GPU).
+    from engine.experiments import _schedule_on
+    assert _schedule_on(base, "cuda:0,cuda:0") == "gpipe" and _schedule_on(base, "cpu:2") == "1f1b"
+    assert limits("compare-strategies", base) == []               # CPU devices: nothing left out
+    assert all(p.sets for p in PRESETS.values())                   # each says what it sets itself

@@ -388,3 +388,76 @@ def test_pdf_export_from_the_cli_needs_no_display(store, run_id, experiment_id, 
     usage = subprocess.run([sys.executable, "main.py", "export", "--help"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=60)
     assert "{png,svg,pdf,csv,html}" in usage.stdout
+
+
+# ---- plots that read well: gaps, legends, headers ------------------------------------------------------
+def moves(curve: ET.Element) -> int:
+    """The separate pieces a drawn curve's path is made of (a gap starts a new one)."""
+    return next(curve.iter(f"{SVG}path")).get("d").count("M")
+
+
+def test_an_exported_run_breaks_its_lines_where_no_samples_were_taken(store, tmp_path):
+    run_id = store.create_run(CONFIG)
+    # 700 MiB for a second, nothing for 40 s (the sampler was off), then 0: no slope from 700 to 0
+    store.add_samples(run_id, [{"t": t, "device": "cpu:0", "util": 20.0 if t < 1 else 100.0,
+                                "mem_used": 700 * 2 ** 20 if t < 1 else 0.0}
+                               for t in [0.1 * k for k in range(10)] + [41 + 0.1 * k for k in range(10)]])
+    store.finish_run(run_id, "failed")
+    names = {p.name.removeprefix(f"{run_id}-"): p for p in export(store, run_id, "svg", tmp_path / "svg")}
+    for name, series in (("memory.svg", "cpu:0"), ("utilization.svg", "cpu:0"), ("utilization.svg", "cpu:0 raw")):
+        curve = drawn(parse_svg(names[name]), "series")[series]
+        assert moves(curve) == 2 and points(curve) == 20, (name, series)
+    rows = read_csv(export(store, run_id, "csv", tmp_path / "csv")[1])   # memory: the samples, no break rows
+    assert rows[0] == ["t (s)", "mem cpu:0 (MiB)"] and len(rows) == 21 and all(r[1] for r in rows[1:])
+
+
+def test_a_thinned_long_curve_keeps_its_gaps():
+    from engine.export import drawing
+    y = [float(k % 100) for k in range(50_000)]
+    y[25_000] = None   # one break among 50,000 points
+    figure = Figure("long", "t", Axis("t", "s"), Axis("y"), series=[Series("y", list(range(50_000)), y, "#4e9af1")])
+    assert moves(drawn(draw_svg(figure), "series")["y"]) == 2
+
+
+def test_legends_sit_outside_the_data():
+    from engine.export import drawing
+    figure = Figure("f", "t", Axis("x", "s"), Axis("y", "%"),
+                    series=[Series(f"run {i}", [0, 1, 2], [10.0 * i, 50.0, 90.0], palette.series_color(i))
+                            for i in range(6)])
+    picture = drawing._draw(figure)
+    picture.canvas.draw()
+    axes = picture.axes[0]
+    legend = axes.get_legend().get_window_extent()
+    assert legend.x0 >= axes.get_window_extent().x1   # right of the axes, over none of the curves
+
+
+HEADER = re.compile(r"^[^_()]+( \([^()]+\))?$")   # "name" or "name (unit)", never "t0_s"
+# counts, names, and the ratios that have no unit
+UNITLESS = {"step", "runs", "micro-batches", "split", "series", "label", "strategy", "device", "kind", "loss",
+            "stage balance"}
+
+
+def assert_headers_have_units(rows: list[list[str]], where: str) -> None:
+    """Every column header reads "name (unit)", but for counts and names; a column of numbers has a unit."""
+    header = rows[0]
+    for i, name in enumerate(header):
+        assert HEADER.match(name), (where, name)
+        numbers = [r[i] for r in rows[1:] if i < len(r) and re.fullmatch(r"-?[\d.e+-]+", r[i] or "")]
+        if numbers and name not in UNITLESS:
+            assert name.endswith(")"), (where, name)
+
+
+def test_every_csv_has_a_unit_in_every_header(store, run_id, experiment_id, tmp_path):
+    for item in (run_id, experiment_id):
+        for path in export(store, item, "csv", tmp_path / item):
+            assert_headers_have_units(read_csv(path), path.name)
+    bars = read_csv(next(p for p in (tmp_path / experiment_id).iterdir() if p.name.endswith("-step-time.csv")))
+    assert [r[0] for r in bars[1:]] == [f"split size {s}" for s, _ in SWEEP]   # labels, not 0.0, 1.0, ...
+
+
+def test_a_drawn_file_carries_no_time_of_writing():
+    """The same figure gives the same file: a re-export does not show as changed in version control."""
+    from engine.export.drawing import draw
+    figure = Figure(name="f", title="t", x=Axis("step"), y=Axis("loss"),
+                    series=[Series("loss", [0, 1], [1.0, 0.5], palette.series_color(0))])
+    assert b"<dc:date>" not in draw(figure, "svg") and b"/CreationDate" not in draw(figure, "pdf")

@@ -61,3 +61,79 @@ def test_an_experiment_names_its_sweep_axis_and_marks_the_best_and_the_automatic
     assert sweep.rows[2] == ["failed", None, 16, None, None] and not sweep.series[1].points()
     bars = figures["step-time"].bars
     assert bars.labels[bars.best] == "split size 8" and bars.values == [300.0, 200.0, None]
+
+
+# -- plots that read well: gaps, labels, colours, names ---------------------------------------
+def test_a_gap_in_the_samples_breaks_the_line_and_late_samples_do_not():
+    import numpy as np
+    from engine.figures.gaps import broken, gap_after
+    t = [0.0, 0.1, 0.2, 0.3, 0.55, 0.65, 40.0, 40.1]   # 0.25 s late: a starved sampler; 39 s: none taken
+    assert gap_after(t) == [5]
+    x, y = broken(t, list(range(8)), [5])
+    assert y[6] is None and x[6] == (0.65 + 40.0) / 2 and y[7] == 6  # the break sits in the gap, x ascending
+    xs, ys = broken(np.array(t), np.arange(8.0), gap_after(np.array(t)))   # the app's arrays: the same rule
+    assert np.isnan(ys[6]) and list(np.flatnonzero(np.isnan(ys))) == [6] and np.all(np.diff(xs) > 0)
+    # thinned telemetry: 10-s buckets, then samples as taken; a gap of a bucket is none, of five buckets is
+    buckets = [5.0, 15.0, 25.0, 75.0, 85.0, 89.5, 89.6, 89.7]
+    spans = [10.0, 10.0, 10.0, 10.0, 10.0, None, None, None]
+    assert gap_after(buckets, spans) == [2]
+
+
+def test_a_runs_telemetry_figures_break_where_the_sampler_stopped():
+    samples = [Sample(t=0.1 * k, device="cpu:0", util=50.0, mem_used=700 * 2 ** 20) for k in range(10)]
+    samples += [Sample(t=40.0 + 0.1 * k, device="cpu:0", util=100.0, mem_used=0.0) for k in range(10)]
+    figures = {f.name: f for f in run_figures(RunView(summary=RunSummary(devices=["cpu:0"]), samples=samples))}
+    for name, key in (("memory", "cpu:0"), ("utilization", "cpu:0"), ("utilization", "cpu:0 raw")):
+        curve = figures[name].series_named(key)
+        assert curve.y.count(None) == 1 and curve.points() == 20, (name, key)
+        gap = curve.y.index(None)
+        assert curve.x[gap - 1] < 1.0 < curve.x[gap] < 40.0 <= curve.x[gap + 1], (name, key)
+    assert len(figures["memory"].rows) == 20   # the table: the samples, no breaks
+
+
+def test_a_devices_colour_is_its_number_wherever_it_is_drawn():
+    assert palette.device_color("cuda:1") == palette.device_color("cpu:1") == palette.device_color("core 1")
+    alone = run_figures(RunView(summary=RunSummary(devices=["cpu:1"]),
+                                samples=[Sample(t=0.1 * k, device="cpu:1", util=5.0, mem_used=1.0) for k in range(3)]))
+    both = run_figures(RunView(summary=RunSummary(devices=["cpu:0", "cpu:1"]),
+                               samples=[Sample(t=0.1 * k, device=d, util=5.0, mem_used=1.0) for k in range(3)
+                                        for d in ("cpu:0", "cpu:1")]))
+    assert alone[1].series_named("cpu:1").color == both[1].series_named("cpu:1").color == palette.series_color(1)
+    assert palette.device_color("cpu", 3) == palette.series_color(3)   # no number: its place
+
+
+def test_labels_of_close_lines_take_rows_and_none_overlaps_in_one():
+    from engine.figures.label_rows import label_rows
+    # "run 182154" at 10 s, 8 s wide; "end" a second later; the next run's start far off
+    assert label_rows([10.0, 11.0, 40.0], [8.0, 3.0, 8.0]) == [0, 1, 0]
+    many = label_rows([float(x) for x in range(0, 20, 2)], [7.0] * 10, rows=3)   # an experiment's short runs
+    assert many[:4] == [0, 1, 2, None] and many[4] == 0
+    for row in range(3):
+        spans = sorted((2 * i, 2 * i + 7) for i, r in enumerate(many) if r == row)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), row
+
+
+def test_runs_compared_are_named_by_the_settings_that_differ():
+    def view(label, m, seed=0):
+        return RunView(summary=RunSummary(devices=["cpu:0", "cpu:1"], micro_batches=m), label=label,
+                       config={"strategy": "pipeline", "devices": "cpu:2", "micro_batches": None, "seed": seed},
+                       steps=[Step(step=s, throughput=100.0) for s in range(3)])
+    names = [s.name for s in comparison_figures([view("18:29:22 pipeline", 8), view("18:22:33 pipeline", 4)])[2].series]
+    assert names == ["pipeline m=8", "pipeline m=4"]
+    names = [s.name for s in comparison_figures([view("18:29:22 pipeline", 8), view("18:22:33 pipeline", 8)])[2].series]
+    assert names == ["18:29:22 pipeline", "18:22:33 pipeline"]   # the same settings: when they ran
+    names = [s.name for s in comparison_figures([view("a", 8), view("b", 4, seed=1)])[2].series]
+    assert names == ["pipeline m=8 seed=0", "pipeline m=4 seed=1"]
+
+
+def test_a_run_with_tensor_memory_has_its_figure_and_table():
+    from engine.results import TensorMemory
+    mib = 2 ** 20
+    summary = RunSummary(devices=["cpu:0", "cpu:1"],
+                         tensor_memory=[TensorMemory(params=mib, grads=mib, activations=mib // 2), None])
+    figures = {f.name: f for f in run_figures(RunView(summary=summary))}
+    memory = figures["tensor-memory"]
+    assert memory.bars.labels == ["cpu:0"] and memory.bars.values == [2.5]   # a device without figures: no bar
+    assert memory.columns[:5] == ["device", "params (MiB)", "grads (MiB)", "optimizer (MiB)", "activations (MiB)"]
+    assert memory.rows == [["cpu:0", 1.0, 1.0, 0.0, 0.5, 2.5, None]]
+    assert "tensor-memory" not in {f.name for f in run_figures(RunView(summary=RunSummary(devices=["cpu:0"])))}

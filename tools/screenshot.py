@@ -1,6 +1,6 @@
 """Take the README screenshot from the real app during a real run, under Xvfb.
 
-    python tools/screenshot.py [--out resources/screenshot.png] [--size 1600x1000]
+    python tools/screenshot.py [--out resources/screenshot.png] [--size 1600x1000] [--experiment NAME]
 
 Needs Xvfb, xdotool and ImageMagick's ``import`` (Debian/Ubuntu:
 ``apt-get install -y xvfb xdotool imagemagick``). Steps:
@@ -11,7 +11,8 @@ Needs Xvfb, xdotool and ImageMagick's ``import`` (Debian/Ubuntu:
 2. A private settings file preselects mlp 512x8 on cpu:2, pipeline, 4
    micro-batches, batch 2048.
 3. The app starts on a fresh Xvfb display (``python main.py``, the real window);
-   once the planner has checked the config, Ctrl+R is pressed, as a user would.
+   once the planner has checked the config, Ctrl+R is pressed, as a user would
+   (with ``--experiment NAME``: the Experiments menu's NAME is chosen with the keyboard).
 4. Some seconds into the run, ImageMagick captures the window. Then Esc stops
    the run and Ctrl+Q quits; everything started here is ended here.
 """
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=9.0, help="seconds for the planner to check the config")
     parser.add_argument("--into-run", type=float, default=14.0, help="seconds into the run to capture")
     parser.add_argument("--no-history", action="store_true", help="skip the headless runs for the history")
+    parser.add_argument("--experiment", help="start this experiment from the menu instead of a run")
     args = parser.parse_args(argv)
     need("import")
     width, height = args.size.split("x")
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_history:
             cli_run(env, "--strategy", "model-parallel")
             cli_run(env, "--strategy", "pipeline", "--micro-batches", "4")
-        write_settings(Path(tmp) / "settings.ini", steps=400)
+        write_settings(Path(tmp) / "settings.ini", steps=40 if args.experiment else 400)  # points one after another
         xvfb, display = start_xvfb(args.size)
         env.update(DISPLAY=display, QT_QPA_PLATFORM="xcb",
                    SPLITSCOPE_QUIT_AFTER_MS=str(int((args.settle + args.into_run + 60) * 1000)))
@@ -107,8 +109,13 @@ def main(argv: list[str] | None = None) -> int:
             xdotool("windowsize", window, width, height, env=env)
             xdotool("windowfocus", "--sync", window, env=env)
             time.sleep(args.settle)       # a script, not a test: the planner checks the config meanwhile
-            xdotool("key", "--clearmodifiers", "ctrl+r", env=env)
-            print(f"screenshot: run started; capturing in {args.into_run:g} s", flush=True)
+            if args.experiment:
+                from engine.experiments import PRESETS
+                downs = ["Down"] * list(PRESETS).index(args.experiment)
+                xdotool("key", "--clearmodifiers", "alt+x", *downs, "Return", env=env)
+            else:
+                xdotool("key", "--clearmodifiers", "ctrl+r", env=env)
+            print(f"screenshot: {args.experiment or 'run'} started; capturing in {args.into_run:g} s", flush=True)
             time.sleep(args.into_run)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             subprocess.run([need("import"), "-display", display, "-window", window, args.out], check=True,

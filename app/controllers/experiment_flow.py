@@ -1,11 +1,16 @@
 """ExperimentFlow: the main window's side of an experiment, from the menu to the result.
 
 The Experiments menu starts a preset with the panel's model, devices, batch and
-steps; while it runs, each run takes over the live plots as a single run does
-(its events go through RunFlow's handler), and the progress bar
-counts runs ("run k of n: label"). Stop ends the current run and keeps the
-finished points. At the end the result view shows the bars, sweep and table,
-and the history lists the experiment.
+steps. An experiment is a live run, point after point: it holds the devices as a
+run does (RunFlow.hold_devices: the idle sampler stops, each run's own telemetry
+comes through the experiment client), each run begins as a run from the Run
+button does (RunFlow.begin_live_run: plots, memory, timeline and bubble follow
+it, its events go through RunFlow's handler), the live view's header says which
+point of how many ("compare-strategies · point 3 of 5: pipeline · run 2 of 3",
+app/state/experiment_status.py) and the progress bar counts runs. Stop ends the
+current run and keeps the finished points. At the end the header and the status
+line say how it ended ("compare-strategies finished: 5 points, best pipeline"),
+the result view shows the bars, sweep and table, and the history lists it.
 """
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ import time
 from PySide6 import QtCore
 
 from app.services.experiment_client import ExperimentClient
+from app.state import experiment_status, run_status
+from app.state.experiment_status import PointRun
 from app.state.units import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
 from engine.results import ExperimentResult
@@ -61,10 +68,10 @@ class ExperimentFlow(QtCore.QObject):
         w.hide_error()
         self.name = name
         self.started_at = time.perf_counter()
+        self.runs.hold_devices()
         self.client.start(name, base, repeats)
         self.run_box.show_progress(0, 0, f"{name}: preparing…")   # busy until the runner says how many runs
         self.run_box.show_time_left("")
-        w.set_redraw_busy(True)
         w.set_status(f"Experiment {name}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
         w.update_run_controls()
@@ -82,17 +89,17 @@ class ExperimentFlow(QtCore.QObject):
         self.run_box.show_progress(0, max(1, total), f"{name}: {total} runs")
         self.window.log(f"experiment {name}: {total} runs")
 
-    def _on_progress(self, k: int, n: int, label: str, config) -> None:
-        """``config``: the point's ExperimentConfig (None if the runner has no points)."""
+    def _on_progress(self, k: int, n: int, label: str, run: PointRun) -> None:
+        """Run ``k`` of ``n`` begins: ``run`` says which point of how many (its config None if the runner
+        has no points)."""
         w = self.window
-        self.run_box.show_progress(k - 1, n, f"run {k} of {n}: {label}")
+        self.run_box.show_progress(k - 1, n, run.bar_text)
         # The first run takes the view; later ones only if the user still watches the live plots.
         watching = w.watching_live()
-        if config is not None:
-            self.runs.begin_live_run(None, config, f"{self.name}: run {k} of {n}, {label}",
-                                     take_view=k == 1 or watching)
-        w.set_status(f"Experiment {self.name}: run {k} of {n}: {label}")
-        w.log(f"experiment {self.name}: run {k} of {n}: {label}")
+        if run.config is not None:
+            self.runs.begin_live_run(None, run.config, run.header, take_view=k == 1 or watching, mark=label)
+        self.show_status()
+        w.log(f"experiment {run.header} (run {k} of {n})")
         if k == 1:   # the experiment is in the store now: list it
             w.show_running_experiment(self.client.experiment_id)
 
@@ -107,42 +114,42 @@ class ExperimentFlow(QtCore.QObject):
                       level="error" if status == "failed" else "info")
                 w.current_run().status = status
                 w.refresh_history()
+                w.settle_plots()   # the point's summary: its measured and theoretical bubble
 
     def status_text(self) -> str | None:
-        """The status line while a run of the experiment goes, or None when no run reports steps yet."""
-        p = self.window.current_run()
-        if not self.client.progress or not p.steps_done:
+        """The status line while a run of the experiment goes (None before the runner says which):
+        where the experiment is, then what the run does, its start as a single run's is said."""
+        run = self.client.progress
+        if run is None:
             return None
-        k, n, label = self.client.progress
-        mean = sum(p.step_times) / len(p.step_times) if p.step_times else 0.0
-        return (f"Experiment {self.name}: run {k} of {n}: {label} · step {p.steps_done}/{p.steps_total} · "
-                f"{mean * 1000:.1f} ms/step")
+        return experiment_status.running_text(run, self.window.current_run(), self.runs.first_run)
 
     def show_status(self) -> None:
+        """The status line, the progress bar's count and beside it the time left (before the first step:
+        what the run does)."""
         text = self.status_text()
-        if text:
-            self.window.set_status(text)
+        if not text or self.stopping:   # the status line says it stops
+            return
+        self.window.set_status(text)
+        progress = self.window.current_run()
+        beside = run_status.starting_phase(progress) or run_status.time_left_text(progress)
+        if beside is not None:
+            self.run_box.show_time_left(beside)
 
     # -- the end -------------------------------------------------------------------
     def _on_finished(self, result: ExperimentResult) -> None:
         w = self.window
-        points = result.points
-        failed = [p for p in points if p.error]
+        failed = [p for p in result.points if p.error]
         took = time.perf_counter() - (self.started_at or time.perf_counter())
-
         status = result.status
-        text = (f"Experiment {result.name} {status} in {format_duration(took)}: {len(points)} point"
-                f"{'s' if len(points) != 1 else ''}")
-        if result.best:
-            text += f", best {result.best}"
         if failed:
-            text += f"; {len(failed)} point{'s' if len(failed) != 1 else ''} failed"
             first = failed[0]
             w.show_error(f"Experiment {result.name}: point {first.label} failed: {first.error}")
-        w.set_status(text)
-        w.log(f"experiment {result.experiment_id} {status}")
+        text = experiment_status.finished_text(result)
+        w.set_status(f"{text} · took {format_duration(took)}")
+        w.log(f"experiment {result.experiment_id} {status}: {text}")
         self.run_box.end_progress(f"{result.name} {status}", complete=status == "finished")
-        self._settle()
+        self._settle(experiment_status.finished_title(result))
         w.show_experiment_result(result)
         w.select_experiment(result.experiment_id or "")
         self.sigFinished.emit(result)
@@ -156,13 +163,18 @@ class ExperimentFlow(QtCore.QObject):
             w.log(tb, level="error")
         w.set_status(f"Experiment {self.name} failed: {message}")
         self.run_box.show_progress(0, 1, f"{self.name} failed")
-        self._settle()
-        self.sigFinished.emit(ExperimentResult(name=self.name or "", status="failed", notes=[message]))
+        self._settle(experiment_status.failed_title(self.name or "the experiment"))
+        self.sigFinished.emit(ExperimentResult(experiment_id=self.client.experiment_id, name=self.name or "",
+                                               status="failed", error=message))
         w.after_busy()
 
-    def _settle(self) -> None:
+    def _settle(self, title: str) -> None:
+        """The experiment ended: the header says so (not its last run's), the devices go back to idle."""
         w = self.window
-        w.set_redraw_busy(False)
+        w.telemetry.add(self.client.take_samples())
+        w.mark_telemetry("end")
+        w.title_live_view(title)
+        self.runs.release_devices()
         self.run_box.show_time_left("")
         w.show_running_experiment(None)
         w.settle_plots()

@@ -3,19 +3,22 @@
 Every change asks the planner process (app/services/planner_client.py) to check the
 config, and to profile the model's blocks when they are not known for this model and
 these kinds of device (app/state/plan_state.py keeps them). Problems go under the
-experiment panel's options and the split view; the blocks, with the balanced split for
+experiment panel's options and the split view, in the app's words and with the fixes
+the views apply (app/state/problem_help.py); the blocks, with the balanced split for
 the configured devices, go to the split view; the bubble box previews the theory
-until a run gives a measurement. The Run button follows the check (the window's
-``update_run_controls``).
+until a run gives a measurement. The Run button follows the check, and waits for the
+blocks a split is chosen on (the window's ``update_run_controls``).
 """
 from __future__ import annotations
 
 from PySide6 import QtCore
 
 from app.services.planner_client import PlannerClient
-from app.state import plan_state
+from app.state import plan_state, problem_help
 from app.state.plan_state import BlockProfile, PlanState
 from engine import config as config_mod
+from engine.config import ExperimentConfig
+from engine.devices import cuda_visible
 from engine.models import MODELS
 from engine.strategies import STRATEGIES
 
@@ -67,7 +70,8 @@ class PlanFlow(QtCore.QObject):
 
     def request_check(self) -> None:
         config = self.window.current_config()
-        quick = [{"option": p.option, "message": p.message} for p in config_mod.problems(config)]
+        quick = self._explained([{"option": p.option, "message": p.message} for p in config_mod.problems(config)],
+                                config)
         request = self.state.ask(config, quick, self.split_view.stages, self.planner.started)
         self._show_problems()
         if request is not None:
@@ -97,12 +101,21 @@ class PlanFlow(QtCore.QObject):
         finally:
             view.blockSignals(False)
 
+    def _explained(self, problems: list[dict], config: ExperimentConfig) -> list[dict]:
+        """``problems`` in the app's words, with their fixes (app/state/problem_help.py)."""
+        view = self.split_view
+        return problem_help.explain_all(problems, config, gpus=len(cuda_visible(self.gpus)),
+                                        n_blocks=len(view.blocks) or None, balanced=view.balanced)
+
     def _show_problems(self) -> None:
-        self.window.show_config_problems(self.state.panel_problems(), self.state.split_problems_text())
+        # The split's problems under the split view, with the fixes it applies; the window's line under
+        # it stays empty.
+        self.window.show_config_problems(self.state.panel_problems(), "")
+        self.split_view.show_problems(self.state.split_problems())
 
     # -- the planner answers --------------------------------------------------------------------
     def _on_checked(self, _request_id: int, answer: dict) -> None:
-        self.state.checked(list(answer.get("problems") or []))
+        self.state.checked(self._explained(list(answer.get("problems") or []), self.window.current_config()))
         self._show_problems()
         for warning in answer.get("warnings") or []:
             self.window.log(f"warning: {warning}", level="warning")
@@ -114,6 +127,7 @@ class PlanFlow(QtCore.QObject):
         if profile is None:
             self.split_view.clear_blocks(self.state.split_text())
             self.window.log(f"block profiling failed: {self.state.profile_error}", level="warning")
+            self.window.update_run_controls()   # Run waited for the blocks; the engine balances the split
             self.sigProfiled.emit()
             return
         self._show_blocks(profile, keep_choice=False)

@@ -14,7 +14,10 @@ from typing import Callable
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.settings import last_folder, remember_folder
 from app.views.plot_export import confirm_overwrite
+
+REPORT_FOLDER = "export/report_dir"   # File > Export's last folder, apart from the plots' own
 
 FORMATS = {  # format: (menu text, what it writes)
     "html": ("HTML report…", "a self-contained HTML report"),
@@ -39,7 +42,6 @@ class ReportExporter(QtCore.QObject):
         self.window = window
         self.db_path = db_path
         self.target = target
-        self.directory = ""
         self.busy = False
         self._token = 0
         self.actions: dict[str, QtGui.QAction] = {}
@@ -62,7 +64,7 @@ class ReportExporter(QtCore.QObject):
                 "Select a run or an experiment in History first (or finish a run).")
             return False
         kind, item_id = target
-        start_dir = Path(self.directory or Path.home())
+        start_dir = Path(last_folder(REPORT_FOLDER) or Path.home())
         if fmt == "html":
             path, _ = QtWidgets.QFileDialog.getSaveFileName(
                 self.window, f"Export the {kind} as an HTML report", str(start_dir / f"{item_id}.html"),
@@ -73,7 +75,7 @@ class ReportExporter(QtCore.QObject):
                 path += ".html"
             out = Path(path)
             existing = [out] if out.exists() else []
-            self.directory = str(out.parent)
+            remember_folder(str(out.parent), REPORT_FOLDER)
         else:
             folder = QtWidgets.QFileDialog.getExistingDirectory(
                 self.window, f"Export the {kind}'s figures as {fmt.upper()} into a folder", str(start_dir))
@@ -81,7 +83,7 @@ class ReportExporter(QtCore.QObject):
                 return False
             out = Path(folder)
             existing = self._existing_targets(item_id, fmt, out)
-            self.directory = str(out)
+            remember_folder(str(out), REPORT_FOLDER)
         if not confirm_overwrite(self.window, existing):
             return False
         self.start(item_id, fmt, out, force=bool(existing))
@@ -89,13 +91,13 @@ class ReportExporter(QtCore.QObject):
 
     def _existing_targets(self, item_id: str, fmt: str, out: Path) -> list[Path]:
         """The files of this export that already exist: the engine says which it would write."""
-        from engine.export import ExportError, planned_paths
+        from engine.export import planned_paths
         from engine.store import Store
         try:
             with Store(self.db_path) as store:
                 return [p for p in planned_paths(store, item_id, fmt, out) if p.exists()]
-        except ExportError:
-            return []  # the export itself will report it
+        except Exception:  # noqa: BLE001 - the export itself will report it, in the log and a message box
+            return []
 
     # -- exporting (a background thread) ---------------------------------------------------
     def start(self, item_id: str, fmt: str, out: Path, force: bool = False) -> None:

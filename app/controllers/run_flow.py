@@ -6,7 +6,13 @@ live view's run monitor (``RunProgress.apply``) and the plots; the status line, 
 progress bar and the time left follow. At the end the status line says how it went
 (app/state/run_status.py), the history lists the run and the idle telemetry goes on.
 An experiment's runs (app/controllers/experiment_flow.py) come through
-``begin_live_run`` and ``on_events`` too.
+``hold_devices``, ``begin_live_run`` and ``on_events`` too: the same plots, memory,
+timeline and bubble as a run from the Run button.
+
+Between Run and the first step the status line, the run box and the timeline say
+what the run does (the protocol's ``launched`` and ``started`` events,
+app/state/run_status.py starting_text): the first run after the app started reads
+torch from disk in each rank process and takes seconds longer than later ones.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ class RunFlow(QtCore.QObject):
         self.idle = idle
         self.run_box = run_box      # app/views/run_box.py: the progress bar and the time left
         self.started_at: float | None = None
+        self.runs_begun = 0         # runs begun since the app started, an experiment's too
         self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
         self.worker.sigEvents.connect(self.on_events)
         self.worker.sigFinished.connect(self._on_finished)
@@ -41,6 +48,11 @@ class RunFlow(QtCore.QObject):
 
     def is_running(self) -> bool:
         return self.worker.is_running()
+
+    @property
+    def first_run(self) -> bool:
+        """The current run is the first since the app started (its ranks load torch from disk)."""
+        return self.runs_begun <= 1
 
     @property
     def stopping(self) -> bool:
@@ -54,36 +66,51 @@ class RunFlow(QtCore.QObject):
             return None
         config = w.current_config()
         w.hide_error()
-        w.telemetry.add(self.idle.stop())
+        self.hold_devices()
         try:
             run_id = self.worker.start(config)
         except Exception as exc:
             w.show_error(f"Could not start the run: {type(exc).__name__}: {exc}", traceback.format_exc())
             w.log(f"could not start the run: {exc}", level="error")
-            self.idle.start()
+            self.release_devices()
             w.update_run_controls()
             return None
         self.begin_live_run(run_id, config, f"run {run_status.short_id(run_id)}")
-        self.run_box.show_progress(0, config.steps, "step %v / %m")
         self.run_box.show_time_left("")
-        w.set_redraw_busy(True)
-        w.set_status(f"Starting {config.strategy} on {config.devices}: worker launching…")
+        self.show_progress()
         w.log(f"run {run_id}: {config.to_json()}")
         w.update_run_controls()
         self.sigStarted.emit(run_id)
         return run_id
 
+    def hold_devices(self) -> None:
+        """A run or an experiment takes the devices: the idle sampler stops (each run samples its own)."""
+        self.window.telemetry.add(self.idle.stop())
+        self.window.set_redraw_busy(True)
+
+    def release_devices(self) -> None:
+        """The run or the experiment ended: this machine's idle telemetry goes on."""
+        self.window.set_redraw_busy(False)
+        self.window.show_timeline_hint(None)
+        if not self.window.closing_requested():
+            self.idle.start()
+
     def begin_live_run(self, run_id: str | None, config: ExperimentConfig, label: str,
-                       take_view: bool = True) -> None:
+                       take_view: bool = True, mark: str | None = None) -> None:
         """A run starts (alone or as part of an experiment): the live plots follow it from its first event.
-        ``take_view``: the live plots come to the front (an experiment's later runs leave the user's view)."""
+        ``take_view``: the live plots come to the front (an experiment's later runs leave the user's view);
+        ``mark``: the line's text on the telemetry plots where it starts (its label's first part if None)."""
         self.started_at = time.perf_counter()
+        self.runs_begun += 1
         values = config.to_dict()
         progress = RunProgress(run_id=run_id, config=values, steps_total=config.steps,
                                micro_batches=config.effective_micro_batches,
                                split=list(values["split"]) if values.get("split") else None,
                                status="starting", label=label)
-        self.window.follow_run(progress, take_view)
+        w = self.window
+        w.follow_run(progress, take_view, mark or label.split(",")[0])
+        w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
+        w.refresh_bubble()   # the figures of this run's configuration, not the last run's
 
     def stop(self) -> None:
         if not self.worker.is_running() or self.worker.stopping:
@@ -100,11 +127,14 @@ class RunFlow(QtCore.QObject):
         for event in events:
             progress.apply(event)
             kind = event.get("type")
-            if kind == "started":
+            if kind in ("launched", "started"):
+                w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
+            if kind == "launched" and not progress.devices:
+                w.show_run_devices(list(event.get("device_pids") or {}))  # the lanes, in stage order
+            elif kind == "started":
                 w.show_run_devices(progress.devices)
                 w.title_live_view(run_status.live_title(progress))
-                if not w.activity().experiment:  # an experiment's status line counts its runs
-                    w.set_status(run_status.started_text(progress))
+                w.refresh_bubble()   # the worker's theoretical bubble for this run
             elif kind == "step":
                 w.plot_step(event)
             elif kind == "finished":
@@ -115,15 +145,18 @@ class RunFlow(QtCore.QObject):
         w.update_progress()
 
     def show_progress(self) -> None:
-        """The progress bar, the time left and the status line, from the run monitor."""
+        """The progress bar, the time left and the status line, from the run monitor: before the first
+        step, what the run is doing (run_status.starting_text)."""
         w = self.window
         progress = w.current_run()
-        self.run_box.advance(min(progress.steps_done, progress.steps_total))
+        starting = run_status.starting_text(progress, self.first_run)
+        steps = min(progress.steps_done, progress.steps_total)
+        self.run_box.show_progress(steps, progress.steps_total, starting or "step %v / %m")
         left = run_status.time_left_text(progress)
         if left is not None:
             self.run_box.show_time_left(left)
-        text = run_status.running_text(progress)
-        if text is not None:
+        text = run_status.starting_status(progress, self.first_run) or run_status.running_text(progress)
+        if text is not None and not self.stopping:   # the status line says it stops
             w.set_status(text)
 
     # -- the end --------------------------------------------------------------------------
@@ -132,18 +165,19 @@ class RunFlow(QtCore.QObject):
         progress = w.current_run()
         progress.status = result.status
         progress.summary = result.summary or progress.summary
-        w.set_redraw_busy(False)
         w.telemetry.add(self.worker.take_samples())
         w.mark_telemetry("end")
         took = time.perf_counter() - (self.started_at or time.perf_counter())
         w.set_status(run_status.finished_text(result, progress, took))
-        self.run_box.end_progress(None, complete=result.status == "finished")
+        # A run that ended before its first step no longer says "starting".
+        self.run_box.end_progress(None if progress.steps_done else result.status,
+                                  complete=result.status == "finished")
         self.run_box.show_time_left("")
         w.title_live_view(run_status.last_run_title(result))
         w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
         w.refresh_history()
         w.settle_plots()
-        self.idle.start()
+        self.release_devices()
         w.update_run_controls()
         self.sigFinished.emit(result)
         w.after_busy()

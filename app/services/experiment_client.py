@@ -10,22 +10,28 @@ delivered before the events of the run it announces.
 Building the runner happens on the thread too: a preset may profile the model
 (``split-point`` plans the split), which imports torch, and the app's process
 keeps torch off its UI thread.
+
+Each run's telemetry (its devices, as RunSession samples them) waits in a deque
+under a lock until the window's redraw tick takes it, as WorkerClient's does: the
+live plots follow an experiment's runs as they follow a single run.
 """
 from __future__ import annotations
 
 import threading
 import traceback
+from collections import deque
 
 from PySide6 import QtCore
 
 from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
+from app.state.experiment_status import PointRun
 from engine.config import ExperimentConfig
 
 
 class ExperimentClient(QtCore.QObject):
     sigStarted = QtCore.Signal(str, int)        # preset name, total runs
-    sigProgress = QtCore.Signal(int, int, str, object)  # k, n, point label, the point's ExperimentConfig
+    sigProgress = QtCore.Signal(int, int, str, object)  # k, n, point label, the run's PointRun (app/state)
     sigEvents = QtCore.Signal(list)             # protocol events of the current run, in order
     sigFinished = QtCore.Signal(object)         # engine.results.ExperimentResult
     sigFailed = QtCore.Signal(str, str)         # message, traceback: the experiment could not go on
@@ -39,9 +45,11 @@ class ExperimentClient(QtCore.QObject):
         self.name: str | None = None
         self.runner = None
         self.stopping = False
-        self.progress: tuple[int, int, str] | None = None
+        self.progress: PointRun | None = None
         self.experiment_id: str | None = None
         self._thread: threading.Thread | None = None
+        self._samples_lock = threading.Lock()
+        self._samples: deque = deque()
         self._inbox = ThreadInbox(self)
         self._inbox.sigItems.connect(self._deliver)
         self._generation = 0
@@ -62,6 +70,7 @@ class ExperimentClient(QtCore.QObject):
         self.experiment_id = None
         self._generation += 1
         self._inbox.clear()
+        self.take_samples()
         self._thread = threading.Thread(target=self._work, args=(self._generation, name, base, repeats),
                                         name=f"experiment-{name}", daemon=True)
         self._thread.start()
@@ -85,6 +94,13 @@ class ExperimentClient(QtCore.QObject):
         runner.kill()  # no next run either
         return running
 
+    def take_samples(self) -> list:
+        """The current run's telemetry sampled since the last call (UI thread, on the redraw tick)."""
+        with self._samples_lock:
+            samples = list(self._samples)
+            self._samples.clear()
+        return samples
+
     def wait_blocking(self, timeout: float) -> bool:
         """Only for shutdown, after the event loop ended: stop, kill if need be, join the thread."""
         thread = self._thread
@@ -104,8 +120,9 @@ class ExperimentClient(QtCore.QObject):
             from engine.experiments import ExperimentRunner
             runner = ExperimentRunner(
                 name, base, repeats=repeats, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
-                on_progress=lambda k, n, label: self._on_progress(generation, k, n, label),
-                on_event=lambda event: self._post(generation, ("event", event)))
+                on_progress=lambda k, n, label: self._on_progress(generation, name, k, n, label),
+                on_event=lambda event: self._post(generation, ("event", event)),
+                on_samples=lambda samples: self._on_samples(generation, samples))
             self.runner = runner
             self._post(generation, ("started", name, runner.total_runs))
             if self.stopping:   # Stop pressed while the runner was being built
@@ -115,12 +132,19 @@ class ExperimentClient(QtCore.QObject):
         except Exception as exc:  # a preset that cannot be built, a store that cannot be written
             self._post(generation, ("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
 
-    def _on_progress(self, generation: int, k: int, n: int, label: str) -> None:
+    def _on_progress(self, generation: int, name: str, k: int, n: int, label: str) -> None:
         runner = self.runner
-        config = None
+        points, repeats, config = 0, 1, None
         if runner is not None and runner.points:
-            config = runner.points[min(len(runner.points) - 1, (k - 1) // max(1, runner.repeats))].config
-        self._post(generation, ("progress", k, n, label, config, runner.experiment_id if runner else None))
+            points, repeats = len(runner.points), max(1, runner.repeats)
+            config = runner.points[min(points - 1, (k - 1) // repeats)].config
+        run = PointRun(name, k, n, label, points, repeats, config)
+        self._post(generation, ("progress", run, runner.experiment_id if runner else None))
+
+    def _on_samples(self, generation: int, samples: list) -> None:
+        with self._samples_lock:
+            if generation == self._generation:   # not a stopped experiment's last samples
+                self._samples.extend(samples)
 
     def _post(self, generation: int, item: tuple) -> None:
         self._inbox.put((generation, item))
@@ -141,10 +165,10 @@ class ExperimentClient(QtCore.QObject):
             if kind == "started":
                 self.sigStarted.emit(item[1], item[2])
             elif kind == "progress":
-                _, k, n, label, config, experiment_id = item
-                self.progress = (k, n, label)
+                _, run, experiment_id = item
+                self.progress = run
                 self.experiment_id = experiment_id or self.experiment_id
-                self.sigProgress.emit(k, n, label, config)
+                self.sigProgress.emit(run.k, run.n, run.label, run)
             elif kind in ("finished", "failed"):
                 self._end()
                 if kind == "finished":

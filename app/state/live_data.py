@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
-from engine.results import RunSummary, Sample, Step, from_json
+from engine.results import RunSummary, Sample, Step, TensorMemory, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -36,20 +36,12 @@ class TelemetryHistory:
         self.mem: dict[str, RingBuffer] = {}
         self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
         self.run_names: dict[str, str] = {}  # physical device -> the current run's names for it
-        self._order: list[str] = []          # physical devices in the order first seen: their colours
         self.last_t = 0.0
 
     @property
     def devices(self) -> list[str]:
         """The physical devices sampled (a run's cpu:0 and the idle view's core 0 are one)."""
         return list(dict.fromkeys([*self.util, *(self.physical.get(k, k) for k in self.mem)]))
-
-    def color_index(self, key: str) -> int:
-        """A device's colour, the same in the utilization plot (keyed by core) and the memory plot (by device)."""
-        physical = self.physical.get(key, key)
-        if physical not in self._order:
-            self._order.append(physical)
-        return self._order.index(physical)
 
     def set_physical(self, mapping: dict[str, str]) -> None:
         """A run starts: its devices and what they measure ({"cpu:0": "core 0"})."""
@@ -149,11 +141,16 @@ class RunProgress:
     error: dict | None = None      # the worker's `error` event
     summary: RunSummary | None = None
     status: str = "idle"
+    launched: bool = False         # the worker's `launched`: its rank processes exist and are loading torch
+    tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
 
     def apply(self, event: dict) -> None:
         """A worker event (docs/protocol.md) changes what is known about the run; no Qt, no drawing."""
         kind = event.get("type")
-        if kind == "started":
+        if kind == "launched":
+            self.launched = True
+        elif kind == "started":
+            self.launched = True
             self.status = "running"
             # Each physical device once: two stages sharing a GPU are one device's work.
             self.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
@@ -165,6 +162,8 @@ class RunProgress:
             self.steps_done = int(event.get("step", 0)) + 1
             if event.get("time_s") is not None:
                 self.step_times.append(float(event["time_s"]))
+            for device, kinds in (event.get("tensor_memory") or {}).items():
+                self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
             busy = event.get("busy") or {}
             if busy:
                 self.busy = {d: float(v) for d, v in busy.items()}
@@ -173,6 +172,12 @@ class RunProgress:
             self.error = event
         elif kind == "finished":
             self.summary = from_json(RunSummary, event.get("summary"))
+
+    def tensor_lines(self) -> list[str]:
+        """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
+        if self.summary and self.summary.tensor_memory:
+            return tensor_lines(self.summary)
+        return [f"tensors {device}: {memory.text()}" for device, memory in self.tensor_memory.items()]
 
     def time_left_s(self) -> float | None:
         if not self.step_times or self.steps_total <= self.steps_done:
@@ -236,6 +241,12 @@ class RunData:
             return ""
         return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
                 "(the first and last 200, an even sample, the outliers)")
+
+
+def tensor_lines(summary: RunSummary) -> list[str]:
+    """"tensors cpu:0: 2.78 MiB (params 1.01, ...)" per device of a finished run (its most over the steps)."""
+    return [f"tensors {device}: {memory.text()}" for device, memory in zip(summary.devices, summary.tensor_memory or [])
+            if memory is not None]
 
 
 def physical_names(config: dict) -> dict[str, str]:

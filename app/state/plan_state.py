@@ -19,8 +19,9 @@ from engine.planning import BlockInfo
 from engine.results import from_json
 from engine.strategies import STRATEGIES
 
-# The check of the latest config: asked and not answered, passed, failed, or nobody to ask.
-PENDING, OK, PROBLEMS, UNAVAILABLE = "pending", "ok", "problems", "unavailable"
+# The check of the latest config: asked and not answered, passed, failed, or nobody to ask; or
+# passed while the blocks its split needs are still being profiled (Run waits for them).
+PENDING, OK, PROBLEMS, UNAVAILABLE, PROFILING = "pending", "ok", "problems", "unavailable", "profiling"
 
 PROFILING_TEXT = "Profiling the model's blocks…"
 
@@ -65,6 +66,7 @@ class PlanState:
     profile_key: tuple | None = None                     # the model and device kinds in view
     profiles: dict[tuple, BlockProfile] = field(default_factory=dict)
     profile_error: str | None = None                     # why the blocks in view could not be profiled
+    uses_split: bool = False                             # the latest config's strategy has split points
 
     # -- the configuration changes ------------------------------------------------------------
     def select(self, key: tuple) -> tuple[bool, BlockProfile | None]:
@@ -80,11 +82,27 @@ class PlanState:
     def needs_profile(self) -> bool:
         return self.profile_key not in self.profiles
 
+    @property
+    def profiling(self) -> bool:
+        """The blocks the split is chosen on are being profiled (resnet50's take 30-60 s on CPU devices)."""
+        return (self.uses_split and self.profile_key is not None and self.needs_profile
+                and self.profile_error is None)
+
+    @property
+    def model_name(self) -> str | None:
+        """The model in view, as the app names it: a zoo model's name, or a model file's name."""
+        if self.profile_key is None:
+            return None
+        model, model_file = self.profile_key[0], self.profile_key[1]
+        return os.path.basename(model_file) if model_file else model
+
     def ask(self, config: ExperimentConfig, quick_problems: list[dict], stages: int | None,
             planner_up: bool) -> PlannerRequest | None:
         """A check of ``config`` starts: the quick problems (engine.config's, no torch) show until the
         planner answers; None when there is no planner to ask (Run is then not held back)."""
         self.problems = list(quick_problems)
+        strategy = STRATEGIES.get(config.strategy)
+        self.uses_split = bool(strategy and strategy.uses_split)
         if not planner_up:
             self.check = UNAVAILABLE
             return None
@@ -94,12 +112,15 @@ class PlanState:
     # -- the planner answers -----------------------------------------------------------------
     def checked(self, problems: list[dict]) -> None:
         self.problems = list(problems)
-        self.check = PROBLEMS if problems else OK
+        self.check = PROBLEMS if problems else PROFILING if self.profiling else OK
 
     def profiled(self, answer: dict) -> BlockProfile | None:
         """The blocks of the model in view, kept for when it comes back; None (and the reason kept) on failure."""
         profile = BlockProfile.from_answer(answer)
+        if self.check == PROFILING:  # the check passed; what it waited for is here (or never will be)
+            self.check = OK
         if profile is None:
+            # Run goes on without the blocks: the engine balances the split itself.
             self.profile_error = answer.get("error") or "no blocks"
             return None
         self.profile_error = None
@@ -119,6 +140,10 @@ class PlanState:
     def panel_problems(self) -> list[dict]:
         """The problems the experiment panel places by its options (the split's show under the split view)."""
         return [p for p in self.problems if p["option"] != "split"]
+
+    def split_problems(self) -> list[dict]:
+        """The problems the split view shows, with the fixes it applies itself."""
+        return [p for p in self.problems if p["option"] == "split"]
 
     def split_problems_text(self) -> str:
         return "\n".join(f"--split: {p['message']}" for p in self.problems if p["option"] == "split")

@@ -1,7 +1,9 @@
 """When Run is blocked, and why: the rules of the run controls, without Qt (tests call them directly).
 
 One run or one experiment at a time (they share the devices); a configuration
-with problems, or one still being checked by the planner, does not run.
+with problems, or one still being checked by the planner, does not run; nor one
+whose split waits for the model's blocks to be profiled (``plan_state.PROFILING``):
+the user would run a split they have not seen.
 """
 from __future__ import annotations
 
@@ -20,20 +22,28 @@ class Activity:
         return self.run or self.experiment
 
 
-def blocked_reason(activity: Activity, problems: list[dict], check_state: str) -> str | None:
-    """Why Run is disabled, or None when it is enabled. ``problems``: the planner's [{"option", "message"}];
-    ``check_state``: "pending" while the planner checks, "ok", "problems" or "unavailable"."""
+def blocked_reason(activity: Activity, problems: list[dict], check_state: str,
+                   model: str | None = None) -> str | None:
+    """Why Run is disabled, or None when it is enabled. ``problems``: the planner's [{"option", "message"}],
+    said in the app's words where they carry a "text" (app/state/problem_help.py); ``check_state``: "pending"
+    while the planner checks, "profiling" while the blocks the split needs are profiled, "ok", "problems" or
+    "unavailable"; ``model``: the name of the model being profiled."""
     if activity.run:
         return "Stopping the run…" if activity.stopping else "A run is in progress."
     if activity.experiment:
         return "Stopping the experiment…" if activity.stopping else "An experiment is in progress."
     if problems:
         first = problems[0]
-        option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        if first.get("text"):
+            return f"Cannot run: {first['text']}{more}"
+        option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
         return f"Cannot run: {option}: {first['message']}{more}"
     if check_state == "pending":
         return "Checking the configuration…"
+    if check_state == "profiling":
+        whose = f"{model}'s" if model else "the model's"
+        return f"Profiling {whose} blocks… (needed for the split)"
     return None
 
 

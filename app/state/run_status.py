@@ -32,6 +32,40 @@ def started_text(progress: RunProgress) -> str:
     return f"Running {progress.config.get('strategy')} on {', '.join(progress.devices)}{_split(progress)}"
 
 
+FIRST_RUN_NOTE = "the first run after start takes longer"
+
+
+def starting_text(progress: RunProgress, first_run: bool = False) -> str | None:
+    """What the run does between Run and its first step, from the protocol's ``launched`` and ``started``
+    events (docs/protocol.md); None once steps come or when no run is starting. ``first_run``: the first
+    run since the app started, whose rank processes read torch from disk (see RunFlow.runs_begun)."""
+    if progress.steps_done or progress.status not in ("starting", "running"):
+        return None
+    if progress.status == "running":
+        return "starting: every rank is ready, taking the first step…"
+    if not progress.launched:
+        return "starting: launching the worker…"
+    return "starting: loading torch in the worker" + (f" ({FIRST_RUN_NOTE})" if first_run else "") + "…"
+
+
+def starting_phase(progress: RunProgress) -> str | None:
+    """``starting_text`` in a word or two, beside the progress bar of an experiment (which counts runs)."""
+    if progress.steps_done or progress.status not in ("starting", "running"):
+        return None
+    if progress.status == "running":
+        return "first step…"
+    return "loading torch…" if progress.launched else "launching…"
+
+
+def starting_status(progress: RunProgress, first_run: bool = False) -> str | None:
+    """The status line before the first step: "pipeline on cpu:2 · starting: loading torch in the worker…"."""
+    text = starting_text(progress, first_run)
+    if text is None:
+        return None
+    devices = ", ".join(progress.devices) if progress.devices else progress.config.get("devices")
+    return f"{progress.config.get('strategy')} on {devices} · {text}"
+
+
 def running_text(progress: RunProgress) -> str | None:
     """The status line while steps come in; None before the first."""
     if progress.status != "running" or not progress.steps_done:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
+from app.state.error_text import readable
+
 
 class ErrorPanel(QtWidgets.QFrame):
     """A failed run's message and traceback, above the plots; dismissable."""
@@ -16,6 +18,8 @@ class ErrorPanel(QtWidgets.QFrame):
         self.message = QtWidgets.QLabel()
         self.message.setObjectName("errorMessage")
         self.message.setWordWrap(True)
+        # Plain text: a message quoting code ("<lambda>", "a < b") is not markup.
+        self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         top.addWidget(self.message, 1)
         self.details_button = QtWidgets.QPushButton("Traceback")
@@ -35,7 +39,8 @@ class ErrorPanel(QtWidgets.QFrame):
         self.hide()
 
     def show_error(self, message: str, tb: str | None) -> None:
-        self.message.setText(message)
+        # The header is read, the traceback is evidence: only the header loses repr()'s escapes.
+        self.message.setText(readable(message))
         self.traceback.setPlainText(tb or "(no traceback: the process ended without one)")
         self.details_button.setChecked(bool(tb))
         self.show()

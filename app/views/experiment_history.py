@@ -11,6 +11,7 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
+from app.views.table_rows import show_selection_or_top
 from engine.experiments import stored_result
 from engine.results import ExperimentResult
 from engine.store import ExperimentRecord, Store
@@ -76,6 +77,7 @@ class ExperimentTable(QtWidgets.QTableWidget):
                 self.selectRow(self.ids.index(selected))
         finally:
             self.blockSignals(False)
+        show_selection_or_top(self)
 
     def selected_id(self) -> str | None:
         rows = self.selectionModel().selectedRows() if self.selectionModel() else []
@@ -87,6 +89,7 @@ class ExperimentTable(QtWidgets.QTableWidget):
     def select_id(self, experiment_id: str) -> None:
         if experiment_id in self.ids:
             self.selectRow(self.ids.index(experiment_id))
+            show_selection_or_top(self)
 
     def _on_selection(self) -> None:
         selected = self.selected_id()

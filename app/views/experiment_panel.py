@@ -1,8 +1,11 @@
 """ExperimentPanel: model, devices, strategy, micro-batches, schedule, batch size, steps.
 
 The choices come from the engine's torch-free catalogues (MODELS, STRATEGIES,
-SCHEDULES). Problems found by the engine's validation are shown under the
-control they concern (``show_problems``).
+SCHEDULES). Problems found by the engine's validation show below the form in the
+app's words, in a box of fixed height (app/views/notice_area.py), each fix a button
+that sets the panel's controls (``show_problems``, ``apply_changes``); so does the
+warning that CPU devices share cores. Nothing is changed behind the user's back: a
+model's batch size is a suggestion beside the batch box, applied with a click.
 """
 from __future__ import annotations
 
@@ -11,6 +14,10 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from app.state.device_words import device_choices, sharing_warning
+from app.state.problem_help import in_app_words
+from app.views.devices_box import DevicesBox
+from app.views.notice_area import NoticeArea
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS
@@ -19,20 +26,11 @@ from engine.strategies import SCHEDULES, STRATEGIES
 OPEN_FILE = "__open_model_file__"
 
 
-def _problem_label() -> QtWidgets.QLabel:
-    label = QtWidgets.QLabel()
-    label.setObjectName("problem")
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-    label.hide()
-    return label
-
-
 class ExperimentPanel(QtWidgets.QWidget):
     sigConfigChanged = QtCore.Signal()
     sigModelFileChosen = QtCore.Signal(str)
 
-    # Options whose problems show under each control; others go to the "config" row.
+    # Options whose problems show together, in the form's order; others go to the "config" row.
     ROWS = ("model", "devices", "strategy", "micro_batches", "schedule", "batch_size", "steps")
     OPTION_ROW = {"model": "model", "model_file": "model", "width": "model", "depth": "model",
                   "devices": "devices", "strategy": "strategy", "micro_batches": "micro_batches",
@@ -51,7 +49,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.setContentsMargins(0, 0, 0, 0)
         form.setLabelAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)
         form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        self.problems: dict[str, QtWidgets.QLabel] = {}
+        self.notices = NoticeArea((*self.ROWS, "config"))
+        self.notices.sigFixChosen.connect(self.apply_changes)
+        self.problems: dict[str, QtWidgets.QLabel] = self.notices.labels
 
         # Model
         self.model_combo = QtWidgets.QComboBox()
@@ -82,24 +82,17 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow("Model", self.model_combo)
         form.addRow("", self.model_desc)
         form.addRow("", self.shape_row)
-        self._add_problem_row(form, "model")
 
         # Devices
-        self.devices_combo = QtWidgets.QComboBox()
-        self.devices_combo.setObjectName("devicesCombo")
-        self.devices_combo.setEditable(True)
-        self.devices_combo.setInsertPolicy(QtWidgets.QComboBox.InsertPolicy.NoInsert)
-        for spec, tip in self._device_choices():
-            self.devices_combo.addItem(spec)
-            self.devices_combo.setItemData(self.devices_combo.count() - 1, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
-        self.devices_combo.setCurrentText("cpu:2")
+        self.devices_combo = DevicesBox()
+        self.devices_combo.set_choices(device_choices(self.cores, self.gpus))
+        self.devices_combo.set_spec("cpu:2")
         self.devices_combo.currentTextChanged.connect(self._changed)
         self.devices_info = QtWidgets.QLabel(self._hardware_text())
         self.devices_info.setObjectName("muted")
         self.devices_info.setWordWrap(True)
         form.addRow("Devices", self.devices_combo)
         form.addRow("", self.devices_info)
-        self._add_problem_row(form, "devices")
 
         # Strategy
         self.strategy_combo = QtWidgets.QComboBox()
@@ -114,7 +107,6 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_desc)
-        self._add_problem_row(form, "strategy")
 
         # Micro-batches (or the tutorial's split size) and schedule: pipeline only
         self.mb_mode = QtWidgets.QComboBox()
@@ -131,7 +123,6 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.mb_row.setLayout(mb)
         self.mb_label = QtWidgets.QLabel("Micro-batching")
         form.addRow(self.mb_label, self.mb_row)
-        self._add_problem_row(form, "micro_batches")
         self.schedule_combo = QtWidgets.QComboBox()
         for name, description in SCHEDULES.items():
             self.schedule_combo.addItem(name, name)
@@ -145,28 +136,39 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow(self.schedule_label, self.schedule_combo)
         self.schedule_desc_label = QtWidgets.QLabel("")
         form.addRow(self.schedule_desc_label, self.schedule_desc)
-        self._add_problem_row(form, "schedule")
 
         # Batch size and steps
         self.batch_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=MODELS["mlp"].batch_size)
         self.batch_spin.setObjectName("batchSpin")
         self.batch_spin.setToolTip("Global batch per step")
         form.addRow("Batch size", self.batch_spin)
-        self._add_problem_row(form, "batch_size")
+        # The model's batch size, offered: switching models keeps the user's.
+        self.batch_hint = QtWidgets.QLabel()
+        self.batch_hint.setObjectName("muted")
+        self.batch_use = QtWidgets.QPushButton()
+        self.batch_use.setObjectName("useSuggestedBatch")
+        self.batch_use.clicked.connect(self.use_suggested_batch)
+        retain = self.batch_use.sizePolicy()
+        retain.setRetainSizeWhenHidden(True)   # the row keeps its height with or without the button
+        self.batch_use.setSizePolicy(retain)
+        hint = QtWidgets.QHBoxLayout()
+        hint.setContentsMargins(0, 0, 0, 0)
+        hint.addWidget(self.batch_hint, 1)
+        hint.addWidget(self.batch_use)
+        self.batch_hint_row = QtWidgets.QWidget()
+        self.batch_hint_row.setLayout(hint)
+        form.addRow("", self.batch_hint_row)
         self.steps_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=20)
         self.steps_spin.setObjectName("stepsSpin")
         self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
         form.addRow("Steps", self.steps_spin)
-        self._add_problem_row(form, "steps")
         self.in_step_check = QtWidgets.QCheckBox("Draw each batch inside the step")
         self.in_step_check.setObjectName("inStepCheck")
         self.in_step_check.setToolTip("Off: " + INPUT_PREP["ahead"] + ".\nOn: " + INPUT_PREP["in-step"]
                                       + ", to see what input preparation costs.")
         self.in_step_check.toggled.connect(self._changed)
         form.addRow("Input", self.in_step_check)
-        self.config_problem = _problem_label()
-        form.addRow(self.config_problem)
-        self.problems["config"] = self.config_problem
+        form.addRow(self.notices)
         self._form = form
 
         for spin in (self.width_spin, self.depth_spin, self.mb_spin, self.batch_spin, self.steps_spin):
@@ -179,26 +181,6 @@ class ExperimentPanel(QtWidgets.QWidget):
         self._on_schedule_changed()
 
     # -- building ------------------------------------------------------------------
-    def _add_problem_row(self, form: QtWidgets.QFormLayout, key: str) -> None:
-        label = _problem_label()
-        self.problems[key] = label
-        form.addRow("", label)
-
-    def _device_choices(self) -> list[tuple[str, str]]:
-        choices = [("auto", "GPUs when there are enough for the strategy, else CPU virtual devices")]
-        for n in sorted({1, 2, 3, 4, self.cores, 8}):
-            tip = f"{n} CPU virtual device{'s' if n > 1 else ''}, each pinned to its own core"
-            if n > self.cores:
-                tip += f" (more than the {self.cores} cores here: timings then mean little)"
-            choices.append((f"cpu:{n}", tip))
-        usable = cuda_visible(self.gpus)
-        for k in range(1, len(usable) + 1):
-            names = ",".join(gpu_label(g) for g in usable[:k])
-            choices.append((names, " + ".join(str(g.get("name") or "GPU") for g in usable[:k])))
-        if usable:
-            choices.append(("cpu,cuda:0", "mixed placement, as the tutorials' DistributedModel"))
-        return choices
-
     def _hardware_text(self) -> str:
         parts = [f"{self.cores} core{'s' if self.cores != 1 else ''} for CPU virtual devices"]
         if self.gpus:
@@ -213,20 +195,22 @@ class ExperimentPanel(QtWidgets.QWidget):
     def set_gpus(self, gpus: list[dict]) -> None:
         """GPU inventory arrived (it is read off the UI thread): offer them."""
         self.gpus = list(gpus)
-        current = self.devices_combo.currentText()
         self._updating = True
-        self.devices_combo.clear()
-        for spec, tip in self._device_choices():
-            self.devices_combo.addItem(spec)
-            self.devices_combo.setItemData(self.devices_combo.count() - 1, tip, QtCore.Qt.ItemDataRole.ToolTipRole)
-        self.devices_combo.setCurrentText(current)
+        self.devices_combo.set_choices(device_choices(self.cores, self.gpus))
         self._updating = False
         self.devices_info.setText(self._hardware_text())
+        self._show_sharing()
 
     # -- reactions -------------------------------------------------------------------
     def _changed(self, *_args) -> None:
         if not self._updating:
+            self._show_sharing()
+            self._show_batch_hint()
             self.sigConfigChanged.emit()
+
+    def _show_sharing(self) -> None:
+        """More CPU devices than cores stay allowed, with what that does to the figures said under the form."""
+        self.notices.show_warning(sharing_warning(self.config(), self.cores, len(cuda_visible(self.gpus))))
 
     def _on_model_activated(self, index: int) -> None:
         if self.model_combo.itemData(index) == OPEN_FILE:
@@ -268,10 +252,6 @@ class ExperimentPanel(QtWidgets.QWidget):
         else:
             info = MODELS.get(data)
             self.model_desc.setText(info.description if info else "")
-            if info and not self._updating:
-                self._updating = True
-                self.batch_spin.setValue(info.batch_size)
-                self._updating = False
         self.shape_row.setVisible(data == "mlp")
         self._changed()
 
@@ -291,6 +271,47 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.schedule_desc.setText(SCHEDULES.get(self.schedule_combo.currentData(), ""))
         self._changed()
 
+    # -- the model's batch size, offered ---------------------------------------------
+    def suggested_batch(self) -> int | None:
+        info = MODELS.get(self.model_combo.currentData())
+        return info.batch_size if info else None
+
+    def _show_batch_hint(self) -> None:
+        info = MODELS.get(self.model_combo.currentData())
+        if info is None:  # a model file: nothing to suggest
+            self.batch_hint.setText("")
+            self.batch_use.hide()
+        elif self.batch_spin.value() == info.batch_size:
+            self.batch_hint.setText(f"the suggested batch size ({info.batch_origin})")
+            self.batch_use.hide()
+        else:
+            self.batch_hint.setText(f"suggested: {info.batch_size} ({info.batch_origin})")
+            self.batch_use.setText(f"Use {info.batch_size}")
+            self.batch_use.show()
+
+    def use_suggested_batch(self) -> None:
+        suggested = self.suggested_batch()
+        if suggested is not None:
+            self.batch_spin.setValue(suggested)
+
+    # -- fixes -------------------------------------------------------------------------
+    def apply_changes(self, changes: dict) -> None:
+        """Set the controls to a fix's values (app/state/problem_help.py): {"devices": "cpu:1"}, ..."""
+        for option, value in changes.items():
+            if option == "devices":
+                self.devices_combo.set_spec(str(value))
+            elif option in ("micro_batches", "split_size"):
+                self.mb_mode.setCurrentIndex(self.mb_mode.findData(option))
+                self.mb_spin.setValue(int(value))
+            elif option == "schedule":
+                self.schedule_combo.setCurrentIndex(self.schedule_combo.findData(value))
+            elif option == "strategy":
+                self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(value))
+            elif option == "batch_size":
+                self.batch_spin.setValue(int(value))
+            elif option == "steps":
+                self.steps_spin.setValue(int(value))
+
     # -- the config ------------------------------------------------------------------
     @property
     def strategy(self) -> str:
@@ -309,7 +330,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             model_file=data[5:] if is_file else None,
             width=self.width_spin.value(),
             depth=self.depth_spin.value(),
-            devices=self.devices_combo.currentText().strip(),
+            devices=self.devices_combo.spec(),
             split=split if (info and info.uses_split) else None,
             micro_batches=self.mb_spin.value() if pipelined and mb_mode == "micro_batches" else None,
             split_size=self.mb_spin.value() if pipelined and mb_mode == "split_size" else None,
@@ -321,22 +342,16 @@ class ExperimentPanel(QtWidgets.QWidget):
         )
 
     def show_problems(self, problems: list[dict]) -> list[str]:
-        """Show each problem under its control; returns the texts shown."""
-        by_row: dict[str, list[str]] = {}
+        """Show the problems below the form, in the form's order, each fix a button; returns the texts shown.
+        ``problems``: {"option", "message"}, with the app's "text" and "fixes" where they have them
+        (app/state/problem_help.py)."""
+        by_row: dict[str, list[dict]] = {}
         for p in problems:
             row = self.OPTION_ROW.get(p["option"], "config")
-            flag = "--" + p["option"].replace("_", "-") if p["option"] != "config" else ""
-            text = f"{flag}: {p['message']}" if flag else p["message"]
-            by_row.setdefault(row, []).append(text)
-        for key, label in self.problems.items():
-            texts = by_row.get(key)
-            if texts:
-                label.setText("\n".join(texts))
-                label.show()
-            else:
-                label.clear()
-                label.hide()
-        return [t for texts in by_row.values() for t in texts]
+            text = p.get("text") or in_app_words(p["option"], p["message"])
+            by_row.setdefault(row, []).append({"text": text, "fixes": p.get("fixes") or []})
+        self.notices.show_problems(by_row)
+        return [p["text"] for key in self.notices.labels for p in by_row.get(key, [])]
 
     # -- settings --------------------------------------------------------------------
     def save(self, settings: QtCore.QSettings) -> None:
@@ -366,7 +381,7 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.model_combo.setCurrentIndex(self.model_combo.findData(model))
             self.width_spin.setValue(read_int(settings, "experiment/width", 512))
             self.depth_spin.setValue(read_int(settings, "experiment/depth", 8))
-            self.devices_combo.setCurrentText(read_str(settings, "experiment/devices", "cpu:2") or "cpu:2")
+            self.devices_combo.set_spec(read_str(settings, "experiment/devices", "cpu:2") or "cpu:2")
             strategy = read_str(settings, "experiment/strategy", "model-parallel")
             if strategy in STRATEGIES:
                 self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(strategy))
@@ -379,9 +394,9 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
             self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
             self.in_step_check.setChecked(read_str(settings, "experiment/input_prep", "ahead") == "in-step")
-            # Refresh descriptions and visible rows without resetting the restored batch size.
+            # Refresh descriptions and visible rows.
             self._on_model_changed()
             self._on_strategy_changed()
         finally:
             self._updating = False
-        self.sigConfigChanged.emit()
+        self._changed()

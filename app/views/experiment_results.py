@@ -3,14 +3,18 @@
 Bars of step time (mean ± std over the repeats, the best highlighted), a sweep
 line with error bars and the best marked when the points sweep a number (split
 size, split point, device count), and a table of every point's throughput,
-bubble and runs. The charts draw the experiment's figure definitions
-(engine.figures: the exports' step-time and sweep figures, names, units,
-colours and marks alike), with pyqtgraph on the SeriesPlot base, so each keeps
-the PNG/SVG/PDF/CSV export of its context menu.
+bubble and runs. The best is the one the result names (engine/experiments.py
+best_label), marked alike in all three (``best_marks``); every bar keeps a label
+at any width: whole, on two lines, or elided to its bar's room (``fit_label``).
+The charts draw the experiment's figure definitions (engine.figures: the
+exports' step-time and sweep figures, names, units, colours and marks alike),
+with pyqtgraph on the SeriesPlot base, so each keeps the PNG/SVG/PDF/CSV export
+of its context menu.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -19,8 +23,10 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.views import theme
 from app.views.series_plot import SeriesPlot
 from engine.figures import Figure, experiment_figures, palette
-from engine.figures.experiment import stat
+from engine.figures.experiment import stat, sweep_metric
+from engine.figures.figure import Mark
 from engine.figures.numbers import is_number as _number
+from engine.figures.numbers import time_unit
 from engine.results import ExperimentPoint, ExperimentResult
 
 BEST_COLOR = palette.BEST
@@ -64,12 +70,47 @@ def shared_prefix(labels: list[str]) -> tuple[str, list[str]]:
 
 
 def _two_lines(label: str, longest: int = 12) -> str:
-    """"balanced\n(automatic)": a label longer than ``longest`` characters split at its middle space."""
+    """"balanced\n(automatic)": a label longer than ``longest`` characters split at its middle space (the
+    ticks of a plot not laid out yet, whose room is unknown)."""
     if len(label) <= longest or " " not in label:
         return label
     spaces = [i for i, c in enumerate(label) if c == " "]
     cut = min(spaces, key=lambda i: abs(i - len(label) / 2))
     return label[:cut] + "\n" + label[cut + 1:]
+
+
+def halves(label: str) -> tuple[str, str] | None:
+    """The label on two lines, cut at the space or after the hyphen nearest its middle
+    ("model-" "parallel"); None when it has neither."""
+    cuts = [(i, i + 1) for i, c in enumerate(label) if c == " "]
+    cuts += [(i + 1, i + 1) for i, c in enumerate(label[:-1]) if c == "-" and i > 0]
+    if not cuts:
+        return None
+    end, start = min(cuts, key=lambda cut: abs(cut[0] - len(label) / 2))
+    return label[:end], label[start:]
+
+
+def elide(text: str, room: float, width: Callable[[str], float]) -> str:
+    """``text`` cut to ``room`` pixels with "…"; at the least its first character and "…"."""
+    if width(text) <= room:
+        return text
+    for n in range(len(text) - 1, 1, -1):
+        shorter = text[:n].rstrip() + "…"
+        if width(shorter) <= room:
+            return shorter
+    return text[:1] + "…"
+
+
+def fit_label(label: str, room: float, width: Callable[[str], float]) -> str:
+    """A bar's tick text within ``room`` pixels (``width`` measures a line): whole, else on two lines, else
+    each line elided. pyqtgraph draws tick texts over each other, or drops one past the axis' ends: a text
+    that fits its bar's room does neither. The table names every point whole."""
+    if width(label) <= room:
+        return label
+    two = halves(label)
+    if two is None:
+        return elide(label, room, width)
+    return "\n".join(elide(line, room, width) for line in two)
 
 
 def _tick_each(xs: list[float]) -> bool:
@@ -82,8 +123,12 @@ def _tick_each(xs: list[float]) -> bool:
     return not gaps or min(gaps) >= (xs[-1] - xs[0]) / 12
 
 
+LABEL_GAP_PX = 8   # between neighbouring bars' tick texts
+
+
 class StepTimeBars(SeriesPlot):
-    """One bar per measured point: mean step time, with the std as an error bar; the best bar in BEST."""
+    """One bar per measured point: mean step time, with the std as an error bar; the best bar in BEST.
+    ``tick_texts``: each bar's label as drawn, refitted to the bars' room whenever the plot is resized."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__("Step time per point (mean ± std)", "step time", "ms", x_label="point", x_units=None,
@@ -95,7 +140,12 @@ class StepTimeBars(SeriesPlot):
         self.labels: list[str] = []
         self.means: list[float] = []
         self.stds: list[float] = []
+        self.best_label: str | None = None   # the bar drawn in BEST
+        self.tick_texts: list[str] = []
+        self.label_room: float | None = None  # pixels per bar's label; None before the plot is laid out
+        self._ticks: list[str] = []
         self._items: list[pg.GraphicsObject] = []
+        self.getPlotItem().getViewBox().sigResized.connect(lambda _view: self._fit_ticks())
 
     def show_figure(self, figure: Figure) -> None:
         """Draw the figure's bars: those with a value (a failed point has none), in its colours and units."""
@@ -111,9 +161,11 @@ class StepTimeBars(SeriesPlot):
         self.labels = [label for _, label, _, _ in drawn]
         self.means = [value for _, _, value, _ in drawn]
         self.stds = [error if _number(error) else 0.0 for _, _, _, error in drawn]
+        self.best_label = next((label for i, label, _, _ in drawn if i == bars.best), None)
         self.figure = figure
         if not drawn:
-            item.getAxis("bottom").setTicks([[]])
+            self._ticks = []
+            self._fit_ticks()
             return
         x = np.arange(len(drawn), dtype=float)
         brushes = [pg.mkBrush(palette.BEST if i == bars.best else bars.color) for i, _, _, _ in drawn]
@@ -124,13 +176,27 @@ class StepTimeBars(SeriesPlot):
         for extra in (plotted, errors):
             item.addItem(extra)
             self._items.append(extra)
-        prefix, ticks = shared_prefix(self.labels)
-        # pyqtgraph drops a tick text wider than the room around its tick: a long label
-        # ("balanced (automatic)") goes on two lines rather than vanish.
-        item.getAxis("bottom").setTicks([[(i, _two_lines(tick)) for i, tick in enumerate(ticks)]])
+        prefix, self._ticks = shared_prefix(self.labels)
         item.setLabel("bottom", prefix or figure.x.text, color=theme.MUTED)
         item.setXRange(-0.6, len(drawn) - 0.4, padding=0)
         item.setYRange(0, max(m + s for m, s in zip(self.means, self.stds)) * 1.12 or 1.0, padding=0)
+        self._fit_ticks()
+
+    def _fit_ticks(self) -> None:
+        """Each bar's label fitted to its room (``fit_label``), and the axis as tall as its lines."""
+        axis = self.getPlotItem().getAxis("bottom")
+        metrics = QtGui.QFontMetricsF(axis.style.get("tickFont") or QtGui.QFont())  # the font ticks are drawn in
+        width = self.getPlotItem().getViewBox().width()
+        # The x range is -0.6 .. n - 0.4: each bar has n + 0.2 parts of the width.
+        self.label_room = width / (len(self._ticks) + 0.2) - LABEL_GAP_PX if width > 0 and self._ticks else None
+        if self.label_room is None:
+            self.tick_texts = [_two_lines(tick) for tick in self._ticks]
+        else:
+            self.tick_texts = [fit_label(tick, self.label_room, metrics.horizontalAdvance) for tick in self._ticks]
+        axis.setTicks([list(enumerate(self.tick_texts))])
+        lines = max([text.count("\n") + 1 for text in self.tick_texts] + [1])
+        # A text taller than the axis is dropped, and pyqtgraph grows the axis only after a paint.
+        axis.setStyle(autoExpandTextSpace=False, tickTextHeight=int(lines * metrics.lineSpacing()) + 2)
 
 
 class SweepPlot(SeriesPlot):
@@ -142,20 +208,42 @@ class SweepPlot(SeriesPlot):
         self.getPlotItem().setClipToView(False)
         self.getPlotItem().setDownsampling(auto=False)
         self.best_xy: tuple[float, float] | None = None
+        self.best_label: str | None = None   # the point the best mark names
 
-    def show_figure(self, figure: Figure | None) -> bool:
-        """Draw the sweep figure; False (and nothing drawn) when there is none or no point has a value."""
+    def show_figure(self, figure: Figure | None, off_sweep: Mark | None = None) -> bool:
+        """Draw the sweep figure; False (and nothing drawn) when there is none or no point has a value.
+        ``off_sweep``: the best's mark when the best is no swept point (the automatic split)."""
         self.clear_series()
         self.best_xy = None
+        self.best_label = None
         if figure is None or not figure.has_data:
             return False
+        if off_sweep is not None and not any(_number(m.y) for m in figure.marks):
+            figure = dataclasses.replace(figure, marks=[*figure.marks, off_sweep])
         self.draw_figure(figure)
         xs = sorted({float(x) for s in figure.series for x, y in zip(s.x, s.y) if _number(x) and _number(y)})
         self.getPlotItem().getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]] if _tick_each(xs) else None)
         best = next((m for m in figure.marks if _number(m.y)), None)
         if best is not None:
             self.best_xy = (float(best.x), float(best.y))
+            self.best_label = best.label.removeprefix("best: ")
         return True
+
+
+def off_sweep_best(result: ExperimentResult) -> Mark | None:
+    """The best's mark on the sweep when the best is not a swept point but the automatic split is one place
+    on it (split-point's "balanced (automatic)"); None otherwise (the figure marks a swept best itself)."""
+    best = result.point(result.best) if result.best else None
+    automatic = result.automatic_split
+    if best is None or _number(best.x) or not automatic or len(automatic) != 1 or not _number(automatic[0]):
+        return None
+    key, _ = sweep_metric(result.name)
+    y = stat(best, key, "mean")
+    if not _number(y):
+        return None
+    # The sweep figure's unit (engine.figures.experiment.sweep_figure): ms when every mean is under a second.
+    factor = 1.0 if key == "throughput" else time_unit(stat(p, key, "mean") for p in result.points)[1]
+    return Mark(automatic[0], f"best: {best.label}", y * factor)
 
 
 class ExperimentResultsView(QtWidgets.QWidget):
@@ -212,6 +300,14 @@ class ExperimentResultsView(QtWidgets.QWidget):
     def point_labels(self) -> list[str]:
         return list(self.bars.labels)
 
+    def best_marks(self) -> dict[str, str | None]:
+        """The point each part marks as the best: the bar in BEST, the table's starred row, the sweep's mark
+        (None where a part marks none, or the sweep is hidden)."""
+        starred = [self.table.item(r, 0).text().removeprefix("★ ") for r in range(self.table.rowCount())
+                   if self.table.item(r, 0) is not None and self.table.item(r, 0).text().startswith("★ ")]
+        return {"bars": self.bars.best_label, "table": starred[0] if len(starred) == 1 else None,
+                "sweep": None if self.sweep.isHidden() else self.sweep.best_label}
+
     def show_result(self, result: ExperimentResult, description: str = "") -> None:
         self.result = result
         name = result.name or "experiment"
@@ -232,7 +328,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
 
         figures = {f.name: f for f in experiment_figures(result)}
         self.bars.show_figure(figures["step-time"])
-        self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep")))
+        self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep"), off_sweep_best(result)))
         self._fill_table(points, best)
 
     def _fill_table(self, points: list[ExperimentPoint], best: str | None) -> None:

@@ -1,7 +1,8 @@
 """The Experiments menu: one action per preset of engine.experiments, and the repeats setting.
 
 The presets' names and descriptions come from the engine's catalogue (torch-free),
-so a preset added there shows up here with its description as tooltip and status tip.
+so a preset added there shows up here with its description, and the settings it
+chooses itself, as tooltip and status tip. Every other setting is the panel's.
 """
 from __future__ import annotations
 
@@ -13,22 +14,30 @@ DEFAULT_REPEATS = 3
 
 
 def preset_base(config: ExperimentConfig) -> ExperimentConfig:
-    """The preset's defaults for this machine, overridden by what the experiment panel says.
+    """The preset's defaults for this machine, overridden by every setting of the experiment panel.
 
-    Only what a preset does not choose itself passes: the model and its shape, the
-    devices, the batch, the steps and the micro-batches. Strategy, split and
-    schedule are what the presets vary.
+    All but the strategy, which every preset chooses for each point; what else a preset sets
+    itself it says (``Preset.sets``, in the menu).
     """
     from engine.experiments import default_config
     explicit: dict = {"model": config.model, "devices": config.devices, "batch_size": config.batch_size,
-                      "steps": config.steps, "warmup": min(2, config.steps - 1) if config.steps > 1 else 0}
+                      "steps": config.steps, "warmup": min(2, config.steps - 1) if config.steps > 1 else 0,
+                      "schedule": config.schedule, "input_prep": config.input_prep}
     if config.model == "mlp":
         explicit.update(width=config.width, depth=config.depth)
     if config.model_file:
         explicit["model_file"] = config.model_file
     if config.micro_batches:
         explicit["micro_batches"] = config.micro_batches
+    if config.split_size:
+        explicit["split_size"] = config.split_size
     return default_config(explicit)
+
+
+def preset_tip(preset) -> str:
+    """What a preset does, then what it sets itself (the rest is the panel's)."""
+    return f"{preset.description}. Sets itself: {preset.sets}; the rest is the panel's." if preset.sets \
+        else preset.description
 
 
 class ExperimentsMenu(QtWidgets.QMenu):
@@ -41,8 +50,8 @@ class ExperimentsMenu(QtWidgets.QMenu):
         self.preset_actions: dict[str, QtGui.QAction] = {}
         for name, preset in PRESETS.items():
             action = self.addAction(name)
-            action.setToolTip(preset.description)
-            action.setStatusTip(preset.description)
+            action.setToolTip(preset_tip(preset))
+            action.setStatusTip(preset_tip(preset))
             action.setObjectName(f"experiment-{name}")
             action.triggered.connect(lambda _checked=False, n=name: self.sigPresetChosen.emit(n))
             self.preset_actions[name] = action
@@ -59,12 +68,15 @@ class ExperimentsMenu(QtWidgets.QMenu):
         self.repeats_action = QtWidgets.QWidgetAction(self)
         self.repeats_action.setDefaultWidget(box)
         self.addAction(self.repeats_action)
-        note = self.addAction("Runs use the panel's model, devices, batch size and steps")
+        note = self.addAction("Runs use the panel's settings, except what each experiment sets itself (see its tip)")
         note.setEnabled(False)
 
     @property
     def repeats(self) -> int:
         return self.repeats_spin.value()
+
+    def set_repeats(self, repeats: int) -> None:
+        self.repeats_spin.setValue(repeats)
 
     def set_presets_enabled(self, enabled: bool) -> None:
         for action in self.preset_actions.values():

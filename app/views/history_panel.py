@@ -1,8 +1,12 @@
 """HistoryPanel: the runs and the experiments in the store.
 
-Runs: their key figures; select one to see it, several to compare. Experiments:
-each a named set of runs; select one to see its result (bars, sweep, table).
-A switch at the top shows one list or the other.
+Runs: the configuration that tells them apart (app/state/run_settings.py: model,
+strategy, devices, split, micro-batches, schedule, batch, input prep and whatever
+else differs among the runs listed) and their key figures; select one to see it,
+several to compare. Experiments: each a named set of runs; select one to see its
+result (bars, sweep, table). A switch at the top shows one list or the other.
+Rows are one line of text high, so the tab shows as many as fit; a refresh shows
+the newest runs (or the selection), a selection made for the user scrolls to it.
 """
 from __future__ import annotations
 
@@ -11,16 +15,19 @@ import time
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.state import run_settings
 from app.state.live_data import TIMELINE_STEPS, RunData
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable
+from app.views.table_rows import one_line_rows, show_selection_or_top
 
 from engine.results import RunSummary
 from engine.store import RunRecord, Store
 
-COLUMNS = ("started", "status", "strategy", "model", "devices", "split", "µ-batches", "step time",
-           "samples/s", "bubble meas. / theory", "stage balance", "loss", "experiment", "error")
+COLUMNS = ("started", "status", "experiment", "model", "strategy", "devices", "split", "µ-batches", "schedule",
+           "batch", "input prep", "other settings", "step time", "samples/s", "bubble meas. / theory",
+           "stage balance", "loss", "error")
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -32,28 +39,31 @@ def run_label(record: RunRecord) -> str:
     return f"{started} {record.config.get('strategy', '?')}"
 
 
-def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None) -> list[str]:
+def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None,
+               other_keys: list[str] | None = None) -> list[str]:
+    """The run's row; ``other_keys``: the settings that differ among the runs listed (run_settings.differing)."""
     c, s = record.config, record.summary or RunSummary()
-    model = "file: " + c["model_file"].rsplit("/", 1)[-1] if c.get("model_file") else c.get("model", "?")
-    if c.get("model") == "mlp" and not c.get("model_file"):
-        model += f" {c.get('width')}×{c.get('depth')}"
     split = s.split if s.split is not None else c.get("split")
     devices = ",".join(s.devices) if s.devices else c.get("devices")
     return [
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started)),
         record.status,
+        experiment_text(record, experiment_names or {}),
+        run_settings.model_text(c),
         c.get("strategy", "?"),
-        model,
         str(devices),
         ",".join(map(str, split)) if split else "—",
-        str(s.micro_batches or "—"),
+        run_settings.micro_batches_text(c, record.summary),
+        run_settings.schedule_text(c, record.summary),
+        run_settings.batch_text(c, record.summary),
+        str(c.get("input_prep") or "—"),
+        run_settings.others_text(c, other_keys or []),
         "—" if s.step_time_s is None else f"{s.step_time_s.mean * 1000:.1f} ms",
         "—" if s.throughput is None else f"{s.throughput.mean:,.0f}",
         f"{_fmt(s.bubble.measured, '.1%')} / {_fmt(s.bubble.theory, '.1%')}" if record.summary else "—",
         # Only with stage_busy: earlier summaries' balance counted drawing the batch (not comparable).
         _fmt(s.stage_balance if s.stage_busy else None, ".2f"),
         "—" if not s.loss else f"{s.loss.first or 0:.3f} → {s.loss.last or 0:.3f}",
-        experiment_text(record, experiment_names or {}),
         (record.error or "").splitlines()[0][:120] if record.error else "",
     ]
 
@@ -145,6 +155,8 @@ class HistoryPanel(QtWidgets.QWidget):
         header.setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._on_selection)
         self.experiments = ExperimentTable()
+        for table in (self.table, self.experiments):
+            one_line_rows(table)
         self.experiments.sigExperimentSelected.connect(self.sigExperimentSelected)
         self.pages = QtWidgets.QStackedWidget()
         self.pages.addWidget(self.table)
@@ -164,6 +176,7 @@ class HistoryPanel(QtWidgets.QWidget):
     def refresh(self) -> None:
         selected = set(self.selected_ids())
         self.records = self.store.list_runs(limit=500)
+        other_keys = run_settings.differing([r.config for r in self.records])
         run_counts: dict[str, int] = {}
         for record in self.records:
             if record.experiment_id:
@@ -175,7 +188,7 @@ class HistoryPanel(QtWidgets.QWidget):
             status_colors = {"finished": theme.OK, "failed": theme.ERROR, "stopped": theme.WARNING,
                              "interrupted": theme.WARNING, "running": theme.FOREGROUND}
             for r, record in enumerate(self.records):
-                for c, text in enumerate(row_values(record, self.experiments.names)):
+                for c, text in enumerate(row_values(record, self.experiments.names, other_keys)):
                     item = QtWidgets.QTableWidgetItem(text)
                     if c == 0:
                         item.setData(QtCore.Qt.ItemDataRole.UserRole, record.id)
@@ -193,6 +206,7 @@ class HistoryPanel(QtWidgets.QWidget):
                                      | QtCore.QItemSelectionModel.SelectionFlag.Rows)
         finally:
             self.table.blockSignals(False)
+        show_selection_or_top(self.table)
         n_exp = len(self.experiments.ids)
         self.count_label.setText(f"{len(self.records)} run{'s' if len(self.records) != 1 else ''}, "
                                  f"{n_exp} experiment{'s' if n_exp != 1 else ''} in {self.store.path}")
@@ -214,6 +228,7 @@ class HistoryPanel(QtWidgets.QWidget):
                 selection.select(self.table.model().index(r, 0),
                                  QtCore.QItemSelectionModel.SelectionFlag.Select
                                  | QtCore.QItemSelectionModel.SelectionFlag.Rows)
+        show_selection_or_top(self.table)
 
     def clear_selection_quietly(self) -> None:
         """Deselect every run without asking to load none (the live plots take the view)."""

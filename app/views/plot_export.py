@@ -5,17 +5,26 @@ drew, or its live series made into one), and the exports' own backend draws it
 (matplotlib, engine/export/drawing.py), off screen: a plot never laid out or
 never shown exports like any other, and a plot's PNG looks like the run's. CSV
 writes the figure's table, every point behind the curves, units in the header.
+
+These are a plot's only exports: pyqtgraph's own "Export..." (its scene's context
+menu) is taken out, whose files looked like neither (a bar chart's points as 0.0,
+1.0, ...). The save dialog opens in the folder the last export went to, from any
+plot, in this launch or the last (app/settings.py last_folder).
 """
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from PySide6 import QtGui, QtWidgets
 
+from app.settings import last_folder, remember_folder
 from engine.export import csv_text, drawing
 from engine.figures import Figure
 
 FORMATS = ("png", "svg", "pdf", "csv")
+# Every plot with export actions: a folder chosen on one is where the next dialog opens, on any of them.
+_EXPORTERS: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def export_figure(figure: Figure, fmt: str, path: str | Path) -> Path:
@@ -32,6 +41,8 @@ def export_figure(figure: Figure, fmt: str, path: str | Path) -> Path:
 
 def add_export_actions(widget) -> dict[str, QtGui.QAction]:
     """"Export PNG…" and the others in a plot widget's context menu: ask where, then ``widget.export``."""
+    widget.scene().contextMenu = []   # pyqtgraph's "Export...": one export menu, ours
+    _EXPORTERS.add(widget)
     menu = widget.getPlotItem().getViewBox().menu
     menu.addSeparator()
     actions = {}
@@ -43,10 +54,18 @@ def add_export_actions(widget) -> dict[str, QtGui.QAction]:
 
 
 def _export_interactive(widget, fmt: str) -> None:
-    path = ask_path(widget, fmt, widget.export_name, widget.export_dir)
+    path = ask_path(widget, fmt, widget.export_name, last_folder() or widget.export_dir)
     if path:
-        widget.export_dir = str(Path(path).parent)
+        remember_export_folder(str(Path(path).parent))
         widget.export(fmt, path)
+
+
+def remember_export_folder(folder: str) -> None:
+    """The next plot export opens in ``folder``: kept in the settings now (for the next launch too), and on
+    every plot (where the settings cannot be written)."""
+    remember_folder(folder)
+    for widget in list(_EXPORTERS):
+        widget.export_dir = folder
 
 
 def export_widget(widget, fmt: str, path: str | Path) -> Path | None:

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import time
 
-import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans
+from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans, tensor_lines
 from app.views import theme
 from app.views.elided_label import ElidedLabel
-from app.views.series_plot import SeriesPlot, cache_axes
+from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
+from app.views.run_marks import RunMarks
+from app.views.series_plot import SeriesPlot
 from app.views.timeline_view import KINDS, TimelineView
 from engine.figures import RunView, comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
+from engine.figures.gaps import broken, gap_after
 from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
 from engine.results import RunSummary
 from engine.timing import KIND_MEANING
@@ -28,11 +30,15 @@ from engine.timing import KIND_MEANING
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
 
 LIVE_WINDOW_S = 60.0
-# Live telemetry's x values are seconds since the app started; its axis counts back from now.
-LIVE_TIME = Axis("time since Splitscope started", "s")
-LIVE_TIME_SHOWN = "seconds from now"
+# Live telemetry's x values are seconds since the app started; its axis, its hover and its exports count
+# back from now (SeriesPlot.x_origin).
+LIVE_TIME = Axis("time from now", "s")
 # The plots redrawn together, each in its own redraw tick (see PlotPanel.redraw).
 FRAME_GROUPS = ("telemetry", "steps", "timeline")
+# Pixels a plot keeps however short the window: its title, legend row, axis and a data area to read (on a
+# 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
+# the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
+PLOT_MIN_HEIGHT = 135
 
 
 STEP_AXIS_PAD = 0.02
@@ -50,26 +56,6 @@ def step_axis_end(last_step: float | None, steps_total: int) -> float:
                 break
         scale *= 10
     return float(min(end, steps_total - 1)) if steps_total > 1 else float(end)
-
-
-class RelativeTimeAxis(pg.AxisItem):
-    """Time axis labelled relative to ``now`` (live: "-30" is 30 s ago), at round relative values."""
-
-    def __init__(self):
-        super().__init__("bottom")
-        self.now: float | None = None
-        self.enableAutoSIPrefix(False)  # an hour is 3600 s, not "3.6 ks"
-
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802  (Qt naming)
-        if self.now is None:
-            return super().tickValues(minVal, maxVal, size)
-        levels = super().tickValues(minVal - self.now, maxVal - self.now, size)
-        return [(spacing, [v + self.now for v in values]) for spacing, values in levels]
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
-        if self.now is None:
-            return super().tickStrings(values, scale, spacing)
-        return super().tickStrings([v - self.now for v in values], scale, spacing)
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -166,7 +152,6 @@ class PlotPanel(QtWidgets.QWidget):
         self._timeline_drawn = -1
         self._group_drawn_at = dict.fromkeys(FRAME_GROUPS, -1e9)
         self._step_axis_end: dict[str, float] = {}  # per step plot, while live
-        self._run_lines: list[tuple[SeriesPlot, pg.InfiniteLine]] = []
         self.history_runs: list[RunData] = []
 
         layout = QtWidgets.QVBoxLayout(self)
@@ -184,22 +169,17 @@ class PlotPanel(QtWidgets.QWidget):
 
         self.util_axis = RelativeTimeAxis()
         self.mem_axis = RelativeTimeAxis()
-        self.util_plot = SeriesPlot.of_frame(UTILIZATION)
-        self.util_plot.setAxisItems({"bottom": self.util_axis})
-        self.mem_plot = SeriesPlot.of_frame(MEMORY)
-        self.mem_plot.setAxisItems({"bottom": self.mem_axis})
-        for plot in (self.util_plot, self.mem_plot):
-            cache_axes(plot.getPlotItem())  # the new time axes too
-        self.thr_plot = SeriesPlot.of_frame(THROUGHPUT)
-        self.loss_plot = SeriesPlot.of_frame(LOSS)
+        self.util_plot = SeriesPlot.of_frame(UTILIZATION, x_axis=self.util_axis)
+        self.mem_plot = SeriesPlot.of_frame(MEMORY, x_axis=self.mem_axis)
+        # Steps are whole: a 5-step run's axis must not read 2.5.
+        self.thr_plot = SeriesPlot.of_frame(THROUGHPUT, x_axis=WholeNumberAxis())
+        self.loss_plot = SeriesPlot.of_frame(LOSS, x_axis=WholeNumberAxis())
         for plot in (self.util_plot, self.mem_plot):
             # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
             plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
             plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
-            plot.set_axes(LIVE_TIME, plot.spec.y, shown_x=LIVE_TIME_SHOWN)
-            axis = plot.getPlotItem().getAxis("bottom")
-            axis.setPen(pg.mkPen(theme.MUTED))
-            axis.setTextPen(pg.mkPen(theme.MUTED))
+            plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
+        self.run_marks = RunMarks([self.util_plot, self.mem_plot])
         self.util_plot.setYRange(0, 100, padding=0.02)
         self.util_plot.getPlotItem().enableAutoRange(y=False)
         self.mem_plot.getPlotItem().enableAutoRange(y=True)
@@ -213,7 +193,9 @@ class PlotPanel(QtWidgets.QWidget):
         grid.addWidget(self.mem_plot, 0, 1)
         grid.addWidget(self.thr_plot, 1, 0)
         grid.addWidget(self.loss_plot, 1, 1)
-        layout.addLayout(grid, 3)
+        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+            plot.setMinimumHeight(PLOT_MIN_HEIGHT)
+        layout.addLayout(grid, 5)
 
         bottom = QtWidgets.QHBoxLayout()
         self.timeline = TimelineView()
@@ -240,10 +222,10 @@ class PlotPanel(QtWidgets.QWidget):
             for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
                 plot.clear_series()
             for plot in (self.util_plot, self.mem_plot):
-                plot.set_axes(LIVE_TIME, plot.spec.y, shown_x=LIVE_TIME_SHOWN)
+                plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
                 plot.getPlotItem().enableAutoRange(x=False)
             self._fit_step_axes()
-            self._restore_run_lines()
+            self.run_marks.restore()
             self.timeline.set_devices(self.progress.devices)
             self.timeline.clear_steps()
             self.redraw(force=True)
@@ -274,6 +256,9 @@ class PlotPanel(QtWidgets.QWidget):
         self.steps = StepHistory()
         for plot in (self.thr_plot, self.loss_plot):
             plot.clear_series()
+            # The last run's range goes with its curve: a run that fails before its first step shows none.
+            plot.getPlotItem().setYRange(0, 1, padding=0)
+            plot.getPlotItem().enableAutoRange(y=True)
         self._drawn = {k: v for k, v in self._drawn.items() if k[0] not in ("thr", "loss")}
         self._timeline_drawn = -1
         self.timeline.set_devices(progress.devices)
@@ -303,28 +288,7 @@ class PlotPanel(QtWidgets.QWidget):
 
     def mark_run(self, t: float, text: str) -> None:
         """A vertical line on the telemetry plots at telemetry time ``t`` (run start or end)."""
-        for plot in (self.util_plot, self.mem_plot):
-            line = pg.InfiniteLine(pos=t, angle=90, movable=False,
-                                   pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DotLine),
-                                   label=text, labelOpts={"position": 0.08, "color": theme.MUTED,
-                                                          "anchors": [(0, 1), (0, 1)]})
-            if self.mode == "live":
-                plot.addItem(line)
-            self._run_lines.append((plot, line))
-        while len(self._run_lines) > 16:  # the lines of the last few runs are enough
-            plot, old = self._run_lines.pop(0)
-            if old.scene() is not None:
-                plot.removeItem(old)
-
-    def _restore_run_lines(self) -> None:
-        for plot, line in self._run_lines:
-            if line.scene() is None:
-                plot.addItem(line)
-
-    def _hide_run_lines(self) -> None:
-        for plot, line in self._run_lines:
-            if line.scene() is not None:
-                plot.removeItem(line)
+        self.run_marks.add(t, text)   # shown when the live view is (a stored run's time axis is another)
 
     def now(self) -> float:
         return time.perf_counter() - self.telemetry.origin
@@ -393,26 +357,38 @@ class PlotPanel(QtWidgets.QWidget):
                         continue
                     label = telemetry.label(device) if kind == "util" else device
                     if plot.has_series(device) and plot.series_name(device) != label:
-                        plot.remove_series(device)  # a run began or ended on this device: renamed
+                        # a run began or ended on this device: renamed, and coloured as its run's device
+                        for series in (device, RAW_PREFIX + device):
+                            if plot.has_series(series):
+                                plot.remove_series(series)
                         self._drawn.pop(key, None)
                     if force or self._drawn.get(key) != buf.version:
                         x, y = buf.column(0), buf.column(1)
-                        color = palette.series_color(telemetry.color_index(device))
+                        gaps = gap_after(x)   # no line across time without samples (engine/figures/gaps.py)
+                        color = palette.device_color(self._color_name(device))
                         if kind == "util":
-                            self._draw_utilization(device, label, x, y, color)
+                            self._draw_utilization(device, label, x, y, gaps, color)
                         else:
-                            plot.set_series(device, x, y / MIB, color, label)  # bytes kept, MiB drawn
+                            plot.set_series(device, *broken(x, y / MIB, gaps), color, label)  # bytes kept, MiB drawn
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
 
-    def _draw_utilization(self, device: str, label: str, x, y, color: str) -> None:
+    def _color_name(self, key: str) -> str:
+        """The device whose colour a live series takes (engine/figures/palette.py device_color): the run's
+        device for a core it runs on ("core 2" of "cpu:0"), as the run's stored plots and exports draw it."""
+        telemetry = self.telemetry
+        if key in telemetry.run_names:
+            return next((d for d, physical in telemetry.physical.items() if physical == key), key)
+        return key
+
+    def _draw_utilization(self, device: str, label: str, x, y, gaps, color: str) -> None:
         """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
         a core's 10 ms ticks make the raw line swing 0-100 % at 10 Hz."""
         plot = self.util_plot
-        plot.set_series(RAW_PREFIX + device, x, y, color, width=1.0, faint=True)
+        plot.set_series(RAW_PREFIX + device, *broken(x, y, gaps), color, name=f"{label} raw", width=1.0, faint=True)
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
-        plot.set_series(device, x, means, color, label)
+        plot.set_series(device, *broken(x, means, gaps), color, label)
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
@@ -443,7 +419,7 @@ class PlotPanel(QtWidgets.QWidget):
         when = "" if p.summary else ("live, last steps" if p.run_id else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
-                                 note="\n".join(filter(None, [when, *notes])))
+                                 note="\n".join(filter(None, [when, *notes, *p.tensor_lines()])))
 
     def refresh_bubble(self) -> None:
         if self.mode == "live":
@@ -458,12 +434,12 @@ class PlotPanel(QtWidgets.QWidget):
                       else f"Comparing {len(runs)} runs")
         for axis in (self.util_axis, self.mem_axis):
             axis.now = None
-        self._hide_run_lines()
+        self.run_marks.hide()
         views = [run_view(run) for run in runs]
         figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
         for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
             plot.draw_figure(figures[plot.spec.name])
-            plot.legend.setVisible(True)
+            plot.legend.setVisible(not single or plot in (self.util_plot, self.mem_plot))  # devices, or runs
         # The timeline and the bubble show the first (newest) selected run.
         first = runs[0] if runs else None
         if first is None:
@@ -480,11 +456,11 @@ class PlotPanel(QtWidgets.QWidget):
         self.timeline.set_busy(busy)
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory, stages=stages,
                                  micro_batches=summary.micro_batches or 1,
-                                 note="\n".join(filter(None, [note, *summary.notes])))
+                                 note="\n".join(filter(None, [note, *summary.notes, *tensor_lines(summary)])))
 
 
 def run_view(run: RunData) -> RunView:
     """What a stored run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
     return RunView(summary=run.summary or RunSummary(), steps=run.steps, samples=run.samples, timeline=run.timeline,
                    step_count=run.step_count, timeline_steps=run.timeline_steps, warmup=run.config.get("warmup"),
-                   label=run.label)
+                   label=run.label, config=dict(run.config))

@@ -3,21 +3,33 @@
 It draws a figure definition (engine.figures: series, marks, axes, title) as
 the exports draw it, or live series handed to it one by one; either way its
 export is a figure definition drawn by the exports' backend (plot_export).
+A value of no number in a series (NaN: a gap, engine/figures/gaps.py) breaks
+its line, as it does in the exports. The legend has a row of its own above the
+curves (plot_legend.py); the cursor's point is named beside it (plot_hover.py).
 """
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from app.views import plot_export, theme
+from app.views.plot_hover import Found, Hover, quantity
+from app.views.plot_legend import LegendRow
 from engine.figures import Axis, Figure, Series, palette, series_table
-from engine.figures.numbers import is_number
+from engine.figures.label_rows import label_rows
+from engine.figures.numbers import format_value, is_number
 
 MARK_SYMBOL_SIZE = 16  # the ring at a mark's point (the best of a sweep)
+TITLE_HEIGHT = 22      # pixels of the title's row (pyqtgraph's 30 is a legend line's worth of curves)
+HOVER_PX = 40          # the cursor names a point this many pixels away at most
+MARK_GAP_PX = 6        # between two marks' labels in one row
+LABEL_SHARE = 0.6      # of a view's height that marks' label rows may take (they have no background)
 
 
 DOWNSAMPLE_SAMPLES_PER_PIXEL = 1.0
@@ -31,8 +43,9 @@ class LiveCurve(pg.PlotDataItem):
     again on every setData: with the view scrolling each frame that is twice
     per curve per frame. Inside ``SeriesPlot.frame()`` a range change only
     marks the curve; the frame's setData (or one catch-up at the end) does the
-    work once. Our buffers never hold NaN, so the finite checks are skipped,
-    and the y-range clipping guard (dynamicRangeLimit) is off: it would redo
+    work once. What it is handed holds no NaN (set_series turns a gap's NaN
+    into an unjoined pair, ``connect``), so the finite checks are skipped, and
+    the y-range clipping guard (dynamicRangeLimit) is off: it would redo
     the work on every y auto-range.
     """
 
@@ -79,12 +92,15 @@ class SeriesPlot(pg.PlotWidget):
 
     def __init__(self, title: str, y_label: str, y_units: str | None = None, x_label: str = "time",
                  x_units: str | None = "s", export_name: str = "plot",
-                 parent: QtWidgets.QWidget | None = None):
-        super().__init__(parent=parent, background=theme.PANEL)
+                 parent: QtWidgets.QWidget | None = None, x_axis: pg.AxisItem | None = None):
+        super().__init__(parent=parent, background=theme.PANEL,
+                         axisItems={"bottom": x_axis} if x_axis is not None else None)
         self.export_name = export_name
         self.export_dir = ""
         self.spec = Figure(export_name, title, Axis(x_label, x_units), Axis(y_label, y_units))
         self.figure: Figure | None = None   # the definition drawn by draw_figure, until live series replace it
+        # The x shown as 0 (live: now), as a function: the live axis counts back from a moving now.
+        self.x_origin: Callable[[], float] | None = None
         item = self.getPlotItem()
         self.show_title(title)
         self.set_axes(self.spec.x, self.spec.y)
@@ -100,36 +116,49 @@ class SeriesPlot(pg.PlotWidget):
         item.setClipToView(True)
         item.setMenuEnabled(True)
         item.hideButtons()
-        self.legend = item.addLegend(offset=(8, 4),  # top left: the newest data is on the right
-                                     labelTextColor=theme.FOREGROUND,
-                                     brush=pg.mkBrush(20, 23, 28, 180), labelTextSize="8pt")
-        self.legend.setColumnCount(2)
+        self.legend = LegendRow(item)
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._styles: dict[str, dict] = {}        # how each curve was drawn: its export draws it so
         self._extras: list[pg.GraphicsObject] = []  # a figure's marks and error bars
+        self._mark_lines: list[pg.InfiniteLine] = []
+        menu = item.getViewBox().menu
+        self.legend.action = menu.addAction("Show legend")
+        self.legend.action.setCheckable(True)
+        self.legend.action.setChecked(True)
+        self.legend.action.toggled.connect(self.legend.setVisible)
         self.export_actions = plot_export.add_export_actions(self)
+        self.hover = Hover(self, self.point_at)
+        item.getViewBox().sigResized.connect(self._stack_marks)
         cache_axes(item)
         self.setMinimumSize(220, 120)
 
     @classmethod
-    def of_frame(cls, frame: Figure, parent: QtWidgets.QWidget | None = None) -> "SeriesPlot":
+    def of_frame(cls, frame: Figure, parent: QtWidgets.QWidget | None = None,
+                 x_axis: pg.AxisItem | None = None) -> "SeriesPlot":
         """A plot titled and labelled as the figure ``frame`` (engine.figures) is: live or exported, one name."""
         plot = cls(frame.title, frame.y.label, frame.y.unit, x_label=frame.x.label, x_units=frame.x.unit,
-                   export_name=frame.name, parent=parent)
+                   export_name=frame.name, parent=parent, x_axis=x_axis)
         plot.spec = frame
         return plot
 
     def show_title(self, title: str) -> None:
-        self.getPlotItem().setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
+        item = self.getPlotItem()
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
+        item.layout.setRowFixedHeight(0, TITLE_HEIGHT)
 
-    def set_axes(self, x: Axis, y: Axis, shown_x: str | None = None) -> None:
-        """The axes' labels, units in brackets as the exports print them; ``shown_x`` labels the screen's x
-        axis differently from the export's (live: "seconds from now" over times since the app started)."""
+    def set_axes(self, x: Axis, y: Axis, origin: Callable[[], float] | None = None) -> None:
+        """The axes' labels, units in brackets as the exports print them. ``origin``: the x value the axis
+        shows as 0 (live: now; the data's x counts from the app's start), which exports and hover use too."""
         self.spec = self.spec.with_data(x=x, y=y)
+        self.x_origin = origin
         item = self.getPlotItem()
         item.setLabel("left", y.text, color=theme.MUTED)
-        item.setLabel("bottom", shown_x or x.text, color=theme.MUTED)
+        item.setLabel("bottom", x.text, color=theme.MUTED)
+
+    def shown_x(self, x: float) -> float:
+        """A data x as the axis shows it (live: seconds from now)."""
+        return x - self.x_origin() if self.x_origin is not None else x
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming)
         # QGraphicsView's own hint is 600x480 per plot: four of them asked for far more
@@ -156,10 +185,13 @@ class SeriesPlot(pg.PlotWidget):
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
             self._styles[key] = {"name": name or key, "color": color, "dash": dash, "width": width, "faint": faint}
+            if not faint:
+                self.legend.add(key, name or key, color, dash)
         smooth_edges = not faint and len(x) <= SMOOTH_EDGES_UP_TO
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
         self._data[key] = (x, y)
+        x, y, connect = _drawn(x, y)
         # A line needs two points: a one-step run, or a short run's one memory sample,
         # would show nothing. Such series are drawn as dots until they grow.
         lone = len(x) < 2
@@ -168,7 +200,7 @@ class SeriesPlot(pg.PlotWidget):
             curve.setSymbolSize(6)
             curve.setSymbolBrush(curve.opts["pen"].color())
             curve.setSymbolPen(None)
-        curve.setData(x, y)
+        curve.setData(x, y, connect=connect)
 
     def draw_figure(self, figure: Figure) -> None:
         """Show a figure definition: its series (gaps left out), error bars, marks, axes and y range."""
@@ -177,7 +209,7 @@ class SeriesPlot(pg.PlotWidget):
         self.set_axes(figure.x, figure.y)
         item = self.getPlotItem()
         for s in figure.series:
-            x, y, err = _finite(s)
+            x, y, err = _floats(s)
             self.set_series(s.name, x, y, s.color, s.name, dash=s.dash, width=s.width, faint=s.faint)
             if s.markers:
                 curve = self._curves[s.name]
@@ -185,14 +217,20 @@ class SeriesPlot(pg.PlotWidget):
                 curve.setSymbolBrush(pg.mkBrush(s.color))
                 curve.setSymbolSize(7)
             if err is not None and np.any(err > 0):
-                self._add_extra(pg.ErrorBarItem(x=x, y=y, height=2 * err, beam=0.0, pen=pg.mkPen(s.color, width=1.2)))
+                has = np.isfinite(y)
+                self._add_extra(pg.ErrorBarItem(x=x[has], y=y[has], height=2 * err[has], beam=0.0,
+                                                pen=pg.mkPen(s.color, width=1.2)))
         for mark in figure.marks:
-            self._add_extra(pg.InfiniteLine(pos=float(mark.x), angle=90, movable=False,
-                                            pen=pg.mkPen(mark.color, style=QtCore.Qt.PenStyle.DashLine),
-                                            label=mark.label, labelOpts={"color": mark.color, "position": 0.92}))
+            line = pg.InfiniteLine(pos=float(mark.x), angle=90, movable=False,
+                                   pen=pg.mkPen(mark.color, style=QtCore.Qt.PenStyle.DashLine),
+                                   label=mark.label, labelOpts={"color": mark.color, "position": 0.92,
+                                                                "anchors": [(0, 0), (0, 0)]})
+            self._add_extra(line)
+            self._mark_lines.append(line)
             if is_number(mark.y):
                 self._add_extra(pg.ScatterPlotItem([mark.x], [mark.y], symbol="o", size=MARK_SYMBOL_SIZE,
                                                    brush=None, pen=pg.mkPen(mark.color, width=2)))
+        self._stack_marks()
         item.enableAutoRange()
         low, high = figure.y_range
         if is_number(low) and is_number(high):
@@ -203,6 +241,10 @@ class SeriesPlot(pg.PlotWidget):
     def _add_extra(self, extra: pg.GraphicsObject) -> None:
         self.getPlotItem().addItem(extra)
         self._extras.append(extra)
+
+    def _stack_marks(self, *_args) -> None:
+        """The marks' labels in rows from the top, never over each other (engine/figures/label_rows.py)."""
+        stack_labels(self.getPlotItem().getViewBox(), self._mark_lines)
 
     @contextlib.contextmanager
     def frame(self):
@@ -233,7 +275,7 @@ class SeriesPlot(pg.PlotWidget):
         return self._curves[key].name()
 
     def legend_names(self) -> list[str]:
-        return [label.text for _, label in self.legend.items]
+        return self.legend.names()
 
     def series_keys(self) -> list[str]:
         return list(self._curves)
@@ -242,15 +284,16 @@ class SeriesPlot(pg.PlotWidget):
         return self._data[key]
 
     def point_count(self) -> int:
-        return sum(len(x) for x, _ in self._data.values())
+        """Points measured (the breaks at gaps are none)."""
+        return sum(int(np.count_nonzero(np.isfinite(y))) for _, y in self._data.values())
 
     def remove_series(self, key: str) -> None:
         curve = self._curves.pop(key, None)
         self._data.pop(key, None)
         self._styles.pop(key, None)
+        self.legend.remove(key)
         if curve is not None:
             self.getPlotItem().removeItem(curve)
-            self.legend.removeItem(curve)
 
     def clear_series(self) -> None:
         for key in list(self._curves):
@@ -258,16 +301,62 @@ class SeriesPlot(pg.PlotWidget):
         for extra in self._extras:
             self.getPlotItem().removeItem(extra)
         self._extras = []
+        self._mark_lines = []
         if self.figure is not None:
             self.show_title(self.spec.title)
         self.figure = None
 
+    # -- hover -----------------------------------------------------------------
+    def point_at(self, x: float, y: float) -> Found | None:
+        """The point nearest the view position (x, y), named with its x and y and their units: a curve's
+        (its mean, over the faint raw samples), or a bar's. None when nothing is within HOVER_PX pixels."""
+        figure = self.figure
+        if figure is not None and figure.bars is not None:
+            return self._bar_at(figure, x)
+        pixel_x, pixel_y = self.getPlotItem().getViewBox().viewPixelSize()
+        keys = [k for k in self._data if not self._styles[k]["faint"]] or list(self._data)
+        best = None
+        for key in keys:
+            xs, ys = self._data[key]
+            i = int(np.searchsorted(xs, x))
+            for j in range(max(0, i - 2), min(len(xs), i + 2)):
+                if np.isfinite(ys[j]):
+                    distance = ((xs[j] - x) / pixel_x) ** 2 + ((ys[j] - y) / pixel_y) ** 2
+                    if best is None or distance < best[0]:
+                        best = (distance, key, float(xs[j]), float(ys[j]))
+        if best is None or best[0] > HOVER_PX ** 2:
+            return None
+        _, key, px, py = best
+        axes = self.spec if figure is None else figure
+        text = "\n".join([self._styles[key]["name"], quantity(axes.x.label, self.shown_x(px), axes.x.unit),
+                          quantity(axes.y.label, py, axes.y.unit)])
+        return Found(text, px, py)
+
+    def _bar_at(self, figure: Figure, x: float) -> Found | None:
+        """Bars stand at 0, 1, 2, ... in the order of those with a value (experiment_results.StepTimeBars)."""
+        bars = figure.bars
+        errors = list(bars.errors or []) + [None] * len(bars.labels)
+        drawn = [(label, value, errors[i]) for i, (label, value) in enumerate(zip(bars.labels, bars.values))
+                 if is_number(value)]
+        i = int(round(x))
+        if not drawn or not 0 <= i < len(drawn) or abs(x - i) > 0.4:
+            return None
+        label, value, error = drawn[i]
+        text = quantity(figure.y.label, value, figure.y.unit)
+        if is_number(error):
+            text += f" ± {format_value(error)}"
+        return Found(f"{label}\n{text}", float(i), float(value))
+
     # -- export ----------------------------------------------------------------
     def to_figure(self) -> Figure:
-        """What this plot shows, as a figure definition: the one it drew, or its curves as they are now."""
+        """What this plot shows, as a figure definition: the one it drew, or its curves as they are now, on
+        the axis the screen shows (live: seconds from now); a gap's break stays a break."""
         if self.figure is not None:
             return self.figure
-        series = [Series(x=np.asarray(x).tolist(), y=np.asarray(y).tolist(), **self._styles[key])
+        origin = self.x_origin() if self.x_origin is not None else 0.0
+        series = [Series(x=(np.asarray(x, dtype=float) - origin).tolist(),
+                         y=[v if np.isfinite(v) else None for v in np.asarray(y, dtype=float).tolist()],
+                         **self._styles[key])
                   for key, (x, y) in self._data.items()]
         columns, rows = series_table(series, self.spec.x, self.spec.y)
         return self.spec.with_data(series=series, columns=columns, rows=rows)
@@ -277,12 +366,41 @@ class SeriesPlot(pg.PlotWidget):
         return plot_export.export_widget(self, fmt, path)
 
 
-def _finite(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """A series' drawable points (our curves skip the finite check: they must hold no gaps) and their errors."""
+def _floats(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A series as arrays: points of no x left out, a y of no number NaN (a break), errors 0 where none."""
     x = np.array([v if is_number(v) else np.nan for v in s.x], dtype=float)
     y = np.array([v if is_number(v) else np.nan for v in s.y], dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y)
+    keep = np.isfinite(x)
     err = None
     if s.yerr is not None:
         err = np.array([abs(v) if is_number(v) else 0.0 for v in s.yerr], dtype=float)[keep]
     return x[keep], y[keep], err
+
+
+def _drawn(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | np.ndarray]:
+    """What a curve draws: its points of a value, joined but across a NaN (a gap), as pyqtgraph's
+    ``connect`` array says (point i joins i+1 where True). Without NaN, as given (no copy, no check)."""
+    has = np.isfinite(y)
+    if has.all():
+        return x, y, "all"
+    index = np.flatnonzero(has)
+    connect = np.diff(index) == 1   # the next point with a value is the next point: no gap between
+    return x[index], y[index], np.append(connect, False)
+
+
+def stack_labels(view: pg.ViewBox, lines: list[pg.InfiniteLine], rows: int = 3) -> None:
+    """Vertical lines' labels in rows from the top of ``view``, each row a label's height lower, so that no
+    two overprint (engine/figures/label_rows.py); a label with no free row is hidden (its line stays)."""
+    if not lines:
+        return
+    height = view.height() or 120.0
+    sizes = [line.label.boundingRect() for line in lines]
+    row_px = math.ceil(max(size.height() for size in sizes)) + 1   # a pixel between rows
+    rows = max(1, min(rows, int(LABEL_SHARE * height // row_px)))   # the data must show below them
+    pixel = view.viewPixelSize()[0] or 1.0
+    xs = [line.value() for line in lines]
+    widths = [(size.width() + MARK_GAP_PX) * pixel for size in sizes]
+    for line, row in zip(lines, label_rows(xs, widths, rows)):
+        line.label.setVisible(row is not None)
+        if row is not None:
+            line.label.setPosition(1.0 - (1 + row * row_px) / height)

@@ -3,7 +3,10 @@
 Shows every block with its parameters, its measured forward+backward time and
 the activation bytes it hands on; per stage, the share of parameters and of
 compute time; at each split, the bytes that cross per micro-batch. The balanced
-split (from the engine's planning) is preselected and marked.
+split (from the engine's planning) is preselected and marked. What changes as
+boxes are ticked (problems with the split and the buttons that mend them,
+``show_problems``; the stages' bars and lines) is below the table, and the summary
+above it is one line: the rows under the cursor stay where they are.
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.state.units import human_bytes, human_count
 from app.views import theme
+from app.views.elided_label import ElidedLabel
+from app.views.notice_area import FixButtons
 from engine.planning import BlockInfo, stage_shares
 
 
@@ -72,6 +77,7 @@ class StageBar(QtWidgets.QWidget):
 class SplitView(QtWidgets.QWidget):
     sigSplitChanged = QtCore.Signal()
 
+    # The block's index heads its row: the name has the stretching column to itself.
     COLUMNS = ("split", "block", "params", "fwd+bwd", "out/µ-batch")
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
@@ -88,9 +94,8 @@ class SplitView(QtWidgets.QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         head = QtWidgets.QHBoxLayout()
-        self.summary = QtWidgets.QLabel()
+        self.summary = ElidedLabel()
         self.summary.setObjectName("muted")
-        self.summary.setWordWrap(True)
         head.addWidget(self.summary, 1)
         self.balanced_button = QtWidgets.QPushButton("Balanced")
         self.balanced_button.setToolTip("Go back to the balanced split: the slowest stage as fast as it can be")
@@ -102,16 +107,11 @@ class SplitView(QtWidgets.QWidget):
         self.tutorial_button.clicked.connect(self.use_tutorial)
         head.addWidget(self.tutorial_button)
         layout.addLayout(head)
-        self.bar = StageBar()
-        layout.addWidget(self.bar)
-        self.stage_text = QtWidgets.QLabel()
-        self.stage_text.setWordWrap(True)
-        self.stage_text.setTextFormat(QtCore.Qt.TextFormat.RichText)
-        layout.addWidget(self.stage_text)
         self.table = QtWidgets.QTableWidget(0, len(self.COLUMNS))
         self.table.setObjectName("splitTable")
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
-        self.table.verticalHeader().setVisible(False)
+        # Names like "layer3.0" differ at their ends: cut in the middle, the whole name in the tooltip.
+        self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
         self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QtWidgets.QHeaderView.ResizeMode.ResizeToContents)
@@ -121,6 +121,21 @@ class SplitView(QtWidgets.QWidget):
         self.table.setMinimumHeight(140)
         self.table.itemChanged.connect(self._on_item_changed)
         layout.addWidget(self.table, 1)
+        self.problem = QtWidgets.QLabel()
+        self.problem.setObjectName("problem")
+        self.problem.setWordWrap(True)
+        self.problem.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.problem)
+        self.fixes = FixButtons()
+        self.fixes.sigChosen.connect(lambda changes: self.set_split(changes["split"]))
+        layout.addWidget(self.fixes)
+        self.bar = StageBar()
+        layout.addWidget(self.bar)
+        self.stage_text = QtWidgets.QLabel()
+        self.stage_text.setWordWrap(True)
+        self.stage_text.setTextFormat(QtCore.Qt.TextFormat.RichText)
+        layout.addWidget(self.stage_text)
+        self.show_problems([])
         self._refresh()
 
     # -- inputs ------------------------------------------------------------------
@@ -182,6 +197,17 @@ class SplitView(QtWidgets.QWidget):
         if split is not None:
             self.set_split(split)
 
+    def show_problems(self, problems: list[dict]) -> None:
+        """The split's problems ({"option", "message"}, with "text" and "fixes" in the app's words:
+        app/state/problem_help.py); each fix that sets the split is a button that applies it."""
+        self.problem.setText("\n".join(p.get("text") or f"Split points: {p['message']}" for p in problems))
+        self.problem.setVisible(bool(problems))
+        self.fixes.set_fixes([f for p in problems for f in p.get("fixes") or [] if set(f["changes"]) == {"split"}])
+
+    @property
+    def fix_buttons(self) -> list[QtWidgets.QPushButton]:
+        return self.fixes.buttons
+
     def _valid(self, split) -> bool:
         return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \
             and list(split) == sorted(set(split))
@@ -197,6 +223,7 @@ class SplitView(QtWidgets.QWidget):
         self._filling = True
         try:
             self.table.setRowCount(len(self.blocks))
+            self.table.setVerticalHeaderLabels([str(i) for i in range(len(self.blocks))])
             split = set(self._split or ())
             balanced = set(self.balanced or ())
             stage_of = []
@@ -216,8 +243,10 @@ class SplitView(QtWidgets.QWidget):
                         check.setToolTip("The balanced split point: each stage's compute time as even as blocks allow")
                 else:
                     check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+                name = QtWidgets.QTableWidgetItem(block.name)
+                name.setToolTip(f"block {i}: {block.name}" + (f" (stage {stage_of[i]})" if self.uses_split else ""))
                 cells = [check,
-                         QtWidgets.QTableWidgetItem(f"{i}  {block.name}"),
+                         name,
                          QtWidgets.QTableWidgetItem(human_count(block.params)),
                          QtWidgets.QTableWidgetItem(f"{1000 * block.cost_s:.2f} ms"),
                          QtWidgets.QTableWidgetItem(human_bytes(block.out_bytes * self.micro_batch_size))]
@@ -263,8 +292,10 @@ class SplitView(QtWidgets.QWidget):
         for s, share in enumerate(shares):
             crossing = (f", hands on {human_bytes(share['crossing'] * self.micro_batch_size)} per micro-batch"
                         if s < len(shares) - 1 else "")
+            blocks = (f"block {share['first']}" if share["first"] == share["last"]
+                      else f"blocks {share['first']}–{share['last']}")
             lines.append(f"<span style='color:{theme.FOREGROUND};background:{theme.stage_color(s)}'>&nbsp;stage "
-                         f"{s}&nbsp;</span> blocks {share['first']}–{share['last']}: "
+                         f"{s}&nbsp;</span> {blocks}: "
                          f"{100 * share['params']:.0f}% params, {100 * share['time']:.0f}% time{crossing}")
         self.stage_text.setText("<br>".join(lines))
         mark = " (balanced)" if self._split == self.balanced else ""

@@ -1,4 +1,9 @@
-"""TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle)."""
+"""TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle).
+
+The cursor names the interval under it (plot_hover.py): device, kind, step,
+which of the step's intervals of that kind it is (a pipeline's micro-batch, one
+forward each), and how long it took; between intervals, how long the device idled.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +14,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
 from app.views import plot_export, theme
+from app.views.plot_hover import Found, Hover
 from app.views.series_plot import cache_axes
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
@@ -64,11 +70,19 @@ class TimelineView(pg.PlotWidget):
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
         self.export_actions = plot_export.add_export_actions(self)
+        self.hover = Hover(self, self.interval_at, marker=False)
         cache_axes(item)
         self.setMinimumHeight(120)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
         return QtCore.QSize(600, 260)
+
+    def set_hint(self, text: str) -> None:
+        """The line the timeline shows while it has no steps (what a starting run is doing)."""
+        self.placeholder.setText(text)
+
+    def hint(self) -> str:
+        return self.placeholder.toPlainText()
 
     def set_devices(self, devices: list[str]) -> None:
         self.devices = list(devices)
@@ -165,6 +179,30 @@ class TimelineView(pg.PlotWidget):
             out[device][kind] += t1 - t0
         return out
 
+    # -- hover -----------------------------------------------------------------
+    def interval_at(self, x: float, y: float) -> Found | None:
+        """The interval (or the idle time) at view position (x, y): x in seconds since the first
+        interval shown, y a lane (the devices top down)."""
+        lane = int(round(y))
+        if not self.rows or not 0 <= lane < len(self.devices) or abs(y - lane) > LANE_HEIGHT / 2:
+            return None
+        device, t = self.devices[lane], x + self.origin
+        mine = [r for r in self.rows if r[1] == device]
+        under = [r for r in mine if r[3] <= t <= r[4]]
+        if under:
+            step, _, kind, t0, t1 = min(under, key=lambda r: r[4] - r[3])  # a wait under its neighbour's end
+            same = [r for r in mine if r[0] == step and r[2] == kind]
+            which = f", {kind} {same.index((step, device, kind, t0, t1)) + 1} of {len(same)}" if len(same) > 1 else ""
+            text = f"{device} · {kind}\nstep {step}{which}\n{_duration(t1 - t0)} from {_duration(t0 - self.origin)}"
+            return Found(text, (t0 + t1) / 2 - self.origin, float(lane))
+        before = max((r[4] for r in mine if r[4] < t), default=None)
+        after = min((r[3] for r in mine if r[3] > t), default=None)
+        if before is None or after is None:
+            return None
+        step = next(r[0] for r in mine if r[4] == before)
+        text = f"{device} · idle\nstep {step}\n{_duration(after - before)}"
+        return Found(text, (before + after) / 2 - self.origin, float(lane))
+
     # -- export ----------------------------------------------------------------
     def to_figure(self) -> Figure:
         """The steps shown, as the exports' timeline figure (engine.figures.timeline_figure)."""
@@ -172,3 +210,8 @@ class TimelineView(pg.PlotWidget):
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
         return plot_export.export_widget(self, fmt, path)
+
+
+def _duration(seconds: float) -> str:
+    """"3.21 ms", "1.5 s": three digits, in the unit the timeline's axis shows at that size."""
+    return f"{seconds * 1000:.3g} ms" if abs(seconds) < 1 else f"{seconds:.3g} s"

@@ -32,6 +32,7 @@ WIDTH_IN, HEIGHT_IN = 8.0, 4.5
 PNG_DPI = 200            # 1600 pixels wide: crisp on high-DPI screens and in slides
 MAX_POINTS = 2000        # per drawn curve; longer ones keep each bucket's lowest and highest (peaks survive)
 TITLE_CHARACTERS = 95    # a longer title wraps (a timeline's says its bubble and its sample)
+LEGEND_ROWS = 14         # entries a legend column holds beside a figure's height; more make a second column
 
 # The exports' white chrome; the colours of the data are engine.figures.palette's.
 TEXT = "#222222"
@@ -59,6 +60,10 @@ def require() -> None:
                           f"({exc}); install it with `{INSTALL}` (csv export works without it)") from exc
 
 
+# The same figure, the same file: no time of writing in it (a re-export does not show as changed).
+UNDATED = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
 def draw(figure: Figure, fmt: str) -> bytes:
     """The figure as a PNG, SVG or PDF file's bytes."""
     if fmt not in FORMATS:
@@ -68,7 +73,7 @@ def draw(figure: Figure, fmt: str) -> bytes:
     with _LOCK, matplotlib.rc_context(STYLE):
         buffer = io.BytesIO()
         _draw(figure).savefig(buffer, format=fmt, dpi=PNG_DPI if fmt == "png" else 100,
-                              metadata={"Title": figure.title})
+                              metadata={"Title": figure.title, **UNDATED.get(fmt, {})})
     return buffer.getvalue()
 
 
@@ -143,7 +148,7 @@ def _lines(axes, figure: Figure) -> None:
     if all(float(v).is_integer() for s in figure.series for v in s.x if is_number(v)):
         axes.xaxis.get_major_locator().set_params(integer=True)  # steps, devices: never 2.5
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(loc="best", ncols=min(4, max(1, len(figure.series) // 4)))
+        _legend_outside(axes)
 
 
 def _bars(axes, figure: Figure) -> None:
@@ -175,7 +180,7 @@ def _bars(axes, figure: Figure) -> None:
     axes.margins(y=0.12)
     axes.grid(axis="x", visible=False)
     if bars.best is not None or drawn_refs:
-        axes.legend(loc="best")
+        _legend_outside(axes)
 
 
 def _lanes(axes, figure: Figure) -> None:
@@ -204,7 +209,15 @@ def _lanes(axes, figure: Figure) -> None:
     axes.grid(axis="y", visible=False)
     legend = [Patch(color=palette.kind_color(k), label=k) for k in kinds]
     legend.append(Patch(color=palette.IDLE, alpha=palette.IDLE_ALPHA, label="idle"))
-    axes.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _legend_outside(axes, handles=legend)
+
+
+def _legend_outside(axes, **handles) -> None:
+    """The legend right of the axes, never over the data (the constrained layout makes room for it),
+    as the app's legend sits in a row of its own (app/views/plot_legend.py)."""
+    entries = len(handles.get("handles") or axes.get_legend_handles_labels()[0])
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                ncols=1 + (entries - 1) // LEGEND_ROWS, **handles)
 
 
 # ---- data -------------------------------------------------------------------------------------
@@ -214,8 +227,8 @@ def _floats(values):
 
 
 def _peaks(y, limit: int):
-    """Indices of at most ``limit`` points, each bucket's lowest and highest (pyqtgraph's 'peak' mode):
-    a long curve draws the same picture from a pixel column's worth, and its files stay small."""
+    """Indices of about ``limit`` points, each bucket's lowest and highest (pyqtgraph's 'peak' mode), and
+    every break: a long curve draws the same picture from a pixel column's worth, and its files stay small."""
     import numpy as np
     n = len(y)
     if n <= limit:
@@ -229,5 +242,6 @@ def _peaks(y, limit: int):
     with np.errstate(invalid="ignore"):
         lowest = np.where(np.isnan(grid), np.inf, grid).argmin(axis=1)
         highest = np.where(np.isnan(grid), -np.inf, grid).argmax(axis=1)
-    keep = np.unique(np.concatenate([base + lowest, base + highest, [n - 1]]))
+    gaps = np.flatnonzero(np.isnan(y))  # the breaks (engine/figures/gaps.py): a thinned curve keeps its gaps
+    keep = np.unique(np.concatenate([base + lowest, base + highest, gaps, [n - 1]]))
     return keep[keep < n]

@@ -32,7 +32,8 @@ class Axis:
 
 @dataclass(frozen=True)
 class Series:
-    """One named curve. ``y`` None where there is no value (drawn as a gap)."""
+    """One named curve. ``y`` None (or NaN) where there is no value: both backends break the line there
+    (engine/figures/gaps.py puts one across time without samples)."""
     name: str                       # the legend's entry, and the app's key for the curve: unique in a figure
     x: Sequence
     y: Sequence
@@ -109,6 +110,7 @@ class Figure:
 
 
 def series_table(series: Sequence[Series], x: Axis, y: Axis) -> tuple[list[str], list[list]]:
-    """(columns, rows) of curves that share no x values (a plot's live series): one row per point."""
-    rows = [[s.name, xv, yv] for s in series for xv, yv in zip(s.x, s.y)]
+    """(columns, rows) of curves that share no x values (a plot's live series): one row per measured point
+    (not the breaks at a gap, engine/figures/gaps.py)."""
+    rows = [[s.name, xv, yv] for s in series for xv, yv in zip(s.x, s.y) if is_number(yv)]
     return ["series", x.text, y.text], rows

@@ -7,7 +7,9 @@ engine/export/drawing.py's. Every colour reads on both backgrounds.
 """
 from __future__ import annotations
 
-# One colour per device (a run's own plots) or per run (runs compared), in order, the same in every plot.
+import re
+
+# One colour per device (by the number in its name: device_color) or per run (runs compared, in order).
 # Tableau 10 without its green, which marks the best point, and its red, which the app uses for errors.
 SERIES_COLORS = ["#4e9af1", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac"]
 
@@ -36,8 +38,25 @@ FAINT_ALPHA = 0.3       # the raw samples behind their one-second mean
 DASHES = [None, (4, 2), (1, 2), (4, 2, 1, 2)]
 
 
+_NUMBER = re.compile(r"(\d+)\s*$")
+
+
 def series_color(index: int) -> str:
     return SERIES_COLORS[index % len(SERIES_COLORS)]
+
+
+def device_number(device: str) -> int | None:
+    """The number a device's name ends with: 3 for "cuda:3", "cpu:3" and "core 3"; None for "cpu"."""
+    match = _NUMBER.search(device)
+    return int(match.group(1)) if match else None
+
+
+def device_color(device: str, position: int = 0) -> str:
+    """A device's one colour, wherever it is drawn (the live plots, a stored run, its exports, a CSV's
+    PNG): chosen by the number in its name, so cuda:1 is the same colour in a run on cuda:0,cuda:1 and
+    in one on cuda:1 alone. ``position`` (its place among the devices drawn) for a name without one."""
+    number = device_number(device)
+    return series_color(position if number is None else number)
 
 
 def kind_color(kind: str) -> str:

@@ -16,7 +16,9 @@ from typing import Sequence
 
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Series, series_table
+from engine.figures.gaps import broken, gap_after
 from engine.figures.numbers import is_number, pct, time_unit
+from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
 from engine.results import RunSummary, Sample, Step
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
@@ -31,6 +33,8 @@ THROUGHPUT = Figure("throughput", "Throughput per step", STEP, Axis("throughput"
 STEP_TIME = Figure("step-time", "Step time per step", STEP, Axis("step time", "s"))
 LOSS = Figure("loss", "Loss per step", STEP, Axis("loss"))
 BUSY = Figure("busy", "Busy share of step time per device", Axis("device"), Axis("busy", "% of step time"))
+TENSOR_MEMORY = Figure("tensor-memory", "Tensor memory per device (the most over the measured steps)",
+                       Axis("device"), Axis("parameters, gradients, optimizer state and activations", "MiB"))
 BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
 # A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
 STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
@@ -47,7 +51,8 @@ class RunView:
     step_count: int = 0                     # steps stored
     timeline_steps: int = 0                 # steps whose every interval is stored
     warmup: int | None = None               # steps the summary leaves out
-    label: str = ""                         # how a comparison names the run
+    label: str = ""                         # how the history names the run ("18:29:22 pipeline")
+    config: dict = field(default_factory=dict)   # what it ran with: a comparison names what differs
     sample_rows: int = 0                    # telemetry rows stored, when ``samples`` are buckets of them
     sample_bucket_s: float | None = None    # the buckets' width, when they are
 
@@ -80,6 +85,8 @@ def run_figures(run: RunView) -> list[Figure]:
     ]
     if any(s.batch_split for s in run.steps):
         figures.append(batch_split_figure(run.steps, devices))
+    if run.summary.tensor_memory:
+        figures.append(tensor_memory_figure(run.summary))
     return figures
 
 
@@ -94,9 +101,17 @@ def _by_time(samples: Sequence[Sample], field_name: str, factor: float) -> dict[
     return dict(sorted(by_t.items()))
 
 
-def _measured(by_t: dict[float, dict[str, float]], device: str) -> tuple[list[float], list[float]]:
-    pairs = [(t, values[device]) for t, values in by_t.items() if device in values]
-    return [t for t, _ in pairs], [v for _, v in pairs]
+def _measured(samples: Sequence[Sample], device: str, field_name: str,
+              factor: float) -> tuple[list[float], list[float], list]:
+    """A device's (times, values, spans) of ``field_name``, in time order; a span where a sample is a bucket."""
+    rows = sorted((s.t, getattr(s, field_name) * factor, s.span_s) for s in samples
+                  if s.device == device and getattr(s, field_name) is not None)
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def telemetry_series(name: str, t: list[float], values: list, spans: list, color: str, **style) -> Series:
+    """A telemetry curve with its gaps (engine/figures/gaps.py): no line across time without samples."""
+    return Series(name, *broken(t, values, gap_after(t, spans)), color, **style)
 
 
 def utilization_figure(run: RunView, devices: list[str]) -> Figure:
@@ -105,10 +120,11 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
     by_t = _by_time(run.samples, "util", 1.0)
     raw, means = [], []
     for i, device in enumerate(devices):
-        t, values = _measured(by_t, device)
+        t, values, spans = _measured(run.samples, device, "util", 1.0)
         mean = trailing_mean(t, values) if t else []
-        raw.append(Series(f"{device} raw", t, values, palette.series_color(i), width=1.0, faint=True))
-        means.append(Series(device, t, mean, palette.series_color(i)))
+        color = palette.device_color(device, i)
+        raw.append(telemetry_series(f"{device} raw", t, values, spans, color, width=1.0, faint=True))
+        means.append(telemetry_series(device, t, mean, spans, color))
     mean_at = [dict(zip(s.x, s.y)) for s in means]
     columns = (["t (s)"] + [f"util {d} (%)" for d in devices]
                + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices])
@@ -119,7 +135,8 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
 
 def memory_figure(run: RunView, devices: list[str]) -> Figure:
     by_t = _by_time(run.samples, "mem_used", 1 / MIB)
-    series = [Series(d, *_measured(by_t, d), palette.series_color(i)) for i, d in enumerate(devices)]
+    series = [telemetry_series(d, *_measured(run.samples, d, "mem_used", 1 / MIB), palette.device_color(d, i))
+              for i, d in enumerate(devices)]
     rows = [[t] + [values.get(d) for d in devices] for t, values in by_t.items()]
     return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series,
                             columns=["t (s)"] + [f"mem {d} (MiB)" for d in devices], rows=rows)
@@ -157,7 +174,7 @@ def batch_split_figure(steps: Sequence[Step], devices: list[str]) -> Figure:
     rows = [[s.step] + [s.batch_split[i] if i < len(s.batch_split) else None for i in range(width)]
             for s in split_steps]
     # devices often get the same count: dashes, and a wide first line, keep every line visible where they overlap
-    series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows], palette.series_color(i),
+    series = [Series(d, [r[0] for r in rows], [r[1 + i] for r in rows], palette.device_color(d, i),
                      dash=i, width=3.2 if i == 0 else 1.6) for i, d in enumerate(names)]
     return BATCH_SPLIT.with_data(series=series, columns=["step"] + [f"batch {d} (samples)" for d in names],
                                  rows=rows)
@@ -172,22 +189,32 @@ def busy_figure(summary: RunSummary, devices: list[str]) -> Figure:
                           columns=["device", "busy (%)", "idle (%)"], rows=rows)
 
 
+def tensor_memory_figure(summary: RunSummary) -> Figure:
+    """What the run's tensors held on each device, where the process's memory is mostly torch itself."""
+    kinds = ("params", "grads", "optimizer", "activations")
+    shown = [(d, m) for d, m in zip(summary.devices, summary.tensor_memory or []) if m is not None]
+    rows = [[d, *(getattr(m, k) / MIB for k in kinds), m.total / MIB,
+             m.allocated_peak / MIB if m.allocated_peak is not None else None] for d, m in shown]
+    return TENSOR_MEMORY.with_data(bars=Bars([r[0] for r in rows], [r[5] for r in rows]),
+                                   columns=["device", *(f"{k} (MiB)" for k in kinds), "total (MiB)",
+                                            "allocator peak (MiB)"], rows=rows)
+
+
 # ---- runs compared -----------------------------------------------------------------------
 def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
     """Several runs over each other: a colour per run, a dash per device, the utilization means alone
-    (the raw samples of several runs are noise)."""
-    names = _distinct(run.label for run in runs)
+    (the raw samples of several runs are noise). Each run is named by what sets it apart (run_names.py)."""
+    names = run_names([run.config for run in runs], [run.label for run in runs], [run.summary for run in runs])
     util, memory, throughput, loss = [], [], [], []
     for r, (run, name) in enumerate(zip(runs, names)):
         color = palette.series_color(r)
-        util_at, memory_at = _by_time(run.samples, "util", 1.0), _by_time(run.samples, "mem_used", 1 / MIB)
         for d, device in enumerate(run.devices):
-            t, values = _measured(util_at, device)
+            t, values, spans = _measured(run.samples, device, "util", 1.0)
             if t:
-                util.append(Series(f"{name} {device}", t, trailing_mean(t, values), color, dash=d))
-            t, values = _measured(memory_at, device)
+                util.append(telemetry_series(f"{name} {device}", t, trailing_mean(t, values), spans, color, dash=d))
+            t, values, spans = _measured(run.samples, device, "mem_used", 1 / MIB)
             if t:
-                memory.append(Series(f"{name} {device}", t, values, color, dash=d))
+                memory.append(telemetry_series(f"{name} {device}", t, values, spans, color, dash=d))
         for curves, key in ((throughput, "throughput"), (loss, "loss")):
             steps = [s for s in run.steps if getattr(s, key) is not None]
             if steps:
@@ -196,10 +223,3 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
     return [frame.with_data(title=frame.title + of_runs, series=series,
                             **dict(zip(("columns", "rows"), series_table(series, frame.x, frame.y))))
             for frame, series in ((UTILIZATION, util), (MEMORY, memory), (THROUGHPUT, throughput), (LOSS, loss))]
-
-
-def _distinct(labels) -> list[str]:
-    """Each run's label, numbered where two runs share one (two runs started in the same second)."""
-    labels = list(labels)
-    return [f"{label} #{labels[:i].count(label) + 1}" if labels.count(label) > 1 else label
-            for i, label in enumerate(labels)]

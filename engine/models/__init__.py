@@ -17,24 +17,29 @@ class ModelInfo:
     lr: float         # default SGD learning rate
     tutorial_split: str | None = None
     """The block the model-parallel tutorial starts its second stage at (``--split NAME``)."""
+    batch_origin: str = "its default"
+    """Where ``batch_size`` comes from, as the app's suggestion says it ("suggested: 120 (the tutorial's)")."""
 
 
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
         ModelInfo("seed-toy", "Linear(10,10), ReLU, Linear(10,5), MSE loss: the ToyModel of PyTorch's "
-                  "model-parallel tutorial, learning a fixed teacher of its own shape", 20, 0.05),
+                  "model-parallel tutorial, learning a fixed teacher of its own shape", 20, 0.05,
+                  batch_origin="the tutorial's"),
         ModelInfo("seed-linear", "Linear(5,2) on a dataset of 100 rows of 5 (targets from a linear teacher), "
-                  "batch 30: PyTorch's data-parallel tutorial (RandomDataset(5, 100))", 30, 0.05),
+                  "batch 30: PyTorch's data-parallel tutorial (RandomDataset(5, 100))", 30, 0.05,
+                  batch_origin="the tutorial's"),
         ModelInfo("seed-embedding", "Embedding(1000,10) then Linear(10,10), learning a fixed vector per index: "
                   "the tutorials' DistributedModel (Embedding on the CPU, Linear on the GPU)", 32, 0.05),
-        ModelInfo("mlp", "Blocks of Linear(width,width)+ReLU (--width, --depth), then Linear(width,10); "
-                  "cross-entropy on 10 classes of noisy patterns", 2048, 0.01),
+        ModelInfo("mlp", "A stack of Linear+ReLU blocks (depth of them, each width features wide), then "
+                  "Linear(width, 10); cross-entropy on 10 classes of noisy patterns", 2048, 0.01,
+                  batch_origin="sized for CPU devices"),
         ModelInfo("resnet18", "torchvision ResNet18 (BatchNorm), 10 classes of 64x64 images, split at "
-                  "basic-block granularity", 32, 0.01, tutorial_split="layer3"),
+                  "basic-block granularity", 32, 0.01, tutorial_split="layer3",
+                  batch_origin="sized for CPU devices"),
         ModelInfo("resnet50", "torchvision ResNet50 (BatchNorm) at the tutorial's setup: 1000 classes, 128x128, "
-                  "MSE on one-hot labels, split at bottleneck granularity; --split layer3 is the tutorial's "
-                  "split", 120, 0.001, tutorial_split="layer3"),
+                  "MSE on one-hot labels, split at bottleneck granularity; the tutorial splits it at layer3", 120, 0.001, tutorial_split="layer3", batch_origin="the tutorial's"),
     )
 }
 

@@ -130,11 +130,13 @@ def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
     panel.telemetry.add([sample(panel.telemetry.origin + now, "core 0", util=10.0)])
     panel.steps.add(step_event(6))
     panel.telemetry_frame_s = panel.step_frame_s = 0.0
-    telemetry_points = len(panel.util_plot.series_data("raw core 0")[0])
+    def samples_drawn():  # the samples (the new one may come after a gap: its break is no sample)
+        return int(np.isfinite(panel.util_plot.series_data("raw core 0")[1]).sum())
+
+    telemetry_points = samples_drawn()
 
     def drawn_state():  # what each group last handed to its plots
-        return (len(panel.util_plot.series_data("raw core 0")[0]), panel.thr_plot.series_data("thr")[0][-1],
-                max(r[0] for r in panel.timeline.rows))
+        return (samples_drawn(), panel.thr_plot.series_data("thr")[0][-1], max(r[0] for r in panel.timeline.rows))
 
     drawn = []
     for _ in range(3):
@@ -276,8 +278,8 @@ def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
             assert out.read_bytes().startswith(FILE_STARTS[fmt]), name
     if fmt == "svg":  # the curves as the plot holds them, each by its name
         text = (tmp_path / "utilization.svg").read_text()
-        assert 'id="utilization/series/core 0"' in text and 'id="utilization/series/raw core 0"' in text
-        assert "Utilization per device" in text and "utilization (%)" in text
+        assert 'id="utilization/series/core 0"' in text and 'id="utilization/series/core 0 raw"' in text
+        assert "Utilization per device" in text and "utilization (%)" in text and "time from now (s)" in text
     if fmt == "csv":
         rows = list(csv.reader((tmp_path / "throughput.csv").open()))
         assert rows[0] == ["series", "step", "throughput (samples/s)"] and len(rows) == 7
@@ -391,7 +393,7 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
     shown = panel.show_problems([{"option": "micro_batches", "message": "must divide the batch size 64"},
                                  {"option": "devices", "message": "'cuda:3' does not exist"}])
     assert panel.problems["devices"].isVisible()
-    assert "--devices: 'cuda:3' does not exist" in panel.problems["devices"].text()
+    assert "Devices: 'cuda:3' does not exist" in panel.problems["devices"].text()
     assert len(shown) == 2
     panel.show_problems([])
     assert not panel.problems["devices"].isVisible()
@@ -473,10 +475,31 @@ def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
     panel.set_gpus([{"index": 0, "cuda_index": 1, "name": "NVIDIA H200", "memory_total": 141 * 2**30},
                     {"index": 1, "cuda_index": 0, "name": "NVIDIA H100", "memory_total": 80 * 2**30},
                     {"index": 2, "cuda_index": None, "name": "NVIDIA L4", "memory_total": 24 * 2**30}])
-    choices = [panel.devices_combo.itemText(i) for i in range(panel.devices_combo.count())]
+    choices = [panel.devices_combo.itemData(i) for i in range(panel.devices_combo.count())]
     assert {"auto", "cpu:2", "cpu:16", "cuda:0", "cuda:0,cuda:1", "cpu,cuda:0"} <= set(choices)
     assert not any("cuda:2" in choice for choice in choices)
     assert panel.devices_combo.itemData(choices.index("cuda:0"), QtCore.Qt.ItemDataRole.ToolTipRole) == "NVIDIA H100"
     info = panel.devices_info.text()
     assert "cuda:0 NVIDIA H100, 80 GiB" in info and "GPU 2 (hidden by CUDA_VISIBLE_DEVICES) NVIDIA L4" in info
-    assert panel.devices_combo.currentText() == "cpu:2"  # the choice survives the inventory arriving
+    assert panel.devices_combo.spec() == "cpu:2"  # the choice survives the inventory arriving
+
+
+def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
+    """The process's memory is mostly torch itself; what the tensors hold on each device tells model-parallel
+    (a part of the model each) from ddp (the whole model on each), under the bubble."""
+    from app.state.live_data import RunData
+    from engine.results import TensorMemory
+    mib = 2 ** 20
+
+    def stored(strategy: str, params: list[int]) -> RunData:
+        summary = RunSummary(strategy=strategy, devices=["cpu:0", "cpu:1"],
+                             tensor_memory=[TensorMemory(params=p * mib, grads=p * mib) for p in params])
+        return RunData(run_id=strategy, label=strategy, status="finished", config={"strategy": strategy},
+                       summary=summary, error=None)
+
+    panel.show_runs([stored("model-parallel", [1, 1])])
+    split = panel.bubble.formula.text()
+    panel.show_runs([stored("ddp", [2, 2])])
+    replicas = panel.bubble.formula.text()
+    assert "tensors cpu:0: 2 MiB (params 1, grads 1" in split and "tensors cpu:1: 2 MiB" in split
+    assert "tensors cpu:0: 4 MiB (params 2, grads 2" in replicas and "tensors cpu:1: 4 MiB" in replicas

@@ -1,0 +1,71 @@
+"""What tells stored runs apart, for the history's columns: the configuration a run had, in words.
+
+Beside the columns every run has (model, strategy, devices, split, micro-batches,
+schedule, batch size, input prep), one column names whatever else differs among
+the runs listed (steps, warm-up, learning rate, seed: the settings that change
+what is measured, engine/figures/run_names.py, which names compared runs in the
+plots' legends by the same rule), so two rows that look alike say why they are
+not. A run's summary (what the worker ran) wins over its stored config (what was
+asked) where both say.
+"""
+from __future__ import annotations
+
+from engine.config import ConfigError, ExperimentConfig
+from engine.figures import run_names
+from engine.results import RunSummary
+from engine.strategies import STRATEGIES
+
+# Config keys that have a column of their own (model_file, width and depth are the model's).
+SHOWN = frozenset({"strategy", "model", "model_file", "width", "depth", "devices", "split", "micro_batches",
+                   "split_size", "schedule", "batch_size", "input_prep"})
+NAMES = {"warmup": "warm-up"}
+
+
+def model_text(config: dict) -> str:
+    """"mlp 64×4", "resnet18" or "file: my_model.py"."""
+    if config.get("model_file"):
+        return "file: " + str(config["model_file"]).rsplit("/", 1)[-1]
+    model = str(config.get("model", "?"))
+    return f"{model} {config.get('width')}×{config.get('depth')}" if model == "mlp" else model
+
+
+def _pipelined(config: dict) -> bool:
+    strategy = STRATEGIES.get(str(config.get("strategy")))
+    return bool(strategy and strategy.uses_micro_batches)
+
+
+def micro_batches_text(config: dict, summary: RunSummary | None) -> str:
+    """The micro-batches the run had (pipelined strategies), or "—"."""
+    if summary is not None and summary.micro_batches:
+        return str(summary.micro_batches)
+    if not _pipelined(config):
+        return "—"
+    if config.get("micro_batches"):
+        return str(config["micro_batches"])
+    return f"size {config['split_size']}" if config.get("split_size") else "4"
+
+
+def schedule_text(config: dict, summary: RunSummary | None) -> str:
+    """gpipe or 1f1b for a pipelined run; "—" for the others, where no schedule applies."""
+    if summary is not None and summary.schedule:
+        return summary.schedule
+    return str(config.get("schedule") or "—") if _pipelined(config) else "—"
+
+
+def batch_text(config: dict, summary: RunSummary | None) -> str:
+    if summary is not None and summary.batch_size:
+        return str(summary.batch_size)
+    try:
+        return str(ExperimentConfig.from_dict(config).effective_batch_size)
+    except (ConfigError, TypeError, ValueError):  # a run stored by another version
+        return str(config.get("batch_size") or "—")
+
+
+def differing(configs: list[dict]) -> list[str]:
+    """The settings without a column of their own whose values differ among ``configs``."""
+    return [k for k in run_names.differing(configs) if k not in SHOWN]
+
+
+def others_text(config: dict, keys: list[str]) -> str:
+    """"steps 8 · warm-up 2": a run's values of the keys that differ (None: the default)."""
+    return " · ".join(f"{NAMES.get(k, k)} {'default' if config.get(k) is None else config.get(k)}" for k in keys)

@@ -1,0 +1,197 @@
+"""The experiment panel, the split view and the error panel on their own: words that mean one thing, errors
+that offer their fix and leave the form where it is, nothing changed behind the user's back. No window, no
+planner, no run."""
+from __future__ import annotations
+
+import pytest
+from PySide6 import QtCore
+
+from app.state.problem_help import explain_all
+from engine.planning import BlockInfo
+
+LEFT = QtCore.Qt.MouseButton.LeftButton
+
+
+@pytest.fixture
+def panel(qtbot, qapp_configured):
+    from app.views.experiment_panel import ExperimentPanel
+    view = ExperimentPanel(cores=2)
+    qtbot.addWidget(view)
+    view.resize(380, view.sizeHint().height())
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+@pytest.fixture
+def split_view(qtbot, qapp_configured):
+    from app.views.split_view import SplitView
+    view = SplitView()
+    qtbot.addWidget(view)
+    view.resize(380, 420)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def blocks(names):
+    return [BlockInfo(name, params=4160, cost_s=0.001 * (1 + i), out_bytes=256) for i, name in enumerate(names)]
+
+
+def buttons_named(widget, text):
+    from PySide6 import QtWidgets
+    return [b for b in widget.findChildren(QtWidgets.QPushButton) if b.text() == text and b.isVisible()]
+
+
+# -- one name per thing ---------------------------------------------------------------------------
+
+def test_the_devices_box_names_the_devices_a_run_will_have_and_keeps_the_spec(panel):
+    box = panel.devices_combo
+    assert box.currentText() == "2 CPU devices (cpu:0, cpu:1)" and panel.config().devices == "cpu:2"
+    box.setCurrentText("cpu:1")                    # a spec sets its choice
+    assert box.currentText() == "1 CPU device (cpu:0)" and panel.config().devices == "cpu:1"
+    box.setEditText("cuda:0,cuda:2")               # a typed spec is taken as it is
+    assert panel.config().devices == "cuda:0,cuda:2"
+
+
+def test_more_cpu_devices_than_cores_are_allowed_with_a_warning_of_what_it_does_to_the_figures(panel):
+    assert not panel.notices.warning.isVisible()
+    panel.devices_combo.set_spec("cpu:4")
+    assert panel.devices_combo.currentText().endswith("sharing 2 cores")
+    warning = panel.notices.warning
+    assert warning.isVisible() and warning.text().startswith("4 CPU devices on 2 cores: devices share cores")
+    assert "utilization reads per core" in warning.text()
+    panel.devices_combo.set_spec("cpu:2")
+    assert not warning.isVisible()
+
+
+# -- nothing changes silently -----------------------------------------------------------------------
+
+def test_switching_models_keeps_the_batch_size_and_offers_the_models_own(qtbot, panel):
+    panel.batch_spin.setValue(512)
+    panel.model_combo.setCurrentIndex(panel.model_combo.findData("resnet50"))
+    assert panel.batch_spin.value() == 512                        # kept, not 120
+    assert panel.batch_hint.text() == "suggested: 120 (the tutorial's)"
+    assert panel.batch_use.isVisible() and panel.batch_use.text() == "Use 120"
+    with qtbot.waitSignal(panel.sigConfigChanged):
+        qtbot.mouseClick(panel.batch_use, LEFT)
+    assert panel.config().batch_size == 120
+    assert not panel.batch_use.isVisible() and "(the tutorial's)" in panel.batch_hint.text()
+    panel.model_combo.setCurrentIndex(panel.model_combo.findData("mlp"))
+    assert panel.batch_spin.value() == 120 and panel.batch_hint.text() == "suggested: 2048 (sized for CPU devices)"
+
+
+# -- errors that help ---------------------------------------------------------------------------------
+
+def single_on_two_devices(panel) -> list[dict]:
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("single"))
+    return explain_all([{"option": "devices", "message": "single uses exactly one device, got 2 (cpu:0, cpu:1)"}],
+                       panel.config())
+
+
+def test_a_problem_offers_its_fix_and_a_click_applies_it(qtbot, panel):
+    shown = panel.show_problems(single_on_two_devices(panel))
+    assert shown == ["Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1)."]
+    assert panel.problems["devices"].isVisible()
+    (button,) = buttons_named(panel, "Use 1 device")
+    with qtbot.waitSignal(panel.sigConfigChanged):
+        qtbot.mouseClick(button, LEFT)
+    assert panel.config().devices == "cpu:1"
+    assert panel.devices_combo.currentText() == "1 CPU device (cpu:0)"
+
+
+def test_the_form_does_not_move_when_problems_come_and_go(qtbot, panel):
+    fields = (panel.model_combo, panel.devices_combo, panel.strategy_combo, panel.mb_spin, panel.batch_spin,
+              panel.steps_spin, panel.in_step_check, panel.notices)
+
+    def where():
+        QtCore.QCoreApplication.processEvents()
+        return [w.mapTo(panel, QtCore.QPoint(0, 0)).y() for w in fields] + [panel.sizeHint().height()]
+
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("pipeline"))
+    before = where()
+    problems = [{"option": "model", "message": "could not build mlp"},
+                {"option": "micro_batches", "message": "must divide the batch size 2048; 5 does not"},
+                {"option": "steps", "message": "must be from 1 to 10000000, got 0"}]
+    panel.show_problems(explain_all(problems, panel.config(split=None).replace(micro_batches=5)))
+    assert panel.problems["micro_batches"].isVisible() and buttons_named(panel, "Use 4 micro-batches")
+    assert where() == before
+    panel.devices_combo.set_spec("cpu:8")          # the sharing warning too
+    assert panel.notices.warning.isVisible()
+    assert where() == before
+    panel.show_problems([])
+    assert where() == before
+
+
+def test_the_error_header_has_no_backslash_of_repr(qtbot, qapp_configured):
+    from app.views.error_panel import ErrorPanel
+    errors = ErrorPanel()
+    qtbot.addWidget(errors)
+    # As a rank's KeyError reached the app (str() of a KeyError is the repr of its message), from a model whose
+    # block names hold dots.
+    stored = "rank 0 (cpu:0, pid 4374) failed: KeyError: 'module name can\\'t contain \".\", got: layer1.0'"
+    errors.show_error(f"Run failed: {stored}", "Traceback (most recent call last): ...")
+    assert "\\" not in errors.message.text()
+    assert "module name can't contain \".\", got: layer1.0" in errors.message.text()
+
+
+# -- the split view ----------------------------------------------------------------------------------
+
+def test_a_stage_of_one_block_reads_block_n(split_view):
+    split_view.set_context(True, 2, micro_batch_size=64)
+    split_view.set_blocks(blocks([f"layer{i}" for i in range(5)]), [4])
+    text = split_view.stage_text.text()
+    assert "block 4:" in text and "blocks 4–4" not in text and "blocks 0–3" in text
+
+
+def test_long_block_names_are_shown_cut_in_the_middle_with_the_whole_name_in_the_tooltip(split_view):
+    from PySide6 import QtGui
+    names = ["stem", *(f"layer{k}.{i}" for k in range(1, 5) for i in range(3)), "head"]
+    split_view.set_context(True, 2, micro_batch_size=8)
+    split_view.set_blocks(blocks(names), [7])
+    table = split_view.table
+    assert table.textElideMode() == QtCore.Qt.TextElideMode.ElideMiddle
+    item = table.item(7, 1)
+    assert item.text() == "layer3.0" and "layer3.0" in item.toolTip() and "block 7" in item.toolTip()
+    assert table.verticalHeaderItem(7).text() == "7"            # the index heads the row, not the name's cell
+    # The column has room for a name: not elided to "…" at the panel's width.
+    assert table.columnWidth(1) >= QtGui.QFontMetrics(table.font()).horizontalAdvance("layer3.0")
+
+
+def test_a_split_point_too_many_offers_to_keep_one_and_a_click_keeps_it(qtbot, split_view):
+    from engine.config import ExperimentConfig
+    split_view.set_context(True, 2, micro_batch_size=64)
+    split_view.set_blocks(blocks([f"layer{i}" for i in range(5)]), [3])
+    table_y = split_view.table.mapTo(split_view, QtCore.QPoint(0, 0)).y()
+    with qtbot.waitSignal(split_view.sigSplitChanged):
+        split_view.table.item(1, 0).setCheckState(QtCore.Qt.CheckState.Checked)   # a second box
+    assert split_view.split() == (1, 3)
+    config = ExperimentConfig(strategy="model-parallel", model="mlp", width=64, depth=4, devices="cpu:2",
+                              batch_size=64, split=(1, 3))
+    split_view.show_problems(explain_all([{"option": "split", "message": "2 split point(s) make 3 stages, but "
+                                                                        "there are 2 devices"}], config))
+    assert split_view.problem.isVisible() and "keep 1 split point" in split_view.problem.text()
+    QtCore.QCoreApplication.processEvents()
+    assert split_view.table.mapTo(split_view, QtCore.QPoint(0, 0)).y() == table_y   # the rows stay put
+    (keep,) = buttons_named(split_view, "Keep only split at block 3")
+    with qtbot.waitSignal(split_view.sigSplitChanged):
+        qtbot.mouseClick(keep, LEFT)
+    assert split_view.split() == (3,)
+
+
+# -- experiments use the panel's settings -------------------------------------------------------------
+
+def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qtbot, panel):
+    from app.views.experiments_menu import ExperimentsMenu, preset_base
+    from engine.experiments import PRESETS
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("pipeline"))
+    panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
+    panel.in_step_check.setChecked(True)
+    base = preset_base(panel.config())
+    assert (base.schedule, base.input_prep, base.micro_batches) == ("1f1b", "in-step", 4)
+    pipeline = next(p for p in PRESETS["compare-strategies"].points(base) if p.label == "pipeline")
+    assert pipeline.config.schedule == "1f1b"
+    menu = ExperimentsMenu()
+    qtbot.addWidget(menu)
+    tip = menu.preset_actions["compare-strategies"].toolTip()
+    assert "Sets itself: the strategy, and the devices" in tip and tip.endswith("the rest is the panel's.")

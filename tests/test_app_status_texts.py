@@ -1,0 +1,82 @@
+"""What the app says while a run starts and an experiment goes, and what tells stored runs apart, without a
+window (app/state/run_status.py, experiment_status.py, run_settings.py)."""
+from __future__ import annotations
+
+from app.state.live_data import RunProgress
+
+STARTED = {"type": "started", "devices": [{"name": "cpu:0"}, {"name": "cpu:1"}], "theory_bubble": 0.2,
+           "split": [2], "micro_batches": 4}
+
+
+def starting_run() -> RunProgress:
+    return RunProgress(run_id="r1", config={"strategy": "pipeline", "devices": "cpu:2"}, steps_total=3,
+                       status="starting", label="run r1")
+
+
+def test_between_run_and_the_first_step_the_texts_follow_launched_and_started():
+    from app.state.run_status import starting_phase, starting_status, starting_text
+    run = starting_run()
+    assert starting_text(run, first_run=True) == "starting: launching the worker…"
+    run.apply({"type": "launched", "pids": {"0": 1, "1": 2}, "device_pids": {"cpu:0": 1, "cpu:1": 2}})
+    assert starting_text(run, first_run=True) == \
+        "starting: loading torch in the worker (the first run after start takes longer)…"
+    assert starting_text(run) == "starting: loading torch in the worker…"    # later runs: no excuse needed
+    assert starting_status(run) == "pipeline on cpu:2 · starting: loading torch in the worker…"
+    assert starting_phase(run) == "loading torch…"
+    run.apply(STARTED)
+    assert starting_text(run) == "starting: every rank is ready, taking the first step…"
+    assert starting_status(run).startswith("pipeline on cpu:0, cpu:1 · ")
+    run.apply({"type": "step", "step": 0, "time_s": 0.01, "busy": {"cpu:0": 0.5, "cpu:1": 0.5}})
+    assert starting_text(run) is None and starting_phase(run) is None and starting_status(run) is None
+    ended = starting_run()
+    ended.status = "failed"   # a run that ended before its first step is not starting any more
+    assert starting_text(ended) is None
+
+
+def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
+    from app.state.experiment_status import PointRun, finished_text, finished_title, running_text
+    from engine.results import ExperimentPoint, ExperimentResult, MeanStd
+    run = PointRun("compare-strategies", k=8, n=15, label="pipeline", points=5, repeats=3)
+    assert (run.point, run.repeat) == (3, 2)
+    assert run.header == "compare-strategies · point 3 of 5: pipeline · run 2 of 3"
+    assert run.bar_text == "run 8 of 15: pipeline"
+    once = PointRun("schedules", k=2, n=3, label="gpipe", points=3)
+    assert once.header == "schedules · point 2 of 3: gpipe"        # one repeat: no run count
+    progress = starting_run()
+    progress.apply({"type": "launched"})
+    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · starting: loading torch in the worker…"
+    progress.apply(STARTED)
+    for k in range(2):
+        progress.apply({"type": "step", "step": k, "time_s": 0.005})
+    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
+
+    points = [ExperimentPoint(label, step_time_s=MeanStd(t)) for label, t in (("single", 0.3), ("pipeline", 0.1))]
+    points.append(ExperimentPoint("ddp", error="rank 1 failed"))
+    result = ExperimentResult(name="compare-strategies", best="pipeline", points=points)
+    assert finished_text(result) == "compare-strategies finished: 3 points, best pipeline; 1 point failed"
+    assert finished_title(result).endswith("compare-strategies finished: 3 points, best pipeline; 1 point failed")
+    assert finished_text(ExperimentResult(name="schedules", status="stopped")) == "schedules stopped: 0 points"
+
+
+def test_the_history_names_the_settings_that_tell_runs_apart():
+    from app.state import run_settings
+    from engine.results import RunSummary
+    pipeline = {"strategy": "pipeline", "model": "mlp", "width": 64, "depth": 4, "devices": "cpu:2",
+                "micro_batches": None, "schedule": "1f1b", "batch_size": 64, "steps": 8, "warmup": 2, "lr": None}
+    single = dict(pipeline, strategy="single", schedule="gpipe", batch_size=None, steps=20)
+    assert run_settings.model_text(pipeline) == "mlp 64×4"
+    assert run_settings.model_text({"model_file": "/x/my_model.py"}) == "file: my_model.py"
+    assert run_settings.schedule_text(pipeline, None) == "1f1b"
+    assert run_settings.schedule_text(single, None) == "—"          # no schedule applies to one device
+    assert run_settings.schedule_text(pipeline, RunSummary(schedule="gpipe")) == "gpipe"  # what ran wins
+    assert run_settings.micro_batches_text(pipeline, None) == "4"    # the engine's default
+    assert run_settings.micro_batches_text(dict(pipeline, split_size=16), None) == "size 16"
+    assert run_settings.micro_batches_text(single, None) == "—"
+    assert run_settings.batch_text(pipeline, None) == "64"
+    assert run_settings.batch_text(single, RunSummary(batch_size=128)) == "128"
+    # Beside its own columns, what else differs among the runs listed; what is alike is not repeated.
+    keys = run_settings.differing([pipeline, single])
+    assert keys == ["steps"]
+    assert run_settings.others_text(pipeline, keys) == "steps 8"
+    assert run_settings.differing([pipeline, dict(pipeline, lr=0.1)]) == ["lr"]
+    assert run_settings.others_text(pipeline, ["lr", "warmup"]) == "lr default · warm-up 2"
