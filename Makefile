@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(PY) main.py
 
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=15
 
 bench: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m bench

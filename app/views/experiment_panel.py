@@ -145,6 +145,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         # The model's batch size, offered: switching models keeps the user's.
         self.batch_hint = QtWidgets.QLabel()
         self.batch_hint.setObjectName("muted")
+        self.batch_hint.setWordWrap(True)   # a long origin must not widen the panel past its pane
         self.batch_use = QtWidgets.QPushButton()
         self.batch_use.setObjectName("useSuggestedBatch")
         self.batch_use.clicked.connect(self.use_suggested_batch)

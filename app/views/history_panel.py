@@ -16,7 +16,7 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.state import run_settings
-from app.state.live_data import TIMELINE_STEPS, RunData
+from app.state.live_data import TIMELINE_STEPS, RunData, physical_names
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable
@@ -44,7 +44,9 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
     """The run's row; ``other_keys``: the settings that differ among the runs listed (run_settings.differing)."""
     c, s = record.config, record.summary or RunSummary()
     split = s.split if s.split is not None else c.get("split")
-    devices = ",".join(s.devices) if s.devices else c.get("devices")
+    # The devices' names, as the plots and the summary name them ("--devices cpu:1" is one device, cpu:0),
+    # also for a run that has no summary yet.
+    devices = ",".join(s.devices or physical_names(c)) or c.get("devices")
     return [
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started)),
         record.status,

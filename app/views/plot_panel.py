@@ -416,7 +416,7 @@ class PlotPanel(QtWidgets.QWidget):
         stages = len(p.split) + 1 if p.split else len(p.devices)
         self.timeline.set_busy(p.busy)
         notes = (p.summary.notes if p.summary else None) or p.notes
-        when = "" if p.summary else ("live, last steps" if p.run_id else "for the experiment as configured")
+        when = "" if p.summary else ("live, last steps" if p.run_id or p.launched else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
                                  note="\n".join(filter(None, [when, *notes, *p.tensor_lines()])))

@@ -78,7 +78,10 @@ class SplitView(QtWidgets.QWidget):
     sigSplitChanged = QtCore.Signal()
 
     # The block's index heads its row: the name has the stretching column to itself.
-    COLUMNS = ("split", "block", "params", "fwd+bwd", "out/µ-batch")
+    # Short headers leave the block's name its room in a narrow pane; each header's tooltip says the rest.
+    COLUMNS = ("split", "block", "params", "fwd+bwd", "output")
+    COLUMN_TIPS = ("tick to start a new stage at this block", "the block's name", "its parameters",
+                   "its forward and backward time, measured on a sample batch", "its output's size per micro-batch")
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -110,6 +113,8 @@ class SplitView(QtWidgets.QWidget):
         self.table = QtWidgets.QTableWidget(0, len(self.COLUMNS))
         self.table.setObjectName("splitTable")
         self.table.setHorizontalHeaderLabels(self.COLUMNS)
+        for c, tip in enumerate(self.COLUMN_TIPS):
+            self.table.horizontalHeaderItem(c).setToolTip(tip)
         # Names like "layer3.0" differ at their ends: cut in the middle, the whole name in the tooltip.
         self.table.setTextElideMode(QtCore.Qt.TextElideMode.ElideMiddle)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.NoSelection)
