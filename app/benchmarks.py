@@ -206,8 +206,8 @@ def bench_stalls(steps: int = 30) -> dict:
     done: dict = {}
     loop = QtCore.QEventLoop()
 
-    def finished(info):
-        done.update(info)
+    def finished(result):   # an engine.session.RunResult
+        done["status"] = result.status
         loop.quit()
 
     win.sigRunFinished.connect(finished)

@@ -269,3 +269,11 @@ def test_the_run_monitor_says_what_each_devices_tensors_hold():
     ended = RunSummary(devices=["cpu:0", "cpu:1"], tensor_memory=[TensorMemory(params=3 * 2 ** 20), None])
     run.apply({"type": "finished", "status": "finished", "summary": to_json(ended)})
     assert run.tensor_lines() == ["tensors cpu:0: 3 MiB (params 3, grads 0, optimizer 0, activations 0)"]
+
+
+def test_a_finished_runs_figures_say_which_steps_they_cover():
+    from app.state.run_status import covers_note, measured_steps
+    from engine.results import RunSummary
+    assert covers_note(RunSummary(steps=20, steps_measured=18)) == "over the 18 measured steps, after 2 of warm-up"
+    assert measured_steps(RunSummary(steps=1, steps_measured=1)) == "the 1 measured step"
+    assert measured_steps(RunSummary(steps=2, steps_measured=0)) == "no measured step"

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from engine.config import ExperimentConfig
+from engine.figures.timeline import TIMELINE_STEPS
 from engine.session import RunSession
 from engine.store import Store
 from engine.timeline_keeper import FIRST, LAST
@@ -141,7 +142,7 @@ def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic
         figures = {f.name: f for f in run_figures(store, result.run_id)}
     timeline = figures["timeline"]
     assert "full timelines kept for" in timeline.title and "of 200,000 steps" in timeline.title
-    assert {row[0] for row in timeline.rows} == set(range(200_000 - 5, 200_000))
+    assert {row[0] for row in timeline.rows} == set(range(200_000 - TIMELINE_STEPS, 200_000))
     # The step figures hold every 2nd step (and the last), and say so in their titles, drawings and CSV alike.
     from engine.export import drawing
     throughput = figures["throughput"]

@@ -12,11 +12,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
+from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.results import RunSummary, Sample, Step, TensorMemory, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
-TIMELINE_STEPS = 3        # steps the timeline shows
 STEP_POINTS = 8192        # points per step curve, however long the run (a pixel column holds several)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from app.state.live_data import RunProgress
 from app.state.units import format_duration
+from engine.results import RunSummary
 from engine.session import RunResult
 
 
@@ -122,3 +123,15 @@ def event_log_line(event: dict, progress: RunProgress) -> tuple[str, str] | None
 
 def _split(progress: RunProgress) -> str:
     return f", split at {','.join(map(str, progress.split))}" if progress.split else ""
+
+
+def measured_steps(summary: RunSummary) -> str:
+    """What a finished run's busy shares and bubble cover: "the 18 measured steps" (the warm-up left out)."""
+    n = summary.steps_measured
+    return f"the {n:,} measured step{'s' if n != 1 else ''}" if n else "no measured step"
+
+
+def covers_note(summary: RunSummary) -> str:
+    """The bubble panel's line saying which steps its figures cover."""
+    warmup = summary.steps - summary.steps_measured
+    return (f"over {measured_steps(summary)}" + (f", after {warmup} of warm-up" if warmup > 0 else ""))

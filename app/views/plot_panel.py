@@ -13,7 +13,9 @@ import time
 
 from PySide6 import QtCore, QtWidgets
 
-from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans, tensor_lines
+from app.state import run_status
+from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans,
+                                 tensor_lines)
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
@@ -414,9 +416,10 @@ class PlotPanel(QtWidgets.QWidget):
     def _update_bubble(self) -> None:
         p = self.progress
         stages = len(p.split) + 1 if p.split else len(p.devices)
-        self.timeline.set_busy(p.busy)
+        self.timeline.set_busy(p.busy)   # the last step's, also once the run ended
         notes = (p.summary.notes if p.summary else None) or p.notes
-        when = "" if p.summary else ("live, last steps" if p.run_id or p.launched else "for the experiment as configured")
+        when = (run_status.covers_note(p.summary) if p.summary else
+                "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
                                  stages=stages, micro_batches=p.micro_batches,
                                  note="\n".join(filter(None, [when, *notes, *p.tensor_lines()])))
@@ -447,13 +450,13 @@ class PlotPanel(QtWidgets.QWidget):
         summary = first.summary or RunSummary()
         devices = list(summary.devices)
         self.timeline.set_devices(devices)
-        last_steps = sorted({row[0] for row in first.timeline})[-3:]
+        last_steps = sorted({row[0] for row in first.timeline})[-TIMELINE_STEPS:]
         self.timeline.set_rows([tuple(row) for row in first.timeline if row[0] in last_steps])
         busy = dict(zip(devices, summary.devices_busy))
         stages = len(summary.split) + 1 if summary.split else len(devices)
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
-        note = "\n".join(filter(None, [note, first.timeline_note()]))
-        self.timeline.set_busy(busy)
+        note = "\n".join(filter(None, [run_status.covers_note(summary), note, first.timeline_note()]))
+        self.timeline.set_busy(busy, run_status.measured_steps(summary))
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory, stages=stages,
                                  micro_batches=summary.micro_batches or 1,
                                  note="\n".join(filter(None, [note, *summary.notes, *tensor_lines(summary)])))

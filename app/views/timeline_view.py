@@ -39,8 +39,7 @@ class TimelineView(pg.PlotWidget):
         self.export_name = "timeline"
         self.export_dir = ""
         item = self.getPlotItem()
-        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{TIMELINE.title}</span>"
-                     f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share per device at left</span>")
+        self._title_busy("the last step")
         item.setLabel("bottom", TIMELINE.x.label, units=TIMELINE.x.unit, color=theme.MUTED)
         item.showGrid(x=True, y=False, alpha=theme.GRID_ALPHA)
         item.hideButtons()
@@ -89,8 +88,16 @@ class TimelineView(pg.PlotWidget):
         self._label_rows()
         self.getPlotItem().setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0.05)
 
-    def set_busy(self, busy: dict[str, float]) -> None:
-        """Each device's busy share of the steps (0..1), shown in its row's label."""
+    def _title_busy(self, covers: str) -> None:
+        self.busy_covers = covers
+        self.getPlotItem().setTitle(
+            f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{TIMELINE.title}</span>"
+            f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share of {covers} per device at left</span>")
+
+    def set_busy(self, busy: dict[str, float], covers: str = "the last step") -> None:
+        """Each device's busy share (0..1) of the steps ``covers`` names, shown in its row's label."""
+        if covers != self.busy_covers:
+            self._title_busy(covers)
         busy = {str(d): float(v) for d, v in (busy or {}).items()}
         if busy != self.busy:
             self.busy = busy

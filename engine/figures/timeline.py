@@ -11,7 +11,7 @@ from engine.figures.figure import Axis, Figure, Lanes
 from engine.figures.numbers import is_number, pct
 from engine.results import Bubble, Step
 
-TIMELINE_STEPS = 5          # steps an exported timeline shows
+TIMELINE_STEPS = 3          # steps a timeline shows, on screen and in exports: one look for one run
 # Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
 KIND_HEIGHT = {"wait": 0.3}
 LANE_HEIGHT = 0.72          # of a lane's pitch: the rest separates the lanes
