@@ -1,6 +1,16 @@
 """Helpers for the app's window tests: set the experiment through the widgets, wait on the window."""
 from __future__ import annotations
 
+def shown(qtbot, widget, size: tuple[int, int] | None = None):
+    """``widget`` on screen (offscreen), at ``size`` if given, closed with the test; returned."""
+    qtbot.addWidget(widget)
+    if size is not None:
+        widget.resize(*size)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
 # A small model that trains in milliseconds a step on two cores (the CI size).
 SMALL = dict(width=64, depth=4, batch_size=64, steps=6)
 

@@ -7,6 +7,7 @@ import pytest
 from PySide6 import QtCore
 
 from app.state.problem_help import explain_all
+from app_helpers import shown
 from engine.planning import BlockInfo
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
@@ -26,12 +27,7 @@ def panel(qtbot, qapp_configured):
 @pytest.fixture
 def split_view(qtbot, qapp_configured):
     from app.views.split_view import SplitView
-    view = SplitView()
-    qtbot.addWidget(view)
-    view.resize(380, 420)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, SplitView(), (380, 420))
 
 
 def blocks(names):

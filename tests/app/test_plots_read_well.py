@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtWidgets
 
+from app_helpers import shown
 from drawn_svg import SVG, drawn
 from engine.results import ExperimentPoint, ExperimentResult, MeanStd, RunSummary, Sample, Step
 
@@ -148,11 +149,7 @@ def test_the_legend_has_its_own_row_and_can_be_hidden(panel, qapp_configured):
 def test_on_a_1280x800_screen_the_plots_keep_a_data_area_to_read(qtbot, qapp_configured):
     from app.main_window import MainWindow
     from app.views.plot_panel import PLOT_MIN_HEIGHT
-    win = MainWindow(start_services=False)
-    qtbot.addWidget(win)
-    win.resize(1280, 800)
-    win.show()
-    qtbot.waitExposed(win)
+    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
     now = time.perf_counter()
     win.telemetry.add([sample(now - 5 + 0.1 * k, f"core {c}") for k in range(50) for c in range(8)])
     win.plots.redraw(force=True)
@@ -197,11 +194,7 @@ def test_hover_names_the_point_under_the_cursor(panel):
 
 def test_hover_names_the_timeline_interval_under_the_cursor(qtbot, qapp_configured):
     from app.views.timeline_view import TimelineView
-    view = TimelineView()
-    qtbot.addWidget(view)
-    view.resize(600, 240)
-    view.show()
-    qtbot.waitExposed(view)
+    view = shown(qtbot, TimelineView(), (600, 240))
     view.set_rows([(7, "cpu:0", "forward", 1.000, 1.004), (7, "cpu:0", "forward", 1.006, 1.010),
                    (7, "cpu:1", "backward", 1.004, 1.008)])
     qapp_configured.processEvents()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6 import QtGui, QtWidgets
 
+from app_helpers import shown
 from engine.results import ExperimentResult, RunSummary, from_json
 
 LABELS = ["single", "model-parallel", "pipeline", "data-parallel", "ddp", "balanced (automatic)"]
@@ -24,11 +25,7 @@ def result_of(points: list[dict], best: str, name="compare-strategies", **extra)
 @pytest.fixture
 def results(qtbot, qapp_configured):
     from app.views.experiment_results import ExperimentResultsView
-    view = ExperimentResultsView()
-    qtbot.addWidget(view)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ExperimentResultsView())
 
 
 def test_every_bar_keeps_a_label_that_fits_its_room_at_any_width(qtbot, results):

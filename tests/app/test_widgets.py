@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from engine.results import Bubble, RunSummary, Sample, Step, from_json
-
 from app.state.ring_buffer import RingBuffer
+from app_helpers import shown
+from engine.results import Bubble, RunSummary, Sample, Step, from_json
 
 
 def sample(t, device, util=50.0, mem=1e9):
@@ -214,11 +214,7 @@ def test_changing_texts_never_raise_the_window_minimum_size(qtbot, qapp_configur
 def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, qapp_configured):
     """1366x768: a height-for-width bubble box once made Qt squeeze the plot rows into each other."""
     from app.main_window import MainWindow
-    win = MainWindow(start_services=False)
-    qtbot.addWidget(win)
-    win.resize(1366, 768)
-    win.show()
-    qtbot.waitExposed(win)
+    win = shown(qtbot, MainWindow(start_services=False), (1366, 768))
     devices = [f"cuda:{i}" for i in range(4)]
     win.plots.bubble.show_figures(0.5, 0.2, 4, 4, "live, last steps")
     win.plots.timeline.set_devices(devices)
