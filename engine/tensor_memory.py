@@ -13,6 +13,9 @@ strategy. What differs between strategies is what the model puts on a device:
   never; released when backward uses it). A pipeline's schedule shows here: GPipe
   keeps every micro-batch's activations until the backward passes, 1F1B a few.
 
+All of it is counted on sampled steps (the first three, then every ``RECOUNT_EVERY``-th)
+and held in between: what a training step holds repeats from step to step.
+
 On a GPU, ``allocated_peak`` adds what torch's caching allocator had allocated at
 most during the step (``torch.cuda.max_memory_allocated``): every tensor, the
 temporaries too, and still not the CUDA context that NVML's figure includes.
@@ -29,9 +32,11 @@ if TYPE_CHECKING:
     from engine.devices import Device
 
 KINDS = ("params", "grads", "optimizer", "activations")
-# What the model holds between steps changes in the first steps (gradients and optimizer state appear)
-# and rarely after: counted on the first three steps and every this-many after, at about 0.1 ms a count
-# for an 8-block model, which a tiny model's 0.3-ms step would otherwise pay every step.
+# What the model holds changes in the first steps (gradients and optimizer state appear) and rarely after:
+# counted on the first three steps and every this-many after. Counting costs: about 0.1 ms for an 8-block
+# model's held tensors, which a tiny model's 0.3-ms step would pay every step, and a Python call per saved
+# tensor in the forward and backward, which shifted ddp's ranks against each other at every all-reduce
+# (tests/test_measurements.py's ranks that wait) when it ran on every step.
 RECOUNT_EVERY = 100
 
 
@@ -76,6 +81,7 @@ class ActivationCounter:
         self._storages: dict[int, list] = {}    # data_ptr -> [device name, bytes, references]
         self._params: set[int] = set()
         self._handles = []
+        self.counting = True     # off: a forward runs without hooks (engine.tensor_memory.TensorMeter samples steps)
         for placement in placements:
             for tensor in (*placement.module.parameters(), *placement.module.buffers()):
                 self._params.add(tensor.untyped_storage().data_ptr())
@@ -88,18 +94,20 @@ class ActivationCounter:
                 lambda _m, _args, _out: self._leave(), always_call=True))
 
     def _enter(self, device: str) -> None:
-        hooks = self._torch.autograd.graph.saved_tensors_hooks(
-            lambda t: self._pack(device, t), self._unpack)
-        hooks.__enter__()
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        stack.append(hooks)
+        hooks = None
+        if self.counting:
+            hooks = self._torch.autograd.graph.saved_tensors_hooks(lambda t: self._pack(device, t), self._unpack)
+            hooks.__enter__()
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        self._local.stack.append(hooks)
 
     def _leave(self) -> None:
         stack = getattr(self._local, "stack", None)
         if stack:
-            stack.pop().__exit__(None, None, None)
+            hooks = stack.pop()
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
 
     def _pack(self, device: str, t: "torch.Tensor"):
         ptr, size = _storage(t)
@@ -151,9 +159,14 @@ class TensorMeter:
         self._gpus = sorted({p.device.index for p in self.placements if p.device.kind == "cuda"})
         self._steps = 0
         self._held: dict[str, dict[str, int]] = {}
+        self._peaks: dict[str, int] = {}
         self.before_step()
 
+    def _counted(self) -> bool:
+        return self._steps < 3 or self._steps % self.recount_every == 0
+
     def before_step(self) -> None:
+        self.activations.counting = self._counted()
         if self._gpus:
             import torch
             for index in self._gpus:
@@ -161,10 +174,11 @@ class TensorMeter:
 
     def after_step(self) -> dict[str, dict[str, int]]:
         """{device: {"params", "grads", "optimizer", "activations"[, "allocated_peak"]}} for the step just run."""
-        if self._steps < 3 or self._steps % self.recount_every == 0:
+        if self._counted():
             self._held = self._held_bytes()
+            self._peaks = self.activations.take_peaks()
         self._steps += 1
-        peaks = self.activations.take_peaks()
+        peaks = self._peaks
         out = {device: {**kinds, "activations": peaks.get(device, 0)} for device, kinds in self._held.items()}
         if self._gpus:
             import torch
