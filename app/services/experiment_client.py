@@ -11,7 +11,7 @@ Building the runner happens on the thread too: a preset may profile the model
 (``split-point`` plans the split), which imports torch, and the app's process
 keeps torch off its UI thread.
 
-Each run's telemetry (its devices, as RunSession samples them) waits in a deque
+Each run's telemetry (its devices, as RunSession samples them) waits in a SampleQueue
 under a lock until the window's redraw tick takes it, as WorkerClient's does: the
 live plots follow an experiment's runs as they follow a single run.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections import deque
 
 from PySide6 import QtCore
 
+from app.services.sample_queue import SampleQueue
 from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
 from app.state.experiment_status import PointRun
@@ -48,8 +48,7 @@ class ExperimentClient(QtCore.QObject):
         self.progress: PointRun | None = None
         self.experiment_id: str | None = None
         self._thread: threading.Thread | None = None
-        self._samples_lock = threading.Lock()
-        self._samples: deque = deque()
+        self._samples = SampleQueue()
         self._inbox = ThreadInbox(self)
         self._inbox.sigItems.connect(self._deliver)
         self._generation = 0
@@ -96,10 +95,7 @@ class ExperimentClient(QtCore.QObject):
 
     def take_samples(self) -> list:
         """The current run's telemetry sampled since the last call (UI thread, on the redraw tick)."""
-        with self._samples_lock:
-            samples = list(self._samples)
-            self._samples.clear()
-        return samples
+        return self._samples.take()
 
     def wait_blocking(self, timeout: float) -> bool:
         """Only for shutdown, after the event loop ended: stop, kill if need be, join the thread."""
@@ -142,9 +138,8 @@ class ExperimentClient(QtCore.QObject):
         self._post(generation, ("progress", run, runner.experiment_id if runner else None))
 
     def _on_samples(self, generation: int, samples: list) -> None:
-        with self._samples_lock:
-            if generation == self._generation:   # not a stopped experiment's last samples
-                self._samples.extend(samples)
+        # Not a stopped experiment's last samples.
+        self._samples.add(samples, when=lambda: generation == self._generation)
 
     def _post(self, generation: int, item: tuple) -> None:
         self._inbox.put((generation, item))

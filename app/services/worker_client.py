@@ -8,11 +8,10 @@ thread one slot call, and the UI thread never waits on the worker.
 """
 from __future__ import annotations
 
-import threading
-from collections import deque
 
 from PySide6 import QtCore
 
+from app.services.sample_queue import SampleQueue
 from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
@@ -34,8 +33,7 @@ class WorkerClient(QtCore.QObject):
         self.session = None
         self.run_id: str | None = None
         self.stopping = False
-        self._lock = threading.Lock()
-        self._samples: deque = deque()
+        self._samples = SampleQueue()
         self._inbox = ThreadInbox(self)
         self._inbox.sigItems.connect(self._deliver)
         self._deadline = StopDeadline(self._kill_if_still_running, "the worker", self)
@@ -51,8 +49,7 @@ class WorkerClient(QtCore.QObject):
         from engine.session import RunSession
         self.stopping = False
         self._inbox.clear()
-        with self._lock:
-            self._samples.clear()
+        self._samples.take()   # a previous run's last samples
         session = RunSession(config, db_path=self.db_path, telemetry_hz=self.telemetry_hz,
                              on_event=self._on_event, on_samples=self._on_samples)
         self.session = session
@@ -112,18 +109,14 @@ class WorkerClient(QtCore.QObject):
         return False
 
     def take_samples(self) -> list:
-        with self._lock:
-            samples = list(self._samples)
-            self._samples.clear()
-        return samples
+        return self._samples.take()
 
     # -- callbacks (RunSession's threads) ------------------------------------------------
     def _on_event(self, event: dict) -> None:
         self._inbox.put(event)
 
     def _on_samples(self, samples: list) -> None:
-        with self._lock:
-            self._samples.extend(samples)
+        self._samples.add(samples)
 
     # -- delivery (UI thread) --------------------------------------------------------
     def _deliver(self, events: list[dict]) -> None:

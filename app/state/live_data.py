@@ -177,7 +177,7 @@ class RunProgress:
         """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
         if self.summary and self.summary.tensor_memory:
             return tensor_lines(self.summary)
-        return [f"tensors {device}: {memory.text()}" for device, memory in self.tensor_memory.items()]
+        return _tensor_lines(self.tensor_memory.items())
 
     def time_left_s(self) -> float | None:
         if not self.step_times or self.steps_total <= self.steps_done:
@@ -245,8 +245,11 @@ class RunData:
 
 def tensor_lines(summary: RunSummary) -> list[str]:
     """"tensors cpu:0: 2.78 MiB (params 1.01, ...)" per device of a finished run (its most over the steps)."""
-    return [f"tensors {device}: {memory.text()}" for device, memory in zip(summary.devices, summary.tensor_memory or [])
-            if memory is not None]
+    return _tensor_lines(zip(summary.devices, summary.tensor_memory or []))
+
+
+def _tensor_lines(by_device) -> list[str]:
+    return [f"tensors {device}: {memory.text()}" for device, memory in by_device if memory is not None]
 
 
 def physical_names(config: dict) -> dict[str, str]:
