@@ -19,7 +19,7 @@ from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-COMMANDS = ("run", "runs", "experiment", "export", "devices")  # build_parser's subcommands, in its order
+COMMANDS = ("run", "runs", "experiment", "export", "models", "devices")  # build_parser's subcommands, in its order
 
 
 class ArgumentError(Exception):
@@ -42,14 +42,23 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g = p.add_argument_group("run options")
     if not for_experiment:
         g.add_argument("--strategy", default="single", help=_strategy_help())
-    g.add_argument("--model", default=None, help=f"one of: {', '.join(models.MODELS)} (default mlp)")
-    g.add_argument("--model-file", default=None, help="a .py file with build_model() and make_batch(batch_size, generator)")
+    g.add_argument("--model", default=None, help=f"one of: {', '.join(models.MODELS)} (default mlp), or "
+                                                 f"{models.TORCHVISION}NAME for any torchvision classification "
+                                                 "model (`models --torchvision` lists them)")
+    g.add_argument("--model-file", default=None, help="a .py file with build_model() returning any nn.Module and "
+                                                      "make_batch(batch_size, generator)")
+    g.add_argument("--image-size", type=int, default=None,
+                   help="torchvision models: image height and width (default: the size its weights expect)")
+    g.add_argument("--split-level", type=int, default=1,
+                   help="any-module models: split points at " + " or ".join(
+                       f"{k}, {text}" for k, text in models.SPLIT_LEVELS.items()) + " (default 1)")
     g.add_argument("--width", type=int, default=512, help="mlp width (default 512)")
     g.add_argument("--depth", type=int, default=8, help="mlp depth (default 8)")
     g.add_argument("--devices", default="auto", help='"auto", "cpu:N", "cuda:0,cuda:1", "cpu,cuda:0"')
     g.add_argument("--split", default=None,
-                   help="first block of each later stage, by index or name, e.g. 5, 3,6 or layer3 (a name like "
-                        "layer3 means its first block, layer3.0); default: the balanced split")
+                   help="first block (or submodule) of each later stage, by index or name, e.g. 5, 3,6, layer3 or "
+                        "layers.2,layers.4 (for a chain of blocks, layer3 means its first block, layer3.0); "
+                        "default: the balanced split")
     g.add_argument("--micro-batches", type=int, default=None, help="pipeline: micro-batches per step")
     g.add_argument("--split-size", type=int, default=None, help="pipeline: samples per micro-batch (the tutorial's)")
     g.add_argument("--schedule", default="gpipe", help=f"pipeline schedule: {', '.join(strategies.SCHEDULES)}")
@@ -103,7 +112,8 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         model_file=os.path.abspath(args.model_file) if args.model_file else None, width=args.width, depth=args.depth, devices=args.devices,
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
-        hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline)
+        hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline,
+        image_size=args.image_size, split_level=args.split_level)
     return config, tokens
 
 
@@ -130,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a folder for png/svg/pdf/csv (a file per figure); a file for html")
     export.add_argument("--force", action="store_true", help="overwrite existing files")
     export.add_argument("--db", default=None)
+    listing = sub.add_parser("models", help="the models to choose from, or one model's split points")
+    listing.add_argument("--torchvision", action="store_true", help="list torchvision's classification models")
+    listing.add_argument("--model", default=None, help="show this model's split points, timed")
+    listing.add_argument("--model-file", default=None, help="show this file's model's split points, timed")
+    listing.add_argument("--split-level", type=int, default=1, help="as for run")
+    listing.add_argument("--image-size", type=int, default=None, help="as for run")
+    listing.add_argument("--batch-size", type=int, default=None, help="as for run")
+    listing.add_argument("--stages", type=int, default=2, help="stages of the balanced split shown (default 2)")
+    listing.add_argument("--json", action="store_true")
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
     devices.add_argument("--json", action="store_true")
     return parser
@@ -147,6 +166,8 @@ def main(argv: list[str]) -> int:
         return cmd_run(args)
     if args.command == "runs":
         return cmd_runs(args)
+    if args.command == "models":
+        return cmd_models(args)
     if args.command == "devices":
         return cmd_devices(args)
     if args.command == "experiment":
@@ -342,6 +363,33 @@ def cmd_runs(args) -> int:
         print(json.dumps([r.to_dict() for r in runs]))
     else:
         print(runs_table(runs))
+    return EXIT_OK
+
+
+def cmd_models(args) -> int:
+    from engine import model_listing
+    if args.torchvision:
+        rows = model_listing.torchvision_rows()
+        print(json.dumps(rows) if args.json else model_listing.torchvision_text(rows))
+        return EXIT_OK
+    if not (args.model or args.model_file):
+        rows = model_listing.builtin_rows()
+        print(json.dumps(rows) if args.json else model_listing.builtin_text(rows))
+        return EXIT_OK
+    config = ExperimentConfig(model=args.model or "custom", batch_size=args.batch_size,
+                              model_file=os.path.abspath(args.model_file) if args.model_file else None,
+                              split_level=args.split_level, image_size=args.image_size)
+    from engine.validate import check_all
+    (checked,) = check_all([(config, None)])
+    if checked.problems:
+        for p in checked.problems:
+            print(f"error: {p}", file=sys.stderr)
+        return EXIT_INVALID
+    rows, split = model_listing.split_point_rows(config, args.stages)
+    if args.json:
+        print(json.dumps({"split_points": rows, "balanced_split": list(split)}))
+    else:
+        print(model_listing.split_points_text(rows, split, config.effective_batch_size, config.split_level))
     return EXIT_OK
 
 

@@ -28,9 +28,13 @@ class ExperimentConfig:
     strategy: str = "single"
     """Name from the strategy registry (engine.strategies.STRATEGIES)."""
     model: str = "mlp"
-    """Name from the model zoo (engine.models.MODELS), or "custom" with model_file."""
+    """Name from the model zoo (engine.models.MODELS), "torchvision:NAME", or "custom" with model_file."""
     model_file: str | None = None
     """A .py file defining build_model() and make_batch(batch_size, generator)."""
+    image_size: int | None = None
+    """torchvision models: height and width of the synthetic images; None: the size its weights expect."""
+    split_level: int = 1
+    """Any-module models: split points at the model's children (1) or one level deeper (2)."""
     width: int = 512
     """mlp: features of each hidden Linear."""
     depth: int = 8
@@ -67,13 +71,15 @@ class ExperimentConfig:
     def effective_batch_size(self) -> int:
         if self.batch_size is not None:
             return self.batch_size
-        return models.MODELS[self.model].batch_size if self.model in models.MODELS else 32
+        known = models.lookup(self.model)
+        return known.batch_size if known else 32
 
     @property
     def effective_lr(self) -> float:
         if self.lr is not None:
             return self.lr
-        return models.MODELS[self.model].lr if self.model in models.MODELS else 0.01
+        known = models.lookup(self.model)
+        return known.lr if known else 0.01
 
     @property
     def effective_micro_batches(self) -> int:
@@ -128,10 +134,11 @@ class ExperimentConfig:
         return dataclasses.replace(self, **changes)
 
 
-_INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed"}
+_INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed",
+               "image_size", "split_level"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
 _STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline"}
-_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr"}
+_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -168,8 +175,9 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     if config.strategy not in strategies.STRATEGIES:
         add("strategy", f"unknown strategy {config.strategy!r}; allowed: {', '.join(strategies.STRATEGIES)}")
     if config.model_file is None:
-        if config.model not in models.MODELS:
-            add("model", f"unknown model {config.model!r}; allowed: {', '.join(models.MODELS)}, or --model-file PATH")
+        if models.lookup(config.model) is None:
+            add("model", f"unknown model {config.model!r}; allowed: {', '.join(models.MODELS)}, "
+                         f"{models.TORCHVISION}NAME (any torchvision classification model), or --model-file PATH")
     elif config.model not in (models.CUSTOM, "mlp"):
         # "mlp" is the default; a model file overrides it.
         add("model", "give either --model or --model-file, not both")
@@ -183,6 +191,17 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         value = getattr(config, name)
         if not 1 <= value <= most:
             add(name, f"must be from 1 to {most}, got {value}")
+    if config.image_size is not None:
+        if not models.torchvision_name(config.model):
+            add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
+        elif not 1 <= config.image_size <= 4096:
+            add("image_size", f"must be from 1 to 4096, got {config.image_size}")
+    if config.split_level not in models.SPLIT_LEVELS:
+        add("split_level", "allowed: " + "; ".join(f"{k}: {text}" for k, text in models.SPLIT_LEVELS.items())
+            + f"; got {config.split_level}")
+    elif config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
+        add("split_level", f"applies to {models.TORCHVISION}NAME models and model files; {config.model}'s split "
+                           "points are its blocks")
     if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
         add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
     if config.warmup < 0:
@@ -206,8 +225,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
             add(name, f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
         elif value < 1:
             add(name, f"must be at least 1, got {value}")
-    batch = config.batch_size if config.batch_size is not None else (
-        models.MODELS[config.model].batch_size if config.model in models.MODELS else None)
+    known_model = models.lookup(config.model)
+    batch = config.batch_size if config.batch_size is not None else (known_model.batch_size if known_model else None)
     if is_pipeline and batch and batch >= 1:
         if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
             add("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} does not")

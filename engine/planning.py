@@ -27,6 +27,8 @@ def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
     import torch
     n = max(1, min(batch_size, PROFILE_MAX_BATCH))
     inputs, _ = spec.data.sample(n)
+    if spec.traced:
+        return _traced_unit_costs(spec, inputs, device)
     # Copies: profiling must not touch the run's parameters or BatchNorm statistics.
     blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
     best = [float("inf")] * len(blocks)
@@ -48,6 +50,38 @@ def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
             h = out.detach()
     return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size)
             for (name, _), block, cost, size in zip(spec.blocks, blocks, best, out_bytes)]
+
+
+def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
+    """Each split unit of a module that is not a chain of blocks, timed as a stage of its own: a copy of the
+    module traced with a stage per unit (engine.models.traced_chain)."""
+    import copy
+
+    import torch
+
+    from engine.models import tracing, traced_chain
+    model = copy.deepcopy(spec.module)  # tracing annotates the module it traces
+    units = [(name, dict(model.named_modules())[name]) for name, _ in spec.blocks]
+    pipe = tracing.cut(spec.__class__(spec.name, units, spec.loss_fn, spec.data, module=model),
+                       tuple(range(1, len(units))), inputs)
+    pipe.split_gm.to(device)
+    n = inputs.shape[0]
+    best = [float("inf")] * len(units)
+    out_bytes = [0] * len(units)
+
+    def timed(k, call):
+        t0 = time.perf_counter()
+        out = call()
+        traced_chain.backward_with_ones(out)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        best[k] = min(best[k], time.perf_counter() - t0)
+        out_bytes[k] = traced_chain.output_bytes(out) // n
+        return out
+    for _ in range(PROFILE_REPEATS):
+        traced_chain.run_each_stage(pipe, inputs.to(device), timed)
+    return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size)
+            for (name, unit), cost, size in zip(spec.blocks, best, out_bytes)]
 
 
 def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:

@@ -156,7 +156,7 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     spec = None
     if found:  # building a model from invalid options could fail or take all memory
         return None, found
-    if config.model_file or config.model in config_mod.models.MODELS:
+    if config.model_file or config_mod.models.lookup(config.model):
         spec, problem = _build_model(config)
         if problem:
             found.append(problem)
@@ -165,6 +165,8 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     n_blocks = len(spec.blocks)
     impl = strategies.get(config.strategy)
     found.extend(impl.check(config, devices, n_blocks))
+    if not found:
+        found.extend(_module_problems(config, spec, impl, devices))
     if found:
         return None, found
     warnings = []
@@ -199,10 +201,42 @@ def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tu
             continue
         index = next((i for i, name in enumerate(names) if name == token or name.startswith(token + ".")), None)
         if index is None:
-            raise config_mod.ConfigError([Problem("split", f"no block named {token!r} in {spec.name}; its blocks: "
-                                                           f"{', '.join(names)}")])
+            deeper = " (a submodule inside one of them: add --split-level 2)" if (
+                spec.traced and config.split_level == 1 and "." in token) else ""
+            what = "split point" if spec.traced else "block"
+            raise config_mod.ConfigError([Problem("split", f"no {what} named {token!r} in {spec.name}; its "
+                                                           f"{what}s: {', '.join(names)}{deeper}")])
         points.append(index)
     return tuple(points)
+
+
+def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Problem]:
+    """What a model that is not a chain of blocks cannot do here: a split level it has no use for, stages
+    in one process, or a trace that fails (checked on the meta device, at the run's split or an even one)."""
+    if not spec.traced:
+        if config.split_level != 1:
+            return [Problem("split_level", f"applies to models that are not an nn.Sequential; {spec.name}'s "
+                                           "split points are its blocks")]
+        return []
+    if not impl.uses_split:
+        return []
+    if impl.world_size(config, devices) == 1:
+        return [Problem("devices", f"{spec.name} is cut into stages by tracing, which needs one process per stage "
+                                   "(CPU virtual devices or distinct GPUs); with shared or mixed devices use a "
+                                   "model file returning an nn.Sequential")]
+    import torch
+
+    from engine.models import tracing
+    stages = len(devices)
+    split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
+    micro = max(1, config.effective_batch_size // config.effective_micro_batches)
+    with torch.device("cpu"):
+        inputs, _ = spec.data.sample(micro)
+    try:
+        tracing.cut(spec, split, inputs[:micro].to("meta"))
+    except tracing.TraceError as exc:
+        return [Problem("model_file" if config.model_file else "model", str(exc))]
+    return []
 
 
 def _build_model(config: ExperimentConfig):
@@ -210,6 +244,7 @@ def _build_model(config: ExperimentConfig):
 
     from engine.models import build
     from engine.models.custom import ModelFileError
+    from engine.models.torchvision_zoo import UnknownTorchvisionModel
     try:
         # On the meta device: the blocks' structure without their memory, so checking a
         # 16384-wide model takes no gigabytes and resnet50 builds in a blink.
@@ -217,6 +252,8 @@ def _build_model(config: ExperimentConfig):
             return build.build(config), None
     except ModelFileError as exc:
         return None, Problem("model_file", str(exc))
+    except UnknownTorchvisionModel as exc:
+        return None, Problem("image_size" if "--image-size" in str(exc) else "model", str(exc))
     except (RuntimeError, ValueError, MemoryError) as exc:
         return None, Problem("model", f"could not build {config.model}: {type(exc).__name__}: {exc}")
 

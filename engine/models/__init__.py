@@ -1,8 +1,12 @@
-"""The model zoo's catalogue, importable without torch.
+"""The model catalogue, importable without torch.
 
-Every model is an ordered list of named blocks; every boundary between blocks is
-a possible split point. ``build(config)`` (in ``engine.models.build``) makes the
-blocks and the seeded data source and imports torch.
+A model is either an ordered list of named blocks (the built-in models and a
+model file returning ``nn.Sequential``), every boundary between blocks a
+possible split point, or any ``nn.Module`` (torchvision's models, a model file
+returning anything else), whose split points are its named submodules and whose
+stages torch.distributed.pipelining's tracer cuts (``engine.models.tracing``).
+``build(config)`` (in ``engine.models.build``) makes the model and the seeded
+data source and imports torch.
 """
 from __future__ import annotations
 
@@ -44,6 +48,30 @@ MODELS: dict[str, ModelInfo] = {
 }
 
 CUSTOM = "custom"  # the name a run from --model-file carries
+TORCHVISION = "torchvision:"  # "torchvision:NAME": any classification model torchvision.models lists
+
+TORCHVISION_DEFAULTS = ModelInfo("torchvision", "A torchvision classification model (weights not loaded), 10 "
+                                 "classes of synthetic images at the size its weights expect", 8, 0.01,
+                                 batch_origin="sized for CPU devices")
+"""What a ``torchvision:NAME`` model defaults to (its own name and description come from torchvision)."""
+
+
+SPLIT_LEVELS = {1: "the model's children (layer3)", 2: "one level deeper (layer3.0)"}
+"""How deep in a module's tree its split points are (``--split-level``; engine.models.units)."""
+
+
+def torchvision_name(model: str) -> str | None:
+    """"resnet18" for "torchvision:resnet18"; None for any other model name."""
+    return model[len(TORCHVISION):] if model.startswith(TORCHVISION) else None
+
+
+def lookup(model: str) -> ModelInfo | None:
+    """The catalogue entry of a built-in or torchvision model; None for a model file or an unknown name."""
+    if model in MODELS:
+        return MODELS[model]
+    if torchvision_name(model):
+        return TORCHVISION_DEFAULTS
+    return None
 
 
 class UnknownModel(ValueError):

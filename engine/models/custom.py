@@ -1,7 +1,11 @@
 """Models from a user's file: ``build_model()``, ``make_batch(batch_size, generator)``, optional ``loss_fn``.
 
-The file is executed only when the user names it (``--model-file`` or the app's
-"Open model file...").
+``build_model()`` returns any ``nn.Module``. An ``nn.Sequential``'s children are
+its blocks, run in order (split points by index or name, as before); any other
+module's split points are its named submodules (engine.models.units) and the
+staged strategies cut it by tracing (engine.models.tracing). The file is
+executed only when the user names it (``--model-file`` or the app's "Open model
+file...").
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from engine.models.spec import DataSource, ModelSpec
+from engine.models.units import module_device, split_units
 
 
 class ModelFileError(ValueError):
@@ -36,26 +41,41 @@ def load_module(path: str):
         raise ModelFileError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        # The file's own top-level tensors on the host, as its author wrote them, even while
+        # validation builds the model itself on the meta device.
+        with torch.device("cpu"):
+            spec.loader.exec_module(module)
     except BaseException as exc:  # a user's file can raise anything, SystemExit included
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         raise ModelFileError(f"{path}: failed to load: {tb}") from None
     return module
 
 
-def build(path: str, seed: int) -> ModelSpec:
+def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
     module = load_module(path)
     missing = [name for name in ("build_model", "make_batch") if not callable(getattr(module, name, None))]
     if missing:
         raise ModelFileError(f"{path}: defines no {' and no '.join(missing)}(); a model file needs "
-                             "build_model() returning nn.Sequential and make_batch(batch_size, generator)")
+                             "build_model() returning an nn.Module and make_batch(batch_size, generator)")
     try:
         model = module.build_model()
     except Exception as exc:
         raise ModelFileError(f"{path}: build_model() raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(model, nn.Sequential):
-        raise ModelFileError(f"{path}: build_model() must return nn.Sequential, got {type(model).__name__}")
-    if len(model) == 0:
+    if not isinstance(model, nn.Module):
+        raise ModelFileError(f"{path}: build_model() must return an nn.Module, got {type(model).__name__}")
+    if isinstance(model, nn.Sequential) and len(model) == 0:
         raise ModelFileError(f"{path}: build_model() returned an empty nn.Sequential")
     loss_fn = getattr(module, "loss_fn", None) or _default_loss
-    return ModelSpec(Path(path).stem, list(model.named_children()), loss_fn, DataSource(module.make_batch, seed))
+    data = DataSource(module.make_batch, seed)
+    if isinstance(model, nn.Sequential):
+        return ModelSpec(Path(path).stem, list(model.named_children()), loss_fn, data)
+    try:
+        with torch.device("cpu"):
+            sample = data.sample(2)[0]
+        units = split_units(model, split_level, sample.to(module_device(model)))
+    except Exception as exc:
+        raise ModelFileError(f"{path}: the model's forward failed on a batch of 2 from make_batch: "
+                             f"{type(exc).__name__}: {exc}") from None
+    if not units:
+        raise ModelFileError(f"{path}: build_model()'s module calls no submodules, so it has no split points")
+    return ModelSpec(Path(path).stem, units, loss_fn, data, module=model)

@@ -1,4 +1,5 @@
-"""``ModelSpec``: a model as an ordered list of named blocks, with its seeded data and loss."""
+"""``ModelSpec``: a model as an ordered list of named blocks (or any module and its split units), with its
+seeded data and loss."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -17,10 +18,25 @@ class ModelSpec:
     blocks: list[tuple[str, nn.Module]]
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     data: "DataSource"
+    module: nn.Module | None = None
+    """Any nn.Module, whose ``blocks`` are then its split units (named submodules, in the order its forward
+    first calls them: engine.models.units) and whose stages the pipelining tracer cuts; None when the
+    blocks, run in order, are the model."""
+
+    @property
+    def traced(self) -> bool:
+        """Stages are cut by tracing the module, not by slicing the blocks."""
+        return self.module is not None
+
+    def whole(self) -> nn.Module:
+        """The whole model, as the strategies that do not split it train it."""
+        return self.module if self.module is not None else self.sequential()
 
     def sequential(self, start: int = 0, stop: int | None = None) -> nn.Sequential:
         """Blocks [start, stop) as one nn.Sequential, keeping their names ("layer1.0" as "layer1_0":
         a submodule's own name cannot hold a dot)."""
+        if self.module is not None:
+            raise TypeError(f"{self.name} is not a chain of blocks: cut its stages with engine.models.tracing")
         return nn.Sequential(OrderedDict((name.replace(".", "_"), block) for name, block in self.blocks[start:stop]))
 
     @property
@@ -31,7 +47,9 @@ class ModelSpec:
     def has_batch_norm(self) -> bool:
         """BatchNorm's statistics depend on the batch it sees: a micro-batch or a replica's slice
         trains differently from the whole batch on one device."""
-        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, block in self.blocks for m in block.modules())
+        modules = self.module.modules() if self.module is not None else (
+            m for _, block in self.blocks for m in block.modules())
+        return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in modules)
 
 
 class DataSource:

@@ -86,7 +86,7 @@ def mlp(seed: int, width: int = 512, depth: int = 8, **_) -> ModelSpec:
     return ModelSpec("mlp", blocks, F.cross_entropy, DataSource(make_batch, seed))
 
 
-def _image_batches(classes: int, size: int):
+def image_batches(classes: int, size: int):
     """Images drawn around a smooth random pattern per class (8x8 noise scaled up to the image size)."""
     coarse = _class_patterns(classes, (3, 8, 8))  # kept coarse: 1000 full-size patterns would be 200 MB
 
@@ -117,7 +117,7 @@ def resnet50(seed: int, **_) -> ModelSpec:
     from torchvision.models.resnet import Bottleneck, ResNet
     num_classes, size = 1000, 128
     net = ResNet(Bottleneck, [3, 4, 6, 3], num_classes=num_classes)
-    draw = _image_batches(num_classes, size)
+    draw = image_batches(num_classes, size)
 
     def make_batch(n, gen):
         images, labels = draw(n, gen)
@@ -129,7 +129,7 @@ def resnet18(seed: int, **_) -> ModelSpec:
     # Sized for CPU devices: 10 classes, 64x64 images, cross-entropy.
     from torchvision.models.resnet import BasicBlock, ResNet
     net = ResNet(BasicBlock, [2, 2, 2, 2], num_classes=10)
-    return ModelSpec("resnet18", _resnet_blocks(net), F.cross_entropy, DataSource(_image_batches(10, 64), seed))
+    return ModelSpec("resnet18", _resnet_blocks(net), F.cross_entropy, DataSource(image_batches(10, 64), seed))
 
 
 BUILDERS = {

@@ -42,7 +42,7 @@ class DataParallelSteps(Executor):
         self.devices = ctx.devices
         self.timer = ctx.timer
         self.loss_fn = ctx.spec.loss_fn
-        self.module = ctx.spec.sequential().to(self.devices[0].torch_device)   # the master copy, on device 0
+        self.module = ctx.spec.whole().to(self.devices[0].torch_device)   # the master copy, on device 0
         self.replicas = [self.module] + [copy.deepcopy(self.module).to(d.torch_device) for d in self.devices[1:]]
         self.optimizer = sgd(self.module.parameters(), ctx.config)
         # Device 0 works on the rank's own thread (pinned to its core, or on its GPU, by the rank).

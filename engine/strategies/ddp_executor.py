@@ -25,7 +25,7 @@ class Ddp(Executor):
         self.device = ctx.devices[ctx.rank]
         self.timer = ctx.timer
         self.loss_fn = ctx.spec.loss_fn
-        self.module = ctx.spec.sequential().to(self.device.torch_device)
+        self.module = ctx.spec.whole().to(self.device.torch_device)
         ids = [self.device.index] if self.device.kind == "cuda" else None
         self.model = DistributedDataParallel(self.module, device_ids=ids)
         self.model.register_comm_hook(dist.group.WORLD, self._timed_allreduce)

@@ -2,7 +2,9 @@
 
 Used by ``pipeline`` (GPipe or 1F1B over M micro-batches) and by
 ``model-parallel`` on CPU virtual devices (GPipe over one micro-batch is exactly
-the naive split: one whole batch passes stage by stage). Compute is timed by
+the naive split: one whole batch passes stage by stage). A chain of blocks is
+sliced into stages; any other module is cut by the pipelining tracer
+(engine.models.tracing), each rank tracing its own copy of the model. Compute is timed by
 overriding the stage's forward/backward of one chunk; time blocked on a peer's
 activation or gradient is recorded as "wait", which is not busy.
 """
@@ -14,6 +16,7 @@ import torch
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining import schedules as _schedules
 
+from engine.models import tracing
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 from engine.tensor_memory import Placement
@@ -21,20 +24,16 @@ from engine.tensor_memory import Placement
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
 
-class TimedStage(PipelineStage):
-    """A PipelineStage that times each chunk's forward and backward on its device."""
+def _time_chunks(stage, timer, device) -> None:
+    """Time each chunk's forward and backward on the stage's device (a block stage and a traced stage
+    are different classes: their instance methods are wrapped alike)."""
+    for method, kind in (("forward_one_chunk", "forward"), ("backward_one_chunk", "backward")):
+        original = getattr(stage, method)
 
-    def __init__(self, *args, timer, device, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._timer, self._device = timer, device
-
-    def forward_one_chunk(self, *args, **kwargs):
-        with self._timer.span(self._device, "forward"):
-            return super().forward_one_chunk(*args, **kwargs)
-
-    def backward_one_chunk(self, *args, **kwargs):
-        with self._timer.span(self._device, "backward"):
-            return super().backward_one_chunk(*args, **kwargs)
+        def timed(*args, _original=original, _kind=kind, **kwargs):
+            with timer.span(device, _kind):
+                return _original(*args, **kwargs)
+        setattr(stage, method, timed)
 
 
 def _time_peer_waits(timer, device) -> None:
@@ -59,10 +58,16 @@ class ScheduledStages(Executor):
         self.first, self.last = self.rank == 0, self.rank == self.world - 1
         self.device = ctx.devices[self.rank]
         self.timer = ctx.timer
-        start, stop = stage_bounds(ctx.split, len(ctx.spec.blocks))[self.rank]
-        self.module = ctx.spec.sequential(start, stop).to(self.device.torch_device)
-        stage = TimedStage(self.module, self.rank, self.world, torch.device(self.device.torch_device),
-                           timer=self.timer, device=self.device)
+        torch_device = torch.device(self.device.torch_device)
+        if ctx.spec.traced:
+            pipe = tracing.cut(ctx.spec, ctx.split, self._example_micro_batch(ctx, micro_batches))
+            self.module = pipe.get_stage_module(self.rank).to(torch_device)
+            stage = pipe.build_stage(self.rank, torch_device)
+        else:
+            start, stop = stage_bounds(ctx.split, len(ctx.spec.blocks))[self.rank]
+            self.module = ctx.spec.sequential(start, stop).to(torch_device)
+            stage = PipelineStage(self.module, self.rank, self.world, torch_device)
+        _time_chunks(stage, self.timer, self.device)
         spec_loss = ctx.spec.loss_fn
 
         def timed_loss(output, target):
@@ -74,6 +79,13 @@ class ScheduledStages(Executor):
                                                    scale_grads=True)
         self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
+
+    @staticmethod
+    def _example_micro_batch(ctx: RankContext, micro_batches: int):
+        """A micro-batch of the shape the stages will see: the tracer specializes on it."""
+        with torch.device("cpu"):
+            inputs, _ = ctx.spec.data.sample(ctx.config.effective_batch_size)
+        return inputs[: inputs.shape[0] // micro_batches]
 
     def place_batch(self, inputs, targets):
         """The first stage reads the inputs, the last the targets; a middle stage neither."""

@@ -28,7 +28,7 @@ class SingleDevice(Executor):
     def __init__(self, ctx: RankContext):
         self.device = ctx.devices[0]
         self.timer = ctx.timer
-        self.model = ctx.spec.sequential().to(self.device.torch_device)
+        self.model = ctx.spec.whole().to(self.device.torch_device)
         self.loss_fn = ctx.spec.loss_fn
         self.optimizer = sgd(self.model.parameters(), ctx.config)
 

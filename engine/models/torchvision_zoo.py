@@ -1,0 +1,72 @@
+"""``torchvision:NAME``: any classification model torchvision.models lists, as torchvision builds it.
+
+The model is torchvision's own (``get_model``, no weights loaded), not a copy:
+10 classes, fed synthetic images of the size its weights were trained at (224
+for most; ``--image-size`` makes them smaller) drawn around a fixed pattern per
+class, so the loss has something to learn. Its split points are its named
+submodules (engine.models.units).
+"""
+from __future__ import annotations
+
+import difflib
+
+import torch
+from torch.nn import functional as F
+
+from engine.models import TORCHVISION
+from engine.models.spec import DataSource, ModelSpec
+from engine.models.units import module_device, split_units
+from engine.models.zoo import image_batches
+
+CLASSES = 10
+
+
+class UnknownTorchvisionModel(ValueError):
+    pass
+
+
+def classification_models() -> list[str]:
+    """The names torchvision lists for its classification models (not detection, segmentation or video)."""
+    import torchvision
+    return torchvision.models.list_models(module=torchvision.models)
+
+
+def expected_size(name: str) -> tuple[int, int]:
+    """(the image size its weights were trained at, the smallest it accepts), from torchvision's metadata."""
+    from torchvision.models import get_model_weights
+    weights = get_model_weights(name).DEFAULT
+    crop = getattr(weights.transforms(), "crop_size", [224])[0]
+    return int(crop), int(weights.meta.get("min_size", (1, 1))[0])
+
+
+def _constructor_options(name: str, size: int) -> dict:
+    """What a model needs to be told at construction: its input size (vision transformers fix it) and no
+    auxiliary heads (they return a tuple in training, which no loss takes)."""
+    options: dict = {"num_classes": CLASSES}
+    if name.startswith("vit_"):
+        options["image_size"] = size
+    if name.startswith("maxvit"):
+        options["input_size"] = (size, size)
+    if name in ("googlenet", "inception_v3"):
+        options.update(aux_logits=False, init_weights=True)
+    return options
+
+
+def build(name: str, seed: int, image_size: int | None, split_level: int) -> ModelSpec:
+    from torchvision.models import get_model
+    known = classification_models()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=4)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; torchvision has {len(known)}: {', '.join(known)}"
+        raise UnknownTorchvisionModel(f"torchvision has no classification model {name!r}{hint}")
+    expected, smallest = expected_size(name)
+    size = image_size or expected
+    if size < smallest:
+        raise UnknownTorchvisionModel(f"{name} needs images of at least {smallest}x{smallest}; "
+                                      f"--image-size {size} is smaller")
+    net = get_model(name, **_constructor_options(name, size))
+    data = DataSource(image_batches(CLASSES, size), seed)
+    with torch.device("cpu"):
+        sample = data.sample(2)[0]
+    units = split_units(net, split_level, sample.to(module_device(net)))
+    return ModelSpec(TORCHVISION + name, units, F.cross_entropy, data, module=net)

@@ -1,0 +1,58 @@
+"""Cutting any nn.Module into pipeline stages with torch.distributed.pipelining's tracer.
+
+``pipeline(module, mb_args, split_spec)`` traces the module with torch.export
+and returns a ``Pipe`` whose stage ``k`` is a GraphModule holding the module's
+own parameters from split point ``k``'s unit to the next. Tracing needs one
+example micro-batch of the exact shape the stages will see (export specializes
+on shapes) and a model without Python control flow on tensor values; a model
+that has it gets a ``TraceError`` naming the line and what to do.
+
+Tracing annotates the module's submodules in place, so each module is traced
+once: callers trace a fresh model (every rank builds its own) or a copy.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+from engine.models.spec import ModelSpec
+
+_WHAT_TO_DO = ("the staged strategies (model-parallel, pipeline) trace the model with torch.export: write that "
+               "code without Python branches or loops on a tensor's values (torch.where, torch.cond), or return an "
+               "nn.Sequential of blocks from build_model(); single, data-parallel and ddp run the model as it is")
+
+
+class TraceError(ValueError):
+    pass
+
+
+def cut(spec: ModelSpec, split: tuple[int, ...], example_inputs: torch.Tensor):
+    """The ``Pipe`` of ``spec.module`` with a stage starting at each split point's unit."""
+    from torch.distributed.pipelining import SplitPoint, pipeline
+    names = [spec.blocks[k][0] for k in split]
+    try:
+        return pipeline(spec.module, mb_args=(example_inputs,),
+                        split_spec={name: SplitPoint.BEGINNING for name in names})
+    except Exception as exc:  # export raises many kinds; each becomes one message naming the cause
+        raise TraceError(f"{spec.name} cannot be cut into stages at {', '.join(names)}: {explain(exc)}; "
+                         f"{_WHAT_TO_DO}") from None
+
+
+_CALL_SITE = re.compile(r'The following call raised this error:\s*File "([^"]+)", line (\d+), in (\w+)\s*\n\s*(.+)')
+
+
+def explain(exc: BaseException) -> str:
+    """The construct that stopped the trace, and where it is in the user's code when export says."""
+    causes = []
+    while exc is not None and exc not in causes:
+        causes.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    text = "\n".join(str(e) for e in causes)
+    site = _CALL_SITE.search(text)
+    where = f" at {site.group(1).rsplit('/', 1)[-1]}:{site.group(2)} ({site.group(4).strip()})" if site else ""
+    if "data-dependent" in text or "GuardOnDataDependent" in text:
+        return f"data-dependent control flow{where} (a branch on a tensor's values)"
+    deepest = causes[-1]
+    first_line = next((line.strip() for line in str(deepest).splitlines() if line.strip()), type(deepest).__name__)
+    return f"{type(deepest).__name__}: {first_line[:300]}{where}"
