@@ -211,8 +211,8 @@ def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tu
 
 
 def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Problem]:
-    """What a model that is not a chain of blocks cannot do here: a split level it has no use for, stages
-    in one process, or a trace that fails (checked on the meta device, at the run's split or an even one)."""
+    """What a model that is not a chain of blocks cannot do here: a split level it has no use for, or a trace
+    that fails (checked on the meta device, at the run's split or an even one)."""
     if not spec.traced:
         if config.split_level != 1:
             return [Problem("split_level", f"applies to models that are not an nn.Sequential; {spec.name}'s "
@@ -220,20 +220,17 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
         return []
     if not impl.uses_split:
         return []
-    if impl.world_size(config, devices) == 1:
-        return [Problem("devices", f"{spec.name} is cut into stages by tracing, which needs one process per stage "
-                                   "(CPU virtual devices or distinct GPUs); with shared or mixed devices use a "
-                                   "model file returning an nn.Sequential")]
     import torch
 
     from engine.models import tracing
+    from engine.models.units import module_device
     stages = len(devices)
     split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
     micro = max(1, config.effective_batch_size // config.effective_micro_batches)
     with torch.device("cpu"):
         inputs, _ = spec.data.sample(micro)
     try:
-        tracing.cut(spec, split, inputs[:micro].to("meta"))
+        tracing.cut(spec, split, inputs[:micro].to(module_device(spec.module)))
     except tracing.TraceError as exc:
         return [Problem("model_file" if config.model_file else "model", str(exc))]
     return []
@@ -244,16 +241,23 @@ def _build_model(config: ExperimentConfig):
 
     from engine.models import build
     from engine.models.custom import ModelFileError
-    from engine.models.torchvision_zoo import UnknownTorchvisionModel
+    from engine.models.torchvision_zoo import TorchvisionModelError
     try:
         # On the meta device: the blocks' structure without their memory, so checking a
         # 16384-wide model takes no gigabytes and resnet50 builds in a blink.
-        with torch.device("meta"):
+        try:
+            with torch.device("meta"):
+                return build.build(config), None
+        except (RuntimeError, NotImplementedError) as exc:
+            if "meta" not in str(exc):
+                raise
+            # A constructor that reads a tensor's values (torchvision's RegNet) cannot build on the meta
+            # device: build it for real.
             return build.build(config), None
     except ModelFileError as exc:
         return None, Problem("model_file", str(exc))
-    except UnknownTorchvisionModel as exc:
-        return None, Problem("image_size" if "--image-size" in str(exc) else "model", str(exc))
+    except TorchvisionModelError as exc:
+        return None, Problem(exc.option, str(exc))
     except (RuntimeError, ValueError, MemoryError) as exc:
         return None, Problem("model", f"could not build {config.model}: {type(exc).__name__}: {exc}")
 

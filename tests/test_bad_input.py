@@ -11,8 +11,8 @@ BROKEN_FILES = {
     "syntax": "def build_model(:\n",
     "raises": "raise RuntimeError('boom at import')\n",
     "no-model": "import torch\ndef make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n",
-    "not-sequential": ("import torch\ndef build_model():\n    return torch.nn.Linear(4, 2)\n"
-                       "def make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n"),
+    "not-a-module": ("import torch\ndef build_model():\n    return torch.randn(4, 2)\n"
+                     "def make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n"),
 }
 
 CASES = {
@@ -35,6 +35,13 @@ CASES = {
     "1f1b with too few micro-batches": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "1f1b",
                                          "--micro-batches", "1"], "--micro-batches"),
     "telemetry rate": (["--telemetry-hz", "500"], "--telemetry-hz"),
+    "image size for a built-in model": (["--image-size", "32"], "--image-size"),
+    "split level out of range": (["--split-level", "3"], "--split-level"),
+    "split level for a chain of blocks": (["--split-level", "2"], "--split-level"),
+    "unknown torchvision model": (["--model", "torchvision:resnet19"], "--model"),
+    "image too small for the model": (["--model", "torchvision:maxvit_t", "--image-size", "32"], "--image-size"),
+    "split point not a submodule": (["--model", "torchvision:resnet18", "--image-size", "32", "--strategy",
+                                     "pipeline", "--devices", "cpu:2", "--split", "layer3.1"], "--split"),
 }
 
 

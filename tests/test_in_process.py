@@ -52,3 +52,28 @@ def test_a_stage_without_parameters_needs_no_optimizer():
     loss_3, sq_3, intervals = train(lambda ctx: InProcessStages(ctx, 2), config, cpu, split=(1, 2))
     assert loss_3 == pytest.approx(loss_1, rel=1e-5) and sq_3 == pytest.approx(sq_1, rel=1e-5)
     assert "optimizer" not in {k for k, _, _ in intervals["cpu:1"]}
+
+
+@pytest.mark.parametrize("model,split,micro_batches", [
+    ("transformer", (3,), 1), ("transformer", (2, 5), 2),
+    ("resnet18", (6,), 1),
+    ("resnet18", (2,), 1),  # torchvision's own, cut where a stage starts with its in-place ReLU
+])
+def test_in_process_traced_stages_match_single_device(model, split, micro_batches):
+    """Any module in one process (the naive split on GPUs, shared or mixed devices): traced stages, each
+    cut input's gradient handed back by hand, train what one device trains."""
+    from engine.strategies.in_process_traced_stages import InProcessTracedStages
+    from helpers import ROOT
+    torch.set_num_threads(1)
+    if model == "transformer":
+        config = ExperimentConfig(model="custom", model_file=str(ROOT / "examples" / "tiny_transformer.py"),
+                                  batch_size=16, lr=0.1)
+    else:
+        config = ExperimentConfig(model="torchvision:resnet18", image_size=32, batch_size=8, lr=0.05)
+    cpu = [Device(f"cpu:{k}", "cpu", k, None) for k in range(len(split) + 1)]
+    loss_1, sq_1, _ = train(SingleDevice, config, cpu[:1])
+    loss_n, sq_n, intervals = train(lambda ctx: InProcessTracedStages(ctx, micro_batches), config, cpu, split=split)
+    assert loss_n == pytest.approx(loss_1, rel=1e-4)
+    assert sq_n == pytest.approx(sq_1, rel=1e-5)
+    for name in intervals:
+        assert {"forward", "backward"} <= {k for k, _, _ in intervals[name]}

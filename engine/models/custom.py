@@ -69,6 +69,8 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
     data = DataSource(module.make_batch, seed)
     if isinstance(model, nn.Sequential):
         return ModelSpec(Path(path).stem, list(model.named_children()), loss_fn, data)
+    if next(model.children(), None) is None:  # a lone nn.Linear: a chain of one block
+        return ModelSpec(Path(path).stem, [(type(model).__name__, model)], loss_fn, data)
     try:
         with torch.device("cpu"):
             sample = data.sample(2)[0]
@@ -77,5 +79,6 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
         raise ModelFileError(f"{path}: the model's forward failed on a batch of 2 from make_batch: "
                              f"{type(exc).__name__}: {exc}") from None
     if not units:
-        raise ModelFileError(f"{path}: build_model()'s module calls no submodules, so it has no split points")
+        raise ModelFileError(f"{path}: the module's forward calls none of its submodules, so it has no split "
+                             "points; return an nn.Sequential of blocks")
     return ModelSpec(Path(path).stem, units, loss_fn, data, module=model)

@@ -21,8 +21,12 @@ from engine.models.zoo import image_batches
 CLASSES = 10
 
 
-class UnknownTorchvisionModel(ValueError):
-    pass
+class TorchvisionModelError(ValueError):
+    """An unknown name, or an image size the model cannot take; ``option`` is the one to change."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
 
 
 def classification_models() -> list[str]:
@@ -58,15 +62,20 @@ def build(name: str, seed: int, image_size: int | None, split_level: int) -> Mod
     if name not in known:
         close = difflib.get_close_matches(name, known, n=4)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; torchvision has {len(known)}: {', '.join(known)}"
-        raise UnknownTorchvisionModel(f"torchvision has no classification model {name!r}{hint}")
-    expected, smallest = expected_size(name)
-    size = image_size or expected
-    if size < smallest:
-        raise UnknownTorchvisionModel(f"{name} needs images of at least {smallest}x{smallest}; "
-                                      f"--image-size {size} is smaller")
-    net = get_model(name, **_constructor_options(name, size))
-    data = DataSource(image_batches(CLASSES, size), seed)
-    with torch.device("cpu"):
-        sample = data.sample(2)[0]
-    units = split_units(net, split_level, sample.to(module_device(net)))
+        raise TorchvisionModelError("model", f"torchvision has no classification model {name!r}{hint}")
+    size = image_size or expected_size(name)[0]
+    try:
+        net = get_model(name, **_constructor_options(name, size))
+        data = DataSource(image_batches(CLASSES, size), seed)
+        with torch.device("cpu"):
+            sample = data.sample(2)[0]
+        units = split_units(net, split_level, sample.to(module_device(net)))
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        if "meta tensor" in str(exc):  # validation's meta-device build; it retries on the host
+            raise
+        # Sizes are the usual cause (a window or patch that does not fit); torchvision's message says which.
+        smallest = expected_size(name)[1]
+        raise TorchvisionModelError("image_size", f"{name} cannot take {size}x{size} images (its weights expect "
+                                                  f"{expected_size(name)[0]}, at least {smallest}): "
+                                                  f"{' '.join(str(exc).split())[:300]}") from None
     return ModelSpec(TORCHVISION + name, units, F.cross_entropy, data, module=net)

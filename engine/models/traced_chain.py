@@ -1,72 +1,118 @@
 """A traced module's stages run one after another in one process, each on its own autograd graph.
 
-Each stage's inputs are cut from the graph (detached, gradients required), so a
-stage's forward and backward are one stage's work alone: the block timing
-(engine.planning) times each unit this way, as it times a chain of blocks. The
-stages are the call_module nodes of the Pipe's top graph; the graph says which
-earlier outputs (or model inputs) each stage reads, so a value a later stage
-reads past its neighbour (a skip connection) reaches it too.
+Each tensor a stage reads from an earlier stage is cut from the graph (a leaf
+that requires grad), so a stage's forward and backward are that stage's work
+alone, timed on its own device: the block timing (engine.planning) times each
+unit this way, and the one-process stages (engine.strategies.in_process_traced)
+run a split model this way, handing each cut's gradient back by hand. The stages
+are the call_module nodes of the Pipe's top graph; the graph says which earlier
+outputs (or model inputs) each stage reads, so a value a later stage reads past
+its neighbour (a skip connection) reaches it too.
 """
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 from torch import fx
 
-StageHook = Callable[[int, Callable[[], object]], object]
+
+@dataclass
+class Cut:
+    """A tensor handed from one stage to a later one: ``source`` where it was made, ``leaf`` what the later
+    stage computed from (on the later stage's device), whose ``.grad`` goes back to ``source``."""
+    source: torch.Tensor
+    leaf: torch.Tensor
 
 
-def _tensors(value) -> list[torch.Tensor]:
+@dataclass
+class StageRun:
+    output: object
+    cuts: list[Cut] = field(default_factory=list)
+
+
+def tensors_in(value) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
+        return [t for item in value for t in tensors_in(item)]
     return []
 
 
-def _cut(value, needs_grad: bool):
-    if isinstance(value, torch.Tensor):
-        cut = value.detach().requires_grad_(needs_grad and value.is_floating_point())
-        # A stage may start in place (torchvision's ReLU(inplace=True)), which a leaf that requires
-        # grad refuses: the stage gets a copy, whose gradient still reaches the cut.
-        return cut.clone() if cut.requires_grad else cut
-    if isinstance(value, (tuple, list)):
-        return type(value)(_cut(item, needs_grad) for item in value)
-    return value
-
-
-def run_each_stage(pipe, inputs: torch.Tensor, run_stage: StageHook) -> list[object]:
-    """Each stage of ``pipe`` on its cut inputs, in order; ``run_stage(k, call)`` calls ``call()`` (the stage's
-    forward) as it likes (timing it, running its backward) and returns its output. Returns the outputs."""
-    graph: fx.Graph = pipe.split_gm.graph
+def run_each_stage(pipe, inputs: torch.Tensor, run_stage: Callable[[int, Callable[[], object]], object],
+                   place: Callable[[int, torch.Tensor], torch.Tensor] | None = None) -> list[StageRun]:
+    """Each stage of ``pipe`` on its cut inputs, in order. ``place(k, tensor)`` puts a tensor where stage ``k``
+    reads it (a copy to its device); ``run_stage(k, call)`` calls ``call()`` (the stage's forward) as it likes
+    (timing it, running its backward) and returns its output."""
     env: dict[fx.Node, object] = {}
-    outputs: list[object] = []
+    runs: list[StageRun] = []
     model_inputs = iter([inputs])
-    for node in graph.nodes:
+    for node in pipe.split_gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(model_inputs)
         elif node.op == "call_module":
-            k = len(outputs)
+            k, cuts = len(runs), []
+
+            def cut(source_node: fx.Node, value, k=k, cuts=cuts):
+                if isinstance(value, (tuple, list)):
+                    return type(value)(cut(source_node, item) for item in value)
+                if not isinstance(value, torch.Tensor):
+                    return value
+                leaf = value.detach()
+                if place is not None:
+                    leaf = place(k, leaf)
+                # The model's own input needs no gradient (as in training): only stage outputs do.
+                if source_node.op == "placeholder" or not leaf.is_floating_point():
+                    return leaf
+                leaf.requires_grad_(True)
+                cuts.append(Cut(value, leaf))
+                # A stage may start in place (torchvision's ReLU(inplace=True)), which a leaf that requires
+                # grad refuses: the stage gets a copy, whose gradient still reaches the leaf.
+                return leaf.clone()
             stage = pipe.get_stage_module(k)
-            # The model's own input needs no gradient (as in training): only later stages' inputs do.
-            args = fx.node.map_arg(node.args, lambda n: _cut(env[n], needs_grad=n.op != "placeholder"))
-            kwargs = fx.node.map_arg(node.kwargs, lambda n: _cut(env[n], needs_grad=n.op != "placeholder"))
+            args = fx.node.map_arg(node.args, lambda n: cut(n, env[n]))
+            kwargs = fx.node.map_arg(node.kwargs, lambda n: cut(n, env[n]))
             out = run_stage(k, lambda: stage(*args, **kwargs))
-            outputs.append(out)
+            runs.append(StageRun(out, cuts))
             env[node] = out
         elif node.op == "call_function" and node.target is operator.getitem:
             env[node] = operator.getitem(*fx.node.map_arg(node.args, lambda n: env[n]))
-    return outputs
+    return runs
+
+
+def backward_each_stage(runs: list[StageRun], loss: torch.Tensor,
+                        run_backward: Callable[[int, Callable[[], None]], None],
+                        hand_back: Callable[[int, Cut], torch.Tensor]) -> None:
+    """The backward of a forward by ``run_each_stage``, last stage first: ``loss`` (computed from the last
+    stage's output) starts it; each stage's backward runs with the gradients its outputs got from every later
+    stage. ``run_backward(k, call)`` runs stage ``k``'s (timing it); ``hand_back(k, cut)`` returns the cut's
+    gradient where its source is (a copy from stage ``k``'s device)."""
+    grad_of: dict[int, torch.Tensor] = {}  # id(source tensor) -> its summed gradient
+    for k in range(len(runs) - 1, -1, -1):
+        run = runs[k]
+        if k == len(runs) - 1:
+            run_backward(k, loss.backward)
+        else:
+            outputs = [t for t in tensors_in(run.output) if t.requires_grad and id(t) in grad_of]
+            if outputs:
+                grads = [grad_of.pop(id(t)) for t in outputs]
+                run_backward(k, lambda: torch.autograd.backward(outputs, grads))
+        for c in run.cuts:
+            if c.leaf.grad is None:
+                continue
+            grad = hand_back(k, c)
+            key = id(c.source)
+            grad_of[key] = grad_of[key] + grad if key in grad_of else grad
 
 
 def backward_with_ones(output) -> None:
-    """The stage's backward, as if every output it hands on got a gradient of ones."""
-    grads = [t for t in _tensors(output) if t.requires_grad]
+    """A stage's backward, as if every output it hands on got a gradient of ones."""
+    grads = [t for t in tensors_in(output) if t.requires_grad]
     if grads:
         torch.autograd.backward(grads, [torch.ones_like(t) for t in grads])
 
 
 def output_bytes(output) -> int:
-    return sum(t.numel() * t.element_size() for t in _tensors(output))
+    return sum(t.numel() * t.element_size() for t in tensors_in(output))

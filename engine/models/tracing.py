@@ -56,3 +56,19 @@ def explain(exc: BaseException) -> str:
     deepest = causes[-1]
     first_line = next((line.strip() for line in str(deepest).splitlines() if line.strip()), type(deepest).__name__)
     return f"{type(deepest).__name__}: {first_line[:300]}{where}"
+
+
+def run_on_copied_inputs(stage) -> None:
+    """Make a pipeline stage run its module on copies of the activations it receives.
+
+    A received activation is a leaf that requires grad, and a stage may start with an in-place op
+    (torchvision's ``ReLU(inplace=True)`` after a split at ``relu``), which such a leaf refuses; the copy's
+    gradient still reaches the leaf, which the schedule hands back to the stage before. (The stage's module
+    itself stays as it is: the stage reads its graph.)
+    """
+    forward = stage.forward_maybe_with_nosync
+
+    def on_copies(*args, **kwargs):
+        return forward(*[a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args],
+                       **kwargs)
+    stage.forward_maybe_with_nosync = on_copies

@@ -47,7 +47,7 @@ class InProcessStages(Executor):
             h, per_stage = x, []
             for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
                 if k:
-                    h = self._move(h, self.devices[k - 1], dev)
+                    h = move_between(self.timer, h, self.devices[k - 1], dev)
                 # The model's input needs no gradient (as on one device): stage 0 skips computing it.
                 cut = h.detach().requires_grad_(h.is_floating_point() and k > 0)
                 with timer.span(dev, "forward"):
@@ -70,27 +70,12 @@ class InProcessStages(Executor):
                     elif out.requires_grad:  # not a first stage without parameters
                         out.backward(grad)
                 if k > 0:
-                    grad = self._move(cut.grad, dev, self.devices[k - 1])
+                    grad = move_between(self.timer, cut.grad, dev, self.devices[k - 1])
         for optimizer, dev in self.optimizers:
             with timer.span(dev, "optimizer"):
                 optimizer.step()
         total = float(sum(l.detach().float().cpu() for l in losses))
         return StepResult(loss_part=total, samples=int(inputs.shape[0]))
-
-    def _move(self, tensor: torch.Tensor, src, dst) -> torch.Tensor:
-        """Copy from stage device ``src`` to ``dst``, timed as a transfer on the GPU that does the copy.
-
-        A copy between GPUs runs on the source GPU's stream (the destination only
-        waits for it), a copy from the host on the destination's: a span on the
-        receiving GPU would also cover the sender's queued work.
-        """
-        if src == dst:
-            return tensor
-        on = src if src.kind == "cuda" else dst
-        with self.timer.span(on, "transfer"):
-            # Into host memory the copy must have landed before the CPU stage reads it:
-            # non_blocking there returns a pinned tensor still being written.
-            return tensor.to(dst.torch_device, non_blocking=dst.kind == "cuda")
 
     def reported_parameters(self) -> list:
         return [p for stage in self.stages for p in stage.parameters()]
@@ -98,3 +83,19 @@ class InProcessStages(Executor):
     def placements(self) -> list[Placement]:
         optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
         return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]
+
+
+def move_between(timer, tensor: torch.Tensor, src, dst) -> torch.Tensor:
+    """Copy from stage device ``src`` to ``dst``, timed as a transfer on the GPU that does the copy.
+
+    A copy between GPUs runs on the source GPU's stream (the destination only
+    waits for it), a copy from the host on the destination's: a span on the
+    receiving GPU would also cover the sender's queued work.
+    """
+    if src == dst:
+        return tensor
+    on = src if src.kind == "cuda" else dst
+    with timer.span(on, "transfer"):
+        # Into host memory the copy must have landed before the CPU stage reads it:
+        # non_blocking there returns a pinned tensor still being written.
+        return tensor.to(dst.torch_device, non_blocking=dst.kind == "cuda")

@@ -42,6 +42,9 @@ class Pipeline(Strategy):
         if ctx.world_size > 1:
             from engine.strategies.scheduled_stages import ScheduledStages
             return ScheduledStages(ctx, micro_batches=micro_batches, schedule=schedule)
+        if ctx.spec.traced:
+            from engine.strategies.in_process_traced_stages import InProcessTracedStages
+            return InProcessTracedStages(ctx, micro_batches=micro_batches)
         from engine.strategies.in_process_stages import InProcessStages
         return InProcessStages(ctx, micro_batches=micro_batches)
 

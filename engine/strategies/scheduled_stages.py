@@ -63,6 +63,7 @@ class ScheduledStages(Executor):
             pipe = tracing.cut(ctx.spec, ctx.split, self._example_micro_batch(ctx, micro_batches))
             self.module = pipe.get_stage_module(self.rank).to(torch_device)
             stage = pipe.build_stage(self.rank, torch_device)
+            tracing.run_on_copied_inputs(stage)
         else:
             start, stop = stage_bounds(ctx.split, len(ctx.spec.blocks))[self.rank]
             self.module = ctx.spec.sequential(start, stop).to(torch_device)

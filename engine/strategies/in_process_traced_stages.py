@@ -1,0 +1,84 @@
+"""A traced model's stages in one process, moved between devices: the tutorials' code shape for any module.
+
+Used where ``InProcessStages`` serves a chain of blocks (a GPU shared by stages,
+CPU and GPU mixed, the naive split on GPUs) when the model is any other module:
+the pipelining tracer cuts it (engine.models.tracing) and engine.models.traced_chain
+runs the stages in order, each tensor crossing to a later stage copied to its
+device (timed as "transfer" on the GPU doing the copy) and cut from the graph, so
+each stage's forward and backward run, and are timed, on their own device. With
+M > 1 micro-batches every micro-batch goes forward first, then every backward
+(GPipe order), as the block version does.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.models import traced_chain, tracing
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, stage_sgd
+from engine.strategies.in_process_stages import move_between
+from engine.tensor_memory import Placement
+
+
+class InProcessTracedStages(Executor):
+    def __init__(self, ctx: RankContext, micro_batches: int):
+        self.devices = ctx.devices
+        self.timer = ctx.timer
+        self.micro_batches = micro_batches
+        self.loss_fn = ctx.spec.loss_fn
+        with torch.device("cpu"):
+            example, _ = ctx.spec.data.sample(ctx.config.effective_batch_size)
+        self.pipe = tracing.cut(ctx.spec, ctx.split, example[: example.shape[0] // micro_batches])
+        self.stages = [self.pipe.get_stage_module(k).to(d.torch_device) for k, d in enumerate(self.devices)]
+        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
+                           if (optimizer := stage_sgd(stage, ctx.config)) is not None]
+
+    def place_batch(self, inputs, targets):
+        return (place_on(self.timer, self.devices[0], inputs)[0],
+                place_on(self.timer, self.devices[-1], targets)[0])
+
+    def _place(self, k: int, tensor: torch.Tensor) -> torch.Tensor:
+        return move_between(self.timer, tensor, _device_of(self.devices, tensor), self.devices[k])
+
+    def _run(self, k: int, call):
+        with self.timer.span(self.devices[k], "forward"):
+            return call()
+
+    def _backward(self, k: int, call) -> None:
+        with self.timer.span(self.devices[k], "backward"):
+            call()
+
+    def _hand_back(self, k: int, cut: traced_chain.Cut) -> torch.Tensor:
+        return move_between(self.timer, cut.leaf.grad, self.devices[k], _device_of(self.devices, cut.source))
+
+    def step(self, inputs, targets) -> StepResult:
+        m, last = self.micro_batches, self.devices[-1]
+        for optimizer, _ in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        passes = []
+        for x, y in zip(inputs.chunk(m), targets.chunk(m)):
+            runs = traced_chain.run_each_stage(self.pipe, x, self._run, self._place)
+            with self.timer.span(last, "forward"):
+                loss = self.loss_fn(runs[-1].output, y) / m
+            passes.append((runs, loss))
+        for runs, loss in passes:
+            traced_chain.backward_each_stage(runs, loss, self._backward, self._hand_back)
+        for optimizer, dev in self.optimizers:
+            with self.timer.span(dev, "optimizer"):
+                optimizer.step()
+        total = float(sum(loss.detach().float().cpu() for _, loss in passes))
+        return StepResult(loss_part=total, samples=int(inputs.shape[0]))
+
+    def reported_parameters(self) -> list:
+        return [p for stage in self.stages for p in stage.parameters()]
+
+    def placements(self) -> list[Placement]:
+        optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
+        return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]
+
+
+def _device_of(devices, tensor: torch.Tensor):
+    """The stage device a tensor is on (the first of that kind and index: CPU stages share the host)."""
+    for d in devices:
+        if torch.device(d.torch_device) == tensor.device:
+            return d
+    return devices[0]

@@ -1,0 +1,159 @@
+"""Any nn.Module (issue 14): a user's non-Sequential model and torchvision's own models, split at named
+submodules that the pipelining tracer cuts, train as one device trains them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from engine.config import ExperimentConfig
+from engine.devices import Device
+from engine.models.build import build
+from engine.models.units import split_units
+from engine.store import Store
+from helpers import ROOT, cli
+
+TRANSFORMER = str(ROOT / "examples" / "tiny_transformer.py")
+UNTRACEABLE = str(ROOT / "tests" / "untraceable_model.py")
+TRANSFORMER_RUN = ["--model-file", TRANSFORMER, "--batch-size", "32", "--steps", "4", "--warmup", "1", "--json"]
+
+
+def rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def assert_same_training(summary: dict, single: dict) -> None:
+    assert summary["status"] == "finished", summary.get("error")
+    assert summary["loss"]["first"] != summary["loss"]["last"]  # it trained
+    for key in ("param_norm", "param_change"):
+        assert rel(summary[key], single[key]) <= 1e-4, key
+    assert rel(summary["loss"]["last"], single["loss"]["last"]) <= 1e-4
+
+
+@pytest.fixture(scope="module")
+def transformer_single():
+    return cli("run", *TRANSFORMER_RUN, "--devices", "cpu:1", check_json=True)[1]
+
+
+@pytest.mark.parametrize("strategy", [["--strategy", "model-parallel"],
+                                      ["--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b"]])
+def test_the_example_transformer_split_at_a_named_block_trains_as_one_device(strategy, transformer_single):
+    _, summary = cli("run", *TRANSFORMER_RUN, *strategy, "--devices", "cpu:2", "--split", "layers.2",
+                     check_json=True)
+    assert summary["split"] == [3]  # embed, layers.0, layers.1 | layers.2, ...
+    assert_same_training(summary, transformer_single)
+
+
+def test_torchvision_resnet18_unmodified_split_at_layer3():
+    """torchvision's own resnet18 (get_model): the naive split at layer3 trains exactly as one device (it sees
+    the whole batch, BatchNorm included); a pipeline runs too, even cut where a stage starts in place."""
+    run = ["--model", "torchvision:resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "3",
+           "--warmup", "1", "--json"]
+    _, single = cli("run", *run, "--devices", "cpu:1", check_json=True)
+    _, naive = cli("run", *run, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layer3",
+                   check_json=True)
+    assert naive["split"] == [6]  # conv1, bn1, relu, maxpool, layer1, layer2 | layer3, ...
+    assert_same_training(naive, single)
+    # At relu, the second stage starts with torchvision's ReLU(inplace=True) on the activation it receives.
+    _, piped = cli("run", *run, "--strategy", "pipeline", "--devices", "cpu:2", "--split", "relu",
+                   "--micro-batches", "2", check_json=True)
+    assert piped["status"] == "finished" and piped["split"] == [2]
+
+
+FAMILIES = {  # one of each kind, at tiny input sizes
+    "mobilenet_v3_small": 32,
+    "vit_b_16": 32,        # a vision transformer, told its image size at construction
+    "regnet_x_400mf": 32,  # its constructor cannot run on the meta device: validation builds it for real
+}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_torchvision_families_run_single_and_as_a_two_stage_pipeline(name):
+    torch.set_num_threads(1)
+    config = ExperimentConfig(model=f"torchvision:{name}", image_size=FAMILIES[name], batch_size=4, steps=2)
+    # single, in this process: two steps of torchvision's model on its synthetic images
+    spec = build(config)
+    model, batches = spec.whole(), spec.data.batches(4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(2):
+        inputs, targets = next(batches)
+        loss = spec.loss_fn(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss)
+    # a 2-stage pipeline, as a user runs it, at the balanced split
+    _, summary = cli("run", "--model", f"torchvision:{name}", "--image-size", str(FAMILIES[name]), "--batch-size",
+                     "4", "--steps", "2", "--warmup", "0", "--strategy", "pipeline", "--devices", "cpu:2",
+                     "--micro-batches", "2", "--json", check_json=True)
+    assert summary["status"] == "finished" and summary["steps"] == 2
+    assert len(summary["split"]) == 1 and len(summary["devices_busy"]) == 2
+
+
+def test_a_model_that_cannot_be_traced_is_refused_before_launch(fresh_store):
+    proc = cli("run", "--model-file", UNTRACEABLE, "--strategy", "pipeline", "--devices", "cpu:2", "--steps", "2")
+    assert proc.returncode == 2
+    assert "data-dependent control flow at untraceable_model.py:14" in proc.stderr
+    assert "single, data-parallel and ddp run the model as it is" in proc.stderr
+    with Store(fresh_store) as store:
+        assert store.list_runs() == []  # nothing stored, as running or otherwise
+    # the same model runs as it is where nothing traces it
+    _, single = cli("run", "--model-file", UNTRACEABLE, "--devices", "cpu:1", "--steps", "2", "--warmup", "0",
+                    "--json", check_json=True)
+    assert single["status"] == "finished"
+
+
+class HeadDeclaredFirst(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 2)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2))
+        self.unused = nn.Linear(8, 8)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_split_units_follow_the_call_order_and_expand_module_lists():
+    model = HeadDeclaredFirst()
+    names = [name for name, _ in split_units(model, 1, torch.randn(2, 8))]
+    assert names == ["blocks.0", "blocks.1", "head"]  # called order; `unused` is never called
+    deeper = [name for name, _ in split_units(model, 2, torch.randn(2, 8))]
+    assert deeper == ["blocks.0.0", "blocks.0.1", "blocks.1.0", "blocks.1.1", "head"]
+    assert model.training  # the pass that found the order left the module's mode as it was
+
+
+def test_torchvision_split_levels_name_submodules():
+    one = build(ExperimentConfig(model="torchvision:resnet18", image_size=32))
+    two = build(ExperimentConfig(model="torchvision:resnet18", image_size=32, split_level=2))
+    assert one.block_names == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4",
+                               "avgpool", "fc"]
+    assert "layer3.0" in two.block_names and "layer3" not in two.block_names
+
+
+def test_the_balanced_split_of_any_module_comes_from_its_traced_units():
+    from engine import planning
+    torch.set_num_threads(1)
+    spec = build(ExperimentConfig(model="custom", model_file=TRANSFORMER))
+    infos = planning.block_costs(spec, 32)
+    assert [b.name for b in infos] == ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "norm", "head"]
+    assert all(b.cost_s > 0 for b in infos) and infos[1].params == infos[2].params > 0
+    assert infos[1].out_bytes == 16 * 64 * 4  # a sequence of 16 tokens of 64 floats leaves each block
+    # Four equal blocks carry the work: two stages get two each (noise may move it one block).
+    (split,) = planning.balanced_split([b.cost_s for b in infos], 2)
+    assert 2 <= split <= 4
+
+
+def test_models_command_lists_split_points_and_torchvision(capsys):
+    from engine import cli as cli_mod
+    assert cli_mod.main(["models", "--model-file", TRANSFORMER, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in listed["split_points"]][:3] == ["embed", "layers.0", "layers.1"]
+    assert len(listed["balanced_split"]) == 1
+    assert cli_mod.main(["models", "--torchvision", "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)}
+    assert {"torchvision:resnet18", "torchvision:vit_b_16", "torchvision:mobilenet_v3_small"} <= names
