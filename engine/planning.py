@@ -18,6 +18,7 @@ class BlockInfo:
     params: int          # parameters in the block
     cost_s: float        # measured forward+backward seconds for the profiled batch
     out_bytes: int       # bytes of activation leaving the block, per sample
+    kind: str = ""       # the block's module class ("BasicBlock", "Linear")
 
 
 def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
@@ -48,7 +49,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
             best[i] = min(best[i], time.perf_counter() - t0)
             out_bytes[i] = out.numel() * out.element_size() // n
             h = out.detach()
-    return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size)
+    return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__)
             for (name, _), block, cost, size in zip(spec.blocks, blocks, best, out_bytes)]
 
 
@@ -80,7 +81,7 @@ def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
         return out
     for _ in range(PROFILE_REPEATS):
         traced_chain.run_each_stage(pipe, inputs.to(device), timed)
-    return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size)
+    return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__)
             for (name, unit), cost, size in zip(spec.blocks, best, out_bytes)]
 
 

@@ -94,8 +94,8 @@ def profile(config_dict: dict) -> dict:
         devices = []
     timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices)
     first = devices[0].kind if devices else "cpu"
-    blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes)}
-              for b in timed[first]]
+    blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes),
+               "kind": b.kind} for b in timed[first]]
     return {"blocks": blocks, "costs_by_kind": {kind: [b.cost_s for b in infos] for kind, infos in timed.items()}}
 
 

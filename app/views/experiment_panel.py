@@ -20,10 +20,11 @@ from app.views.devices_box import DevicesBox
 from app.views.notice_area import NoticeArea
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
-from engine.models import MODELS
+from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.strategies import SCHEDULES, STRATEGIES
 
 OPEN_FILE = "__open_model_file__"
+PICK_TORCHVISION = "__pick_torchvision_model__"
 
 
 class ExperimentPanel(QtWidgets.QWidget):
@@ -33,6 +34,7 @@ class ExperimentPanel(QtWidgets.QWidget):
     # Options whose problems show together, in the form's order; others go to the "config" row.
     ROWS = ("model", "devices", "strategy", "micro_batches", "schedule", "batch_size", "steps")
     OPTION_ROW = {"model": "model", "model_file": "model", "width": "model", "depth": "model",
+                  "image_size": "model", "split_level": "model",
                   "devices": "devices", "strategy": "strategy", "micro_batches": "micro_batches",
                   "split_size": "micro_batches", "schedule": "schedule", "batch_size": "batch_size",
                   "steps": "steps", "warmup": "steps"}
@@ -61,6 +63,9 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.model_combo.setItemData(self.model_combo.count() - 1, info.description,
                                          QtCore.Qt.ItemDataRole.ToolTipRole)
         self.model_combo.insertSeparator(self.model_combo.count())
+        self.model_combo.addItem("torchvision model…", PICK_TORCHVISION)
+        self.model_combo.setItemData(self.model_combo.count() - 1, "Any of torchvision's classification models, "
+                                     "searchable", QtCore.Qt.ItemDataRole.ToolTipRole)
         self.model_combo.addItem("Open model file…", OPEN_FILE)
         self.model_combo.activated.connect(self._on_model_activated)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
@@ -79,9 +84,32 @@ class ExperimentPanel(QtWidgets.QWidget):
         shape.addWidget(self.depth_spin, 1)
         self.shape_row = QtWidgets.QWidget()
         self.shape_row.setLayout(shape)
+        # Any-module models: the image size (torchvision) and how deep the split points are.
+        self.image_spin = QtWidgets.QSpinBox(minimum=0, maximum=4096, value=0)
+        self.image_spin.setObjectName("imageSizeSpin")
+        self.image_spin.setSpecialValueText("as trained")
+        self.image_spin.setSuffix(" px")
+        self.image_spin.setToolTip("torchvision models: height and width of the synthetic images; "
+                                   "\"as trained\": the size its weights were trained at (224 for most)")
+        self.image_label = QtWidgets.QLabel("image")
+        self.level_combo = QtWidgets.QComboBox()
+        self.level_combo.setObjectName("splitLevelCombo")
+        for level, text in SPLIT_LEVELS.items():
+            self.level_combo.addItem(f"split at {text}", level)
+        self.level_combo.setToolTip("Where stages may start: the model's own children, or the submodules inside "
+                                    "them (--split-level)")
+        self.level_combo.currentIndexChanged.connect(self._changed)
+        module_row = QtWidgets.QHBoxLayout()
+        module_row.setContentsMargins(0, 0, 0, 0)
+        module_row.addWidget(self.image_label)
+        module_row.addWidget(self.image_spin)
+        module_row.addWidget(self.level_combo, 1)
+        self.module_row = QtWidgets.QWidget()
+        self.module_row.setLayout(module_row)
         form.addRow("Model", self.model_combo)
         form.addRow("", self.model_desc)
         form.addRow("", self.shape_row)
+        form.addRow("", self.module_row)
 
         # Devices
         self.devices_combo = DevicesBox()
@@ -172,7 +200,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow(self.notices)
         self._form = form
 
-        for spin in (self.width_spin, self.depth_spin, self.mb_spin, self.batch_spin, self.steps_spin):
+        for spin in (self.width_spin, self.depth_spin, self.image_spin, self.mb_spin, self.batch_spin,
+                     self.steps_spin):
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(self._changed)
         self.model_combo.setCurrentIndex(self.model_combo.findData("mlp"))
@@ -214,7 +243,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.notices.show_warning(sharing_warning(self.config(), self.cores, len(cuda_visible(self.gpus))))
 
     def _on_model_activated(self, index: int) -> None:
-        if self.model_combo.itemData(index) == OPEN_FILE:
+        if self.model_combo.itemData(index) == PICK_TORCHVISION:
+            self.pick_torchvision_model()
+        elif self.model_combo.itemData(index) == OPEN_FILE:
             start = str(Path(self.model_file).parent) if self.model_file else str(Path.home())
             path, _ = QtWidgets.QFileDialog.getOpenFileName(
                 self, "Open model file", start, "Python model file (*.py);;All files (*)")
@@ -222,6 +253,26 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.set_model_file(path)
             else:
                 self.model_combo.setCurrentIndex(self._last_model_index)
+
+    def pick_torchvision_model(self, picker=None) -> None:
+        """Search torchvision's list (app/views/torchvision_picker.py) and use the model chosen."""
+        from app.views.torchvision_picker import TorchvisionPicker
+        picker = picker or TorchvisionPicker(self)
+        picker.load()
+        if picker.exec() == QtWidgets.QDialog.DialogCode.Accepted and picker.chosen():
+            self.set_torchvision_model(picker.chosen())
+        else:
+            self.model_combo.setCurrentIndex(self._last_model_index)
+
+    def set_torchvision_model(self, model: str) -> None:
+        """Use ``torchvision:NAME``: added to the model box, above its "torchvision model…" entry."""
+        idx = self.model_combo.findData(model)
+        if idx < 0:
+            idx = self.model_combo.findData(PICK_TORCHVISION)
+            self.model_combo.insertItem(idx, f"torchvision: {torchvision_name(model)}", model)
+            self.model_combo.setItemData(idx, f"torchvision's own {torchvision_name(model)} (get_model, no weights)",
+                                         QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.model_combo.setCurrentIndex(idx)
 
     def open_model_file(self) -> None:
         """File › Open model file…: as choosing "Open model file…" in the model box."""
@@ -243,17 +294,24 @@ class ExperimentPanel(QtWidgets.QWidget):
 
     def _on_model_changed(self, *_args) -> None:
         data = self.model_combo.currentData()
-        if data == OPEN_FILE:
+        if data in (OPEN_FILE, PICK_TORCHVISION):
             return
         self._last_model_index = self.model_combo.currentIndex()
         is_file = isinstance(data, str) and data.startswith("file:")
         if is_file:
             self.model_file = data[5:]
             self.model_desc.setText(f"{self.model_file}\nbuild_model() and make_batch(batch_size, generator)")
+        elif torchvision_name(data or ""):
+            self.model_desc.setText(f"torchvision's {torchvision_name(data)}, as get_model builds it (no weights): "
+                                    "10 classes of synthetic images; split at its named submodules")
         else:
             info = MODELS.get(data)
             self.model_desc.setText(info.description if info else "")
         self.shape_row.setVisible(data == "mlp")
+        # Any module (torchvision's, or a file's): the split level; torchvision's: the image size too.
+        self.module_row.setVisible(is_file or bool(torchvision_name(data or "")))
+        for widget in (self.image_label, self.image_spin):
+            widget.setVisible(bool(torchvision_name(data or "")))
         self._changed()
 
     def _on_strategy_changed(self, *_args) -> None:
@@ -274,11 +332,11 @@ class ExperimentPanel(QtWidgets.QWidget):
 
     # -- the model's batch size, offered ---------------------------------------------
     def suggested_batch(self) -> int | None:
-        info = MODELS.get(self.model_combo.currentData())
+        info = lookup(self.model_combo.currentData() or "")
         return info.batch_size if info else None
 
     def _show_batch_hint(self) -> None:
-        info = MODELS.get(self.model_combo.currentData())
+        info = lookup(self.model_combo.currentData() or "")
         if info is None:  # a model file: nothing to suggest
             self.batch_hint.setText("")
             self.batch_use.hide()
@@ -312,6 +370,10 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.batch_spin.setValue(int(value))
             elif option == "steps":
                 self.steps_spin.setValue(int(value))
+            elif option == "image_size":
+                self.image_spin.setValue(int(value or 0))
+            elif option == "split_level":
+                self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(int(value))))
 
     # -- the config ------------------------------------------------------------------
     @property
@@ -325,12 +387,15 @@ class ExperimentPanel(QtWidgets.QWidget):
         pipelined = bool(info and info.uses_micro_batches)
         mb_mode = self.mb_mode.currentData()
         steps = self.steps_spin.value()
+        is_torchvision = bool(torchvision_name(data or ""))
         return ExperimentConfig(
             strategy=self.strategy,
             model="custom" if is_file else data,
             model_file=data[5:] if is_file else None,
             width=self.width_spin.value(),
             depth=self.depth_spin.value(),
+            image_size=(self.image_spin.value() or None) if is_torchvision else None,
+            split_level=self.level_combo.currentData() if (is_file or is_torchvision) else 1,
             devices=self.devices_combo.spec(),
             split=split if (info and info.uses_split) else None,
             micro_batches=self.mb_spin.value() if pipelined and mb_mode == "micro_batches" else None,
@@ -361,6 +426,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/model_file", self.model_file or "")
         settings.setValue("experiment/width", c.width)
         settings.setValue("experiment/depth", c.depth)
+        settings.setValue("experiment/image_size", self.image_spin.value())
+        settings.setValue("experiment/split_level", self.level_combo.currentData())
         settings.setValue("experiment/devices", c.devices)
         settings.setValue("experiment/strategy", c.strategy)
         settings.setValue("experiment/mb_mode", self.mb_mode.currentData())
@@ -380,8 +447,13 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.set_model_file(model_file)
             elif model in MODELS:
                 self.model_combo.setCurrentIndex(self.model_combo.findData(model))
+            elif torchvision_name(model or ""):
+                self.set_torchvision_model(model)
             self.width_spin.setValue(read_int(settings, "experiment/width", 512))
             self.depth_spin.setValue(read_int(settings, "experiment/depth", 8))
+            self.image_spin.setValue(read_int(settings, "experiment/image_size", 0))
+            self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(
+                read_int(settings, "experiment/split_level", 1))))
             self.devices_combo.set_spec(read_str(settings, "experiment/devices", "cpu:2") or "cpu:2")
             strategy = read_str(settings, "experiment/strategy", "model-parallel")
             if strategy in STRATEGIES:
@@ -391,7 +463,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.mb_spin.setValue(read_int(settings, "experiment/mb_value", 4))
             schedule = self.schedule_combo.findData(read_str(settings, "experiment/schedule", "gpipe"))
             self.schedule_combo.setCurrentIndex(max(0, schedule))
-            default_batch = MODELS[model].batch_size if model in MODELS else self.batch_spin.value()
+            known = lookup(model or "")
+            default_batch = known.batch_size if known else self.batch_spin.value()
             self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
             self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
             self.in_step_check.setChecked(read_str(settings, "experiment/input_prep", "ahead") == "in-step")

@@ -1,0 +1,64 @@
+"""Any module in the app (issue 14): torchvision's searchable list, a model file's submodule tree in the split
+view, and a named split chosen from it run for real."""
+from __future__ import annotations
+
+from PySide6 import QtCore
+
+from tests.app.app_helpers import wait_ready
+from tests.helpers import ROOT
+
+RUN_TIMEOUT_MS = 90_000
+TRANSFORMER = str(ROOT / "examples" / "tiny_transformer.py")
+
+
+def test_a_model_files_submodule_tree_is_listed_and_a_named_split_runs(qtbot, window):
+    panel = window.experiment
+    panel.set_model_file(TRANSFORMER)
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("model-parallel"))
+    panel.devices_combo.setCurrentText("cpu:2")
+    panel.batch_spin.setValue(32)
+    panel.steps_spin.setValue(4)
+    assert panel.module_row.isVisibleTo(panel) and not panel.image_spin.isVisibleTo(panel)
+    wait_ready(qtbot, window, timeout=60_000)
+    view = window.split_view
+    assert [b.name for b in view.blocks] == ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "norm", "head"]
+    assert view.table.item(3, 1).text().strip() == "layers.2  · Block"  # indented under layers, its class beside
+    assert all(b.cost_s > 0 and b.params >= 0 for b in view.blocks)
+    # Start the second stage at layers.2, whatever the balanced split chose.
+    for row in range(1, len(view.blocks)):
+        state = QtCore.Qt.CheckState.Checked if row == 3 else QtCore.Qt.CheckState.Unchecked
+        view.table.item(row, 0).setCheckState(state)
+    assert view.split() == (3,)
+    wait_ready(qtbot, window, timeout=60_000)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
+    info = finished.args[0]
+    assert info.status == "finished", info
+    assert info.summary.split == [3]
+    assert {r[1] for r in window.plots.timeline.rows} == {"cpu:0", "cpu:1"}
+
+
+def test_torchvision_models_are_searched_and_chosen(qtbot, window):
+    from app.views.torchvision_picker import TorchvisionPicker
+    panel = window.experiment
+    picker = TorchvisionPicker(panel)
+    qtbot.addWidget(picker)
+    # The list as torchvision gives it, read in a child process.
+    picker.load()
+    qtbot.waitUntil(lambda: picker.list.count() > 50, timeout=60_000)
+    picker.search.setText("vit b_16")
+    visible = [picker.list.item(i) for i in range(picker.list.count()) if not picker.list.item(i).isHidden()]
+    assert [item.data(QtCore.Qt.ItemDataRole.UserRole) for item in visible] == ["torchvision:vit_b_16"]
+    assert picker.chosen() == "torchvision:vit_b_16"
+    picker.search.setText("mobilenet_v3_small")
+    assert picker.chosen() == "torchvision:mobilenet_v3_small"
+    QtCore.QTimer.singleShot(0, picker.accept)
+    panel.pick_torchvision_model(picker)
+    panel.image_spin.setValue(32)
+    panel.level_combo.setCurrentIndex(panel.level_combo.findData(2))
+    config = panel.config()
+    assert (config.model, config.image_size, config.split_level) == ("torchvision:mobilenet_v3_small", 32, 2)
+    assert panel.image_spin.isVisibleTo(panel) and panel.model_combo.currentText() == "torchvision: mobilenet_v3_small"
+    # The engine's check takes it: the split view fills with mobilenet's submodules, one level deeper.
+    wait_ready(qtbot, window, timeout=60_000)
+    assert "features.0" in [b.name for b in window.split_view.blocks]
