@@ -92,24 +92,25 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.image_spin.setToolTip("torchvision models: height and width of the synthetic images; "
                                    "\"as trained\": the size its weights were trained at (224 for most)")
         self.image_label = QtWidgets.QLabel("image")
+        self.level_label = QtWidgets.QLabel("split at")
         self.level_combo = QtWidgets.QComboBox()
         self.level_combo.setObjectName("splitLevelCombo")
         for level, text in SPLIT_LEVELS.items():
-            self.level_combo.addItem(f"split at {text}", level)
+            self.level_combo.addItem(text, level)
+        # The texts are long; the combo must not widen the panel past its pane.
+        self.level_combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.level_combo.setMinimumContentsLength(8)
         self.level_combo.setToolTip("Where stages may start: the model's own children, or the submodules inside "
                                     "them (--split-level)")
         self.level_combo.currentIndexChanged.connect(self._changed)
-        module_row = QtWidgets.QHBoxLayout()
-        module_row.setContentsMargins(0, 0, 0, 0)
-        module_row.addWidget(self.image_label)
-        module_row.addWidget(self.image_spin)
-        module_row.addWidget(self.level_combo, 1)
-        self.module_row = QtWidgets.QWidget()
-        self.module_row.setLayout(module_row)
+        # Two short rows: one wide row would widen the panel past its pane.
+        self.image_row = self._labelled_row(self.image_label, self.image_spin)
+        self.level_row = self._labelled_row(self.level_label, self.level_combo)
         form.addRow("Model", self.model_combo)
         form.addRow("", self.model_desc)
         form.addRow("", self.shape_row)
-        form.addRow("", self.module_row)
+        form.addRow("", self.image_row)
+        form.addRow("", self.level_row)
 
         # Devices
         self.devices_combo = DevicesBox()
@@ -211,6 +212,16 @@ class ExperimentPanel(QtWidgets.QWidget):
         self._on_schedule_changed()
 
     # -- building ------------------------------------------------------------------
+    @staticmethod
+    def _labelled_row(label: QtWidgets.QLabel, field: QtWidgets.QWidget) -> QtWidgets.QWidget:
+        row = QtWidgets.QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(label)
+        row.addWidget(field, 1)
+        widget = QtWidgets.QWidget()
+        widget.setLayout(row)
+        return widget
+
     def _hardware_text(self) -> str:
         parts = [f"{self.cores} core{'s' if self.cores != 1 else ''} for CPU virtual devices"]
         if self.gpus:
@@ -309,9 +320,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.model_desc.setText(info.description if info else "")
         self.shape_row.setVisible(data == "mlp")
         # Any module (torchvision's, or a file's): the split level; torchvision's: the image size too.
-        self.module_row.setVisible(is_file or bool(torchvision_name(data or "")))
-        for widget in (self.image_label, self.image_spin):
-            widget.setVisible(bool(torchvision_name(data or "")))
+        self.level_row.setVisible(is_file or bool(torchvision_name(data or "")))
+        self.image_row.setVisible(bool(torchvision_name(data or "")))
         self._changed()
 
     def _on_strategy_changed(self, *_args) -> None:

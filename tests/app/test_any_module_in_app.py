@@ -18,11 +18,12 @@ def test_a_model_files_submodule_tree_is_listed_and_a_named_split_runs(qtbot, wi
     panel.devices_combo.setCurrentText("cpu:2")
     panel.batch_spin.setValue(32)
     panel.steps_spin.setValue(4)
-    assert panel.module_row.isVisibleTo(panel) and not panel.image_spin.isVisibleTo(panel)
+    assert panel.level_row.isVisibleTo(panel) and not panel.image_row.isVisibleTo(panel)
     wait_ready(qtbot, window, timeout=60_000)
     view = window.split_view
     assert [b.name for b in view.blocks] == ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "norm", "head"]
-    assert view.table.item(3, 1).text().strip() == "layers.2  · Block"  # indented under layers, its class beside
+    cell = view.table.item(3, 1)
+    assert cell.text() == "  layers.2" and "(Block)" in cell.toolTip()  # indented under layers; its class
     assert all(b.cost_s > 0 and b.params >= 0 for b in view.blocks)
     # Start the second stage at layers.2, whatever the balanced split chose.
     for row in range(1, len(view.blocks)):
@@ -58,7 +59,7 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     panel.level_combo.setCurrentIndex(panel.level_combo.findData(2))
     config = panel.config()
     assert (config.model, config.image_size, config.split_level) == ("torchvision:mobilenet_v3_small", 32, 2)
-    assert panel.image_spin.isVisibleTo(panel) and panel.model_combo.currentText() == "torchvision: mobilenet_v3_small"
+    assert panel.image_row.isVisibleTo(panel) and panel.model_combo.currentText() == "torchvision: mobilenet_v3_small"
     # The engine's check takes it: the split view fills with mobilenet's submodules, one level deeper.
     wait_ready(qtbot, window, timeout=60_000)
     assert "features.0" in [b.name for b in window.split_view.blocks]
