@@ -248,8 +248,8 @@ class SplitView(QtWidgets.QWidget):
                         check.setToolTip("The balanced split point: each stage's compute time as even as blocks allow")
                 else:
                     check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
-                # A submodule's place in the tree shows as its indent (layer3.0 under layer3), its class in the tooltip.
-                name = QtWidgets.QTableWidgetItem("  " * block.name.count(".") + block.name)
+                # The dotted name is the submodule's place in the tree (layer3.0 inside layer3); its class in the tooltip.
+                name = QtWidgets.QTableWidgetItem(block.name)
                 name.setToolTip(f"block {i}: {block.name}" + (f" ({block.kind})" if block.kind else "")
                                 + (f" (stage {stage_of[i]})" if self.uses_split else ""))
                 cells = [check,

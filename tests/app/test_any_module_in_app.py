@@ -23,7 +23,7 @@ def test_a_model_files_submodule_tree_is_listed_and_a_named_split_runs(qtbot, wi
     view = window.split_view
     assert [b.name for b in view.blocks] == ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "norm", "head"]
     cell = view.table.item(3, 1)
-    assert cell.text() == "  layers.2" and "(Block)" in cell.toolTip()  # indented under layers; its class
+    assert cell.text() == "layers.2" and "(Block)" in cell.toolTip()  # its place in the tree, its class
     assert all(b.cost_s > 0 and b.params >= 0 for b in view.blocks)
     # Start the second stage at layers.2, whatever the balanced split chose.
     for row in range(1, len(view.blocks)):
