@@ -7,7 +7,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ["bench.engine_bench", "bench.telemetry_bench", "bench.app_bench", "bench.long_run_bench"]
+BENCHES = ["bench.engine_bench", "bench.any_module_bench", "bench.telemetry_bench", "bench.app_bench",
+           "bench.long_run_bench"]
 
 
 def main(names: list[str]) -> int:
