@@ -23,3 +23,22 @@ def cli(*args: str, timeout: float = 120, check_json: bool = False, env: dict | 
 def small_mlp(*extra: str) -> list[str]:
     return ["--model", "mlp", "--width", "64", "--depth", "4", "--batch-size", "64", "--steps", "4",
             "--warmup", "1", *extra]
+
+
+def cli_together(*runs: list[str], timeout: float = 240) -> list[dict]:
+    """Several ``python main.py run ... --json`` at once, for results that do not depend on timing (the
+    parameters training ends with); returns their JSON summaries, in order."""
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for args in runs]
+    summaries = []
+    try:
+        for proc, args in zip(procs, runs):
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"{' '.join(args)}: {err}"
+            summaries.append(json.loads(out))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return summaries

@@ -13,11 +13,11 @@ from engine.devices import Device
 from engine.models.build import build
 from engine.models.units import split_units
 from engine.store import Store
-from helpers import ROOT, cli
+from helpers import ROOT, cli, cli_together
 
 TRANSFORMER = str(ROOT / "examples" / "tiny_transformer.py")
 UNTRACEABLE = str(ROOT / "tests" / "untraceable_model.py")
-TRANSFORMER_RUN = ["--model-file", TRANSFORMER, "--batch-size", "32", "--steps", "4", "--warmup", "1", "--json"]
+TRANSFORMER_RUN = ["run", "--model-file", TRANSFORMER, "--batch-size", "32", "--steps", "4", "--warmup", "1", "--json"]
 
 
 def rel(a: float, b: float) -> float:
@@ -32,33 +32,29 @@ def assert_same_training(summary: dict, single: dict) -> None:
     assert rel(summary["loss"]["last"], single["loss"]["last"]) <= 1e-4
 
 
-@pytest.fixture(scope="module")
-def transformer_single():
-    return cli("run", *TRANSFORMER_RUN, "--devices", "cpu:1", check_json=True)[1]
-
-
-@pytest.mark.parametrize("strategy", [["--strategy", "model-parallel"],
-                                      ["--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b"]])
-def test_the_example_transformer_split_at_a_named_block_trains_as_one_device(strategy, transformer_single):
-    _, summary = cli("run", *TRANSFORMER_RUN, *strategy, "--devices", "cpu:2", "--split", "layers.2",
-                     check_json=True)
-    assert summary["split"] == [3]  # embed, layers.0, layers.1 | layers.2, ...
-    assert_same_training(summary, transformer_single)
+def test_the_example_transformer_split_at_a_named_block_trains_as_one_device():
+    single, naive, piped = cli_together(
+        [*TRANSFORMER_RUN, "--devices", "cpu:1"],
+        [*TRANSFORMER_RUN, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layers.2"],
+        [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b",
+         "--devices", "cpu:2", "--split", "layers.2"])
+    for summary in (naive, piped):
+        assert summary["split"] == [3]  # embed, layers.0, layers.1 | layers.2, ...
+        assert_same_training(summary, single)
 
 
 def test_torchvision_resnet18_unmodified_split_at_layer3():
     """torchvision's own resnet18 (get_model): the naive split at layer3 trains exactly as one device (it sees
     the whole batch, BatchNorm included); a pipeline runs too, even cut where a stage starts in place."""
-    run = ["--model", "torchvision:resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "3",
+    run = ["run", "--model", "torchvision:resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "3",
            "--warmup", "1", "--json"]
-    _, single = cli("run", *run, "--devices", "cpu:1", check_json=True)
-    _, naive = cli("run", *run, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layer3",
-                   check_json=True)
+    single, naive, piped = cli_together(
+        [*run, "--devices", "cpu:1"],
+        [*run, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layer3"],
+        # At relu, the second stage starts with torchvision's ReLU(inplace=True) on the activation it receives.
+        [*run, "--strategy", "pipeline", "--devices", "cpu:2", "--split", "relu", "--micro-batches", "2"])
     assert naive["split"] == [6]  # conv1, bn1, relu, maxpool, layer1, layer2 | layer3, ...
     assert_same_training(naive, single)
-    # At relu, the second stage starts with torchvision's ReLU(inplace=True) on the activation it receives.
-    _, piped = cli("run", *run, "--strategy", "pipeline", "--devices", "cpu:2", "--split", "relu",
-                   "--micro-batches", "2", check_json=True)
     assert piped["status"] == "finished" and piped["split"] == [2]
 
 
@@ -69,27 +65,27 @@ FAMILIES = {  # one of each kind, at tiny input sizes
 }
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
-def test_torchvision_families_run_single_and_as_a_two_stage_pipeline(name):
+def test_torchvision_families_run_single_and_as_a_two_stage_pipeline():
     torch.set_num_threads(1)
-    config = ExperimentConfig(model=f"torchvision:{name}", image_size=FAMILIES[name], batch_size=4, steps=2)
-    # single, in this process: two steps of torchvision's model on its synthetic images
-    spec = build(config)
-    model, batches = spec.whole(), spec.data.batches(4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(2):
-        inputs, targets = next(batches)
-        loss = spec.loss_fn(model(inputs), targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        assert torch.isfinite(loss)
-    # a 2-stage pipeline, as a user runs it, at the balanced split
-    _, summary = cli("run", "--model", f"torchvision:{name}", "--image-size", str(FAMILIES[name]), "--batch-size",
-                     "4", "--steps", "2", "--warmup", "0", "--strategy", "pipeline", "--devices", "cpu:2",
-                     "--micro-batches", "2", "--json", check_json=True)
-    assert summary["status"] == "finished" and summary["steps"] == 2
-    assert len(summary["split"]) == 1 and len(summary["devices_busy"]) == 2
+    for name, size in FAMILIES.items():
+        # single, in this process: two steps of torchvision's model on its synthetic images
+        spec = build(ExperimentConfig(model=f"torchvision:{name}", image_size=size, batch_size=4, steps=2))
+        model, batches = spec.whole(), spec.data.batches(4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(2):
+            inputs, targets = next(batches)
+            loss = spec.loss_fn(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            assert torch.isfinite(loss), name
+    # a 2-stage pipeline of each, as a user runs it, at the balanced split
+    summaries = cli_together(*[["run", "--model", f"torchvision:{name}", "--image-size", str(size), "--batch-size",
+                                "4", "--steps", "2", "--warmup", "0", "--strategy", "pipeline", "--devices", "cpu:2",
+                                "--micro-batches", "2", "--json"] for name, size in FAMILIES.items()])
+    for name, summary in zip(FAMILIES, summaries):
+        assert summary["status"] == "finished" and summary["steps"] == 2, name
+        assert len(summary["split"]) == 1 and len(summary["devices_busy"]) == 2, name
 
 
 def test_a_model_that_cannot_be_traced_is_refused_before_launch(fresh_store):
