@@ -61,7 +61,11 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
                         "default: the balanced split")
     g.add_argument("--micro-batches", type=int, default=None, help="pipeline: micro-batches per step")
     g.add_argument("--split-size", type=int, default=None, help="pipeline: samples per micro-batch (the tutorial's)")
-    g.add_argument("--schedule", default="gpipe", help=f"pipeline schedule: {', '.join(strategies.SCHEDULES)}")
+    g.add_argument("--schedule", default="gpipe", help="pipeline schedule: " + "; ".join(
+        f"{name}: {text}" for name, text in strategies.SCHEDULES.items()))
+    g.add_argument("--stages-per-device", type=int, default=None,
+                   help="pipeline: stages each device runs, V (default: 1 for gpipe and 1f1b, 2 for the others; "
+                        "zbv and dualpipev run exactly 2, placed in a V)")
     g.add_argument("--batch-size", type=int, default=None, help="global batch size (default: the model's)")
     g.add_argument("--steps", type=int, default=20)
     g.add_argument("--warmup", type=int, default=None, help="steps left out of the timings (default 2)")
@@ -113,7 +117,7 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline,
-        image_size=args.image_size, split_level=args.split_level)
+        image_size=args.image_size, split_level=args.split_level, stages_per_device=args.stages_per_device)
     return config, tokens
 
 

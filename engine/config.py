@@ -48,7 +48,9 @@ class ExperimentConfig:
     split_size: int | None = None
     """Pipeline, the tutorial's way: samples per micro-batch (micro_batches = batch / split_size)."""
     schedule: str = "gpipe"
-    """Pipeline schedule: gpipe or 1f1b."""
+    """Pipeline schedule: a name from engine.strategies.schedules (gpipe, 1f1b, interleaved1f1b, ...)."""
+    stages_per_device: int | None = None
+    """Pipeline: stages each device runs (V); None: the schedule's default (1 for gpipe and 1f1b, else 2)."""
     batch_size: int | None = None
     """Global batch per step; None: the model's default."""
     steps: int = 20
@@ -91,6 +93,15 @@ class ExperimentConfig:
         if self.split_size:
             return max(1, -(-self.effective_batch_size // self.split_size))
         return 4
+
+    @property
+    def effective_stages_per_device(self) -> int:
+        """Stages per device: 1 unless a pipeline's schedule places several on each."""
+        known = strategies.SCHEDULE_INFO.get(self.schedule)
+        if self.strategy not in strategies.STRATEGIES or not strategies.STRATEGIES[self.strategy].uses_micro_batches \
+                or known is None:
+            return 1
+        return self.stages_per_device or known.stages_per_device[0]
 
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -135,10 +146,11 @@ class ExperimentConfig:
 
 
 _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed",
-               "image_size", "split_level"}
+               "image_size", "split_level", "stages_per_device"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
 _STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline"}
-_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size"}
+_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size",
+             "stages_per_device"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -217,6 +229,14 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("micro_batches", "give either --micro-batches or --split-size, not both")
     known = strategies.STRATEGIES.get(config.strategy)
     is_pipeline = known is not None and known.uses_micro_batches
+    schedule = strategies.SCHEDULE_INFO.get(config.schedule)
+    if config.stages_per_device is not None:
+        if not is_pipeline:
+            add("stages_per_device", f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
+        elif schedule is not None and config.stages_per_device not in schedule.stages_per_device:
+            allowed = " or ".join(map(str, schedule.stages_per_device))
+            add("stages_per_device", f"the {config.schedule} schedule runs {allowed} stage(s) per device, got "
+                                     f"{config.stages_per_device}")
     for name in ("micro_batches", "split_size"):
         value = getattr(config, name)
         if value is None:

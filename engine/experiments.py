@@ -343,7 +343,8 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         schedule=first.schedule,
         step_time_s=mean_std([r.step_time_s.mean for r in runs], [r.step_time_s.std for r in runs]),
         throughput=mean_std([r.throughput.mean for r in runs], [r.throughput.std for r in runs]),
-        bubble=Bubble(measured=_mean_of([r.bubble.measured for r in runs]), theory=first.bubble.theory),
+        bubble=Bubble(measured=_mean_of([r.bubble.measured for r in runs]), theory=first.bubble.theory,
+                      formula=first.bubble.formula),
         devices_busy=[statistics.fmean(v) for v in zip(*(r.devices_busy or [] for r in runs))],
         # Balance of the mean busy shares, so the figure and the shares shown beside it agree.
         stage_busy=stage_busy,

@@ -151,8 +151,9 @@ def resolve_split(config, spec, devices, rank, world):
     split = None
     if rank == 0:
         from engine.planning import plan_balanced
+        from engine.strategies.staged import stage_devices
         micro = max(1, config.effective_batch_size // config.effective_micro_batches)
-        split = plan_balanced(spec, micro, devices)[1]
+        split = plan_balanced(spec, micro, stage_devices(config, devices))[1]
     if world > 1:
         import torch.distributed as dist
         box = [split]

@@ -104,7 +104,8 @@ class Loss:
 @dataclass(frozen=True)
 class Bubble:
     measured: float | None = None   # 1 - mean(devices_busy)
-    theory: float | None = None     # (p-1)/(m+p-1) where that formula holds
+    theory: float | None = None     # (p-1)/(m+p-1), or (p-1)/(V*m+p-1) interleaved, where a formula holds
+    formula: str | None = None      # that formula with its values (engine.summary.theory_formula)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import math
 import statistics
 
 from engine.results import Bubble, Loss, RunSummary, TensorMemory
-from engine.strategies import STRATEGIES
+from engine.strategies import SCHEDULE_INFO, STRATEGIES
 from engine.timing import BUSY_KINDS, busy_time
 from engine.totals import RunTotals
 
@@ -16,8 +16,9 @@ def _has_stages(strategy: str) -> bool:
     return found is not None and found.uses_split
 
 
-def why_no_theory(strategy: str, stage_devices: list[str], micro_batches: int, own_processes: bool) -> str | None:
-    """Why (p-1)/(m+p-1) does not describe this split model's bubble; None where it does (or no split)."""
+def why_no_theory(strategy: str, stage_devices: list[str], micro_batches: int, own_processes: bool,
+                  schedule: str = "gpipe") -> str | None:
+    """Why no formula describes this split model's bubble; None where one does (or no split)."""
     if not _has_stages(strategy) or len(stage_devices) < 2:
         return None
     shared = sorted({d for d in stage_devices if stage_devices.count(d) > 1})
@@ -27,22 +28,39 @@ def why_no_theory(strategy: str, stage_devices: list[str], micro_batches: int, o
     if micro_batches > 1 and not own_processes:
         return ("no theoretical bubble: the stages run from one process, which waits on each device in turn, "
                 "where (p-1)/(m+p-1) assumes stages that work concurrently")
+    known = SCHEDULE_INFO.get(schedule)
+    if micro_batches > 1 and known is not None and known.splits_backward:
+        return (f"no closed-form bubble for {schedule}: it depends on how the forward, input-gradient and "
+                "weight-gradient times compare (none when they are equal)")
     return None
 
 
-def theoretical_bubble(strategy: str, stage_devices: list[str], micro_batches: int,
-                       own_processes: bool) -> float | None:
-    """(p-1)/(m+p-1) for a pipeline of p stages and m micro-batches (the naive split is m=1).
+def _interleaves(schedule: str, micro_batches: int) -> bool:
+    known = SCHEDULE_INFO.get(schedule)
+    return micro_batches > 1 and known is not None and known.multi_stage
 
-    None where the formula does not hold (``why_no_theory``): it assumes each stage
-    has a device of its own and, with m > 1, that the stages work concurrently,
-    each in its own process.
+
+def theoretical_bubble(strategy: str, stage_devices: list[str], micro_batches: int,
+                       own_processes: bool, schedule: str = "gpipe", per_device: int = 1) -> float | None:
+    """(p-1)/(m+p-1) for a pipeline of p stages and m micro-batches (the naive split is m=1); with V stages
+    per device in a loop (interleaved 1F1B, looped BFS), (p-1)/(V*m+p-1) for p devices.
+
+    None where no formula holds (``why_no_theory``): they assume each stage has a device of its own and,
+    with m > 1, that the stages work concurrently, each in its own process; zero-bubble schedules have none.
     """
-    stages = len(stage_devices)
-    if not _has_stages(strategy) or stages < 2 or why_no_theory(strategy, stage_devices, micro_batches,
-                                                                own_processes):
+    p = len(stage_devices)
+    if not _has_stages(strategy) or p < 2 or why_no_theory(strategy, stage_devices, micro_batches,
+                                                           own_processes, schedule):
         return None
-    return (stages - 1) / (micro_batches + stages - 1)
+    v = per_device if _interleaves(schedule, micro_batches) else 1
+    return (p - 1) / (v * micro_batches + p - 1)
+
+
+def theory_formula(schedule: str, devices: int, micro_batches: int, per_device: int = 1) -> str:
+    """The formula ``theoretical_bubble`` used, with its values, as the app and reports show it."""
+    if _interleaves(schedule, micro_batches):
+        return f"(p−1)/(V·m+p−1): p={devices}, V={per_device}, m={micro_batches}"
+    return f"(p−1)/(m+p−1): p={devices} stages, m={micro_batches}"
 
 
 def unique_devices(names: list[str]) -> list[str]:
@@ -200,7 +218,8 @@ class StepMerger:
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
               batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
-              theory_bubble: float | None = None, notes: list[str] | None = None) -> RunSummary:
+              theory_bubble: float | None = None, notes: list[str] | None = None,
+              theory_text: str | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``."""
     devices_busy = totals.busy_shares()
@@ -228,7 +247,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         stage_busy=per_stage,
         stage_balance=stage_balance(config["strategy"], devices, per_stage),
         bubble=Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
-                      theory=theory_bubble),
+                      theory=theory_bubble, formula=theory_text if theory_bubble is not None else None),
         batch_split=totals.batch_split_counts() if data_parallel else None,
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,

@@ -17,13 +17,18 @@ KIND_MEANING = {
     "data": "drawing the batch inside the step (--input-prep in-step), on the process's CPU device",
     "forward": "a stage's or replica's forward pass, the loss included",
     "backward": "a backward pass: gradients of this device's part of the model",
+    "backward-input": "a zero-bubble schedule's first half of a backward: the gradient of the stage's input, "
+                      "which the stage before waits for",
+    "backward-weight": "a zero-bubble schedule's second half of a backward: the gradients of the stage's "
+                       "weights, run later to fill the bubble",
     "transfer": "copying activations, gradients, inputs or parameters between devices",
     "communication": "a collective between processes (ddp's gradient all-reduce) or data-parallel's "
                      "reduce of gradients to device 0, from when every peer has arrived",
     "optimizer": "the optimizer's update of this device's parameters",
     "wait": "blocked on a peer: its activation or gradient, or its arrival at a collective (not busy)",
 }
-BUSY_KINDS = ("data", "forward", "backward", "transfer", "communication", "optimizer")
+BUSY_KINDS = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
+              "optimizer")
 KINDS = BUSY_KINDS + ("wait",)
 
 

@@ -224,7 +224,7 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
 
     from engine.models import tracing
     from engine.models.units import module_device
-    stages = len(devices)
+    stages = len(devices) * config.effective_stages_per_device
     split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
     micro = max(1, config.effective_batch_size // config.effective_micro_batches)
     with torch.device("cpu"):

@@ -31,7 +31,7 @@ from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError, parse
 from engine.results import to_json
-from engine.summary import StepMerger, summarize, theoretical_bubble, unique_devices
+from engine.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.totals import RunTotals
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,10 @@ class Worker:
         self.ranks: list[Rank] = []
         self.device_names = unique_devices([d.name for d in devices])
         self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
-                                                config.effective_micro_batches, self.world > 1)
+                                                config.effective_micro_batches, self.world > 1, config.schedule,
+                                                config.effective_stages_per_device)
+        self.theory_text = theory_formula(config.schedule, len(self.device_names), config.effective_micro_batches,
+                                          config.effective_stages_per_device)
         self.merger = StepMerger(self.world, self.device_names, origin)
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
@@ -258,7 +261,7 @@ class Worker:
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
-                  theory_bubble=self.theory_bubble, notes=self.notes())
+                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes())
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
@@ -266,7 +269,7 @@ class Worker:
         from engine.validate import batch_norm_note
         notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)),
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
-                               self.config.effective_micro_batches, self.world > 1)]
+                               self.config.effective_micro_batches, self.world > 1, self.config.schedule)]
         return [note for note in notes if note]
 
     def _note_failure(self, failure, cause):
@@ -341,7 +344,8 @@ class Worker:
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
-            data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes())
+            data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
+            theory_text=self.theory_text)
         self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
         return 0 if status == "finished" else 1
 

@@ -20,6 +20,7 @@ from engine import config as config_mod
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
 from engine.models import MODELS
+from engine.strategies.staged import stage_devices
 from engine.strategies import STRATEGIES
 
 
@@ -51,7 +52,7 @@ class PlanFlow(QtCore.QObject):
     def config_changed(self) -> None:
         config = self.window.panel_config()
         strategy = STRATEGIES.get(config.strategy)
-        stages = plan_state.stage_count(config, self.gpus) or 2
+        stages = (plan_state.stage_count(config, self.gpus) or 2) * config.effective_stages_per_device
         view = self.split_view
         view.set_context(bool(strategy and strategy.uses_split), stages, plan_state.micro_batch_size(config))
         model = MODELS.get(config.model) if not config.model_file else None
@@ -93,7 +94,8 @@ class PlanFlow(QtCore.QObject):
         view = self.split_view
         balanced = None
         if view.uses_split:
-            kinds = [d.kind for d in plan_state.config_devices(self.window.panel_config())]
+            config = self.window.panel_config()
+            kinds = [d.kind for d in stage_devices(config, plan_state.config_devices(config))]
             balanced = profile.balanced(kinds, view.stages)
         view.blockSignals(True)  # the check that follows is asked once, by the caller
         try:

@@ -132,6 +132,7 @@ class RunProgress:
     micro_batches: int = 1
     split: list[int] | None = None
     theory: float | None = None    # the worker's theoretical bubble (its `started` event), None where none holds
+    theory_text: str | None = None  # its formula with the values (engine.summary.theory_formula)
     notes: list[str] = field(default_factory=list)  # what to know to read the run (`started`, then the summary)
     steps_total: int = 0
     steps_done: int = 0
@@ -155,6 +156,7 @@ class RunProgress:
             # Each physical device once: two stages sharing a GPU are one device's work.
             self.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
             self.theory = event.get("theory_bubble")
+            self.theory_text = event.get("theory_text")
             self.notes = list(event.get("notes") or [])
             self.split = event.get("split") or self.split
             self.micro_batches = event.get("micro_batches") or self.micro_batches
@@ -191,6 +193,10 @@ class RunProgress:
         if not self.bubble_history:
             return None
         return sum(self.bubble_history) / len(self.bubble_history)
+
+    def theory_formula(self) -> str | None:
+        """The formula behind ``theory_bubble``, with its values (engine.summary.theory_formula)."""
+        return self.summary.bubble.formula if self.summary else self.theory_text
 
     def theory_bubble(self) -> float | None:
         """The engine's figure (engine.summary.theoretical_bubble): from the summary once the run ends,

@@ -195,12 +195,16 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
     progress.devices = []
     progress.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)
     progress.micro_batches = config.effective_micro_batches
-    progress.theory, progress.notes = None, []
+    progress.theory, progress.theory_text, progress.notes = None, None, []
     devices = config_devices(config)
     strategy = STRATEGIES.get(config.strategy)
     if strategy is not None and devices:
-        from engine.summary import theoretical_bubble, why_no_theory
+        from engine.summary import theoretical_bubble, theory_formula, why_no_theory
         names = [d.name for d in devices]
         own = strategy.world_size(config, devices) > 1
-        progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own)
-        progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own)] if n]
+        progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own, config.schedule,
+                                             config.effective_stages_per_device)
+        progress.theory_text = theory_formula(config.schedule, len(dict.fromkeys(names)), progress.micro_batches,
+                                              config.effective_stages_per_device)
+        progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own,
+                                                    config.schedule)] if n]

@@ -22,7 +22,7 @@ LABELS = {"model": "Model", "model_file": "Model file", "width": "Width", "depth
           "schedule": "Schedule", "batch_size": "Batch size", "steps": "Steps", "warmup": "Warm-up",
           "split": "Split points", "lr": "Learning rate", "seed": "Seed", "input_prep": "Input",
           "timeline": "Timeline", "hang_timeout_s": "Hang timeout", "image_size": "Image size",
-          "split_level": "Split at"}
+          "split_level": "Split at", "stages_per_device": "Stages per device"}
 TITLES = {"single": "Single device", "model-parallel": "Model-parallel", "pipeline": "Pipeline",
           "data-parallel": "Data-parallel", "ddp": "DDP"}
 MOST_SPLIT_FIXES = 4   # a "keep only" button per split point, up to this many

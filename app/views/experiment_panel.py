@@ -21,7 +21,7 @@ from app.views.notice_area import NoticeArea
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
-from engine.strategies import SCHEDULES, STRATEGIES
+from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
 
 OPEN_FILE = "__open_model_file__"
 PICK_TORCHVISION = "__pick_torchvision_model__"
@@ -36,7 +36,7 @@ class ExperimentPanel(QtWidgets.QWidget):
     OPTION_ROW = {"model": "model", "model_file": "model", "width": "model", "depth": "model",
                   "image_size": "model", "split_level": "model",
                   "devices": "devices", "strategy": "strategy", "micro_batches": "micro_batches",
-                  "split_size": "micro_batches", "schedule": "schedule", "batch_size": "batch_size",
+                  "split_size": "micro_batches", "schedule": "schedule", "stages_per_device": "schedule", "batch_size": "batch_size",
                   "steps": "steps", "warmup": "steps"}
 
     def __init__(self, cores: int, gpus: list[dict] | None = None, parent: QtWidgets.QWidget | None = None):
@@ -165,6 +165,13 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow(self.schedule_label, self.schedule_combo)
         self.schedule_desc_label = QtWidgets.QLabel("")
         form.addRow(self.schedule_desc_label, self.schedule_desc)
+        # Stages per device (V): the interleaved, looped and zero-bubble schedules place several on each.
+        self.per_device_spin = QtWidgets.QSpinBox(minimum=1, maximum=8, value=2)
+        self.per_device_spin.setObjectName("stagesPerDeviceSpin")
+        self.per_device_spin.setToolTip("Stages each device runs (--stages-per-device): the model is cut into "
+                                        "devices x V stages, placed in a loop (or a V for zbv and dualpipev)")
+        self.per_device_label = QtWidgets.QLabel("Stages per device")
+        form.addRow(self.per_device_label, self.per_device_spin)
 
         # Batch size and steps
         self.batch_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=MODELS["mlp"].batch_size)
@@ -202,7 +209,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         self._form = form
 
         for spin in (self.width_spin, self.depth_spin, self.image_spin, self.mb_spin, self.batch_spin,
-                     self.steps_spin):
+                     self.steps_spin, self.per_device_spin):
             spin.setKeyboardTracking(False)
             spin.valueChanged.connect(self._changed)
         self.model_combo.setCurrentIndex(self.model_combo.findData("mlp"))
@@ -318,10 +325,11 @@ class ExperimentPanel(QtWidgets.QWidget):
         else:
             info = MODELS.get(data)
             self.model_desc.setText(info.description if info else "")
-        self.shape_row.setVisible(data == "mlp")
+        self._form.setRowVisible(self.shape_row, data == "mlp")
         # Any module (torchvision's, or a file's): the split level; torchvision's: the image size too.
-        self.level_row.setVisible(is_file or bool(torchvision_name(data or "")))
-        self.image_row.setVisible(bool(torchvision_name(data or "")))
+        # Whole rows, label cell included: a hidden row takes no height from the form.
+        self._form.setRowVisible(self.level_row, is_file or bool(torchvision_name(data or "")))
+        self._form.setRowVisible(self.image_row, bool(torchvision_name(data or "")))
         self._changed()
 
     def _on_strategy_changed(self, *_args) -> None:
@@ -334,11 +342,25 @@ class ExperimentPanel(QtWidgets.QWidget):
         if not pipelined:
             for key in ("micro_batches", "schedule"):
                 self.problems[key].hide()
+        self._show_per_device()
         self._changed()
 
     def _on_schedule_changed(self, *_args) -> None:
         self.schedule_desc.setText(SCHEDULES.get(self.schedule_combo.currentData(), ""))
+        self._show_per_device()
         self._changed()
+
+    def _show_per_device(self) -> None:
+        """The stages-per-device box, for the schedules that place several stages on a device; set to the
+        schedule's default when the one shown is not one it runs."""
+        schedule = SCHEDULE_INFO.get(self.schedule_combo.currentData())
+        info = STRATEGIES.get(self.strategy_combo.currentData())
+        shown = bool(schedule and schedule.multi_stage and info and info.uses_micro_batches)
+        self._form.setRowVisible(self.per_device_spin, shown)
+        if shown and self.per_device_spin.value() not in schedule.stages_per_device:
+            self.per_device_spin.blockSignals(True)
+            self.per_device_spin.setValue(schedule.stages_per_device[0])
+            self.per_device_spin.blockSignals(False)
 
     # -- the model's batch size, offered ---------------------------------------------
     def suggested_batch(self) -> int | None:
@@ -374,6 +396,8 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.mb_spin.setValue(int(value))
             elif option == "schedule":
                 self.schedule_combo.setCurrentIndex(self.schedule_combo.findData(value))
+            elif option == "stages_per_device":
+                self.per_device_spin.setValue(int(value))
             elif option == "strategy":
                 self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(value))
             elif option == "batch_size":
@@ -411,6 +435,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             micro_batches=self.mb_spin.value() if pipelined and mb_mode == "micro_batches" else None,
             split_size=self.mb_spin.value() if pipelined and mb_mode == "split_size" else None,
             schedule=self.schedule_combo.currentData(),
+            stages_per_device=self.per_device_spin.value() if pipelined and getattr(
+                SCHEDULE_INFO.get(self.schedule_combo.currentData()), "multi_stage", False) else None,
             batch_size=self.batch_spin.value(),
             steps=steps,
             warmup=min(2, steps - 1) if steps > 1 else 0,
@@ -443,6 +469,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/mb_mode", self.mb_mode.currentData())
         settings.setValue("experiment/mb_value", self.mb_spin.value())
         settings.setValue("experiment/schedule", c.schedule)
+        settings.setValue("experiment/stages_per_device", self.per_device_spin.value())
         settings.setValue("experiment/batch_size", c.batch_size)
         settings.setValue("experiment/steps", c.steps)
         settings.setValue("experiment/input_prep", c.input_prep)
@@ -473,6 +500,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.mb_spin.setValue(read_int(settings, "experiment/mb_value", 4))
             schedule = self.schedule_combo.findData(read_str(settings, "experiment/schedule", "gpipe"))
             self.schedule_combo.setCurrentIndex(max(0, schedule))
+            self.per_device_spin.setValue(read_int(settings, "experiment/stages_per_device", 2))
             known = lookup(model or "")
             default_batch = known.batch_size if known else self.batch_spin.value()
             self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))

@@ -27,6 +27,7 @@ from engine.figures.figure import Axis
 from engine.figures.gaps import broken, gap_after
 from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
 from engine.results import RunSummary
+from engine.summary import theory_formula
 from engine.timing import KIND_MEANING
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
@@ -94,18 +95,29 @@ class BubbleBox(QtWidgets.QFrame):
         self.formula.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing())
         layout.addWidget(self.formula)
         layout.addStretch(1)
-        legend = " ".join(
-            f"<span style='color:{palette.kind_color(k)}'>■</span>&nbsp;{k}" for k in KINDS)
-        legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
-        legend += f" <span style='color:{theme.over_panel(palette.IDLE, palette.IDLE_ALPHA)}'>■</span>&nbsp;idle"
-        self.legend = QtWidgets.QLabel(legend)
-        self.legend.setToolTip("<br>".join(f"<b>{k}</b>: {KIND_MEANING[k]}" for k in KINDS)
-                               + "<br><b>idle</b>: nothing timed on the device")
+        self.legend = QtWidgets.QLabel()
+        self.show_legend(split_backward=False)
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)
         layout.addWidget(self.legend)
         self.setMinimumWidth(200)
         self.setMaximumWidth(280)
+
+    def show_legend(self, split_backward: bool) -> None:
+        """The kinds of interval, the zero-bubble schedules' backward halves (I, W) only when the timeline
+        holds some: they would take a line from every other run's box."""
+        short = {"backward-input": "I", "backward-weight": "W"}
+        kinds = [k for k in KINDS if split_backward or k not in short]
+        legend = " ".join(
+            f"<span style='color:{palette.kind_color(k)}'>■</span>&nbsp;{short.get(k, k)}" for k in kinds)
+        legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
+        legend += f" <span style='color:{theme.over_panel(palette.IDLE, palette.IDLE_ALPHA)}'>■</span>&nbsp;idle"
+        if legend == self.legend.text():
+            return
+        self.legend.setText(legend)
+        self.legend.setToolTip("<br>".join(f"<b>{short.get(k, k)}</b>: {KIND_MEANING[k]}" for k in kinds)
+                               + "<br><b>idle</b>: nothing timed on the device")
+        self._fit_height()
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt naming)
         # Its wrapped labels would make the panel's layout height-for-width, and Qt then
@@ -122,14 +134,14 @@ class BubbleBox(QtWidgets.QFrame):
         if need > 0 and need != self.minimumHeight():
             self.setMinimumHeight(need)
 
-    def show_figures(self, measured: float | None, theory: float | None,
-                     stages: int = 0, micro_batches: int = 1, note: str = "") -> None:
+    def show_figures(self, measured: float | None, theory: float | None, formula: str | None = None,
+                     note: str = "") -> None:
+        """``formula``: the theory's formula with its values (engine.summary.theory_formula)."""
         self.measured.setText(_fmt_pct(measured))
         self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
         if theory is not None:
-            self.formula.setText(f"(p−1)/(m+p−1): p={stages} stages, m={micro_batches}"
-                                 + (f"\n{note}" if note else ""))
-            self.formula.setToolTip(f"p: pipeline stages; m: micro-batches per step")
+            self.formula.setText((formula or "") + (f"\n{note}" if note else ""))
+            self.formula.setToolTip("p: pipeline stages (devices); V: stages per device; m: micro-batches per step")
         else:
             self.formula.setText(note or "No pipeline bubble in theory for this strategy.")
         self._fit_height()
@@ -415,14 +427,16 @@ class PlotPanel(QtWidgets.QWidget):
 
     def _update_bubble(self) -> None:
         p = self.progress
-        stages = len(p.split) + 1 if p.split else len(p.devices)
         self.timeline.set_busy(p.busy)   # the last step's, also once the run ended
+        self.bubble.show_legend(self._timeline_splits_backward())
         notes = (p.summary.notes if p.summary else None) or p.notes
         when = (run_status.covers_note(p.summary) if p.summary else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
-        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(),
-                                 stages=stages, micro_batches=p.micro_batches,
+        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(),
                                  note="\n".join(filter(None, [when, *notes, *p.tensor_lines()])))
+
+    def _timeline_splits_backward(self) -> bool:
+        return any(row[2] in ("backward-input", "backward-weight") for row in self.timeline.rows)
 
     def refresh_bubble(self) -> None:
         if self.mode == "live":
@@ -457,8 +471,10 @@ class PlotPanel(QtWidgets.QWidget):
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
         note = "\n".join(filter(None, [run_status.covers_note(summary), note, first.timeline_note()]))
         self.timeline.set_busy(busy, run_status.measured_steps(summary))
-        self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory, stages=stages,
-                                 micro_batches=summary.micro_batches or 1,
+        self.bubble.show_legend(self._timeline_splits_backward())
+        self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
+                                 summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
+                                                                          summary.micro_batches or 1),
                                  note="\n".join(filter(None, [note, *summary.notes, *tensor_lines(summary)])))
 
 

@@ -21,6 +21,8 @@ KIND_COLORS = {
     "data": "#76b7b2",
     "forward": "#4e9af1",
     "backward": "#f28e2b",
+    "backward-input": "#ffbe7d",
+    "backward-weight": "#b6652a",
     "transfer": "#b07aa1",
     "communication": "#e15759",
     "optimizer": "#59a14f",

@@ -9,15 +9,12 @@ from __future__ import annotations
 from engine.strategies.data_parallel import DataParallel
 from engine.strategies.ddp import Ddp
 from engine.strategies.pipeline import ModelParallel, Pipeline
+from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
 from engine.strategies.single import Single
 from engine.strategies.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline())}
 
-SCHEDULES = {
-    "gpipe": "all forwards, then all backwards; keeps every micro-batch's activations",
-    "1f1b": "one forward, one backward in steady state; keeps at most p micro-batches' activations",
-}
 
 
 class UnknownStrategy(ValueError):

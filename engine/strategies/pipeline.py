@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from engine.problems import Problem
 from engine.strategies import staged
+from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.strategy import Strategy
 
 
 class Pipeline(Strategy):
     name = "pipeline"
     description = ("Split into stages and cut the batch into micro-batches that flow through the stages together "
-                   "(GPipe or 1F1B schedule).")
+                   "(any of torch's pipeline schedules: GPipe, 1F1B, interleaved, zero bubble).")
     uses_split = True
     uses_micro_batches = True
 
@@ -24,15 +25,33 @@ class Pipeline(Strategy):
         return len(devices) if staged.distinct_processes(devices) else 1
 
     def check(self, config, devices, n_blocks) -> list[Problem]:
-        found = staged.check_stages(config, devices, n_blocks)
+        v = config.effective_stages_per_device
+        found = staged.check_stages(config, devices, n_blocks, v)
+        schedule = SCHEDULE_INFO.get(config.schedule)
+        if schedule is None:
+            return found  # named by the config's own check
         m, p = config.effective_micro_batches, len(devices)
-        if config.schedule == "1f1b" and m < p:
-            found.append(Problem("micro_batches", f"the 1f1b schedule needs at least as many micro-batches as "
-                                                  f"stages ({p}), got {m}"))
-        if config.schedule == "1f1b" and not staged.distinct_processes(devices):
-            found.append(Problem("schedule", "1f1b needs one process per stage (CPU virtual devices or distinct "
-                                             "GPUs); with shared or mixed devices use gpipe"))
+        if schedule.min_micro_batches == "devices" and m < p:
+            found.append(Problem("micro_batches", f"the {schedule.name} schedule needs at least as many "
+                                                  f"micro-batches as stages ({p}), got {m}"))
+        if schedule.min_micro_batches == "stages" and m < p * v:
+            found.append(Problem("micro_batches", f"the {schedule.name} schedule needs at least as many "
+                                                  f"micro-batches as stages ({p} devices x {v} = {p * v}), got {m}"))
+        if schedule.multi_stage and m > p and m % (m // p):
+            # torch's interleaved schedules run m in rounds of m // p micro-batches each
+            found.append(Problem("micro_batches", f"the {schedule.name} schedule runs the micro-batches in "
+                                                  f"{m // p} rounds: {m} micro-batches must divide into them "
+                                                  f"(use a multiple of {p}, or at most {p})"))
+        if schedule.name != "gpipe" and not staged.distinct_processes(devices):
+            found.append(Problem("schedule", f"{schedule.name} needs one process per device (CPU virtual devices "
+                                             "or distinct GPUs); with shared or mixed devices use gpipe"))
         return found
+
+    def devices_needed(self, config) -> int:
+        """One per stage, or per V stages with a schedule that places several on each device."""
+        if config.split is None:
+            return 2
+        return max(2, (len(config.split) + 1) // config.effective_stages_per_device)
 
     def build(self, ctx):
         return self._stages(ctx, ctx.config.effective_micro_batches, ctx.config.schedule)

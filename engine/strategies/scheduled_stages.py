@@ -1,8 +1,10 @@
 """Stages in their own processes, driven by torch.distributed.pipelining schedules.
 
-Used by ``pipeline`` (GPipe or 1F1B over M micro-batches) and by
-``model-parallel`` on CPU virtual devices (GPipe over one micro-batch is exactly
-the naive split: one whole batch passes stage by stage). A chain of blocks is
+Used by ``pipeline`` (any schedule of engine.strategies.schedules over M
+micro-batches; the interleaved, looped and zero-bubble ones run V stages per
+rank, placed in a loop or a V) and by ``model-parallel`` on CPU virtual devices
+(GPipe over one micro-batch is exactly the naive split: one whole batch passes
+stage by stage). A chain of blocks is
 sliced into stages; any other module is cut by the pipelining tracer
 (engine.models.tracing), each rank tracing its own copy of the model. Compute is timed by
 overriding the stage's forward/backward of one chunk; time blocked on a peer's
@@ -13,27 +15,37 @@ from __future__ import annotations
 import time
 
 import torch
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+import torch.distributed.pipelining
+from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as _schedules
 
 from engine.models import tracing
+from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 from engine.tensor_memory import Placement
 
-SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
 
 def _time_chunks(stage, timer, device) -> None:
     """Time each chunk's forward and backward on the stage's device (a block stage and a traced stage
-    are different classes: their instance methods are wrapped alike)."""
-    for method, kind in (("forward_one_chunk", "forward"), ("backward_one_chunk", "backward")):
-        original = getattr(stage, method)
+    are different classes: their instance methods are wrapped alike). A zero-bubble schedule splits the
+    backward: the input gradient (``full_backward=False``) and, later, the weight gradient."""
+    forward, backward, weight = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
 
-        def timed(*args, _original=original, _kind=kind, **kwargs):
-            with timer.span(device, _kind):
-                return _original(*args, **kwargs)
-        setattr(stage, method, timed)
+    def timed_forward(*args, **kwargs):
+        with timer.span(device, "forward"):
+            return forward(*args, **kwargs)
+
+    def timed_backward(*args, **kwargs):
+        with timer.span(device, "backward" if kwargs.get("full_backward", True) else "backward-input"):
+            return backward(*args, **kwargs)
+
+    def timed_weight(*args, **kwargs):
+        with timer.span(device, "backward-weight"):
+            return weight(*args, **kwargs)
+    stage.forward_one_chunk, stage.backward_one_chunk = timed_forward, timed_backward
+    stage.backward_weight_one_chunk = timed_weight
 
 
 def _time_peer_waits(timer, device) -> None:
@@ -55,20 +67,31 @@ def _time_peer_waits(timer, device) -> None:
 class ScheduledStages(Executor):
     def __init__(self, ctx: RankContext, micro_batches: int, schedule: str):
         self.rank, self.world = ctx.rank, ctx.world_size
-        self.first, self.last = self.rank == 0, self.rank == self.world - 1
         self.device = ctx.devices[self.rank]
         self.timer = ctx.timer
+        info = SCHEDULE_INFO[schedule]
+        per_device = ctx.config.effective_stages_per_device if info.multi_stage else 1
+        n_stages = self.world * per_device
+        mine = info.stages_of(self.rank, self.world, per_device)
+        # This rank reads the inputs if it runs the first stage, the targets if it runs the last (both, in a V).
+        self.first, self.last = 0 in mine, n_stages - 1 in mine
         torch_device = torch.device(self.device.torch_device)
+        stages, modules = [], []
         if ctx.spec.traced:
             pipe = tracing.cut(ctx.spec, ctx.split, self._example_micro_batch(ctx, micro_batches))
-            self.module = pipe.get_stage_module(self.rank).to(torch_device)
-            stage = pipe.build_stage(self.rank, torch_device)
-            tracing.run_on_copied_inputs(stage)
+            for index in mine:
+                modules.append(pipe.get_stage_module(index).to(torch_device))
+                stages.append(pipe.build_stage(index, torch_device))
+                tracing.run_on_copied_inputs(stages[-1])
         else:
-            start, stop = stage_bounds(ctx.split, len(ctx.spec.blocks))[self.rank]
-            self.module = ctx.spec.sequential(start, stop).to(torch_device)
-            stage = PipelineStage(self.module, self.rank, self.world, torch_device)
-        _time_chunks(stage, self.timer, self.device)
+            bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
+            for index in mine:
+                modules.append(ctx.spec.sequential(*bounds[index]).to(torch_device))
+                stages.append(PipelineStage(modules[-1], index, n_stages, torch_device))
+        for stage in stages:
+            _time_chunks(stage, self.timer, self.device)
+        # One module holding this rank's stages: its parameters, its optimizer, its tensor memory.
+        self.module = modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
         spec_loss = ctx.spec.loss_fn
 
         def timed_loss(output, target):
@@ -76,8 +99,9 @@ class ScheduledStages(Executor):
                 return spec_loss(output, target)
         # scale_grads: each micro-batch's mean loss is divided by M, so the summed
         # gradient is the whole batch's mean-loss gradient, as on one device.
-        self.schedule = SCHEDULE_CLASSES[schedule](stage, n_microbatches=micro_batches, loss_fn=timed_loss,
-                                                   scale_grads=True)
+        schedule_class = getattr(torch.distributed.pipelining, info.torch_class)
+        self.schedule = schedule_class(stages if info.multi_stage else stages[0], n_microbatches=micro_batches,
+                                       loss_fn=timed_loss, scale_grads=True)
         self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
 
@@ -98,12 +122,9 @@ class ScheduledStages(Executor):
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
         losses: list = []
-        if self.first:
-            self.schedule.step(inputs, return_outputs=False)
-        elif self.last:
-            self.schedule.step(target=targets, losses=losses, return_outputs=False)
-        else:
-            self.schedule.step(return_outputs=False)
+        args = (inputs,) if self.first else ()
+        ends = {"target": targets, "losses": losses} if self.last else {}
+        self.schedule.step(*args, **ends, return_outputs=False)
         if self.optimizer is not None:
             with self.timer.span(self.device, "optimizer"):
                 self.optimizer.step()

@@ -4,20 +4,22 @@ from __future__ import annotations
 from engine.problems import Problem
 
 
-def check_stages(config, devices, n_blocks) -> list[Problem]:
+def check_stages(config, devices, n_blocks, per_device: int = 1) -> list[Problem]:
     found = []
-    stages = len(devices)
-    if stages < 2:
+    stages = len(devices) * per_device
+    if len(devices) < 2:
         found.append(Problem("devices", f"{config.strategy} needs at least 2 devices (one per stage), "
-                                        f"got {stages}"))
+                                        f"got {len(devices)}"))
     if stages > n_blocks:
-        found.append(Problem("devices", f"{stages} stages but the model has only {n_blocks} blocks; "
-                                        f"use at most {n_blocks} devices"))
+        what = f"{stages} stages ({per_device} per device)" if per_device > 1 else f"{stages} stages"
+        found.append(Problem("devices", f"{what} but the model has only {n_blocks} blocks; "
+                                        f"use at most {n_blocks // per_device} devices"))
     if config.split is not None:
         split = config.split
         if len(split) + 1 != stages:
+            where = f"{len(devices)} devices x {per_device} stages each" if per_device > 1 else f"{stages} devices"
             found.append(Problem("split", f"{len(split)} split point(s) make {len(split) + 1} stages, "
-                                          f"but there are {stages} devices"))
+                                          f"but there are {where}"))
         for k in split:
             if k <= 0 or k >= n_blocks:
                 found.append(Problem("split", f"split point {k} is out of range: each must be between 1 and "
@@ -37,3 +39,14 @@ def distinct_processes(devices) -> bool:
     if all(d.kind == "cuda" for d in devices):
         return len({d.index for d in devices}) == len(devices)
     return False
+
+
+def stage_devices(config, devices) -> list:
+    """The device of each stage, in stage order: one stage per device, or the schedule's V per device placed
+    in a loop or a V (engine.strategies.schedules)."""
+    from engine.strategies.schedules import SCHEDULE_INFO
+    per_device = config.effective_stages_per_device
+    if per_device == 1:
+        return list(devices)
+    schedule = SCHEDULE_INFO[config.schedule]
+    return [devices[schedule.stage_device(s, len(devices))] for s in range(len(devices) * per_device)]

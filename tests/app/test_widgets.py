@@ -200,7 +200,7 @@ def test_changing_texts_never_raise_the_window_minimum_size(qtbot, qapp_configur
     win.plots.mode_label.setText(long)
     win.history.count_label.setText("12 runs in /a/very/long/path/" + "x" * 200 + "/runs.sqlite3")
     devices = [f"cuda:{i}" for i in range(8)]
-    win.plots.bubble.show_figures(0.5, 0.2, 8, 4, "live, last steps")
+    win.plots.bubble.show_figures(0.5, 0.2, "(p−1)/(V·m+p−1): p=8, V=2, m=4", "live, last steps")
     win.plots.timeline.set_devices(devices)
     win.plots.timeline.set_busy(dict.fromkeys(devices, 0.5))
     for _ in range(3):
@@ -216,7 +216,7 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
     from app.main_window import MainWindow
     win = shown(qtbot, MainWindow(start_services=False), (1366, 768))
     devices = [f"cuda:{i}" for i in range(4)]
-    win.plots.bubble.show_figures(0.5, 0.2, 4, 4, "live, last steps")
+    win.plots.bubble.show_figures(0.5, 0.2, "(p−1)/(m+p−1): p=4 stages, m=4", "live, last steps")
     win.plots.timeline.set_devices(devices)
     win.plots.timeline.set_busy(dict.fromkeys(devices, 0.5))
     qapp_configured.processEvents()
