@@ -389,7 +389,15 @@ def cmd_models(args) -> int:
         for p in checked.problems:
             print(f"error: {p}", file=sys.stderr)
         return EXIT_INVALID
-    rows, split = model_listing.split_point_rows(config, args.stages)
+    if args.stages < 2:
+        print(f"error: --stages: must be at least 2, got {args.stages}", file=sys.stderr)
+        return EXIT_INVALID
+    from engine.models.tracing import TraceError
+    try:
+        rows, split = model_listing.split_point_rows(config, args.stages)
+    except (TraceError, ValueError) as exc:
+        print(f"error: {'--model-file' if args.model_file else '--model'}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     if args.json:
         print(json.dumps({"split_points": rows, "balanced_split": list(split)}))
     else:

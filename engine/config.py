@@ -245,8 +245,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
             add(name, f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
         elif value < 1:
             add(name, f"must be at least 1, got {value}")
-    known_model = models.lookup(config.model)
-    batch = config.batch_size if config.batch_size is not None else (known_model.batch_size if known_model else None)
+    # A model file's default batch too: a traced stage is fixed to the micro-batch's shape.
+    batch = config.effective_batch_size
     if is_pipeline and batch and batch >= 1:
         if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
             add("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} does not")

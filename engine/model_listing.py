@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from engine import models
 from engine.config import ExperimentConfig
+from engine.planning import PROFILE_MAX_BATCH
 
 
 def builtin_rows() -> list[dict]:
@@ -19,13 +20,12 @@ def torchvision_rows() -> list[dict]:
     """Each torchvision classification model: its name to give ``--model``, parameters, expected image size."""
     from torchvision.models import get_model_weights
 
-    from engine.models.torchvision_zoo import classification_models
+    from engine.models.torchvision_zoo import classification_models, expected_size
     rows = []
     for name in classification_models():
-        weights = get_model_weights(name).DEFAULT
-        size = getattr(weights.transforms(), "crop_size", [224])[0]
-        rows.append({"name": models.TORCHVISION + name, "params": int(weights.meta.get("num_params", 0)),
-                     "image_size": int(size), "min_size": int(weights.meta.get("min_size", (1, 1))[0])})
+        size, smallest = expected_size(name)
+        rows.append({"name": models.TORCHVISION + name, "image_size": size, "min_size": smallest,
+                     "params": int(get_model_weights(name).DEFAULT.meta.get("num_params", 0))})
     return rows
 
 
@@ -71,7 +71,7 @@ def split_points_text(rows: list[dict], split: tuple[int, ...], batch: int, spli
                      f"{r['cost_ms']:>8.2f}  "
                      f"{r['out_bytes']:>9,}B{mark}")
     level = f" --split-level {split_level}" if split_level != 1 else ""
-    lines.append(f"ms: forward+backward of a batch of {min(batch, 256)} on one CPU core; "
+    lines.append(f"ms: forward+backward of a batch of {min(batch, PROFILE_MAX_BATCH)} on one CPU core; "
                  f"--split {','.join(rows[k]['name'] for k in split)}{level} gives the balanced {len(split) + 1} "
                  "stages")
     return "\n".join(lines)

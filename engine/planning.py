@@ -65,7 +65,8 @@ def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
     units = [(name, dict(model.named_modules())[name]) for name, _ in spec.blocks]
     pipe = tracing.cut(spec.__class__(spec.name, units, spec.loss_fn, spec.data, module=model),
                        tuple(range(1, len(units))), inputs)
-    pipe.split_gm.to(device)
+    for k in range(pipe.num_stages):
+        tracing.stage_on(pipe, k, device)
     n = inputs.shape[0]
     best = [float("inf")] * len(units)
     out_bytes = [0] * len(units)

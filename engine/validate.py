@@ -249,10 +249,10 @@ def _build_model(config: ExperimentConfig):
             with torch.device("meta"):
                 return build.build(config), None
         except (RuntimeError, NotImplementedError) as exc:
-            if "meta" not in str(exc):
+            if "meta" not in str(exc).lower():
                 raise
-            # A constructor that reads a tensor's values (torchvision's RegNet) cannot build on the meta
-            # device: build it for real.
+            # A constructor that reads a tensor's values (torchvision's RegNet, a model file's
+            # ``x.item()``) cannot build on the meta device: build it for real.
             return build.build(config), None
     except ModelFileError as exc:
         return None, Problem("model_file", str(exc))

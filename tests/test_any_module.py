@@ -33,14 +33,21 @@ def assert_same_training(summary: dict, single: dict) -> None:
 
 
 def test_the_example_transformer_split_at_a_named_block_trains_as_one_device():
-    single, naive, piped = cli_together(
+    single, naive, piped, inside, ddp = cli_together(
         [*TRANSFORMER_RUN, "--devices", "cpu:1"],
         [*TRANSFORMER_RUN, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layers.2"],
         [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b",
-         "--devices", "cpu:2", "--split", "layers.2"])
+         "--devices", "cpu:2", "--split", "layers.2"],
+        # one level deeper, inside a residual block: the second stage receives two tensors (x and norm1(x))
+        [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--devices", "cpu:2",
+         "--split-level", "2", "--split", "layers.1.attn"],
+        [*TRANSFORMER_RUN, "--strategy", "ddp", "--devices", "cpu:2"])
     for summary in (naive, piped):
         assert summary["split"] == [3]  # embed, layers.0, layers.1 | layers.2, ...
         assert_same_training(summary, single)
+    assert inside["split"] == [6]  # embed, layers.0.norm1, .attn, .norm2, .mlp, layers.1.norm1 | layers.1.attn
+    assert_same_training(inside, single)
+    assert_same_training(ddp, single)
 
 
 def test_torchvision_resnet18_unmodified_split_at_layer3():
@@ -121,6 +128,33 @@ def test_split_units_follow_the_call_order_and_expand_module_lists():
     deeper = [name for name, _ in split_units(model, 2, torch.randn(2, 8))]
     assert deeper == ["blocks.0.0", "blocks.0.1", "blocks.1.0", "blocks.1.1", "head"]
     assert model.training  # the pass that found the order left the module's mode as it was
+
+
+class ReusedAndTied(nn.Module):
+    """One ReLU called twice, and a head whose weight is the embedding's."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.act = nn.ReLU()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, x):
+        return self.head(self.act(self.second(self.act(self.first(self.embed(x))))))
+
+
+def test_a_reused_submodule_is_no_split_point_and_a_tied_weight_is_never_cut_apart():
+    from engine.models import tracing
+    from engine.models.spec import ModelSpec
+    model = ReusedAndTied()
+    units = split_units(model, 1, torch.zeros(2, dtype=torch.long))
+    assert [name for name, _ in units] == ["embed", "first", "second", "head"]  # not `act`, called twice
+    spec = ModelSpec("tied", units, None, None, module=model)
+    with pytest.raises(tracing.TraceError, match="puts the parameter head.weight in more than one stage"):
+        tracing.cut(spec, (2,), torch.zeros(2, dtype=torch.long))
 
 
 def test_torchvision_split_levels_name_submodules():

@@ -58,6 +58,8 @@ def test_a_stage_without_parameters_needs_no_optimizer():
     ("transformer", (3,), 1), ("transformer", (2, 5), 2),
     ("resnet18", (6,), 1),
     ("resnet18", (2,), 1),  # torchvision's own, cut where a stage starts with its in-place ReLU
+    # Inside residual blocks: the next stage gets the block's input and its norm, two tensors.
+    ("transformer-deeper", (6,), 2), ("transformer-deeper", (2, 6), 1),
 ])
 def test_in_process_traced_stages_match_single_device(model, split, micro_batches):
     """Any module in one process (the naive split on GPUs, shared or mixed devices): traced stages, each
@@ -65,9 +67,9 @@ def test_in_process_traced_stages_match_single_device(model, split, micro_batche
     from engine.strategies.in_process_traced_stages import InProcessTracedStages
     from helpers import ROOT
     torch.set_num_threads(1)
-    if model == "transformer":
+    if model.startswith("transformer"):
         config = ExperimentConfig(model="custom", model_file=str(ROOT / "examples" / "tiny_transformer.py"),
-                                  batch_size=16, lr=0.1)
+                                  batch_size=16, lr=0.1, split_level=2 if model.endswith("deeper") else 1)
     else:
         config = ExperimentConfig(model="torchvision:resnet18", image_size=32, batch_size=8, lr=0.05)
     cpu = [Device(f"cpu:{k}", "cpu", k, None) for k in range(len(split) + 1)]

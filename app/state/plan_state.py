@@ -184,7 +184,9 @@ def profile_key(config: ExperimentConfig) -> tuple:
         except OSError:
             mtime = None
     mlp = config.model == "mlp"
+    # The split level and image size change which submodules are the blocks, and what they cost.
     return (config.model, config.model_file, mtime, config.width if mlp else None, config.depth if mlp else None,
+            config.split_level, config.image_size,
             config.effective_batch_size, tuple(sorted({d.kind for d in config_devices(config)})))
 
 

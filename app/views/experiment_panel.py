@@ -275,12 +275,15 @@ class ExperimentPanel(QtWidgets.QWidget):
     def pick_torchvision_model(self, picker=None) -> None:
         """Search torchvision's list (app/views/torchvision_picker.py) and use the model chosen."""
         from app.views.torchvision_picker import TorchvisionPicker
+        own = picker is None
         picker = picker or TorchvisionPicker(self)
         picker.load()
         if picker.exec() == QtWidgets.QDialog.DialogCode.Accepted and picker.chosen():
             self.set_torchvision_model(picker.chosen())
         else:
             self.model_combo.setCurrentIndex(self._last_model_index)
+        if own:
+            picker.deleteLater()
 
     def set_torchvision_model(self, model: str) -> None:
         """Use ``torchvision:NAME``: added to the model box, above its "torchvision model…" entry."""

@@ -31,6 +31,12 @@ def preset_base(config: ExperimentConfig) -> ExperimentConfig:
         explicit["micro_batches"] = config.micro_batches
     if config.split_size:
         explicit["split_size"] = config.split_size
+    if config.image_size:
+        explicit["image_size"] = config.image_size
+    if config.split_level != 1:
+        explicit["split_level"] = config.split_level
+    if config.stages_per_device:
+        explicit["stages_per_device"] = config.stages_per_device
     return default_config(explicit)
 
 

@@ -57,8 +57,14 @@ class TorchvisionPicker(QtWidgets.QDialog):
         proc.setArguments([os.path.join(ROOT, "main.py"), "models", "--torchvision", "--json"])
         proc.setWorkingDirectory(ROOT)
         proc.finished.connect(self._on_finished)
+        proc.errorOccurred.connect(self._on_error)
         self._process = proc
         proc.start()
+
+    def _on_error(self, error) -> None:
+        if error == QtCore.QProcess.ProcessError.FailedToStart:
+            self._process = None
+            self.status.setText(f"Could not start {sys.executable} to read torchvision's list.")
 
     def _on_finished(self, code: int, _status) -> None:
         proc, self._process = self._process, None

@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from engine.models.spec import DataSource, ModelSpec
-from engine.models.units import module_device, split_units
+from engine.models.units import meta_only_failure, module_device, split_units
 
 
 class ModelFileError(ValueError):
@@ -60,6 +60,8 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
     try:
         model = module.build_model()
     except Exception as exc:
+        if meta_only_failure(exc):  # validation's meta-device build; it retries on the host
+            raise
         raise ModelFileError(f"{path}: build_model() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(model, nn.Module):
         raise ModelFileError(f"{path}: build_model() must return an nn.Module, got {type(model).__name__}")
@@ -76,6 +78,8 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
             sample = data.sample(2)[0]
         units = split_units(model, split_level, sample.to(module_device(model)))
     except Exception as exc:
+        if meta_only_failure(exc):
+            raise
         raise ModelFileError(f"{path}: the model's forward failed on a batch of 2 from make_batch: "
                              f"{type(exc).__name__}: {exc}") from None
     if not units:

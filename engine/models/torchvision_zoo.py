@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from engine.models import TORCHVISION
 from engine.models.spec import DataSource, ModelSpec
-from engine.models.units import module_device, split_units
+from engine.models.units import meta_only_failure, module_device, split_units
 from engine.models.zoo import image_batches
 
 CLASSES = 10
@@ -71,7 +71,7 @@ def build(name: str, seed: int, image_size: int | None, split_level: int) -> Mod
             sample = data.sample(2)[0]
         units = split_units(net, split_level, sample.to(module_device(net)))
     except (RuntimeError, ValueError, AssertionError) as exc:
-        if "meta tensor" in str(exc):  # validation's meta-device build; it retries on the host
+        if meta_only_failure(exc):  # validation's meta-device build; it retries on the host
             raise
         # Sizes are the usual cause (a window or patch that does not fit); torchvision's message says which.
         smallest = expected_size(name)[1]

@@ -3,7 +3,7 @@
 Each tensor a stage reads from an earlier stage is cut from the graph (a leaf
 that requires grad), so a stage's forward and backward are that stage's work
 alone, timed on its own device: the block timing (engine.planning) times each
-unit this way, and the one-process stages (engine.strategies.in_process_traced)
+unit this way, and the one-process stages (engine.strategies.in_process_traced_stages)
 run a split model this way, handing each cut's gradient back by hand. The stages
 are the call_module nodes of the Pipe's top graph; the graph says which earlier
 outputs (or model inputs) each stage reads, so a value a later stage reads past
@@ -25,6 +25,7 @@ class Cut:
     stage computed from (on the later stage's device), whose ``.grad`` goes back to ``source``."""
     source: torch.Tensor
     leaf: torch.Tensor
+    source_stage: int   # the stage that made ``source``
 
 
 @dataclass
@@ -42,16 +43,19 @@ def tensors_in(value) -> list[torch.Tensor]:
 
 
 def run_each_stage(pipe, inputs: torch.Tensor, run_stage: Callable[[int, Callable[[], object]], object],
-                   place: Callable[[int, torch.Tensor], torch.Tensor] | None = None) -> list[StageRun]:
-    """Each stage of ``pipe`` on its cut inputs, in order. ``place(k, tensor)`` puts a tensor where stage ``k``
-    reads it (a copy to its device); ``run_stage(k, call)`` calls ``call()`` (the stage's forward) as it likes
-    (timing it, running its backward) and returns its output."""
+                   place: Callable[[int | None, int, torch.Tensor], torch.Tensor] | None = None) -> list[StageRun]:
+    """Each stage of ``pipe`` on its cut inputs, in order. ``place(source_stage, k, tensor)`` puts a tensor
+    made by ``source_stage`` (None: the model's input) where stage ``k`` reads it (a copy to its device);
+    ``run_stage(k, call)`` calls ``call()`` (the stage's forward) as it likes (timing it, running its
+    backward) and returns its output."""
     env: dict[fx.Node, object] = {}
+    made_by: dict[fx.Node, int | None] = {}  # the stage each value comes from; None for the model's input
     runs: list[StageRun] = []
     model_inputs = iter([inputs])
     for node in pipe.split_gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(model_inputs)
+            made_by[node] = None
         elif node.op == "call_module":
             k, cuts = len(runs), []
 
@@ -62,12 +66,12 @@ def run_each_stage(pipe, inputs: torch.Tensor, run_stage: Callable[[int, Callabl
                     return value
                 leaf = value.detach()
                 if place is not None:
-                    leaf = place(k, leaf)
+                    leaf = place(made_by[source_node], k, leaf)
                 # The model's own input needs no gradient (as in training): only stage outputs do.
-                if source_node.op == "placeholder" or not leaf.is_floating_point():
+                if made_by[source_node] is None or not leaf.is_floating_point():
                     return leaf
                 leaf.requires_grad_(True)
-                cuts.append(Cut(value, leaf))
+                cuts.append(Cut(value, leaf, made_by[source_node]))
                 # A stage may start in place (torchvision's ReLU(inplace=True)), which a leaf that requires
                 # grad refuses: the stage gets a copy, whose gradient still reaches the leaf.
                 return leaf.clone()
@@ -76,9 +80,10 @@ def run_each_stage(pipe, inputs: torch.Tensor, run_stage: Callable[[int, Callabl
             kwargs = fx.node.map_arg(node.kwargs, lambda n: cut(n, env[n]))
             out = run_stage(k, lambda: stage(*args, **kwargs))
             runs.append(StageRun(out, cuts))
-            env[node] = out
+            env[node], made_by[node] = out, k
         elif node.op == "call_function" and node.target is operator.getitem:
             env[node] = operator.getitem(*fx.node.map_arg(node.args, lambda n: env[n]))
+            made_by[node] = made_by[node.args[0]]
     return runs
 
 

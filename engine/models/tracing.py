@@ -18,11 +18,6 @@ import torch
 
 from engine.models.spec import ModelSpec
 
-_WHAT_TO_DO = ("the staged strategies (model-parallel, pipeline) trace the model with torch.export: write that "
-               "code without Python branches or loops on a tensor's values (torch.where, torch.cond), or return an "
-               "nn.Sequential of blocks from build_model(); single, data-parallel and ddp run the model as it is")
-
-
 class TraceError(ValueError):
     pass
 
@@ -32,11 +27,51 @@ def cut(spec: ModelSpec, split: tuple[int, ...], example_inputs: torch.Tensor):
     from torch.distributed.pipelining import SplitPoint, pipeline
     names = [spec.blocks[k][0] for k in split]
     try:
-        return pipeline(spec.module, mb_args=(example_inputs,),
+        pipe = pipeline(spec.module, mb_args=(example_inputs,),
                         split_spec={name: SplitPoint.BEGINNING for name in names})
     except Exception as exc:  # export raises many kinds; each becomes one message naming the cause
         raise TraceError(f"{spec.name} cannot be cut into stages at {', '.join(names)}: {explain(exc)}; "
-                         f"{_WHAT_TO_DO}") from None
+                         f"{_what_to_do(spec)}") from None
+    if pipe.num_stages != len(split) + 1:
+        raise TraceError(f"{spec.name} cut at {', '.join(names)} gives {pipe.num_stages} stages, not "
+                         f"{len(split) + 1}: one of them is called more than once in forward; split elsewhere")
+    shared = _shared_parameters(pipe)
+    if shared:
+        raise TraceError(f"{spec.name} cut at {', '.join(names)} puts the parameter {shared} in more than one "
+                         "stage (a weight tied between layers), where each stage would update its own copy; "
+                         "split so that every layer using it is in one stage")
+    return pipe
+
+
+def stage_on(pipe, k: int, device: str):
+    """Stage ``k``'s module on ``device``, with the device of the tensors its code creates (the tracer wrote
+    the example's, the host's, into the graph) set to it too, as ``Pipe.build_stage`` does."""
+    from torch.distributed.pipelining._IR import _modify_graph_op_device
+    module = pipe.get_stage_module(k)
+    if isinstance(module, torch.fx.GraphModule):
+        _modify_graph_op_device(module, torch.device(device))
+    return module.to(device)
+
+
+def _shared_parameters(pipe) -> str | None:
+    """The name of a parameter two stages both hold (a tied weight, which the tracer gives each stage that
+    uses it under its own name), if any."""
+    earlier: set = set()   # ids and names of the parameters of the stages before
+    for k in range(pipe.num_stages):
+        here = list(pipe.get_stage_module(k).named_parameters(remove_duplicate=False))
+        for name, parameter in here:
+            if id(parameter) in earlier or name in earlier:
+                return name
+        earlier.update(key for name, parameter in here for key in (id(parameter), name))
+    return None
+
+
+def _what_to_do(spec: ModelSpec) -> str:
+    rewrite = ("" if spec.name.startswith("torchvision:") else
+               ", or return an nn.Sequential of blocks from build_model()")
+    return ("the staged strategies (model-parallel, pipeline) trace the model with torch.export: write that code "
+            f"without Python branches or loops on a tensor's values (torch.where, torch.cond){rewrite}; single, "
+            "data-parallel and ddp run the model as it is")
 
 
 _CALL_SITE = re.compile(r'The following call raised this error:\s*File "([^"]+)", line (\d+), in (\w+)\s*\n\s*(.+)')

@@ -6,7 +6,8 @@ calls itself (``nn.ModuleList``, ``nn.ModuleDict``) stand for their items at the
 same level, so a transformer's ``layers`` gives ``layers.0``, ``layers.1``, ...
 The order is the call order, not the declaration order: a model may declare its
 head before its body. Submodules forward never calls (an unused auxiliary head)
-are no split points.
+or calls more than once (one activation reused between layers) are no split
+points.
 """
 from __future__ import annotations
 
@@ -39,9 +40,11 @@ def split_units(module: nn.Module, level: int, sample_inputs: torch.Tensor) -> l
     """
     found = candidates(module, level)
     first_call: dict[str, int] = {}
+    calls: dict[str, int] = {}
 
     def record(name: str) -> None:  # a pre-hook that returns a value would replace the call's inputs
         first_call.setdefault(name, len(first_call))
+        calls[name] = calls.get(name, 0) + 1
     hooks = [sub.register_forward_pre_hook(lambda *_, name=name: record(name)) for name, sub in found]
     modes = {m: m.training for m in module.modules()}
     try:
@@ -49,7 +52,7 @@ def split_units(module: nn.Module, level: int, sample_inputs: torch.Tensor) -> l
         with torch.no_grad():
             module(sample_inputs)
     except (RuntimeError, NotImplementedError) as exc:
-        if sample_inputs.device.type != "meta" or "meta" not in str(exc):
+        if not meta_only_failure(exc):
             raise
         # A forward that reads a tensor's values (.item(), a branch) cannot run on the meta device;
         # validation then takes the declaration order (the order only matters to a split, which the
@@ -60,8 +63,16 @@ def split_units(module: nn.Module, level: int, sample_inputs: torch.Tensor) -> l
             hook.remove()
         for m, training in modes.items():
             m.training = training
-    called = [(name, sub) for name, sub in found if name in first_call]
+    # A submodule called more than once (one ReLU reused between layers) is no split point: the tracer
+    # would start a stage at every one of its calls.
+    called = [(name, sub) for name, sub in found if calls.get(name) == 1]
     return sorted(called, key=lambda unit: first_call[unit[0]])
+
+
+def meta_only_failure(exc: BaseException) -> bool:
+    """A failure only the meta device causes (code that reads a tensor's values), while validation builds
+    the model there: it retries on the host (engine.validate)."""
+    return torch.empty(0).device.type == "meta" and "meta" in str(exc).lower()
 
 
 def module_device(module: nn.Module) -> torch.device:

@@ -27,7 +27,8 @@ class Ddp(Executor):
         self.loss_fn = ctx.spec.loss_fn
         self.module = ctx.spec.whole().to(self.device.torch_device)
         ids = [self.device.index] if self.device.kind == "cuda" else None
-        self.model = DistributedDataParallel(self.module, device_ids=ids)
+        # Any module may hold parameters its forward never uses (an auxiliary head), which DDP must be told of.
+        self.model = DistributedDataParallel(self.module, device_ids=ids, find_unused_parameters=ctx.spec.traced)
         self.model.register_comm_hook(dist.group.WORLD, self._timed_allreduce)
         self.optimizer = sgd(self.model.parameters(), ctx.config)
         self._last_launch = None  # mark of the step's last bucket launch

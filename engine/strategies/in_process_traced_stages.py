@@ -28,7 +28,7 @@ class InProcessTracedStages(Executor):
         with torch.device("cpu"):
             example, _ = ctx.spec.data.sample(ctx.config.effective_batch_size)
         self.pipe = tracing.cut(ctx.spec, ctx.split, example[: example.shape[0] // micro_batches])
-        self.stages = [self.pipe.get_stage_module(k).to(d.torch_device) for k, d in enumerate(self.devices)]
+        self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
                            if (optimizer := stage_sgd(stage, ctx.config)) is not None]
 
@@ -36,8 +36,9 @@ class InProcessTracedStages(Executor):
         return (place_on(self.timer, self.devices[0], inputs)[0],
                 place_on(self.timer, self.devices[-1], targets)[0])
 
-    def _place(self, k: int, tensor: torch.Tensor) -> torch.Tensor:
-        return move_between(self.timer, tensor, _device_of(self.devices, tensor), self.devices[k])
+    def _place(self, source_stage: int | None, k: int, tensor: torch.Tensor) -> torch.Tensor:
+        # The model's input is where place_batch put it: on the first stage's device.
+        return move_between(self.timer, tensor, self.devices[source_stage or 0], self.devices[k])
 
     def _run(self, k: int, call):
         with self.timer.span(self.devices[k], "forward"):
@@ -48,7 +49,7 @@ class InProcessTracedStages(Executor):
             call()
 
     def _hand_back(self, k: int, cut: traced_chain.Cut) -> torch.Tensor:
-        return move_between(self.timer, cut.leaf.grad, self.devices[k], _device_of(self.devices, cut.source))
+        return move_between(self.timer, cut.leaf.grad, self.devices[k], self.devices[cut.source_stage])
 
     def step(self, inputs, targets) -> StepResult:
         m, last = self.micro_batches, self.devices[-1]
@@ -75,10 +76,3 @@ class InProcessTracedStages(Executor):
         optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
         return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]
 
-
-def _device_of(devices, tensor: torch.Tensor):
-    """The stage device a tensor is on (the first of that kind and index: CPU stages share the host)."""
-    for d in devices:
-        if torch.device(d.torch_device) == tensor.device:
-            return d
-    return devices[0]

@@ -63,3 +63,6 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     # The engine's check takes it: the split view fills with mobilenet's submodules, one level deeper.
     wait_ready(qtbot, window, timeout=60_000)
     assert "features.0" in [b.name for b in window.split_view.blocks]
+    # Back to the children: the split view's rows follow the level (the profile is of level and size too).
+    panel.level_combo.setCurrentIndex(panel.level_combo.findData(1))
+    qtbot.waitUntil(lambda: [b.name for b in window.split_view.blocks][:1] == ["features"], timeout=60_000)
