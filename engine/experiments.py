@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
+from engine.strategies.schedules import SCHEDULE_LIST
 from engine.summary import stage_balance
 
 if TYPE_CHECKING:
@@ -203,8 +204,14 @@ def schedules(base: ExperimentConfig) -> list[Point]:
         Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
         Point("gpipe", staged.replace(strategy="pipeline", schedule="gpipe", micro_batches=m)),
     ]
-    if kind == "cpu" or gpu_count() >= 2:  # 1f1b needs a process per stage
-        points.append(Point("1f1b", staged.replace(strategy="pipeline", schedule="1f1b", micro_batches=m)))
+    if kind == "cpu" or gpu_count() >= 2:  # every other schedule needs a process per device
+        others = [Point(s.name, staged.replace(strategy="pipeline", schedule=s.name, micro_batches=m))
+                  for s in SCHEDULE_LIST if s.name != "gpipe"]
+        # Those the model and micro-batches allow (a V of stages needs blocks for them; DualPipeV needs a
+        # micro-batch per stage): the rest would stop the experiment before its first run.
+        from engine.validate import check_all
+        checked = check_all([(p.config, None) for p in others])
+        points += [p for p, c in zip(others, checked) if not c.problems]
     return points
 
 
@@ -220,7 +227,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            sets="the strategy (pipeline), the split (it sweeps every point) and the devices (2 stages)"),
     Preset("dp-scaling", "single vs data-parallel vs ddp over 1..N devices, with the per-device batch split",
            dp_scaling, sets="the strategy and the devices (1 up to every core or GPU); no split or micro-batching"),
-    Preset("schedules", "model-parallel vs GPipe vs 1F1B at equal micro-batches: step time, bubble, peak memory",
+    Preset("schedules", "model-parallel vs every pipeline schedule the devices and model allow (GPipe, 1F1B, "
+           "interleaved, looped BFS, zero bubble) at equal micro-batches: step time, bubble, peak memory",
            schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)"),
 )}
 

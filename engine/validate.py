@@ -215,22 +215,18 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
     that fails (checked on the meta device, at the run's split or an even one)."""
     if not spec.traced:
         if config.split_level != 1:
-            return [Problem("split_level", f"applies to models that are not an nn.Sequential; {spec.name}'s "
-                                           "split points are its blocks")]
+            return [Problem("split_level", f"applies to models whose split points are submodules; {spec.name} is "
+                                           "a chain of blocks, and its split points are its blocks")]
         return []
     if not impl.uses_split:
         return []
-    import torch
-
     from engine.models import tracing
     from engine.models.units import module_device
     stages = len(devices) * config.effective_stages_per_device
     split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
     micro = max(1, config.effective_batch_size // config.effective_micro_batches)
-    with torch.device("cpu"):
-        inputs, _ = spec.data.sample(micro)
     try:
-        tracing.cut(spec, split, inputs[:micro].to(module_device(spec.module)))
+        tracing.cut(spec, split, spec.data.example_inputs(micro, module_device(spec.module)))
     except tracing.TraceError as exc:
         return [Problem("model_file" if config.model_file else "model", str(exc))]
     return []

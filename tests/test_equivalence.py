@@ -50,3 +50,19 @@ def test_a_stage_without_parameters_trains_like_one_device(tmp_path):
     assert three["status"] == "finished" and three["split"] == [1, 2]
     assert rel(three["param_norm"], one["param_norm"]) <= 1e-4
     assert rel(three["param_change"], one["param_change"]) <= 1e-4
+
+
+def test_every_multi_stage_schedule_trains_as_one_device(single_summary):
+    """Interleaved 1F1B, looped BFS and interleaved zero bubble with 2 stages per device in a loop; ZB-V and
+    DualPipeV with 2 in a V: cpu:2, 4 stages of mlp, 4 micro-batches, run together (parameters do not depend
+    on timing)."""
+    from helpers import cli_together
+    names = ["interleaved1f1b", "loopedbfs", "interleavedzb", "zbv", "dualpipev"]
+    summaries = cli_together(*[["run", *small_mlp("--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches",
+                                                  "4", "--schedule", name, "--json")] for name in names])
+    for name, summary in zip(names, summaries):
+        assert summary["status"] == "finished", name
+        assert len(summary["split"]) == 3, name  # 2 devices x 2 stages
+        for key in ("param_norm", "param_change"):
+            assert rel(summary[key], single_summary[key]) <= 1e-4, (name, key)
+        assert rel(summary["loss"]["last"], single_summary["loss"]["last"]) <= 1e-4, name

@@ -31,7 +31,7 @@ def run_experiment(capsys, *args) -> dict:
     ("split-size", "8", 4),
     ("split-point", "32", 5),
     ("dp-scaling", "32", 5),
-    ("schedules", "32", 3),
+    ("schedules", "32", 8),  # model-parallel and all seven schedules
 ])
 def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_points):
     result = run_experiment(capsys, name, "--batch-size", batch, *TINY)

@@ -74,9 +74,7 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
     if next(model.children(), None) is None:  # a lone nn.Linear: a chain of one block
         return ModelSpec(Path(path).stem, [(type(model).__name__, model)], loss_fn, data)
     try:
-        with torch.device("cpu"):
-            sample = data.sample(2)[0]
-        units = split_units(model, split_level, sample.to(module_device(model)))
+        units = split_units(model, split_level, data.example_inputs(2, module_device(model)))
     except Exception as exc:
         if meta_only_failure(exc):
             raise

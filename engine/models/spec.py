@@ -71,6 +71,13 @@ class DataSource:
         """One batch from a separate generator: profiling must not shift the training batches."""
         return self._make_batch(batch_size, torch.Generator().manual_seed(12345))
 
+    def example_inputs(self, batch_size: int, on: torch.device | str = "cpu") -> torch.Tensor:
+        """Inputs of one sample batch, drawn on the host (even while validation builds on the meta device)
+        and then put ``on`` a device: what finding split units and tracing run the model on."""
+        with torch.device("cpu"):
+            inputs = self.sample(batch_size)[0]
+        return inputs[:batch_size].to(on)
+
 
 class DatasetSource(DataSource):
     """A fixed dataset walked in shuffled epochs, the last batch of each epoch partial.

@@ -67,9 +67,7 @@ def build(name: str, seed: int, image_size: int | None, split_level: int) -> Mod
     try:
         net = get_model(name, **_constructor_options(name, size))
         data = DataSource(image_batches(CLASSES, size), seed)
-        with torch.device("cpu"):
-            sample = data.sample(2)[0]
-        units = split_units(net, split_level, sample.to(module_device(net)))
+        units = split_units(net, split_level, data.example_inputs(2, module_device(net)))
     except (RuntimeError, ValueError, AssertionError) as exc:
         if meta_only_failure(exc):  # validation's meta-device build; it retries on the host
             raise

@@ -25,9 +25,8 @@ class InProcessTracedStages(Executor):
         self.timer = ctx.timer
         self.micro_batches = micro_batches
         self.loss_fn = ctx.spec.loss_fn
-        with torch.device("cpu"):
-            example, _ = ctx.spec.data.sample(ctx.config.effective_batch_size)
-        self.pipe = tracing.cut(ctx.spec, ctx.split, example[: example.shape[0] // micro_batches])
+        micro = ctx.config.effective_batch_size // micro_batches  # the tracer specializes on the shape
+        self.pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
         self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
                            if (optimizer := stage_sgd(stage, ctx.config)) is not None]

@@ -78,7 +78,8 @@ class ScheduledStages(Executor):
         torch_device = torch.device(self.device.torch_device)
         stages, modules = [], []
         if ctx.spec.traced:
-            pipe = tracing.cut(ctx.spec, ctx.split, self._example_micro_batch(ctx, micro_batches))
+            micro = ctx.config.effective_batch_size // micro_batches  # the tracer specializes on the shape
+            pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
             for index in mine:
                 modules.append(pipe.get_stage_module(index).to(torch_device))
                 stages.append(pipe.build_stage(index, torch_device))
@@ -104,13 +105,6 @@ class ScheduledStages(Executor):
                                        loss_fn=timed_loss, scale_grads=True)
         self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
-
-    @staticmethod
-    def _example_micro_batch(ctx: RankContext, micro_batches: int):
-        """A micro-batch of the shape the stages will see: the tracer specializes on it."""
-        with torch.device("cpu"):
-            inputs, _ = ctx.spec.data.sample(ctx.config.effective_batch_size)
-        return inputs[: inputs.shape[0] // micro_batches]
 
     def place_batch(self, inputs, targets):
         """The first stage reads the inputs, the last the targets; a middle stage neither."""

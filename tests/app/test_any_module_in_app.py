@@ -66,3 +66,21 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     # Back to the children: the split view's rows follow the level (the profile is of level and size too).
     panel.level_combo.setCurrentIndex(panel.level_combo.findData(1))
     qtbot.waitUntil(lambda: [b.name for b in window.split_view.blocks][:1] == ["features"], timeout=60_000)
+
+
+def test_a_schedule_with_stages_per_device_cuts_devices_times_v_stages(qtbot, window):
+    from tests.app.app_helpers import set_small_mlp
+    panel = window.experiment
+    set_small_mlp(window, strategy="pipeline", micro_batches=4)
+    assert not panel.per_device_spin.isVisibleTo(panel)  # gpipe: one stage per device
+    panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("interleaved1f1b"))
+    assert panel.per_device_spin.isVisibleTo(panel) and panel.per_device_spin.value() == 2
+    assert panel.config().stages_per_device == 2
+    wait_ready(qtbot, window, timeout=60_000)
+    view = window.split_view
+    assert view.stages == 4 and view.balanced is not None and len(view.balanced) == 3
+    assert view.split() == view.balanced
+    panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("zbv"))
+    assert panel.config().stages_per_device == 2 and panel.config().schedule == "zbv"
+    panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
+    assert not panel.per_device_spin.isVisibleTo(panel) and panel.config().stages_per_device is None
