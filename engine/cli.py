@@ -139,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("id", help="a run id or an experiment id (see `runs`)")
     export.add_argument("--format", required=True, choices=FORMATS,
                         help="png, svg, pdf: the figures drawn; csv: the tables behind them; html: one report "
-                             "with both (all but csv draw with matplotlib)")
+                             "with both (all but csv and trace draw with matplotlib); trace: a run's timeline and "
+                             "telemetry as Chrome Trace Event JSON, for Perfetto (ui.perfetto.dev) or "
+                             "chrome://tracing")
     export.add_argument("--out", required=True,
                         help="a folder for png/svg/pdf/csv (a file per figure); a file for html")
     export.add_argument("--force", action="store_true", help="overwrite existing files")

@@ -461,3 +461,43 @@ def test_a_drawn_file_carries_no_time_of_writing():
     figure = Figure(name="f", title="t", x=Axis("step"), y=Axis("loss"),
                     series=[Series("loss", [0, 1], [1.0, 0.5], palette.series_color(0))])
     assert b"<dc:date>" not in draw(figure, "svg") and b"/CreationDate" not in draw(figure, "pdf")
+
+
+def test_trace_export_is_chrome_trace_events_that_perfetto_opens(store, run_id, tmp_path):
+    """A process per device, every slice complete (ph, ts, dur, pid, tid) and nested on its thread, telemetry
+    as counters, flows from one stage's work to the next's, on the run's one clock."""
+    import json
+    (path,) = export(store, run_id, "trace", tmp_path)
+    assert path.name == f"{run_id}.trace.json"
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert set(names) == set(DEVICES) and len(set(names.values())) == len(DEVICES)
+    slices = [e for e in events if e["ph"] == "X"]
+    assert slices and all({"ph", "ts", "dur", "pid", "tid", "name"} <= set(e) for e in slices)
+    assert all(e["dur"] >= 0 and "step" in e["args"] for e in slices)
+    by_thread: dict = {}
+    for e in sorted(slices, key=lambda e: (e["ts"], -e["dur"])):
+        by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    for thread in by_thread.values():
+        open_ends: list[float] = []
+        for e in thread:
+            while open_ends and open_ends[-1] <= e["ts"]:
+                open_ends.pop()
+            assert not open_ends or e["ts"] + e["dur"] <= open_ends[-1] + 1e-6, "slices on one thread overlap"
+            open_ends.append(e["ts"] + e["dur"])
+    counters = [e for e in events if e["ph"] == "C"]
+    assert {e["name"] for e in counters} == {"utilization %", "memory MiB"}
+    assert {e["pid"] for e in counters} == set(names.values())
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts and set(starts) == set(ends)
+    for flow_id, start in starts.items():
+        assert start["ts"] <= ends[flow_id]["ts"] and start["pid"] != ends[flow_id]["pid"]
+    # the one clock: slices and counters both in microseconds since the run started
+    assert min(e["ts"] for e in slices) == pytest.approx(1.0e6)
+    assert min(e["ts"] for e in counters) == pytest.approx(0.0)
+
+
+def test_trace_export_of_an_experiment_is_refused(store, experiment_id, tmp_path):
+    with pytest.raises(ExportError, match="a run's timeline"):
+        export(store, experiment_id, "trace", tmp_path)

@@ -25,7 +25,11 @@ FORMATS = {  # format: (menu text, what it writes)
     "svg": ("SVG drawings…", "one SVG drawing per figure, in a folder"),
     "pdf": ("PDF documents…", "one PDF document per figure, in a folder"),
     "csv": ("CSV tables…", "one CSV table per figure (units in the header), in a folder"),
+    "trace": ("Perfetto trace…", "a run's timeline and telemetry as Chrome Trace Event JSON, which Perfetto "
+              "(ui.perfetto.dev) and chrome://tracing open"),
 }
+ONE_FILE = {"html": ("an HTML report", "HTML report (*.html)", ".html"),   # format: (what, filter, suffix)
+            "trace": ("a Perfetto trace", "Chrome trace (*.json)", ".trace.json")}
 
 
 class ReportExporter(QtCore.QObject):
@@ -65,14 +69,15 @@ class ReportExporter(QtCore.QObject):
             return False
         kind, item_id = target
         start_dir = Path(last_folder(REPORT_FOLDER) or Path.home())
-        if fmt == "html":
+        if fmt in ONE_FILE:
+            what, file_filter, suffix = ONE_FILE[fmt]
             path, _ = QtWidgets.QFileDialog.getSaveFileName(
-                self.window, f"Export the {kind} as an HTML report", str(start_dir / f"{item_id}.html"),
-                "HTML report (*.html)", options=QtWidgets.QFileDialog.Option.DontConfirmOverwrite)
+                self.window, f"Export the {kind} as {what}", str(start_dir / f"{item_id}{suffix}"),
+                file_filter, options=QtWidgets.QFileDialog.Option.DontConfirmOverwrite)
             if not path:
                 return False
-            if not path.lower().endswith((".html", ".htm")):
-                path += ".html"
+            if not path.lower().endswith((".html", ".htm") if fmt == "html" else ".json"):
+                path += suffix
             out = Path(path)
             existing = [out] if out.exists() else []
             remember_folder(str(out.parent), REPORT_FOLDER)

@@ -1,7 +1,9 @@
 """``export(store, id, fmt, out)``: a run's or an experiment's figures as PNG, SVG, PDF, CSV files or one HTML report.
 
 PNG, SVG, PDF and CSV write one file per figure into the folder ``out``, named
-``<id>-<figure>.<ext>``; HTML writes the single file ``out``. Nothing existing
+``<id>-<figure>.<ext>``; HTML writes the single file ``out``; trace writes a run's
+Chrome Trace Event JSON (engine/export/trace.py) to the file ``out`` (or
+``<id>.trace.json`` in a folder). Nothing existing
 is overwritten unless ``force``: every target is checked before the first byte
 is written, so a refused export leaves no half-written set behind. Everything
 but CSV is drawn by matplotlib (engine/export/drawing.py); where it is missing
@@ -18,10 +20,11 @@ from engine.export import drawing
 from engine.export.errors import ExportError
 from engine.export.figures import experiment_figures, run_figures
 from engine.export.html_report import experiment_page, run_page
+from engine.export.trace import write_trace
 from engine.figures import Figure
 from engine.store import Store
 
-FORMATS = ("png", "svg", "pdf", "csv", "html")
+FORMATS = ("png", "svg", "pdf", "csv", "html", "trace")
 
 
 def resolve(store: Store, item_id: str) -> tuple[str, object]:
@@ -59,6 +62,8 @@ def _targets(item_id: str, fmt: str, out: Path, figures: list[Figure]) -> list[P
     if fmt == "html":
         # a folder given for a report: put <id>.html in it
         return [out / f"{item_id}.html" if out.is_dir() else out]
+    if fmt == "trace":
+        return [out / f"{item_id}.trace.json" if out.is_dir() else out]
     return [out / f"{item_id}-{f.name}.{fmt}" for f in figures]
 
 
@@ -81,6 +86,15 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
     """Write the export and return the paths written."""
     fmt, kind, item, figures = _prepare(store, item_id, fmt)
     out = Path(out)
+    if fmt == "trace":
+        if kind != "run":
+            raise ExportError("--format trace exports a run's timeline; an experiment has one per run: export "
+                              "those (their ids are in `runs`)")
+        (path,) = _targets(item_id, fmt, out, figures)
+        _refuse_existing([path], force)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_trace(store, item.id, path)
+        return [path]
     if fmt != "csv":
         drawing.require()
 

@@ -1,0 +1,126 @@
+"""A stored run as Chrome Trace Event JSON, which Perfetto (ui.perfetto.dev) and chrome://tracing open.
+
+One process per device (in the run's device order), its intervals as complete
+slices ("X") on as few threads as keep every thread's slices nested, each slice's
+step in its args; the device's telemetry as counter tracks ("C": utilization,
+memory); and, for a split model with one stage per device, flow arrows ("s"/"f")
+from the stage that hands an activation or gradient on to the one that takes it.
+One clock: microseconds since the run started, the store's clock for intervals
+and samples alike. Only the steps whose intervals the run kept are in it (all
+of them with ``--timeline all``; a sample otherwise: engine.timeline_keeper).
+
+The flows pair the k-th forward of a step on one stage with the k-th on the
+next (and backwards the other way): the GPipe and 1F1B schedules, and the naive
+split, take micro-batches in order on every stage. The last stage's forward of a micro-batch and its loss, timed as two forwards, count as one.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from engine.export.errors import ExportError
+from engine.store import Store
+
+US = 1e6
+
+
+def _lanes(slices: list[tuple[float, float]]) -> list[int]:
+    """A thread for each slice (sorted by start), so that on every thread slices nest or follow each other."""
+    open_by_lane: list[list[float]] = []  # per lane, the ends of the slices still open, innermost last
+    lanes = []
+    for t0, t1 in slices:
+        for lane, ends in enumerate(open_by_lane):
+            while ends and ends[-1] <= t0:
+                ends.pop()
+            if not ends or t1 <= ends[-1]:
+                ends.append(t1)
+                lanes.append(lane)
+                break
+        else:
+            open_by_lane.append([t1])
+            lanes.append(len(open_by_lane) - 1)
+    return lanes
+
+
+def _work_pieces(rows: list[tuple], kind: str) -> list[tuple[float, float]]:
+    """One device's slices of ``kind`` in one step, in time order."""
+    return sorted((t0, t1) for _, _, k, t0, t1 in rows if k == kind)
+
+
+def _in_pairs(slices: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Each two slices as one: the last stage times each micro-batch's loss as a forward of its own."""
+    return [(a[0], b[1]) for a, b in zip(slices[::2], slices[1::2])]
+
+
+def trace_document(store: Store, run_id: str) -> dict:
+    run = store.get_run(run_id)
+    if run is None:
+        raise ExportError(f"no run with id {run_id!r}")
+    summary = run.summary
+    rows = store.timeline(run_id)
+    devices = list(summary.devices) if summary and summary.devices else []
+    for _, device, _, _, _ in rows:
+        if device not in devices:
+            devices.append(device)
+    pid = {device: i + 1 for i, device in enumerate(devices)}
+    events: list[dict] = []
+    for device, p in pid.items():
+        events.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": device}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": p, "tid": 0, "args": {"sort_index": p}})
+    by_device: dict[str, list[tuple]] = defaultdict(list)
+    for row in rows:
+        by_device[row[1]].append(row)
+    thread_of: dict[tuple[str, str, float], int] = {}  # (device, "start" or "end", time) -> its slice's thread
+    for device, mine in by_device.items():
+        mine.sort(key=lambda r: (r[3], -r[4]))
+        for (step, _, kind, t0, t1), lane in zip(mine, _lanes([(r[3], r[4]) for r in mine])):
+            thread_of[(device, "start", t0)] = thread_of[(device, "end", t1)] = lane
+            events.append({"ph": "X", "name": kind, "cat": kind, "ts": t0 * US, "dur": max(0.0, t1 - t0) * US,
+                           "pid": pid[device], "tid": lane, "args": {"step": step}})
+    for sample in store.samples(run_id):
+        if sample.device not in pid:
+            continue
+        if sample.util is not None:
+            events.append({"ph": "C", "name": "utilization %", "pid": pid[sample.device], "ts": sample.t * US,
+                           "args": {"util": sample.util}})
+        if sample.mem_used is not None:
+            events.append({"ph": "C", "name": "memory MiB", "pid": pid[sample.device], "ts": sample.t * US,
+                           "args": {"used": sample.mem_used / 2**20}})
+    events.extend(_flows(run.config, summary, by_device, pid, thread_of))
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"run_id": run_id, "strategy": run.config.get("strategy"), "clock": "seconds since the "
+                          "run started x 1e6 (microseconds), intervals and telemetry alike"}}
+
+
+def _flows(config: dict, summary, by_device, pid, thread_of) -> list[dict]:
+    """Arrows from each stage's k-th forward of a step to the next stage's, and back for the backwards."""
+    stages = list(summary.devices) if summary and summary.split and summary.devices else []
+    per_device = config.get("stages_per_device") or 1
+    if len(stages) < 2 or per_device != 1 or len(set(stages)) != len(stages):
+        return []
+    steps: dict[str, dict[int, list]] = {d: defaultdict(list) for d in stages}
+    for device in stages:
+        for row in by_device.get(device, []):
+            steps[device][row[0]].append(row)
+    events, flow_id = [], 0
+    for a, b in zip(stages, stages[1:]):
+        for step in sorted(set(steps[a]) & set(steps[b])):
+            for kind, src, dst in (("forward", a, b), ("backward", b, a)):
+                sends = _work_pieces(steps[src][step], kind)
+                takes = _work_pieces(steps[dst][step], kind)
+                if kind == "forward" and dst == stages[-1] and len(takes) == 2 * len(sends):
+                    takes = _in_pairs(takes)
+                for (s0, s1), (d0, d1) in zip(sends, takes):
+                    if d0 < s1:  # not after the piece it would come from: not this pairing
+                        continue
+                    flow_id += 1
+                    events.append({"ph": "s", "id": flow_id, "name": f"{kind} hand-over", "cat": "flow",
+                                   "pid": pid[src], "tid": thread_of.get((src, "end", s1), 0), "ts": s1 * US - 1})
+                    events.append({"ph": "f", "bp": "e", "id": flow_id, "name": f"{kind} hand-over", "cat": "flow",
+                                   "pid": pid[dst], "tid": thread_of.get((dst, "start", d0), 0), "ts": d0 * US + 1})
+    return events
+
+
+def write_trace(store: Store, run_id: str, path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(trace_document(store, run_id), f)
