@@ -134,7 +134,8 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
-    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm)
+    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm,
+                 plan=executor.plan() if rank == 0 else None)
     try:
         loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
         channel.emit("done", param_sq=executor.param_sq(), change_sq=change.sq())

@@ -164,6 +164,7 @@ class RunSummary:
     timeline_steps: int | None = None
     tensor_memory: list[TensorMemory | None] | None = None   # per device, in ``devices`` order
     telemetry: TelemetrySummary | None = None
+    plan: list[list[str]] | None = None   # the schedule's actions per rank, tick by tick ("0F1", "" idle)
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

@@ -219,7 +219,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
               batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
-              theory_text: str | None = None) -> RunSummary:
+              theory_text: str | None = None, plan: list[list[str]] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``."""
     devices_busy = totals.busy_shares()
@@ -252,4 +252,5 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,
         notes=list(notes or []),
+        plan=plan,
     )

@@ -112,6 +112,7 @@ class Worker:
         self.merger = StepMerger(self.world, self.device_names, origin)
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
+        self.plan = None         # the schedule's action list per rank (rank 0 says it when ready)
         self.started_sent = False
         self.split = None
         self.rendezvous_dir: str | None = None
@@ -231,6 +232,7 @@ class Worker:
         if t == "ready":
             r.ready, r.split = True, ev.get("split")
             self.batch_norm = self.batch_norm or bool(ev.get("batch_norm"))
+            self.plan = self.plan or ev.get("plan")
             if all(rr.ready for rr in self.ranks) and not self.started_sent:
                 self._send_started()
         elif t == "rank_step":
@@ -345,7 +347,7 @@ class Worker:
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
-            theory_text=self.theory_text)
+            theory_text=self.theory_text, plan=self.plan)
         self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
         return 0 if status == "finished" else 1
 

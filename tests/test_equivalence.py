@@ -66,3 +66,27 @@ def test_every_multi_stage_schedule_trains_as_one_device(single_summary):
         for key in ("param_norm", "param_change"):
             assert rel(summary[key], single_summary[key]) <= 1e-4, (name, key)
         assert rel(summary["loss"]["last"], single_summary["loss"]["last"]) <= 1e-4, name
+        assert_plan_is_drawn(name, summary)
+
+
+def assert_plan_is_drawn(name: str, summary: dict) -> None:
+    """The run carries torch's own action list for its schedule (rank 0's ``pipeline_order``), and the plan
+    figure draws every compute action of it, on the rank the schedule's placement gives its stage."""
+    from engine.figures.plan import KIND_OF, plan_cells, plan_figure
+    from engine.strategies.schedules import SCHEDULE_INFO
+    plan, devices = summary["plan"], summary["devices"]
+    assert len(plan) == len(devices), name
+    schedule = SCHEDULE_INFO[name]
+    cells = plan_cells(plan, devices)
+    for device, start, _, kind, stage, micro_batch in cells:
+        assert devices[schedule.stage_device(stage, len(devices))] == device, (name, stage, device)
+        letter = {kind: letter for letter, kind in KIND_OF.items()}[kind]
+        assert f"{stage}{letter}{micro_batch}" in plan[devices.index(device)][int(start)], (name, start)
+    forwards = [(stage, mb) for _, _, _, kind, stage, mb in cells if kind == "forward"]
+    assert sorted(forwards) == sorted({(stage, mb) for stage in range(4) for mb in range(4)}), name  # each once
+    split = schedule.splits_backward
+    kinds = {kind for _, _, _, kind, _, _ in cells}
+    assert kinds == ({"forward", "backward-input", "backward-weight"} if split else {"forward", "backward"}) or \
+        (split and "backward" in kinds), (name, kinds)
+    figure = plan_figure(plan, devices, name)
+    assert len(figure.lanes.intervals) == len(cells) and figure.lanes.end == max(len(a) for a in plan)

@@ -19,6 +19,7 @@ from engine.figures.figure import Axis, Bars, Figure, Mark, Series, series_table
 from engine.figures.gaps import broken, gap_after
 from engine.figures.numbers import is_number, pct, time_unit
 from engine.figures.run_names import run_names
+from engine.figures.plan import plan_figure
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
 from engine.results import RunSummary, Sample, Step
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
@@ -87,6 +88,8 @@ def run_figures(run: RunView) -> list[Figure]:
         figures.append(batch_split_figure(run.steps, devices))
     if run.summary.tensor_memory:
         figures.append(tensor_memory_figure(run.summary))
+    if run.summary.plan:
+        figures.append(plan_figure(run.summary.plan, devices, run.summary.schedule))
     return figures
 
 

@@ -106,6 +106,13 @@ class ScheduledStages(Executor):
         self.optimizer = stage_sgd(self.module, ctx.config)
         _time_peer_waits(self.timer, self.device)
 
+    def plan(self) -> list[list[str]] | None:
+        # Every rank computes every rank's actions (the single-stage schedules on request): rank 0 says them.
+        order = getattr(self.schedule, "pipeline_order", None) or self.schedule._get_pipeline_order()
+        if not order:
+            return None
+        return [[str(action) if action is not None else "" for action in order[rank]] for rank in sorted(order)]
+
     def place_batch(self, inputs, targets):
         """The first stage reads the inputs, the last the targets; a middle stage neither."""
         placed_inputs = place_on(self.timer, self.device, inputs)[0] if self.first else None
