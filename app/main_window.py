@@ -36,6 +36,7 @@ from app.views.experiment_results import ExperimentResultsView
 from app.views.history_panel import HistoryPanel
 from app.views.layout import column, panel_title, scrolled, splitter, tabs
 from app.views.log_view import LogView
+from app.views.plan_view import PlanView
 from app.views.plot_panel import PlotPanel
 from app.views.run_box import RunBox
 from app.views.split_view import SplitView
@@ -121,8 +122,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots = PlotPanel(self.telemetry)
         self._timeline_hint = self.plots.timeline.hint()   # shown when no run goes
         self.results = ExperimentResultsView()
-        # The live (or stored) run's plots, and an experiment's result: one in view at a time.
-        self.center_tabs = tabs((self.plots, "Plots"), (self.results, "Experiment result"), name="centerTabs")
+        self.plan_view = PlanView()
+        # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
+        self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.results, "Experiment result"),
+                                name="centerTabs")
         center = column(self.error_panel, (self.center_tabs, 1), margins=(6, 8, 8, 4))
         self.history = HistoryPanel(self.store)
         self.log_view = LogView()
@@ -305,6 +308,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def show_stored_runs(self, runs: list[RunData]) -> None:
         self.plots.show_runs(runs)
+        first = runs[0].summary if runs and runs[0].summary else None
+        self.plan_view.show_plan(first.plan if first else None, list(first.devices) if first else [],
+                                 first.schedule if first else None)
         self.center_tabs.setCurrentWidget(self.plots)
 
     def show_experiment_result(self, result: ExperimentResult) -> None:

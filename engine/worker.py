@@ -263,7 +263,7 @@ class Worker:
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
-                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes())
+                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan)
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""

@@ -133,6 +133,7 @@ class RunFlow(QtCore.QObject):
                 w.show_run_devices(list(event.get("device_pids") or {}))  # the lanes, in stage order
             elif kind == "started":
                 w.show_run_devices(progress.devices)
+                w.plan_view.show_plan(event.get("plan"), progress.devices, (event.get("config") or {}).get("schedule"))
                 w.title_live_view(run_status.live_title(progress))
                 w.refresh_bubble()   # the worker's theoretical bubble for this run
             elif kind == "step":

@@ -84,3 +84,19 @@ def test_a_schedule_with_stages_per_device_cuts_devices_times_v_stages(qtbot, wi
     assert panel.config().stages_per_device == 2 and panel.config().schedule == "zbv"
     panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
     assert not panel.per_device_spin.isVisibleTo(panel) and panel.config().stages_per_device is None
+
+
+def test_the_plan_tab_draws_the_schedules_action_list(qtbot, window):
+    """DualPipeV's plan as torch gave it for cpu:2 and 4 micro-batches (an overlapped pair shares its tick)."""
+    plan = [["0F0", "0F1", "3F0", "3I0", "3W0", "(0F2;3B1)OVERLAP_F_B", "", "0REDUCE_GRAD"],
+            ["1F0", "2F0", "1F1", "2B0", "1B0"]]
+    window.plan_view.show_plan(plan, ["cpu:0", "cpu:1"], "dualpipev")
+    view = window.plan_view
+    assert len(view.cells) == 12 and len(view.labels) == 12  # every compute action, none of the bookkeeping
+    # cpu:0 holds stages 0 and 3 (a V): its labels name the stage, as torch writes the actions
+    assert [label.toPlainText() for label in view.labels][:6] == ["0F0", "0F1", "3F0", "3I0", "3W0", "0F2"]
+    overlapped = [c for c in view.cells if 5 <= c[1] < 6]
+    assert [(c[1], c[2]) for c in overlapped] == [(5, 5.5), (5.5, 6)]
+    assert "dualpipev schedule's plan" in view.caption.text() and "8 ticks" in view.caption.text()
+    window.plan_view.show_plan(None, ["cpu:0"], None)
+    assert not view.cells and "No plan" in view.caption.text()
