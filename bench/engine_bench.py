@@ -77,6 +77,21 @@ def bubble_table(db: str, micro_batches=(2, 4, 8), steps=12) -> list[dict]:
     return rows
 
 
+def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
+    """Every schedule at m micro-batches on cpu:2 (mlp 512x8, batch 2048): measured bubble against its theory
+    (None for the zero-bubble ones, which have no closed form), step time."""
+    from engine.strategies.schedules import SCHEDULE_LIST
+    base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
+                            devices="cpu:2", strategy="pipeline", micro_batches=m)
+    rows = []
+    for schedule in SCHEDULE_LIST:
+        summary = run(base.replace(schedule=schedule.name), db)
+        rows.append({"schedule": schedule.name, "v": base.replace(schedule=schedule.name).effective_stages_per_device,
+                     "measured": summary.bubble.measured, "theory": summary.bubble.theory,
+                     "step_ms": step_times(summary) * 1000, "split": summary.split})
+    return rows
+
+
 def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup) -> list[float]:
     """bench/plain_pipeline.py on two pinned processes; step times as the engine defines them."""
     import json
@@ -235,6 +250,13 @@ def main(db: str | None = None) -> dict:
     for r in results["bubbles"]:
         print(f"  {r['schedule']:<6} m={r['m']}: measured {r['measured']:.3f}, theory {r['theory']:.3f}, "
               f"step {r['step_ms']:.0f} ms", flush=True)
+    print("every schedule on cpu:2, m=4 (mlp 512x8, batch 2048): measured vs theoretical bubble, step time:",
+          flush=True)
+    results["schedules"] = schedule_table(db)
+    for r in results["schedules"]:
+        theory = f"{r['theory']:.3f}" if r["theory"] is not None else "none (zero bubble)"
+        print(f"  {r['schedule']:<16} V={r['v']}: measured {r['measured']:.3f}, theory {theory}, step "
+              f"{r['step_ms']:.0f} ms (split {r['split']})", flush=True)
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
     results["staged_overhead"] = staged_overhead(db)
