@@ -251,16 +251,32 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
     progress.close()
     if result.error:
         print(f"error: {result.error}", file=sys.stderr)
+    predictions = _predictions(result, config, args.db) if result.status == "finished" else []
     if args.json:
-        print(json.dumps(to_json(result.summary) if result.summary is not None else
-                         {"run_id": result.run_id, "status": result.status, "error": result.error}))
+        out = (to_json(result.summary) if result.summary is not None else
+               {"run_id": result.run_id, "status": result.status, "error": result.error})
+        if predictions:
+            out["predictions"] = [to_json(p) for p in predictions]
+        print(json.dumps(out))
     else:
-        from engine.report import summary_table
+        from engine.report import predictions_table, summary_table
         if result.summary:
             print(summary_table(result.summary))
+            if predictions:
+                print(predictions_table(predictions))
         else:
             print(f"run {result.run_id}: {result.status}")
     return EXIT_OK if result.status == "finished" else EXIT_FAILED
+
+
+def _predictions(result, config: ExperimentConfig, db) -> list:
+    """What-if step times of the other schedules and micro-batch counts, from this run (engine.what_if)."""
+    from engine.store import Store
+    from engine.what_if import predict
+    if result.summary is None:
+        return []
+    with Store(db) as store:
+        return predict(result.summary, store.timeline(result.run_id), config.warmup)
 
 
 # ---- experiment ---------------------------------------------------------------------

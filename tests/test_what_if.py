@@ -1,0 +1,62 @@
+"""What-if (issue 15): the step time of schedules and micro-batch counts not run, simulated from one run."""
+from __future__ import annotations
+
+import pytest
+
+from engine.results import MeanStd, RunSummary
+from engine.what_if import StageTimes, order, predict, simulate
+from helpers import cli
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,m", [(2, 1), (2, 4), (3, 8), (4, 4)])
+def test_even_stages_give_the_textbook_bubble(schedule, p, m):
+    """Stages of equal work with nothing else: (m+p-1)(F+B) a step, so the idle share is (p-1)/(m+p-1)."""
+    times = [StageTimes(forward=1.0, backward=2.0, optimizer=0.0)] * p
+    if schedule == "1f1b" and m < p:
+        pytest.skip("1F1B needs a micro-batch per stage")
+    assert simulate(schedule, times, m) == pytest.approx((m + p - 1) * 3.0)
+
+
+def test_1f1b_runs_each_micro_batch_forward_before_its_backward_and_in_order():
+    for stage in range(3):
+        actions = order("1f1b", stage, 3, 6)
+        assert sorted(actions) == sorted([("F", j) for j in range(6)] + [("B", j) for j in range(6)])
+        for j in range(6):
+            assert actions.index(("F", j)) < actions.index(("B", j))
+        # at most p - s micro-batches in flight: 1F1B's memory bound
+        in_flight = 0
+        for kind, _ in actions:
+            in_flight += 1 if kind == "F" else -1
+            assert in_flight <= 3 - stage
+
+
+def test_predict_fits_the_runs_own_step_and_scales_the_micro_batches():
+    rows = []
+    for step in range(4):  # two stages; forward 4 ms, backward 8 ms per step on each, in 4 micro-batches
+        for device in ("cpu:0", "cpu:1"):
+            rows += [(step, device, "forward", 0.0, 0.004), (step, device, "backward", 0.01, 0.018),
+                     (step, device, "optimizer", 0.02, 0.021)]
+    summary = RunSummary(strategy="pipeline", devices=["cpu:0", "cpu:1"], split=[4], micro_batches=4,
+                         schedule="gpipe", batch_size=64, step_time_s=MeanStd(0.020))
+    predictions = predict(summary, rows, warmup=1)
+    own = next(p for p in predictions if p.measured)
+    assert (own.schedule, own.micro_batches) == ("gpipe", 4)
+    assert own.step_time_s == pytest.approx(0.020, rel=1e-3)   # the fit reproduces the measured step
+    by = {(p.schedule, p.micro_batches): p for p in predictions}
+    assert by[("gpipe", 1)].step_time_s > by[("gpipe", 4)].step_time_s  # the naive split waits most
+    assert ("1f1b", 1) not in by  # 1F1B needs a micro-batch per stage
+    assert 0 < by[("gpipe", 4)].bubble < by[("gpipe", 1)].bubble < 1  # micro-batches fill the pipeline
+
+
+def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
+    """GPipe at m=4 on cpu:2 predicts GPipe and 1F1B at m=2 and 8; each is then run. `make bench` measures the
+    error on the issue's model (within 6 % on 2026-12-01); here a generous sanity bound on a smaller one."""
+    base = ["run", "--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "1024", "--steps", "6",
+            "--warmup", "2", "--strategy", "pipeline", "--devices", "cpu:2", "--json"]
+    _, ref = cli(*base, "--micro-batches", "4", check_json=True)
+    predicted = {(p["schedule"], p["micro_batches"]): p["step_time_s"] for p in ref["predictions"]}
+    assert predicted[("gpipe", 4)] == pytest.approx(ref["step_time_s"]["mean"], rel=0.01)
+    for schedule, m in (("gpipe", 2), ("1f1b", 8)):
+        _, run = cli(*base, "--micro-batches", str(m), "--schedule", schedule, check_json=True)
+        assert predicted[(schedule, m)] == pytest.approx(run["step_time_s"]["mean"], rel=0.4), (schedule, m)
