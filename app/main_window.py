@@ -123,6 +123,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._timeline_hint = self.plots.timeline.hint()   # shown when no run goes
         self.results = ExperimentResultsView()
         self.plan_view = PlanView()
+        self.start_when_ready = False   # a what-if row asked for a run: it starts once its config is checked
+        self.plan_view.sigRunPrediction.connect(self.run_prediction)
         # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
         self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.results, "Experiment result"),
                                 name="centerTabs")
@@ -232,6 +234,9 @@ class MainWindow(QtWidgets.QMainWindow):
         activity = self.activity()
         reason = self.run_blocked_reason()
         self.run_action.setEnabled(reason is None)
+        if self.start_when_ready and reason is None and not activity.busy:
+            self.start_when_ready = False
+            QtCore.QTimer.singleShot(0, self.start_run)   # after this update, as a click on Run would
         self.stop_action.setEnabled(activity.busy and not activity.stopping)
         self.experiments.menu.set_presets_enabled(not activity.busy)
         for view in (self.experiment, self.split_view):
@@ -311,7 +316,23 @@ class MainWindow(QtWidgets.QMainWindow):
         first = runs[0].summary if runs and runs[0].summary else None
         self.plan_view.show_plan(first.plan if first else None, list(first.devices) if first else [],
                                  first.schedule if first else None)
+        self.show_what_if(runs[0].run_id if runs else None)
         self.center_tabs.setCurrentWidget(self.plots)
+
+    def show_what_if(self, run_id: str | None) -> None:
+        """The Plan tab's what-if rows for a stored run (engine.what_if: torch-free, a few thousand rows)."""
+        from engine.what_if import predict
+        record = self.store.get_run(run_id) if run_id else None
+        predictions = []
+        if record is not None and record.summary is not None and record.status == "finished":
+            predictions = predict(record.summary, self.store.timeline(run_id), int(record.config.get("warmup") or 0))
+        self.plan_view.show_predictions(predictions)
+
+    def run_prediction(self, schedule: str, micro_batches: int) -> None:
+        """A what-if row's Run: the pipeline with that schedule and micro-batches, started once it is checked."""
+        self.experiment.apply_changes({"strategy": "pipeline", "schedule": schedule, "micro_batches": micro_batches})
+        self.start_when_ready = True
+        self.update_run_controls()
 
     def show_experiment_result(self, result: ExperimentResult) -> None:
         from engine.experiments import PRESETS

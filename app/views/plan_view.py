@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app.views import theme
 from engine.figures import palette
@@ -26,6 +26,8 @@ EMPTY = ("No plan: a pipeline schedule's plan shows here for a run of the pipeli
 
 
 class PlanView(QtWidgets.QWidget):
+    sigRunPrediction = QtCore.Signal(str, int)   # schedule, micro-batches: run this row for real
+
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         layout = QtWidgets.QVBoxLayout(self)
@@ -45,6 +47,19 @@ class PlanView(QtWidgets.QWidget):
             ax.setPen(pg.mkPen(theme.MUTED))
             ax.setTextPen(pg.mkPen(theme.MUTED))
         layout.addWidget(self.plot, 1)
+        self.what_if_caption = QtWidgets.QLabel("")
+        self.what_if_caption.setObjectName("muted")
+        self.what_if_caption.setWordWrap(True)
+        layout.addWidget(self.what_if_caption)
+        self.what_if = QtWidgets.QTableWidget(0, 5)
+        self.what_if.setObjectName("whatIfTable")
+        self.what_if.setHorizontalHeaderLabels(["schedule", "micro-batches", "step (predicted)", "bubble", ""])
+        self.what_if.verticalHeader().hide()
+        self.what_if.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.what_if.horizontalHeader().setStretchLastSection(True)
+        self.what_if.setMaximumHeight(180)
+        layout.addWidget(self.what_if)
+        self.show_predictions([])
         self.cells: list[tuple] = []
         self.labels: list[pg.TextItem] = []
 
@@ -83,3 +98,25 @@ class PlanView(QtWidgets.QWidget):
         self.caption.setText(f"The {schedule or 'pipeline'} schedule's plan: torch.distributed.pipelining's own action "
                              f"list, {ticks} ticks. F forward, B backward, I/W input/weight gradient, with the "
                              "micro-batch; the Plots tab's timeline shows what the devices did.")
+
+    def show_predictions(self, predictions: list) -> None:
+        """engine.what_if's predictions for the run in view, each row's button running it for real."""
+        table = self.what_if
+        table.setRowCount(len(predictions))
+        for row, p in enumerate(predictions):
+            cells = [p.schedule, str(p.micro_batches), f"{p.step_time_s * 1e3:.1f} ms", f"{100 * p.bubble:.0f}%"]
+            for column, text in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                if p.measured:
+                    item.setToolTip("this run's own schedule and micro-batches: the fit, measured")
+                table.setItem(row, column, item)
+            button = QtWidgets.QPushButton("measured" if p.measured else "Run")
+            button.setEnabled(not p.measured)
+            button.setToolTip(f"Run pipeline with {p.schedule} and {p.micro_batches} micro-batches for real")
+            button.clicked.connect(lambda _=False, s=p.schedule, m=p.micro_batches: self.sigRunPrediction.emit(s, m))
+            table.setCellWidget(row, 4, button)
+        self.what_if.setVisible(bool(predictions))
+        self.what_if_caption.setText(
+            "What-if: GPipe and 1F1B at other micro-batch counts, simulated from this run's measured time per "
+            "micro-batch and stage (engine/what_if.py; within 6 % of measured runs on cpu:2 for a model that keeps "
+            "its devices busy, less trustworthy for tiny micro-batches)." if predictions else "")

@@ -100,3 +100,22 @@ def test_the_plan_tab_draws_the_schedules_action_list(qtbot, window):
     assert "dualpipev schedule's plan" in view.caption.text() and "8 ticks" in view.caption.text()
     window.plan_view.show_plan(None, ["cpu:0"], None)
     assert not view.cells and "No plan" in view.caption.text()
+
+
+def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
+    """A pipeline run fills the Plan tab's what-if table; a row's Run starts that schedule and micro-batch
+    count, once the panel's config is checked."""
+    from tests.app.app_helpers import set_small_mlp
+    set_small_mlp(window, strategy="pipeline", micro_batches=4)
+    wait_ready(qtbot, window, timeout=60_000)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
+    table = window.plan_view.what_if
+    rows = {(table.item(r, 0).text(), table.item(r, 1).text()): r for r in range(table.rowCount())}
+    assert ("gpipe", "4") in rows and ("1f1b", "2") in rows
+    assert not table.cellWidget(rows[("gpipe", "4")], 4).isEnabled()   # the run itself: measured
+    assert window.plan_view.cells  # and its plan
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        table.cellWidget(rows[("1f1b", "2")], 4).click()
+    summary = finished.args[0].summary
+    assert (summary.schedule, summary.micro_batches) == ("1f1b", 2)
