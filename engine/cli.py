@@ -71,6 +71,9 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g.add_argument("--warmup", type=int, default=None, help="steps left out of the timings (default 2)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--lr", type=float, default=None)
+    g.add_argument("--profile-steps", type=int, default=0,
+                   help="measured steps each rank records with torch.profiler, kept with the run and exported with "
+                        "`export --format trace` (default 0: none)")
     g.add_argument("--hang-timeout", type=float, default=120.0, help="seconds without progress before a rank is declared hung")
     g.add_argument("--timeline", default="sampled",
                    help="; ".join(f"{name}: {text}" for name, text in TIMELINE_MODES.items()) + " (default sampled)")
@@ -117,7 +120,8 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         micro_batches=args.micro_batches, split_size=args.split_size, schedule=args.schedule,
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline,
-        image_size=args.image_size, split_level=args.split_level, stages_per_device=args.stages_per_device)
+        image_size=args.image_size, split_level=args.split_level, stages_per_device=args.stages_per_device,
+        profile_steps=args.profile_steps)
     return config, tokens
 
 

@@ -65,6 +65,8 @@ class ExperimentConfig:
     """A rank silent this long is declared hung and the run fails."""
     input_prep: str = "ahead"
     """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.feed."""
+    profile_steps: int = 0
+    """Measured steps each rank records with torch.profiler (engine.profiling); 0: none."""
     timeline: str = "sampled"
     """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all" (engine.timeline_keeper)."""
 
@@ -146,7 +148,7 @@ class ExperimentConfig:
 
 
 _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed",
-               "image_size", "split_level", "stages_per_device"}
+               "image_size", "split_level", "stages_per_device", "profile_steps"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
 _STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline"}
 _OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size",
@@ -216,6 +218,11 @@ def problems(config: ExperimentConfig) -> list[Problem]:
                            "points are its blocks")
     if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
         add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
+    if not 0 <= config.profile_steps <= 20:
+        add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
+    elif config.profile_steps > config.steps - config.warmup:
+        add("profile_steps", f"must be at most the measured steps ({config.steps - config.warmup}: --steps less "
+                             f"--warmup), got {config.profile_steps}")
     if config.warmup < 0:
         add("warmup", f"must be 0 or more, got {config.warmup}")
     elif config.steps >= 1 and config.warmup >= config.steps:

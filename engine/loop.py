@@ -11,6 +11,7 @@ from typing import Callable
 
 from engine.devices import Device
 from engine.feed import BatchFeed
+from engine.profiling import StepProfiler
 from engine.strategies.base import Executor, RankContext
 from engine.tensor_memory import TensorMeter
 
@@ -21,12 +22,15 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
     feed = BatchFeed(ctx, executor, data_device)
     timer = ctx.timer
     meter = TensorMeter(executor.placements())
+    profiler = StepProfiler(ctx.config.profile_steps, ctx.config.warmup, any(d.kind == "cuda" for d in ctx.devices),
+                            ctx.rank)
     reported = None
     try:
         for step in range(ctx.config.steps):
             timer.begin_step()
             meter.before_step()
             start = time.perf_counter()
+            profiler.before_step(step, start)
             inputs, targets = feed.next()
             result = executor.step(inputs, targets)
             intervals = timer.end_step()
@@ -37,5 +41,9 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
                  loss_part=result.loss_part, samples=result.samples, batch_split=result.batch_split,
                  tensor_memory=memory if memory != reported else None)
             reported = memory
+            trace = profiler.after_step(step)
+            if trace is not None:
+                emit("profile", path=trace, start=profiler.started_at)
     finally:
         meter.close()
+        profiler.close()

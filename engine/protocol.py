@@ -20,7 +20,8 @@ LOG = "log"            # a line of text for the user
 WARNING = "warning"    # something worth showing that does not end the run
 ERROR = "error"        # message, rank, traceback; a finished event follows
 FINISHED = "finished"  # status and summary; always the last event of a run
-EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED)
+PROFILE = "profile"    # a rank's torch.profiler trace file: rank, device, path, t0 (its first profiled step)
+EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED, PROFILE)
 
 # Lines the worker reads on its stdin. The first line is the config.
 STOP = "stop"

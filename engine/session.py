@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -142,6 +143,21 @@ class RunSession:
         from engine.validate import devices_needed
         return parse(self.config.devices, devices_needed(self.config))
 
+    def _store_profile(self, store, event: dict) -> dict | None:
+        """A rank's torch.profiler trace, moved from its file into the run store (engine.profiling); a warning
+        event for the user when it could not be."""
+        path = event.get("path") or ""
+        try:
+            with open(path, "rb") as f:
+                store.add_profile(self.run_id, int(event["rank"]), event["device"], float(event["t0"]), f.read())
+            return None
+        except (OSError, KeyError, ValueError, sqlite3.Error) as exc:
+            return {"v": protocol.VERSION, "type": protocol.WARNING, "t": time.perf_counter() - self._origin,
+                    "message": f"the profile of rank {event.get('rank')} could not be stored: {exc}"}
+        finally:
+            if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
+                os.remove(path)
+
     def _record(self, recorder, steps: list[dict]) -> None:
         """Store a batch of steps with the telemetry drained meanwhile; then hand the samples on."""
         samples = self._sampler.drain() if self._sampler is not None else []
@@ -222,6 +238,10 @@ class RunSession:
                             self._sampler.set_pid(device, pid)
                     elif kind == protocol.STEP:
                         pending.append(event)
+                    elif kind == protocol.PROFILE:
+                        warning = self._store_profile(store, event)
+                        if warning is not None:
+                            forward.append(warning)
                     elif kind == protocol.ERROR:
                         error, tb = event.get("message"), event.get("traceback")
                     elif kind == protocol.FINISHED:

@@ -7,6 +7,7 @@ marked ``interrupted`` when a store is opened.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -71,6 +72,13 @@ CREATE TABLE IF NOT EXISTS samples (
     span_s REAL                    -- NULL: one sample; else the seconds an aggregate row covers (its means,
 );                                 -- memory its maxima), older telemetry thinned as a time-series store does
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t);
+CREATE TABLE IF NOT EXISTS profiles (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    rank INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    t0 REAL NOT NULL,              -- seconds since the run started, when its first profiled step began
+    trace BLOB NOT NULL            -- torch.profiler's Chrome trace, gzip-compressed JSON (engine.profiling)
+);
 """
 
 SAMPLE_FIELDS = ("util", "mem_util", "mem_used", "mem_total", "power_w",
@@ -229,6 +237,18 @@ class Store:
             "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
             [(run_id, ev["step"], dev, kind, t0, t1) for ev in events
              for dev, intervals in (ev.get("intervals") or {}).items() for kind, t0, t1 in intervals])
+
+    def add_profile(self, run_id: str, rank: int, device: str, t0: float, trace_json: bytes) -> None:
+        """A rank's torch.profiler Chrome trace, compressed (engine.profiling)."""
+        with self._tx():
+            self._db.execute("INSERT INTO profiles (run_id, rank, device, t0, trace) VALUES (?, ?, ?, ?, ?)",
+                             (run_id, rank, device, t0, gzip.compress(trace_json)))
+
+    def profiles(self, run_id: str) -> list[tuple[int, str, float, dict]]:
+        """(rank, device, t0, trace) of every profiled rank of the run, by rank."""
+        return [(r["rank"], r["device"], r["t0"], json.loads(gzip.decompress(r["trace"])))
+                for r in self._db.execute("SELECT rank, device, t0, trace FROM profiles WHERE run_id=? ORDER BY rank",
+                                          (run_id,))]
 
     def add_samples(self, run_id: str, samples: Iterable[dict]) -> None:
         """Store telemetry samples (dicts with ``t`` relative to the run start, ``device`` and metrics)."""

@@ -241,6 +241,9 @@ class Worker:
             if merged is not None:
                 self.totals.add(merged)
                 self.emit(protocol.STEP, **merged)
+        elif t == "profile":
+            self.emit(protocol.PROFILE, rank=r.rank, device=r.device.name, path=ev["path"],
+                      t0=ev["start"] - self.origin)
         elif t == "done":
             r.done, r.param_sq, r.change_sq = True, ev.get("param_sq"), ev.get("change_sq")
         elif t == "error":

@@ -39,6 +39,7 @@ CASES = {
     "split level out of range": (["--split-level", "3"], "--split-level"),
     "split level for a chain of blocks": (["--split-level", "2"], "--split-level"),
     "unknown torchvision model": (["--model", "torchvision:resnet19"], "--model"),
+    "more profiled steps than measured": (["--steps", "4", "--warmup", "2", "--profile-steps", "3"], "--profile-steps"),
     "stages per device the schedule cannot run": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "zbv",
                                                    "--stages-per-device", "3"], "--stages-per-device"),
     "stages per device without a pipeline": (["--stages-per-device", "2"], "--stages-per-device"),

@@ -501,3 +501,30 @@ def test_trace_export_is_chrome_trace_events_that_perfetto_opens(store, run_id, 
 def test_trace_export_of_an_experiment_is_refused(store, experiment_id, tmp_path):
     with pytest.raises(ExportError, match="a run's timeline"):
         export(store, experiment_id, "trace", tmp_path)
+
+
+def test_profile_steps_store_a_profiler_trace_per_rank_exported_on_the_runs_clock(tmp_path):
+    """`run --profile-steps 2`: each rank's torch.profiler trace is stored with the run, and the trace export
+    puts its slices in that rank's device process, its profiled steps where the run's steps were."""
+    import json
+
+    from helpers import cli
+    db = str(tmp_path / "runs.sqlite3")
+    _, summary = cli("run", "--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches", "2", "--width", "64",
+                     "--depth", "4", "--batch-size", "64", "--steps", "5", "--warmup", "1", "--profile-steps", "2",
+                     "--db", db, "--json", check_json=True)
+    with Store(db) as store:
+        profiles = store.profiles(summary["run_id"])
+        assert [(rank, device) for rank, device, _, _ in profiles] == [(0, "cpu:0"), (1, "cpu:1")]
+        steps = {s.step: s for s in store.steps(summary["run_id"])}
+        (path,) = export(store, summary["run_id"], "trace", tmp_path)
+    events = json.loads(path.read_text())["traceEvents"]
+    pids = {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    for device in ("cpu:0", "cpu:1"):
+        marks = sorted((e for e in events if e["ph"] == "X" and e["pid"] == pids[device]
+                        and str(e["name"]).startswith("splitscope step ")), key=lambda e: e["ts"])
+        assert [m["name"] for m in marks] == ["splitscope step 1", "splitscope step 2"], device
+        for mark, step in zip(marks, (1, 2)):
+            begun = (steps[step].t - steps[step].time_s) * 1e6
+            assert abs(mark["ts"] - begun) < 0.5 * steps[step].time_s * 1e6, (device, step)
+        assert any(e["ph"] == "X" and e["pid"] == pids[device] and e.get("cat") == "cpu_op" for e in events)

@@ -8,6 +8,8 @@ from the stage that hands an activation or gradient on to the one that takes it.
 One clock: microseconds since the run started, the store's clock for intervals
 and samples alike. Only the steps whose intervals the run kept are in it (all
 of them with ``--timeline all``; a sample otherwise: engine.timeline_keeper).
+A run with ``--profile-steps`` adds each rank's torch.profiler slices to its
+device's process, on threads of their own, moved onto the run's clock.
 
 The flows pair the k-th forward of a step on one stage with the k-th on the
 next (and backwards the other way): the GPipe and 1F1B schedules, and the naive
@@ -87,9 +89,43 @@ def trace_document(store: Store, run_id: str) -> dict:
             events.append({"ph": "C", "name": "memory MiB", "pid": pid[sample.device], "ts": sample.t * US,
                            "args": {"used": sample.mem_used / 2**20}})
     events.extend(_flows(run.config, summary, by_device, pid, thread_of))
+    for rank, device, t0, trace in store.profiles(run_id):
+        if device in pid:
+            events.extend(_profiler_events(trace, pid[device], t0))
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"run_id": run_id, "strategy": run.config.get("strategy"), "clock": "seconds since the "
                           "run started x 1e6 (microseconds), intervals and telemetry alike"}}
+
+
+PROFILER_THREADS = 100   # a device's torch.profiler threads come after its own lanes
+
+
+def _profiler_events(trace: dict, pid: int, t0: float) -> list[dict]:
+    """A rank's torch.profiler slices in the device's process, on the run's clock: the first profiled step's
+    mark (engine.profiling.STEP_MARK) placed where that step began."""
+    from engine.profiling import STEP_MARK
+    slices = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
+    marks = [e for e in slices if str(e.get("name", "")).startswith(STEP_MARK)]
+    if not marks:
+        return []
+    offset = t0 * US - min(e["ts"] for e in marks)
+    by_thread: dict = defaultdict(list)
+    for e in slices:
+        by_thread[e.get("tid")].append(e)
+    events, tid = [], PROFILER_THREADS
+    for original, mine in by_thread.items():
+        # The profiler's slices on a thread mostly nest; the few that overlap (asynchronous ops) go on a
+        # thread of their own beside it, as the run's own slices do.
+        mine.sort(key=lambda e: (e["ts"], -e.get("dur", 0.0)))
+        lanes = _lanes([(e["ts"], e["ts"] + max(0.0, e.get("dur", 0.0))) for e in mine])
+        for e, lane in zip(mine, lanes):
+            events.append({**e, "pid": pid, "tid": tid + lane, "ts": e["ts"] + offset,
+                           "dur": max(0.0, e.get("dur", 0.0))})
+        for lane in range(max(lanes) + 1):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid + lane,
+                           "args": {"name": f"torch.profiler {original}" + (f" ({lane + 1})" if lane else "")}})
+        tid += max(lanes) + 1
+    return events
 
 
 def _flows(config: dict, summary, by_device, pid, thread_of) -> list[dict]:

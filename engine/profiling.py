@@ -1,0 +1,58 @@
+"""``--profile-steps N``: torch.profiler over a rank's first N measured steps, its Chrome trace kept with the run.
+
+Each rank profiles its own process (CPU ops, and CUDA kernels where it drives a
+GPU), writes the profiler's Chrome trace to a file of its own and says where
+(a ``profile`` event, with the perf_counter time its first profiled step began);
+the session stores the file in the run store (engine.store ``profiles``) and
+removes it. The trace export (engine/export/trace.py) puts its events on the
+run's clock by that first step's marker (``STEP_MARK``, a record_function
+around each profiled step).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+STEP_MARK = "splitscope step "   # + the step number: the annotation around each profiled step
+
+
+class StepProfiler:
+    def __init__(self, steps: int, first_step: int, cuda: bool, rank: int):
+        self.steps, self.first, self.cuda, self.rank = steps, first_step, cuda, rank
+        self._profiler = None
+        self._mark = None
+        self.started_at: float | None = None
+
+    def before_step(self, step: int, now: float) -> None:
+        if self.steps and step == self.first:
+            import torch.profiler
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if self.cuda:
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self._profiler = torch.profiler.profile(activities=activities)
+            self._profiler.start()
+            self.started_at = now
+        if self._profiler is not None:
+            import torch.profiler
+            self._mark = torch.profiler.record_function(f"{STEP_MARK}{step}")
+            self._mark.__enter__()
+
+    def after_step(self, step: int) -> str | None:
+        """The trace file, once the last profiled step ended; None before and after."""
+        if self._profiler is None:
+            return None
+        self._mark.__exit__(None, None, None)
+        self._mark = None
+        if step < self.first + self.steps - 1:
+            return None
+        self._profiler.stop()
+        handle, path = tempfile.mkstemp(prefix=f"splitscope-rank{self.rank}-", suffix=".json")
+        os.close(handle)
+        self._profiler.export_chrome_trace(path)
+        self._profiler = None
+        return path
+
+    def close(self) -> None:
+        if self._profiler is not None:  # a run stopped mid-profile: nothing to keep
+            self._profiler.stop()
+            self._profiler = None
