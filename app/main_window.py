@@ -25,7 +25,7 @@ from app.controllers.run_flow import RunFlow
 from app.help_menu import HelpMenu
 from app.services.idle_telemetry import IdleTelemetry
 from app.settings import make_settings
-from app.state import run_rules, run_status
+from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
 from app.state.live_data import RunData, RunProgress, TelemetryHistory, physical_names
 from app.views import theme
@@ -234,7 +234,10 @@ class MainWindow(QtWidgets.QMainWindow):
         activity = self.activity()
         reason = self.run_blocked_reason()
         self.run_action.setEnabled(reason is None)
-        if self.start_when_ready and reason is None and not activity.busy:
+        self.plan_view.what_if.setEnabled(not activity.busy)
+        if self.start_when_ready and self.plans.state.check == plan_state.PROBLEMS:
+            self.start_when_ready = False   # the row's run cannot start: its problems show; no later surprise
+        elif self.start_when_ready and reason is None and not activity.busy:
             self.start_when_ready = False
             QtCore.QTimer.singleShot(0, self.start_run)   # after this update, as a click on Run would
         self.stop_action.setEnabled(activity.busy and not activity.stopping)
@@ -316,17 +319,19 @@ class MainWindow(QtWidgets.QMainWindow):
         first = runs[0].summary if runs and runs[0].summary else None
         self.plan_view.show_plan(first.plan if first else None, list(first.devices) if first else [],
                                  first.schedule if first else None)
-        self.show_what_if(runs[0].run_id if runs else None)
+        self.show_what_if(runs[0].run_id if runs else None, runnable=False)
         self.center_tabs.setCurrentWidget(self.plots)
 
-    def show_what_if(self, run_id: str | None) -> None:
-        """The Plan tab's what-if rows for a stored run (engine.what_if: torch-free, a few thousand rows)."""
+    def show_what_if(self, run_id: str | None, runnable: bool) -> None:
+        """The Plan tab's what-if rows for a stored run (engine.what_if, from its last 50 kept steps: torch-free,
+        bounded); ``runnable``: the panel describes this run, so a row's Run changes only what it predicts."""
         from engine.what_if import predict
         record = self.store.get_run(run_id) if run_id else None
         predictions = []
         if record is not None and record.summary is not None and record.status == "finished":
-            predictions = predict(record.summary, self.store.timeline(run_id), int(record.config.get("warmup") or 0))
-        self.plan_view.show_predictions(predictions)
+            rows = self.store.timeline(run_id, steps=self.store.timeline_steps(run_id, last=50))
+            predictions = predict(record.summary, rows, int(record.config.get("warmup") or 0))
+        self.plan_view.show_predictions(predictions, runnable)
 
     def run_prediction(self, schedule: str, micro_batches: int) -> None:
         """A what-if row's Run: the pipeline with that schedule and micro-batches, started once it is checked."""

@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "telemetry as Chrome Trace Event JSON, for Perfetto (ui.perfetto.dev) or "
                              "chrome://tracing")
     export.add_argument("--out", required=True,
-                        help="a folder for png/svg/pdf/csv (a file per figure); a file for html")
+                        help="a folder for png/svg/pdf/csv (a file per figure); a file for html and trace")
     export.add_argument("--force", action="store_true", help="overwrite existing files")
     export.add_argument("--db", default=None)
     listing = sub.add_parser("models", help="the models to choose from, or one model's split points")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
-from engine.strategies.schedules import SCHEDULE_LIST
+from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
 from engine.summary import stage_balance
 
 if TYPE_CHECKING:
@@ -41,6 +41,13 @@ class Preset:
     points: Callable[[ExperimentConfig], list[Point]]
     sets: str = ""
     """The settings the preset chooses itself, over the base's: the app's menu says them."""
+
+    def points_for(self, base: ExperimentConfig) -> list[Point]:
+        """The points, each keeping stages per device only where it runs a pipeline (a base set up for an
+        interleaved schedule still compares single, model-parallel and the replicas)."""
+        return [p if p.config.strategy == "pipeline" else Point(p.label, p.config.replace(stages_per_device=None),
+                                                                 x=p.x)
+                for p in self.points(base)]
 
 
 # ---- scale ------------------------------------------------------------------------
@@ -83,9 +90,9 @@ def _stage_devices(kind: str) -> str:
 
 
 def _schedule_on(base: ExperimentConfig, devices: str) -> str:
-    """The base's schedule, where its stages can run it: 1f1b needs a process per stage, so stages that share a
-    GPU or mix kinds of device run gpipe (``limits`` says so)."""
-    if base.schedule != "1f1b":
+    """The base's schedule, where its stages can run it: every schedule but gpipe needs a process per device,
+    so stages that share a GPU or mix kinds of device run gpipe (``limits`` says so)."""
+    if base.schedule == "gpipe":
         return base.schedule
     parts = [p.strip() for p in devices.split(",")]
     shared = len(set(parts)) < len(parts) or len({p.split(":")[0] for p in parts}) > 1
@@ -115,7 +122,8 @@ def limits(name: str, base: ExperimentConfig) -> list[str]:
     kind, _ = _devices_of(base)
     if kind != "cuda" or gpu_count() >= 2:
         return []
-    gpipe = ("; 1f1b needs a process per stage, so the pipeline runs gpipe" if base.schedule == "1f1b" else "")
+    gpipe = (f"; {base.schedule} needs a process per device, so the pipeline runs gpipe"
+             if base.schedule != "gpipe" else "")
     notes = {
         "compare-strategies": "one GPU: model-parallel and pipeline run two stages sharing cuda:0, data-parallel "
                               "and ddp one replica; a second GPU is needed for stages or replicas on two GPUs" + gpipe,
@@ -124,8 +132,8 @@ def limits(name: str, base: ExperimentConfig) -> list[str]:
         "split-point": "one GPU: both stages share cuda:0, so the split point moves little; a second GPU is "
                        "needed for a stage per GPU" + gpipe,
         "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs a second GPU or more",
-        "schedules": "one GPU: 1f1b needs a process per stage on its own GPU, so it needs a second GPU; "
-                     "model-parallel and gpipe run two stages sharing cuda:0",
+        "schedules": "one GPU: every schedule but gpipe needs a process per device on its own GPU, so they "
+                     "need a second GPU; model-parallel and gpipe run two stages sharing cuda:0",
     }
     return [notes[name]] if name in notes else []
 
@@ -173,7 +181,10 @@ def split_size(base: ExperimentConfig) -> list[Point]:
 def split_point(base: ExperimentConfig) -> list[Point]:
     from engine.validate import check_all
     devices = _stage_devices(_devices_of(base)[0])
-    pipeline = base.replace(strategy="pipeline", schedule=_schedule_on(base, devices), devices=devices,
+    schedule = _schedule_on(base, devices)
+    # One split point between two stages: a schedule that places several stages on a device has more.
+    schedule = "gpipe" if SCHEDULE_INFO[schedule].multi_stage else schedule
+    pipeline = base.replace(strategy="pipeline", schedule=schedule, devices=devices, stages_per_device=None,
                             **_micro_batching(base))
     (probe,) = check_all([(pipeline.replace(split=None), None)])
     if probe.problems:
@@ -199,7 +210,8 @@ def dp_scaling(base: ExperimentConfig) -> list[Point]:
 def schedules(base: ExperimentConfig) -> list[Point]:
     kind, _ = _devices_of(base)
     m = _micro_batch_count(base)
-    staged = base.replace(devices=_stage_devices(kind), split_size=None)
+    # Each schedule at its own stages per device, the split balanced for its stages.
+    staged = base.replace(devices=_stage_devices(kind), split_size=None, stages_per_device=None, split=None)
     points = [
         Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
         Point("gpipe", staged.replace(strategy="pipeline", schedule="gpipe", micro_batches=m)),
@@ -254,7 +266,7 @@ class ExperimentRunner:
         self.on_progress = on_progress
         self.on_event = on_event
         self.on_samples = on_samples
-        self.points = self.preset.points(base)
+        self.points = self.preset.points_for(base)
         self.notes = limits(name, base)
         self._stop = threading.Event()
         self._starting = threading.Lock()

@@ -31,11 +31,15 @@ class StepProfiler:
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self._profiler = torch.profiler.profile(activities=activities)
             self._profiler.start()
-            self.started_at = now
         if self._profiler is not None:
+            import time
+
             import torch.profiler
             self._mark = torch.profiler.record_function(f"{STEP_MARK}{step}")
             self._mark.__enter__()
+            if step == self.first:
+                # The mark's start, not the step's: the profiler's own start-up lies between them.
+                self.started_at = time.perf_counter()
 
     def after_step(self, step: int) -> str | None:
         """The trace file, once the last profiled step ended; None before and after."""
@@ -48,8 +52,13 @@ class StepProfiler:
         self._profiler.stop()
         handle, path = tempfile.mkstemp(prefix=f"splitscope-rank{self.rank}-", suffix=".json")
         os.close(handle)
-        self._profiler.export_chrome_trace(path)
-        self._profiler = None
+        try:
+            self._profiler.export_chrome_trace(path)
+        except BaseException:
+            os.remove(path)
+            raise
+        finally:
+            self._profiler = None
         return path
 
     def close(self) -> None:

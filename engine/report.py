@@ -131,7 +131,8 @@ def experiment_table(result: ExperimentResult) -> str:
 
 def predictions_table(predictions) -> str:
     """The what-if lines under a run's summary (engine.what_if): one per schedule and micro-batch count."""
-    lines = ["what-if (simulated from this run's per-micro-batch times; GPipe and 1F1B landed within 7 % on cpu:2):"]
+    from engine.what_if import TRUST
+    lines = [f"what-if: {TRUST}:"]
     for p in predictions:
         mark = "  <- this run (the fit)" if p.measured else ""
         lines.append(f"  {p.schedule:<6} m={p.micro_batches:<3} step {p.step_time_s * 1e3:8.1f} ms  bubble "

@@ -32,6 +32,9 @@ def why_no_theory(strategy: str, stage_devices: list[str], micro_batches: int, o
     if micro_batches > 1 and known is not None and known.splits_backward:
         return (f"no closed-form bubble for {schedule}: it depends on how the forward, input-gradient and "
                 "weight-gradient times compare (none when they are equal)")
+    if 1 < micro_batches < len(stage_devices) and known is not None and known.multi_stage:
+        return (f"no theoretical bubble: with fewer micro-batches ({micro_batches}) than devices "
+                f"({len(stage_devices)}) each loop of {schedule} idles again, where (p-1)/(V*m+p-1) assumes m >= p")
     return None
 
 

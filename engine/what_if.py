@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from engine.results import RunSummary
 
 SIMULATED = ("gpipe", "1f1b")
+TRUST = ("GPipe and 1F1B at other micro-batch counts, simulated from this run's time per micro-batch and stage "
+         "(engine/what_if.py): within 4 % of measured runs on cpu:2 (mlp 512x8, `make bench`), less trustworthy "
+         "where tiny micro-batches leave the devices waiting on per-call costs")
+"""How far the predictions may be trusted, as the app and the command line say it."""
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,30 @@ def order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tu
 
 def simulate(schedule: str, times: list[StageTimes], micro_batches: int) -> float:
     """The step time of ``schedule`` over the stages' ``times`` at ``micro_batches``."""
+    return _play(schedule, times, micro_batches)[0]
+
+
+def tick_plan(schedule: str, stages: int, micro_batches: int) -> list[list[str]]:
+    """The schedule's actions per stage at the ticks they can run, each action one tick ("0F1": stage 0's
+    forward of micro-batch 1; "" an idle tick): the plan of the one-stage-per-device schedules as their
+    ``_step_microbatches`` run them (torch's own ``pipeline_order`` for them drops the idle ticks and, for
+    1F1B's last stage, numbers the micro-batches from 1 in torch 2.14.1)."""
+    _, starts = _play(schedule, [StageTimes(1.0, 1.0, 0.0)] * stages, micro_batches)
+    plan = []
+    for s in range(stages):
+        row: list[str] = []
+        for (kind, j), start in sorted(((a, t) for (a, st), t in starts.items() if st == s), key=lambda x: x[1]):
+            row += [""] * (int(start) - len(row)) + [f"{s}{kind}{j}"]
+        plan.append(row)
+    return plan
+
+
+def _play(schedule: str, times: list[StageTimes], micro_batches: int):
+    """(step time, {((kind, micro-batch), stage): start}) of the schedule's orders played out."""
     p = len(times)
     queues = [order(schedule, s, p, micro_batches) for s in range(p)]
     done: dict[tuple[str, int, int], float] = {}
+    starts: dict = {}
     free = [0.0] * p
     position = [0] * p
     while any(position[s] < len(queues[s]) for s in range(p)):
@@ -100,12 +125,13 @@ def simulate(schedule: str, times: list[StageTimes], micro_batches: int) -> floa
                 if needs is not None and needs not in done:
                     break
                 start = max(free[s], done[needs]) if needs is not None else free[s]
+                starts[((kind, j), s)] = start
                 free[s] = done[(kind, s, j)] = start + (times[s].forward if kind == "F" else times[s].backward)
                 position[s] += 1
                 progressed = True
         if not progressed:
             raise ValueError(f"the {schedule} order deadlocks at m={micro_batches}")
-    return max(free[s] + times[s].optimizer for s in range(p))
+    return max(free[s] + times[s].optimizer for s in range(p)), starts
 
 
 def fit_overhead(schedule: str, times: list[StageTimes], micro_batches: int, measured_step: float) -> float:

@@ -272,7 +272,10 @@ class Worker:
         """What the user must know to read this run's result."""
         from engine.summary import why_no_theory
         from engine.validate import batch_norm_note
-        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)),
+        profiled = (f"steps {self.config.warmup} to {self.config.warmup + self.config.profile_steps - 1} ran under "
+                    "torch.profiler (--profile-steps): its overhead is in their times"
+                    if self.config.profile_steps else None)
+        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                self.config.effective_micro_batches, self.world > 1, self.config.schedule)]
         return [note for note in notes if note]

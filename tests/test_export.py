@@ -387,7 +387,7 @@ def test_pdf_export_from_the_cli_needs_no_display(store, run_id, experiment_id, 
             assert data.startswith(b"%PDF-") and data.count(b"/Type /Page ") == 1, path
     usage = subprocess.run([sys.executable, "main.py", "export", "--help"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=60)
-    assert "{png,svg,pdf,csv,html}" in usage.stdout
+    assert "{png,svg,pdf,csv,html,trace}" in usage.stdout
 
 
 # ---- plots that read well: gaps, legends, headers ------------------------------------------------------

@@ -177,7 +177,7 @@ class RunFlow(QtCore.QObject):
         w.title_live_view(run_status.last_run_title(result))
         w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
         w.refresh_history()
-        w.show_what_if(result.run_id if result.status == "finished" else None)
+        w.show_what_if(result.run_id if result.status == "finished" else None, runnable=True)
         w.settle_plots()
         self.release_devices()
         w.update_run_controls()

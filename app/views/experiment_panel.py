@@ -166,7 +166,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.schedule_desc_label = QtWidgets.QLabel("")
         form.addRow(self.schedule_desc_label, self.schedule_desc)
         # Stages per device (V): the interleaved, looped and zero-bubble schedules place several on each.
-        self.per_device_spin = QtWidgets.QSpinBox(minimum=1, maximum=8, value=2)
+        self.per_device_spin = QtWidgets.QSpinBox(
+            minimum=1, maximum=max(v for s in SCHEDULE_INFO.values() for v in s.stages_per_device), value=2)
         self.per_device_spin.setObjectName("stagesPerDeviceSpin")
         self.per_device_spin.setToolTip("Stages each device runs (--stages-per-device): the model is cut into "
                                         "devices x V stages, placed in a loop (or a V for zbv and dualpipev)")

@@ -17,6 +17,7 @@ from app.views import theme
 from engine.figures import palette
 from engine.figures.plan import KIND_OF, plan_cells
 from engine.figures.timeline import LANE_HEIGHT
+from engine.what_if import TRUST
 
 LETTER = {kind: letter for letter, kind in KIND_OF.items()}
 LIGHT_KINDS = {"backward-input"}   # light cells, labelled in dark text
@@ -99,8 +100,9 @@ class PlanView(QtWidgets.QWidget):
                              f"list, {ticks} ticks. F forward, B backward, I/W input/weight gradient, with the "
                              "micro-batch; the Plots tab's timeline shows what the devices did.")
 
-    def show_predictions(self, predictions: list) -> None:
-        """engine.what_if's predictions for the run in view, each row's button running it for real."""
+    def show_predictions(self, predictions: list, runnable: bool = True) -> None:
+        """engine.what_if's predictions for the run in view, each row's button running it for real where
+        ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead)."""
         table = self.what_if
         table.setRowCount(len(predictions))
         for row, p in enumerate(predictions):
@@ -111,12 +113,11 @@ class PlanView(QtWidgets.QWidget):
                     item.setToolTip("this run's own schedule and micro-batches: the fit, measured")
                 table.setItem(row, column, item)
             button = QtWidgets.QPushButton("measured" if p.measured else "Run")
-            button.setEnabled(not p.measured)
-            button.setToolTip(f"Run pipeline with {p.schedule} and {p.micro_batches} micro-batches for real")
+            button.setEnabled(runnable and not p.measured)
+            button.setToolTip(f"Run pipeline with {p.schedule} and {p.micro_batches} micro-batches for real" if runnable
+                              else "A stored run's prediction: set its model, devices and batch in the panel, "
+                                   f"then {p.schedule} with {p.micro_batches} micro-batches, to run it")
             button.clicked.connect(lambda _=False, s=p.schedule, m=p.micro_batches: self.sigRunPrediction.emit(s, m))
             table.setCellWidget(row, 4, button)
         self.what_if.setVisible(bool(predictions))
-        self.what_if_caption.setText(
-            "What-if: GPipe and 1F1B at other micro-batch counts, simulated from this run's measured time per "
-            "micro-batch and stage (engine/what_if.py; within 6 % of measured runs on cpu:2 for a model that keeps "
-            "its devices busy, less trustworthy for tiny micro-batches)." if predictions else "")
+        self.what_if_caption.setText(f"What-if: {TRUST}" if predictions else "")

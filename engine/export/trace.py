@@ -131,8 +131,8 @@ def _profiler_events(trace: dict, pid: int, t0: float) -> list[dict]:
 def _flows(config: dict, summary, by_device, pid, thread_of) -> list[dict]:
     """Arrows from each stage's k-th forward of a step to the next stage's, and back for the backwards."""
     stages = list(summary.devices) if summary and summary.split and summary.devices else []
-    per_device = config.get("stages_per_device") or 1
-    if len(stages) < 2 or per_device != 1 or len(set(stages)) != len(stages):
+    # One stage per device only: with several (interleaved, V) neighbouring stages are not neighbouring devices.
+    if len(stages) < 2 or len(summary.split) + 1 != len(stages) or len(set(stages)) != len(stages):
         return []
     steps: dict[str, dict[int, list]] = {d: defaultdict(list) for d in stages}
     for device in stages:

@@ -37,7 +37,7 @@ class Pipeline(Strategy):
         if schedule.min_micro_batches == "stages" and m < p * v:
             found.append(Problem("micro_batches", f"the {schedule.name} schedule needs at least as many "
                                                   f"micro-batches as stages ({p} devices x {v} = {p * v}), got {m}"))
-        if schedule.multi_stage and m > p and m % (m // p):
+        if schedule.rounds and m > p and m % (m // p):
             # torch's interleaved schedules run m in rounds of m // p micro-batches each
             found.append(Problem("micro_batches", f"the {schedule.name} schedule runs the micro-batches in "
                                                   f"{m // p} rounds: {m} micro-batches must divide into them "

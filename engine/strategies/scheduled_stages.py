@@ -21,6 +21,7 @@ from torch.distributed.pipelining import schedules as _schedules
 
 from engine.models import tracing
 from engine.strategies.schedules import SCHEDULE_INFO
+from engine.what_if import tick_plan
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 from engine.tensor_memory import Placement
@@ -69,7 +70,8 @@ class ScheduledStages(Executor):
         self.rank, self.world = ctx.rank, ctx.world_size
         self.device = ctx.devices[self.rank]
         self.timer = ctx.timer
-        info = SCHEDULE_INFO[schedule]
+        info = self.schedule_info = SCHEDULE_INFO[schedule]
+        self.micro_batches = micro_batches
         per_device = ctx.config.effective_stages_per_device if info.multi_stage else 1
         n_stages = self.world * per_device
         mine = info.stages_of(self.rank, self.world, per_device)
@@ -107,11 +109,12 @@ class ScheduledStages(Executor):
         _time_peer_waits(self.timer, self.device)
 
     def plan(self) -> list[list[str]] | None:
-        # Every rank computes every rank's actions (the single-stage schedules on request): rank 0 says them.
-        order = getattr(self.schedule, "pipeline_order", None) or self.schedule._get_pipeline_order()
-        if not order:
-            return None
-        return [[str(action) if action is not None else "" for action in order[rank]] for rank in sorted(order)]
+        # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
+        # says it. The one-stage-per-device ones run their own loop, which engine.what_if plays out.
+        if self.schedule_info.multi_stage:
+            order = self.schedule.pipeline_order
+            return [[str(action) if action is not None else "" for action in order[rank]] for rank in sorted(order)]
+        return tick_plan(self.schedule_info.name, self.world, self.micro_batches)
 
     def place_batch(self, inputs, targets):
         """The first stage reads the inputs, the last the targets; a middle stage neither."""

@@ -20,6 +20,7 @@ class Schedule:
     placement: str = "loop"  # "loop": stage s on device s mod p; "v": device d holds stages d and 2p-1-d
     splits_backward: bool = False
     min_micro_batches: str = ""          # "stages" (m >= p*V) or "devices" (m >= p), checked before launch
+    rounds: bool = False     # runs m in rounds of m // p micro-batches, which must divide m (torch's interleaved)
 
     @property
     def multi_stage(self) -> bool:
@@ -42,12 +43,12 @@ SCHEDULE_LIST = (
     Schedule("1f1b", "Schedule1F1B", "one forward, one backward in steady state; keeps at most p micro-batches' "
              "activations", (1,), min_micro_batches="devices"),
     Schedule("interleaved1f1b", "ScheduleInterleaved1F1B", "1F1B over V stages per device placed in a loop: "
-             "the bubble shrinks about V-fold, (p-1)/(V*m+p-1)", (2, 3, 4)),
+             "the bubble shrinks about V-fold, (p-1)/(V*m+p-1)", (2, 3, 4), rounds=True),
     Schedule("loopedbfs", "ScheduleLoopedBFS", "V stages per device in a loop, breadth first: every micro-batch "
              "through a device's first stage before its next", (2, 3, 4)),
     Schedule("interleavedzb", "ScheduleInterleavedZeroBubble", "interleaved 1F1B with each backward split into "
              "input gradient (I) and weight gradient (W), the W moved into the bubble", (2, 3, 4),
-             splits_backward=True),
+             splits_backward=True, rounds=True),
     Schedule("zbv", "ScheduleZBVZeroBubble", "zero bubble in a V: two stages per device (d and 2p-1-d), split "
              "backward; no bubble when F, I and W take equal time", (2,), placement="v", splits_backward=True),
     Schedule("dualpipev", "ScheduleDualPipeV", "DeepSeek's DualPipe in a V: two stages per device, forward and "

@@ -52,8 +52,12 @@ def qapp_configured(qapp):
 
 @pytest.fixture
 def window(qtbot, qapp_configured):
-    """The real main window, shown, with its planner process and idle telemetry running."""
+    """The real main window, shown, with its planner process and idle telemetry running; the checks an
+    experiment's thread makes run in a child, as ``app.launch`` has them (torch stays out of the window's
+    process: beside Qt's threads it once crashed the test process)."""
     from app.main_window import MainWindow
+    from engine.validate import validate_in_child
+    validate_in_child(True)
     win = MainWindow()
     qtbot.addWidget(win)
     win.show()
@@ -66,3 +70,4 @@ def window(qtbot, qapp_configured):
         with qtbot.waitSignal(win.sigRunFinished, timeout=20_000):
             win.stop_run()
     win.shutdown()
+    validate_in_child(False)
