@@ -45,9 +45,9 @@ class Preset:
     def points_for(self, base: ExperimentConfig) -> list[Point]:
         """The points, each keeping stages per device only where it runs a pipeline (a base set up for an
         interleaved schedule still compares single, model-parallel and the replicas)."""
-        return [p if p.config.strategy == "pipeline" else Point(p.label, p.config.replace(stages_per_device=None),
-                                                                 x=p.x)
-                for p in self.points(base)]
+        from engine.strategies import STRATEGIES
+        return [p if STRATEGIES[p.config.strategy].uses_micro_batches
+                else Point(p.label, p.config.replace(stages_per_device=None), x=p.x) for p in self.points(base)]
 
 
 # ---- scale ------------------------------------------------------------------------

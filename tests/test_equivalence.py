@@ -16,28 +16,37 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def single_summary(tmp_path_factory):
-    db = tmp_path_factory.mktemp("single") / "runs.sqlite3"
-    _, summary = cli("run", *small_mlp("--strategy", "single", "--devices", "cpu:1", "--db", str(db), "--json"),
-                     check_json=True)
-    return summary
+def together(tmp_path_factory):
+    """One device, every case and every multi-stage schedule, run at once: the parameters training ends with
+    do not depend on timing (the runs share the cores, not their results)."""
+    from helpers import cli_together
+    db = str(tmp_path_factory.mktemp("equivalence") / "runs.sqlite3")
+    runs = {"single": ["--strategy", "single", "--devices", "cpu:1"], **CASES,
+            **{name: ["--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches", "4", "--schedule", name]
+               for name in MULTI_STAGE}}
+    summaries = cli_together(*[["run", *small_mlp(*args, "--db", db, "--json")] for args in runs.values()])
+    return dict(zip(runs, summaries))
 
 
 def rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_strategy_matches_single_device(case, single_summary):
-    _, summary = cli("run", *small_mlp(*CASES[case], "--json"), check_json=True)
-    assert summary["status"] == "finished"
+def assert_matches(summary: dict, single: dict, name: str) -> None:
+    assert summary["status"] == "finished", name
     assert summary["steps"] == 4
-    assert rel(summary["param_norm"], single_summary["param_norm"]) <= 1e-4
-    # The change is what training did: a lost or doubled update moves it by its whole size.
-    assert rel(summary["param_change"], single_summary["param_change"]) <= 1e-4
-    assert rel(summary["loss"]["last"], single_summary["loss"]["last"]) <= 1e-4
+    for key in ("param_norm", "param_change"):
+        # The change is what training did: a lost or doubled update moves it by its whole size.
+        assert rel(summary[key], single[key]) <= 1e-4, (name, key)
+    assert rel(summary["loss"]["last"], single["loss"]["last"]) <= 1e-4, name
     # the loss moved, so the comparison is of trained parameters, not initial ones
-    assert summary["loss"]["first"] != summary["loss"]["last"]
+    assert summary["loss"]["first"] != summary["loss"]["last"], name
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_strategy_matches_single_device(case, together):
+    summary = together[case]
+    assert_matches(summary, together["single"], case)
     if case == "pipeline-3-stages":
         assert len(summary["split"]) == 2 and len(summary["devices_busy"]) == 3
 
@@ -52,21 +61,17 @@ def test_a_stage_without_parameters_trains_like_one_device(tmp_path):
     assert rel(three["param_change"], one["param_change"]) <= 1e-4
 
 
-def test_every_multi_stage_schedule_trains_as_one_device(single_summary):
+MULTI_STAGE = ["interleaved1f1b", "loopedbfs", "interleavedzb", "zbv", "dualpipev"]
+
+
+@pytest.mark.parametrize("name", MULTI_STAGE)
+def test_every_multi_stage_schedule_trains_as_one_device(name, together):
     """Interleaved 1F1B, looped BFS and interleaved zero bubble with 2 stages per device in a loop; ZB-V and
-    DualPipeV with 2 in a V: cpu:2, 4 stages of mlp, 4 micro-batches, run together (parameters do not depend
-    on timing)."""
-    from helpers import cli_together
-    names = ["interleaved1f1b", "loopedbfs", "interleavedzb", "zbv", "dualpipev"]
-    summaries = cli_together(*[["run", *small_mlp("--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches",
-                                                  "4", "--schedule", name, "--json")] for name in names])
-    for name, summary in zip(names, summaries):
-        assert summary["status"] == "finished", name
-        assert len(summary["split"]) == 3, name  # 2 devices x 2 stages
-        for key in ("param_norm", "param_change"):
-            assert rel(summary[key], single_summary[key]) <= 1e-4, (name, key)
-        assert rel(summary["loss"]["last"], single_summary["loss"]["last"]) <= 1e-4, name
-        assert_plan_is_drawn(name, summary)
+    DualPipeV with 2 in a V: cpu:2, 4 stages of mlp, 4 micro-batches."""
+    summary = together[name]
+    assert_matches(summary, together["single"], name)
+    assert len(summary["split"]) == 3, name  # 2 devices x 2 stages
+    assert_plan_is_drawn(name, summary)
 
 
 def assert_plan_is_drawn(name: str, summary: dict) -> None:

@@ -66,6 +66,14 @@ def gpu_checks() -> list[Check]:
               expect={"devices": ["cpu:0", "cuda:0"]}),
         Check("resnet50 data-parallel cuda:0", [*RESNET50, "--strategy", "data-parallel", "--devices", "cuda:0"]),
         Check("resnet50 ddp cuda:0", [*RESNET50, "--strategy", "ddp", "--devices", "cuda:0"]),
+        # Any module on a GPU: torchvision's own modules cut by the tracer, in one process (the stages'
+        # ops moved to the GPU as build_stage does; efficientnet's stochastic depth makes tensors in forward).
+        Check("torchvision:resnet50 model-parallel cuda:0,cuda:0 (traced)",
+              ["--model", "torchvision:resnet50", "--image-size", "128", "--batch-size", "64", "--steps", "10",
+               "--strategy", "model-parallel", *shared], expect={"split": [6], "devices": ["cuda:0"]}),
+        Check("torchvision:efficientnet_b0 model-parallel cuda:0,cuda:0 (traced)",
+              ["--model", "torchvision:efficientnet_b0", "--batch-size", "32", "--steps", "10",
+               "--strategy", "model-parallel", "--devices", "cuda:0,cuda:0"], expect={"devices": ["cuda:0"]}),
     ]
 
 
