@@ -210,14 +210,16 @@ def dp_scaling(base: ExperimentConfig) -> list[Point]:
 def schedules(base: ExperimentConfig) -> list[Point]:
     kind, _ = _devices_of(base)
     m = _micro_batch_count(base)
-    # Each schedule at its own stages per device, the split balanced for its stages.
-    staged = base.replace(devices=_stage_devices(kind), split_size=None, stages_per_device=None, split=None)
+    staged = base.replace(devices=_stage_devices(kind), split_size=None, stages_per_device=None)
     points = [
         Point("model-parallel", staged.replace(strategy="model-parallel", micro_batches=None)),
         Point("gpipe", staged.replace(strategy="pipeline", schedule="gpipe", micro_batches=m)),
     ]
     if kind == "cpu" or gpu_count() >= 2:  # every other schedule needs a process per device
-        others = [Point(s.name, staged.replace(strategy="pipeline", schedule=s.name, micro_batches=m))
+        # Each at its own stages per device: one that places several on a device gets the split balanced for
+        # its stages, the others the base's.
+        others = [Point(s.name, staged.replace(strategy="pipeline", schedule=s.name, micro_batches=m,
+                                               split=None if s.multi_stage else staged.split))
                   for s in SCHEDULE_LIST if s.name != "gpipe"]
         # Those the model and micro-batches allow (a V of stages needs blocks for them; DualPipeV needs a
         # micro-batch per stage): the rest would stop the experiment before its first run.
