@@ -43,10 +43,7 @@ class PlanView(QtWidgets.QWidget):
         item.hideButtons()
         item.setMouseEnabled(x=True, y=False)
         item.getViewBox().invertY(True)
-        for axis in ("left", "bottom"):
-            ax = item.getAxis(axis)
-            ax.setPen(pg.mkPen(theme.MUTED))
-            ax.setTextPen(pg.mkPen(theme.MUTED))
+        theme.mute_axes(item)
         layout.addWidget(self.plot, 1)
         self.what_if_caption = QtWidgets.QLabel("")
         self.what_if_caption.setObjectName("muted")

@@ -105,10 +105,7 @@ class SeriesPlot(pg.PlotWidget):
         self.show_title(title)
         self.set_axes(self.spec.x, self.spec.y)
         item.showGrid(x=True, y=True, alpha=theme.GRID_ALPHA)
-        for axis in ("left", "bottom"):
-            ax = item.getAxis(axis)
-            ax.setPen(pg.mkPen(theme.MUTED))
-            ax.setTextPen(pg.mkPen(theme.MUTED))
+        theme.mute_axes(item)
         # The two settings that bound the cost of long histories (pyqtgraph's
         # scrollingPlots example): draw at most ~one point per pixel column,
         # keeping peaks, and skip what lies outside the visible x range.

@@ -28,6 +28,15 @@ def over_panel(color: str, alpha: float) -> str:
     return "#" + "".join(f"{channel(i):02x}" for i in (1, 3, 5))
 
 
+def mute_axes(plot_item) -> None:
+    """A pyqtgraph plot's left and bottom axes, their lines and numbers, in the muted chrome colour."""
+    import pyqtgraph as pg
+    for axis in ("left", "bottom"):
+        ax = plot_item.getAxis(axis)
+        ax.setPen(pg.mkPen(MUTED))
+        ax.setTextPen(pg.mkPen(MUTED))
+
+
 def stage_color(index: int) -> str:
     return STAGE_COLORS[index % len(STAGE_COLORS)]
 

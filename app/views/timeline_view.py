@@ -45,10 +45,7 @@ class TimelineView(pg.PlotWidget):
         item.hideButtons()
         item.setMouseEnabled(x=True, y=False)
         item.getViewBox().invertY(True)
-        for axis in ("left", "bottom"):
-            ax = item.getAxis(axis)
-            ax.setPen(pg.mkPen(theme.MUTED))
-            ax.setTextPen(pg.mkPen(theme.MUTED))
+        theme.mute_axes(item)
         self._idle = pg.BarGraphItem(x0=[], y0=[], width=[], height=[],
                                      brush=palette.rgba(palette.IDLE, palette.IDLE_ALPHA), pen=None)
         item.addItem(self._idle)

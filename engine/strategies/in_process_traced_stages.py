@@ -14,12 +14,13 @@ from __future__ import annotations
 import torch
 
 from engine.models import traced_chain, tracing
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, stage_sgd
-from engine.strategies.in_process_stages import move_between
-from engine.tensor_memory import Placement
+from engine.strategies.base import RankContext, StepResult, stage_sgd
+from engine.strategies.in_process_stages import InProcessStages, move_between
 
 
-class InProcessTracedStages(Executor):
+class InProcessTracedStages(InProcessStages):
+    """The block version's placement of the batch, reporting and tensor memory; its own stages and step."""
+
     def __init__(self, ctx: RankContext, micro_batches: int):
         self.devices = ctx.devices
         self.timer = ctx.timer
@@ -30,10 +31,6 @@ class InProcessTracedStages(Executor):
         self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
                            if (optimizer := stage_sgd(stage, ctx.config)) is not None]
-
-    def place_batch(self, inputs, targets):
-        return (place_on(self.timer, self.devices[0], inputs)[0],
-                place_on(self.timer, self.devices[-1], targets)[0])
 
     def _place(self, source_stage: int | None, k: int, tensor: torch.Tensor) -> torch.Tensor:
         # The model's input is where place_batch put it: on the first stage's device.
@@ -67,11 +64,3 @@ class InProcessTracedStages(Executor):
                 optimizer.step()
         total = float(sum(loss.detach().float().cpu() for _, loss in passes))
         return StepResult(loss_part=total, samples=int(inputs.shape[0]))
-
-    def reported_parameters(self) -> list:
-        return [p for stage in self.stages for p in stage.parameters()]
-
-    def placements(self) -> list[Placement]:
-        optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
-        return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]
-
