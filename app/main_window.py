@@ -24,6 +24,7 @@ from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
 from app.help_menu import HelpMenu
 from app.services.idle_telemetry import IdleTelemetry
+from app.services.what_if_client import WhatIfClient
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
@@ -125,6 +126,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plan_view = PlanView()
         self.start_when_ready = False   # a what-if row asked for a run: it starts once its config is checked
         self.plan_view.sigRunPrediction.connect(self.run_prediction)
+        self.what_if_client = WhatIfClient(self.db_path, self)
+        self.what_if_client.sigPredictions.connect(self._on_predictions)
+        self.what_if_client.sigFailed.connect(
+            lambda run_id, why: self.plan_view.show_what_if_status(f"What-if failed for run {run_id}: {why}"))
+        self.what_if_runnable = False
         # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
         self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.results, "Experiment result"),
                                 name="centerTabs")
@@ -317,25 +323,44 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_stored_runs(self, runs: list[RunData]) -> None:
         self.plots.show_runs(runs)
         first = runs[0].summary if runs and runs[0].summary else None
-        self.plan_view.show_plan(first.plan if first else None, list(first.devices) if first else [],
-                                 first.schedule if first else None)
-        self.show_what_if(runs[0].run_id if runs else None, runnable=False)
+        self.show_plan(first.plan if first else None, list(first.devices) if first else [],
+                       first.schedule if first else None)
+        self.show_run_in_plan_tab(runs[0].run_id if runs else None, runnable=False)
         self.center_tabs.setCurrentWidget(self.plots)
 
-    def show_what_if(self, run_id: str | None, runnable: bool) -> None:
-        """The Plan tab's what-if rows for a stored run (engine.what_if, from its last 50 kept steps: torch-free,
-        bounded); ``runnable``: the panel describes this run, so a row's Run changes only what it predicts."""
-        from engine.what_if import predict
-        record = self.store.get_run(run_id) if run_id else None
-        predictions = []
-        if record is not None and record.summary is not None and record.status == "finished":
-            rows = self.store.timeline(run_id, steps=self.store.timeline_steps(run_id, last=50))
-            predictions = predict(record.summary, rows, int(record.config.get("warmup") or 0))
-        self.plan_view.show_predictions(predictions, runnable)
+    def show_plan(self, plan: list[list[str]] | None, devices: list[str], schedule: str | None) -> None:
+        """The run's schedule plan: drawn in the Plan tab, and naming micro-batches in the timeline's hover."""
+        self.plan_view.show_plan(plan, devices, schedule)
+        self.plots.timeline.set_plan(plan, devices)
 
-    def run_prediction(self, schedule: str, micro_batches: int) -> None:
-        """A what-if row's Run: the pipeline with that schedule and micro-batches, started once it is checked."""
-        self.experiment.apply_changes({"strategy": "pipeline", "schedule": schedule, "micro_batches": micro_batches})
+    def show_run_in_plan_tab(self, run_id: str | None, runnable: bool) -> None:
+        """The Plan tab's measured step and what-if rows for a stored run (engine.what_if, in a child: torch's
+        schedules compute the action lists); ``runnable``: the panel describes this run, so a row's Run changes
+        only what it predicts."""
+        from engine.what_if import unpredictable
+        self.what_if_runnable = runnable
+        record = self.store.get_run(run_id) if run_id else None
+        plan = record.summary.plan if record is not None and record.summary is not None else None
+        rows = self.store.timeline(run_id, steps=self.store.timeline_steps(run_id, last=1)) if plan else []
+        self.plan_view.show_measured_step(plan, list(record.summary.devices) if plan else [], rows)
+        why = (unpredictable(record.summary) if record is not None and record.summary is not None
+               and record.status == "finished" else "")
+        if record is None or why is None:
+            self.what_if_client.close()
+        if why is None:
+            self.plan_view.show_what_if_status(f"What-if: simulating every schedule from run {run_id}...")
+            self.what_if_client.request(run_id)
+        else:
+            self.plan_view.show_what_if_status(f"What-if: {why}." if why else "")
+
+    def _on_predictions(self, run_id: str, predictions: list) -> None:
+        self.plan_view.show_predictions(predictions, self.what_if_runnable)
+
+    def run_prediction(self, schedule: str, stages_per_device: int, micro_batches: int) -> None:
+        """A what-if row's Run: the pipeline with that schedule, stages per device and micro-batches, started
+        once it is checked."""
+        self.experiment.apply_changes({"strategy": "pipeline", "schedule": schedule,
+                                       "stages_per_device": stages_per_device, "micro_batches": micro_batches})
         self.start_when_ready = True
         self.update_run_controls()
 
@@ -424,6 +449,7 @@ class MainWindow(QtWidgets.QMainWindow):
             print(f"splitscope: could not save the settings: {exc}", file=sys.stderr)
         self.telemetry.add(self.idle.close())
         self.plans.close()
+        self.what_if_client.close()
         if self.runs.is_running():  # only after a forced close: end the worker before we go
             self.runs.worker.wait_blocking(5.0)
         if self.experiments.is_running():

@@ -93,20 +93,23 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
-    """GPipe and 1F1B at each m predicted from one GPipe run at m=4 (engine.what_if), then run: the error."""
+    """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.what_if), then run:
+    the error."""
     from engine.store import Store
     from engine.what_if import predict
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
     ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
     with Store(db) as store:
-        predicted = {(p.schedule, p.micro_batches): p.step_time_s for p in predict(ref, store.timeline(ref.run_id), 3)}
+        predicted = {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
+                     for p in predict(ref, store.timeline(ref.run_id), 3)}
     rows = []
-    for schedule in ("gpipe", "1f1b"):
-        for m in counts:
-            measured = step_times(run(base.replace(micro_batches=m, schedule=schedule), db))
-            rows.append({"schedule": schedule, "m": m, "predicted_ms": predicted[(schedule, m)] * 1000,
-                         "measured_ms": measured * 1000, "error": predicted[(schedule, m)] / measured - 1})
+    for (schedule, v, m), step in predicted.items():
+        if m not in counts or v != base.replace(schedule=schedule).effective_stages_per_device:
+            continue
+        measured = step_times(run(base.replace(micro_batches=m, schedule=schedule), db))
+        rows.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": step * 1000,
+                     "measured_ms": measured * 1000, "error": step / measured - 1})
     return rows
 
 
@@ -278,7 +281,7 @@ def main(db: str | None = None) -> dict:
     print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs:", flush=True)
     results["predictions"] = prediction_error(db)
     for r in results["predictions"]:
-        print(f"  {r['schedule']:<6} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
+        print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
               f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%}", flush=True)
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)

@@ -19,7 +19,7 @@ from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-COMMANDS = ("run", "runs", "experiment", "export", "models", "devices")  # build_parser's subcommands, in its order
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices")  # build_parser's subcommands, in its order
 
 
 class ArgumentError(Exception):
@@ -150,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a folder for png/svg/pdf/csv (a file per figure); a file for html and trace")
     export.add_argument("--force", action="store_true", help="overwrite existing files")
     export.add_argument("--db", default=None)
+    what_if = sub.add_parser("what-if", help="a stored run's what-if: every pipeline schedule, micro-batch count and "
+                                             "stages per device, simulated from its timeline")
+    what_if.add_argument("id", help="a run id (see `runs`): a pipeline or model-parallel run")
+    what_if.add_argument("--json", action="store_true")
+    what_if.add_argument("--db", default=None)
     listing = sub.add_parser("models", help="the models to choose from, or one model's split points")
     listing.add_argument("--torchvision", action="store_true", help="list torchvision's classification models")
     listing.add_argument("--model", default=None, help="show this model's split points, timed")
@@ -184,6 +189,8 @@ def main(argv: list[str]) -> int:
         return cmd_experiment(args)
     if args.command == "export":
         return cmd_export(args)
+    if args.command == "what-if":
+        return cmd_what_if(args)
     parser.print_help(sys.stderr)
     return EXIT_INVALID
 
@@ -255,7 +262,7 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
     progress.close()
     if result.error:
         print(f"error: {result.error}", file=sys.stderr)
-    predictions = _predictions(result, config, args.db) if result.status == "finished" else []
+    predictions = _predictions(result, args.db) if result.status == "finished" else []
     if args.json:
         out = (to_json(result.summary) if result.summary is not None else
                {"run_id": result.run_id, "status": result.status, "error": result.error})
@@ -267,20 +274,39 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
         if result.summary:
             print(summary_table(result.summary))
             if predictions:
-                print(predictions_table(predictions))
+                print(predictions_table(predictions, under_run=result.run_id))
         else:
             print(f"run {result.run_id}: {result.status}")
     return EXIT_OK if result.status == "finished" else EXIT_FAILED
 
 
-def _predictions(result, config: ExperimentConfig, db) -> list:
+def _predictions(result, db) -> list:
     """What-if step times of the other schedules and micro-batch counts, from this run (engine.what_if)."""
     from engine.store import Store
-    from engine.what_if import predict
-    if result.summary is None:
-        return []
+    from engine.what_if import predict_stored
     with Store(db) as store:
-        return predict(result.summary, store.timeline(result.run_id), config.warmup)
+        return predict_stored(store, result.run_id)
+
+
+def cmd_what_if(args) -> int:
+    from engine.report import predictions_table
+    from engine.store import Store
+    from engine.what_if import predict_stored, unpredictable
+    with Store(args.db) as store:
+        record = store.get_run(args.id)
+        if record is None:
+            print(f"error: no run {args.id!r} in {store.path} (see `runs`)", file=sys.stderr)
+            return EXIT_INVALID
+        if record.status != "finished" or record.summary is None:
+            print(f"error: run {args.id} {record.status}; what-if needs a finished run", file=sys.stderr)
+            return EXIT_INVALID
+        why = unpredictable(record.summary)
+        if why:
+            print(f"error: {why}", file=sys.stderr)
+            return EXIT_INVALID
+        predictions = predict_stored(store, args.id)
+    print(json.dumps([to_json(p) for p in predictions]) if args.json else predictions_table(predictions))
+    return EXIT_OK
 
 
 # ---- experiment ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ finished.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import threading
 from dataclasses import dataclass
@@ -340,6 +341,7 @@ class ExperimentRunner:
                                             [r for r, _ in failures]))
             if self._stop.is_set():
                 break
+        results = with_predictions(results, self.db_path)
         automatic = next((p for p in results if p.x is None and p.label.startswith("balanced") and p.split), None)
         summary = ExperimentResult(experiment_id=self.experiment_id, name=self.preset.name,
                                    status="stopped" if self._stop.is_set() else "finished",
@@ -376,6 +378,24 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         batch_split=first.common_batch_split,
         run_ids=[r.run_id for r in runs],
     )
+
+
+def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentPoint]:
+    """Each point's step time as engine.what_if predicts it from the first run of the first measured pipeline
+    point with micro-batches (else the naive split's: GPipe with one, whose per-call costs say less about
+    smaller micro-batches), so a sweep shows measured beside predicted."""
+    from engine.store import Store
+    from engine.what_if import predict_stored
+    staged = [p for p in points if p.step_time_s is not None and p.split and p.run_ids]
+    reference = next((p for p in staged if (p.micro_batches or 1) > 1), staged[0] if staged else None)
+    if reference is None:
+        return points
+    with Store(db_path) as store:
+        predicted = {(q.schedule, q.stages_per_device, q.micro_batches): q.step_time_s
+                     for q in predict_stored(store, reference.run_ids[0])}
+    return [dataclasses.replace(p, predicted_step_s=predicted.get(
+                (p.schedule or "gpipe", p.stages_per_device, p.micro_batches or 1))) if p.split else p
+            for p in points]
 
 
 def _mean_of(values: list) -> float | None:

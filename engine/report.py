@@ -112,29 +112,43 @@ def devices_table(inv: dict) -> str:
 
 def experiment_table(result: ExperimentResult) -> str:
     lines = [f"experiment {result.experiment_id}: {result.name} ({result.status})",
-             f"{'point':<24} {'step ms':>9} {'± std':>8} {'samples/s':>10} {'± std':>8} {'bubble':>7} "
-             f"{'balance':>7}  runs"]
+             f"{'point':<24} {'step ms':>9} {'± std':>8} {'pred ms':>8} {'samples/s':>10} {'± std':>8} "
+             f"{'bubble':>7} {'balance':>7}  runs"]
     for p in result.points:
         if p.step_time_s is None:
             lines.append(f"{p.label:<24} failed: {p.error}")
             continue
         st, tp = p.step_time_s, p.throughput
         mark = "  <- best" if p.label == result.best else ""
-        lines.append(f"{p.label:<24} {st.mean * 1000:>9.1f} {st.std * 1000:>8.1f} {tp.mean:>10.0f} "
+        predicted = _fmt(p.predicted_step_s * 1000 if p.predicted_step_s else None, '.1f')
+        lines.append(f"{p.label:<24} {st.mean * 1000:>9.1f} {st.std * 1000:>8.1f} {predicted:>8} {tp.mean:>10.0f} "
                      f"{tp.std:>8.0f} {_fmt(p.bubble.measured, '.2f'):>7} "
                      f"{_fmt(p.stage_balance, '.2f'):>7}  {len(p.run_ids)}{mark}")
     if result.automatic_split is not None:
         lines.append(f"automatic balanced split: {result.automatic_split}")
+    if any(p.predicted_step_s for p in result.points):
+        lines.append("pred ms: the what-if's step time for the point, from the first micro-batched pipeline point's "
+                     "first run (engine/what_if.py)")
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
-def predictions_table(predictions) -> str:
-    """The what-if lines under a run's summary (engine.what_if): one per schedule and micro-batch count."""
+def predictions_table(predictions, under_run: str | None = None) -> str:
+    """The what-if lines (engine.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
+    (under that run's summary): only each schedule's fastest and the run's own, and how to see the rest."""
     from engine.what_if import TRUST
+    shown = list(predictions)
+    if under_run:
+        fastest = {}
+        for p in predictions:
+            if p.schedule not in fastest or p.step_time_s < fastest[p.schedule].step_time_s:
+                fastest[p.schedule] = p
+        shown = [p for p in predictions if p.measured or fastest[p.schedule] is p]
     lines = [f"what-if: {TRUST}:"]
-    for p in predictions:
+    for p in shown:
         mark = "  <- this run (the fit)" if p.measured else ""
-        lines.append(f"  {p.schedule:<6} m={p.micro_batches:<3} step {p.step_time_s * 1e3:8.1f} ms  bubble "
-                     f"{p.bubble:.2f}{mark}")
+        lines.append(f"  {p.schedule:<15} V={p.stages_per_device} m={p.micro_batches:<3} step "
+                     f"{p.step_time_s * 1e3:8.1f} ms  bubble {p.bubble:.2f}{mark}")
+    if under_run and len(shown) < len(predictions):
+        lines.append(f"  (each schedule's fastest; every micro-batch count: main.py what-if {under_run})")
     return "\n".join(lines)

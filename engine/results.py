@@ -217,6 +217,11 @@ class ExperimentPoint:
     batch_split: list[int] | None = None
     run_ids: list[str] = field(default_factory=list)
     error: str | None = None             # the point's runs failed: why
+    predicted_step_s: float | None = None   # engine.what_if's step time, from one of its runs (experiments.with_predictions)
+
+    @property
+    def stages_per_device(self) -> int | None:
+        return (len(self.split) + 1) // len(self.devices) if self.split and self.devices else None
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,34 @@
-"""What-if: the step time and bubble of schedules and micro-batch counts not run, simulated from one run.
+"""What-if: the step time and bubble of schedules, micro-batch counts and stages per device not run,
+simulated from one run.
 
-From a stored pipeline run with one stage per device, the measured steps' kept
-timelines give each stage's forward and backward time per micro-batch and its
-optimizer time per step. The GPipe and 1F1B action orders (as
-torch.distributed.pipelining runs them: GPipe all forwards then all backwards;
+From a stored pipeline run with one process per device, the measured steps'
+kept timelines give each device's forward, backward (or input- and
+weight-gradient) time per micro-batch and its optimizer time per step. Each
+candidate schedule's action list is then played out: for GPipe and 1F1B the
+order their own loop runs (``order``: GPipe all forwards then all backwards;
 1F1B ``min(m, p - s)`` forwards, then a backward and a forward in turn, then the
-remaining backwards) are then played out: an action starts when its stage is
-free and its input is there (a forward after the previous stage's forward of
-that micro-batch, a backward after the next stage's backward). One figure is
-fitted: a time per action beyond its timed compute (handing the activation or
-gradient over, the schedule's own work), the value that makes the run's own
-schedule take its measured step time. A micro-batch's compute is taken to scale
-with its size (batch / m); the per-action time is not. On cpu:2 (mlp 512x8,
-batch 2048) the predictions for GPipe and 1F1B at m = 2, 4, 8 from a run at
-m = 4 landed within 6 % of the measured steps (a hand-over latency fitted
-instead, which 1F1B's alternation puts on its critical path at every
-micro-batch, was off by up to 14 % there and by 2.5x on a smaller model).
-``make bench`` measures it again (README). The bubble is the timed compute's
-idle share of the predicted step.
+remaining backwards), for the multi-stage schedules torch's own
+``pipeline_order``, computed by the schedule class itself (``torch_actions``).
+Each device runs its actions in order; an action starts when its device is free
+and its input is there (a forward after the previous stage's forward of that
+micro-batch, a backward or input gradient after the next stage's, a weight
+gradient after its own stage's input gradient).
+
+Assumptions, each a source of error: a device's work is the same whatever the
+schedule, shared evenly among the V stages it holds; a micro-batch's compute
+scales with its size (batch / m); a backward the run did not split divides
+evenly into input and weight gradient. One figure is fitted: the time a
+hand-over to or from another device (an activation or a gradient) adds to the
+action that makes it, on both sides (gloo's send and receive each occupy their
+process), the value that makes the run's own schedule take its measured step
+time; it does not scale with the micro-batch. Counting hand-overs, not actions,
+is what lets one run at V = 1 speak for four stages on two devices, where every
+stage boundary crosses devices: on cpu:2 (mlp 512x8, batch 2048) every schedule
+at m = 2, 4, 8 landed within 8 % of its measured step, where a time per action
+was off by up to 14 % for the interleaved ones and a fitted hand-over latency
+(1F1B's alternation puts it on its critical path) by 14 % for 1F1B and by 2.5x
+on a smaller model. ``make bench`` measures it again (README). The bubble is the
+timed compute's idle share of the predicted step.
 """
 from __future__ import annotations
 
@@ -25,19 +36,29 @@ import statistics
 from dataclasses import dataclass
 
 from engine.results import RunSummary
+from engine.strategies.schedule_actions import Action, actions, simulate
+from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
-SIMULATED = ("gpipe", "1f1b")
-TRUST = ("GPipe and 1F1B at other micro-batch counts, simulated from this run's time per micro-batch and stage "
-         "(engine/what_if.py): within 4 % of measured runs on cpu:2 (mlp 512x8, `make bench`), less trustworthy "
-         "where tiny micro-batches leave the devices waiting on per-call costs")
+TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
+         "and device (engine/what_if.py): within 8 % of measured runs for every schedule on cpu:2 (mlp 512x8, "
+         "`make bench`); less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
+         "(up to 25 % off at 20 ms steps), or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""
+
+MICRO_BATCH_COUNTS = (1, 2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
-class StageTimes:
-    forward: float     # seconds per micro-batch (the last stage's loss included)
-    backward: float    # seconds per micro-batch
-    optimizer: float   # seconds per step
+class DeviceTimes:
+    """One device's timed work, summed over the stages it holds."""
+    forward: float          # seconds per micro-batch (the last stage's loss included)
+    backward: float         # seconds per micro-batch, input and weight gradient together
+    backward_input: float   # the part a split backward spends on the input gradient
+    optimizer: float        # seconds per step
+
+    @property
+    def backward_weight(self) -> float:
+        return self.backward - self.backward_input
 
 
 @dataclass(frozen=True)
@@ -47,11 +68,12 @@ class Prediction:
     step_time_s: float
     bubble: float
     measured: bool = False   # the run's own configuration: the fit, not a prediction
+    stages_per_device: int = 1
 
 
-def stage_times(rows, devices: list[str], micro_batches: int, warmup: int) -> list[StageTimes] | None:
-    """Per stage (device, in order), the mean per-micro-batch forward and backward and per-step optimizer
-    time over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1)."""
+def device_times(rows, devices: list[str], micro_batches: int, warmup: int) -> list[DeviceTimes] | None:
+    """Per device (in stage order), the mean per-micro-batch forward and backward and per-step optimizer time
+    over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1)."""
     per_step: dict[tuple[str, str], dict[int, float]] = {}
     steps = set()
     for step, device, kind, t0, t1 in rows:
@@ -66,84 +88,61 @@ def stage_times(rows, devices: list[str], micro_batches: int, warmup: int) -> li
     def mean(device: str, kind: str) -> float:
         values = per_step.get((device, kind), {})
         return statistics.fmean(values.get(s, 0.0) for s in steps)
-    return [StageTimes(mean(d, "forward") / micro_batches, mean(d, "backward") / micro_batches,
-                       mean(d, "optimizer")) for d in devices]
+    out = []
+    for d in devices:
+        full, split_input, split_weight = mean(d, "backward"), mean(d, "backward-input"), mean(d, "backward-weight")
+        backward = full + split_input + split_weight
+        # A backward run whole is taken to divide evenly: its input and weight gradients cost alike.
+        backward_input = split_input + full / 2
+        out.append(DeviceTimes(mean(d, "forward") / micro_batches, backward / micro_batches,
+                               backward_input / micro_batches, mean(d, "optimizer")))
+    return out
 
 
-def order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
-    """The stage's actions, ("F" or "B", micro-batch), in the order the schedule runs them."""
-    m = micro_batches
-    if schedule == "gpipe":
-        return [("F", j) for j in range(m)] + [("B", j) for j in range(m)]
-    warmup = min(m, stages - stage)
-    actions = [("F", j) for j in range(warmup)]
-    forward, backward = warmup, 0
-    while forward < m:
-        actions += [("B", backward), ("F", forward)]
-        backward, forward = backward + 1, forward + 1
-    actions += [("B", j) for j in range(backward, m)]
-    return actions
+@dataclass(frozen=True)
+class _Model:
+    """The candidate's action durations: the run's device times shared over V stages, scaled to the
+    micro-batch size, plus the fitted time per hand-over between devices."""
+    schedule: Schedule
+    devices: int
+    per_device: int
+    times: list[DeviceTimes]
+    scale: float            # the run's micro-batches / the candidate's
+    overhead: float
+
+    def duration(self, action: Action) -> float:
+        device = self.schedule.stage_device(action.stage, self.devices)
+        t = self.times[device]
+        compute = {"F": t.forward, "B": t.backward, "I": t.backward_input, "W": t.backward_weight}[action.kind]
+        return compute * self.scale / self.per_device + self.overhead * self.messages(action, device)
+
+    def messages(self, action: Action, device: int) -> int:
+        """The hand-overs to or from another device the action makes: its input in, its output out."""
+        if action.kind == "W":
+            return 0
+        step = 1 if action.kind == "F" else -1
+        last = self.devices * self.per_device - 1
+        return sum(1 for neighbour in (action.stage - step, action.stage + step)
+                   if 0 <= neighbour <= last and self.schedule.stage_device(neighbour, self.devices) != device)
+
+    def step(self, micro_batches: int) -> float:
+        plan = actions(self.schedule, self.devices, self.per_device, micro_batches)
+        return simulate(plan, self.duration, [t.optimizer for t in self.times])[0]
 
 
-def simulate(schedule: str, times: list[StageTimes], micro_batches: int) -> float:
-    """The step time of ``schedule`` over the stages' ``times`` at ``micro_batches``."""
-    return _play(schedule, times, micro_batches)[0]
+def fit_overhead(schedule: Schedule, per_device: int, times: list[DeviceTimes], micro_batches: int,
+                 measured_step: float) -> float:
+    """The time per hand-over between devices, beyond the timed compute, that makes ``schedule`` take the
+    measured step time (bisection; 0 if the timed compute alone is slower than measured)."""
+    plan = actions(schedule, len(times), per_device, micro_batches)
 
-
-def tick_plan(schedule: str, stages: int, micro_batches: int) -> list[list[str]]:
-    """The schedule's actions per stage at the ticks they can run, each action one tick ("0F1": stage 0's
-    forward of micro-batch 1; "" an idle tick): the plan of the one-stage-per-device schedules as their
-    ``_step_microbatches`` run them (torch's own ``pipeline_order`` for them drops the idle ticks and, for
-    1F1B's last stage, numbers the micro-batches from 1 in torch 2.14.1)."""
-    _, starts = _play(schedule, [StageTimes(1.0, 1.0, 0.0)] * stages, micro_batches)
-    plan = []
-    for s in range(stages):
-        row: list[str] = []
-        for (kind, j), start in sorted(((a, t) for (a, st), t in starts.items() if st == s), key=lambda x: x[1]):
-            row += [""] * (int(start) - len(row)) + [f"{s}{kind}{j}"]
-        plan.append(row)
-    return plan
-
-
-def _play(schedule: str, times: list[StageTimes], micro_batches: int):
-    """(step time, {((kind, micro-batch), stage): start}) of the schedule's orders played out."""
-    p = len(times)
-    queues = [order(schedule, s, p, micro_batches) for s in range(p)]
-    done: dict[tuple[str, int, int], float] = {}
-    starts: dict = {}
-    free = [0.0] * p
-    position = [0] * p
-    while any(position[s] < len(queues[s]) for s in range(p)):
-        progressed = False
-        for s in range(p):
-            while position[s] < len(queues[s]):
-                kind, j = queues[s][position[s]]
-                if kind == "F":
-                    needs = ("F", s - 1, j) if s > 0 else None
-                else:
-                    needs = ("B", s + 1, j) if s < p - 1 else ("F", s, j)
-                if needs is not None and needs not in done:
-                    break
-                start = max(free[s], done[needs]) if needs is not None else free[s]
-                starts[((kind, j), s)] = start
-                free[s] = done[(kind, s, j)] = start + (times[s].forward if kind == "F" else times[s].backward)
-                position[s] += 1
-                progressed = True
-        if not progressed:
-            raise ValueError(f"the {schedule} order deadlocks at m={micro_batches}")
-    return max(free[s] + times[s].optimizer for s in range(p)), starts
-
-
-def fit_overhead(schedule: str, times: list[StageTimes], micro_batches: int, measured_step: float) -> float:
-    """The time per action, beyond its timed compute, that makes ``schedule`` take the measured step time
-    (bisection; 0 if the timed compute alone is slower than measured)."""
     def step_with(overhead: float) -> float:
-        padded = [StageTimes(t.forward + overhead, t.backward + overhead, t.optimizer) for t in times]
-        return simulate(schedule, padded, micro_batches)
+        model = _Model(schedule, len(times), per_device, times, 1.0, overhead)
+        return simulate(plan, model.duration, [t.optimizer for t in times])[0]
     low, high = 0.0, measured_step
     if step_with(0.0) >= measured_step:
         return 0.0
-    for _ in range(50):
+    for _ in range(40):
         middle = (low + high) / 2
         if step_with(middle) < measured_step:
             low = middle
@@ -152,30 +151,61 @@ def fit_overhead(schedule: str, times: list[StageTimes], micro_batches: int, mea
     return (low + high) / 2
 
 
-def predict(summary: RunSummary, rows, warmup: int, counts=(1, 2, 4, 8, 16)) -> list[Prediction]:
-    """GPipe and 1F1B at each micro-batch count of ``counts`` that divides the batch (1F1B: at least one per
-    stage), simulated from this run's stage times; [] for a run these do not describe."""
-    m, schedule = summary.micro_batches or 1, summary.schedule or "gpipe"
+def candidates(summary: RunSummary, devices: int, own_per_device: int):
+    """(schedule, V, m) for every schedule torch can run at each micro-batch count dividing the batch: V its
+    default and, where it allows it, the run's."""
+    for schedule in SCHEDULE_LIST:
+        for per_device in dict.fromkeys(v for v in (schedule.stages_per_device[0], own_per_device)
+                                        if v in schedule.stages_per_device):
+            for m in MICRO_BATCH_COUNTS:
+                if summary.batch_size % m == 0 and schedule.micro_batch_problem(m, devices, per_device) is None:
+                    yield schedule, per_device, m
+
+
+def unpredictable(summary: RunSummary) -> str | None:
+    """Why this run's timeline cannot stand for the schedules' action lists, or None."""
     devices = list(summary.devices)
-    if (summary.split is None or len(devices) < 2 or len(set(devices)) != len(devices)
-            or schedule not in SIMULATED or not summary.step_time_s or not summary.batch_size):
+    if summary.split is None or (summary.schedule or "gpipe") not in SCHEDULE_INFO:
+        return "what-if predicts pipeline schedules from a run split into stages; this run is not"
+    if len(devices) < 2 or len(set(devices)) != len(devices):
+        return ("what-if needs one process per device (CPU virtual devices or distinct GPUs); this run's stages "
+                "shared a process")
+    if (len(summary.split) + 1) % len(devices):
+        return "what-if needs the same number of stages on every device"
+    if not summary.step_time_s or not summary.batch_size:
+        return "the run measured no step"
+    return None
+
+
+def predict(summary: RunSummary, rows, warmup: int) -> list[Prediction]:
+    """Every candidate (``candidates``) simulated from this run's device times over the timeline ``rows``;
+    [] for a run these do not describe (``unpredictable``)."""
+    if unpredictable(summary):
         return []
-    if summary.split and len(summary.split) + 1 != len(devices):
-        return []  # several stages per device: not what these orders describe
-    times = stage_times(rows, devices, m, warmup)
+    # the naive split (model-parallel) is GPipe with one micro-batch
+    m, own = summary.micro_batches or 1, SCHEDULE_INFO[summary.schedule or "gpipe"]
+    devices = list(summary.devices)
+    p = len(devices)
+    own_per_device = (len(summary.split) + 1) // p
+    times = device_times(rows, devices, m, warmup)
     if times is None:
         return []
-    overhead = fit_overhead(schedule, times, m, summary.step_time_s.mean)
+    overhead = fit_overhead(own, own_per_device, times, m, summary.step_time_s.mean)
     out = []
-    for target in SIMULATED:
-        for count in counts:
-            if summary.batch_size % count or (target == "1f1b" and count < len(devices)):
-                continue
-            scale = m / count  # a micro-batch's work scales with its size; its hand-over is per message
-            padded = [StageTimes(t.forward * scale + overhead, t.backward * scale + overhead, t.optimizer)
-                      for t in times]
-            step = simulate(target, padded, count)
-            busy = [count * (t.forward + t.backward) * scale + t.optimizer for t in times]
-            bubble = 1.0 - statistics.fmean(b / step for b in busy)
-            out.append(Prediction(target, count, step, bubble, measured=(target == schedule and count == m)))
+    for schedule, per_device, count in candidates(summary, p, own_per_device):
+        model = _Model(schedule, p, per_device, times, m / count, overhead)
+        step = model.step(count)
+        busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer for t in times]
+        bubble = 1.0 - statistics.fmean(b / step for b in busy)
+        measured = (schedule, per_device, count) == (own, own_per_device, m)
+        out.append(Prediction(schedule.name, count, step, bubble, measured, per_device))
     return out
+
+
+def predict_stored(store, run_id: str, last_steps: int = 50) -> list[Prediction]:
+    """``predict`` for a finished run in ``store`` (an engine.store.Store), from its last kept steps."""
+    record = store.get_run(run_id)
+    if record is None or record.summary is None or record.status != "finished":
+        return []
+    rows = store.timeline(run_id, steps=store.timeline_steps(run_id, last=last_steps))
+    return predict(record.summary, rows, int(record.config.get("warmup") or 0))

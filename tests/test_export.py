@@ -528,3 +528,9 @@ def test_profile_steps_store_a_profiler_trace_per_rank_exported_on_the_runs_cloc
             begun = (steps[step].t - steps[step].time_s) * 1e6
             assert abs(mark["ts"] - begun) < 0.5 * steps[step].time_s * 1e6, (device, step)
         assert any(e["ph"] == "X" and e["pid"] == pids[device] and e.get("cat") == "cpu_op" for e in events)
+    # each measured forward and backward names the stage and micro-batch the plan says it ran
+    computed = [e for e in events if e["ph"] == "X" and e.get("cat") in ("forward", "backward")
+                and e["args"]["step"] >= 1]
+    assert computed and all(e["args"]["micro_batch"] in (0, 1) for e in computed)
+    assert {e["name"] for e in computed if e["pid"] == pids["cpu:0"]} == {"forward 0F0", "forward 0F1",
+                                                                          "backward 0B0", "backward 0B1"}

@@ -74,7 +74,7 @@ def test_a_mistyped_command_is_an_error_naming_the_commands_without_qt():
     proc = _main_in_child(["rnu"])
     assert proc.returncode == 2, proc.stderr
     assert "unknown command 'rnu' (did you mean 'run'?)" in proc.stderr
-    assert "run, runs, experiment, export, models, devices" in proc.stderr
+    assert "run, runs, experiment, export, what-if, models, devices" in proc.stderr
 
 
 def test_the_listed_commands_are_the_parsers():

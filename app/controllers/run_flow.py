@@ -133,7 +133,7 @@ class RunFlow(QtCore.QObject):
                 w.show_run_devices(list(event.get("device_pids") or {}))  # the lanes, in stage order
             elif kind == "started":
                 w.show_run_devices(progress.devices)
-                w.plan_view.show_plan(event.get("plan"), progress.devices, (event.get("config") or {}).get("schedule"))
+                w.show_plan(event.get("plan"), progress.devices, (event.get("config") or {}).get("schedule"))
                 w.title_live_view(run_status.live_title(progress))
                 w.refresh_bubble()   # the worker's theoretical bubble for this run
             elif kind == "step":
@@ -177,7 +177,7 @@ class RunFlow(QtCore.QObject):
         w.title_live_view(run_status.last_run_title(result))
         w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
         w.refresh_history()
-        w.show_what_if(result.run_id if result.status == "finished" else None, runnable=True)
+        w.show_run_in_plan_tab(result.run_id if result.status == "finished" else None, runnable=True)
         w.settle_plots()
         self.release_devices()
         w.update_run_controls()

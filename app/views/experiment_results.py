@@ -30,7 +30,7 @@ from engine.figures.numbers import time_unit
 from engine.results import ExperimentPoint, ExperimentResult
 
 BEST_COLOR = palette.BEST
-TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "samples/s",
+TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "predicted (ms)", "samples/s",
                  "bubble meas. / theory", "stage balance", "runs", "note")
 
 
@@ -348,6 +348,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
                 _compact(p.split),
                 _compact(p.micro_batches),
                 _pm(stat(p, "step_time_s", "mean"), stat(p, "step_time_s", "std"), 1000.0, ",.2f"),
+                f"{p.predicted_step_s * 1000:,.2f}" if p.predicted_step_s else "—",
                 _pm(stat(p, "throughput", "mean"), stat(p, "throughput", "std"), 1.0, ",.0f"),
                 bubble_text,
                 _balance_text(p),

@@ -1,8 +1,9 @@
 """TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle).
 
 The cursor names the interval under it (plot_hover.py): device, kind, step,
-which of the step's intervals of that kind it is (a pipeline's micro-batch, one
-forward each), and how long it took; between intervals, how long the device idled.
+which of the step's intervals of that kind it is, for a pipeline's compute the
+stage and micro-batch its schedule's plan says it ran (engine.figures.plan), and
+how long it took; between intervals, how long the device idled.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from app.views import plot_export, theme
 from app.views.plot_hover import Found, Hover
 from app.views.series_plot import cache_axes
 from engine.figures import Figure, palette, timeline_figure
+from engine.figures.plan import action_label, measured_actions
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
 from engine.timing import KINDS  # the kinds a rank times (engine.timing imports no torch)
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
@@ -65,10 +67,15 @@ class TimelineView(pg.PlotWidget):
         self._x_max = 0.0
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
+        self.plan: tuple[list, list[str]] = ([], [])   # the run's schedule plan and its devices, by rank
         self.export_actions = plot_export.add_export_actions(self)
         self.hover = Hover(self, self.interval_at, marker=False)
         cache_axes(item)
         self.setMinimumHeight(120)
+
+    def set_plan(self, plan: list[list[str]] | None, devices: list[str]) -> None:
+        """The schedule's plan of the run shown: the hover names each compute interval's micro-batch by it."""
+        self.plan = (plan or [], list(devices))
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
         return QtCore.QSize(600, 260)
@@ -197,6 +204,9 @@ class TimelineView(pg.PlotWidget):
             step, _, kind, t0, t1 = min(under, key=lambda r: r[4] - r[3])  # a wait under its neighbour's end
             same = [r for r in mine if r[0] == step and r[2] == kind]
             which = f", {kind} {same.index((step, device, kind, t0, t1)) + 1} of {len(same)}" if len(same) > 1 else ""
+            action = measured_actions(*self.plan, [r for r in mine if r[0] == step]).get((step, device, kind, t0, t1))
+            if action is not None:
+                which += f"\nstage {action[0]}, micro-batch {action[1]} ({action_label(kind, *action)} in the plan)"
             text = f"{device} · {kind}\nstep {step}{which}\n{_duration(t1 - t0)} from {_duration(t0 - self.origin)}"
             return Found(text, (t0 + t1) / 2 - self.origin, float(lane))
         before = max((r[4] for r in mine if r[4] < t), default=None)

@@ -129,10 +129,12 @@ def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, obje
 
 
 def experiment_points_table(result: ExperimentResult) -> str:
-    columns = ["point", "strategy", "split", "micro-batches", "step time", "throughput", "bubble", "stage balance",
-               "runs"]
+    columns = ["point", "strategy", "split", "micro-batches", "step time", "predicted (what-if)", "throughput",
+               "bubble", "stage balance", "runs"]
     rows = [[f"{p.label}{' (best)' if p.label == result.best else ''}", p.strategy, p.split, p.micro_batches,
-             _duration(p.step_time_s), _mean_std(p.throughput, "samples/s"), pct(p.bubble.measured),
+             _duration(p.step_time_s), _duration(MeanStd(p.predicted_step_s, None)) if p.predicted_step_s else "—",
+             _mean_std(p.throughput, "samples/s"),
+             pct(p.bubble.measured),
              _ratio(p.stage_balance), len(p.run_ids)] for p in result.points]
     return table(columns, rows)
 

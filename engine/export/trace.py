@@ -2,7 +2,8 @@
 
 One process per device (in the run's device order), its intervals as complete
 slices ("X") on as few threads as keep every thread's slices nested, each slice's
-step in its args; the device's telemetry as counter tracks ("C": utilization,
+step in its args, and for a compute slice of a pipeline its stage and micro-batch
+(named as torch names the action, "forward 0F1": engine.figures.plan.measured_actions); the device's telemetry as counter tracks ("C": utilization,
 memory); and, for a split model with one stage per device, flow arrows ("s"/"f")
 from the stage that hands an activation or gradient on to the one that takes it.
 One clock: microseconds since the run started, the store's clock for intervals
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from engine.figures.plan import action_label, measured_actions
 from engine.export.errors import ExportError
 from engine.store import Store
 
@@ -73,12 +75,20 @@ def trace_document(store: Store, run_id: str) -> dict:
     for row in rows:
         by_device[row[1]].append(row)
     thread_of: dict[tuple[str, str, float], int] = {}  # (device, "start" or "end", time) -> its slice's thread
+    # Which stage and micro-batch each compute slice ran, from the schedule's plan (engine.figures.plan).
+    actions = measured_actions(summary.plan or [], devices, rows) if summary else {}
     for device, mine in by_device.items():
         mine.sort(key=lambda r: (r[3], -r[4]))
-        for (step, _, kind, t0, t1), lane in zip(mine, _lanes([(r[3], r[4]) for r in mine])):
+        for row, lane in zip(mine, _lanes([(r[3], r[4]) for r in mine])):
+            step, _, kind, t0, t1 = row
             thread_of[(device, "start", t0)] = thread_of[(device, "end", t1)] = lane
-            events.append({"ph": "X", "name": kind, "cat": kind, "ts": t0 * US, "dur": max(0.0, t1 - t0) * US,
-                           "pid": pid[device], "tid": lane, "args": {"step": step}})
+            args, name = {"step": step}, kind
+            if tuple(row) in actions:
+                stage, micro_batch = actions[tuple(row)]
+                args.update(stage=stage, micro_batch=micro_batch)
+                name = f"{kind} {action_label(kind, stage, micro_batch)}"
+            events.append({"ph": "X", "name": name, "cat": kind, "ts": t0 * US, "dur": max(0.0, t1 - t0) * US,
+                           "pid": pid[device], "tid": lane, "args": args})
     for sample in store.samples(run_id):
         if sample.device not in pid:
             continue

@@ -70,6 +70,9 @@ def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[Exp
     shown_unit, factor = time_unit(means) if unit == "s" else (unit, 1.0)
     columns = IDENT_COLUMNS + [f"{label} mean ({unit})", f"{label} std ({unit})", "runs"]
     rows = [row + [m, s, len(p.run_ids)] for row, m, s, p in zip(ident, means, stds, points)]
+    if key == "step_time_s" and any(p.predicted_step_s for p in points):
+        columns.append("step time predicted (s)")   # engine.experiments.with_predictions
+        rows = [row + [p.predicted_step_s] for row, p in zip(rows, points)]
     return Figure(name, title, POINT, Axis(label, shown_unit),
                   bars=Bars([p.label for p in points], scaled(means, factor), scaled(stds, factor), best=best),
                   columns=columns, rows=rows)

@@ -30,18 +30,9 @@ class Pipeline(Strategy):
         schedule = SCHEDULE_INFO.get(config.schedule)
         if schedule is None:
             return found  # named by the config's own check
-        m, p = config.effective_micro_batches, len(devices)
-        if schedule.min_micro_batches == "devices" and m < p:
-            found.append(Problem("micro_batches", f"the {schedule.name} schedule needs at least as many "
-                                                  f"micro-batches as stages ({p}), got {m}"))
-        if schedule.min_micro_batches == "stages" and m < p * v:
-            found.append(Problem("micro_batches", f"the {schedule.name} schedule needs at least as many "
-                                                  f"micro-batches as stages ({p} devices x {v} = {p * v}), got {m}"))
-        if schedule.rounds and m > p and m % (m // p):
-            # torch's interleaved schedules run m in rounds of m // p micro-batches each
-            found.append(Problem("micro_batches", f"the {schedule.name} schedule runs the micro-batches in "
-                                                  f"{m // p} rounds: {m} micro-batches must divide into them "
-                                                  f"(use a multiple of {p}, or at most {p})"))
+        problem = schedule.micro_batch_problem(config.effective_micro_batches, len(devices), v)
+        if problem:
+            found.append(Problem("micro_batches", problem))
         if schedule.name != "gpipe" and not staged.distinct_processes(devices):
             found.append(Problem("schedule", f"{schedule.name} needs one process per device (CPU virtual devices "
                                              "or distinct GPUs); with shared or mixed devices use gpipe"))

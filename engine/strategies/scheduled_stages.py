@@ -21,7 +21,7 @@ from torch.distributed.pipelining import schedules as _schedules
 
 from engine.models import tracing
 from engine.strategies.schedules import SCHEDULE_INFO
-from engine.what_if import tick_plan
+from engine.strategies.schedule_actions import tick_plan
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
                                     stage_sgd)
 from engine.tensor_memory import Placement

@@ -36,6 +36,20 @@ class Schedule:
         """The stages device ``device`` runs, in stage order."""
         return [s for s in range(devices * per_device) if self.stage_device(s, devices) == device]
 
+    def micro_batch_problem(self, micro_batches: int, devices: int, per_device: int) -> str | None:
+        """Why torch's schedule cannot run ``micro_batches`` over ``devices`` x ``per_device`` stages, or None."""
+        m, p, v = micro_batches, devices, per_device
+        if self.min_micro_batches == "devices" and m < p:
+            return f"the {self.name} schedule needs at least as many micro-batches as stages ({p}), got {m}"
+        if self.min_micro_batches == "stages" and m < p * v:
+            return (f"the {self.name} schedule needs at least as many micro-batches as stages ({p} devices x {v} = "
+                    f"{p * v}), got {m}")
+        if self.rounds and m > p and m % (m // p):
+            # torch's interleaved schedules run m in rounds of m // p micro-batches each
+            return (f"the {self.name} schedule runs the micro-batches in {m // p} rounds: {m} micro-batches must "
+                    f"divide into them (use a multiple of {p}, or at most {p})")
+        return None
+
 
 SCHEDULE_LIST = (
     Schedule("gpipe", "ScheduleGPipe", "all forwards, then all backwards; keeps every micro-batch's activations",
@@ -50,7 +64,8 @@ SCHEDULE_LIST = (
              "input gradient (I) and weight gradient (W), the W moved into the bubble", (2, 3, 4),
              splits_backward=True, rounds=True),
     Schedule("zbv", "ScheduleZBVZeroBubble", "zero bubble in a V: two stages per device (d and 2p-1-d), split "
-             "backward; no bubble when F, I and W take equal time", (2,), placement="v", splits_backward=True),
+             "backward; almost no bubble when F, I and W take equal time", (2,), placement="v",
+             splits_backward=True),
     Schedule("dualpipev", "ScheduleDualPipeV", "DeepSeek's DualPipe in a V: two stages per device, forward and "
              "backward of two micro-batches overlapped, split backward", (2,), placement="v", splits_backward=True,
              min_micro_batches="stages"),

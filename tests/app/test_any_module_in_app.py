@@ -103,19 +103,26 @@ def test_the_plan_tab_draws_the_schedules_action_list(qtbot, window):
 
 
 def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
-    """A pipeline run fills the Plan tab's what-if table; a row's Run starts that schedule and micro-batch
-    count, once the panel's config is checked."""
+    """A pipeline run fills the Plan tab's what-if table (computed in a child: the window holds no torch); a
+    row's Run starts that schedule, stages per device and micro-batch count, once the panel's config is
+    checked."""
+    import sys
+
     from tests.app.app_helpers import set_small_mlp
     set_small_mlp(window, strategy="pipeline", micro_batches=4)
     wait_ready(qtbot, window, timeout=60_000)
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
     table = window.plan_view.what_if
-    rows = {(table.item(r, 0).text(), table.item(r, 1).text()): r for r in range(table.rowCount())}
-    assert ("gpipe", "4") in rows and ("1f1b", "2") in rows
-    assert not table.cellWidget(rows[("gpipe", "4")], 4).isEnabled()   # the run itself: measured
-    assert window.plan_view.cells  # and its plan
+    qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=60_000)
+    rows = {tuple(table.item(r, c).text() for c in range(3)): r for r in range(table.rowCount())}
+    assert ("gpipe", "1", "4") in rows and ("1f1b", "1", "2") in rows and ("zbv", "2", "4") in rows
+    assert not table.cellWidget(rows[("gpipe", "1", "4")], 5).isEnabled()   # the run itself: measured
+    assert window.plan_view.cells  # and its plan, under the last step as measured, each action named by it
+    measured = {(c[0], c[3], c[5]) for c in window.plan_view.measured_cells}
+    assert {("cpu:0", "forward", 3), ("cpu:1", "backward", 0)} <= measured and not window.plan_view.measured.isHidden()
+    assert "torch" not in sys.modules
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
-        table.cellWidget(rows[("1f1b", "2")], 4).click()
+        table.cellWidget(rows[("interleaved1f1b", "2", "2")], 5).click()
     summary = finished.args[0].summary
-    assert (summary.schedule, summary.micro_batches) == ("1f1b", 2)
+    assert (summary.schedule, summary.micro_batches, len(summary.split)) == ("interleaved1f1b", 2, 3)

@@ -202,6 +202,12 @@ def test_hover_names_the_timeline_interval_under_the_cursor(qtbot, qapp_configur
     assert hover(view, 0.005, 1.0) == "cpu:1 · backward\nstep 7\n4 ms from 4 ms"
     assert hover(view, 0.005, 0.0) == "cpu:0 · idle\nstep 7\n2 ms"
     assert hover(view, 0.005, 0.5) == ""   # between the lanes
+    # with the run's schedule plan, a compute interval names its stage and micro-batch
+    view.set_plan([["0F0", "0F1"], ["", "1B0"]], ["cpu:0", "cpu:1"])
+    assert hover(view, 0.007, 0.0) == ("cpu:0 · forward\nstep 7, forward 2 of 2\nstage 0, micro-batch 1 (0F1 in the "
+                                       "plan)\n4 ms from 6 ms")
+    view.set_plan([["0F0"], ["1B0"]], ["cpu:0", "cpu:1"])   # a plan the intervals do not follow: no names
+    assert hover(view, 0.007, 0.0) == "cpu:0 · forward\nstep 7, forward 2 of 2\n4 ms from 6 ms"
 
 
 # -- 4. colours, whole steps, fresh ranges ---------------------------------------------------------------
