@@ -137,3 +137,17 @@ def test_a_run_with_tensor_memory_has_its_figure_and_table():
     assert memory.columns[:5] == ["device", "params (MiB)", "grads (MiB)", "optimizer (MiB)", "activations (MiB)"]
     assert memory.rows == [["cpu:0", 1.0, 1.0, 0.0, 0.5, 2.5, None]]
     assert "tensor-memory" not in {f.name for f in run_figures(RunView(summary=RunSummary(devices=["cpu:0"])))}
+
+
+def test_the_timeline_table_names_each_compute_interval_by_its_plan_action():
+    """With the run's plan, each forward and backward says which action it ran (the last stage's loss, timed
+    as a forward right after its forward, the same one); other kinds, and runs without a plan, say nothing."""
+    from engine.figures.timeline import timeline_figure
+    rows = [(3, "cpu:0", "forward", 0.0, 0.1), (3, "cpu:0", "forward", 0.1, 0.2), (3, "cpu:0", "wait", 0.2, 0.3),
+            (3, "cpu:1", "forward", 0.1, 0.15), (3, "cpu:1", "forward", 0.15, 0.17)]
+    figure = timeline_figure(rows, ["cpu:0", "cpu:1"], plan=[["0F0", "0F1"], ["", "1F0"]])
+    assert figure.columns[-1] == "action"
+    assert [(r[1], r[2], r[-1]) for r in figure.rows] == [
+        ("cpu:0", "forward", "0F0"), ("cpu:0", "forward", "0F1"), ("cpu:1", "forward", "1F0"),
+        ("cpu:1", "forward", "1F0"), ("cpu:0", "wait", None)]
+    assert "action" not in timeline_figure(rows, ["cpu:0", "cpu:1"]).columns

@@ -220,7 +220,9 @@ class TimelineView(pg.PlotWidget):
     # -- export ----------------------------------------------------------------
     def to_figure(self) -> Figure:
         """The steps shown, as the exports' timeline figure (engine.figures.timeline_figure)."""
-        return timeline_figure(self.rows, self.devices, last=len({row[0] for row in self.rows}) or 1)
+        plan, devices = self.plan
+        return timeline_figure(self.rows, devices or self.devices, last=len({row[0] for row in self.rows}) or 1,
+                               plan=plan or None)
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
         return plot_export.export_widget(self, fmt, path)

@@ -81,7 +81,7 @@ def run_figures(run: RunView) -> list[Figure]:
         utilization_figure(run, devices), memory_figure(run, devices),
         step_figure(THROUGHPUT, run, "throughput"), step_time_figure(run), step_figure(LOSS, run, "loss"),
         timeline_figure(run.timeline, devices, steps=run.steps, bubble=run.summary.bubble,
-                        kept=(run.timeline_steps, run.step_count), last=TIMELINE_STEPS),
+                        kept=(run.timeline_steps, run.step_count), last=TIMELINE_STEPS, plan=run.summary.plan),
         busy_figure(run.summary, devices),
     ]
     if any(s.batch_split for s in run.steps):

@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 
 from engine.figures.figure import Axis, Figure, Lanes
 from engine.figures.numbers import is_number, pct
+from engine.figures.plan import action_label, measured_actions
 from engine.results import Bubble, Step
 
 TIMELINE_STEPS = 3          # steps a timeline shows, on screen and in exports: one look for one run
@@ -31,12 +32,13 @@ def device_order(known: Sequence[str], seen: Iterable[str]) -> list[str]:
 
 def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, steps: Sequence[Step] = (),
                     bubble: Bubble | None = None, kept: tuple[int, int] | None = None,
-                    last: int = TIMELINE_STEPS) -> Figure:
+                    last: int = TIMELINE_STEPS, plan: Sequence[Sequence[str]] | None = None) -> Figure:
     """The intervals (step, device, kind, t0, t1) of the ``last`` steps among ``rows``.
 
     ``steps`` give where each step ended (a step starts where the previous one ended,
     engine.summary.StepMerger); ``kept`` is (steps whose intervals are stored, steps), to
-    say when the timelines are a sample."""
+    say when the timelines are a sample; ``plan`` (the run's schedule plan) names each compute interval's
+    action in the table ("0F1": engine.figures.plan.measured_actions)."""
     shown = sorted({row[0] for row in rows})[-last:]
     picked = sorted((tuple(row) for row in rows if row[0] in shown), key=lambda row: row[3])
     lanes = device_order(devices, [row[1] for row in picked])
@@ -51,6 +53,7 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
         if first is not None and is_number(first.t) and is_number(first.time_s):
             start = min(start, first.t - first.time_s)  # the first step's lead-in before its first interval
         end = max([row[4] for row in picked] + list(ends.values()))
+    actions = measured_actions(plan, lanes, picked) if plan else {}
     # milliseconds for the short windows a timeline usually shows: "3.2 ms" reads better than "0.0032 s"
     unit, factor = ("ms", 1000.0) if end - start < 2 else ("s", 1.0)
     # a step ends where the next begins: its recorded end, else the next one's first interval
@@ -65,4 +68,6 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
         lanes=Lanes(lanes, [(device, kind, (t0 - start) * factor, (t1 - start) * factor)
                             for _, device, kind, t0, t1 in picked],
                     (end - start) * factor, [(b - start) * factor for b in boundaries if is_number(b)]),
-        columns=["step", "device", "kind", "t0 (s)", "t1 (s)"], rows=[list(row) for row in picked])
+        columns=["step", "device", "kind", "t0 (s)", "t1 (s)", *(["action"] if actions else [])],
+        rows=[[*row, *([action_label(row[2], *actions[row]) if row in actions else None] if actions else [])]
+              for row in picked])
