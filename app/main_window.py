@@ -345,8 +345,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plan_view.show_measured_step(plan, list(record.summary.devices) if plan else [], rows)
         why = (unpredictable(record.summary) if record is not None and record.summary is not None
                and record.status == "finished" else "")
-        if record is None or why is None:
-            self.what_if_client.close()
+        self.what_if_client.close()   # an earlier run's answer must not land under this one
         if why is None:
             self.plan_view.show_what_if_status(f"What-if: simulating every schedule from run {run_id}...")
             self.what_if_client.request(run_id)
@@ -354,7 +353,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self.plan_view.show_what_if_status(f"What-if: {why}." if why else "")
 
     def _on_predictions(self, run_id: str, predictions: list) -> None:
-        self.plan_view.show_predictions(predictions, self.what_if_runnable)
+        if run_id == self.what_if_client.run_id:
+            self.plan_view.show_predictions(predictions, self.what_if_runnable)
 
     def run_prediction(self, schedule: str, stages_per_device: int, micro_batches: int) -> None:
         """A what-if row's Run: the pipeline with that schedule, stages per device and micro-batches, started

@@ -281,11 +281,17 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
 
 
 def _predictions(result, db) -> list:
-    """What-if step times of the other schedules and micro-batch counts, from this run (engine.what_if)."""
+    """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.what_if): torch-
+    free, so `run` stays quick; every schedule is `what-if RUN_ID`'s. A prediction that fails costs the run
+    nothing: the run is stored and reported without it."""
     from engine.store import Store
     from engine.what_if import predict_stored
-    with Store(db) as store:
-        return predict_stored(store, result.run_id)
+    try:
+        with Store(db) as store:
+            return predict_stored(store, result.run_id, multi_stage=False)
+    except (ValueError, ArithmeticError) as exc:
+        print(f"warning: no what-if for run {result.run_id}: {exc}", file=sys.stderr)
+        return []
 
 
 def cmd_what_if(args) -> int:
@@ -305,6 +311,9 @@ def cmd_what_if(args) -> int:
             print(f"error: {why}", file=sys.stderr)
             return EXIT_INVALID
         predictions = predict_stored(store, args.id)
+    if not predictions and not args.json:
+        print(f"no what-if for run {args.id}: none of its kept steps is past its warm-up", file=sys.stderr)
+        return EXIT_FAILED
     print(json.dumps([to_json(p) for p in predictions]) if args.json else predictions_table(predictions))
     return EXIT_OK
 

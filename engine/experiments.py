@@ -13,7 +13,10 @@ finished.
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -383,18 +386,31 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
 def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentPoint]:
     """Each point's step time as engine.what_if predicts it from the first run of the first measured pipeline
     point with micro-batches (else the naive split's: GPipe with one, whose per-call costs say less about
-    smaller micro-batches), so a sweep shows measured beside predicted."""
-    from engine.store import Store
-    from engine.what_if import predict_stored
+    smaller micro-batches), so a sweep shows measured beside predicted. Only for points on the reference's
+    devices, with its split, or a split of their own for another number of stages per device (a what-if
+    keeps the model's cut per device): a split-point sweep's other splits, or other device counts, get none.
+    Computed by ``main.py what-if`` in a child (the multi-stage schedules' lists need torch, which neither
+    the command line's process nor the app's imports); an experiment whose prediction fails keeps its points."""
+    from engine.session import ROOT
     staged = [p for p in points if p.step_time_s is not None and p.split and p.run_ids]
     reference = next((p for p in staged if (p.micro_batches or 1) > 1), staged[0] if staged else None)
     if reference is None:
         return points
-    with Store(db_path) as store:
-        predicted = {(q.schedule, q.stages_per_device, q.micro_batches): q.step_time_s
-                     for q in predict_stored(store, reference.run_ids[0])}
+    command = [sys.executable, str(ROOT / "main.py"), "what-if", reference.run_ids[0], "--json"]
+    if db_path is not None:
+        command += ["--db", str(db_path)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+        rows = json.loads(done.stdout) if done.returncode == 0 else []
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        rows = []
+    predicted = {(r["schedule"], r["stages_per_device"], r["micro_batches"]): r["step_time_s"] for r in rows}
+
+    def comparable(point: ExperimentPoint) -> bool:
+        return (point.split is not None and point.devices == reference.devices
+                and (point.split == reference.split or point.stages_per_device != reference.stages_per_device))
     return [dataclasses.replace(p, predicted_step_s=predicted.get(
-                (p.schedule or "gpipe", p.stages_per_device, p.micro_batches or 1))) if p.split else p
+                (p.schedule or "gpipe", p.stages_per_device, p.micro_batches or 1))) if comparable(p) else p
             for p in points]
 
 

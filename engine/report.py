@@ -135,7 +135,7 @@ def experiment_table(result: ExperimentResult) -> str:
 
 def predictions_table(predictions, under_run: str | None = None) -> str:
     """The what-if lines (engine.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
-    (under that run's summary): only each schedule's fastest and the run's own, and how to see the rest."""
+    (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all."""
     from engine.what_if import TRUST
     shown = list(predictions)
     if under_run:
@@ -149,6 +149,7 @@ def predictions_table(predictions, under_run: str | None = None) -> str:
         mark = "  <- this run (the fit)" if p.measured else ""
         lines.append(f"  {p.schedule:<15} V={p.stages_per_device} m={p.micro_batches:<3} step "
                      f"{p.step_time_s * 1e3:8.1f} ms  bubble {p.bubble:.2f}{mark}")
-    if under_run and len(shown) < len(predictions):
-        lines.append(f"  (each schedule's fastest; every micro-batch count: main.py what-if {under_run})")
+    if under_run:
+        lines.append(f"  (each schedule's fastest; every schedule and micro-batch count: "
+                     f"main.py what-if {under_run})")
     return "\n".join(lines)

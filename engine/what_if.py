@@ -4,11 +4,13 @@ simulated from one run.
 From a stored pipeline run with one process per device, the measured steps'
 kept timelines give each device's forward, backward (or input- and
 weight-gradient) time per micro-batch and its optimizer time per step. Each
-candidate schedule's action list is then played out: for GPipe and 1F1B the
-order their own loop runs (``order``: GPipe all forwards then all backwards;
-1F1B ``min(m, p - s)`` forwards, then a backward and a forward in turn, then the
-remaining backwards), for the multi-stage schedules torch's own
-``pipeline_order``, computed by the schedule class itself (``torch_actions``).
+candidate schedule's action list (engine/strategies/schedule_actions.py) is
+then played out: for GPipe and 1F1B the order their own loop runs (``order``:
+GPipe all forwards then all backwards; 1F1B ``min(m, p - s)`` forwards, then a
+backward and a forward in turn, then the remaining backwards), for the
+multi-stage schedules torch's own ``pipeline_order``, computed by the schedule
+class itself (``torch_actions``: importing torch, which ``run``'s process and the
+app's never do, so they ask for GPipe and 1F1B alone or ask ``main.py what-if``).
 Each device runs its actions in order; an action starts when its device is free
 and its input is there (a forward after the previous stage's forward of that
 micro-batch, a backward or input gradient after the next stage's, a weight
@@ -42,7 +44,7 @@ from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
          "and device (engine/what_if.py): within 8 % of measured runs for every schedule on cpu:2 (mlp 512x8, "
          "`make bench`); less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
-         "(up to 25 % off at 20 ms steps), or where stages are unbalanced")
+         "(up to 22 % off at 20 ms steps), or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""
 
 MICRO_BATCH_COUNTS = (1, 2, 4, 8, 16)
@@ -117,12 +119,12 @@ class _Model:
         return compute * self.scale / self.per_device + self.overhead * self.messages(action, device)
 
     def messages(self, action: Action, device: int) -> int:
-        """The hand-overs to or from another device the action makes: its input in, its output out."""
+        """The hand-overs to or from another device the action makes: its input in, its output out (a forward
+        from the stage before and to the one after, a backward the other way; a weight gradient none)."""
         if action.kind == "W":
             return 0
-        step = 1 if action.kind == "F" else -1
         last = self.devices * self.per_device - 1
-        return sum(1 for neighbour in (action.stage - step, action.stage + step)
+        return sum(1 for neighbour in (action.stage - 1, action.stage + 1)
                    if 0 <= neighbour <= last and self.schedule.stage_device(neighbour, self.devices) != device)
 
     def step(self, micro_batches: int) -> float:
@@ -151,13 +153,17 @@ def fit_overhead(schedule: Schedule, per_device: int, times: list[DeviceTimes], 
     return (low + high) / 2
 
 
-def candidates(summary: RunSummary, devices: int, own_per_device: int):
-    """(schedule, V, m) for every schedule torch can run at each micro-batch count dividing the batch: V its
-    default and, where it allows it, the run's."""
+def candidates(summary: RunSummary, devices: int, own_per_device: int, multi_stage: bool = True):
+    """(schedule, V, m) for every schedule torch can run (only GPipe and 1F1B without ``multi_stage``) at each
+    micro-batch count dividing the batch, the run's own among them: V its default and, where it allows it,
+    the run's. (Not checked: whether the model has blocks for p x V stages; the check before a run says.)"""
+    counts = sorted({*MICRO_BATCH_COUNTS, summary.micro_batches or 1})
     for schedule in SCHEDULE_LIST:
+        if schedule.multi_stage and not multi_stage:
+            continue
         for per_device in dict.fromkeys(v for v in (schedule.stages_per_device[0], own_per_device)
                                         if v in schedule.stages_per_device):
-            for m in MICRO_BATCH_COUNTS:
+            for m in counts:
                 if summary.batch_size % m == 0 and schedule.micro_batch_problem(m, devices, per_device) is None:
                     yield schedule, per_device, m
 
@@ -167,9 +173,9 @@ def unpredictable(summary: RunSummary) -> str | None:
     devices = list(summary.devices)
     if summary.split is None or (summary.schedule or "gpipe") not in SCHEDULE_INFO:
         return "what-if predicts pipeline schedules from a run split into stages; this run is not"
-    if len(devices) < 2 or len(set(devices)) != len(devices):
-        return ("what-if needs one process per device (CPU virtual devices or distinct GPUs); this run's stages "
-                "shared a process")
+    if len(devices) < 2 or not _one_process_per_device(summary.strategy, devices):
+        return ("what-if needs one process per device (CPU virtual devices, or a pipeline over distinct GPUs); "
+                "this run's stages shared a process")
     if (len(summary.split) + 1) % len(devices):
         return "what-if needs the same number of stages on every device"
     if not summary.step_time_s or not summary.batch_size:
@@ -177,13 +183,26 @@ def unpredictable(summary: RunSummary) -> str | None:
     return None
 
 
-def predict(summary: RunSummary, rows, warmup: int) -> list[Prediction]:
+def _one_process_per_device(strategy: str, devices: list[str]) -> bool:
+    """The run's strategy put each device's stages in a process of its own (the naive split on GPUs keeps
+    the tutorial's one process): asked of the strategy, from the device names."""
+    from engine.devices import Device
+    from engine.strategies import STRATEGIES
+    known = STRATEGIES.get(strategy)
+    placed = [Device(name, name.split(":")[0], int(name.split(":")[1]) if ":" in name else 0) for name in devices]
+    return known is not None and len(set(devices)) == len(devices) and known.world_size(None, placed) == len(devices)
+
+
+def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True) -> list[Prediction]:
     """Every candidate (``candidates``) simulated from this run's device times over the timeline ``rows``;
-    [] for a run these do not describe (``unpredictable``)."""
+    [] for a run these do not describe (``unpredictable``). Without ``multi_stage``, GPipe and 1F1B only, from a
+    run of either: their lists need no torch, the multi-stage schedules' come from torch's classes."""
     if unpredictable(summary):
         return []
     # the naive split (model-parallel) is GPipe with one micro-batch
     m, own = summary.micro_batches or 1, SCHEDULE_INFO[summary.schedule or "gpipe"]
+    if own.multi_stage and not multi_stage:
+        return []
     devices = list(summary.devices)
     p = len(devices)
     own_per_device = (len(summary.split) + 1) // p
@@ -192,7 +211,7 @@ def predict(summary: RunSummary, rows, warmup: int) -> list[Prediction]:
         return []
     overhead = fit_overhead(own, own_per_device, times, m, summary.step_time_s.mean)
     out = []
-    for schedule, per_device, count in candidates(summary, p, own_per_device):
+    for schedule, per_device, count in candidates(summary, p, own_per_device, multi_stage):
         model = _Model(schedule, p, per_device, times, m / count, overhead)
         step = model.step(count)
         busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer for t in times]
@@ -202,10 +221,10 @@ def predict(summary: RunSummary, rows, warmup: int) -> list[Prediction]:
     return out
 
 
-def predict_stored(store, run_id: str, last_steps: int = 50) -> list[Prediction]:
+def predict_stored(store, run_id: str, last_steps: int = 50, multi_stage: bool = True) -> list[Prediction]:
     """``predict`` for a finished run in ``store`` (an engine.store.Store), from its last kept steps."""
     record = store.get_run(run_id)
     if record is None or record.summary is None or record.status != "finished":
         return []
     rows = store.timeline(run_id, steps=store.timeline_steps(run_id, last=last_steps))
-    return predict(record.summary, rows, int(record.config.get("warmup") or 0))
+    return predict(record.summary, rows, int(record.config.get("warmup") or 0), multi_stage)

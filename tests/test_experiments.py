@@ -53,7 +53,7 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
     assert rebuilt.status == "incomplete" and rebuilt.best == result["best"]
     # the what-if's predictions come with the finished result only (they need torch's schedules)
     assert [to_json(p) for p in rebuilt.points] == [dict(p, predicted_step_s=None) for p in result["points"]]
-    if name == "schedules":   # every point predicted from the first (model-parallel), beside its measurement
+    if name == "schedules":   # every point predicted from the gpipe point's run, beside its measurement
         assert all(p["predicted_step_s"] > 0 for p in result["points"]), result["points"]
     if name == "dp-scaling":
         assert [p["batch_split"] for p in result["points"] if p["label"] == "data-parallel x2"] == [[16, 16]]

@@ -83,6 +83,12 @@ def test_predict_fits_the_runs_own_step_and_scales_the_micro_batches():
     assert "not" in unpredictable(replicated) and predict(replicated, rows, warmup=1) == []
     shared = summary.replace(devices=["cuda:0", "cuda:0"])
     assert "one process per device" in unpredictable(shared)
+    assert unpredictable(summary.replace(devices=["cuda:0", "cuda:1"])) is None   # a pipeline over two GPUs
+    naive_on_gpus = summary.replace(strategy="model-parallel", devices=["cuda:0", "cuda:1"], micro_batches=None)
+    assert "one process per device" in unpredictable(naive_on_gpus)   # the tutorial's one process
+    torch_free = predict(summary, rows, warmup=1, multi_stage=False)
+    assert {p.schedule for p in torch_free} == {"gpipe", "1f1b"}
+    assert torch_free == [p for p in predictions if p.schedule in ("gpipe", "1f1b")]
 
 
 def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
@@ -93,10 +99,13 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
             "--warmup", "2", "--strategy", "pipeline", "--devices", "cpu:2", "--json"]
     _, ref = cli(*base, "--micro-batches", "4", check_json=True)
     assert ref["plan"] == tick_plan("gpipe", 2, 4)  # the run carries its schedule's plan
-    predicted = {(p["schedule"], p["micro_batches"]): p["step_time_s"] for p in ref["predictions"]}
+    assert {p["schedule"] for p in ref["predictions"]} == {"gpipe", "1f1b"}   # run's own: torch-free ones
+    every = cli("what-if", ref["run_id"], "--json")   # every schedule, later, from the store
+    assert every.returncode == 0
+    predictions = json.loads(every.stdout)
+    assert [p for p in predictions if p["schedule"] in ("gpipe", "1f1b")] == ref["predictions"]
+    predicted = {(p["schedule"], p["micro_batches"]): p["step_time_s"] for p in predictions}
     assert predicted[("gpipe", 4)] == pytest.approx(ref["step_time_s"]["mean"], rel=0.01)
-    again = cli("what-if", ref["run_id"], "--json")   # the same, later, from the store
-    assert again.returncode == 0 and json.loads(again.stdout) == ref["predictions"]
     unknown = cli("what-if", "no-such-run")
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     for schedule, m in (("interleaved1f1b", 4), ("1f1b", 8)):

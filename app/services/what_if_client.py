@@ -8,7 +8,6 @@ One request at a time; a newer request ends the older one's process, and
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -43,11 +42,9 @@ class WhatIfClient(QtCore.QObject):
         proc.start()
 
     def close(self) -> None:
+        """End the child, if any; its answer is dropped."""
         self._end()
-
-    @property
-    def busy(self) -> bool:
-        return self._proc is not None
+        self.run_id = None
 
     def _end(self) -> None:
         proc, self._proc = self._proc, None
@@ -77,4 +74,5 @@ class WhatIfClient(QtCore.QObject):
     def _on_error(self, proc: QtCore.QProcess, error) -> None:
         if proc is self._proc and error == QtCore.QProcess.ProcessError.FailedToStart:
             self._proc = None
+            proc.deleteLater()
             self.sigFailed.emit(self.run_id or "", f"could not start {sys.executable}")

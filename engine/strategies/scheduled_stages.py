@@ -110,7 +110,7 @@ class ScheduledStages(Executor):
 
     def plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
-        # says it. The one-stage-per-device ones run their own loop, which engine.what_if plays out.
+        # says it. The one-stage-per-device ones run their own loop, which schedule_actions.tick_plan plays out.
         if self.schedule_info.multi_stage:
             order = self.schedule.pipeline_order
             return [[str(action) if action is not None else "" for action in order[rank]] for rank in sorted(order)]
