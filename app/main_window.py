@@ -131,9 +131,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.what_if_client.sigFailed.connect(
             lambda run_id, why: self.plan_view.show_what_if_status(f"What-if failed for run {run_id}: {why}"))
         self.what_if_runnable = False
+        self.what_if_pending: str | None = None   # a run whose what-if waits for the Plan tab to be shown
         # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
         self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.results, "Experiment result"),
                                 name="centerTabs")
+        self.center_tabs.currentChanged.connect(lambda _index: self._ask_what_if())
         center = column(self.error_panel, (self.center_tabs, 1), margins=(6, 8, 8, 4))
         self.history = HistoryPanel(self.store)
         self.log_view = LogView()
@@ -346,11 +348,19 @@ class MainWindow(QtWidgets.QMainWindow):
         why = (unpredictable(record.summary) if record is not None and record.summary is not None
                and record.status == "finished" else "")
         self.what_if_client.close()   # an earlier run's answer must not land under this one
+        self.what_if_pending = run_id if why is None else None
         if why is None:
             self.plan_view.show_what_if_status(f"What-if: simulating every schedule from run {run_id}...")
-            self.what_if_client.request(run_id)
+            self._ask_what_if()
         else:
             self.plan_view.show_what_if_status(f"What-if: {why}." if why else "")
+
+    def _ask_what_if(self) -> None:
+        """Start the pending what-if once the Plan tab is in view: each one is a child that imports torch,
+        not worth it for every run clicked in the history."""
+        if self.what_if_pending and self.center_tabs.currentWidget() is self.plan_view:
+            self.what_if_client.request(self.what_if_pending)
+            self.what_if_pending = None
 
     def _on_predictions(self, run_id: str, predictions: list) -> None:
         if run_id == self.what_if_client.run_id:

@@ -112,6 +112,8 @@ def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
     table = window.plan_view.what_if
+    assert table.rowCount() == 0 and window.what_if_pending   # asked for once the Plan tab shows
+    window.center_tabs.setCurrentWidget(window.plan_view)
     qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=60_000)
     rows = {tuple(table.item(r, c).text() for c in range(3)): r for r in range(table.rowCount())}
     assert ("gpipe", "1", "4") in rows and ("1f1b", "1", "2") in rows and ("zbv", "2", "4") in rows
