@@ -15,7 +15,9 @@ import threading
 
 from engine import models, strategies
 from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
+from engine.precision import DTYPES, OPTIMIZERS
 from engine.results import to_json
+from engine.precision import DTYPES, OPTIMIZERS
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -71,6 +73,8 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     g.add_argument("--warmup", type=int, default=None, help="steps left out of the timings (default 2)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--lr", type=float, default=None)
+    g.add_argument("--optimizer", default="sgd", help="; ".join(f"{n}: {d}" for n, d in OPTIMIZERS.items()))
+    g.add_argument("--dtype", default="float32", help="; ".join(f"{n}: {d}" for n, d in DTYPES.items()))
     g.add_argument("--profile-steps", type=int, default=0,
                    help="measured steps each rank records with torch.profiler, kept with the run and exported with "
                         "`export --format trace` (default 0: none)")
@@ -121,7 +125,7 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline,
         image_size=args.image_size, split_level=args.split_level, stages_per_device=args.stages_per_device,
-        profile_steps=args.profile_steps)
+        profile_steps=args.profile_steps, optimizer=args.optimizer, dtype=args.dtype)
     return config, tokens
 
 

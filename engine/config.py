@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import models, strategies
+from engine.precision import DTYPES, OPTIMIZERS
 from engine.problems import ConfigError, Problem  # noqa: F401 (part of this module's interface)
 from engine.timeline_keeper import TIMELINE_MODES
 
@@ -60,7 +61,7 @@ class ExperimentConfig:
     seed: int = 0
     """Seeds the initial parameters and the synthetic data: every strategy sees the same batches."""
     lr: float | None = None
-    """SGD learning rate; None: the model's default."""
+    """The optimizer's learning rate; None: the model's default."""
     hang_timeout_s: float = 120.0
     """A rank silent this long is declared hung and the run fails."""
     input_prep: str = "ahead"
@@ -69,6 +70,10 @@ class ExperimentConfig:
     """Measured steps each rank records with torch.profiler (engine.profiling); 0: none."""
     timeline: str = "sampled"
     """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all" (engine.timeline_keeper)."""
+    optimizer: str = "sgd"
+    """The optimizer every strategy builds (engine.precision.OPTIMIZERS): "sgd" or "adamw"."""
+    dtype: str = "float32"
+    """The forward's compute dtype (engine.precision.DTYPES): "float32", or "bfloat16" under torch.autocast."""
 
     # ---- derived values -------------------------------------------------
     @property
@@ -150,7 +155,8 @@ class ExperimentConfig:
 _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed",
                "image_size", "split_level", "stages_per_device", "profile_steps"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
-_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline"}
+_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline", "optimizer",
+               "dtype"}
 _OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size",
              "stages_per_device"}
 
@@ -199,6 +205,10 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
     if config.input_prep not in INPUT_PREP:
         add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
+    if config.optimizer not in OPTIMIZERS:
+        add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    if config.dtype not in DTYPES:
+        add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):

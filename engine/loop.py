@@ -11,6 +11,7 @@ from typing import Callable
 
 from engine.devices import Device
 from engine.feed import BatchFeed
+from engine.precision import autocast
 from engine.profiling import StepProfiler
 from engine.strategies.base import Executor, RankContext
 from engine.tensor_memory import TensorMeter
@@ -25,6 +26,7 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
     profiler = StepProfiler(ctx.config.profile_steps, ctx.config.warmup, any(d.kind == "cuda" for d in ctx.devices),
                             ctx.rank)
     reported = None
+    device_types = sorted({d.kind for d in ctx.devices})
     try:
         for step in range(ctx.config.steps):
             timer.begin_step()
@@ -32,14 +34,16 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
             start = time.perf_counter()
             profiler.before_step(step, start)
             inputs, targets = feed.next()
-            result = executor.step(inputs, targets)
+            with autocast(ctx.config, device_types):
+                result = executor.step(inputs, targets)
             intervals = timer.end_step()
+            communication = ctx.comm.take()
             end = time.perf_counter()
             memory = meter.after_step()
             # Sent when it changes (it rarely does after the first steps): events stay small at 1,000s of steps/s.
             emit("rank_step", step=step, start=start, end=end, intervals=intervals,
                  loss_part=result.loss_part, samples=result.samples, batch_split=result.batch_split,
-                 tensor_memory=memory if memory != reported else None)
+                 tensor_memory=memory if memory != reported else None, communication=communication or None)
             reported = memory
             trace = profiler.after_step(step)
             if trace is not None:

@@ -36,6 +36,11 @@ def summary_table(s: RunSummary) -> str:
         rows.append(("param change", f"{s.param_change:.6g} (how far training moved them)"))
     if s.devices_busy:
         rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s.devices, s.devices_busy))))
+    if s.optimizer:
+        rows.append(("optimizer", f"{s.optimizer}, {s.dtype}"))
+    if s.communication:
+        rows.append(("communication", "  ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication)
+                                                if c is not None)))
     if s.tensor_memory:
         rows.append(("tensor memory", "  ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory)
                                                 if m is not None)))

@@ -213,6 +213,8 @@ class StepMerger:
             "intervals": {d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
                           for d, v in intervals.items()},
             "batch_split": split,
+            # Each device's collectives belong to the one rank that runs it.
+            "communication": {d: ops for r in reports for d, ops in (r.get("communication") or {}).items()} or None,
             "tensor_memory": {d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
         }
         return merged
@@ -254,6 +256,9 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         batch_split=totals.batch_split_counts() if data_parallel else None,
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,
+        communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
+        optimizer=config.get("optimizer", "sgd"),
+        dtype=config.get("dtype", "float32"),
         notes=list(notes or []),
         plan=plan,
     )

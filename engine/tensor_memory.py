@@ -6,7 +6,7 @@ strategy. What differs between strategies is what the model puts on a device:
 
 - ``params``: the parameters (and buffers) of the modules placed on it;
 - ``grads``: their gradients, as the step leaves them;
-- ``optimizer``: the optimizer's state for those parameters (none for plain SGD);
+- ``optimizer``: the optimizer's state for those parameters (none for plain SGD, two moments for AdamW);
 - ``activations``: the most bytes saved for backward at once during the step, counted
   by autograd's saved-tensor hooks while a module placed on the device runs its
   forward (a storage counted once however many saved tensors view it, a parameter
@@ -16,9 +16,15 @@ strategy. What differs between strategies is what the model puts on a device:
 All of it is counted on sampled steps (the first three, then every ``RECOUNT_EVERY``-th)
 and held in between: what a training step holds repeats from step to step.
 
+Sharded parameters, gradients and optimizer state (FSDP's and tensor parallelism's
+DTensors) count their local shard: what the device holds. A parameter FSDP gathers
+for a forward and saves for its backward is a parameter, not an activation.
+
 On a GPU, ``allocated_peak`` adds what torch's caching allocator had allocated at
 most during the step (``torch.cuda.max_memory_allocated``): every tensor, the
-temporaries too, and still not the CUDA context that NVML's figure includes.
+temporaries too, and still not the CUDA context that NVML's figure includes; the
+summary's ``other`` is that peak less the kinds above (gathered parameters,
+communication buffers, temporaries).
 """
 from __future__ import annotations
 
@@ -49,6 +55,9 @@ class Placement:
 
 
 def _storage(t: "torch.Tensor") -> tuple[int, int]:
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None:  # a DTensor (fsdp, tensor-parallel): this rank's shard is what it holds
+        t = to_local()
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.nbytes()
 
@@ -84,7 +93,7 @@ class ActivationCounter:
         self.counting = True     # off: a forward runs without hooks (engine.tensor_memory.TensorMeter samples steps)
         for placement in placements:
             for tensor in (*placement.module.parameters(), *placement.module.buffers()):
-                self._params.add(tensor.untyped_storage().data_ptr())
+                self._params.add(_storage(tensor)[0])
             name = placement.device.name
             self._live.setdefault(name, 0)
             self._peak.setdefault(name, 0)
@@ -110,6 +119,8 @@ class ActivationCounter:
                 hooks.__exit__(None, None, None)
 
     def _pack(self, device: str, t: "torch.Tensor"):
+        if isinstance(t, self._torch.nn.Parameter):  # FSDP's gathered parameters too: they are "params"
+            return t, None
         ptr, size = _storage(t)
         if ptr in self._params or size == 0:
             return t, None

@@ -38,6 +38,7 @@ class StepTimer:
     def __init__(self, cuda_indices=()):
         self._lock = threading.Lock()
         self._intervals: dict[str, list[list]] = {}
+        self._blocking: dict[str, list[list]] = {}
         self._cuda_pending: list[tuple[str, str, object, object]] = []
         self._cuda_anchor: dict[int, tuple[float, object]] = {}
         self.cuda_indices = tuple(cuda_indices)  # the GPUs this process works on
@@ -46,6 +47,7 @@ class StepTimer:
     def begin_step(self) -> None:
         with self._lock:
             self._intervals = {}
+            self._blocking = {}
             self._cuda_pending = []
             self._cuda_anchor = {}
         if self.cuda_indices:
@@ -70,6 +72,12 @@ class StepTimer:
     def add(self, device: str, kind: str, t0: float, t1: float) -> None:
         with self._lock:
             self._intervals.setdefault(device, []).append([kind, t0, t1])
+
+    def add_blocking(self, device: str, kind: str, t0: float, t1: float) -> None:
+        """An interval in which the calling thread did nothing else (a collective it waited for on a CPU
+        device): ``end_step`` cuts it out of the forward or backward span around it."""
+        with self._lock:
+            self._blocking.setdefault(device, []).append([kind, t0, t1])
 
     def mark(self, device):
         """A point in ``device``'s time: now on a CPU device; on a GPU an event recorded on the calling
@@ -123,7 +131,18 @@ class StepTimer:
                 self.add(name, kind, t0, t0 + max(0.0, start.elapsed_time(end)) / 1000.0)
         with self._lock:
             out, self._intervals = self._intervals, {}
+            blocking, self._blocking = self._blocking, {}
+        for device, spans in blocking.items():
+            out[device] = carve(out.get(device, []), spans) + spans
         return out
+
+
+def carve(intervals: list[list], cuts: list[list]) -> list[list]:
+    """``intervals`` less the time ``cuts`` cover: a span around a cut becomes its pieces either side."""
+    for _, c0, c1 in cuts:
+        intervals = [[kind, a, b] for kind, t0, t1 in intervals
+                     for a, b in ((t0, min(t1, c0)), (max(t0, c1), t1)) if b > a]
+    return intervals
 
 
 def busy_time(intervals: list[list]) -> float:

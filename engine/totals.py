@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from engine.results import BatchSplit, MeanStd
+from engine.communication import OPERATIONS
+from engine.results import BatchSplit, Communication, MeanStd, Traffic
 
 
 class RunningStat:
@@ -50,6 +51,7 @@ class RunTotals:
         self.batch_splits: dict[tuple, int] = {}         # each per-device batch split, with its step count
         self.tensor_memory: dict[str, dict[str, int]] = {}  # each device's by kind, as last reported
         self.tensor_memory_peak: dict[str, dict[str, int]] = {}  # and its most over the measured steps
+        self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
 
     def add(self, step: dict) -> None:
         self.steps += 1
@@ -68,6 +70,11 @@ class RunTotals:
             peak = self.tensor_memory_peak.setdefault(device, {})
             for kind, size in kinds.items():
                 peak[kind] = max(peak.get(kind, 0), size)
+        for device, operations in (step.get("communication") or {}).items():
+            for operation, values in operations.items():
+                sums = self.communication.setdefault(device, {}).setdefault(operation, [0, 0, 0.0])
+                for i, value in enumerate(values):
+                    sums[i] += value
         time_s = step["time_s"]
         self.measured += 1
         self.step_time.add(time_s)
@@ -84,6 +91,16 @@ class RunTotals:
             return None
         times = self.work_time if work_only else self.busy_time
         return [min(1.0, times[d] / self.total_time) for d in self.devices]
+
+    def communication_per_step(self, device: str) -> Communication | None:
+        """The device's collectives per measured step, by operation; None when it had none."""
+        operations = self.communication.get(device)
+        if not operations or not self.measured:
+            return None
+        order = sorted(operations, key=lambda op: OPERATIONS.index(op) if op in OPERATIONS else len(OPERATIONS))
+        n = self.measured
+        return Communication([Traffic(op, operations[op][0] / n, operations[op][1] / n, operations[op][2] / n)
+                              for op in order])
 
     def batch_split_counts(self) -> list[BatchSplit]:
         """Each distinct split of the batch (samples per replica) and its steps, in the order they first came."""

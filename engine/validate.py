@@ -166,6 +166,8 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     impl = strategies.get(config.strategy)
     found.extend(impl.check(config, devices, n_blocks))
     if not found:
+        found.extend(impl.model_problems(config, spec, devices))
+    if not found:
         found.extend(_module_problems(config, spec, impl, devices))
     if found:
         return None, found

@@ -157,8 +157,18 @@ def _bars(axes, figure: Figure) -> None:
     values = [v if is_number(v) else None for v in bars.values]
     errors = list(bars.errors or []) + [None] * n
     refs = list(bars.refs or []) + [None] * n
+    bottoms = [0.0] * n
+    for segment in bars.segments or []:
+        heights = [v if is_number(v) else 0.0 for v in segment.values]
+        axes.bar(range(n), heights, bottom=bottoms, width=0.62, color=segment.color, label=segment.name,
+                 gid=f"{figure.name}/segment/{segment.name}")
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
     for i, (label, value) in enumerate(zip(bars.labels, values)):
         if value is None:
+            continue
+        if bars.segments:
+            axes.annotate(format_value(value), (i, value), xytext=(0, 3), textcoords="offset points",
+                          ha="center", va="bottom", fontsize=8, color=palette.MUTED)
             continue
         best = i == bars.best
         error = errors[i] if is_number(errors[i]) and errors[i] > 0 else None
@@ -179,7 +189,7 @@ def _bars(axes, figure: Figure) -> None:
     axes.set_xlim(-0.6, n - 0.4)
     axes.margins(y=0.12)
     axes.grid(axis="x", visible=False)
-    if bars.best is not None or drawn_refs:
+    if bars.best is not None or drawn_refs or bars.segments:
         _legend_outside(axes)
 
 

@@ -59,8 +59,18 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One part of stacked bars: its value on each bar (None or 0: none), drawn in its colour from the top of
+    the parts before it."""
+    name: str
+    values: list
+    color: str
+
+
+@dataclass(frozen=True)
 class Bars:
-    """One bar per label from zero; None draws no bar (a point that failed, or lacks the value)."""
+    """One bar per label from zero; None draws no bar (a point that failed, or lacks the value). With
+    ``segments`` each bar is their stack, ``values`` the stacks' totals (what is labelled and hovered)."""
     labels: list[str]
     values: list
     errors: list | None = None      # ± std, an error bar on each bar
@@ -68,6 +78,7 @@ class Bars:
     ref_label: str = ""
     best: int | None = None         # drawn in palette.BEST and labelled "best"
     color: str = palette.series_color(0)
+    segments: list[Segment] | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,11 @@ KIND_COLORS = {
     "optimizer": "#59a14f",
     "wait": MUTED,
 }
+# What a device's tensor memory holds (engine/tensor_memory.py), and each collective (engine/communication.py).
+MEMORY_COLORS = {"params": "#4e9af1", "grads": "#f28e2b", "optimizer": "#b07aa1", "activations": "#76b7b2",
+                 "other": "#bab0ac"}
+OPERATION_COLORS = {"all-gather": "#4e9af1", "reduce-scatter": "#f28e2b", "all-reduce": "#e15759",
+                    "broadcast": "#76b7b2", "all-to-all": "#edc948", "send": "#b07aa1", "recv": "#ff9da7"}
 OTHER_KIND = "#9c755f"  # a kind a newer engine times that this palette does not know yet
 
 # Idle time is the muted grey, mostly transparent: a dark lane on the app's panels, a light one on white.

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from engine.figures import palette
-from engine.figures.figure import Axis, Bars, Figure, Mark, Series, series_table
+from engine.communication import OPERATIONS
+from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, series_table
 from engine.figures.gaps import broken, gap_after
 from engine.figures.numbers import is_number, pct, time_unit
 from engine.figures.run_names import run_names
 from engine.figures.plan import plan_figure
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
-from engine.results import RunSummary, Sample, Step
+from engine.results import Communication, RunSummary, Sample, Step, TensorMemory
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 MIB = 2 ** 20
@@ -34,8 +35,12 @@ THROUGHPUT = Figure("throughput", "Throughput per step", STEP, Axis("throughput"
 STEP_TIME = Figure("step-time", "Step time per step", STEP, Axis("step time", "s"))
 LOSS = Figure("loss", "Loss per step", STEP, Axis("loss"))
 BUSY = Figure("busy", "Busy share of step time per device", Axis("device"), Axis("busy", "% of step time"))
-TENSOR_MEMORY = Figure("tensor-memory", "Tensor memory per device (the most over the measured steps)",
-                       Axis("device"), Axis("parameters, gradients, optimizer state and activations", "MiB"))
+TENSOR_MEMORY = Figure("tensor-memory", "Tensor memory per device by kind (the most over the measured steps)",
+                       Axis("device"), Axis("tensor memory", "MiB"))
+COMMUNICATION = Figure("communication", "Communication per device per step, by collective (payload bytes)",
+                       Axis("device"), Axis("bytes per step", "MiB"))
+# The kinds of tensor memory, bottom to top of a device's stack (engine/tensor_memory.py; "other": GPUs only).
+MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
 BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
 # A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
 STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
@@ -87,7 +92,9 @@ def run_figures(run: RunView) -> list[Figure]:
     if any(s.batch_split for s in run.steps):
         figures.append(batch_split_figure(run.steps, devices))
     if run.summary.tensor_memory:
-        figures.append(tensor_memory_figure(run.summary))
+        figures.append(tensor_memory_figure(run.summary.devices, run.summary.tensor_memory))
+    if run.summary.communication:
+        figures.append(communication_figure(run.summary.devices, run.summary.communication))
     if run.summary.plan:
         figures.append(plan_figure(run.summary.plan, devices, run.summary.schedule))
     return figures
@@ -192,15 +199,39 @@ def busy_figure(summary: RunSummary, devices: list[str]) -> Figure:
                           columns=["device", "busy (%)", "idle (%)"], rows=rows)
 
 
-def tensor_memory_figure(summary: RunSummary) -> Figure:
-    """What the run's tensors held on each device, where the process's memory is mostly torch itself."""
-    kinds = ("params", "grads", "optimizer", "activations")
-    shown = [(d, m) for d, m in zip(summary.devices, summary.tensor_memory or []) if m is not None]
-    rows = [[d, *(getattr(m, k) / MIB for k in kinds), m.total / MIB,
+def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory | None]) -> Figure:
+    """What the run's tensors held on each device, stacked by kind ("other" where an allocator says it: GPUs),
+    where the process's memory is mostly torch itself. From a summary, or live from the last reports."""
+    shown = [(d, m) for d, m in zip(devices, memories) if m is not None]
+    kinds = [k for k in MEMORY_KINDS if k != "other" or any(m.other is not None for _, m in shown)]
+
+    def mib(m: TensorMemory, kind: str):
+        value = getattr(m, kind)
+        return None if value is None else value / MIB
+    rows = [[d, *(mib(m, k) for k in kinds), m.total / MIB + (mib(m, "other") or 0.0),
              m.allocated_peak / MIB if m.allocated_peak is not None else None] for d, m in shown]
-    return TENSOR_MEMORY.with_data(bars=Bars([r[0] for r in rows], [r[5] for r in rows]),
+    segments = [Segment(k, [r[1 + i] for r in rows], palette.MEMORY_COLORS[k]) for i, k in enumerate(kinds)]
+    return TENSOR_MEMORY.with_data(bars=Bars([r[0] for r in rows], [r[1 + len(kinds)] for r in rows],
+                                             segments=segments),
                                    columns=["device", *(f"{k} (MiB)" for k in kinds), "total (MiB)",
                                             "allocator peak (MiB)"], rows=rows)
+
+
+def communication_figure(devices: Sequence[str], comms: Sequence[Communication | None]) -> Figure:
+    """Each device's collectives per measured step, stacked by operation; their time in the table."""
+    shown = [(d, c) for d, c in zip(devices, comms) if c is not None]
+    operations = [op for op in OPERATIONS if any(t.operation == op for _, c in shown for t in c.traffic)]
+    rows = []
+    for d, c in shown:
+        by_op = {t.operation: t for t in c.traffic}
+        rows.append([d, *(by_op[op].bytes / MIB if op in by_op else None for op in operations), c.bytes / MIB,
+                     *(by_op[op].calls if op in by_op else None for op in operations), c.seconds * 1e3])
+    segments = [Segment(op, [r[1 + i] for r in rows], palette.OPERATION_COLORS.get(op, palette.OTHER_KIND))
+                for i, op in enumerate(operations)]
+    return COMMUNICATION.with_data(
+        bars=Bars([r[0] for r in rows], [r[1 + len(operations)] for r in rows], segments=segments),
+        columns=["device", *(f"{op} (MiB)" for op in operations), "total (MiB)",
+                 *(f"{op} (calls)" for op in operations), "time (ms)"], rows=rows)
 
 
 # ---- runs compared -----------------------------------------------------------------------

@@ -10,12 +10,12 @@ from engine.strategies.data_parallel import DataParallel
 from engine.strategies.ddp import Ddp
 from engine.strategies.pipeline import ModelParallel, Pipeline
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
+from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
 from engine.strategies.single import Single
 from engine.strategies.strategy import Strategy
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline())}
-
-
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline(),
+                                                        Fsdp(), TensorParallel(), FsdpTp())}
 
 class UnknownStrategy(ValueError):
     pass

@@ -10,9 +10,10 @@ worker, which only supervises, imports the registry). The training loop
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.communication import CommLedger
 from engine.devices import Device
 from engine.problems import Problem
 from engine.tensor_memory import Placement
@@ -46,6 +47,7 @@ class RankContext:
     split: tuple[int, ...] | None    # first block of each later stage (staged strategies)
     spec: "ModelSpec"
     timer: StepTimer
+    comm: CommLedger = field(default_factory=CommLedger)   # the step's collectives, counted (engine.communication)
 
 
 @dataclass
@@ -104,17 +106,6 @@ def stage_bounds(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, int]]
     return list(zip(edges[:-1], edges[1:]))
 
 
-def sgd(params, config: ExperimentConfig):
-    import torch
-    return torch.optim.SGD(params, lr=config.effective_lr)
-
-
-def stage_sgd(module, config: ExperimentConfig):
-    """SGD over a stage's parameters, or None for a stage with none (a lone ReLU): SGD refuses an empty list."""
-    params = list(module.parameters())
-    return sgd(params, config) if params else None
-
-
 def params_sq(params) -> float:
     import torch
     with torch.no_grad():
@@ -130,12 +121,15 @@ class ParameterChange:
     """
 
     def __init__(self, executor: "Executor"):
+        self._executor = executor
         params = executor.reported_parameters()
-        self._pairs = None if params is None else [(p, p.detach().clone()) for p in params]
+        self._initial = None if params is None else [p.detach().clone() for p in params]
 
     def sq(self) -> float | None:
-        if self._pairs is None:
+        """Asks the executor again: a sharded parameter's local shard is a new view each time it is asked."""
+        if self._initial is None:
             return None
         import torch
         with torch.no_grad():
-            return float(sum((p.detach().double() - p0.double()).pow(2).sum() for p, p0 in self._pairs))
+            return float(sum((p.detach().double() - p0.double()).pow(2).sum()
+                             for p, p0 in zip(self._executor.reported_parameters(), self._initial)))

@@ -23,7 +23,8 @@ import copy
 
 import torch
 
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
+from engine.precision import make_optimizer
+from engine.strategies.base import Executor, RankContext, StepResult, place_on
 from engine.strategies.device_threads import DeviceThread
 from engine.tensor_memory import Placement
 
@@ -44,7 +45,7 @@ class DataParallelSteps(Executor):
         self.loss_fn = ctx.spec.loss_fn
         self.module = ctx.spec.whole().to(self.devices[0].torch_device)   # the master copy, on device 0
         self.replicas = [self.module] + [copy.deepcopy(self.module).to(d.torch_device) for d in self.devices[1:]]
-        self.optimizer = sgd(self.module.parameters(), ctx.config)
+        self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
         # Device 0 works on the rank's own thread (pinned to its core, or on its GPU, by the rank).
         self.threads = [None] + [DeviceThread(d) for d in self.devices[1:]]
 

@@ -3,7 +3,8 @@
 The gradient all-reduce is timed as "communication" by wrapping torch's own
 default hook (``allreduce_hook``, what DDP does without one): from the bucket's
 launch to the all-reduce's completion, on gloo and on NCCL (there through CUDA
-events on the stream that waits for it). The worker's merge then cuts each rank's
+events on the stream that waits for it), and each bucket's bytes counted
+(engine.communication: the reducer calls no Python op a dispatch mode could see). The worker's merge then cuts each rank's
 share of a collective that came before the last rank arrived off as "wait"
 (engine.summary). ``backward`` ends where the last bucket is launched: after it,
 the rank waits for the all-reduce, then copies the reduced buckets into the
@@ -15,7 +16,8 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
+from engine.precision import make_optimizer
+from engine.strategies.base import Executor, RankContext, StepResult, place_on
 from engine.tensor_memory import Placement
 
 
@@ -24,13 +26,14 @@ class Ddp(Executor):
         self.rank, self.world = ctx.rank, ctx.world_size
         self.device = ctx.devices[ctx.rank]
         self.timer = ctx.timer
+        self.comm = ctx.comm
         self.loss_fn = ctx.spec.loss_fn
         self.module = ctx.spec.whole().to(self.device.torch_device)
         ids = [self.device.index] if self.device.kind == "cuda" else None
         # Any module may hold parameters its forward never uses (an auxiliary head), which DDP must be told of.
         self.model = DistributedDataParallel(self.module, device_ids=ids, find_unused_parameters=ctx.spec.traced)
         self.model.register_comm_hook(dist.group.WORLD, self._timed_allreduce)
-        self.optimizer = sgd(self.model.parameters(), ctx.config)
+        self.optimizer = make_optimizer(self.model.parameters(), ctx.config)
         self._last_launch = None  # mark of the step's last bucket launch
         self._last_done = None    # and of the last all-reduce's end
 
@@ -38,10 +41,13 @@ class Ddp(Executor):
         timer, dev = self.timer, self.device
         launched = timer.mark(dev)
         self._last_launch = launched
+        buffer = bucket.buffer()
+        nbytes = buffer.numel() * buffer.element_size()
 
         def done(future):
             ended = timer.mark(dev)
             timer.between(dev, "communication", launched, ended)
+            self.comm.record(dev, "all-reduce", nbytes, launched, ended)
             self._last_done = ended  # buckets complete in launch order (one gloo or NCCL queue)
             return future.value()
         return allreduce_hook(group, bucket).then(done)

@@ -12,6 +12,8 @@ import threading
 from concurrent.futures import Future
 from typing import Callable
 
+from engine.precision import current_autocast
+
 
 class DeviceThread:
     def __init__(self, device):
@@ -30,17 +32,19 @@ class DeviceThread:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, future = job
+            fn, autocast, future = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(fn())
+                with autocast():
+                    future.set_result(fn())
             except BaseException as exc:
                 future.set_exception(exc)
 
     def submit(self, fn: Callable) -> Future:
+        """Run ``fn`` on the device's thread, under the submitting thread's autocast (torch keeps it per thread)."""
         future: Future = Future()
-        self._jobs.put((fn, future))
+        self._jobs.put((fn, current_autocast(), future))
         return future
 
     def close(self) -> None:

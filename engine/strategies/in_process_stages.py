@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
-                                    stage_sgd)
+from engine.precision import make_optimizer
+from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
 from engine.tensor_memory import Placement
 
 
@@ -25,11 +25,11 @@ class InProcessStages(Executor):
         self.loss_fn = ctx.spec.loss_fn
         bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
         self.stages = [ctx.spec.sequential(a, b).to(d.torch_device) for (a, b), d in zip(bounds, self.devices)]
-        # One optimizer per stage, so each stage's update is timed on its own device (SGD's
-        # update is per parameter: the same as one optimizer over all of them).
+        # One optimizer per stage, so each stage's update is timed on its own device (SGD's and
+        # AdamW's updates are per parameter: the same as one optimizer over all of them).
         # A stage without parameters (a lone ReLU) has none.
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
-                           if (optimizer := stage_sgd(stage, ctx.config)) is not None]
+                           if (optimizer := make_optimizer(stage.parameters(), ctx.config)) is not None]
 
     def place_batch(self, inputs, targets):
         """Inputs where the first stage reads them, targets where the last stage computes the loss."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from engine.models import traced_chain, tracing
-from engine.strategies.base import RankContext, StepResult, stage_sgd
+from engine.precision import make_optimizer
+from engine.strategies.base import RankContext, StepResult
 from engine.strategies.in_process_stages import InProcessStages, move_between
 
 
@@ -30,7 +31,7 @@ class InProcessTracedStages(InProcessStages):
         self.pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
         self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
-                           if (optimizer := stage_sgd(stage, ctx.config)) is not None]
+                           if (optimizer := make_optimizer(stage.parameters(), ctx.config)) is not None]
 
     def _place(self, source_stage: int | None, k: int, tensor: torch.Tensor) -> torch.Tensor:
         # The model's input is where place_batch put it: on the first stage's device.

@@ -22,8 +22,8 @@ from torch.distributed.pipelining import schedules as _schedules
 from engine.models import tracing
 from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.schedule_actions import tick_plan
-from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds,
-                                    stage_sgd)
+from engine.precision import make_optimizer
+from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
 from engine.tensor_memory import Placement
 
 
@@ -105,7 +105,7 @@ class ScheduledStages(Executor):
         schedule_class = getattr(torch.distributed.pipelining, info.torch_class)
         self.schedule = schedule_class(stages if info.multi_stage else stages[0], n_microbatches=micro_batches,
                                        loss_fn=timed_loss, scale_grads=True)
-        self.optimizer = stage_sgd(self.module, ctx.config)
+        self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
         _time_peer_waits(self.timer, self.device)
 
     def plan(self) -> list[list[str]] | None:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from engine.problems import Problem
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, sgd
+from engine.precision import make_optimizer
+from engine.strategies.base import Executor, RankContext, StepResult, place_on
 from engine.strategies.strategy import Strategy
 from engine.tensor_memory import Placement
 
@@ -30,7 +31,7 @@ class SingleDevice(Executor):
         self.timer = ctx.timer
         self.model = ctx.spec.whole().to(self.device.torch_device)
         self.loss_fn = ctx.spec.loss_fn
-        self.optimizer = sgd(self.model.parameters(), ctx.config)
+        self.optimizer = make_optimizer(self.model.parameters(), ctx.config)
 
     def place_batch(self, inputs, targets):
         return place_on(self.timer, self.device, inputs, targets)

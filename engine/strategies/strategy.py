@@ -7,6 +7,7 @@ show, and what it can do (``uses_split``, ``uses_micro_batches``,
 
 - ``world_size(config, devices)``: how many rank processes the run needs;
 - ``check(config, devices, n_blocks)``: what it cannot do with these (before launch);
+- ``model_problems(config, spec, devices)``: what it cannot do with the model itself;
 - ``build(ctx)``: on a rank, the Executor that places the model and runs one step
   (engine.strategies.base; executors import torch, so ``build`` imports them).
 """
@@ -33,6 +34,10 @@ class Strategy:
         return 1
 
     def check(self, config: ExperimentConfig, devices: list[Device], n_blocks: int) -> list[Problem]:
+        return []
+
+    def model_problems(self, config: ExperimentConfig, spec, devices: list[Device]) -> list[Problem]:
+        """What it cannot do with this model (built on the meta device, before launch): engine.validate."""
         return []
 
     def build(self, ctx: RankContext) -> Executor:
