@@ -136,6 +136,8 @@ def limits(name: str, base: ExperimentConfig) -> list[str]:
         "split-point": "one GPU: both stages share cuda:0, so the split point moves little; a second GPU is "
                        "needed for a stage per GPU" + gpipe,
         "dp-scaling": "one GPU: data-parallel and ddp over 1 device only; scaling needs a second GPU or more",
+        "memory-scaling": "one GPU: ddp and fsdp over 1 device only (nothing to shard); sharding needs a second "
+                          "GPU or more",
         "schedules": "one GPU: every schedule but gpipe needs a process per device on its own GPU, so they "
                      "need a second GPU; model-parallel and gpipe run two stages sharing cuda:0",
     }
@@ -233,6 +235,27 @@ def schedules(base: ExperimentConfig) -> list[Point]:
     return points
 
 
+def memory_scaling(base: ExperimentConfig) -> list[Point]:
+    """ddp against the strategies that shard, over 1..N devices, with AdamW (whose state sharding saves most)."""
+    kind, n = _devices_of(base)
+    n = max(n, len(usable_cores())) if kind == "cpu" else max(1, gpu_count())
+    plain = base.replace(split=None, micro_batches=None, split_size=None, optimizer="adamw")
+    points = []
+    for k in range(1, n + 1):
+        devices = _device_list(kind, k)
+        points.append(Point(f"ddp x{k}", plain.replace(strategy="ddp", devices=devices), x=k))
+        points.append(Point(f"fsdp x{k}", plain.replace(strategy="fsdp", devices=devices), x=k))
+        if k >= 2:
+            points.append(Point(f"tensor-parallel x{k}", plain.replace(strategy="tensor-parallel", devices=devices),
+                                x=k))
+        if k >= 4 and k % 2 == 0:
+            points.append(Point(f"fsdp+tp x{k}", plain.replace(strategy="fsdp+tp", devices=devices), x=k))
+    # Those the model allows (tensor parallel needs pairs of linear layers): the rest would stop the experiment.
+    from engine.validate import check_all
+    checked = check_all([(p.config, None) for p in points])
+    return [p for p, c in zip(points, checked) if not c.problems]
+
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-strategies", "single vs model-parallel vs pipeline (and data-parallel, ddp): step time "
            "mean and std over repeats, as in the tutorial's bar chart", compare_strategies,
@@ -248,6 +271,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("schedules", "model-parallel vs every pipeline schedule the devices and model allow (GPipe, 1F1B, "
            "interleaved, looped BFS, zero bubble) at equal micro-batches: step time, bubble, peak memory",
            schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)"),
+    Preset("memory-scaling", "ddp vs fsdp vs tensor-parallel (and fsdp+tp from 4 devices) over 1..N devices: "
+           "tensor memory per device by kind, step time, bytes moved per step", memory_scaling,
+           sets="the strategy, the devices (1 up to every core or GPU) and the optimizer (adamw, whose state "
+                "sharding saves most); no split or micro-batching"),
 )}
 
 
@@ -380,6 +407,8 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         peak_mem_bytes=first.telemetry.mem_peak_bytes if first.telemetry else None,
         batch_split=first.common_batch_split,
         run_ids=[r.run_id for r in runs],
+        tensor_memory=first.tensor_memory,
+        communication=first.communication,
     )
 
 

@@ -131,6 +131,12 @@ def experiment_table(result: ExperimentResult) -> str:
                      f"{_fmt(p.stage_balance, '.2f'):>7}  {len(p.run_ids)}{mark}")
     if result.automatic_split is not None:
         lines.append(f"automatic balanced split: {result.automatic_split}")
+    if any(p.tensor_memory for p in result.points):
+        from engine.figures.experiment import memory_by_kind_figure
+        figure = memory_by_kind_figure(result.name, result.points)
+        lines.append("tensor memory per device (mean over a point's devices, its first run) and bytes moved:")
+        lines.append(f"{figure.columns[0]:<24} " + " ".join(f"{c:>12}" for c in figure.columns[1:]))
+        lines += [f"{row[0]:<24} " + " ".join(f"{_fmt(v, '.3g'):>12}" for v in row[1:]) for row in figure.rows]
     if any(p.predicted_step_s for p in result.points):
         lines.append("pred ms: the what-if's step time for the point, from the first micro-batched pipeline point's "
                      "first run (engine/what_if.py)")

@@ -263,6 +263,8 @@ class ExperimentPoint:
     run_ids: list[str] = field(default_factory=list)
     error: str | None = None             # the point's runs failed: why
     predicted_step_s: float | None = None   # engine.what_if's step time, from one of its runs (experiments.with_predictions)
+    tensor_memory: list[TensorMemory | None] | None = None   # per device, its first run's (memory repeats)
+    communication: list[Communication | None] | None = None  # per device, per step, its first run's
 
     @property
     def stages_per_device(self) -> int | None:

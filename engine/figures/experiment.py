@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from engine.figures import palette
-from engine.figures.figure import Axis, Bars, Figure, Mark, Series
+from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series
 from engine.figures.numbers import is_number, scaled, time_unit
 from engine.results import ExperimentPoint, ExperimentResult
 
@@ -43,6 +43,8 @@ def experiment_figures(result: ExperimentResult) -> list[Figure]:
     if any(is_number(p.stage_balance) for p in points):
         figures.append(value_bars("stage-balance", f"Stage balance per point · {name}", Axis("stage balance"),
                                   [p.stage_balance for p in points], ident))
+    if any(p.tensor_memory for p in points):
+        figures.append(memory_by_kind_figure(name, points))
     if any(_peak(p) is not None for p in points):
         figures.append(value_bars("peak-memory", f"Peak memory per point (busiest device) · {name}",
                                   Axis("peak memory", "MiB"), scaled([_peak(p) for p in points], 1 / MIB), ident))
@@ -122,3 +124,31 @@ def bubble_figure(name: str, points: Sequence[ExperimentPoint], ident) -> Figure
                   bars=Bars([p.label for p in points], measured, refs=theory, ref_label="theory (p-1)/(m+p-1)"),
                   columns=IDENT_COLUMNS + ["bubble measured (%)", "bubble theory (%)"],
                   rows=[row + [m, t] for row, m, t in zip(ident, measured, theory)])
+
+
+def _device_mean(values: list) -> float | None:
+    numbers = [v for v in values if is_number(v)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def memory_by_kind_figure(name: str, points: Sequence[ExperimentPoint]) -> Figure:
+    """Each point's tensor memory per device (the mean over its devices), stacked by kind, with its step time
+    and the bytes its devices moved per step beside it in the table."""
+    from engine.figures.run import MEMORY_KINDS
+    kinds = [k for k in MEMORY_KINDS if k != "other"
+             or any(m is not None and m.other is not None for p in points for m in p.tensor_memory or [])]
+    rows = []
+    for p in points:
+        memories = [m for m in p.tensor_memory or [] if m is not None]
+        per_kind = [_device_mean([getattr(m, k) for m in memories]) for k in kinds]
+        moved = _device_mean([c.bytes for c in p.communication or [] if c is not None])
+        rows.append([p.label, *(v / MIB if v is not None else None for v in per_kind),
+                     sum(v for v in per_kind if v is not None) / MIB if memories else None,
+                     stat(p, "step_time_s", "mean") * 1e3 if p.step_time_s else None,
+                     moved / MIB if moved is not None else (0.0 if memories else None)])
+    segments = [Segment(k, [r[1 + i] for r in rows], palette.MEMORY_COLORS[k]) for i, k in enumerate(kinds)]
+    return Figure("memory-by-kind", f"Tensor memory per device by kind · {name}", Axis("point"),
+                  Axis("tensor memory per device", "MiB"),
+                  bars=Bars([r[0] for r in rows], [r[1 + len(kinds)] for r in rows], segments=segments),
+                  columns=["point", *(f"{k} (MiB)" for k in kinds), "total (MiB)", "step time (ms)",
+                           "moved per step (MiB)"], rows=rows)
