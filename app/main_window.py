@@ -28,7 +28,7 @@ from app.services.what_if_client import WhatIfClient
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
-from app.state.live_data import RunData, RunProgress, TelemetryHistory, physical_names
+from app.state.live_data import RunData, RunProgress, TelemetryHistory, memory_figures, physical_names
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.error_panel import ErrorPanel
@@ -37,13 +37,14 @@ from app.views.experiment_results import ExperimentResultsView
 from app.views.history_panel import HistoryPanel
 from app.views.layout import column, panel_title, scrolled, splitter, tabs
 from app.views.log_view import LogView
+from app.views.memory_view import MemoryView
 from app.views.plan_view import PlanView
 from app.views.plot_panel import PlotPanel
 from app.views.run_box import RunBox
 from app.views.split_view import SplitView
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
-from engine.results import ExperimentResult
+from engine.results import ExperimentResult, RunSummary
 from engine.store import Store
 
 # The display refresh, not the sampling rate: every 10 Hz sample is drawn either way.
@@ -51,6 +52,7 @@ from engine.store import Store
 # plots: ~5 ms of CPU, so 10 frames a second would cost ~5% of a core doing nothing).
 IDLE_REDRAW_MS = 500
 RUN_REDRAW_MS = 100      # 10 frames a second while a run goes: the telemetry's own rate
+MEMORY_REDRAW_S = 0.5    # the Memory tab's bars change rarely after the first steps
 
 
 class MainWindow(QtWidgets.QMainWindow):
@@ -133,8 +135,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.what_if_runnable = False
         self.what_if_pending: str | None = None   # a run whose what-if waits for the Plan tab to be shown
         # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
-        self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.results, "Experiment result"),
-                                name="centerTabs")
+        self.memory_view = MemoryView()
+        self._memory_drawn_at = 0.0     # the live memory view is redrawn at most every MEMORY_REDRAW_S
+        self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.memory_view, "Memory"),
+                                (self.results, "Experiment result"), name="centerTabs")
         self.center_tabs.currentChanged.connect(lambda _index: self._ask_what_if())
         center = column(self.error_panel, (self.center_tabs, 1), margins=(6, 8, 8, 4))
         self.history = HistoryPanel(self.store)
@@ -306,6 +310,10 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def plot_step(self, event: dict) -> None:
         self.plots.add_step(event)
+        now = time.perf_counter()
+        if now - self._memory_drawn_at >= MEMORY_REDRAW_S or event.get("tensor_memory"):
+            self._memory_drawn_at = now
+            self.memory_view.show_figures(*self.current_run().memory_figures())
 
     def mark_telemetry(self, text: str) -> None:
         """A line across the telemetry plots now (a run's start or end)."""
@@ -325,6 +333,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_stored_runs(self, runs: list[RunData]) -> None:
         self.plots.show_runs(runs)
         first = runs[0].summary if runs and runs[0].summary else None
+        self.memory_view.show_figures(*memory_figures(first or RunSummary()))
         self.show_plan(first.plan if first else None, list(first.devices) if first else [],
                        first.schedule if first else None)
         self.show_run_in_plan_tab(runs[0].run_id if runs else None, runnable=False)

@@ -13,7 +13,9 @@ import numpy as np
 
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
-from engine.results import RunSummary, Sample, Step, TensorMemory, from_json
+from engine.figures.figure import Figure
+from engine.figures.run import communication_figure, tensor_memory_figure
+from engine.results import Communication, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -144,6 +146,7 @@ class RunProgress:
     status: str = "idle"
     launched: bool = False         # the worker's `launched`: its rank processes exist and are loading torch
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
+    communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's
 
     def apply(self, event: dict) -> None:
         """A worker event (docs/protocol.md) changes what is known about the run; no Qt, no drawing."""
@@ -166,6 +169,8 @@ class RunProgress:
                 self.step_times.append(float(event["time_s"]))
             for device, kinds in (event.get("tensor_memory") or {}).items():
                 self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
+            for device, operations in (event.get("communication") or {}).items():
+                self.communication[device] = Communication([Traffic(op, *values) for op, values in operations.items()])
             busy = event.get("busy") or {}
             if busy:
                 self.busy = {d: float(v) for d, v in busy.items()}
@@ -180,6 +185,15 @@ class RunProgress:
         if self.summary and self.summary.tensor_memory:
             return tensor_lines(self.summary)
         return _tensor_lines(self.tensor_memory.items())
+
+    def memory_figures(self) -> tuple[Figure, Figure]:
+        """Tensor memory and communication per device: the summary's once the run ended, the last step's before."""
+        s = self.summary
+        if s is not None and (s.tensor_memory or s.communication):
+            return memory_figures(s)
+        devices = self.devices or list(self.tensor_memory)
+        return (tensor_memory_figure(devices, [self.tensor_memory.get(d) for d in devices]),
+                communication_figure(devices, [self.communication.get(d) for d in devices]))
 
     def time_left_s(self) -> float | None:
         if not self.step_times or self.steps_total <= self.steps_done:
@@ -252,6 +266,13 @@ class RunData:
 def tensor_lines(summary: RunSummary) -> list[str]:
     """"tensors cpu:0: 2.78 MiB (params 1.01, ...)" per device of a finished run (its most over the steps)."""
     return _tensor_lines(zip(summary.devices, summary.tensor_memory or []))
+
+
+def memory_figures(summary: RunSummary) -> tuple[Figure, Figure]:
+    """A finished run's tensor memory (its most over the measured steps) and communication per step, per device."""
+    devices = list(summary.devices)
+    return (tensor_memory_figure(devices, summary.tensor_memory or [None] * len(devices)),
+            communication_figure(devices, summary.communication or [None] * len(devices)))
 
 
 def _tensor_lines(by_device) -> list[str]:

@@ -21,6 +21,7 @@ from app.views.notice_area import NoticeArea
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
+from engine.precision import DTYPES, OPTIMIZERS
 from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
 
 OPEN_FILE = "__open_model_file__"
@@ -200,6 +201,21 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.steps_spin.setObjectName("stepsSpin")
         self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
         form.addRow("Steps", self.steps_spin)
+        self.optimizer_combo = QtWidgets.QComboBox()
+        self.optimizer_combo.setObjectName("optimizerCombo")
+        for name, description in OPTIMIZERS.items():
+            self.optimizer_combo.addItem(name, name)
+            self.optimizer_combo.setItemData(self.optimizer_combo.count() - 1, description,
+                                             QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.optimizer_combo.currentIndexChanged.connect(self._changed)
+        form.addRow("Optimizer", self.optimizer_combo)
+        self.dtype_combo = QtWidgets.QComboBox()
+        self.dtype_combo.setObjectName("dtypeCombo")
+        for name, description in DTYPES.items():
+            self.dtype_combo.addItem(name, name)
+            self.dtype_combo.setItemData(self.dtype_combo.count() - 1, description, QtCore.Qt.ItemDataRole.ToolTipRole)
+        self.dtype_combo.currentIndexChanged.connect(self._changed)
+        form.addRow("Precision", self.dtype_combo)
         self.in_step_check = QtWidgets.QCheckBox("Draw each batch inside the step")
         self.in_step_check.setObjectName("inStepCheck")
         self.in_step_check.setToolTip("Off: " + INPUT_PREP["ahead"] + ".\nOn: " + INPUT_PREP["in-step"]
@@ -445,6 +461,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             steps=steps,
             warmup=min(2, steps - 1) if steps > 1 else 0,
             input_prep="in-step" if self.in_step_check.isChecked() else "ahead",
+            optimizer=self.optimizer_combo.currentData(),
+            dtype=self.dtype_combo.currentData(),
         )
 
     def show_problems(self, problems: list[dict]) -> list[str]:
@@ -477,6 +495,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/batch_size", c.batch_size)
         settings.setValue("experiment/steps", c.steps)
         settings.setValue("experiment/input_prep", c.input_prep)
+        settings.setValue("experiment/optimizer", c.optimizer)
+        settings.setValue("experiment/dtype", c.dtype)
 
     def restore(self, settings: QtCore.QSettings) -> None:
         from app.settings import read_int, read_str
@@ -510,6 +530,9 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
             self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
             self.in_step_check.setChecked(read_str(settings, "experiment/input_prep", "ahead") == "in-step")
+            for combo, key, default in ((self.optimizer_combo, "experiment/optimizer", "sgd"),
+                                        (self.dtype_combo, "experiment/dtype", "float32")):
+                combo.setCurrentIndex(max(0, combo.findData(read_str(settings, key, default))))
             # Refresh descriptions and visible rows.
             self._on_model_changed()
             self._on_strategy_changed()
