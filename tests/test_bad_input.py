@@ -16,7 +16,15 @@ BROKEN_FILES = {
 }
 
 CASES = {
-    "unknown strategy": (["--strategy", "tensor-parallel"], "--strategy"),
+    "unknown strategy": (["--strategy", "zero3"], "--strategy"),
+    "unknown optimizer": (["--optimizer", "adam"], "--optimizer"),
+    "unknown dtype": (["--dtype", "float16"], "--dtype"),
+    "tensor parallel without linear pairs": (["--model", "resnet18", "--strategy", "tensor-parallel", "--devices",
+                                              "cpu:2"], "--model"),
+    "tensor parallel on a traced module": (["--model", "torchvision:resnet18", "--image-size", "32", "--strategy",
+                                            "tensor-parallel", "--devices", "cpu:2"], "--model"),
+    "fsdp+tp on two devices": (["--strategy", "fsdp+tp", "--devices", "cpu:2"], "--devices"),
+    "fsdp+tp on an odd count": (["--strategy", "fsdp+tp", "--devices", "cpu:5"], "--devices"),
     "unknown model": (["--model", "gpt5"], "--model"),
     "unknown schedule": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "zigzag"], "--schedule"),
     "split out of range": (["--strategy", "model-parallel", "--devices", "cpu:2", "--split", "12"], "--split"),

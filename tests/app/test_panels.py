@@ -191,3 +191,54 @@ def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qt
     qtbot.addWidget(menu)
     tip = menu.preset_actions["compare-strategies"].toolTip()
     assert "Sets itself: the strategy, and the devices" in tip and tip.endswith("the rest is the panel's.")
+
+
+def test_the_sharded_strategies_optimizer_and_precision_are_picked_in_the_panel(panel):
+    """Every strategy of the registry is in the picker with its description; the optimizer and the precision
+    land in the config the panel builds, and survive the settings."""
+    from engine.strategies import STRATEGIES
+    combo = panel.strategy_combo
+    assert [combo.itemData(i) for i in range(combo.count())] == list(STRATEGIES)
+    combo.setCurrentIndex(combo.findData("fsdp+tp"))
+    panel.optimizer_combo.setCurrentIndex(panel.optimizer_combo.findData("adamw"))
+    panel.dtype_combo.setCurrentIndex(panel.dtype_combo.findData("bfloat16"))
+    config = panel.config()
+    assert (config.strategy, config.optimizer, config.dtype) == ("fsdp+tp", "adamw", "bfloat16")
+    assert config.split is None and config.micro_batches is None   # nothing of a pipeline's
+    assert "2-D" in panel.strategy_desc.text()
+    settings = QtCore.QSettings(QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope, "t", "t")
+    panel.save(settings)
+    panel.optimizer_combo.setCurrentIndex(0)
+    panel.dtype_combo.setCurrentIndex(0)
+    panel.restore(settings)
+    assert (panel.config().optimizer, panel.config().dtype) == ("adamw", "bfloat16")
+
+
+def test_the_memory_view_stacks_each_devices_memory_and_communication(qtbot, qapp_configured):
+    """The Memory tab's bars are the exports' figures: a segment per kind and per collective, hovered by name."""
+    from app.state.live_data import RunProgress, memory_figures
+    from app.views.memory_view import MemoryView
+    from engine.results import Communication, RunSummary, TensorMemory, Traffic
+    mib = 2 ** 20
+    summary = RunSummary(devices=["cpu:0", "cpu:1"],
+                         tensor_memory=[TensorMemory(params=mib, grads=mib, optimizer=2 * mib, activations=mib)] * 2,
+                         communication=[Communication([Traffic("all-gather", 10, 2 * mib, 0.002),
+                                                       Traffic("reduce-scatter", 5, mib, 0.001)])] * 2)
+    view = shown(qtbot, MemoryView(), (900, 400))
+    view.show_figures(*memory_figures(summary))
+    assert view.memory_plot.segment_heights == {"params": [1.0, 1.0], "grads": [1.0, 1.0],
+                                                "optimizer": [2.0, 2.0], "activations": [1.0, 1.0]}
+    assert view.comm_plot.segment_heights == {"all-gather": [2.0, 2.0], "reduce-scatter": [1.0, 1.0]}
+    assert view.memory_plot.legend_names() == ["params", "grads", "optimizer", "activations"]
+    found = view.comm_plot.point_at(1.0, 1.0)
+    assert found is not None and found.text.splitlines() == ["cpu:1", "all-gather 2 MiB", "reduce-scatter 1 MiB",
+                                                             "total 3 MiB"]
+    # live, from a step's reports: the same figures before the summary comes
+    progress = RunProgress()
+    progress.apply({"type": "started", "devices": [{"name": "cpu:0"}]})
+    progress.apply({"type": "step", "step": 0, "tensor_memory": {"cpu:0": {"params": mib}},
+                    "communication": {"cpu:0": {"all-reduce": [1, mib, 0.001]}}})
+    memory, communication = progress.memory_figures()
+    assert memory.bars.values == [1.0] and communication.bars.values == [1.0]
+    view.show_figures(memory, communication)
+    assert view.comm_plot.segment_heights == {"all-reduce": [1.0]}
