@@ -22,7 +22,12 @@ STRATEGIES = {
     "ddp": dict(devices="cpu:2"),
     "model-parallel": dict(devices="cpu:2"),
     "pipeline": dict(devices="cpu:2", micro_batches=2),
+    "fsdp": dict(devices="cpu:2"),
+    "tensor-parallel": dict(devices="cpu:2"),
+    "fsdp+tp": dict(devices="cpu:4"),
 }
+# Tensor parallelism needs two consecutive linear layers: seed-toy and mlp have them.
+NO_LINEAR_PAIR = {"seed-linear", "seed-embedding", "resnet18", "resnet50"}
 BATCH_NORM = {"resnet18", "resnet50"}
 # The matrix runs in the first test's setup: about 65 s here, room for a slower machine.
 pytestmark = pytest.mark.timeout(900)
@@ -57,9 +62,13 @@ def matrix(tmp_path_factory):
 
 def test_every_model_runs_every_strategy_its_blocks_allow(matrix):
     results, refused = matrix
-    # Only a one-block model cannot be split; everything else runs.
-    assert set(refused) == {("seed-linear", "model-parallel"), ("seed-linear", "pipeline")}, refused
-    assert all("only 1 blocks" in str(p) for problems in refused.values() for p in problems)
+    # Only a one-block model cannot be split, and only pairs of linear layers split for tensor parallelism;
+    # everything else runs.
+    tensor_parallel = {(m, s) for m in NO_LINEAR_PAIR for s in ("tensor-parallel", "fsdp+tp")}
+    assert set(refused) == {("seed-linear", "model-parallel"), ("seed-linear", "pipeline")} | tensor_parallel, refused
+    assert all("only 1 blocks" in str(p) for key, problems in refused.items() for p in problems
+               if key not in tensor_parallel)
+    assert all("nn.Linear" in str(p) for key in tensor_parallel for p in refused[key])
     for (model, strategy), result in results.items():
         assert result is not None and result.status == "finished", (model, strategy, result and result.error)
         summary = result.summary
@@ -86,10 +95,12 @@ def test_models_without_batch_norm_match_one_device_with_every_strategy(matrix, 
 def test_models_with_batch_norm_say_why_they_differ_from_one_device(matrix, model):
     results, _ = matrix
     for strategy in STRATEGIES:
+        if (model, strategy) not in results:
+            continue
         notes = results[model, strategy].summary.notes
-        # Replica slices (data-parallel, ddp) and micro-batches (pipeline) change the statistics;
+        # Replica slices (data-parallel, ddp, fsdp) and micro-batches (pipeline) change the statistics;
         # one device and the naive split see the whole batch.
-        if strategy in ("data-parallel", "ddp", "pipeline"):
+        if strategy in ("data-parallel", "ddp", "pipeline", "fsdp"):
             assert any("BatchNorm" in n for n in notes), (strategy, notes)
         else:
             assert not any("BatchNorm" in n for n in notes), (strategy, notes)

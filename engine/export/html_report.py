@@ -96,8 +96,11 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("parameter norm", s.param_norm),
         ("parameter change", s.param_change),
         ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(s.devices, s.devices_busy)) or None),
+        ("optimizer", f"{s.optimizer}, {s.dtype}" if s.optimizer else None),
         ("tensor memory", "; ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory or [])
                                     if m is not None) or None),
+        ("communication", "; ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication or [])
+                                    if c is not None) or None),
         ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),
         ("bubble", f"measured {pct(s.bubble.measured)}, theory {pct(s.bubble.theory)}"),
     ]
