@@ -30,6 +30,17 @@ _OP_OF = (("reduce_scatter", "reduce-scatter"), ("allgather", "all-gather"), ("a
           ("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("broadcast", "broadcast"),
           ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("send", "send"), ("recv", "recv"))
 _NAMESPACES = ("c10d", "_c10d_functional")
+POINT_TO_POINT = ("send", "recv")
+
+
+def _future(work):
+    """The Work's future, where its backend gives one (gloo's sends and receives may not)."""
+    if work is None:
+        return None
+    try:
+        return work.get_future()
+    except RuntimeError:
+        return None
 
 
 def operation_of(op_name: str) -> str | None:
@@ -46,22 +57,24 @@ class CommLedger:
         self._records: list[tuple[str, str, int, object, object]] = []
 
     def record(self, device: "Device", operation: str, nbytes: int, start, end) -> None:
-        """Marks from ``StepTimer.mark``: perf_counter seconds, or CUDA events (timed once the step ended)."""
+        """Marks from ``StepTimer.mark``: perf_counter seconds, or CUDA events (timed once the step ended);
+        ``end`` None: counted, not timed (a send whose backend gives no future)."""
         with self._lock:
             self._records.append((device.name, operation, int(nbytes), start, end))
 
     def take(self) -> dict[str, dict[str, list]]:
-        """{device: {operation: [calls, bytes, seconds]}} since the last call; after ``StepTimer.end_step``,
-        which waits for the GPUs, so every CUDA event has fired."""
+        """{device: {operation: [calls, bytes, seconds or None]}} since the last call; after
+        ``StepTimer.end_step``, which waits for the GPUs, so every CUDA event has fired."""
         with self._lock:
             records, self._records = self._records, []
         out: dict[str, dict[str, list]] = {}
         for device, operation, nbytes, start, end in records:
-            seconds = end - start if isinstance(start, float) else max(0.0, start.elapsed_time(end)) / 1000.0
-            entry = out.setdefault(device, {}).setdefault(operation, [0, 0, 0.0])
+            entry = out.setdefault(device, {}).setdefault(operation, [0, 0, None])
             entry[0] += 1
             entry[1] += nbytes
-            entry[2] += seconds
+            if end is not None:
+                seconds = end - start if isinstance(start, float) else max(0.0, start.elapsed_time(end)) / 1000.0
+                entry[2] = (entry[2] or 0.0) + seconds
         return out
 
 
@@ -87,7 +100,8 @@ def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
     there, and a functional collective's result is what DTensor's next op reads): the time is the
     calling thread's, cut out of the forward or backward around it (``StepTimer.add_blocking``), and a
     rank that arrived first shows the rest as "wait" (engine.summary). On a GPU a collective that hands
-    back a Work ends when its future completes, as ddp's hook times it, and may overlap compute.
+    back a Work ends when its future completes, as ddp's hook times it, and may overlap compute. Sends
+    and receives are counted, not waited for (engine.strategies.scheduled_stages times their waits).
     """
     import torch
     import torch.distributed as dist
@@ -113,6 +127,18 @@ def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
                 else:
                     timer.add_blocking(device.name, "communication", start, end)
 
+            if operation in POINT_TO_POINT:
+                # A pipeline posts its receives ahead and waits for them where its schedule needs them (timed
+                # there as "wait"): counted here, never waited for, and timed to completion where the Work says.
+                future = _future(work)
+                if future is None:
+                    ledger.record(device, operation, nbytes, start, None)
+                else:
+                    def arrived(done):
+                        ledger.record(device, operation, nbytes, start, timer.mark(device))
+                        return done.value()
+                    future.then(arrived)
+                return result
             if device.kind != "cuda" and work is not None:
                 work.wait()  # the caller would wait for it next: on one core nothing else runs meanwhile
                 work = None

@@ -155,7 +155,7 @@ class Traffic:
     operation: str                  # engine.communication.OPERATIONS: "all-gather", "reduce-scatter", ...
     calls: float = 0.0
     bytes: float = 0.0
-    seconds: float = 0.0
+    seconds: float | None = None    # None: counted, not timed (gloo's sends and receives: their waits are "wait")
 
 
 @dataclass(frozen=True)
@@ -168,15 +168,20 @@ class Communication:
         return sum(t.bytes for t in self.traffic)
 
     @property
-    def seconds(self) -> float:
-        return sum(t.seconds for t in self.traffic)
+    def seconds(self) -> float | None:
+        """The timed operations' seconds; None when none was timed."""
+        timed = [t.seconds for t in self.traffic if t.seconds is not None]
+        return sum(timed) if timed else None
 
     def text(self) -> str:
         """"2.1 MiB in 3.4 ms a step (all-gather 1.4 MiB 9x 2.2 ms, reduce-scatter 0.7 MiB 5x 1.2 ms)"."""
         mib = 2 ** 20
-        parts = ", ".join(f"{t.operation} {t.bytes / mib:.3g} MiB {t.calls:.3g}x {t.seconds * 1e3:.3g} ms"
-                          for t in self.traffic)
-        return f"{self.bytes / mib:.3g} MiB in {self.seconds * 1e3:.3g} ms a step ({parts})"
+
+        def ms(seconds: float | None) -> str:
+            return f" {seconds * 1e3:.3g} ms" if seconds is not None else ""
+        parts = ", ".join(f"{t.operation} {t.bytes / mib:.3g} MiB {t.calls:.3g}x{ms(t.seconds)}" for t in self.traffic)
+        timed = f" in{ms(self.seconds)}" if self.seconds is not None else ""
+        return f"{self.bytes / mib:.3g} MiB{timed} a step ({parts})"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class RunTotals:
         self.tensor_memory: dict[str, dict[str, int]] = {}  # each device's by kind, as last reported
         self.tensor_memory_peak: dict[str, dict[str, int]] = {}  # and its most over the measured steps
         self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
+        self.communication_steps: dict[str, int] = {}  # measured steps each device reported its collectives on
 
     def add(self, step: dict) -> None:
         self.steps += 1
@@ -71,10 +72,12 @@ class RunTotals:
             for kind, size in kinds.items():
                 peak[kind] = max(peak.get(kind, 0), size)
         for device, operations in (step.get("communication") or {}).items():
+            self.communication_steps[device] = self.communication_steps.get(device, 0) + 1
             for operation, values in operations.items():
-                sums = self.communication.setdefault(device, {}).setdefault(operation, [0, 0, 0.0])
+                sums = self.communication.setdefault(device, {}).setdefault(operation, [0, 0, None])
                 for i, value in enumerate(values):
-                    sums[i] += value
+                    if value is not None:
+                        sums[i] = (sums[i] or 0) + value
         time_s = step["time_s"]
         self.measured += 1
         self.step_time.add(time_s)
@@ -93,13 +96,15 @@ class RunTotals:
         return [min(1.0, times[d] / self.total_time) for d in self.devices]
 
     def communication_per_step(self, device: str) -> Communication | None:
-        """The device's collectives per measured step, by operation; None when it had none."""
+        """The device's collectives per measured step that counted them (a pipeline's sends and receives are
+        counted on sampled steps, what a schedule moves repeating), by operation; None when it had none."""
         operations = self.communication.get(device)
         if not operations or not self.measured:
             return None
         order = sorted(operations, key=lambda op: OPERATIONS.index(op) if op in OPERATIONS else len(OPERATIONS))
-        n = self.measured
-        return Communication([Traffic(op, operations[op][0] / n, operations[op][1] / n, operations[op][2] / n)
+        n = self.communication_steps[device]
+        return Communication([Traffic(op, operations[op][0] / n, operations[op][1] / n,
+                                      operations[op][2] / n if operations[op][2] is not None else None)
                               for op in order])
 
     def batch_split_counts(self) -> list[BatchSplit]:

@@ -38,8 +38,12 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
     assert report["ok"] and report["mode"] == "cpu"
-    assert [r["status"] for r in report["runs"]] == ["finished"] * 6, report["runs"]
+    assert [r["status"] for r in report["runs"]] == ["finished"] * 7, report["runs"]
     assert report["runs"][1]["split"] == [5]  # --split layer3: the tutorial's split of a ResNet
+    # FSDP2, AdamW and autocast need nothing the GPU machine lacks; the report keeps memory and communication
+    fsdp = report["runs"][6]
+    assert fsdp["ok"] and fsdp["tensor_memory"][0]["optimizer"] > 0
+    assert {t["operation"] for t in fsdp["communication"][0]["traffic"]} == {"all-gather", "reduce-scatter"}
     assert set(report["compare_strategies"]["points"]) == {"single", "model-parallel", "pipeline", "data-parallel",
                                                           "ddp"}
     assert "figures in" in proc.stdout

@@ -41,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 RESNET50 = ["--model", "resnet50", "--steps", "20"]          # batch 120 at 128x128: the model's defaults
 TUTORIAL_SPLIT = ["--split", "layer3"]                       # conv1 .. layer2 | layer3 .. fc
+SHARDED = ["--model", "mlp", "--width", "1024", "--depth", "8", "--steps", "10", "--optimizer", "adamw",
+           "--dtype", "bfloat16"]
 AGREEMENT_POINTS = 10.0                                     # NVML vs nvidia-smi, mean utilization
 RUN_TIMEOUT_S = 240
 
@@ -74,6 +76,10 @@ def gpu_checks() -> list[Check]:
         Check("torchvision:efficientnet_b0 model-parallel cuda:0,cuda:0 (traced)",
               ["--model", "torchvision:efficientnet_b0", "--batch-size", "32", "--steps", "10",
                "--strategy", "model-parallel", "--devices", "cuda:0,cuda:0"], expect={"devices": ["cuda:0"]}),
+        # FSDP2 over NCCL on one GPU (a mesh of one: its gather and scatter are copies), AdamW, bfloat16 autocast;
+        # tensor-parallel and fsdp+tp need two GPUs or more.
+        Check("mlp fsdp cuda:0 adamw bfloat16", [*SHARDED, "--strategy", "fsdp", "--devices", "cuda:0"],
+              expect={"optimizer": "adamw", "dtype": "bfloat16"}),
     ]
 
 
@@ -90,6 +96,10 @@ def cpu_checks() -> list[Check]:
               ["--model", "seed-embedding", "--strategy", "model-parallel", "--devices", "cpu:2", "--steps", "3"]),
         Check("resnet18 data-parallel cpu:2", [*tiny, "--strategy", "data-parallel", "--devices", "cpu:2"]),
         Check("resnet18 ddp cpu:2", [*tiny, "--strategy", "ddp", "--devices", "cpu:2"]),
+        Check("mlp fsdp cpu:2 adamw bfloat16", ["--model", "mlp", "--width", "64", "--depth", "4", "--steps", "3",
+                                                "--optimizer", "adamw", "--dtype", "bfloat16", "--strategy", "fsdp",
+                                                "--devices", "cpu:2"],
+              expect={"optimizer": "adamw", "dtype": "bfloat16"}),
     ]
 
 
@@ -111,6 +121,7 @@ def figures(summary: dict) -> dict:
         "bubble": summary.get("bubble"), "devices_busy": summary.get("devices_busy"),
         "util_mean": telemetry.get("util_mean"), "mem_peak_bytes": telemetry.get("mem_peak_bytes"),
         "param_norm": summary.get("param_norm"), "notes": summary.get("notes"),
+        "tensor_memory": summary.get("tensor_memory"), "communication": summary.get("communication"),
     }
 
 

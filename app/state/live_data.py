@@ -170,7 +170,8 @@ class RunProgress:
             for device, kinds in (event.get("tensor_memory") or {}).items():
                 self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
             for device, operations in (event.get("communication") or {}).items():
-                self.communication[device] = Communication([Traffic(op, *values) for op, values in operations.items()])
+                self.communication[device] = Communication([Traffic(op, *values) for op, values in operations.items()
+                                                            if len(values) == 3])
             busy = event.get("busy") or {}
             if busy:
                 self.busy = {d: float(v) for d, v in busy.items()}

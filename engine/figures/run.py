@@ -225,7 +225,8 @@ def communication_figure(devices: Sequence[str], comms: Sequence[Communication |
     for d, c in shown:
         by_op = {t.operation: t for t in c.traffic}
         rows.append([d, *(by_op[op].bytes / MIB if op in by_op else None for op in operations), c.bytes / MIB,
-                     *(by_op[op].calls if op in by_op else None for op in operations), c.seconds * 1e3])
+                     *(by_op[op].calls if op in by_op else None for op in operations),
+                     c.seconds * 1e3 if c.seconds is not None else None])
     segments = [Segment(op, [r[1 + i] for r in rows], palette.OPERATION_COLORS.get(op, palette.OTHER_KIND))
                 for i, op in enumerate(operations)]
     return COMMUNICATION.with_data(

@@ -12,6 +12,7 @@ activation or gradient is recorded as "wait", which is not busy.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -24,7 +25,8 @@ from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.schedule_actions import tick_plan
 from engine.precision import make_optimizer
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
-from engine.tensor_memory import Placement
+from engine.communication import collective_meter
+from engine.tensor_memory import RECOUNT_EVERY, Placement
 
 
 
@@ -107,6 +109,10 @@ class ScheduledStages(Executor):
                                        loss_fn=timed_loss, scale_grads=True)
         self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
         _time_peer_waits(self.timer, self.device)
+        # Sends and receives counted on the first three measured steps and every RECOUNT_EVERY-th after, as
+        # tensor memory is: a dispatch mode sees every op, and what a schedule moves repeats step to step.
+        self.p2p_meter = collective_meter(self.timer, ctx.comm, self.device)
+        self._steps, self.warmup = 0, ctx.config.warmup
 
     def plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
@@ -128,7 +134,11 @@ class ScheduledStages(Executor):
         losses: list = []
         args = (inputs,) if self.first else ()
         ends = {"target": targets, "losses": losses} if self.last else {}
-        self.schedule.step(*args, **ends, return_outputs=False)
+        measured = self._steps - self.warmup
+        counted = 0 <= measured < 3 or (measured > 0 and measured % RECOUNT_EVERY == 0)
+        self._steps += 1
+        with self.p2p_meter if counted else contextlib.nullcontext():
+            self.schedule.step(*args, **ends, return_outputs=False)
         if self.optimizer is not None:
             with self.timer.span(self.device, "optimizer"):
                 self.optimizer.step()
