@@ -17,7 +17,6 @@ from engine import models, strategies
 from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.results import to_json
-from engine.precision import DTYPES, OPTIMIZERS
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2

@@ -24,29 +24,37 @@ if TYPE_CHECKING:
     from engine.timing import StepTimer
 
 # Operation names, in the order figures and tables list them.
-OPERATIONS = ("all-gather", "reduce-scatter", "all-reduce", "broadcast", "all-to-all", "send", "recv")
-# Substrings of c10d and functional-collective op names, and the operation each is.
-_OP_OF = (("reduce_scatter", "reduce-scatter"), ("allgather", "all-gather"), ("all_gather", "all-gather"),
-          ("allreduce", "all-reduce"), ("all_reduce", "all-reduce"), ("broadcast", "broadcast"),
-          ("alltoall", "all-to-all"), ("all_to_all", "all-to-all"), ("send", "send"), ("recv", "recv"))
-_NAMESPACES = ("c10d", "_c10d_functional")
-POINT_TO_POINT = ("send", "recv")
-
-
-def _future(work):
-    """The Work's future, where its backend gives one (gloo's sends and receives may not)."""
-    if work is None:
-        return None
-    try:
-        return work.get_future()
-    except RuntimeError:
-        return None
+OPERATIONS = ("all-gather", "reduce-scatter", "all-reduce", "broadcast", "all-to-all", "reduce", "gather", "scatter",
+              "send", "recv", "send/recv")
+POINT_TO_POINT = ("send", "recv", "send/recv")
+# Every op of torch 2.14's c10d and _c10d_functional libraries that moves data, and what it is (the rest, a
+# barrier or a wait, moves none). "_c10d_functional_autograd" ops call these, and are seen through them.
+_OPERATION_OF = {
+    **dict.fromkeys(("c10d::_allgather_base_", "c10d::allgather_", "c10d::allgather_coalesced_",
+                     "c10d::allgather_into_tensor_coalesced_", "_c10d_functional::all_gather_into_tensor",
+                     "_c10d_functional::all_gather_into_tensor_coalesced",
+                     "_c10d_functional::all_gather_into_tensor_out"), "all-gather"),
+    **dict.fromkeys(("c10d::_reduce_scatter_base_", "c10d::reduce_scatter_", "c10d::reduce_scatter_tensor_coalesced_",
+                     "_c10d_functional::reduce_scatter_tensor", "_c10d_functional::reduce_scatter_tensor_coalesced",
+                     "_c10d_functional::reduce_scatter_tensor_out"), "reduce-scatter"),
+    **dict.fromkeys(("c10d::allreduce_", "c10d::allreduce_coalesced_", "_c10d_functional::all_reduce",
+                     "_c10d_functional::all_reduce_", "_c10d_functional::all_reduce_coalesced",
+                     "_c10d_functional::all_reduce_coalesced_"), "all-reduce"),
+    **dict.fromkeys(("c10d::broadcast_", "_c10d_functional::broadcast", "_c10d_functional::broadcast_"), "broadcast"),
+    **dict.fromkeys(("c10d::alltoall_", "c10d::alltoall_base_", "_c10d_functional::all_to_all_single"), "all-to-all"),
+    "c10d::reduce_": "reduce",
+    **dict.fromkeys(("c10d::gather_", "c10d::gather_into_tensor_"), "gather"),
+    "c10d::scatter_": "scatter",
+    **dict.fromkeys(("c10d::send", "_c10d_functional::isend"), "send"),
+    **dict.fromkeys(("c10d::recv_", "c10d::recv_any_source_", "_c10d_functional::irecv"), "recv"),
+    "_c10d_functional::batch_p2p_ops": "send/recv",
+}
 
 
 def operation_of(op_name: str) -> str | None:
     """The operation a dispatcher op performs ("c10d::_allgather_base_" is an all-gather); None for what moves
     no data (a barrier, a wait)."""
-    return next((operation for part, operation in _OP_OF if part in op_name), None)
+    return _OPERATION_OF.get(op_name)
 
 
 class CommLedger:
@@ -55,18 +63,30 @@ class CommLedger:
     def __init__(self):
         self._lock = threading.Lock()
         self._records: list[tuple[str, str, int, object, object]] = []
+        self._held: list[tuple[str, str, int, object, object]] = []
+        self._hold = False
 
     def record(self, device: "Device", operation: str, nbytes: int, start, end) -> None:
         """Marks from ``StepTimer.mark``: perf_counter seconds, or CUDA events (timed once the step ended);
-        ``end`` None: counted, not timed (a send whose backend gives no future)."""
+        ``end`` None: counted, not timed (a send or receive)."""
         with self._lock:
             self._records.append((device.name, operation, int(nbytes), start, end))
+
+    def hold(self) -> None:
+        """What was recorded since the last ``take`` repeats, untimed, in every later one: a pipeline's sends
+        and receives, counted on one step (a dispatch mode slows the step it watches), repeat every step."""
+        with self._lock:
+            self._hold = True
 
     def take(self) -> dict[str, dict[str, list]]:
         """{device: {operation: [calls, bytes, seconds or None]}} since the last call; after
         ``StepTimer.end_step``, which waits for the GPUs, so every CUDA event has fired."""
         with self._lock:
             records, self._records = self._records, []
+            if self._hold:
+                self._held, self._hold = [(d, op, n, None, None) for d, op, n, _, _ in records], False
+            else:
+                records += self._held
         out: dict[str, dict[str, list]] = {}
         for device, operation, nbytes, start, end in records:
             entry = out.setdefault(device, {}).setdefault(operation, [0, 0, None])
@@ -101,7 +121,8 @@ def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
     calling thread's, cut out of the forward or backward around it (``StepTimer.add_blocking``), and a
     rank that arrived first shows the rest as "wait" (engine.summary). On a GPU a collective that hands
     back a Work ends when its future completes, as ddp's hook times it, and may overlap compute. Sends
-    and receives are counted, not waited for (engine.strategies.scheduled_stages times their waits).
+    and receives are counted, neither waited for nor timed (engine.strategies.scheduled_stages times the
+    waits for them as "wait").
     """
     import torch
     import torch.distributed as dist
@@ -111,14 +132,15 @@ def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
     class CollectiveMeter(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            operation = operation_of(func.name()) if func.namespace in _NAMESPACES else None
+            operation = operation_of(func._schema.name)
             if operation is None:
                 return func(*args, **kwargs)
             start = timer.mark(device)
             result = func(*args, **kwargs)
             nbytes = payload_bytes(args, result)
-            work = next((r for r in (result if isinstance(result, tuple) else (result,)) if isinstance(r, dist.Work)),
-                        None)
+            # Inside a dispatch mode a c10d op hands its Work back boxed, as a ScriptObject.
+            work = next((dist.Work.unbox(r) for r in (result if isinstance(result, tuple) else (result,))
+                         if isinstance(r, torch.ScriptObject)), None)
 
             def finished(end) -> None:
                 ledger.record(device, operation, nbytes, start, end)
@@ -129,15 +151,8 @@ def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
 
             if operation in POINT_TO_POINT:
                 # A pipeline posts its receives ahead and waits for them where its schedule needs them (timed
-                # there as "wait"): counted here, never waited for, and timed to completion where the Work says.
-                future = _future(work)
-                if future is None:
-                    ledger.record(device, operation, nbytes, start, None)
-                else:
-                    def arrived(done):
-                        ledger.record(device, operation, nbytes, start, timer.mark(device))
-                        return done.value()
-                    future.then(arrived)
+                # there as "wait"): counted here, never waited for.
+                ledger.record(device, operation, nbytes, start, None)
                 return result
             if device.kind != "cuda" and work is not None:
                 work.wait()  # the caller would wait for it next: on one core nothing else runs meanwhile

@@ -250,10 +250,13 @@ def memory_scaling(base: ExperimentConfig) -> list[Point]:
                                 x=k))
         if k >= 4 and k % 2 == 0:
             points.append(Point(f"fsdp+tp x{k}", plain.replace(strategy="fsdp+tp", devices=devices), x=k))
-    # Those the model allows (tensor parallel needs pairs of linear layers): the rest would stop the experiment.
+    # Tensor parallel where the model allows it (pairs of linear layers): a point it refuses would stop the
+    # experiment. Any other problem is the base's, and stops it before its first run, saying so.
     from engine.validate import check_all
-    checked = check_all([(p.config, None) for p in points])
-    return [p for p, c in zip(points, checked) if not c.problems]
+    tensor_parallel = [p for p in points if p.config.strategy in ("tensor-parallel", "fsdp+tp")]
+    refused = {p.label for p, c in zip(tensor_parallel, check_all([(p.config, None) for p in tensor_parallel]))
+               if c.problems}
+    return [p for p in points if p.label not in refused]
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (

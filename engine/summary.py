@@ -163,7 +163,10 @@ class StepMerger:
     different moments (a pipeline's later stage starts waiting early).
     """
 
-    def __init__(self, world_size: int, device_names: list[str], origin: float):
+    def __init__(self, world_size: int, device_names: list[str], origin: float, pair_collectives: bool = True):
+        """``pair_collectives``: every collective takes every rank, so the k-th of each rank's is one
+        (separate_collective_waits); off where they run in subgroups (fsdp+tp's 2-D mesh)."""
+        self.pair_collectives = pair_collectives
         self.world_size = world_size
         self.device_names = device_names
         self.origin = origin
@@ -181,7 +184,8 @@ class StepMerger:
         return self._merge(step, list(reports.values()))
 
     def _merge(self, step: int, reports: list[dict]) -> dict:
-        separate_collective_waits(reports)
+        if self.pair_collectives:
+            separate_collective_waits(reports)
         end = max(r["end"] for r in reports)
         start = self._last_end if self._last_end is not None else min(r["start"] for r in reports)
         self._last_end = end

@@ -18,7 +18,9 @@ and held in between: what a training step holds repeats from step to step.
 
 Sharded parameters, gradients and optimizer state (FSDP's and tensor parallelism's
 DTensors) count their local shard: what the device holds. A parameter FSDP gathers
-for a forward and saves for its backward is a parameter, not an activation.
+for a forward and saves for its backward is a parameter, not an activation. Under
+bfloat16 autocast the bfloat16 copies of the weights that the forward saves for
+backward are activations: the step holds them (autocast caches one per weight).
 
 On a GPU, ``allocated_peak`` adds what torch's caching allocator had allocated at
 most during the step (``torch.cuda.max_memory_allocated``): every tensor, the

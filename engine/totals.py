@@ -96,8 +96,7 @@ class RunTotals:
         return [min(1.0, times[d] / self.total_time) for d in self.devices]
 
     def communication_per_step(self, device: str) -> Communication | None:
-        """The device's collectives per measured step that counted them (a pipeline's sends and receives are
-        counted on sampled steps, what a schedule moves repeating), by operation; None when it had none."""
+        """The device's collectives per measured step that reported them, by operation; None when it had none."""
         operations = self.communication.get(device)
         if not operations or not self.measured:
             return None

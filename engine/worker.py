@@ -109,7 +109,8 @@ class Worker:
                                                 config.effective_stages_per_device)
         self.theory_text = theory_formula(config.schedule, len(self.device_names), config.effective_micro_batches,
                                           config.effective_stages_per_device)
-        self.merger = StepMerger(self.world, self.device_names, origin)
+        self.merger = StepMerger(self.world, self.device_names, origin,
+                                 pair_collectives=strategies.get(config.strategy).collectives_span_all_ranks)
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
         self.plan = None         # the schedule's action list per rank (rank 0 says it when ready)

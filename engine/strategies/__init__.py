@@ -17,6 +17,7 @@ from engine.strategies.strategy import Strategy
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline(),
                                                         Fsdp(), TensorParallel(), FsdpTp())}
 
+
 class UnknownStrategy(ValueError):
     pass
 

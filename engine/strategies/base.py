@@ -100,6 +100,28 @@ def place_on(timer: StepTimer, device: Device, *tensors):
         return tuple(t.to(device.torch_device) for t in tensors)
 
 
+def replica_batch(inputs, targets, replicas: int, index: int):
+    """Replica ``index``'s torch.chunk of the batch, as DataParallel would scatter it, and every replica's size
+    (a small last batch leaves later replicas without samples: they get an empty slice)."""
+    chunks_x, chunks_y = inputs.chunk(replicas), targets.chunk(replicas)
+    sizes = [len(c) for c in chunks_x] + [0] * (replicas - len(chunks_x))
+    if index < len(chunks_x):
+        return chunks_x[index], chunks_y[index], sizes
+    return inputs[:0], targets[:0], sizes
+
+
+def replica_loss(loss_fn, out, targets, total: int, replicas: int):
+    """(this replica's loss, the loss to differentiate): weighted by its share of the batch, so the gradients'
+    mean over the replicas (DDP's all-reduce, FSDP's reduce-scatter) is the whole batch's mean-loss gradient,
+    even when chunks are uneven or empty."""
+    mine = int(targets.shape[0])
+    if not mine:
+        local = out.sum() * 0.0   # no samples: a zero that still joins the gradients' collectives
+        return local, local
+    local = loss_fn(out, targets)
+    return local, local * (mine * replicas / total)
+
+
 def stage_bounds(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, int]]:
     """[start, stop) block ranges of each stage."""
     edges = (0, *split, n_blocks)

@@ -17,7 +17,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
 from engine.tensor_memory import Placement
 
 
@@ -58,23 +58,11 @@ class Ddp(Executor):
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer
         total = int(inputs.shape[0])
-        chunks_x, chunks_y = inputs.chunk(self.world), targets.chunk(self.world)
-        split = [len(c) for c in chunks_x] + [0] * (self.world - len(chunks_x))
-        if self.rank < len(chunks_x):
-            x, y = chunks_x[self.rank], chunks_y[self.rank]
-        else:  # a small last batch leaves this device without samples
-            x, y = inputs[:0], targets[:0]
+        x, y, split = replica_batch(inputs, targets, self.world, self.rank)
         mine = int(x.shape[0])
         self.optimizer.zero_grad(set_to_none=True)
         with timer.span(dev, "forward"):
-            out = self.model(x)
-            if mine:
-                local = self.loss_fn(out, y)
-                # DDP averages gradients over ranks: weight by this rank's share.
-                scaled = local * (mine * self.world / total)
-            else:
-                local = out.sum() * 0.0
-                scaled = local
+            local, scaled = replica_loss(self.loss_fn, self.model(x), y, total, self.world)
         self._last_launch = self._last_done = None
         started = timer.mark(dev)
         scaled.backward()

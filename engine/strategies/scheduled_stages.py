@@ -26,7 +26,7 @@ from engine.strategies.schedule_actions import tick_plan
 from engine.precision import make_optimizer
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
 from engine.communication import collective_meter
-from engine.tensor_memory import RECOUNT_EVERY, Placement
+from engine.tensor_memory import Placement
 
 
 
@@ -109,10 +109,12 @@ class ScheduledStages(Executor):
                                        loss_fn=timed_loss, scale_grads=True)
         self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
         _time_peer_waits(self.timer, self.device)
-        # Sends and receives counted on the first three measured steps and every RECOUNT_EVERY-th after, as
-        # tensor memory is: a dispatch mode sees every op, and what a schedule moves repeats step to step.
+        # Sends and receives counted on the second step (a warm-up step by default; the first infers the stages'
+        # shapes, sending their metadata too) and held for the steps after (CommLedger.hold): a dispatch mode
+        # sees every op, which would slow the steps measured, and what a schedule moves repeats step to step.
         self.p2p_meter = collective_meter(self.timer, ctx.comm, self.device)
-        self._steps, self.warmup = 0, ctx.config.warmup
+        self.comm = ctx.comm
+        self._steps, self._counted_step = 0, 1 if ctx.config.steps > 1 else 0
 
     def plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
@@ -134,11 +136,12 @@ class ScheduledStages(Executor):
         losses: list = []
         args = (inputs,) if self.first else ()
         ends = {"target": targets, "losses": losses} if self.last else {}
-        measured = self._steps - self.warmup
-        counted = 0 <= measured < 3 or (measured > 0 and measured % RECOUNT_EVERY == 0)
+        counted = self._steps == self._counted_step
         self._steps += 1
         with self.p2p_meter if counted else contextlib.nullcontext():
             self.schedule.step(*args, **ends, return_outputs=False)
+        if counted:
+            self.comm.hold()
         if self.optimizer is not None:
             with self.timer.span(self.device, "optimizer"):
                 self.optimizer.step()

@@ -79,6 +79,7 @@ class FsdpTp(_Sharded):
     data_parallel = True
     shards = True
     min_devices = 2 * FSDP_TP_WIDTH
+    collectives_span_all_ranks = False   # tensor parallel within pairs, FSDP across them
 
     def tp_width(self, n_devices: int) -> int:
         return FSDP_TP_WIDTH

@@ -18,7 +18,7 @@ from torch.distributed.tensor.parallel import parallelize_module
 
 from engine.communication import collective_meter
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
 from engine.strategies.tensor_parallel_plan import parallelize_plan
 from engine.tensor_memory import Placement
 
@@ -51,23 +51,12 @@ class ShardedExecutor(Executor):
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer
         total = int(inputs.shape[0])
-        chunks_x, chunks_y = inputs.chunk(self.dp), targets.chunk(self.dp)
-        sizes = [len(c) for c in chunks_x] + [0] * (self.dp - len(chunks_x))
-        if self.dp_rank < len(chunks_x):
-            x, y = chunks_x[self.dp_rank], chunks_y[self.dp_rank]
-        else:  # a small last batch leaves this replica without samples
-            x, y = inputs[:0], targets[:0]
+        x, y, sizes = replica_batch(inputs, targets, self.dp, self.dp_rank)
         mine = int(x.shape[0])
         with self.meter:
             self.optimizer.zero_grad(set_to_none=True)
             with timer.span(dev, "forward"):
-                out = self.module(x)
-                if mine:
-                    local = self.loss_fn(out, y)
-                    scaled = local * (mine * self.dp / total)  # FSDP averages gradients over the replicas
-                else:
-                    local = out.sum() * 0.0
-                    scaled = local
+                local, scaled = replica_loss(self.loss_fn, self.module(x), y, total, self.dp)
             with timer.span(dev, "backward"):
                 scaled.backward()
             with timer.span(dev, "optimizer"):
