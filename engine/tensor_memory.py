@@ -121,7 +121,9 @@ class ActivationCounter:
                 hooks.__exit__(None, None, None)
 
     def _pack(self, device: str, t: "torch.Tensor"):
-        if isinstance(t, self._torch.nn.Parameter):  # FSDP's gathered parameters too: they are "params"
+        # A parameter, or a view of one (a linear layer saves its weight transposed): FSDP's gathered parameters
+        # too, whose storage is not the shard's. They are "params".
+        if isinstance(t if t._base is None else t._base, self._torch.nn.Parameter):
             return t, None
         ptr, size = _storage(t)
         if ptr in self._params or size == 0:
