@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import models, strategies
-from engine.precision import DTYPES, OPTIMIZERS
+from engine.precision import DEFAULT_LR, DTYPES, OPTIMIZERS
 from engine.problems import ConfigError, Problem  # noqa: F401 (part of this module's interface)
 from engine.timeline_keeper import TIMELINE_MODES
 
@@ -61,7 +61,7 @@ class ExperimentConfig:
     seed: int = 0
     """Seeds the initial parameters and the synthetic data: every strategy sees the same batches."""
     lr: float | None = None
-    """The optimizer's learning rate; None: the model's default."""
+    """The optimizer's learning rate; None: the model's default for SGD, torch's default (1e-3) for AdamW."""
     hang_timeout_s: float = 120.0
     """A rank silent this long is declared hung and the run fails."""
     input_prep: str = "ahead"
@@ -85,8 +85,11 @@ class ExperimentConfig:
 
     @property
     def effective_lr(self) -> float:
+        """The given lr; else AdamW's own default (torch's 1e-3), or the model's SGD rate."""
         if self.lr is not None:
             return self.lr
+        if self.optimizer in DEFAULT_LR:
+            return DEFAULT_LR[self.optimizer]
         known = models.lookup(self.model)
         return known.lr if known else 0.01
 

@@ -17,6 +17,8 @@ OPTIMIZERS = {
     "sgd": "plain SGD: no state of its own",
     "adamw": "AdamW: two running moments per parameter (twice the parameters' bytes of state)",
 }
+# Learning rates where --lr is not given and the model's own (tuned for SGD) does not fit: torch's AdamW default.
+DEFAULT_LR = {"adamw": 1e-3}
 DTYPES = {
     "float32": "float32 throughout",
     "bfloat16": "bfloat16 compute under torch.autocast (parameters, gradients and optimizer state stay float32)",
