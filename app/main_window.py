@@ -140,6 +140,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.memory_view, "Memory"),
                                 (self.results, "Experiment result"), name="centerTabs")
         self.center_tabs.currentChanged.connect(lambda _index: self._ask_what_if())
+        self.center_tabs.currentChanged.connect(lambda _index: self._show_live_memory())
         center = column(self.error_panel, (self.center_tabs, 1), margins=(6, 8, 8, 4))
         self.history = HistoryPanel(self.store)
         self.log_view = LogView()
@@ -310,9 +311,13 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def plot_step(self, event: dict) -> None:
         self.plots.add_step(event)
-        now = time.perf_counter()
-        if now - self._memory_drawn_at >= MEMORY_REDRAW_S or event.get("tensor_memory"):
-            self._memory_drawn_at = now
+        if time.perf_counter() - self._memory_drawn_at >= MEMORY_REDRAW_S:
+            self._show_live_memory()
+
+    def _show_live_memory(self) -> None:
+        """The Memory tab from the run monitor, while it is in view: drawing it costs the cores the ranks use."""
+        if self.center_tabs.currentWidget() is self.memory_view and self.plots.mode == "live":
+            self._memory_drawn_at = time.perf_counter()
             self.memory_view.show_figures(*self.current_run().memory_figures())
 
     def mark_telemetry(self, text: str) -> None:

@@ -52,6 +52,14 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert window.progress_bar.value() == window.progress_bar.maximum() == 6
     assert "Finished" in window.status_label.text()
     assert window.run_action.isEnabled()
+    # The Memory tab, drawn when it comes into view: each stage holds its own blocks' parameters.
+    window.center_tabs.setCurrentWidget(window.memory_view)
+    memory = window.memory_view.memory_plot.segment_heights
+    assert set(memory) == {"params", "grads", "optimizer", "activations"}
+    assert all(v > 0 for v in memory["params"]) and len(memory["params"]) == 2
+    sent = window.memory_view.comm_plot.segment_heights   # the activation forward, its gradient back
+    assert set(sent) == {"send", "recv"} and all(v > 0 for v in sent["send"] + sent["recv"])
+    window.center_tabs.setCurrentWidget(plots)
 
     # The history lists the run; selecting it shows its stored plots.
     assert window.history.run_ids()[0] == info.run_id
