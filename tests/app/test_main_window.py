@@ -93,9 +93,10 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         shown = smooth[(x >= first_step + 1.0) & (x <= last_step)]
         assert len(shown) >= 20, (core, len(shown))
         # Measured 46-62 (means 51-56): each rank's half, its gloo copies, and the window's own drawing
-        # and recording on the same two cores; a loaded CI machine read 65.2 at a run's start (2026-12-01).
-        # Far from a pipeline's 80-100 either way.
-        assert 35 <= shown.min() and shown.max() <= 70, (core, shown.round(1).tolist())
+        # and recording on the same two cores; a loaded CI machine read 65.2 at a run's start, and the last
+        # stage's core 70.3 inside the whole suite (both 2026-12-01; the same run from the command line read
+        # 53-55 on either core). Far from a pipeline's 80-100 either way.
+        assert 35 <= shown.min() and shown.max() <= 75, (core, shown.round(1).tolist())
         assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
 
 
