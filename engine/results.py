@@ -129,11 +129,6 @@ class TensorMemory:
         return self.params + self.grads + self.optimizer + self.activations
 
     @property
-    def held(self) -> int:
-        """What the model holds between steps: parameters, gradients and optimizer state (what sharding cuts)."""
-        return self.params + self.grads + self.optimizer
-
-    @property
     def other(self) -> int | None:
         """GPUs: the allocator's peak less the kinds counted (gathered parameters, communication buffers,
         temporaries); None on CPU devices, which have no allocator to ask."""
