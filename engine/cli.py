@@ -20,7 +20,7 @@ from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices")  # build_parser's subcommands, in its order
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "node")  # build_parser's subcommands, in its order
 
 
 class ArgumentError(Exception):
@@ -82,6 +82,12 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
                    help="; ".join(f"{name}: {text}" for name, text in TIMELINE_MODES.items()) + " (default sampled)")
     g.add_argument("--input-prep", default="ahead",
                    help="; ".join(f"{name}: {text}" for name, text in INPUT_PREP.items()) + " (default ahead)")
+    g.add_argument("--nodes", default=None,
+                   help="run over several machines, each running `main.py node`: ADDR:PORT,ADDR:PORT (each node runs "
+                        "--devices; ranks go node by node in address order)")
+    g.add_argument("--token-file", default=None,
+                   help="with --nodes: the file holding the token the node agents share (default: "
+                        "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token)")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
@@ -124,7 +130,8 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         batch_size=args.batch_size, steps=args.steps, warmup=warmup, seed=args.seed, lr=args.lr,
         hang_timeout_s=args.hang_timeout, input_prep=args.input_prep, timeline=args.timeline,
         image_size=args.image_size, split_level=args.split_level, stages_per_device=args.stages_per_device,
-        profile_steps=args.profile_steps, optimizer=args.optimizer, dtype=args.dtype)
+        profile_steps=args.profile_steps, optimizer=args.optimizer, dtype=args.dtype, nodes=args.nodes,
+        token_file=os.path.abspath(args.token_file) if args.token_file else None)
     return config, tokens
 
 
@@ -169,6 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true")
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
     devices.add_argument("--json", action="store_true")
+    node = sub.add_parser("node", help="serve runs from coordinators on other machines (`run --nodes`) until "
+                                       "Ctrl-C: a node agent")
+    node.add_argument("--listen", default=None, help="ADDR:PORT to listen on: this machine's address on the network "
+                                                     "the nodes share (the agent listens on it alone)")
+    node.add_argument("--token-file", default=None,
+                      help="the file holding the token every node and coordinator shares (default: "
+                           "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token); only its owner may read it")
+    node.add_argument("--allow", default=None,
+                      help="addresses or networks coordinators may connect from, e.g. 10.0.0.1 or 10.0.0.0/24 "
+                           "(default: the subnet of --listen)")
+    node.add_argument("--new-token", default=None, metavar="FILE",
+                      help="write a new random token to FILE (readable by you alone), then exit")
     return parser
 
 
@@ -194,6 +213,9 @@ def main(argv: list[str]) -> int:
         return cmd_export(args)
     if args.command == "what-if":
         return cmd_what_if(args)
+    if args.command == "node":
+        from engine.nodes.command import cmd_node
+        return cmd_node(args)
     parser.print_help(sys.stderr)
     return EXIT_INVALID
 
@@ -220,9 +242,20 @@ def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]
 
 def cmd_run(args) -> int:
     config, _ = validate_or_report(lambda: config_from_args(args))
-    if config is None or not store_usable(args.db):
+    if config is None or not store_usable(args.db) or not nodes_usable(config):
         return EXIT_INVALID
     return cmd_run_validated(config, args)
+
+
+def nodes_usable(config: ExperimentConfig) -> bool:
+    """With --nodes, every agent answers, proves the token and has the devices, before anything launches."""
+    if not config.nodes:
+        return True
+    from engine.nodes.coordinator import preflight
+    problems = preflight(config)
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    return not problems
 
 
 def store_usable(db) -> bool:

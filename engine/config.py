@@ -74,6 +74,11 @@ class ExperimentConfig:
     """The optimizer every strategy builds (engine.precision.OPTIMIZERS): "sgd" or "adamw"."""
     dtype: str = "float32"
     """The forward's compute dtype (engine.precision.DTYPES): "float32", or "bfloat16" under torch.autocast."""
+    nodes: str | None = None
+    """Machines to run on, each with a node agent: "ADDR:PORT,ADDR:PORT" (engine.nodes); None: this machine.
+    Every node runs ``devices``; ranks go node by node in address order."""
+    token_file: str | None = None
+    """The file with the token the nodes' agents share (engine.nodes.token); None: the default location."""
 
     # ---- derived values -------------------------------------------------
     @property
@@ -159,9 +164,9 @@ _INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "s
                "image_size", "split_level", "stages_per_device", "profile_steps"}
 _FLOAT_FIELDS = {"lr", "hang_timeout_s"}
 _STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline", "optimizer",
-               "dtype"}
+               "dtype", "nodes", "token_file"}
 _OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size",
-             "stages_per_device"}
+             "stages_per_device", "nodes", "token_file"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -245,6 +250,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     if not config.hang_timeout_s > 0:
         add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
 
+    found.extend(node_problems(config))
     if config.micro_batches is not None and config.split_size is not None:
         add("micro_batches", "give either --micro-batches or --split-size, not both")
     known = strategies.STRATEGIES.get(config.strategy)
@@ -282,4 +288,21 @@ def problems(config: ExperimentConfig) -> list[Problem]:
             add("split", "give at least one split point")
         elif any(b <= a for a, b in zip(config.split, config.split[1:])):
             add("split", f"split points must be strictly increasing, got {','.join(map(str, config.split))}")
+    return found
+
+
+def node_problems(config: ExperimentConfig) -> list[Problem]:
+    """``--nodes`` and its token file, checked without asking any node (engine.nodes.coordinator.preflight
+    asks them)."""
+    if not config.nodes:
+        if config.token_file is not None:
+            return [Problem("token_file", "applies only with --nodes")]
+        return []
+    from engine.nodes.cluster import config_problems
+    from engine.nodes.token import TokenError, default_token_file, read_token
+    found = config_problems(config)
+    try:
+        read_token(config.token_file or default_token_file())
+    except TokenError as exc:
+        found.append(Problem("token_file", str(exc)))
     return found

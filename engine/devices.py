@@ -17,13 +17,22 @@ class Device:
     kind: str               # "cpu" or "cuda"
     index: int              # virtual-device index or CUDA ordinal
     core: int | None = None  # the core a CPU virtual device is pinned to
+    node: str | None = None  # the machine it is on, in a run over several ("node1"); None: this one
 
     @property
     def torch_device(self) -> str:
         return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
 
+    @property
+    def local_name(self) -> str:
+        """Its name on its own machine ("cpu:0"), without the node's ("node1/cpu:0")."""
+        return self.name.rpartition("/")[2]
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "index": self.index, "core": self.core}
+        d = {"name": self.name, "kind": self.kind, "index": self.index, "core": self.core}
+        if self.node is not None:
+            d["node"] = self.node
+        return d
 
 
 class DeviceError(ValueError):

@@ -21,7 +21,8 @@ WARNING = "warning"    # something worth showing that does not end the run
 ERROR = "error"        # message, rank, traceback; a finished event follows
 FINISHED = "finished"  # status and summary; always the last event of a run
 PROFILE = "profile"    # a rank's torch.profiler trace file: rank, device, path, t0 (its first profiled step)
-EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED, PROFILE)
+SAMPLES = "samples"    # telemetry the nodes' agents sampled: rows in DeviceSample's field order, t on this clock
+EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED, PROFILE, SAMPLES)
 
 # Lines the worker reads on its stdin. The first line is the config.
 STOP = "stop"

@@ -3,8 +3,9 @@
 torchrun-compatible: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
 environment. The config and resolved devices come in SPLITSCOPE_CONFIG and
 SPLITSCOPE_DEVICES; events go to the worker as JSON lines on the file descriptor
-SPLITSCOPE_EVENT_FD (stdout stays free for whatever user code prints). The rank
-ends itself when the worker goes away (stdin closes, or the parent-death signal).
+SPLITSCOPE_EVENT_FD (stdout stays free for whatever user code prints), or, under a
+node agent's torchrun, to the agent's socket SPLITSCOPE_EVENT_SOCKET. The rank
+ends itself when whoever started it goes away (stdin closes, or the parent-death signal).
 """
 from __future__ import annotations
 
@@ -18,17 +19,12 @@ import traceback
 from datetime import timedelta
 
 from engine import strategies
+from engine.parent_death import die_with_parent
 from engine.protocol import finite
 
 
 def _die_with_parent() -> None:
-    try:  # Linux: SIGKILL when the worker dies, even by SIGKILL
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+    die_with_parent()  # SIGKILL when the worker (or torchrun) dies, even by SIGKILL
 
     def watch_stdin():
         try:
@@ -52,6 +48,42 @@ class EventChannel:
             self._file.write(line + "\n")
 
 
+def node_channel(path: str) -> EventChannel:
+    """Under a node agent (torchrun passes no pipe): the events, stdout and stderr each on a connection to the
+    agent's socket, each opened by a line naming the rank and the stream (engine.nodes.node_run)."""
+    import socket
+    hello = {"rank": int(os.environ.get("RANK", "0")), "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+             "pid": os.getpid()}
+
+    def connect(stream: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        sock.sendall((json.dumps(dict(hello, stream=stream)) + "\n").encode())
+        return sock
+    events = connect("events")
+    for fd, stream in ((1, "stdout"), (2, "stderr")):
+        sock = connect(stream)
+        os.dup2(sock.fileno(), fd)
+        sock.close()
+    return EventChannel(events.detach())
+
+
+def node_store(timeout):
+    """The process group's store on a node: the run's keys in the c10d rendezvous store that the rendezvous
+    node's torchrun hosts on its agent's address alone (engine.nodes.torchrun), rather than a store of rank
+    0's own, which torch would open on every interface."""
+    import torch.distributed as dist
+
+    from engine.nodes.address import parse_address
+    expected, given = os.environ.get("SPLITSCOPE_NODE_RANK"), os.environ.get("GROUP_RANK")
+    if expected is not None and given is not None and expected != given:
+        raise RuntimeError(f"torchrun numbered this node {given}, Splitscope expected {expected}: the nodes' ranks "
+                           "follow their addresses' order (engine/nodes/address.py)")
+    address = parse_address(os.environ["SPLITSCOPE_STORE_ADDR"], default_port=None)
+    store = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout, wait_for_workers=False)
+    return dist.PrefixStore(os.environ["SPLITSCOPE_STORE_PREFIX"], store)
+
+
 def own_device(devices, rank: int, world: int):
     """The device this process is pinned to: its rank's, or when alone its first CPU device (else its first)."""
     return devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
@@ -65,7 +97,8 @@ def _pin(device) -> None:
 
 def main() -> int:
     _die_with_parent()
-    channel = EventChannel(int(os.environ["SPLITSCOPE_EVENT_FD"]))
+    socket_path = os.environ.get("SPLITSCOPE_EVENT_SOCKET")
+    channel = node_channel(socket_path) if socket_path else EventChannel(int(os.environ["SPLITSCOPE_EVENT_FD"]))
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     try:
@@ -87,7 +120,10 @@ def main() -> int:
             backend = "nccl" if own.kind == "cuda" else "gloo"
             timeout = timedelta(seconds=config.hang_timeout_s)
             store_file = os.environ.get("SPLITSCOPE_STORE_FILE")
-            if store_file:
+            if os.environ.get("SPLITSCOPE_STORE_ADDR"):  # started by torchrun under a node agent
+                dist.init_process_group(backend, store=node_store(timeout), rank=rank, world_size=world,
+                                        timeout=timeout)
+            elif store_file:
                 # Rendezvous through a file: torch's TCPStore would listen on every interface.
                 dist.init_process_group(backend, store=dist.FileStore(store_file, world), rank=rank,
                                         world_size=world, timeout=timeout)

@@ -180,6 +180,18 @@ class Communication:
 
 
 @dataclass(frozen=True)
+class NodeSummary:
+    """One machine of a run over several (engine/nodes): who it was, its ranks, and how its clock was put on
+    the coordinator's."""
+    label: str                        # "node0": how devices ("node0/cpu:1"), lanes and errors name it
+    address: str                      # its agent's ADDR:PORT
+    hostname: str | None = None
+    ranks: list[int] = field(default_factory=list)
+    clock_offset_s: float | None = None   # its clock minus the coordinator's, subtracted from its times
+    clock_rtt_s: float | None = None      # the round trip it was measured over (the offset is good to half)
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str | None = None
     status: str = "finished"
@@ -210,6 +222,7 @@ class RunSummary:
     dtype: str | None = None              # engine.precision.DTYPES
     telemetry: TelemetrySummary | None = None
     plan: list[list[str]] | None = None   # the schedule's actions per rank, tick by tick ("0F1", "" idle)
+    nodes: list[NodeSummary] | None = None  # the machines of a run over several (--nodes), in rank order
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

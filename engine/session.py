@@ -27,6 +27,7 @@ from engine import protocol
 from engine.config import ExperimentConfig
 from engine.results import RunSummary, from_json, to_json
 from engine.store import Store
+from engine.telemetry.sample import DeviceSample
 
 ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
@@ -90,7 +91,8 @@ class RunSession:
             self.result = RunResult(self.run_id, "failed", None, error)
             self._done.set()
             raise
-        first = json.dumps({"config": self.config.to_dict(), "clock_origin": self._origin})
+        first = json.dumps({"config": self.config.to_dict(), "clock_origin": self._origin,
+                            "telemetry_hz": self.telemetry_hz, "run_id": self.run_id})
         self._send(first)
         threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._run, name=f"run-session-{self.run_id}", daemon=True)
@@ -132,16 +134,16 @@ class RunSession:
 
     # ---- telemetry ------------------------------------------------------------
     def _start_sampler(self) -> None:
-        if not self.telemetry_hz:
+        # A run over nodes is sampled by each node's agent: its samples come with the worker's events.
+        if not self.telemetry_hz or self.config.nodes:
             return
         from engine.telemetry import TelemetrySampler, targets_for
         self._sampler = TelemetrySampler(targets_for(self._devices()), rate_hz=self.telemetry_hz)
         self._sampler.start()
 
     def _devices(self) -> list:
-        from engine.devices import parse
-        from engine.validate import devices_needed
-        return parse(self.config.devices, devices_needed(self.config))
+        from engine.validate import run_devices
+        return run_devices(self.config)
 
     def _store_profile(self, store, event: dict) -> dict | None:
         """A rank's torch.profiler trace, moved from its file into the run store (engine.profiling); a warning
@@ -158,9 +160,11 @@ class RunSession:
             if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
                 os.remove(path)
 
-    def _record(self, recorder, steps: list[dict]) -> None:
-        """Store a batch of steps with the telemetry drained meanwhile; then hand the samples on."""
+    def _record(self, recorder, steps: list[dict], remote: list | None = None) -> None:
+        """Store a batch of steps with the telemetry drained meanwhile (and what the nodes sampled); then hand the
+        samples on."""
         samples = self._sampler.drain() if self._sampler is not None else []
+        samples.extend(remote or [])
         recorder.record(steps, samples)
         if samples and self.on_samples:
             self.on_samples(samples)
@@ -215,6 +219,7 @@ class RunSession:
         recorder = None
         status, summary, error, tb = "failed", None, None, None
         pending: list[dict] = []
+        remote: list = []  # the nodes' telemetry (protocol.SAMPLES), stored with the steps of its batch
         # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
         # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
@@ -238,6 +243,9 @@ class RunSession:
                             self._sampler.set_pid(device, pid)
                     elif kind == protocol.STEP:
                         pending.append(event)
+                    elif kind == protocol.SAMPLES:
+                        remote.extend(DeviceSample(*row) for row in event.get("rows") or [])
+                        continue  # handed on as samples (on_samples), not as an event
                     elif kind == protocol.PROFILE:
                         warning = self._store_profile(store, event)
                         if warning is not None:
@@ -250,9 +258,10 @@ class RunSession:
                     forward.append(event)
                 # Stored before anyone is told: nothing a user has seen can be lost.
                 batch_steps, pending = pending, []  # recorded once, whatever happens next
+                batch_samples, remote = remote, []
                 if self._store_error is None:
                     try:
-                        self._record(recorder, batch_steps)
+                        self._record(recorder, batch_steps, batch_samples)
                     except sqlite3.Error as exc:
                         # A full or read-only disk: end the run and say so; what is stored stays intact.
                         self._store_error = f"cannot write the run store {store.path}: {exc}"
@@ -315,6 +324,7 @@ class RunSession:
         summary = summary.replace(run_id=self.run_id, status=status)
         if recorder is not None:
             summary = summary.replace(timeline_steps=recorder.timeline_kept)  # steps whose intervals were kept
-        if self._sampler is not None and recorder is not None and recorder.steps:
+        sampled = self._sampler is not None or (self.config.nodes and self.telemetry_hz)
+        if sampled and recorder is not None and recorder.steps:
             summary = summary.replace(telemetry=recorder.telemetry_summary(summary.devices_busy, summary.devices))
         return summary

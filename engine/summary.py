@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from engine.results import Bubble, Loss, RunSummary, TensorMemory
+from engine.results import Bubble, Loss, NodeSummary, RunSummary, TensorMemory, from_json
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 from engine.timing import BUSY_KINDS, busy_time
 from engine.totals import RunTotals
@@ -228,7 +228,8 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
               batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
-              theory_text: str | None = None, plan: list[list[str]] | None = None) -> RunSummary:
+              theory_text: str | None = None, plan: list[list[str]] | None = None,
+              nodes: list[dict] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``."""
     devices_busy = totals.busy_shares()
@@ -265,4 +266,5 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         dtype=config.get("dtype", "float32"),
         notes=list(notes or []),
         plan=plan,
+        nodes=[from_json(NodeSummary, node) for node in nodes] if nodes else None,
     )

@@ -119,6 +119,19 @@ def _serve() -> int:
     return 0
 
 
+def run_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
+    """The devices a config's run gets, or DeviceError saying why not: this machine's, or every node's by the
+    spec alone (engine.nodes.cluster; their agents check they have them)."""
+    if config.nodes:
+        from engine.nodes.address import AddressError
+        from engine.nodes.cluster import cluster_devices, nodes_of
+        try:
+            return cluster_devices(config.devices, nodes_of(config))
+        except AddressError as exc:
+            raise devices_mod.DeviceError(f"--nodes: {exc}") from None
+    return devices_mod.parse(config.devices, devices_needed(config))
+
+
 def devices_needed(config: ExperimentConfig) -> int:
     """How many devices a spec that leaves it open ("auto") should get."""
     known = strategies.STRATEGIES.get(config.strategy)
@@ -150,7 +163,8 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     found = config_mod.problems(config)
     devices: list[devices_mod.Device] = []
     try:
-        devices = devices_mod.parse(config.devices, devices_needed(config))
+        # --nodes and --devices problems are named already (config.node_problems)
+        devices = run_devices(config) if not any(p.option in ("nodes", "devices") for p in found) else []
     except devices_mod.DeviceError as exc:
         found.append(Problem("devices", str(exc)))
     spec = None
@@ -164,6 +178,8 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
         return None, found
     n_blocks = len(spec.blocks)
     impl = strategies.get(config.strategy)
+    from engine.nodes.cluster import strategy_problems
+    found.extend(strategy_problems(config, impl, devices))
     found.extend(impl.check(config, devices, n_blocks))
     if not found:
         found.extend(impl.model_problems(config, spec, devices))
@@ -175,7 +191,7 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     note = batch_norm_note(config, spec.has_batch_norm, len(devices))
     if note:
         warnings.append(note)
-    sharing = devices_mod.sharing_note(devices)
+    sharing = devices_mod.sharing_note(devices) if not config.nodes else None
     if sharing:
         warnings.append(sharing)
     return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []

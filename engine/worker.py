@@ -30,6 +30,7 @@ from pathlib import Path
 from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError, parse
+from engine.rank_env import rank_base_environment
 from engine.results import to_json
 from engine.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.totals import RunTotals
@@ -42,6 +43,7 @@ STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a wh
 # the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
 RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.rank")
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
+REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
 
 
 def describe_exit(code: int) -> str:
@@ -57,21 +59,15 @@ def describe_exit(code: int) -> str:
 
 def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
                      store_file: str) -> dict[str, str]:
-    """A rank process's environment: torchrun's variables, one thread per device, loopback only."""
-    return dict(base,
+    """A rank process's environment on this machine: torchrun's variables, loopback only, a private pipe and
+    rendezvous file."""
+    return dict(rank_base_environment(base, config_json=config_json, devices_json=devices_json, interface="lo"),
                 RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                # Both backends talk over loopback only: gloo's sockets and NCCL's bootstrap
-                # (and its socket transport) would otherwise pick the machine's first interface.
-                GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo",
-                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",    # one intra-op thread per device
-                CUDA_DEVICE_ORDER="PCI_BUS_ID",              # cuda:K is NVML's GPU K (telemetry)
-                SPLITSCOPE_CONFIG=config_json, SPLITSCOPE_DEVICES=devices_json,
-                SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file,
-                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), base.get("PYTHONPATH")])))
+                SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file)
 
 
 class Rank:
-    def __init__(self, rank: int, device: Device, proc: subprocess.Popen, events):
+    def __init__(self, rank: int, device: Device, proc, events):
         self.rank, self.device, self.proc, self.events = rank, device, proc, events
         self.ready = False
         self.done = False
@@ -87,12 +83,18 @@ class Rank:
 
     @property
     def label(self) -> str:
-        return f"rank {self.rank} ({self.device.name}, pid {self.proc.pid})"
+        pid = f"pid {self.proc.pid}" if self.proc.pid is not None else "not started"
+        return f"rank {self.rank} ({self.device.name}, {pid})"
 
 
 class Worker:
-    def __init__(self, config: ExperimentConfig, devices: list[Device], origin: float, out):
+    def __init__(self, config: ExperimentConfig, devices: list[Device], origin: float, out, *, links=None,
+                 telemetry_hz: float = 10.0, run_id: str | None = None):
         self.config = config
+        self.links = links          # engine.nodes.coordinator.NodeLink per node, when the run spans nodes
+        self.nodes = None           # their NodeRanks, once launched
+        self.telemetry_hz = telemetry_hz
+        self.run_id = run_id
         self.devices = devices
         self.origin = origin
         self.out = out
@@ -117,6 +119,7 @@ class Worker:
         self.started_sent = False
         self.split = None
         self.rendezvous_dir: str | None = None
+        self._all_done_at: float | None = None
 
     # ---- output -------------------------------------------------------------
     def emit(self, event_type: str, **fields) -> None:
@@ -128,6 +131,34 @@ class Worker:
 
     # ---- launching ----------------------------------------------------------
     def launch(self) -> None:
+        if self.links:
+            self._launch_on_nodes()
+        else:
+            self._launch_here()
+
+    def _launch_on_nodes(self) -> None:
+        """Ranks on the nodes' machines, started by their agents; they report through the same queue."""
+        import uuid
+
+        from engine.nodes.coordinator import NodeRanks
+        self.nodes = NodeRanks(self.config, self.links, self.devices, telemetry_hz=self.telemetry_hz,
+                               run_id=self.run_id or uuid.uuid4().hex, put=self._from_node)
+        self.ranks = [Rank(k, device, process, None) for k, (device, process) in
+                      enumerate(zip(self.devices, self.nodes.processes))]
+        self.nodes.launch()
+
+    def _from_node(self, kind: str, key, payload) -> None:
+        """What NodeRanks hands over, in the loop's terms: most of it keyed by a rank."""
+        if kind in ("node_lost", "node_error", "samples", "warning"):
+            self.queue.put((kind, key, payload))
+            return
+        r = self.ranks[key]
+        if kind == "stderr":
+            r.stderr_tail = (r.stderr_tail + [payload])[-40:]
+        elif kind != "pid":
+            self.queue.put((kind, r, payload))
+
+    def _launch_here(self) -> None:
         # The ranks meet through a file in a private folder, removed when the run ends.
         self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-")
         store_file = os.path.join(self.rendezvous_dir, "store")
@@ -165,12 +196,15 @@ class Worker:
 
     # ---- the supervision loop ----------------------------------------------
     def run(self) -> int:
-        self.launch()
+        failure: tuple[float, list] | None = None  # (when first seen, candidate causes)
+        try:
+            self.launch()
+        except ConnectionError as exc:  # a node refused the launch or is gone (engine.nodes.coordinator.NodeError)
+            failure = self._note_failure(failure, ("node", None, str(exc)))
         # The rank processes exist now; torch, the model and the rendezvous take seconds
         # more. Telemetry follows each process's memory from here, not from `started`.
-        self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
-                  device_pids=self.device_pids())
-        failure: tuple[float, list] | None = None  # (when first seen, candidate causes)
+        self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
+                  device_pids=self.device_pids(), **self._nodes_field())
         stop_requested = False
         while True:
             try:
@@ -186,6 +220,13 @@ class Worker:
                 self.emit(protocol.WARNING, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
             elif kind == "eof":
                 r.events_closed = True
+            elif kind == "samples":
+                self.emit(protocol.SAMPLES, rows=payload)
+            elif kind == "warning":
+                self.emit(protocol.WARNING, message=payload)
+            elif kind in ("node_lost", "node_error"):
+                failure = self._note_failure(failure, ("node", r, f"lost: {payload}" if kind == "node_lost"
+                                                       else payload))
 
             # processes that ended
             for rr in self.ranks:
@@ -208,6 +249,14 @@ class Worker:
                 return self.finish("failed")
             if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
                 return self.finish("finished")
+            if all(rr.done for rr in self.ranks) and self.nodes is not None:
+                # Done everywhere: each node's torchrun ends once every node's has (its exit barrier).
+                for rr in self.ranks:
+                    try:
+                        rr.proc.wait(timeout=max(0.0, self._done_at() + REMOTE_EXIT_WAIT_S - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        break
+                return self.finish("finished")
             if all(rr.done for rr in self.ranks):
                 # done reported: give the processes a moment to exit, then reap them
                 for rr in self.ranks:
@@ -216,6 +265,11 @@ class Worker:
                     except subprocess.TimeoutExpired:
                         rr.proc.kill()
                         rr.proc.wait()
+
+    def _done_at(self) -> float:
+        if self._all_done_at is None:
+            self._all_done_at = time.monotonic()
+        return self._all_done_at
 
     def _merge_what_is_queued(self) -> None:
         """Steps the ranks finished before a stop are the run's too: merge the events still queued."""
@@ -252,8 +306,14 @@ class Worker:
             failure = self._note_failure(failure, ("error", r, ev))
         return failure
 
+    def _nodes_field(self) -> dict:
+        return {"nodes": [link.to_dict() for link in self.links]} if self.links else {}
+
     def device_pids(self) -> dict[str, int]:
-        """The process on each device (one process serves every device when world is 1)."""
+        """The process on each device (one process serves every device when world is 1); none on other nodes:
+        their agents sample them."""
+        if self.links:
+            return {}
         if self.world > 1:
             return {rr.device.name: rr.proc.pid for rr in self.ranks}
         return {name: rr.proc.pid for rr in self.ranks for name in self.device_names}
@@ -267,7 +327,8 @@ class Worker:
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
-                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan)
+                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
+                  **self._nodes_field())
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
@@ -303,6 +364,8 @@ class Worker:
         # A rank killed by a signal is the root cause; its peers' errors (a closed connection) follow from it.
         def priority(cause):
             kind, r, payload = cause
+            if kind == "node":  # a lost machine takes its ranks with it, and fails its peers' collectives
+                return -1
             if kind == "exit" and payload < 0:
                 return 0
             if kind == "hang":
@@ -312,6 +375,12 @@ class Worker:
             return 3
         kind, r, payload = min(causes, key=priority)
         tb = None
+        if kind == "node":
+            where = r.describe() if r is not None else "a node"
+            self.emit(protocol.ERROR, message=f"{where} {payload}" if payload.startswith("lost") else
+                      f"{where}: {payload}", rank=None, device=None, node=r.label if r is not None else None,
+                      traceback=None)
+            return
         if kind == "exit":
             message = f"{r.label} {describe_exit(payload)}"
             if r.error:
@@ -329,7 +398,15 @@ class Worker:
         self.emit(protocol.ERROR, message=message, rank=r.rank, device=r.device.name, traceback=tb)
 
     def end_ranks(self) -> None:
-        """SIGTERM every rank, SIGKILL what is left after the grace period, reap all."""
+        """SIGTERM every rank, SIGKILL what is left after the grace period, reap all. On nodes: every agent ends
+        its ranks."""
+        if self.nodes is not None:
+            self.nodes.stop()
+            return
+        if self.links:
+            for link in self.links:  # connected, never launched
+                link.channel.close()
+            return
         for rr in self.ranks:
             if rr.proc.poll() is None:
                 try:
@@ -354,7 +431,8 @@ class Worker:
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
-            theory_text=self.theory_text, plan=self.plan)
+            theory_text=self.theory_text, plan=self.plan, nodes=[link.to_dict() for link in self.links] if self.links
+            else None)
         self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
         return 0 if status == "finished" else 1
 
@@ -367,6 +445,20 @@ def _watch_stdin(stop: threading.Event) -> None:
     stop.set()
 
 
+def _connect_nodes(config):
+    """The run's nodes, connected and authenticated, and their devices (engine.nodes); ConnectionError (a
+    NodeError) or DeviceError naming the node that cannot be used."""
+    from engine.nodes.cluster import cluster_devices
+    from engine.nodes.coordinator import connect_all
+    links = connect_all(config)
+    try:
+        return links, cluster_devices(config.devices, [link.address for link in links], [link.info for link in links])
+    except DeviceError:
+        for link in links:
+            link.channel.close()
+        raise
+
+
 def main() -> int:
     origin = time.perf_counter()
     out = sys.stdout
@@ -375,21 +467,29 @@ def main() -> int:
         message = json.loads(first) if first.strip() else None
         if not isinstance(message, dict):
             raise ConfigError([])
-        if "config" in message:  # {"config": {...}, "clock_origin": t}
+        run = {}
+        if "config" in message:  # {"config": {...}, "clock_origin": t, "telemetry_hz": hz, "run_id": id}
+            run = message
             origin = float(message.get("clock_origin", origin))
             message = message["config"]
         config = ExperimentConfig.from_dict(message)
-        from engine.validate import devices_needed
-        devices = parse(config.devices, devices_needed(config))
-    except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError) as exc:
-        line = protocol.encode(protocol.ERROR, time.perf_counter() - origin,
-                               message=f"invalid config: {exc or 'first line must be the config as a JSON object'}",
-                               rank=None, traceback=None)
+        links = None
+        if config.nodes:
+            links, devices = _connect_nodes(config)
+        else:
+            from engine.validate import devices_needed
+            devices = parse(config.devices, devices_needed(config))
+    except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:
+        message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else
+                   f"invalid config: {exc or 'first line must be the config as a JSON object'}")
+        line = protocol.encode(protocol.ERROR, time.perf_counter() - origin, message=message, rank=None,
+                               traceback=None)
         out.write(line + "\n" + protocol.encode(protocol.FINISHED, time.perf_counter() - origin,
                                                 status="failed", summary=None) + "\n")
         out.flush()
         return 2
-    worker = Worker(config, devices, origin, out)
+    worker = Worker(config, devices, origin, out, links=links, telemetry_hz=float(run.get("telemetry_hz", 10.0)),
+                    run_id=run.get("run_id"))
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_event.set())
     threading.Thread(target=_watch_stdin, args=(worker.stop_event,), name="stdin-watch", daemon=True).start()
     try:

@@ -32,7 +32,7 @@ def replica_device_problems(strategy: str, devices, one_per_gpu: str) -> list[Pr
     if len({d.kind for d in devices}) > 1:
         return [Problem("devices", f"{strategy} needs devices of one kind (all cpu or all cuda), "
                                    f"got {', '.join(d.name for d in devices)}")]
-    cuda = [d.index for d in devices if d.kind == "cuda"]
+    cuda = [(d.node, d.index) for d in devices if d.kind == "cuda"]  # cuda:0 of two nodes are two GPUs
     if len(set(cuda)) != len(cuda):
         return [Problem("devices", f"{strategy} needs distinct GPUs, {one_per_gpu}")]
     return []

@@ -37,7 +37,7 @@ def distinct_processes(devices) -> bool:
     if all_cpu(devices):
         return True
     if all(d.kind == "cuda" for d in devices):
-        return len({d.index for d in devices}) == len(devices)
+        return len({(d.node, d.index) for d in devices}) == len(devices)  # each node has its own cuda:0
     return False
 
 

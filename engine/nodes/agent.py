@@ -1,0 +1,239 @@
+"""The node agent: ``python main.py node --listen ADDR:PORT --token-file F [--allow NETS]``.
+
+It listens on the one address it is given, accepts coordinators only from the
+addresses it is told to serve (``--allow``; by default the subnet of its own
+address), and only once they prove the shared token (engine.nodes.wire). It serves
+one coordinator at a time: on ``launch`` it starts that node's ranks through
+torchrun (engine.nodes.node_run), and relays their events, their output and the
+node's telemetry. It only ever starts Splitscope's rank entry point, with the
+config it is sent; a model file travels only when the run names one.
+
+When the coordinator says ``stop``, closes the connection, or falls silent for
+the run's limit (its machine died, the network went down), the agent ends the
+run's every process, and waits for the next coordinator.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import sys
+import threading
+import time
+from datetime import datetime
+from importlib import metadata
+
+from engine.cores import usable_cores
+from engine.nodes import wire
+from engine.nodes.address import NodeAddress, allowed, interface_of
+from engine.nodes.node_run import NodeRun, bind_rendezvous
+
+PROTOCOL = 1
+IDLE_SILENCE_S = 60.0   # a connected coordinator that says nothing before launching is dropped after this
+PING_EVERY_S = 1.0      # both sides send at least this often while connected (engine.nodes.coordinator)
+
+
+def log(message: str) -> None:
+    print(f"{datetime.now():%H:%M:%S} {message}", file=sys.stderr, flush=True)
+
+
+def node_info(host: str, interface: str) -> dict:
+    """What a coordinator needs to know of this node before it launches: its devices and its versions."""
+    from engine.devices import gpu_count
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    return {"type": "info", "protocol": PROTOCOL, "hostname": socket.gethostname(), "address": host,
+            "interface": interface, "cores": usable_cores(), "gpus": gpu_count(), "torch": torch_version,
+            "python": sys.version.split()[0], "pid": os.getpid(), "time": time.perf_counter()}
+
+
+class NodeAgent:
+    def __init__(self, listen: NodeAddress, token: bytes, allow: list | None = None):
+        self.listen = listen
+        self.token = token
+        interface = interface_of(listen.host)
+        if interface is None:
+            raise ValueError(f"--listen: no interface of this machine has the address {listen.host}")
+        self.interface = interface
+        from engine.nodes.address import network_of
+        own = network_of(listen.host) or ipaddress.ip_network(listen.host)
+        self.allow = allow if allow is not None else [own]
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+        self._server: socket.socket | None = None
+        self._session: CoordinatorSession | None = None
+        self._threads: list[threading.Thread] = []
+
+    def bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.listen.host else socket.AF_INET
+        self._server = socket.create_server((self.listen.host, self.listen.port), family=family, backlog=16)
+        return self._server
+
+    def serve(self) -> None:
+        """Accept coordinators until ``shutdown()``."""
+        server = self._server or self.bind()
+        log(f"node agent listening on {self.listen} (interface {self.interface}); coordinators from "
+            f"{', '.join(map(str, self.allow))}")
+        while not self._stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                break
+            thread = threading.Thread(target=self._serve, args=(conn, peer[0]), name="node-coordinator", daemon=True)
+            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        for thread in self._threads:  # a run going on ends with its session (shutdown closed it)
+            thread.join(timeout=30)
+
+    def shutdown(self) -> None:
+        """Stop accepting, end the run going on (if any); ``serve`` returns once it ended."""
+        self._stop.set()
+        session = self._session
+        if session is not None:
+            session.channel.close()
+        if self._server is not None:
+            try:
+                self._server.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._server.close()
+
+    def _serve(self, conn: socket.socket, peer: str) -> None:
+        with conn:
+            if not allowed(peer, self.allow):
+                log(f"refused a connection from {peer}: not an address this agent serves (--allow)")
+                refuse(conn, f"{peer} is not an address this agent serves (its --allow)")
+                return
+            try:
+                channel = wire.handshake_agent(conn, self.token)
+            except (wire.WireError, OSError) as exc:
+                log(f"refused a connection from {peer}: {exc}")
+                return
+            if not self._busy.acquire(blocking=False):
+                log(f"refused {peer}: busy with another coordinator")
+                try:
+                    channel.send({"type": "busy", "message": "the agent is serving another coordinator"})
+                except wire.WireError:
+                    pass
+                channel.close()
+                return
+            try:
+                log(f"coordinator {peer} connected")
+                self._session = CoordinatorSession(self, channel, peer)
+                self._session.run()
+            finally:
+                self._session = None
+                self._busy.release()  # before the close: a coordinator that said bye may connect again at once
+                channel.close()
+                log(f"coordinator {peer} gone; waiting for the next")
+
+
+def refuse(conn: socket.socket, reason: str) -> None:
+    import json
+    try:
+        conn.sendall(json.dumps({"type": "refused", "reason": reason}).encode() + b"\n")
+    except OSError:
+        pass
+
+
+class CoordinatorSession:
+    """One connected coordinator: its messages, at most one run at a time, and a watch on its silence."""
+
+    def __init__(self, agent: NodeAgent, channel: wire.Channel, peer: str):
+        self.agent = agent
+        self.channel = channel
+        self.peer = peer
+        self.node_run: NodeRun | None = None
+        self.silence_s = IDLE_SILENCE_S
+        self.last_heard = time.monotonic()
+        self._ended = threading.Event()
+
+    def run(self) -> None:
+        self.channel.send(node_info(self.agent.listen.host, self.agent.interface))
+        threading.Thread(target=self._watch, name="node-coordinator-watch", daemon=True).start()
+        try:
+            while True:
+                message = self.channel.receive()
+                self.last_heard = time.monotonic()
+                if not self._handle(message):
+                    break
+        except (wire.WireError, ValueError) as exc:
+            log(f"coordinator {self.peer}: {exc}")
+        finally:
+            self._ended.set()
+            self._end_run("the coordinator is gone")
+
+    def _handle(self, message: dict) -> bool:
+        kind = message["type"]
+        if kind == "ping":
+            self.channel.send({"type": "pong", "id": message.get("id"), "time": time.perf_counter()})
+        elif kind == "launch":
+            self._launch(message)
+        elif kind == "stop":
+            self._end_run("the coordinator stopped the run")
+        elif kind == "bye":
+            return False
+        return True
+
+    def _launch(self, message: dict) -> None:
+        if self.node_run is not None:
+            self.channel.send({"type": "error", "message": "a run is already going on this node"})
+            return
+        try:
+            problem = self._local_problem(message)
+            if problem:
+                raise ValueError(problem)
+            rendezvous = None
+            if message.get("rendezvous") is None:  # this node hosts the rendezvous store
+                rendezvous = bind_rendezvous(self.agent.listen.host)
+                port = rendezvous.getsockname()[1]
+                host = self.agent.listen.host
+                message["rendezvous"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            self.silence_s = float(message.get("silence_s") or IDLE_SILENCE_S)
+            self.node_run = NodeRun(message, host=self.agent.listen.host, interface=self.agent.interface,
+                               send=self.channel.send, rendezvous=rendezvous)
+            pid = self.node_run.start()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if self.node_run is not None:
+                self.node_run.stop()
+                self.node_run = None
+            self.channel.send({"type": "error", "message": f"could not start the run: {exc}"})
+            return
+        log(f"run {message['run_id']}: torchrun (pid {pid}) started {message['nproc']} rank(s) as node "
+            f"{message['node_rank']} of {message['nnodes']}")
+        self.channel.send({"type": "launched", "pid": pid, "rendezvous": message["rendezvous"]})
+
+    @staticmethod
+    def _local_problem(message: dict) -> str | None:
+        """What this node does not have that the run asks of it (the coordinator checked against our info)."""
+        from engine.devices import gpu_count
+        first = message["node_rank"] * message["nproc"]
+        mine = message["devices"][first:first + message["nproc"]]
+        gpus = gpu_count() if any(d["kind"] == "cuda" for d in mine) else 0
+        for d in mine:
+            if d["kind"] == "cuda" and d["index"] >= gpus:
+                return f"{d['name']}: this node has {gpus} GPU(s)"
+        return None
+
+    def _end_run(self, why: str) -> None:
+        run, self.node_run = self.node_run, None
+        if run is None:
+            return
+        remaining = run.stop()
+        log(f"run {run.launch['run_id']} ended: {why}" + (f"; ranks still alive: {remaining}" if remaining else ""))
+        if not self._ended.is_set():
+            try:
+                self.channel.send({"type": "ended", "remaining": remaining})
+            except wire.WireError:
+                pass
+
+    def _watch(self) -> None:
+        """A coordinator silent longer than the run's limit is gone (its machine or the network died)."""
+        while not self._ended.wait(0.5):
+            silent = time.monotonic() - self.last_heard
+            if silent > self.silence_s:
+                log(f"coordinator {self.peer} silent for {silent:.0f} s: ending its run")
+                self.channel.close()  # the reading loop ends, and with it the run
+                return

@@ -1,0 +1,357 @@
+"""The coordinator's side of the node agents: the worker's ranks on other machines.
+
+``NodeRanks`` connects to every node's agent (engine.nodes.agent), proves the
+token, measures each node's clock offset (engine.nodes.clock), asks the
+rendezvous node to host the c10d store, launches every node's ranks, and turns
+what the agents send into what the worker's loop already reads from local ranks:
+rank events (on the coordinator's clock), stdout lines, the end of a rank's
+events, exit codes; plus the nodes' telemetry and a node's loss, which ends the
+run naming the node and its ranks. ``preflight`` asks the nodes the same
+questions before anything launches (the command line's bad-input check).
+"""
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engine.nodes import wire
+from engine.nodes.address import NodeAddress, node_label, parse_nodes
+from engine.nodes.agent import PING_EVERY_S, PROTOCOL
+from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
+from engine.nodes.token import TokenError, default_token_file, read_token
+from engine.problems import Problem
+
+CONNECT_TIMEOUT_S = 10.0
+NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost, or the hang timeout if less
+STOP_WAIT_S = 8.0        # how long an agent gets to say its ranks ended
+
+
+class NodeError(RuntimeError):
+    """A node could not be reached, refused us, or cannot run what is asked."""
+
+
+def silence_limit(hang_timeout_s: float) -> float:
+    """Seconds of silence after which either side gives the other up (engine.nodes.agent watches the same)."""
+    return min(NODE_SILENCE_S, hang_timeout_s)
+
+
+def token_of(config) -> bytes:
+    return read_token(config.token_file or default_token_file())
+
+
+@dataclass
+class NodeLink:
+    """One node: its agent's connection, what it said of itself, its clock, its ranks."""
+    index: int
+    address: NodeAddress
+    channel: wire.Channel
+    info: dict
+    clock: ClockOffset
+    ranks: list[int] = field(default_factory=list)
+    last_heard: float = field(default_factory=time.monotonic)
+    ended: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False
+    launch_reply: threading.Event = field(default_factory=threading.Event)
+    reply: dict | None = None  # the agent's answer to the launch: launched or error
+
+    @property
+    def label(self) -> str:
+        return node_label(self.index)
+
+    def describe(self) -> str:
+        """"node1 (10.0.0.3:29400, ranks 2-3)": how errors name a node."""
+        ranks = (f"rank {self.ranks[0]}" if len(self.ranks) == 1 else
+                 f"ranks {self.ranks[0]}-{self.ranks[-1]}") if self.ranks else "no ranks yet"
+        return f"{self.label} ({self.address}, {ranks})"
+
+    def to_dict(self) -> dict:
+        """What the run keeps of the node (RunSummary.nodes)."""
+        return {"label": self.label, "address": str(self.address), "hostname": self.info.get("hostname"),
+                "ranks": self.ranks, "clock_offset_s": self.clock.offset_s, "clock_rtt_s": self.clock.rtt_s}
+
+
+def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
+    """Connect, prove the token, read the node's info, measure its clock. NodeError saying why not."""
+    label = f"{node_label(index)} ({address})"
+    try:
+        sock = socket.create_connection((address.host, address.port), timeout=CONNECT_TIMEOUT_S)
+    except OSError as exc:
+        raise NodeError(f"{label}: cannot connect: {exc.strerror or exc}; is `python main.py node --listen "
+                        f"{address}` running there?") from None
+    try:
+        channel = wire.handshake_coordinator(sock, token)
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        info = channel.receive()
+        if info["type"] == "busy":
+            raise NodeError(f"{label}: {info.get('message')}")
+        if info["type"] != "info" or info.get("protocol") != PROTOCOL:
+            raise NodeError(f"{label}: the agent speaks protocol {info.get('protocol')!r}, this coordinator "
+                            f"{PROTOCOL}: run the same Splitscope on every machine")
+        trips = []
+        for k in range(PINGS):
+            t0 = time.perf_counter()
+            channel.send({"type": "ping", "id": k})
+            pong = channel.receive()
+            t1 = time.perf_counter()
+            trips.append((t0, float(pong["time"]), t1))
+        sock.settimeout(None)
+    except (wire.WireError, OSError, KeyError, ValueError) as exc:
+        sock.close()
+        if isinstance(exc, NodeError):
+            raise
+        raise NodeError(f"{label}: {exc}") from None
+    except NodeError:
+        sock.close()
+        raise
+    return NodeLink(index, address, channel, info, estimate(trips))
+
+
+def version_problem(links: list[NodeLink]) -> str | None:
+    from importlib import metadata
+    try:
+        ours = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        ours = None
+    differ = [f"{link.label} has torch {link.info.get('torch')}" for link in links if link.info.get("torch") != ours]
+    return f"torch differs between machines (here {ours}; {', '.join(differ)})" if differ else None
+
+
+def connect_all(config) -> list[NodeLink]:
+    """Every node of the config, connected, in rank order; NodeError naming the first that failed."""
+    try:
+        token = token_of(config)
+    except TokenError as exc:
+        raise NodeError(str(exc)) from None
+    links: list[NodeLink] = []
+    try:
+        for k, address in enumerate(parse_nodes(config.nodes)):
+            links.append(connect(address, token, k))
+        problem = version_problem(links)
+        if problem:
+            raise NodeError(problem)
+    except BaseException:
+        for link in links:
+            link.channel.close()
+        raise
+    return links
+
+
+def preflight(config) -> list[Problem]:
+    """Before launching: can every node be reached and authenticated, and does each have the devices asked?"""
+    from engine.devices import DeviceError
+    from engine.nodes.cluster import node_devices
+    try:
+        links = connect_all(config)
+    except NodeError as exc:
+        return [Problem("nodes", str(exc))]
+    found = []
+    for link in links:
+        try:
+            node_devices(link.label, config.devices, link.info)
+        except DeviceError as exc:
+            found.append(Problem("devices", str(exc)))
+        say_bye(link)
+    return found
+
+
+def say_bye(link: NodeLink) -> None:
+    """End the connection and wait for the agent to close it: then it is free for the next coordinator."""
+    try:
+        link.channel.send({"type": "bye"})
+        link.channel.sock.settimeout(CONNECT_TIMEOUT_S)
+        while True:
+            link.channel.receive()
+    except (wire.WireError, OSError, ValueError):
+        pass
+    link.channel.close()
+
+
+class RemoteProcess:
+    """A rank on another machine, as the worker's loop asks a local Popen: its pid, and its exit code once the
+    node's torchrun said it (or the node was lost)."""
+
+    def __init__(self):
+        self.pid: int | None = None
+        self._code: int | None = None
+        self._exited = threading.Event()
+
+    def exited(self, code: int) -> None:
+        if not self._exited.is_set():
+            self._code = code
+            self._exited.set()
+
+    def poll(self) -> int | None:
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited.wait(timeout):
+            import subprocess
+            raise subprocess.TimeoutExpired("remote rank", timeout)
+        return self._code
+
+    def terminate(self) -> None:
+        pass  # ranks on a node end together, when its agent is told to stop (NodeRanks.stop)
+
+    kill = terminate
+
+
+class NodeRanks:
+    """The worker's ranks on several nodes. ``put(kind, rank_index, payload)`` feeds the worker's queue."""
+
+    def __init__(self, config, links: list[NodeLink], devices, *, telemetry_hz: float, run_id: str,
+                 put: Callable[[str, object, object], None]):
+        self.config = config
+        self.links = links
+        self.devices = devices
+        self.telemetry_hz = telemetry_hz
+        self.run_id = run_id
+        self.put = put
+        self.nproc = len(devices) // len(links)
+        self.processes = [RemoteProcess() for _ in devices]
+        self._profile_dir: str | None = None
+        for link in links:
+            link.ranks = list(range(link.index * self.nproc, (link.index + 1) * self.nproc))
+
+    # ---- launching -------------------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Start every node's ranks, the rendezvous node first (it hosts the store the others join)."""
+        for link in self.links:
+            threading.Thread(target=self._read, args=(link,), name=f"node{link.index}-reader", daemon=True).start()
+        threading.Thread(target=self._ping, name="node-pinger", daemon=True).start()
+        rendezvous = None
+        for link in self.links:
+            reply = self._launch_one(link, rendezvous)
+            rendezvous = rendezvous or reply["rendezvous"]
+
+    def _launch_one(self, link: NodeLink, rendezvous: str | None) -> dict:
+        config = self.config.replace(token_file=None, nodes=None).to_dict()
+        model = None
+        if self.config.model_file:  # the one file that travels, because the user named it
+            with open(self.config.model_file, encoding="utf-8") as f:
+                model = {"name": os.path.basename(self.config.model_file), "text": f.read()}
+        link.channel.send({
+            "type": "launch", "run_id": self.run_id, "config": config, "model_file": model,
+            "devices": [d.to_dict() for d in self.devices], "node_rank": link.index, "nnodes": len(self.links),
+            "nproc": self.nproc, "rendezvous": rendezvous, "telemetry_hz": self.telemetry_hz,
+            "silence_s": silence_limit(self.config.hang_timeout_s)})
+        if not link.launch_reply.wait(CONNECT_TIMEOUT_S * 3) or link.reply is None:
+            raise NodeError(f"{link.describe()}: no answer to the launch")
+        if link.reply["type"] == "error":
+            raise NodeError(f"{link.describe()}: {link.reply.get('message')}")
+        return link.reply
+
+    # ---- what the agents send ----------------------------------------------------------------------------
+    def _read(self, link: NodeLink) -> None:
+        try:
+            while True:
+                message = link.channel.receive()
+                link.last_heard = time.monotonic()
+                self._on_message(link, message)
+        except (wire.WireError, ValueError, KeyError) as exc:
+            if not link.ended.is_set():
+                self._lose(link, f"the connection to its agent ended ({exc})")
+
+    def _on_message(self, link: NodeLink, m: dict) -> None:
+        kind = m["type"]
+        if kind in ("launched", "error") and not link.launch_reply.is_set():
+            link.reply = m
+            link.launch_reply.set()
+        elif kind == "error":
+            self.put("node_error", link, m.get("message"))
+        elif kind == "rank_hello":
+            self.processes[m["rank"]].pid = m["pid"]
+            self.put("pid", m["rank"], m["pid"])
+        elif kind == "rank_event":
+            self.put("event", m["rank"], shift_rank_event(m["event"], link.clock))
+        elif kind == "rank_profile":
+            self.put("event", m["rank"], shift_rank_event(self._profile_here(m), link.clock))
+        elif kind == "rank_output":
+            self.put(m["stream"], m["rank"], m["line"])
+        elif kind == "rank_closed":
+            self.put("eof", m["rank"], None)
+        elif kind == "samples":
+            self.put("samples", link, [[link.clock.to_coordinator(row[0]), *row[1:]] for row in m["rows"]])
+        elif kind == "warning":
+            self.put("warning", link, f"{link.label}: {m.get('message')}")
+        elif kind == "torchrun_exit":
+            self._torchrun_ended(link, m)
+        elif kind == "ended":
+            link.ended.set()
+
+    def _torchrun_ended(self, link: NodeLink, m: dict) -> None:
+        failures = {int(rank): int(code) for rank, code in (m.get("failures") or {}).items()}
+        for rank in link.ranks:  # torchrun names the ranks that failed; the others ended with it
+            self.processes[rank].exited(failures.get(rank, 0 if m["code"] == 0 else 1))
+        if m["code"] != 0 and not failures and not m.get("stopping"):
+            tail = "\n".join(m.get("output") or [])
+            self.put("node_error", link, f"torchrun failed: {m.get('error')}" + (f"\n{tail}" if tail else ""))
+
+    def _profile_here(self, m: dict) -> dict:
+        """A rank's profiler trace, written where this machine's session picks it up (engine.session)."""
+        event = dict(m["event"])
+        if m.get("data") is None:
+            event["path"] = ""
+            return event
+        if self._profile_dir is None:
+            self._profile_dir = tempfile.mkdtemp(prefix="splitscope-node-profiles-")
+        path = os.path.join(self._profile_dir, f"rank{m['rank']}.json")
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(m["data"]))
+        event["path"] = path
+        return event
+
+    def _lose(self, link: NodeLink, why: str) -> None:
+        if link.lost:
+            return
+        link.lost = True
+        for rank in link.ranks:
+            self.processes[rank].exited(-9)
+        self.put("node_lost", link, why)
+
+    def _ping(self) -> None:
+        """Each side hears from the other at least every second; silence beyond the limit loses the node."""
+        limit = silence_limit(self.config.hang_timeout_s)
+        k = 0
+        while not all(link.ended.is_set() or link.lost for link in self.links):
+            for link in self.links:
+                if link.lost or link.ended.is_set():
+                    continue
+                try:
+                    link.channel.send({"type": "ping", "id": k})
+                except wire.WireError:
+                    pass  # the reader says how the connection ended
+                silent = time.monotonic() - link.last_heard
+                if silent > limit:
+                    self._lose(link, f"silent for {silent:.0f} s (its machine stopped, or the network to it is "
+                                     "down)")
+            k += 1
+            time.sleep(PING_EVERY_S)
+
+    # ---- ending ---------------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Every agent ends its ranks and says so (or is given up after STOP_WAIT_S); connections closed."""
+        for link in self.links:
+            if not link.lost:
+                try:
+                    link.channel.send({"type": "stop"})
+                except wire.WireError:
+                    pass
+        deadline = time.monotonic() + STOP_WAIT_S
+        for link in self.links:
+            if not link.lost:
+                link.ended.wait(max(0.0, deadline - time.monotonic()))
+            link.ended.set()
+            link.channel.close()
+        for process in self.processes:
+            process.exited(process.poll() if process.poll() is not None else -15)
+
+    def close(self) -> None:
+        if self._profile_dir:
+            import shutil
+            shutil.rmtree(self._profile_dir, ignore_errors=True)

@@ -1,0 +1,277 @@
+"""One run's ranks on one node, as its agent keeps them: torchrun, the ranks' streams, the node's telemetry.
+
+The ranks are started by torchrun (``engine.nodes.torchrun``), so they are not the
+agent's children and cannot inherit a pipe from it: each rank connects to a Unix
+socket in the run's private folder (SPLITSCOPE_EVENT_SOCKET), three times, for its
+events, its stdout and its stderr (engine.rank), each connection opened by a line
+saying which rank and stream it is. Everything is handed to ``send`` as messages
+for the coordinator (docs/nodes.md):
+
+    rank_hello {rank, local_rank, pid}     rank_event {rank, event}     rank_closed {rank}
+    rank_output {rank, stream, line}        rank_profile {rank, event, data}
+    samples {rows}                          torchrun_exit {code, failures, error, output}
+
+Times stay on this machine's clock: the coordinator puts them on its own.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable
+
+import psutil
+
+from engine.devices import Device
+from engine.rank_env import ROOT, rank_base_environment
+
+KILL_GRACE_S = 2.0        # torchrun's SIGTERM to its workers, then SIGKILL
+HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped
+OUTPUT_TAIL = 40          # torchrun's own last lines, for the error when it fails
+RENDEZVOUS_JOIN_S = 180   # how long torchrun waits for every node (the worker's start-up limit)
+MAX_PROFILE_BYTES = 48 * 1024 * 1024
+
+
+def bind_rendezvous(host: str) -> socket.socket:
+    """A listening socket on ``host`` alone, on a free port: the c10d store's (engine.nodes.torchrun)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen(128)
+    return sock
+
+
+class NodeRun:
+    """Start with ``start()``; ``stop()`` ends every process of it and removes its folder (idempotent)."""
+
+    def __init__(self, launch: dict, *, host: str, interface: str, send: Callable[[dict], None],
+                 rendezvous: socket.socket | None = None):
+        self.launch = launch
+        self.host = host
+        self.interface = interface
+        self.send = send
+        self.rendezvous = rendezvous
+        self.devices = [Device(**d) for d in launch["devices"]]
+        first = launch["node_rank"] * launch["nproc"]
+        self.local_devices = self.devices[first:first + launch["nproc"]]
+        self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
+        self.socket_path = os.path.join(self.dir, "ranks.sock")
+        self.proc: subprocess.Popen | None = None
+        self.rank_pids: dict[int, int] = {}
+        self.output_tail: list[str] = []
+        self._server: socket.socket | None = None
+        self._sampler = None
+        self._stopping = threading.Event()
+        self._stopped = False
+        self._status_read: int | None = None
+        self._lock = threading.Lock()
+
+    # ---- start -------------------------------------------------------------------------------------
+    def start(self) -> int:
+        """Start torchrun; returns its pid."""
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.socket_path)
+        self._server.listen(64)
+        threading.Thread(target=self._accept, name="node-ranks-accept", daemon=True).start()
+        self._start_telemetry()
+        config = dict(self.launch["config"])
+        model = self.launch.get("model_file")
+        if model is not None:  # only when the user named one (the coordinator sends nothing else)
+            path = os.path.join(self.dir, os.path.basename(model["name"]) or "model.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(model["text"])
+            config["model_file"] = path
+        env = rank_base_environment(os.environ, config_json=json.dumps(config, sort_keys=True),
+                                    devices_json=json.dumps(self.launch["devices"]), interface=self.interface)
+        env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=self.launch["rendezvous"],
+                   SPLITSCOPE_STORE_PREFIX=f"splitscope/{self.launch['run_id']}",
+                   SPLITSCOPE_NODE_RANK=str(self.launch["node_rank"]), SPLITSCOPE_AGENT_PID=str(os.getpid()),
+                   # No second store: torch's would listen on every interface (engine.nodes.torchrun).
+                   TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+        status_read, status_write = os.pipe()
+        store_fd = self.rendezvous.fileno() if self.rendezvous is not None else -1
+        args = ["--nnodes", str(self.launch["nnodes"]), "--nproc-per-node", str(self.launch["nproc"]),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", self.launch["rendezvous"],
+                "--rdzv-id", self.launch["run_id"],
+                # Nobody hosts by guessing from hostnames: the store is engine.nodes.torchrun's.
+                "--rdzv-conf", f"is_host=0,join_timeout={RENDEZVOUS_JOIN_S}",
+                "--local-addr", self.host, "--max-restarts", "0", "--monitor-interval", "0.1",
+                "--shutdown-timeout", str(int(KILL_GRACE_S)), "--log-dir", os.path.join(self.dir, "torchrun"),
+                "-m", "engine.rank"]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.nodes.torchrun", str(status_write), str(store_fd), "--", *args],
+            cwd=ROOT, env=env, pass_fds=tuple(fd for fd in (status_write, store_fd) if fd != -1),
+            # The ranks inherit this stdin: when the agent closes it, or dies, they end (engine.rank).
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(status_write)
+        if self.rendezvous is not None:
+            self.rendezvous.close()  # torchrun's wrapper holds it now
+        self._status_read = status_read
+        threading.Thread(target=self._read_output, name="node-torchrun-output", daemon=True).start()
+        threading.Thread(target=self._wait_torchrun, name="node-torchrun-wait", daemon=True).start()
+        return self.proc.pid
+
+    def _start_telemetry(self) -> None:
+        hz = self.launch.get("telemetry_hz") or 0
+        if not hz:
+            return
+        from engine.telemetry import TelemetrySampler, targets_for
+        from engine.telemetry.sample import FIELD_NAMES
+
+        def publish(samples):
+            self._send({"type": "samples", "rows": [[getattr(s, f) for f in FIELD_NAMES] for s in samples]})
+        self._sampler = TelemetrySampler(targets_for(self.local_devices), rate_hz=hz, on_samples=publish,
+                                         on_warning=lambda m: self._send({"type": "warning", "message": m}))
+        self._sampler.start()
+
+    # ---- torchrun ----------------------------------------------------------------------------------
+    def _read_output(self) -> None:
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            with self._lock:
+                self.output_tail = (self.output_tail + [line])[-OUTPUT_TAIL:]
+
+    def _wait_torchrun(self) -> None:
+        with os.fdopen(self._status_read, "r") as status:
+            text = status.read()
+        code = self.proc.wait()
+        try:
+            report = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
+        except json.JSONDecodeError:
+            report = {}
+        if not text.strip() and code != 0:
+            report = {"error": f"torchrun exited with status {code} without a word"}
+        with self._lock:
+            output = list(self.output_tail)
+        self._send({"type": "torchrun_exit", "code": code, "failures": report.get("failures") or {},
+                    "error": report.get("error"), "output": output, "stopping": self._stopping.is_set()})
+
+    # ---- the ranks' streams ------------------------------------------------------------------------
+    def _accept(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve_rank, args=(conn,), name="node-rank-stream", daemon=True).start()
+
+    def _serve_rank(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as lines:
+            conn.settimeout(HELLO_TIMEOUT_S)
+            try:
+                hello = json.loads(lines.readline())
+                rank, stream = int(hello["rank"]), hello["stream"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return
+            conn.settimeout(None)
+            if stream == "events":
+                self.rank_pids[rank] = int(hello["pid"])
+                local = int(hello.get("local_rank", 0))
+                if self._sampler is not None and local < len(self.local_devices):
+                    self._sampler.set_pid(self.local_devices[local].name, int(hello["pid"]))
+                self._send({"type": "rank_hello", "rank": rank, "local_rank": local, "pid": int(hello["pid"])})
+            for raw in lines:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if stream == "events":
+                    self._relay_event(rank, line)
+                elif line:
+                    self._send({"type": "rank_output", "rank": rank, "stream": stream, "line": line})
+            if stream == "events":
+                self._send({"type": "rank_closed", "rank": rank})
+
+    def _relay_event(self, rank: int, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            self._send({"type": "rank_output", "rank": rank, "stream": "garbled", "line": line[:200]})
+            return
+        if event.get("type") == "profile":
+            self._send({"type": "rank_profile", "rank": rank, "event": event, "data": self._take_file(event)})
+            return
+        self._send({"type": "rank_event", "rank": rank, "event": event})
+
+    @staticmethod
+    def _take_file(event: dict) -> str | None:
+        """A rank's profiler trace, to travel to the coordinator's store (base64), removed here."""
+        path = event.get("path") or ""
+        try:
+            if os.path.getsize(path) > MAX_PROFILE_BYTES:
+                return None
+            with open(path, "rb") as f:
+                return base64.b64encode(f.read()).decode()
+        except OSError:
+            return None
+        finally:
+            if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
+                os.remove(path)
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.send(message)
+        except ConnectionError:
+            pass  # the coordinator is gone; the session ends this run
+
+    # ---- stop ---------------------------------------------------------------------------------------
+    def stop(self) -> list[int]:
+        """End torchrun and every rank (closing their stdin, SIGTERM, then SIGKILL), stop sampling, remove the
+        folder. Returns the pids of ranks still alive after all that (none, unless the kernel refused)."""
+        with self._lock:
+            if self._stopped:
+                return []
+            self._stopped = True
+        self._stopping.set()
+        if self.proc is not None and self.proc.poll() is None:
+            for step in (lambda: self.proc.stdin.close(), lambda: self.proc.send_signal(signal.SIGTERM)):
+                try:
+                    step()
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=KILL_GRACE_S + 1.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # the ranks follow by their parent-death signal
+                self.proc.wait()
+        remaining = self._end_ranks()
+        if self._sampler is not None:
+            self._sampler.stop()
+        if self._server is not None:
+            self._server.close()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return remaining
+
+    def _end_ranks(self) -> list[int]:
+        """Ranks that outlived torchrun (they should not): killed by pid, if still ours."""
+        procs = []
+        for pid in self.rank_pids.values():
+            try:
+                proc = psutil.Process(pid)
+                if "engine.rank" in " ".join(proc.cmdline()):
+                    procs.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=KILL_GRACE_S)
+        return [p.pid for p in alive]
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ended(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self.running()
