@@ -51,3 +51,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def node_cluster(tmp_path_factory):
+    """Two namespace "machines" with a node agent each (tests/netns.py), for the whole session: node1's clock
+    reads 1000 s ahead of this machine's (a time namespace), as another machine's would differ."""
+    import netns
+    why = netns.available()
+    if why:
+        pytest.skip(f"namespace nodes: {why}")
+    cluster = netns.Cluster(2, tmp_path_factory.mktemp("nodes"), clock_offsets=[0.0, 1000.0])
+    try:
+        cluster.make()
+        yield cluster
+    finally:
+        cluster.close()

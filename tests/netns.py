@@ -61,7 +61,7 @@ class Agent:
     def __init__(self, cluster: "Cluster", index: int, args: list[str], clock_offset_s: float):
         self.cluster, self.index, self.args, self.clock_offset_s = cluster, index, args, clock_offset_s
         self.proc: subprocess.Popen | None = None
-        self.log_path = cluster.dir / f"agent{index}-{len(args)}.log"
+        self.log_path = cluster.dir / f"agent{index}-{time.monotonic_ns()}.log"
 
     def start(self) -> "Agent":
         ns = self.cluster.namespace(self.index)
@@ -88,7 +88,8 @@ class Agent:
         """The agent's own interpreter (under ip netns exec, unshare and taskset)."""
         proc = psutil.Process(self.proc.pid)
         for candidate in [proc] + proc.children(recursive=True):
-            if "main.py" in " ".join(candidate.cmdline()):
+            command = candidate.cmdline()
+            if command and "python" in os.path.basename(command[0]) and "main.py" in " ".join(command):
                 return candidate
         raise RuntimeError("no agent interpreter")
 

@@ -1,0 +1,188 @@
+"""Runs over several machines: namespace "nodes" on this one, each with its agent (tests/netns.py).
+
+What the issue asks of them: the same training as one machine, every rank on one
+clock, a node that dies or drops off the network ending the run with its name and
+no rank left anywhere, and agents that serve only who proves the token from where
+they are told.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, cli, small_mlp
+from netns import AGENT_PORT, Agent, node_processes
+
+from engine.store import Store
+
+TOLERANCE = 1e-4
+
+
+def node_run(cluster, *args: str) -> list[str]:
+    return ["run", "--nodes", cluster.nodes_option(), "--token-file", str(cluster.token_file), "--devices", "cpu:1",
+            *args]
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_steps(db, at_least: int, proc: subprocess.Popen, timeout: float = 120) -> str:
+    """The running run's id once it stored ``at_least`` steps."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        with Store(db) as store:
+            runs = store.list_runs()
+            if runs and store.step_count(runs[0].id) >= at_least:
+                return runs[0].id
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {at_least} steps after {timeout} s")
+
+
+def wait_for_no_ranks(timeout: float) -> list:
+    deadline = time.monotonic() + timeout
+    while (left := node_processes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_ddp_and_a_pipeline_over_two_nodes_train_as_one_machine_on_one_clock(node_cluster, fresh_store):
+    mlp = small_mlp("--steps", "6", "--json")
+    here = [start("run", "--strategy", s, "--devices", "cpu:2", *extra, *mlp)
+            for s, extra in (("ddp", ()), ("pipeline", ("--micro-batches", "4")))]
+    try:
+        over = [cli(*node_run(node_cluster, "--strategy", s, *extra, *mlp), timeout=180, check_json=True)[1]
+                for s, extra in (("ddp", ()), ("pipeline", ("--micro-batches", "4")))]
+        alone = []
+        for proc in here:
+            out, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err
+            alone.append(json.loads(out))
+    finally:
+        for proc in here:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for nodes, one in zip(over, alone):
+        assert nodes["devices"] == ["node0/cpu:0", "node1/cpu:0"]
+        for key in ("param_norm", "param_change"):
+            assert nodes[key] == pytest.approx(one[key], rel=TOLERANCE, abs=TOLERANCE), key
+        assert nodes["loss"]["last"] == pytest.approx(one["loss"]["last"], rel=TOLERANCE)
+        # node1's clock runs 1000 s ahead (its time namespace): measured, stored, and taken off its times.
+        offsets = [n["clock_offset_s"] for n in nodes["nodes"]]
+        assert offsets[0] == pytest.approx(0.0, abs=0.05) and offsets[1] == pytest.approx(1000.0, abs=0.05)
+        assert [n["ranks"] for n in nodes["nodes"]] == [[0], [1]]
+        with Store(fresh_store) as store:
+            steps = {s.step: s for s in store.steps(nodes["run_id"])}
+            rows = store.timeline(nodes["run_id"])
+            stored = store.get_run(nodes["run_id"]).summary
+        assert stored.nodes[1].clock_offset_s == pytest.approx(1000.0, abs=0.05)
+        assert {device for _, device, *_ in rows} == {"node0/cpu:0", "node1/cpu:0"}
+        for step, device, kind, t0, t1 in rows:
+            # Every interval inside its own step (100 ms of slack for the step's bounds): one clock for both.
+            end = steps[step].t
+            assert end - steps[step].time_s - 0.1 <= t0 <= t1 <= end + 0.1, (step, device, kind, t0, t1, end)
+
+
+def listening(namespace: str) -> set[str]:
+    """Local addresses of the listening TCP sockets in a namespace."""
+    out = subprocess.run(["ip", "netns", "exec", namespace, "ss", "-Hltn"], capture_output=True, text=True).stdout
+    return {line.split()[3].rsplit(":", 1)[0].strip("[]") for line in out.splitlines() if line.strip()}
+
+
+def test_a_node_whose_agent_is_killed_ends_the_run_naming_it_and_leaves_no_rank(node_cluster, fresh_store):
+    proc = start(*node_run(node_cluster, "--strategy", "ddp", "--hang-timeout", "60",
+                           *small_mlp("--steps", "1000000", "--json")))
+    try:
+        run_id = wait_for_steps(fresh_store, 5, proc)
+        token = node_cluster.token_file.read_text().strip()
+        for p in node_processes(""):  # the agents, torchrun and the ranks: no token in sight
+            assert token not in " ".join(p.cmdline()) and token not in json.dumps(p.environ())
+        for k in range(2):  # the agent, the rendezvous store and gloo listen on the node's address alone
+            assert listening(node_cluster.namespace(k)) <= {node_cluster.address(k)}, k
+        assert node_processes(), "the ranks run under the agents"
+        node_cluster.agents[1].kill()
+        killed = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        ended_after = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        node_cluster.restart(1)
+    assert proc.returncode == 1 and ended_after < 30, (ended_after, err)
+    assert "node1 (" in err and "rank 1" in err and "lost" in err, err
+    assert not wait_for_no_ranks(10), "a rank outlived the run"
+    with Store(fresh_store) as store:
+        run = store.get_run(run_id)
+        assert run.status == "failed" and store.step_count(run_id) >= 5
+        assert "node1" in run.error
+
+
+def test_a_node_cut_off_the_network_ends_the_run_within_the_hang_timeout(node_cluster, fresh_store):
+    hang_timeout = 12
+    proc = start(*node_run(node_cluster, "--strategy", "ddp", "--hang-timeout", str(hang_timeout),
+                           *small_mlp("--steps", "1000000", "--json")))
+    try:
+        run_id = wait_for_steps(fresh_store, 5, proc)
+        node_cluster.link(1, up=False)
+        cut = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        ended_after = time.monotonic() - cut
+        assert proc.returncode == 1 and ended_after <= hang_timeout, (ended_after, err)
+        assert "node1 (" in err and "silent" in err, err
+        # node1 cannot be told to stop: its agent hears nothing from the coordinator either, and ends them.
+        assert not wait_for_no_ranks(hang_timeout + 10), "a rank on the cut-off node outlived the run"
+        assert "silent" in node_cluster.agents[1].log()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        node_cluster.link(1, up=True)
+    with Store(fresh_store) as store:
+        assert store.get_run(run_id).status == "failed" and store.step_count(run_id) >= 5
+
+
+def test_agents_refuse_a_wrong_token_and_addresses_they_do_not_serve(node_cluster, tmp_path):
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token-of-these-nodes\n")
+    wrong.chmod(0o600)
+    refused = cli("run", "--nodes", node_cluster.nodes_option(), "--token-file", str(wrong), "--devices", "cpu:1",
+                  "--strategy", "ddp", *small_mlp())
+    assert refused.returncode == 2, refused.stderr
+    assert "--nodes: node0" in refused.stderr and "did not prove the shared token" in refused.stderr
+    assert "refused a connection from" in node_cluster.agents[0].log()
+
+    # An agent told to serve the coordinator's address alone, on node0 beside its usual agent.
+    port = AGENT_PORT + 1
+    picky = Agent(node_cluster, 0, ["--listen", f"{node_cluster.address(0)}:{port}", "--token-file",
+                                    str(node_cluster.token_file), "--allow", f"{node_cluster.coordinator}/32"],
+                  0.0).start()
+    try:
+        with socket.create_connection((node_cluster.address(0), port), timeout=10,
+                                      source_address=(node_cluster.stranger, 0)) as sock:
+            answer = json.loads(sock.makefile().readline())
+        assert answer["type"] == "refused" and "not an address this agent serves" in answer["reason"]
+        from engine.config import ExperimentConfig
+        from engine.nodes.coordinator import preflight
+        config = ExperimentConfig(strategy="ddp", devices="cpu:1", token_file=str(node_cluster.token_file),
+                                  nodes=f"{node_cluster.address(0)}:{port},{node_cluster.address(1)}:{AGENT_PORT}")
+        assert preflight(config) == []  # from the address it serves, with the token: welcome
+    finally:
+        picky.stop()
+    assert "not an address this agent serves" in picky.log()
+
+
+def test_an_agent_refuses_a_token_file_others_may_read(tmp_path):
+    loose = tmp_path / "token"
+    loose.write_text("a-token-that-is-long-enough\n")
+    loose.chmod(0o644)
+    proc = cli("node", "--listen", "127.0.0.1:29999", "--token-file", str(loose))
+    assert proc.returncode == 2 and "chmod 600" in proc.stderr, proc.stderr
