@@ -1,0 +1,142 @@
+"""The node agents' parts that need no second machine: the handshake and its MACs, the clock offset, addresses
+and their order, the token file, the devices of a run over nodes, and what --nodes refuses before launching."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from engine.config import ExperimentConfig, problems
+from engine.devices import DeviceError
+from engine.nodes import wire
+from engine.nodes.address import AddressError, allowed, parse_address, parse_networks, parse_nodes
+from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
+from engine.nodes.cluster import cluster_devices, node_devices
+from engine.nodes.token import TokenError, new_token, read_token
+
+TOKEN = b"a-shared-token-of-enough-length"
+
+
+def handshake(agent_token: bytes, coordinator_token: bytes):
+    """Both sides of a handshake over a socket pair: (agent's channel or error, coordinator's or error)."""
+    a, c = socket.socketpair()
+    result = {}
+
+    def agent():
+        try:
+            result["agent"] = wire.handshake_agent(a, agent_token)
+        except wire.WireError as exc:
+            result["agent"] = exc
+    thread = threading.Thread(target=agent)
+    thread.start()
+    try:
+        coordinator = wire.handshake_coordinator(c, coordinator_token)
+    except wire.WireError as exc:
+        coordinator = exc
+    thread.join(10)
+    return result["agent"], coordinator
+
+
+def test_both_sides_prove_the_token_and_every_later_line_is_checked():
+    agent, coordinator = handshake(TOKEN, TOKEN)
+    coordinator.send({"type": "ping", "id": 1})
+    assert agent.receive() == {"type": "ping", "id": 1}
+    agent.send({"type": "pong", "id": 1})
+    assert coordinator.receive()["type"] == "pong"
+    # A line written past the MAC (injected on the way) ends the connection.
+    coordinator.sock.sendall(b"0" * wire.TAG_HEX + b' {"type":"launch"}\n')
+    with pytest.raises(wire.WireError, match="authentication"):
+        agent.receive()
+    agent.close()
+    coordinator.close()
+
+
+def test_a_replayed_line_fails_its_check():
+    agent, coordinator = handshake(TOKEN, TOKEN)
+    sent = []
+    original = coordinator._write_locked
+    coordinator._write_locked = lambda data: (sent.append(data), original(data))
+    coordinator.send({"type": "stop"})
+    assert agent.receive() == {"type": "stop"}
+    original(sent[0])  # the same bytes again: its sequence number is spent
+    with pytest.raises(wire.WireError):
+        agent.receive()
+
+
+def test_a_wrong_token_is_refused_by_either_side():
+    agent, coordinator = handshake(TOKEN, b"another-token-of-enough-length")
+    assert isinstance(agent, wire.WireError) and isinstance(coordinator, wire.WireError)
+    assert "did not prove the shared token" in str(coordinator)
+
+
+def test_the_clock_offset_comes_from_the_quickest_round_trip():
+    # The node's clock runs 100 s ahead; the slow trips' answers would mislead by their delay.
+    trips = [(0.0, 100.4, 1.0), (2.0, 102.0105, 2.02), (3.0, 103.9, 3.5)]
+    clock = estimate(trips)
+    assert clock.offset_s == pytest.approx(100.0005) and clock.rtt_s == pytest.approx(0.02)
+    event = {"type": "rank_step", "time": 110.0, "start": 108.0, "end": 109.5,
+             "intervals": {"node1/cpu:0": [["forward", 108.0, 108.5], ["backward", 108.5, 109.5, "0B0"]]}}
+    shifted = shift_rank_event(event, ClockOffset(100.0, 0.0))
+    assert (shifted["time"], shifted["start"], shifted["end"]) == (10.0, 8.0, 9.5)
+    assert shifted["intervals"]["node1/cpu:0"] == [["forward", 8.0, 8.5], ["backward", 8.5, 9.5, "0B0"]]
+
+
+def test_nodes_are_addresses_in_the_order_torchrun_numbers_them():
+    nodes = parse_nodes("10.0.0.2:29400, 10.0.0.10:29401")
+    # torchrun's c10d rendezvous sorts nodes by their address text: "10.0.0.10" before "10.0.0.2".
+    assert [str(n) for n in nodes] == ["10.0.0.10:29401", "10.0.0.2:29400"]
+    assert str(parse_address("[fe80::1]:7")) == "[fe80::1]:7" and parse_address("10.0.0.1").port == 29400
+    for bad, why in (("host.example:1", "IP address"), ("10.0.0.1:70000", "port"), ("10.0.0.1:1", "at least two"),
+                     ("10.0.0.1:1,10.0.0.1:2", "share an address")):
+        with pytest.raises(AddressError, match=why):
+            parse_nodes(bad)
+    networks = parse_networks("10.0.0.1, 10.1.0.0/16")
+    assert allowed("10.0.0.1", networks) and allowed("10.1.2.3", networks) and not allowed("10.0.0.2", networks)
+
+
+def test_a_token_file_must_be_private_and_long_enough(tmp_path):
+    path = new_token(tmp_path / "dir" / "token")
+    assert len(read_token(path)) == 64 and (path.stat().st_mode & 0o777) == 0o600
+    with pytest.raises(FileExistsError):
+        new_token(path)  # never overwritten
+    path.chmod(0o640)
+    with pytest.raises(TokenError, match="chmod 600"):
+        read_token(path)
+    short = tmp_path / "short"
+    short.write_text("abc")
+    short.chmod(0o600)
+    with pytest.raises(TokenError, match="too short"):
+        read_token(short)
+    with pytest.raises(TokenError, match="--new-token"):
+        read_token(tmp_path / "missing")
+
+
+def test_every_node_runs_the_devices_named_by_node():
+    nodes = parse_nodes("10.0.0.1:1,10.0.0.2:1")
+    devices = cluster_devices("cpu:2", nodes, [{"gpus": 0, "cores": [4, 5]}, {"gpus": 0, "cores": [0, 1]}])
+    assert [d.name for d in devices] == ["node0/cpu:0", "node0/cpu:1", "node1/cpu:0", "node1/cpu:1"]
+    assert [(d.node, d.index, d.core) for d in devices] == [("node0", 0, 4), ("node0", 1, 5), ("node1", 0, 0),
+                                                             ("node1", 1, 1)]
+    assert devices[2].local_name == "cpu:0" and devices[2].to_dict()["node"] == "node1"
+    with pytest.raises(DeviceError, match="node1: 'cuda:1' does not exist"):
+        node_devices("node1", "cuda:0,cuda:1", {"gpus": 1, "cores": [0]})
+
+
+def test_nodes_options_are_checked_before_anything_launches(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("x" * 32)
+    token.chmod(0o600)
+    nodes = "10.0.0.1:29400,10.0.0.2:29400"
+    ok = ExperimentConfig(strategy="ddp", devices="cpu:1", nodes=nodes, token_file=str(token))
+    assert problems(ok) == []
+    found = {p.option: p.message for p in problems(ok.replace(devices="auto", nodes="10.0.0.1:1",
+                                                              token_file=str(tmp_path / "none")))}
+    assert set(found) == {"nodes", "devices", "token_file"}
+    assert "cpu:N or cuda:0,cuda:1" in found["devices"] and "at least two" in found["nodes"]
+    assert {p.option for p in problems(ExperimentConfig(token_file=str(token)))} == {"token_file"}
+    from engine.validate import check
+    refused = check(ok.replace(strategy="data-parallel"))
+    assert [p.option for p in refused] == ["strategy"] and "cannot span nodes" in refused[0].message
+    assert "ddp" in refused[0].message and "fsdp" in refused[0].message
+    assert check(ok.replace(strategy="pipeline")) == []
