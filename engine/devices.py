@@ -39,6 +39,24 @@ class DeviceError(ValueError):
     pass
 
 
+def node_of(name: str) -> str | None:
+    """The machine a device's name says it is on: "node1" of "node1/cpu:0"; None for this machine's."""
+    node, sep, _ = name.rpartition("/")
+    return node if sep else None
+
+
+def node_groups(names: list[str]) -> list[tuple[str | None, list[str]]]:
+    """Device names grouped by node, in their order: [("node0", ["node0/cpu:0", ...]), ("node1", [...])]."""
+    groups: list[tuple[str | None, list[str]]] = []
+    for name in names:
+        node = node_of(name)
+        if groups and groups[-1][0] == node:
+            groups[-1][1].append(name)
+        else:
+            groups.append((node, [name]))
+    return groups
+
+
 def gpu_count() -> int:
     """GPUs torch will number cuda:0.. (NVML's, narrowed by CUDA_VISIBLE_DEVICES); 0 without a driver."""
     from engine.telemetry.cuda_visible import visible_gpus

@@ -204,7 +204,7 @@ class Worker:
         # The rank processes exist now; torch, the model and the rendezvous take seconds
         # more. Telemetry follows each process's memory from here, not from `started`.
         self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
-                  device_pids=self.device_pids(), **self._nodes_field())
+                  device_pids=self.device_pids(), devices=self.device_names, **self._nodes_field())
         stop_requested = False
         while True:
             try:

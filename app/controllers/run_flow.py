@@ -130,7 +130,8 @@ class RunFlow(QtCore.QObject):
             if kind in ("launched", "started"):
                 w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
             if kind == "launched" and not progress.devices:
-                w.show_run_devices(list(event.get("device_pids") or {}))  # the lanes, in stage order
+                # the lanes, in stage order (device_pids: a worker from before `devices` was sent)
+                w.show_run_devices(list(event.get("devices") or event.get("device_pids") or {}))
             elif kind == "started":
                 w.show_run_devices(progress.devices)
                 w.show_plan(event.get("plan"), progress.devices, (event.get("config") or {}).get("schedule"))

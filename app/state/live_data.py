@@ -6,7 +6,7 @@ threads into queues, and the UI thread drains them here on its redraw timer.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
@@ -145,12 +145,15 @@ class RunProgress:
     summary: RunSummary | None = None
     status: str = "idle"
     launched: bool = False         # the worker's `launched`: its rank processes exist and are loading torch
+    nodes: list[dict] = field(default_factory=list)  # a run over several machines: each node (RunSummary.nodes)
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
     communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's
 
     def apply(self, event: dict) -> None:
         """A worker event (docs/protocol.md) changes what is known about the run; no Qt, no drawing."""
         kind = event.get("type")
+        if event.get("nodes"):
+            self.nodes = list(event["nodes"])
         if kind == "launched":
             self.launched = True
         elif kind == "started":
@@ -180,6 +183,11 @@ class RunProgress:
             self.error = event
         elif kind == "finished":
             self.summary = from_json(RunSummary, event.get("summary"))
+
+    def node_lines(self) -> list[str]:
+        """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): rank 2-3, clock +1.2 ms"."""
+        nodes = [asdict(n) for n in self.summary.nodes] if self.summary and self.summary.nodes else self.nodes
+        return [node_line(n) for n in nodes]
 
     def tensor_lines(self) -> list[str]:
         """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
@@ -283,11 +291,21 @@ def _tensor_lines(by_device) -> list[str]:
 def physical_names(config: dict) -> dict[str, str]:
     """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
     from engine.config import ExperimentConfig
-    from engine.devices import DeviceError, parse
+    from engine.devices import DeviceError
     from engine.telemetry.targets import physical_name
-    from engine.validate import devices_needed
+    from engine.validate import run_devices
     try:
-        return {d.name: physical_name(d) for d in parse(str(config.get("devices") or "auto"),
-                                                         devices_needed(ExperimentConfig.from_dict(config)))}
+        return {d.name: physical_name(d) for d in run_devices(ExperimentConfig.from_dict(config))}
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
         return {}
+
+
+def node_line(node: dict) -> str:
+    """One node of a run over several machines, as the bubble box lists them (RunSummary.nodes' fields)."""
+    ranks = node.get("ranks") or []
+    which = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]}") if ranks else "no ranks"
+    host = f" ({node['hostname']})" if node.get("hostname") else ""
+    offset = node.get("clock_offset_s")
+    clock = f", clock {offset * 1e3:+.1f} ms" if offset is not None and abs(offset) < 1 else \
+        (f", clock {offset:+.3f} s" if offset is not None else "")
+    return f"{node.get('label')} {node.get('address')}{host}: {which}{clock}"

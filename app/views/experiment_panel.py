@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 from app.state.device_words import device_choices, sharing_warning
 from app.state.problem_help import in_app_words
 from app.views.devices_box import DevicesBox
+from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
@@ -33,12 +34,12 @@ class ExperimentPanel(QtWidgets.QWidget):
     sigModelFileChosen = QtCore.Signal(str)
 
     # Options whose problems show together, in the form's order; others go to the "config" row.
-    ROWS = ("model", "devices", "strategy", "micro_batches", "schedule", "batch_size", "steps")
+    ROWS = ("model", "devices", "nodes", "strategy", "micro_batches", "schedule", "batch_size", "steps")
     OPTION_ROW = {"model": "model", "model_file": "model", "width": "model", "depth": "model",
                   "image_size": "model", "split_level": "model",
                   "devices": "devices", "strategy": "strategy", "micro_batches": "micro_batches",
                   "split_size": "micro_batches", "schedule": "schedule", "stages_per_device": "schedule", "batch_size": "batch_size",
-                  "steps": "steps", "warmup": "steps"}
+                  "steps": "steps", "warmup": "steps", "nodes": "nodes", "token_file": "nodes"}
 
     def __init__(self, cores: int, gpus: list[dict] | None = None, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -123,6 +124,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.devices_info.setWordWrap(True)
         form.addRow("Devices", self.devices_combo)
         form.addRow("", self.devices_info)
+        self.nodes_row = NodesRow()
+        self.nodes_row.sigChanged.connect(self._changed)
+        form.addRow("Nodes", self.nodes_row)
 
         # Strategy
         self.strategy_combo = QtWidgets.QComboBox()
@@ -428,6 +432,8 @@ class ExperimentPanel(QtWidgets.QWidget):
                 self.image_spin.setValue(int(value or 0))
             elif option == "split_level":
                 self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(int(value))))
+            elif option == "nodes":
+                self.nodes_row.set_nodes(value)
 
     # -- the config ------------------------------------------------------------------
     @property
@@ -463,6 +469,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             input_prep="in-step" if self.in_step_check.isChecked() else "ahead",
             optimizer=self.optimizer_combo.currentData(),
             dtype=self.dtype_combo.currentData(),
+            nodes=self.nodes_row.nodes(),
+            token_file=self.nodes_row.token_file(),
         )
 
     def show_problems(self, problems: list[dict]) -> list[str]:
@@ -497,6 +505,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/input_prep", c.input_prep)
         settings.setValue("experiment/optimizer", c.optimizer)
         settings.setValue("experiment/dtype", c.dtype)
+        settings.setValue("experiment/nodes", c.nodes or "")
+        settings.setValue("experiment/token_file", self.nodes_row.chosen_token_file() or "")
 
     def restore(self, settings: QtCore.QSettings) -> None:
         from app.settings import read_int, read_str
@@ -533,6 +543,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             for combo, key, default in ((self.optimizer_combo, "experiment/optimizer", "sgd"),
                                         (self.dtype_combo, "experiment/dtype", "float32")):
                 combo.setCurrentIndex(max(0, combo.findData(read_str(settings, key, default))))
+            self.nodes_row.set_nodes(read_str(settings, "experiment/nodes", "") or None)
+            self.nodes_row.set_token_file(read_str(settings, "experiment/token_file", "") or None)
             # Refresh descriptions and visible rows.
             self._on_model_changed()
             self._on_strategy_changed()

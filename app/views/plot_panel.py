@@ -433,7 +433,7 @@ class PlotPanel(QtWidgets.QWidget):
         when = (run_status.covers_note(p.summary) if p.summary else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(),
-                                 note="\n".join(filter(None, [when, *notes, *p.tensor_lines()])))
+                                 note="\n".join(filter(None, [when, *p.node_lines(), *notes, *p.tensor_lines()])))
 
     def _timeline_splits_backward(self) -> bool:
         return any(row[2] in ("backward-input", "backward-weight") for row in self.timeline.rows)

@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 from app.views import plot_export, theme
 from app.views.plot_hover import Found, Hover
 from app.views.series_plot import cache_axes
+from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.plan import action_label, measured_actions
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
@@ -59,6 +60,8 @@ class TimelineView(pg.PlotWidget):
         self._steps_line = pg.PlotCurveItem(pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DashLine),
                                             connect="pairs")
         item.addItem(self._steps_line)
+        # A run over several machines: each node's lanes on a band of its own, every other one shaded.
+        self._node_bands: list[pg.LinearRegionItem] = []
         self.placeholder = pg.TextItem("Run an experiment to see what each device does, step by step",
                                        color=theme.MUTED, anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
@@ -90,7 +93,30 @@ class TimelineView(pg.PlotWidget):
     def set_devices(self, devices: list[str]) -> None:
         self.devices = list(devices)
         self._label_rows()
+        self._band_nodes()
         self.getPlotItem().setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0.05)
+
+    def node_groups(self) -> list[tuple[str | None, list[str]]]:
+        """The lanes by node (engine.devices.node_groups): one group, None, for a run on this machine."""
+        return node_groups(self.devices)
+
+    def _band_nodes(self) -> None:
+        item = self.getPlotItem()
+        for band in self._node_bands:
+            item.removeItem(band)
+        self._node_bands = []
+        groups = self.node_groups()
+        if len(groups) < 2:
+            return
+        first = 0
+        for k, (_node, names) in enumerate(groups):
+            if k % 2:
+                band = pg.LinearRegionItem((first - 0.5, first + len(names) - 0.5), orientation="horizontal",
+                                           movable=False, brush=palette.rgba(theme.FOREGROUND, 0.06), pen=None)
+                band.setZValue(-20)
+                item.addItem(band, ignoreBounds=True)
+                self._node_bands.append(band)
+            first += len(names)
 
     def _title_busy(self, covers: str) -> None:
         self.busy_covers = covers
@@ -111,6 +137,11 @@ class TimelineView(pg.PlotWidget):
         # The share sits beside the bars it sums up ("cpu:0  71%"), one line a row: the
         # bubble box beside stays the same height for 2 devices or 8.
         labels = [f"{name}  {100 * self.busy[name]:.0f}%" if name in self.busy else name for name in self.devices]
+        # Lanes go node by node (a run over several machines): the node's name heads its first lane only.
+        for k in range(1, len(labels)):
+            node = node_of(self.devices[k])
+            if node is not None and node == node_of(self.devices[k - 1]):
+                labels[k] = labels[k][len(node) + 1:]
         axis = self.getPlotItem().getAxis("left")
         axis.setTicks([list(enumerate(labels)), []])
         # Tick labels do not widen the axis by themselves; size it for the longest label

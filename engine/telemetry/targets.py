@@ -40,7 +40,10 @@ def targets_for(devices: list[Device]) -> list[Target]:
 
 def physical_name(device: Device) -> str:
     """The name of what a device's utilization measures: its core ("core 3") for a CPU virtual device,
-    the GPU itself ("cuda:1") otherwise. The idle view samples the same names, so a core is one series."""
+    the GPU itself ("cuda:1") otherwise. The idle view samples the same names, so a core is one series.
+    A device of another machine (a run over nodes) is its own series: this machine's cores are not its."""
+    if device.node is not None:
+        return device.name
     if device.kind == "cpu":
         return f"core {device.core if device.core is not None else device.index}"
     return device.name
