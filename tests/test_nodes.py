@@ -53,28 +53,41 @@ def wait_for_no_ranks(timeout: float) -> list:
     return left
 
 
-def test_ddp_and_a_pipeline_over_two_nodes_train_as_one_machine_on_one_clock(node_cluster, fresh_store):
-    mlp = small_mlp("--steps", "6", "--json")
-    here = [start("run", "--strategy", s, "--devices", "cpu:2", *extra, *mlp)
-            for s, extra in (("ddp", ()), ("pipeline", ("--micro-batches", "4")))]
+# Every kind of strategy that spans processes, over two nodes and on one machine. The pipeline records a
+# profiled step on each rank (its traces travel from the nodes); model-parallel takes a model file (it
+# travels with the run because the user named it).
+ACROSS = {
+    "ddp": ("--strategy", "ddp"),
+    "pipeline": ("--strategy", "pipeline", "--micro-batches", "4", "--profile-steps", "1"),
+    "fsdp": ("--strategy", "fsdp", "--optimizer", "adamw"),
+    "model-parallel": ("--strategy", "model-parallel", "--model-file", str(ROOT / "examples" / "tiny_transformer.py"),
+                       "--split", "layers.2", "--batch-size", "16", "--steps", "4", "--warmup", "1", "--json"),
+}
+
+
+def test_strategies_over_two_nodes_train_as_one_machine_on_one_clock(node_cluster, fresh_store):
+    def options(name):
+        given = ACROSS[name]
+        return given if "--model-file" in given else (*given, *small_mlp("--steps", "6", "--json"))
+    here = {name: start("run", "--devices", "cpu:2", *options(name)) for name in ACROSS}
     try:
-        over = [cli(*node_run(node_cluster, "--strategy", s, *extra, *mlp), timeout=180, check_json=True)[1]
-                for s, extra in (("ddp", ()), ("pipeline", ("--micro-batches", "4")))]
-        alone = []
-        for proc in here:
+        over = {name: cli(*node_run(node_cluster, *options(name)), timeout=180, check_json=True)[1] for name in ACROSS}
+        alone = {}
+        for name, proc in here.items():
             out, err = proc.communicate(timeout=180)
             assert proc.returncode == 0, err
-            alone.append(json.loads(out))
+            alone[name] = json.loads(out)
     finally:
-        for proc in here:
+        for proc in here.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    for nodes, one in zip(over, alone):
-        assert nodes["devices"] == ["node0/cpu:0", "node1/cpu:0"]
+    for name in ACROSS:
+        nodes, one = over[name], alone[name]
+        assert nodes["devices"] == ["node0/cpu:0", "node1/cpu:0"], name
         for key in ("param_norm", "param_change"):
-            assert nodes[key] == pytest.approx(one[key], rel=TOLERANCE, abs=TOLERANCE), key
-        assert nodes["loss"]["last"] == pytest.approx(one["loss"]["last"], rel=TOLERANCE)
+            assert nodes[key] == pytest.approx(one[key], rel=TOLERANCE, abs=TOLERANCE), (name, key)
+        assert nodes["loss"]["last"] == pytest.approx(one["loss"]["last"], rel=TOLERANCE), name
         # node1's clock runs 1000 s ahead (its time namespace): measured, stored, and taken off its times.
         offsets = [n["clock_offset_s"] for n in nodes["nodes"]]
         assert offsets[0] == pytest.approx(0.0, abs=0.05) and offsets[1] == pytest.approx(1000.0, abs=0.05)
@@ -83,12 +96,18 @@ def test_ddp_and_a_pipeline_over_two_nodes_train_as_one_machine_on_one_clock(nod
             steps = {s.step: s for s in store.steps(nodes["run_id"])}
             rows = store.timeline(nodes["run_id"])
             stored = store.get_run(nodes["run_id"]).summary
+            profiles = store.profiles(nodes["run_id"])
         assert stored.nodes[1].clock_offset_s == pytest.approx(1000.0, abs=0.05)
-        assert {device for _, device, *_ in rows} == {"node0/cpu:0", "node1/cpu:0"}
+        assert {device for _, device, *_ in rows} == {"node0/cpu:0", "node1/cpu:0"}, name
         for step, device, kind, t0, t1 in rows:
             # Every interval inside its own step (100 ms of slack for the step's bounds): one clock for both.
             end = steps[step].t
-            assert end - steps[step].time_s - 0.1 <= t0 <= t1 <= end + 0.1, (step, device, kind, t0, t1, end)
+            assert end - steps[step].time_s - 0.1 <= t0 <= t1 <= end + 0.1, (name, step, device, kind, t0, t1, end)
+        if "--profile-steps" in ACROSS[name]:
+            assert sorted((rank, device) for rank, device, _, _ in profiles) == [(0, "node0/cpu:0"),
+                                                                                 (1, "node1/cpu:0")]
+            last = max(s.t for s in steps.values())
+            assert all(0 < t0 < last for _, _, t0, _ in profiles)  # the profiled step, on the run's clock
 
 
 def listening(namespace: str) -> set[str]:
@@ -148,6 +167,26 @@ def test_a_node_cut_off_the_network_ends_the_run_within_the_hang_timeout(node_cl
         node_cluster.link(1, up=True)
     with Store(fresh_store) as store:
         assert store.get_run(run_id).status == "failed" and store.step_count(run_id) >= 5
+
+
+def test_a_coordinator_that_dies_has_the_agents_end_their_ranks(node_cluster, fresh_store):
+    proc = start(*node_run(node_cluster, "--strategy", "ddp", *small_mlp("--steps", "1000000", "--json")))
+    try:
+        wait_for_steps(fresh_store, 3, proc)
+        import psutil
+        (worker,) = [p for p in psutil.Process(proc.pid).children() if "engine.worker" in " ".join(p.cmdline())]
+        worker.kill()  # the coordinator's connections die with it
+        killed = time.monotonic()
+        assert not wait_for_no_ranks(15), "the agents kept their ranks after the coordinator died"
+        assert time.monotonic() - killed < 15
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1
+    for agent in node_cluster.agents:
+        assert "ended: the coordinator is gone" in agent.log()
 
 
 def test_agents_refuse_a_wrong_token_and_addresses_they_do_not_serve(node_cluster, tmp_path):

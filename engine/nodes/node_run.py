@@ -82,7 +82,7 @@ class NodeRun:
         self._server.listen(64)
         threading.Thread(target=self._accept, name="node-ranks-accept", daemon=True).start()
         self._start_telemetry()
-        config = dict(self.launch["config"])
+        config = dict(self.launch["config"], model_file=None)  # no path of this machine's is taken from afar
         model = self.launch.get("model_file")
         if model is not None:  # only when the user named one (the coordinator sends nothing else)
             path = os.path.join(self.dir, os.path.basename(model["name"]) or "model.py")
