@@ -1,0 +1,235 @@
+"""Runs over nodes: what the agents' relay costs a run, and how much a coordinator takes in.
+
+1. Relay overhead (needs root: two network-namespace nodes, tests/netns.py): the
+   median step time of ddp over 2 nodes, with the agents streaming telemetry at
+   10 Hz and with it off, beside the same 2-rank ddp on this machine (no relay,
+   loopback), runs interleaved.
+2. Coordinator intake: two simulated agents (the real wire protocol, on 127.0.0.2
+   and 127.0.0.3) each stream 32 devices' telemetry at 10 Hz and 32 ranks' step
+   events as fast as the coordinator (a real worker and session, with its store)
+   takes them. Goal: 10 Hz from 64 devices without dropping a step event.
+
+    python -m bench.nodes_bench [--steps 40] [--repeats 3] [--intake-steps 400]
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from engine.config import ExperimentConfig
+from engine.nodes import wire
+from engine.nodes.agent import PROTOCOL
+from engine.session import RunSession
+from engine.store import Store
+from engine.telemetry.sample import FIELD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVICES_PER_NODE = 32
+TELEMETRY_HZ = 10.0
+
+
+# ---- 1. relay overhead -------------------------------------------------------------------------------------
+def _median_step(config: ExperimentConfig, db: str, telemetry_hz: float) -> float:
+    session = RunSession(config, db_path=db, telemetry_hz=telemetry_hz)
+    session.start()
+    result = session.wait(600)
+    if result is None or result.status != "finished":
+        raise RuntimeError(f"run {session.run_id} did not finish: {result and result.error}")
+    with Store(db) as store:
+        times = [s.time_s for s in store.steps(result.run_id)[config.warmup:]]
+    return statistics.median(times)
+
+
+def relay_overhead(steps: int, repeats: int) -> dict | None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import netns
+    why = netns.available()
+    if why:
+        print(f"relay overhead: skipped ({why})")
+        return None
+    directory = Path(tempfile.mkdtemp(prefix="splitscope-nodes-bench-"))
+    db = str(directory / "runs.sqlite3")
+    cluster = netns.Cluster(2, directory, clock_offsets=[0.0, 0.0])
+    try:
+        cluster.make()
+        base = ExperimentConfig(strategy="ddp", model="mlp", width=512, depth=8, batch_size=1024, steps=steps,
+                                warmup=3)
+        nodes = base.replace(devices="cpu:1", nodes=cluster.nodes_option(), token_file=str(cluster.token_file))
+        cases = {"one machine (no relay)": (base.replace(devices="cpu:2"), TELEMETRY_HZ),
+                 "2 nodes, telemetry 10 Hz": (nodes, TELEMETRY_HZ),
+                 "2 nodes, telemetry off": (nodes, 0.0)}
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(repeats):  # interleaved: the machine's drift hits every case alike
+            for name, (config, hz) in cases.items():
+                times[name].append(_median_step(config, db, hz))
+    finally:
+        cluster.close()
+    alone = statistics.median(times["one machine (no relay)"])
+    print(f"relay overhead: ddp mlp 512x8 batch 1024, 2 ranks on 2 cores, {steps} steps x {repeats} runs each "
+          "(median of the runs' median step)")
+    out = {}
+    for name, values in times.items():
+        median = statistics.median(values)
+        out[name] = median
+        print(f"  {name:28s} {median * 1e3:7.1f} ms   {median / alone:5.2f}x one machine")
+    print(f"  telemetry streaming: {out['2 nodes, telemetry 10 Hz'] / out['2 nodes, telemetry off']:.3f}x "
+          "the step time without it")
+    return out
+
+
+# ---- 2. coordinator intake ------------------------------------------------------------------------------------
+class SimulatedAgent(threading.Thread):
+    """A node agent that starts no process: it answers the coordinator as agent.py does, then streams its ranks'
+    steps (as fast as the connection takes them) and its devices' telemetry (at 10 Hz)."""
+
+    def __init__(self, host: str, token: bytes, steps: int):
+        super().__init__(name=f"simulated-agent-{host}", daemon=True)
+        self.server = socket.create_server((host, 0))
+        self.address = f"{host}:{self.server.getsockname()[1]}"
+        self.token, self.steps = token, steps
+        self.sent_events = 0
+        self.sent_samples = 0
+        self.samples_while_stepping = 0  # sent before this agent's last step: these must all be stored
+        self.stepping = True
+
+    def run(self) -> None:
+        conn, _ = self.server.accept()
+        channel = wire.handshake_agent(conn, self.token)
+        channel.send({"type": "info", "protocol": PROTOCOL, "hostname": "simulated", "address": self.address,
+                      "interface": "lo", "cores": list(range(DEVICES_PER_NODE)), "gpus": 0, "torch": _torch(),
+                      "pid": 0, "time": time.perf_counter()})
+        launched = threading.Event()
+        stop = threading.Event()
+        launch: dict = {}
+
+        def read():
+            try:
+                while True:
+                    m = channel.receive()
+                    if m["type"] == "ping":
+                        channel.send({"type": "pong", "id": m.get("id"), "time": time.perf_counter()})
+                    elif m["type"] == "launch":
+                        launch.update(m)
+                        channel.send({"type": "launched", "pid": 0,
+                                      "rendezvous": m.get("rendezvous") or self.address})
+                        launched.set()
+                    elif m["type"] == "stop":
+                        stop.set()
+                        channel.send({"type": "ended", "remaining": []})
+            except wire.WireError:
+                stop.set()
+        threading.Thread(target=read, daemon=True).start()
+        launched.wait()
+        first = launch["node_rank"] * launch["nproc"]
+        ranks = range(first, first + launch["nproc"])
+        devices = [d["name"] for d in launch["devices"]]
+        threading.Thread(target=self._telemetry, args=(channel, [devices[r] for r in ranks], stop),
+                         daemon=True).start()
+        for r in ranks:
+            channel.send({"type": "rank_hello", "rank": r, "local_rank": r - first, "pid": 0})
+            channel.send({"type": "rank_event", "rank": r, "event": {"type": "ready", "time": time.perf_counter(),
+                                                                     "pid": 0, "split": None}})
+        for step in range(self.steps):
+            if stop.is_set():
+                return
+            start = time.perf_counter()
+            for r in ranks:
+                channel.send({"type": "rank_event", "rank": r, "event": {
+                    "type": "rank_step", "time": start + 0.001, "step": step, "start": start, "end": start + 0.001,
+                    "intervals": {devices[r]: [["forward", start, start + 0.0004],
+                                               ["backward", start + 0.0004, start + 0.001]]},
+                    "loss_part": 1.0 / len(devices), "samples": 8, "batch_split": None}})
+                self.sent_events += 1
+        self.stepping = False
+        for r in ranks:
+            channel.send({"type": "rank_event", "rank": r, "event": {"type": "done", "time": time.perf_counter(),
+                                                                     "param_sq": 1.0, "change_sq": 0.5}})
+            channel.send({"type": "rank_closed", "rank": r})
+        channel.send({"type": "torchrun_exit", "code": 0, "failures": {}, "error": None, "output": []})
+        stop.wait(60)
+
+    def _telemetry(self, channel, devices: list[str], stop: threading.Event) -> None:
+        period = 1.0 / TELEMETRY_HZ
+        deadline = time.perf_counter()
+        while not stop.is_set():
+            t = time.perf_counter()
+            rows = [[t, name, 50.0, None, 1 << 30, 1 << 34, None, None, None, None, None] for name in devices]
+            assert len(rows[0]) == len(FIELD_NAMES)
+            try:
+                channel.send({"type": "samples", "rows": rows})
+            except wire.WireError:
+                return
+            self.sent_samples += len(rows)
+            if self.stepping:
+                self.samples_while_stepping += len(rows)
+            deadline += period
+            time.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+def _torch() -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def coordinator_intake(steps: int) -> dict:
+    directory = Path(tempfile.mkdtemp(prefix="splitscope-intake-bench-"))
+    token_file = directory / "token"
+    token_file.write_text("bench-token-" + "x" * 32)
+    token_file.chmod(0o600)
+    agents = [SimulatedAgent(host, token_file.read_text().encode(), steps) for host in ("127.0.0.2", "127.0.0.3")]
+    for agent in agents:
+        agent.start()
+    config = ExperimentConfig(strategy="ddp", model="mlp", devices=f"cpu:{DEVICES_PER_NODE}", steps=steps, warmup=1,
+                              nodes=",".join(a.address for a in agents), token_file=str(token_file))
+    db = str(directory / "runs.sqlite3")
+    session = RunSession(config, db_path=db, telemetry_hz=TELEMETRY_HZ)
+    begun = time.perf_counter()
+    session.start()
+    result = session.wait(600)
+    took = time.perf_counter() - begun
+    with Store(db) as store:
+        stored_steps = store.step_count(result.run_id)
+        stored_samples = len(store.samples(result.run_id))
+    events = sum(a.sent_events for a in agents)
+    samples = sum(a.sent_samples for a in agents)
+    while_stepping = sum(a.samples_while_stepping for a in agents)
+    rate = (events + samples) / took
+    verdict = "ok" if stored_steps == steps and result.status == "finished" and stored_samples >= while_stepping \
+        else "DROPPED"
+    print(f"coordinator intake: 2 simulated agents x {DEVICES_PER_NODE} devices (64 ranks), telemetry at "
+          f"{TELEMETRY_HZ:g} Hz, {steps} steps")
+    print(f"  {result.status}: {stored_steps} of {steps} steps stored ({verdict}), {events} rank events and "
+          f"{samples} samples sent ({while_stepping} while the steps came), {stored_samples} samples stored, in "
+          f"{took:.1f} s")
+    print(f"  {rate:,.0f} events/s through the coordinator ({events / took:,.0f} rank step events/s = "
+          f"{stored_steps / took:.1f} merged 64-rank steps/s, plus {samples / took:,.0f} samples/s)")
+    return {"status": result.status, "steps": steps, "stored_steps": stored_steps, "events_per_s": rate,
+            "samples_sent": samples, "samples_stored": stored_samples, "seconds": took}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40, help="steps of each relay-overhead run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each relay-overhead case")
+    parser.add_argument("--intake-steps", type=int, default=4000, help="steps of the intake run")
+    parser.add_argument("--only", choices=("intake", "relay"), default=None)
+    args = parser.parse_args(argv)
+    if args.only:
+        return {args.only: coordinator_intake(args.intake_steps) if args.only == "intake" else
+                relay_overhead(args.steps, args.repeats)}
+    results = {"intake": coordinator_intake(args.intake_steps),
+               "relay": relay_overhead(args.steps, args.repeats)}
+    return results
+
+
+if __name__ == "__main__":
+    main()
