@@ -40,9 +40,16 @@ def configure(app: QtWidgets.QApplication) -> None:
     app.setApplicationName("Splitscope")
     app.setOrganizationName("Splitscope")
     app.setApplicationDisplayName("Splitscope")
-    app.setStyle("Fusion")
-    app.setPalette(dark_palette())
-    app.setStyleSheet(theme.style_sheet())
+    # Each of these re-polishes every widget alive: set only what differs (the tests configure the one
+    # QApplication for each of hundreds of tests, and the repolishing took most of their time).
+    if app.style().name().lower() != "fusion":
+        app.setStyle("Fusion")
+    palette = dark_palette()
+    if app.palette() != palette:
+        app.setPalette(palette)
+    sheet = theme.style_sheet()
+    if app.styleSheet() != sheet:
+        app.setStyleSheet(sheet)
     app.setWindowIcon(QtGui.QIcon(theme.icon_path("splitscope.svg")))
     # Antialiased curves look better and cost little at our point counts (peak downsampling
     # keeps them near one point per pixel column).
