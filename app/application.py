@@ -42,8 +42,9 @@ def configure(app: QtWidgets.QApplication) -> None:
     app.setApplicationDisplayName("Splitscope")
     # Each of these re-polishes every widget alive: set only what differs (the tests configure the one
     # QApplication for each of hundreds of tests, and the repolishing took most of their time).
-    if app.style().name().lower() != "fusion":
+    if app.property("splitscope_style") != "Fusion":  # style() is the style sheet's proxy once one is set
         app.setStyle("Fusion")
+        app.setProperty("splitscope_style", "Fusion")
     palette = dark_palette()
     if app.palette() != palette:
         app.setPalette(palette)
