@@ -100,6 +100,8 @@ def test_a_devices_colour_is_its_number_wherever_it_is_drawn():
                                         for d in ("cpu:0", "cpu:1")]))
     assert alone[1].series_named("cpu:1").color == both[1].series_named("cpu:1").color == palette.series_color(1)
     assert palette.device_color("cpu", 3) == palette.series_color(3)   # no number: its place
+    # Every node has a cpu:0: a node's device takes its place among the run's.
+    assert palette.device_color("node1/cpu:0", 1) == palette.series_color(1) != palette.device_color("node0/cpu:0", 0)
 
 
 def test_labels_of_close_lines_take_rows_and_none_overlaps_in_one():

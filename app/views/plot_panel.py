@@ -379,7 +379,8 @@ class PlotPanel(QtWidgets.QWidget):
                     if force or self._drawn.get(key) != buf.version:
                         x, y = buf.column(0), buf.column(1)
                         gaps = gap_after(x)   # no line across time without samples (engine/figures/gaps.py)
-                        color = palette.device_color(self._color_name(device))
+                        name = self._color_name(device)
+                        color = palette.device_color(name, self._run_position(name))
                         if kind == "util":
                             self._draw_utilization(device, label, x, y, gaps, color)
                         else:
@@ -387,6 +388,11 @@ class PlotPanel(QtWidgets.QWidget):
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
+
+    def _run_position(self, name: str) -> int:
+        """A device's place among the current run's (the colour of a name without its own number)."""
+        devices = list(self.telemetry.physical)
+        return devices.index(name) if name in devices else 0
 
     def _color_name(self, key: str) -> str:
         """The device whose colour a live series takes (engine/figures/palette.py device_color): the run's

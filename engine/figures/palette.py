@@ -53,7 +53,10 @@ def series_color(index: int) -> str:
 
 
 def device_number(device: str) -> int | None:
-    """The number a device's name ends with: 3 for "cuda:3", "cpu:3" and "core 3"; None for "cpu"."""
+    """The number a device's name ends with: 3 for "cuda:3", "cpu:3" and "core 3"; None for "cpu", and for a
+    device of a run over nodes ("node1/cpu:0": every node has a cpu:0), which takes its place among the run's."""
+    if "/" in device:
+        return None
     match = _NUMBER.search(device)
     return int(match.group(1)) if match else None
 
