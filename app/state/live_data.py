@@ -185,9 +185,8 @@ class RunProgress:
             self.summary = from_json(RunSummary, event.get("summary"))
 
     def node_lines(self) -> list[str]:
-        """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): rank 2-3, clock +1.2 ms"."""
-        nodes = [asdict(n) for n in self.summary.nodes] if self.summary and self.summary.nodes else self.nodes
-        return [node_line(n) for n in nodes]
+        """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms"."""
+        return node_lines(self.summary) if self.summary and self.summary.nodes else [node_line(n) for n in self.nodes]
 
     def tensor_lines(self) -> list[str]:
         """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
@@ -298,6 +297,11 @@ def physical_names(config: dict) -> dict[str, str]:
         return {d.name: physical_name(d) for d in run_devices(ExperimentConfig.from_dict(config))}
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
         return {}
+
+
+def node_lines(summary: RunSummary) -> list[str]:
+    """A stored run's nodes, one line each (``node_line``); none for a run on one machine."""
+    return [node_line(asdict(n)) for n in summary.nodes or []]
 
 
 def node_line(node: dict) -> str:

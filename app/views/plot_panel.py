@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
 from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans,
-                                 tensor_lines)
+                                 node_lines, tensor_lines)
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
@@ -481,7 +481,8 @@ class PlotPanel(QtWidgets.QWidget):
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
-                                 note="\n".join(filter(None, [note, *summary.notes, *tensor_lines(summary)])))
+                                 note="\n".join(filter(None, [note, *node_lines(summary), *summary.notes,
+                                                               *tensor_lines(summary)])))
 
 
 def run_view(run: RunData) -> RunView:
