@@ -21,6 +21,7 @@ def summary_table(s: RunSummary) -> str:
         ("strategy", s.strategy + (f" ({s.schedule}, {s.micro_batches} micro-batches)" if s.micro_batches else "")),
         ("model", s.model),
         ("devices", ", ".join(s.devices)),
+        *(("node", node.text()) for node in s.nodes or []),
         ("split", ",".join(map(str, s.split)) if s.split else "-"),
         ("steps measured", s.steps_measured),
     ]

@@ -190,6 +190,16 @@ class NodeSummary:
     clock_offset_s: float | None = None   # its clock minus the coordinator's, subtracted from its times
     clock_rtt_s: float | None = None      # the round trip it was measured over (the offset is good to half)
 
+    def text(self) -> str:
+        """"node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms": how the CLI and the app list a node."""
+        ranks = self.ranks
+        which = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]}") if ranks else "no ranks"
+        host = f" ({self.hostname})" if self.hostname else ""
+        offset = self.clock_offset_s
+        clock = "" if offset is None else (f", clock {offset * 1e3:+.1f} ms" if abs(offset) < 1 else
+                                           f", clock {offset:+.3f} s")
+        return f"{self.label} {self.address}{host}: {which}{clock}"
+
 
 @dataclass(frozen=True)
 class RunSummary:

@@ -6,7 +6,7 @@ threads into queues, and the UI thread drains them here on its redraw timer.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
@@ -15,7 +15,7 @@ from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
-from engine.results import Communication, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
+from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -186,7 +186,9 @@ class RunProgress:
 
     def node_lines(self) -> list[str]:
         """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms"."""
-        return node_lines(self.summary) if self.summary and self.summary.nodes else [node_line(n) for n in self.nodes]
+        if self.summary and self.summary.nodes:
+            return node_lines(self.summary)
+        return [node.text() for node in (from_json(NodeSummary, n) for n in self.nodes) if node is not None]
 
     def tensor_lines(self) -> list[str]:
         """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
@@ -300,16 +302,5 @@ def physical_names(config: dict) -> dict[str, str]:
 
 
 def node_lines(summary: RunSummary) -> list[str]:
-    """A stored run's nodes, one line each (``node_line``); none for a run on one machine."""
-    return [node_line(asdict(n)) for n in summary.nodes or []]
-
-
-def node_line(node: dict) -> str:
-    """One node of a run over several machines, as the bubble box lists them (RunSummary.nodes' fields)."""
-    ranks = node.get("ranks") or []
-    which = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]}") if ranks else "no ranks"
-    host = f" ({node['hostname']})" if node.get("hostname") else ""
-    offset = node.get("clock_offset_s")
-    clock = f", clock {offset * 1e3:+.1f} ms" if offset is not None and abs(offset) < 1 else \
-        (f", clock {offset:+.3f} s" if offset is not None else "")
-    return f"{node.get('label')} {node.get('address')}{host}: {which}{clock}"
+    """A stored run's nodes, one line each (NodeSummary.text); none for a run on one machine."""
+    return [node.text() for node in summary.nodes or []]
