@@ -378,6 +378,8 @@ def experiment_base(args) -> ExperimentConfig:
     if explicit.get("model_file"):
         explicit["model"] = "custom"
         explicit["model_file"] = os.path.abspath(explicit["model_file"])
+    if explicit.get("token_file"):  # the worker runs in the project's folder: a relative path would move
+        explicit["token_file"] = os.path.abspath(explicit["token_file"])
     if args.repeats < 1:
         found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
     if found:
@@ -421,6 +423,8 @@ def cmd_experiment(args) -> int:
         for label, problems in bad:
             for problem in problems:
                 print(f"error: {label}: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    if not nodes_usable(base):
         return EXIT_INVALID
     old = {s: signal.signal(s, lambda *_: runner.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -189,6 +189,7 @@ class NodeSummary:
     ranks: list[int] = field(default_factory=list)
     clock_offset_s: float | None = None   # its clock minus the coordinator's, subtracted from its times
     clock_rtt_s: float | None = None      # the round trip it was measured over (the offset is good to half)
+    clock_drift_s: float | None = None    # how far the offset moved by the run's end (followed meanwhile)
 
     def text(self) -> str:
         """"node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms": how the CLI and the app list a node."""

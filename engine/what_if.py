@@ -186,10 +186,15 @@ def unpredictable(summary: RunSummary) -> str | None:
 def _one_process_per_device(strategy: str, devices: list[str]) -> bool:
     """The run's strategy put each device's stages in a process of its own (the naive split on GPUs keeps
     the tutorial's one process): asked of the strategy, from the device names."""
-    from engine.devices import Device
+    from engine.devices import Device, node_of
     from engine.strategies import STRATEGIES
     known = STRATEGIES.get(strategy)
-    placed = [Device(name, name.split(":")[0], int(name.split(":")[1]) if ":" in name else 0) for name in devices]
+
+    def device(name: str) -> Device:
+        local = name.rpartition("/")[2]  # "node1/cpu:0": every node has its own cpu:0
+        kind, _, index = local.partition(":")
+        return Device(name, kind, int(index) if index.isdigit() else 0, node=node_of(name))
+    placed = [device(name) for name in devices]
     return known is not None and len(set(devices)) == len(devices) and known.world_size(None, placed) == len(devices)
 
 

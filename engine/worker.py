@@ -120,6 +120,7 @@ class Worker:
         self.split = None
         self.rendezvous_dir: str | None = None
         self._all_done_at: float | None = None
+        self._ending = threading.Event()  # end_ranks began: what the nodes still send is dropped
 
     # ---- output -------------------------------------------------------------
     def emit(self, event_type: str, **fields) -> None:
@@ -150,13 +151,23 @@ class Worker:
     def _from_node(self, kind: str, key, payload) -> None:
         """What NodeRanks hands over, in the loop's terms: most of it keyed by a rank."""
         if kind in ("node_lost", "node_error", "samples", "warning"):
-            self.queue.put((kind, key, payload))
+            self._enqueue((kind, key, payload))
             return
         r = self.ranks[key]
         if kind == "stderr":
             r.stderr_tail = (r.stderr_tail + [payload])[-40:]
-        elif kind != "pid":
-            self.queue.put((kind, r, payload))
+        else:
+            self._enqueue((kind, r, payload))
+
+    def _enqueue(self, item) -> None:
+        """Into the bounded queue, waiting while the loop is behind; once the ranks are being ended nothing more
+        is taken (a node's reader must get on to its agent's "ended")."""
+        while not self._ending.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
 
     def _launch_here(self) -> None:
         # The ranks meet through a file in a private folder, removed when the run ends.
@@ -401,6 +412,7 @@ class Worker:
         """SIGTERM every rank, SIGKILL what is left after the grace period, reap all. On nodes: every agent ends
         its ranks."""
         if self.nodes is not None:
+            self._ending.set()
             self.nodes.stop()
             return
         if self.links:

@@ -46,6 +46,16 @@ def wait_for_steps(db, at_least: int, proc: subprocess.Popen, timeout: float = 1
     raise AssertionError(f"fewer than {at_least} steps after {timeout} s")
 
 
+def logged(agent, text: str, timeout: float = 15) -> bool:
+    """Whether the agent's log says ``text`` within ``timeout`` (it writes once its run's processes are gone)."""
+    deadline = time.monotonic() + timeout
+    while text not in agent.log():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def wait_for_no_ranks(timeout: float) -> list:
     deadline = time.monotonic() + timeout
     while (left := node_processes()) and time.monotonic() < deadline:
@@ -159,7 +169,7 @@ def test_a_node_cut_off_the_network_ends_the_run_within_the_hang_timeout(node_cl
         assert "node1 (" in err and "silent" in err, err
         # node1 cannot be told to stop: its agent hears nothing from the coordinator either, and ends them.
         assert not wait_for_no_ranks(hang_timeout + 10), "a rank on the cut-off node outlived the run"
-        assert "silent" in node_cluster.agents[1].log()
+        assert logged(node_cluster.agents[1], "silent")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -186,7 +196,7 @@ def test_a_coordinator_that_dies_has_the_agents_end_their_ranks(node_cluster, fr
             proc.wait()
     assert proc.returncode == 1
     for agent in node_cluster.agents:
-        assert "ended: the coordinator is gone" in agent.log()
+        assert logged(agent, "ended: the coordinator is gone")
 
 
 def test_agents_refuse_a_wrong_token_and_addresses_they_do_not_serve(node_cluster, tmp_path):
@@ -197,7 +207,7 @@ def test_agents_refuse_a_wrong_token_and_addresses_they_do_not_serve(node_cluste
                   "--strategy", "ddp", *small_mlp())
     assert refused.returncode == 2, refused.stderr
     assert "--nodes: node0" in refused.stderr and "did not prove the shared token" in refused.stderr
-    assert "refused a connection from" in node_cluster.agents[0].log()
+    assert logged(node_cluster.agents[0], "refused a connection from")
 
     # An agent told to serve the coordinator's address alone, on node0 beside its usual agent.
     port = AGENT_PORT + 1
@@ -216,7 +226,7 @@ def test_agents_refuse_a_wrong_token_and_addresses_they_do_not_serve(node_cluste
         assert preflight(config) == []  # from the address it serves, with the token: welcome
     finally:
         picky.stop()
-    assert "not an address this agent serves" in picky.log()
+    assert logged(picky, "not an address this agent serves")
 
 
 def test_an_agent_refuses_a_token_file_others_may_read(tmp_path):

@@ -95,6 +95,15 @@ def test_nodes_are_addresses_in_the_order_torchrun_numbers_them():
     assert allowed("10.0.0.1", networks) and allowed("10.1.2.3", networks) and not allowed("10.0.0.2", networks)
 
 
+def test_either_side_gives_the_other_up_within_half_the_hang_timeout():
+    from engine.nodes.coordinator import silence_limit
+    assert silence_limit(120) == 10 and silence_limit(12) == 6 and silence_limit(1) == 3  # at least 3 pings
+    from engine.nodes.address import network_of
+    import ipaddress
+    assert network_of("127.0.0.1") == ipaddress.ip_network("127.0.0.0/8")
+    assert network_of("::1") in (None, ipaddress.ip_network("::1/128"))  # IPv6 masks become a prefix
+
+
 def test_a_token_file_must_be_private_and_long_enough(tmp_path):
     path = new_token(tmp_path / "dir" / "token")
     assert len(read_token(path)) == 64 and (path.stat().st_mode & 0o777) == 0o600

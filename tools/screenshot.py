@@ -1,6 +1,7 @@
 """Take the README screenshot from the real app during a real run, under Xvfb.
 
     python tools/screenshot.py [--out resources/screenshot.png] [--size 1600x1000] [--experiment NAME]
+                               [--strategy S --devices D] [--nodes ADDR:PORT,... --token-file F]
 
 Needs Xvfb, xdotool and ImageMagick's ``import`` (Debian/Ubuntu:
 ``apt-get install -y xvfb xdotool imagemagick``). Steps:
@@ -62,13 +63,14 @@ def cli_run(env: dict, *args: str) -> None:
                    timeout=300)
 
 
-def write_settings(path: Path, steps: int) -> None:
+def write_settings(path: Path, steps: int, strategy: str = "pipeline", devices: str = "cpu:2", nodes: str = "",
+                   token_file: str = "") -> None:
     config = configparser.ConfigParser()
     config.optionxform = str
     config["experiment"] = {
-        "model": "mlp", "model_file": "", "width": "512", "depth": "8", "devices": "cpu:2",
-        "strategy": "pipeline", "mb_mode": "micro_batches", "mb_value": "4", "schedule": "gpipe",
-        "batch_size": "2048", "steps": str(steps),
+        "model": "mlp", "model_file": "", "width": "512", "depth": "8", "devices": devices,
+        "strategy": strategy, "mb_mode": "micro_batches", "mb_value": "4", "schedule": "gpipe",
+        "batch_size": "2048", "steps": str(steps), "nodes": nodes, "token_file": token_file,
     }
     with path.open("w") as fh:
         config.write(fh)
@@ -87,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--into-run", type=float, default=14.0, help="seconds into the run to capture")
     parser.add_argument("--no-history", action="store_true", help="skip the headless runs for the history")
     parser.add_argument("--experiment", help="start this experiment from the menu instead of a run")
+    parser.add_argument("--strategy", default="pipeline", help="the run's strategy (default pipeline)")
+    parser.add_argument("--devices", default="cpu:2", help="the run's devices (default cpu:2; per node with --nodes)")
+    parser.add_argument("--nodes", default="", help="node agents to run on (ADDR:PORT,...), as the Nodes field")
+    parser.add_argument("--token-file", default="", help="with --nodes: the agents' token file")
     args = parser.parse_args(argv)
     need("import")
     width, height = args.size.split("x")
@@ -98,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_history:
             cli_run(env, "--strategy", "model-parallel")
             cli_run(env, "--strategy", "pipeline", "--micro-batches", "4")
-        write_settings(Path(tmp) / "settings.ini", steps=40 if args.experiment else 400)  # points one after another
+        write_settings(Path(tmp) / "settings.ini", steps=40 if args.experiment else 400,  # points one after another
+                       strategy=args.strategy, devices=args.devices, nodes=args.nodes, token_file=args.token_file)
         xvfb, display = start_xvfb(args.size)
         env.update(DISPLAY=display, QT_QPA_PLATFORM="xcb",
                    SPLITSCOPE_QUIT_AFTER_MS=str(int((args.settle + args.into_run + 60) * 1000)))

@@ -59,9 +59,13 @@ def sampled_text(names: list[str]) -> str:
     """
     cores = sum(1 for n in names if n.startswith("core "))
     gpus = sum(1 for n in names if n.startswith("cuda:"))
-    parts = [f"{cores} core{'s' if cores != 1 else ''}"] if cores or not gpus else []
+    remote = sum(1 for n in names if devices_mod.node_of(n) is not None)  # a run over nodes: their devices
+    parts = [f"{cores} core{'s' if cores != 1 else ''}"] if cores or not (gpus or remote) else []
     if gpus:
         parts.append(f"{gpus} GPU{'s' if gpus != 1 else ''}")
+    if remote:
+        nodes = len({devices_mod.node_of(n) for n in names} - {None})
+        parts.append(f"{remote} device{'s' if remote != 1 else ''} on {nodes} node{'s' if nodes != 1 else ''}")
     return ", ".join(parts)
 
 
@@ -69,6 +73,8 @@ def sharing_warning(config: ExperimentConfig, cores: int, gpus: int = 0) -> str 
     """What the configured devices' sharing of cores does to the figures (``engine.devices.sharing_note``), or
     None when each CPU device has a core of its own or the spec is wrong (the check says why)."""
     from engine.validate import devices_needed  # torch-free at import
+    if config.nodes:  # the nodes' cores, not this machine's
+        return None
     core_list = list(range(max(1, cores)))
     try:
         devices = devices_mod.parse(config.devices, devices_needed(config), gpus=gpus, cores=core_list)

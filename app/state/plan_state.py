@@ -151,10 +151,10 @@ class PlanState:
 
 # -- what a config means for the split view, torch-free -----------------------------------------
 def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
-    """The config's devices, or none while the spec is wrong (the check says why)."""
-    from engine.validate import devices_needed  # torch-free at import
+    """The config's devices (every node's, with --nodes), or none while the spec is wrong (the check says why)."""
+    from engine.validate import run_devices  # torch-free at import
     try:
-        return devices_mod.parse(config.devices, devices_needed(config))
+        return run_devices(config)
     except devices_mod.DeviceError:
         return []
 
@@ -162,8 +162,10 @@ def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
 def stage_count(config: ExperimentConfig, gpus: list[dict]) -> int | None:
     """How many devices (stages, for a split model) the config places work on; None while its spec is wrong.
     ``gpus``: the GPU inventory; torch numbers the ones CUDA sees cuda:0, cuda:1, ..."""
-    from engine.validate import devices_needed
+    from engine.validate import devices_needed, run_devices
     try:
+        if config.nodes:  # every node runs the devices: their GPUs are theirs, not this machine's
+            return len(run_devices(config))
         return len(devices_mod.parse(config.devices, devices_needed(config),
                                      gpus=len(devices_mod.cuda_visible(gpus))))
     except devices_mod.DeviceError:

@@ -84,7 +84,9 @@ def network_of(host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | Non
     for addresses in psutil.net_if_addrs().values():
         for a in addresses:
             if a.address.split("%")[0] == host and a.netmask:
-                return ipaddress.ip_network(f"{host}/{a.netmask}", strict=False)
+                # A mask as a prefix length: ip_network takes "a.b.c.d/255.255.255.0" but no IPv6 mask form.
+                prefix = bin(int(ipaddress.ip_address(a.netmask.split("%")[0]))).count("1")
+                return ipaddress.ip_network(f"{host}/{prefix}", strict=False)
     return None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import queue
 import socket
 import sys
 import threading
@@ -30,7 +31,8 @@ from engine.nodes.node_run import NodeRun, bind_rendezvous
 
 PROTOCOL = 1
 IDLE_SILENCE_S = 60.0   # a connected coordinator that says nothing before launching is dropped after this
-PING_EVERY_S = 1.0      # both sides send at least this often while connected (engine.nodes.coordinator)
+PING_EVERY_S = 1.0      # the coordinator pings this often during a run; the agent answers (engine.nodes.coordinator)
+MAX_HANDSHAKES = 8      # connections not yet authenticated, at most: more are refused at once
 
 
 def log(message: str) -> None:
@@ -57,10 +59,12 @@ class NodeAgent:
         if interface is None:
             raise ValueError(f"--listen: no interface of this machine has the address {listen.host}")
         self.interface = interface
-        from engine.nodes.address import network_of
-        own = network_of(listen.host) or ipaddress.ip_network(listen.host)
-        self.allow = allow if allow is not None else [own]
+        if allow is None:
+            from engine.nodes.address import network_of
+            allow = [network_of(listen.host) or ipaddress.ip_network(listen.host)]
+        self.allow = allow
         self._busy = threading.Lock()
+        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self._stop = threading.Event()
         self._server: socket.socket | None = None
         self._session: CoordinatorSession | None = None
@@ -106,11 +110,17 @@ class NodeAgent:
                 log(f"refused a connection from {peer}: not an address this agent serves (--allow)")
                 refuse(conn, f"{peer} is not an address this agent serves (its --allow)")
                 return
+            if not self._handshakes.acquire(blocking=False):
+                log(f"refused a connection from {peer}: {MAX_HANDSHAKES} others are proving the token")
+                refuse(conn, "too many connections at once")
+                return
             try:
                 channel = wire.handshake_agent(conn, self.token)
             except (wire.WireError, OSError) as exc:
                 log(f"refused a connection from {peer}: {exc}")
                 return
+            finally:
+                self._handshakes.release()
             if not self._busy.acquire(blocking=False):
                 log(f"refused {peer}: busy with another coordinator")
                 try:
@@ -149,10 +159,14 @@ class CoordinatorSession:
         self.silence_s = IDLE_SILENCE_S
         self.last_heard = time.monotonic()
         self._ended = threading.Event()
+        # Pongs go out from a thread of their own: the reading loop must go on reading (the coordinator's
+        # pings are how it knows the coordinator lives) while a relay's send waits on a slow connection.
+        self._pongs: queue.Queue = queue.Queue(maxsize=64)
 
     def run(self) -> None:
         self.channel.send(node_info(self.agent.listen.host, self.agent.interface))
         threading.Thread(target=self._watch, name="node-coordinator-watch", daemon=True).start()
+        threading.Thread(target=self._answer_pings, name="node-pong", daemon=True).start()
         try:
             while True:
                 message = self.channel.receive()
@@ -168,7 +182,10 @@ class CoordinatorSession:
     def _handle(self, message: dict) -> bool:
         kind = message["type"]
         if kind == "ping":
-            self.channel.send({"type": "pong", "id": message.get("id"), "time": time.perf_counter()})
+            try:
+                self._pongs.put_nowait((message.get("id"), time.perf_counter()))
+            except queue.Full:
+                pass  # the connection is backed up: the coordinator sees us by what we send anyway
         elif kind == "launch":
             self._launch(message)
         elif kind == "stop":
@@ -177,15 +194,26 @@ class CoordinatorSession:
             return False
         return True
 
+    def _answer_pings(self) -> None:
+        while not self._ended.is_set():
+            try:
+                ping, at = self._pongs.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                self.channel.send({"type": "pong", "id": ping, "time": at})
+            except wire.WireError:
+                return
+
     def _launch(self, message: dict) -> None:
         if self.node_run is not None:
             self.channel.send({"type": "error", "message": "a run is already going on this node"})
             return
+        rendezvous = None
         try:
             problem = self._local_problem(message)
             if problem:
                 raise ValueError(problem)
-            rendezvous = None
             if message.get("rendezvous") is None:  # this node hosts the rendezvous store
                 rendezvous = bind_rendezvous(self.agent.listen.host)
                 port = rendezvous.getsockname()[1]
@@ -199,6 +227,8 @@ class CoordinatorSession:
             if self.node_run is not None:
                 self.node_run.stop()
                 self.node_run = None
+            elif rendezvous is not None:
+                rendezvous.close()
             self.channel.send({"type": "error", "message": f"could not start the run: {exc}"})
             return
         log(f"run {message['run_id']}: torchrun (pid {pid}) started {message['nproc']} rank(s) as node "
@@ -218,11 +248,12 @@ class CoordinatorSession:
         return None
 
     def _end_run(self, why: str) -> None:
+        """End the run (if any) and say so: a stop is answered with ``ended`` whether or not a run was going."""
         run, self.node_run = self.node_run, None
-        if run is None:
-            return
-        remaining = run.stop()
-        log(f"run {run.launch['run_id']} ended: {why}" + (f"; ranks still alive: {remaining}" if remaining else ""))
+        remaining = run.stop() if run is not None else []
+        if run is not None:
+            log(f"run {run.launch['run_id']} ended: {why}" +
+                (f"; ranks still alive: {remaining}" if remaining else ""))
         if not self._ended.is_set():
             try:
                 self.channel.send({"type": "ended", "remaining": remaining})

@@ -17,6 +17,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,8 +29,9 @@ from engine.nodes.token import TokenError, default_token_file, read_token
 from engine.problems import Problem
 
 CONNECT_TIMEOUT_S = 10.0
-NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost, or the hang timeout if less
-STOP_WAIT_S = 8.0        # how long an agent gets to say its ranks ended
+NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost (or half the hang timeout if less)
+STOP_WAIT_S = 2.5        # how long agents get to say their ranks ended: the worker ends within 3 s of a stop
+CLOCK_TRIPS = 30         # the recent round trips the clock offset is taken from (the quickest of them)
 
 
 class NodeError(RuntimeError):
@@ -37,8 +39,9 @@ class NodeError(RuntimeError):
 
 
 def silence_limit(hang_timeout_s: float) -> float:
-    """Seconds of silence after which either side gives the other up (engine.nodes.agent watches the same)."""
-    return min(NODE_SILENCE_S, hang_timeout_s)
+    """Seconds of silence after which either side gives the other up (engine.nodes.agent watches the same):
+    half the hang timeout, so a lost node ends the run within it, but at most 10 s and at least 3 pings."""
+    return max(3 * PING_EVERY_S, min(NODE_SILENCE_S, hang_timeout_s / 2))
 
 
 def token_of(config) -> bytes:
@@ -59,6 +62,20 @@ class NodeLink:
     lost: bool = False
     launch_reply: threading.Event = field(default_factory=threading.Event)
     reply: dict | None = None  # the agent's answer to the launch: launched or error
+    delivering: bool = False   # handing what it sent to a worker loop that is behind: busy, not silent
+    first_clock: ClockOffset | None = None
+    trips: deque = field(default_factory=lambda: deque(maxlen=CLOCK_TRIPS))
+    sent: dict = field(default_factory=dict)  # ping id -> when it was sent
+
+    def __post_init__(self):
+        self.first_clock = self.clock
+
+    def answered(self, pong: dict) -> None:
+        """A pong during the run: the offset follows the clocks' drift (the quickest recent round trip)."""
+        t0 = self.sent.pop(pong.get("id"), None)
+        if t0 is not None:
+            self.trips.append((t0, float(pong["time"]), time.perf_counter()))
+            self.clock = estimate(list(self.trips))
 
     @property
     def label(self) -> str:
@@ -71,9 +88,12 @@ class NodeLink:
         return f"{self.label} ({self.address}, {ranks})"
 
     def to_dict(self) -> dict:
-        """What the run keeps of the node (RunSummary.nodes)."""
+        """What the run keeps of the node (RunSummary.nodes): the offset measured before the run, and how far
+        it drifted by the end."""
+        first = self.first_clock or self.clock
         return {"label": self.label, "address": str(self.address), "hostname": self.info.get("hostname"),
-                "ranks": self.ranks, "clock_offset_s": self.clock.offset_s, "clock_rtt_s": self.clock.rtt_s}
+                "ranks": self.ranks, "clock_offset_s": first.offset_s, "clock_rtt_s": first.rtt_s,
+                "clock_drift_s": self.clock.offset_s - first.offset_s}
 
 
 def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
@@ -109,7 +129,9 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
     except NodeError:
         sock.close()
         raise
-    return NodeLink(index, address, channel, info, estimate(trips))
+    link = NodeLink(index, address, channel, info, estimate(trips))
+    link.trips.extend(trips)
+    return link
 
 
 def version_problem(links: list[NodeLink]) -> str | None:
@@ -202,7 +224,8 @@ class RemoteProcess:
 
 
 class NodeRanks:
-    """The worker's ranks on several nodes. ``put(kind, rank_index, payload)`` feeds the worker's queue."""
+    """The worker's ranks on several nodes. ``put(kind, key, payload)`` hands what a node sent to the worker's
+    loop (a rank's index for rank events, the NodeLink for a node's); it may wait while the loop is behind."""
 
     def __init__(self, config, links: list[NodeLink], devices, *, telemetry_hz: float, run_id: str,
                  put: Callable[[str, object, object], None]):
@@ -214,7 +237,7 @@ class NodeRanks:
         self.put = put
         self.nproc = len(devices) // len(links)
         self.processes = [RemoteProcess() for _ in devices]
-        self._profile_dir: str | None = None
+        self._profiles: dict[int, list[bytes]] = {}  # a rank's trace as its chunks arrive
         for link in links:
             link.ranks = list(range(link.index * self.nproc, (link.index + 1) * self.nproc))
 
@@ -235,11 +258,14 @@ class NodeRanks:
         if self.config.model_file:  # the one file that travels, because the user named it
             with open(self.config.model_file, encoding="utf-8") as f:
                 model = {"name": os.path.basename(self.config.model_file), "text": f.read()}
-        link.channel.send({
-            "type": "launch", "run_id": self.run_id, "config": config, "model_file": model,
-            "devices": [d.to_dict() for d in self.devices], "node_rank": link.index, "nnodes": len(self.links),
-            "nproc": self.nproc, "rendezvous": rendezvous, "telemetry_hz": self.telemetry_hz,
-            "silence_s": silence_limit(self.config.hang_timeout_s)})
+        try:
+            link.channel.send({
+                "type": "launch", "run_id": self.run_id, "config": config, "model_file": model,
+                "devices": [d.to_dict() for d in self.devices], "node_rank": link.index, "nnodes": len(self.links),
+                "nproc": self.nproc, "rendezvous": rendezvous, "telemetry_hz": self.telemetry_hz,
+                "silence_s": silence_limit(self.config.hang_timeout_s)})
+        except wire.WireError as exc:
+            raise NodeError(f"{link.describe()}: {exc}") from None
         if not link.launch_reply.wait(CONNECT_TIMEOUT_S * 3) or link.reply is None:
             raise NodeError(f"{link.describe()}: no answer to the launch")
         if link.reply["type"] == "error":
@@ -253,36 +279,50 @@ class NodeRanks:
                 message = link.channel.receive()
                 link.last_heard = time.monotonic()
                 self._on_message(link, message)
-        except (wire.WireError, ValueError, KeyError) as exc:
+        except Exception as exc:  # noqa: BLE001 (a node we cannot read, for whatever reason, is a node lost)
             if not link.ended.is_set():
-                self._lose(link, f"the connection to its agent ended ({exc})")
+                why = str(exc) if isinstance(exc, wire.WireError) else f"{type(exc).__name__}: {exc}"
+                self._lose(link, f"the connection to its agent ended ({why})")
+
+    def _deliver(self, link: NodeLink, kind: str, key, payload) -> None:
+        """To the worker's loop, which may be behind (its queue full): the node is not silent meanwhile."""
+        link.delivering = True
+        try:
+            self.put(kind, key, payload)
+        finally:
+            link.delivering = False
+            link.last_heard = time.monotonic()
 
     def _on_message(self, link: NodeLink, m: dict) -> None:
         kind = m["type"]
         if kind in ("launched", "error") and not link.launch_reply.is_set():
             link.reply = m
             link.launch_reply.set()
-        elif kind == "error":
-            self.put("node_error", link, m.get("message"))
-        elif kind == "rank_hello":
-            self.processes[m["rank"]].pid = m["pid"]
-            self.put("pid", m["rank"], m["pid"])
-        elif kind == "rank_event":
-            self.put("event", m["rank"], shift_rank_event(m["event"], link.clock))
-        elif kind == "rank_profile":
-            self.put("event", m["rank"], shift_rank_event(self._profile_here(m), link.clock))
-        elif kind == "rank_output":
-            self.put(m["stream"], m["rank"], m["line"])
-        elif kind == "rank_closed":
-            self.put("eof", m["rank"], None)
-        elif kind == "samples":
-            self.put("samples", link, [[link.clock.to_coordinator(row[0]), *row[1:]] for row in m["rows"]])
-        elif kind == "warning":
-            self.put("warning", link, f"{link.label}: {m.get('message')}")
-        elif kind == "torchrun_exit":
-            self._torchrun_ended(link, m)
+        elif kind == "pong":
+            link.answered(m)
         elif kind == "ended":
             link.ended.set()
+        elif kind == "error":
+            self._deliver(link, "node_error", link, m.get("message"))
+        elif kind == "rank_hello":
+            self.processes[m["rank"]].pid = m["pid"]
+        elif kind == "rank_event":
+            self._deliver(link, "event", m["rank"], shift_rank_event(m["event"], link.clock))
+        elif kind == "rank_profile_chunk":
+            self._profiles.setdefault(m["rank"], []).append(base64.b64decode(m["data"]))
+        elif kind == "rank_profile":
+            event = self._profile_here(m["rank"], m["event"])
+            self._deliver(link, "event", m["rank"], shift_rank_event(event, link.clock))
+        elif kind == "rank_output":
+            self._deliver(link, m["stream"], m["rank"], m["line"])
+        elif kind == "rank_closed":
+            self._deliver(link, "eof", m["rank"], None)
+        elif kind == "samples":
+            self._deliver(link, "samples", link, [[link.clock.to_coordinator(row[0]), *row[1:]] for row in m["rows"]])
+        elif kind == "warning":
+            self._deliver(link, "warning", link, f"{link.label}: {m.get('message')}")
+        elif kind == "torchrun_exit":
+            self._torchrun_ended(link, m)
 
     def _torchrun_ended(self, link: NodeLink, m: dict) -> None:
         failures = {int(rank): int(code) for rank, code in (m.get("failures") or {}).items()}
@@ -290,19 +330,20 @@ class NodeRanks:
             self.processes[rank].exited(failures.get(rank, 0 if m["code"] == 0 else 1))
         if m["code"] != 0 and not failures and not m.get("stopping"):
             tail = "\n".join(m.get("output") or [])
-            self.put("node_error", link, f"torchrun failed: {m.get('error')}" + (f"\n{tail}" if tail else ""))
+            self._deliver(link, "node_error", link, f"torchrun failed: {m.get('error')}" + (f"\n{tail}" if tail else ""))
 
-    def _profile_here(self, m: dict) -> dict:
-        """A rank's profiler trace, written where this machine's session picks it up (engine.session)."""
-        event = dict(m["event"])
-        if m.get("data") is None:
-            event["path"] = ""
+    def _profile_here(self, rank: int, event: dict) -> dict:
+        """A rank's profiler trace, from its chunks into a file where this machine's session picks it up (and
+        removes it: engine.session)."""
+        event = dict(event)
+        chunks = self._profiles.pop(rank, None)
+        if not chunks:
+            event["path"] = ""  # too large to travel: the session says it could not store it
             return event
-        if self._profile_dir is None:
-            self._profile_dir = tempfile.mkdtemp(prefix="splitscope-node-profiles-")
-        path = os.path.join(self._profile_dir, f"rank{m['rank']}.json")
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(m["data"]))
+        fd, path = tempfile.mkstemp(prefix=f"splitscope-rank{rank}-", suffix=".json")
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
         event["path"] = path
         return event
 
@@ -312,10 +353,13 @@ class NodeRanks:
         link.lost = True
         for rank in link.ranks:
             self.processes[rank].exited(-9)
-        self.put("node_lost", link, why)
+        link.launch_reply.set()  # a launch waiting on it: no answer will come
+        link.channel.close()     # wakes a send blocked on the dead connection
+        self._deliver(link, "node_lost", link, why)
 
     def _ping(self) -> None:
-        """Each side hears from the other at least every second; silence beyond the limit loses the node."""
+        """A ping a second to each node; a node that answers nothing (and sends nothing) for the limit is lost.
+        Its answers also keep its clock offset current (NodeLink.answered)."""
         limit = silence_limit(self.config.hang_timeout_s)
         k = 0
         while not all(link.ended.is_set() or link.lost for link in self.links):
@@ -323,11 +367,12 @@ class NodeRanks:
                 if link.lost or link.ended.is_set():
                     continue
                 try:
+                    link.sent[k] = time.perf_counter()
                     link.channel.send({"type": "ping", "id": k})
                 except wire.WireError:
                     pass  # the reader says how the connection ended
                 silent = time.monotonic() - link.last_heard
-                if silent > limit:
+                if silent > limit and not link.delivering:
                     self._lose(link, f"silent for {silent:.0f} s (its machine stopped, or the network to it is "
                                      "down)")
             k += 1
@@ -335,7 +380,8 @@ class NodeRanks:
 
     # ---- ending ---------------------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Every agent ends its ranks and says so (or is given up after STOP_WAIT_S); connections closed."""
+        """Every agent ends its ranks and says so (or is given up after STOP_WAIT_S: closing the connection ends
+        them too); connections closed. The worker's loop no longer takes their events (``put`` drops them)."""
         for link in self.links:
             if not link.lost:
                 try:
@@ -350,8 +396,3 @@ class NodeRanks:
             link.channel.close()
         for process in self.processes:
             process.exited(process.poll() if process.poll() is not None else -15)
-
-    def close(self) -> None:
-        if self._profile_dir:
-            import shutil
-            shutil.rmtree(self._profile_dir, ignore_errors=True)

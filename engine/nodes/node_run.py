@@ -33,11 +33,12 @@ import psutil
 from engine.devices import Device
 from engine.rank_env import ROOT, rank_base_environment
 
-KILL_GRACE_S = 2.0        # torchrun's SIGTERM to its workers, then SIGKILL
+KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
 HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped
 OUTPUT_TAIL = 40          # torchrun's own last lines, for the error when it fails
 RENDEZVOUS_JOIN_S = 180   # how long torchrun waits for every node (the worker's start-up limit)
-MAX_PROFILE_BYTES = 48 * 1024 * 1024
+MAX_PROFILE_BYTES = 256 * 1024 * 1024
+PROFILE_CHUNK = 512 * 1024  # a trace travels in pieces: pongs and events go between them
 
 
 def bind_rendezvous(host: str) -> socket.socket:
@@ -173,7 +174,8 @@ class NodeRun:
                 return
             conn.settimeout(None)
             if stream == "events":
-                self.rank_pids[rank] = int(hello["pid"])
+                with self._lock:
+                    self.rank_pids[rank] = int(hello["pid"])
                 local = int(hello.get("local_rank", 0))
                 if self._sampler is not None and local < len(self.local_devices):
                     self._sampler.set_pid(self.local_devices[local].name, int(hello["pid"]))
@@ -194,21 +196,22 @@ class NodeRun:
             self._send({"type": "rank_output", "rank": rank, "stream": "garbled", "line": line[:200]})
             return
         if event.get("type") == "profile":
-            self._send({"type": "rank_profile", "rank": rank, "event": event, "data": self._take_file(event)})
+            self._send_file(rank, event)
+            self._send({"type": "rank_profile", "rank": rank, "event": event})
             return
         self._send({"type": "rank_event", "rank": rank, "event": event})
 
-    @staticmethod
-    def _take_file(event: dict) -> str | None:
-        """A rank's profiler trace, to travel to the coordinator's store (base64), removed here."""
+    def _send_file(self, rank: int, event: dict) -> None:
+        """A rank's profiler trace, in chunks, to the coordinator's store (removed here)."""
         path = event.get("path") or ""
         try:
-            if os.path.getsize(path) > MAX_PROFILE_BYTES:
-                return None
-            with open(path, "rb") as f:
-                return base64.b64encode(f.read()).decode()
+            if os.path.getsize(path) <= MAX_PROFILE_BYTES:
+                with open(path, "rb") as f:
+                    while chunk := f.read(PROFILE_CHUNK):
+                        self._send({"type": "rank_profile_chunk", "rank": rank,
+                                    "data": base64.b64encode(chunk).decode()})
         except OSError:
-            return None
+            pass  # the coordinator gets the event without the trace, and says it could not store it
         finally:
             if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
                 os.remove(path)
@@ -235,7 +238,7 @@ class NodeRun:
                 except OSError:
                     pass
             try:
-                self.proc.wait(timeout=KILL_GRACE_S + 1.0)
+                self.proc.wait(timeout=KILL_GRACE_S + 0.5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()  # the ranks follow by their parent-death signal
                 self.proc.wait()
@@ -243,6 +246,10 @@ class NodeRun:
         if self._sampler is not None:
             self._sampler.stop()
         if self._server is not None:
+            try:  # wakes the accepting thread (close alone does not, on Linux)
+                self._server.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._server.close()
         if self.rendezvous is not None:
             self.rendezvous.close()
@@ -252,7 +259,9 @@ class NodeRun:
     def _end_ranks(self) -> list[int]:
         """Ranks that outlived torchrun (they should not): killed by pid, if still ours."""
         procs = []
-        for pid in self.rank_pids.values():
+        with self._lock:
+            pids = list(self.rank_pids.values())
+        for pid in pids:
             try:
                 proc = psutil.Process(pid)
                 if "engine.rank" in " ".join(proc.cmdline()):

@@ -20,9 +20,11 @@ import json
 import secrets
 import socket
 import threading
+import time
 
-HANDSHAKE_TIMEOUT_S = 10.0
+HANDSHAKE_TIMEOUT_S = 10.0   # the whole handshake, not each read
 MAX_LINE = 64 * 1024 * 1024  # a model file travels in one line
+MAX_PLAIN_LINE = 4096        # a handshake's line: nobody unproven makes us read more
 TAG_HEX = 32                 # 16 bytes of HMAC-SHA256
 
 
@@ -51,8 +53,13 @@ class Channel:
     def send_plain(self, message: dict) -> None:
         self._write(json.dumps(message, separators=(",", ":")).encode())
 
-    def receive_plain(self) -> dict:
-        line = self._readline()
+    def receive_plain(self, deadline: float | None = None) -> dict:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WireError("the handshake took too long")
+            self.sock.settimeout(remaining)
+        line = self._readline(MAX_PLAIN_LINE)
         try:
             message = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -101,26 +108,43 @@ class Channel:
         except OSError as exc:
             raise WireError(f"the connection is gone ({exc.strerror or exc})") from None
 
-    def _readline(self) -> bytes:
+    def _readline(self, most: int = MAX_LINE) -> bytes:
         try:
-            line = self._reader.readline(MAX_LINE + 1)
+            line = self._reader.readline(most + 1)
         except (OSError, ValueError) as exc:
             raise WireError(f"the connection is gone ({getattr(exc, 'strerror', None) or exc})") from None
         if not line:
             raise WireError("the connection closed")
-        if len(line) > MAX_LINE:
+        if len(line) > most:
             raise WireError("a line longer than the protocol allows")
         return line.rstrip(b"\n")
 
 
 def handshake_agent(sock: socket.socket, token: bytes) -> Channel:
-    """The agent's side: challenge, check the coordinator's proof, prove ourselves. WireError if refused."""
+    """The agent's side: challenge, check the coordinator's proof, prove ourselves. WireError if refused, or
+    not done within HANDSHAKE_TIMEOUT_S however slowly the bytes come (the socket is shut down then)."""
+    def cut():
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    timer = threading.Timer(HANDSHAKE_TIMEOUT_S, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _handshake_agent(sock, token)
+    finally:
+        timer.cancel()
+
+
+def _handshake_agent(sock: socket.socket, token: bytes) -> Channel:
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     channel = Channel(sock, side="agent")
     nonce_a = secrets.token_bytes(32)
     channel.send_plain({"type": "challenge", "nonce": nonce_a.hex(), "agent": "splitscope-node"})
     try:
-        reply = channel.receive_plain()
+        reply = channel.receive_plain(deadline)
         nonce_c = bytes.fromhex(reply.get("nonce", ""))
         proof = bytes.fromhex(reply.get("proof", ""))
     except (ValueError, TypeError, socket.timeout):
@@ -137,10 +161,11 @@ def handshake_agent(sock: socket.socket, token: bytes) -> Channel:
 
 def handshake_coordinator(sock: socket.socket, token: bytes) -> Channel:
     """The coordinator's side: answer the challenge and check the agent's proof. WireError if either fails."""
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     channel = Channel(sock, side="coordinator")
     try:
-        challenge = channel.receive_plain()
+        challenge = channel.receive_plain(deadline)
         if challenge.get("type") == "refused":
             raise WireError(f"the agent refused the connection: {challenge.get('reason')}")
         nonce_a = bytes.fromhex(challenge.get("nonce", ""))
@@ -152,7 +177,7 @@ def handshake_coordinator(sock: socket.socket, token: bytes) -> Channel:
     channel.send_plain({"type": "auth", "nonce": nonce_c.hex(), "proof": _mac(token, b"coordinator", nonce_a,
                                                                             nonce_c).hex()})
     try:
-        answer = channel.receive_plain()
+        answer = channel.receive_plain(deadline)
     except socket.timeout:
         raise WireError("the agent did not answer the proof") from None
     if answer.get("type") == "refused":
