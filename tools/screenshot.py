@@ -70,7 +70,8 @@ def write_settings(path: Path, steps: int, strategy: str = "pipeline", devices: 
     config["experiment"] = {
         "model": "mlp", "model_file": "", "width": "512", "depth": "8", "devices": devices,
         "strategy": strategy, "mb_mode": "micro_batches", "mb_value": "4", "schedule": "gpipe",
-        "batch_size": "2048", "steps": str(steps), "nodes": nodes, "token_file": token_file,
+        # Quoted as QSettings writes it: unquoted, a list of nodes would read as a list of strings.
+        "batch_size": "2048", "steps": str(steps), "nodes": f'"{nodes}"', "token_file": token_file,
     }
     with path.open("w") as fh:
         config.write(fh)

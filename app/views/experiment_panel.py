@@ -267,11 +267,17 @@ class ExperimentPanel(QtWidgets.QWidget):
         self._updating = True
         self.devices_combo.set_choices(device_choices(self.cores, self.gpus))
         self._updating = False
-        self.devices_info.setText(self._hardware_text())
+        self._show_hardware()
         self._show_sharing()
 
     # -- reactions -------------------------------------------------------------------
+    def _show_hardware(self) -> None:
+        # With nodes, the devices are each node's, not this machine's.
+        self.devices_info.setText("each node runs these devices, on its own cores or GPUs" if self.nodes_row.nodes()
+                                  else self._hardware_text())
+
     def _changed(self, *_args) -> None:
+        self._show_hardware()
         if not self._updating:
             self._show_sharing()
             self._show_batch_hint()

@@ -112,7 +112,9 @@ class TimelineView(pg.PlotWidget):
         for k, (_node, names) in enumerate(groups):
             if k % 2:
                 band = pg.LinearRegionItem((first - 0.5, first + len(names) - 0.5), orientation="horizontal",
-                                           movable=False, brush=palette.rgba(theme.FOREGROUND, 0.06), pen=None)
+                                           movable=False, brush=palette.rgba(theme.FOREGROUND, 0.06))
+                for edge in band.lines:  # a hairline between nodes, not the draggable edges' highlight
+                    edge.setPen(pg.mkPen(palette.rgba(theme.MUTED, 0.5), width=1))
                 band.setZValue(-20)
                 item.addItem(band, ignoreBounds=True)
                 self._node_bands.append(band)

@@ -405,6 +405,8 @@ def test_settings_round_trip(qtbot, qapp_configured):
     a.mb_spin.setValue(8)
     a.batch_spin.setValue(96)
     a.steps_spin.setValue(11)
+    a.nodes_row.set_token_file("/somewhere/token")
+    a.nodes_row.set_nodes("10.0.0.2:29400,10.0.0.3:29400")  # a comma: QSettings must keep it one string
     settings = make_settings()
     a.save(settings)
     settings.sync()
@@ -412,6 +414,7 @@ def test_settings_round_trip(qtbot, qapp_configured):
     qtbot.addWidget(b)
     b.restore(make_settings())
     assert b.config() == a.config()
+    assert b.config().nodes == "10.0.0.2:29400,10.0.0.3:29400" and b.config().token_file == "/somewhere/token"
 
 
 # -- history ---------------------------------------------------------------------------------------
