@@ -15,6 +15,7 @@ import threading
 
 from engine import models, strategies
 from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
+from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
@@ -86,8 +87,7 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
                    help="run over several machines, each running `main.py node`: ADDR:PORT,ADDR:PORT (each node runs "
                         "--devices; ranks go node by node in address order)")
     g.add_argument("--token-file", default=None,
-                   help="with --nodes: the file holding the token the node agents share (default: "
-                        "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token)")
+                   help=f"with --nodes: the file holding the token the node agents share (default: {TOKEN_DEFAULT})")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
@@ -181,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--listen", default=None, help="ADDR:PORT to listen on: this machine's address on the network "
                                                      "the nodes share (the agent listens on it alone)")
     node.add_argument("--token-file", default=None,
-                      help="the file holding the token every node and coordinator shares (default: "
-                           "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token); only its owner may read it")
+                      help=f"the file holding the token every node and coordinator shares (default: {TOKEN_DEFAULT}); "
+                           "only its owner may read it")
     node.add_argument("--allow", default=None,
                       help="addresses or networks coordinators may connect from, e.g. 10.0.0.1 or 10.0.0.0/24 "
                            "(default: the subnet of --listen)")

@@ -149,3 +149,17 @@ def test_nodes_options_are_checked_before_anything_launches(tmp_path):
     assert [p.option for p in refused] == ["strategy"] and "cannot span nodes" in refused[0].message
     assert "ddp" in refused[0].message and "fsdp" in refused[0].message
     assert check(ok.replace(strategy="pipeline")) == []
+
+
+def test_the_node_command_writes_a_token_once_and_names_each_bad_option(tmp_path):
+    from helpers import cli
+    path = tmp_path / "token"
+    made = cli("node", "--new-token", str(path))
+    assert made.returncode == 0 and made.stdout.strip() == str(path) and (path.stat().st_mode & 0o777) == 0o600
+    again = cli("node", "--new-token", str(path))
+    assert again.returncode == 2 and "never overwritten" in again.stderr
+    bad = cli("node", "--listen", "somehost:29400", "--token-file", str(path), "--allow", "everyone")
+    assert bad.returncode == 2
+    assert "--listen:" in bad.stderr and "IP address" in bad.stderr and "--allow: 'everyone'" in bad.stderr
+    elsewhere = cli("node", "--listen", "203.0.113.9:29400", "--token-file", str(path))
+    assert elsewhere.returncode == 2 and "no interface of this machine has the address" in elsewhere.stderr

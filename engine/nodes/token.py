@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 MIN_LENGTH = 16  # characters; `new_token` writes 64 (32 random bytes in hex)
+DEFAULT_TEXT = "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token"  # default_token_file, in words
 
 
 class TokenError(ValueError):
