@@ -163,3 +163,17 @@ def test_the_node_command_writes_a_token_once_and_names_each_bad_option(tmp_path
     assert "--listen:" in bad.stderr and "IP address" in bad.stderr and "--allow: 'everyone'" in bad.stderr
     elsewhere = cli("node", "--listen", "203.0.113.9:29400", "--token-file", str(path))
     assert elsewhere.returncode == 2 and "no interface of this machine has the address" in elsewhere.stderr
+
+
+def test_a_node_nobody_serves_is_named_before_anything_launches(tmp_path):
+    from engine.nodes.coordinator import preflight
+    token = tmp_path / "token"
+    token.write_text("x" * 32)
+    token.chmod(0o600)
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.2", 0))
+        port = free.getsockname()[1]
+    found = preflight(ExperimentConfig(strategy="ddp", devices="cpu:1", token_file=str(token),
+                                       nodes=f"127.0.0.2:{port},127.0.0.3:{port}"))
+    assert [p.option for p in found] == ["nodes"]
+    assert f"node0 (127.0.0.2:{port}): cannot connect" in found[0].message and "main.py node" in found[0].message
