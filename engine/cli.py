@@ -83,11 +83,13 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
                    help="; ".join(f"{name}: {text}" for name, text in TIMELINE_MODES.items()) + " (default sampled)")
     g.add_argument("--input-prep", default="ahead",
                    help="; ".join(f"{name}: {text}" for name, text in INPUT_PREP.items()) + " (default ahead)")
-    g.add_argument("--nodes", default=None,
-                   help="run over several machines, each running `main.py node`: ADDR:PORT,ADDR:PORT (each node runs "
-                        "--devices; ranks go node by node in address order)")
-    g.add_argument("--token-file", default=None,
-                   help=f"with --nodes: the file holding the token the node agents share (default: {TOKEN_DEFAULT})")
+    if not for_experiment:  # experiments run on this machine (engine.experiments.ExperimentRunner)
+        g.add_argument("--nodes", default=None,
+                       help="run over several machines, each running `main.py node`: ADDR:PORT,ADDR:PORT (each node "
+                            "runs --devices; ranks go node by node in address order)")
+        g.add_argument("--token-file", default=None,
+                       help=f"with --nodes: the file holding the token the node agents share (default: "
+                            f"{TOKEN_DEFAULT})")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
@@ -378,8 +380,6 @@ def experiment_base(args) -> ExperimentConfig:
     if explicit.get("model_file"):
         explicit["model"] = "custom"
         explicit["model_file"] = os.path.abspath(explicit["model_file"])
-    if explicit.get("token_file"):  # the worker runs in the project's folder: a relative path would move
-        explicit["token_file"] = os.path.abspath(explicit["token_file"])
     if args.repeats < 1:
         found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
     if found:
@@ -423,8 +423,6 @@ def cmd_experiment(args) -> int:
         for label, problems in bad:
             for problem in problems:
                 print(f"error: {label}: {problem}", file=sys.stderr)
-        return EXIT_INVALID
-    if not nodes_usable(base):
         return EXIT_INVALID
     old = {s: signal.signal(s, lambda *_: runner.stop()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -294,6 +294,9 @@ class ExperimentRunner:
             raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(PRESETS)}")
         if repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {repeats}")
+        if base.nodes:
+            # Their points compare strategies that keep their devices in one process, which cannot span nodes.
+            raise ValueError("experiments run on this machine; --nodes (the Nodes field) applies to a single run")
         self.preset = PRESETS[name]
         self.base = base
         self.repeats = repeats

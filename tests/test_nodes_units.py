@@ -177,3 +177,13 @@ def test_a_node_nobody_serves_is_named_before_anything_launches(tmp_path):
                                        nodes=f"127.0.0.2:{port},127.0.0.3:{port}"))
     assert [p.option for p in found] == ["nodes"]
     assert f"node0 (127.0.0.2:{port}): cannot connect" in found[0].message and "main.py node" in found[0].message
+
+
+def test_experiments_say_they_run_on_this_machine():
+    from helpers import cli
+
+    from engine.experiments import ExperimentRunner
+    with pytest.raises(ValueError, match="experiments run on this machine; --nodes"):
+        ExperimentRunner("schedules", ExperimentConfig(devices="cpu:1", nodes="10.0.0.1:1,10.0.0.2:1"))
+    refused = cli("experiment", "schedules", "--nodes", "10.0.0.1:1,10.0.0.2:1")
+    assert refused.returncode == 2 and "--nodes" in refused.stderr
