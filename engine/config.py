@@ -299,10 +299,10 @@ def node_problems(config: ExperimentConfig) -> list[Problem]:
             return [Problem("token_file", "applies only with --nodes")]
         return []
     from engine.nodes.cluster import config_problems
-    from engine.nodes.token import TokenError, default_token_file, read_token
+    from engine.nodes.token import TokenError, token_for
     found = config_problems(config)
     try:
-        read_token(config.token_file or default_token_file())
+        token_for(config.token_file)
     except TokenError as exc:
         found.append(Problem("token_file", str(exc)))
     return found

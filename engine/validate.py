@@ -123,10 +123,10 @@ def run_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
     """The devices a config's run gets, or DeviceError saying why not: this machine's, or every node's by the
     spec alone (engine.nodes.cluster; their agents check they have them)."""
     if config.nodes:
-        from engine.nodes.address import AddressError
-        from engine.nodes.cluster import cluster_devices, nodes_of
+        from engine.nodes.address import AddressError, parse_nodes
+        from engine.nodes.cluster import cluster_devices
         try:
-            return cluster_devices(config.devices, nodes_of(config))
+            return cluster_devices(config.devices, parse_nodes(config.nodes))
         except AddressError as exc:
             raise devices_mod.DeviceError(f"--nodes: {exc}") from None
     return devices_mod.parse(config.devices, devices_needed(config))

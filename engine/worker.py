@@ -29,7 +29,7 @@ from pathlib import Path
 
 from engine import protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
-from engine.devices import Device, DeviceError, parse
+from engine.devices import Device, DeviceError
 from engine.rank_env import rank_base_environment
 from engine.results import to_json
 from engine.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
@@ -119,7 +119,6 @@ class Worker:
         self.started_sent = False
         self.split = None
         self.rendezvous_dir: str | None = None
-        self._all_done_at: float | None = None
         self._ending = threading.Event()  # end_ranks began: what the nodes still send is dropped
 
     # ---- output -------------------------------------------------------------
@@ -262,9 +261,10 @@ class Worker:
                 return self.finish("finished")
             if all(rr.done for rr in self.ranks) and self.nodes is not None:
                 # Done everywhere: each node's torchrun ends once every node's has (its exit barrier).
+                deadline = time.monotonic() + REMOTE_EXIT_WAIT_S
                 for rr in self.ranks:
                     try:
-                        rr.proc.wait(timeout=max(0.0, self._done_at() + REMOTE_EXIT_WAIT_S - time.monotonic()))
+                        rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         break
                 return self.finish("finished")
@@ -276,11 +276,6 @@ class Worker:
                     except subprocess.TimeoutExpired:
                         rr.proc.kill()
                         rr.proc.wait()
-
-    def _done_at(self) -> float:
-        if self._all_done_at is None:
-            self._all_done_at = time.monotonic()
-        return self._all_done_at
 
     def _merge_what_is_queued(self) -> None:
         """Steps the ranks finished before a stop are the run's too: merge the events still queued."""
@@ -387,9 +382,14 @@ class Worker:
         kind, r, payload = min(causes, key=priority)
         tb = None
         if kind == "node":
-            where = r.describe() if r is not None else "a node"
-            self.emit(protocol.ERROR, message=f"{where} {payload}" if payload.startswith("lost") else
-                      f"{where}: {payload}", rank=None, device=None, node=r.label if r is not None else None,
+            # A node's own word is named by its link; a failed launch's (r None) names its node already.
+            if r is None:
+                message = payload
+            elif payload.startswith("lost"):
+                message = f"{r.describe()} {payload}"
+            else:
+                message = f"{r.describe()}: {payload}"
+            self.emit(protocol.ERROR, message=message, rank=None, device=None, node=r.label if r is not None else None,
                       traceback=None)
             return
         if kind == "exit":
@@ -489,8 +489,8 @@ def main() -> int:
         if config.nodes:
             links, devices = _connect_nodes(config)
         else:
-            from engine.validate import devices_needed
-            devices = parse(config.devices, devices_needed(config))
+            from engine.validate import run_devices
+            devices = run_devices(config)
     except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:
         message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else
                    f"invalid config: {exc or 'first line must be the config as a JSON object'}")

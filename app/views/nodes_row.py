@@ -27,7 +27,7 @@ class NodesRow(QtWidgets.QWidget):
                              "--listen ADDR:PORT --token-file F` on each and list them here: "
                              "10.0.0.2:29400,10.0.0.3:29400. Every node runs the devices above; ranks go node by "
                              "node in address order.")
-        self.edit.editingFinished.connect(self.sigChanged)
+        self.edit.editingFinished.connect(self._typed)
         self.token_label = QtWidgets.QLabel()
         self.token_label.setObjectName("muted")
         self.token_button = QtWidgets.QPushButton("Token file…")
@@ -61,6 +61,10 @@ class NodesRow(QtWidgets.QWidget):
     def set_nodes(self, text: str | None) -> None:
         self.edit.setText(text or "")
         self._show_token()
+        self.sigChanged.emit()
+
+    def _typed(self) -> None:
+        self._show_token()  # the token's row comes with the first node typed
         self.sigChanged.emit()
 
     def set_token_file(self, path: str | None) -> None:

@@ -15,6 +15,7 @@ run's every process, and waits for the next coordinator.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import queue
 import socket
@@ -26,7 +27,7 @@ from importlib import metadata
 
 from engine.cores import usable_cores
 from engine.nodes import wire
-from engine.nodes.address import NodeAddress, allowed, interface_of
+from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.node_run import NodeRun, bind_rendezvous
 
 PROTOCOL = 1
@@ -141,7 +142,6 @@ class NodeAgent:
 
 
 def refuse(conn: socket.socket, reason: str) -> None:
-    import json
     try:
         conn.sendall(json.dumps({"type": "refused", "reason": reason}).encode() + b"\n")
     except OSError:
@@ -211,9 +211,7 @@ class CoordinatorSession:
             return
         rendezvous = None
         try:
-            problem = self._local_problem(message)
-            if problem:
-                raise ValueError(problem)
+            self._check_devices(message)  # a DeviceError is a ValueError
             if message.get("rendezvous") is None:  # this node hosts the rendezvous store
                 rendezvous = bind_rendezvous(self.agent.listen.host)
                 port = rendezvous.getsockname()[1]
@@ -221,7 +219,7 @@ class CoordinatorSession:
                 message["rendezvous"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             self.silence_s = float(message.get("silence_s") or IDLE_SILENCE_S)
             self.node_run = NodeRun(message, host=self.agent.listen.host, interface=self.agent.interface,
-                               send=self.channel.send, rendezvous=rendezvous)
+                                    send=self.channel.send, rendezvous=rendezvous)
             pid = self.node_run.start()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if self.node_run is not None:
@@ -236,16 +234,13 @@ class CoordinatorSession:
         self.channel.send({"type": "launched", "pid": pid, "rendezvous": message["rendezvous"]})
 
     @staticmethod
-    def _local_problem(message: dict) -> str | None:
-        """What this node does not have that the run asks of it (the coordinator checked against our info)."""
+    def _check_devices(message: dict) -> None:
+        """DeviceError when this node lacks the devices the run asks of it (the coordinator checked them against
+        our info; checked again here, as the coordinator parsed them)."""
         from engine.devices import gpu_count
-        first = message["node_rank"] * message["nproc"]
-        mine = message["devices"][first:first + message["nproc"]]
-        gpus = gpu_count() if any(d["kind"] == "cuda" for d in mine) else 0
-        for d in mine:
-            if d["kind"] == "cuda" and d["index"] >= gpus:
-                return f"{d['name']}: this node has {gpus} GPU(s)"
-        return None
+        from engine.nodes.cluster import node_devices
+        node_devices(node_label(message["node_rank"]), message["config"]["devices"],
+                     {"gpus": gpu_count(), "cores": usable_cores()})
 
     def _end_run(self, why: str) -> None:
         """End the run (if any) and say so: a stop is answered with ``ended`` whether or not a run was going."""

@@ -47,11 +47,6 @@ def cluster_devices(spec: str, nodes: list[NodeAddress], infos: list[dict] | Non
     return devices
 
 
-def nodes_of(config) -> list[NodeAddress]:
-    """The config's nodes in rank order; AddressError when ``--nodes`` is malformed."""
-    return parse_nodes(config.nodes)
-
-
 def config_problems(config) -> list[Problem]:
     """What is wrong with ``--nodes`` and the options that go with it, without asking any node."""
     if not config.nodes:

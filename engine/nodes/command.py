@@ -10,7 +10,7 @@ EXIT_OK, EXIT_INVALID = 0, 2
 def cmd_node(args) -> int:
     from engine.nodes.address import AddressError, parse_address, parse_networks
     from engine.nodes.agent import NodeAgent
-    from engine.nodes.token import TokenError, default_token_file, new_token, read_token
+    from engine.nodes.token import TokenError, new_token, token_for
     if args.new_token:
         try:
             print(new_token(args.new_token))
@@ -29,7 +29,7 @@ def cmd_node(args) -> int:
         except AddressError as exc:
             problems.append(f"--listen: {exc}")
     try:
-        token = read_token(args.token_file or default_token_file())
+        token = token_for(args.token_file)
     except TokenError as exc:
         problems.append(f"--token-file: {exc}")
     if args.allow:

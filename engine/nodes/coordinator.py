@@ -25,7 +25,7 @@ from engine.nodes import wire
 from engine.nodes.address import NodeAddress, node_label, parse_nodes
 from engine.nodes.agent import PING_EVERY_S, PROTOCOL
 from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
-from engine.nodes.token import TokenError, default_token_file, read_token
+from engine.nodes.token import TokenError, token_for
 from engine.problems import Problem
 
 CONNECT_TIMEOUT_S = 10.0
@@ -42,10 +42,6 @@ def silence_limit(hang_timeout_s: float) -> float:
     """Seconds of silence after which either side gives the other up (engine.nodes.agent watches the same):
     half the hang timeout, so a lost node ends the run within it, but at most 10 s and at least 3 pings."""
     return max(3 * PING_EVERY_S, min(NODE_SILENCE_S, hang_timeout_s / 2))
-
-
-def token_of(config) -> bytes:
-    return read_token(config.token_file or default_token_file())
 
 
 @dataclass
@@ -123,8 +119,6 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
         sock.settimeout(None)
     except (wire.WireError, OSError, KeyError, ValueError) as exc:
         sock.close()
-        if isinstance(exc, NodeError):
-            raise
         raise NodeError(f"{label}: {exc}") from None
     except NodeError:
         sock.close()
@@ -147,7 +141,7 @@ def version_problem(links: list[NodeLink]) -> str | None:
 def connect_all(config) -> list[NodeLink]:
     """Every node of the config, connected, in rank order; NodeError naming the first that failed."""
     try:
-        token = token_of(config)
+        token = token_for(config.token_file)
     except TokenError as exc:
         raise NodeError(str(exc)) from None
     links: list[NodeLink] = []

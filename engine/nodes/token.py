@@ -45,6 +45,11 @@ def read_token(path: str | os.PathLike) -> bytes:
     return text
 
 
+def token_for(path: str | os.PathLike | None) -> bytes:
+    """The token of ``--token-file`` (``path``), or of the default file when none is given."""
+    return read_token(path or default_token_file())
+
+
 def new_token(path: str | os.PathLike) -> Path:
     """Write a fresh random token to ``path``, readable by its owner alone; never overwrites."""
     path = Path(path)
