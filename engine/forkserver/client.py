@@ -1,0 +1,350 @@
+"""The fork server's side in the processes that use it: its owner (``ForkServer``, one a process:
+``shared()``), a connection to it (``Connection``: the owner's, or a worker's handed over by its session), and
+the children it forks (``ForkedProcess``), which the worker's loop drives as it would a Popen.
+
+``start_process`` and ``run_module`` fork through the server where there is one and start a fresh interpreter
+(``python -m MODULE``) where there is none, or it cannot serve: the same process either way, sooner with it.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.forkserver import wire
+
+ROOT = Path(__file__).resolve().parents[2]
+TITLE_ROOM = 96            # bytes of command line kept for each child's own (engine/forkserver/title.py)
+CONNECTION_ENV = "SPLITSCOPE_FORKSERVER_FD"  # a worker's connection: the descriptor its session passed it
+SWITCH_ENV = "SPLITSCOPE_FORKSERVER"         # "0": no fork server; every process starts fresh
+REPLY_TIMEOUT_S = 120.0    # the server answers once it has imported torch: seconds, on a busy machine more
+
+
+class ForkServerError(ConnectionError):
+    """The fork server is gone or refused the request: start the process fresh instead."""
+
+
+class Connection:
+    """Requests to the fork server and its reports of the children they made; one reader thread."""
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._replies: dict[int, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
+        self._ids = itertools.count()
+        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _read(self) -> None:
+        while True:
+            try:
+                got = wire.receive(self._sock)
+            except wire.WireError:
+                got = None
+            if got is None:
+                break
+            message, fds = got
+            for fd in fds:
+                os.close(fd)
+            with self._changed:
+                if message.get("op") in ("spawned", "refused"):
+                    self._replies[message.get("id")] = message
+                elif message.get("op") == "exit":
+                    self._exits[message.get("pid")] = message.get("code")
+                self._changed.notify_all()
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def _send(self, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+        if self._closed:
+            raise ForkServerError("the fork server is gone")
+        with self._send_lock:
+            try:
+                wire.send(self._sock, message, fds)
+            except wire.WireError as exc:
+                raise ForkServerError(str(exc)) from exc
+
+    def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
+              timeout: float = REPLY_TIMEOUT_S) -> int:
+        """A child running ``python -m module argv`` with ``fds`` (its number -> ours) open; its pid. ``title``:
+        what ps shows after its command (``python -m module argv``)."""
+        ident = next(self._ids)
+        numbers = sorted(fds)
+        self._send({"op": "spawn", "id": ident, "module": module, "argv": [str(a) for a in argv],
+                    "env": dict(env), "cwd": str(cwd), "fds": numbers, "title": title},
+                   [fds[n] for n in numbers])
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while ident not in self._replies and not self._closed and time.monotonic() < deadline:
+                self._changed.wait(max(0.0, deadline - time.monotonic()))
+            reply = self._replies.pop(ident, None)
+        if reply is None:
+            raise ForkServerError("the fork server is gone" if self._closed else
+                                  f"the fork server did not answer in {timeout:g} s")
+        if reply.get("op") != "spawned":
+            raise ForkServerError(f"the fork server refused: {reply.get('error')}")
+        return reply["pid"]
+
+    def exit_code(self, pid: int, timeout: float | None = 0.0) -> int | None:
+        """The child's exit status once it ended (Popen's returncode: -N for signal N), else None."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while pid not in self._exits and not self._closed:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._changed.wait(left)
+            # The server gone: its children had the parent-death signal, SIGKILL.
+            return self._exits.get(pid, -9)
+
+    def signal(self, pid: int, number: int) -> None:
+        try:
+            self._send({"op": "signal", "pid": pid, "signal": int(number)})
+        except ForkServerError:
+            pass  # the server is gone, and its children with it
+
+    def hand_over(self) -> socket.socket:
+        """A new connection for another process (a worker): ours to pass on, the server's other end."""
+        mine, theirs = wire.pair()
+        try:
+            self._send({"op": "client"}, [theirs.fileno()])
+        finally:
+            theirs.close()
+        return mine
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+class ForkedProcess:
+    """A child of the fork server, as the worker drives a Popen: pid, pipes, poll, wait, signals."""
+
+    def __init__(self, connection: Connection, pid: int, args: list[str], stdin, stdout, stderr):
+        self._connection = connection
+        self.pid, self.args = pid, args
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+
+    @property
+    def returncode(self) -> int | None:
+        return self.poll()
+
+    def poll(self) -> int | None:
+        return self._connection.exit_code(self.pid, 0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._connection.exit_code(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return code
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            self._connection.signal(self.pid, number)
+
+    def terminate(self) -> None:
+        import signal
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        import signal
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, input: bytes | None = None, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """Write ``input``, read both outputs to their end, wait for the exit (subprocess.Popen.communicate)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        read: dict[str, bytes] = {}
+
+        def drain(name, stream):
+            read[name] = stream.read()
+            stream.close()
+        readers = [threading.Thread(target=drain, args=(name, stream), daemon=True)
+                   for name, stream in (("out", self.stdout), ("err", self.stderr))]
+        for reader in readers:
+            reader.start()
+        try:
+            if input:
+                self.stdin.write(input)
+            self.stdin.close()
+        except BrokenPipeError:
+            pass
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return read["out"], read["err"]
+
+
+def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass_fds=(), argv=(),
+          title: str = "") -> ForkedProcess:
+    """Fork ``python -m module`` with pipes for its standard streams and ``pass_fds`` open at their numbers."""
+    child_in, stdin = os.pipe()
+    stdout, child_out = os.pipe()
+    stderr, child_err = os.pipe()
+    ours = (stdin, stdout, stderr)
+    try:
+        pid = connection.spawn(module, env=env, cwd=cwd, argv=argv, title=title,
+                               fds={0: child_in, 1: child_out, 2: child_err, **{fd: fd for fd in pass_fds}})
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in (child_in, child_out, child_err):
+            os.close(fd)
+    return ForkedProcess(connection, pid, [sys.executable, "-m", module, *argv], open(stdin, "wb"),
+                         open(stdout, "rb"), open(stderr, "rb"))
+
+
+def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connection: Connection | None = None,
+                  title: str = ""):
+    """``python -m module`` with piped standard streams: forked by ``connection``'s server when given (``title``
+    after its command in ps), else a fresh interpreter (subprocess.Popen). ForkServerError from the server is
+    the caller's to note."""
+    if connection is not None:
+        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title)
+    return subprocess.Popen([sys.executable, "-m", module], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def run_module(module: str, *, input: str, env: dict[str, str], cwd, timeout: float | None = None
+               ) -> subprocess.CompletedProcess:
+    """``python -m module`` with ``input`` on its stdin, to its end (subprocess.run, capturing text)."""
+    server = shared()
+    if server is not None:
+        try:
+            proc = start(server.connection, module, env=env, cwd=cwd)
+        except ForkServerError:
+            pass
+        else:
+            try:
+                out, err = proc.communicate(input.encode(), timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+            return subprocess.CompletedProcess(proc.args, proc.wait(), out.decode("utf-8", "replace"),
+                                               err.decode("utf-8", "replace"))
+    return subprocess.run([sys.executable, "-m", module], input=input, capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+class ForkServer:
+    """The fork server this process owns: started at once (torch imports meanwhile), ended by ``close`` or
+    with this process.
+
+    It ends with its owner twice over: it reads its end of the socketpair to its end, and it has the
+    parent-death signal. That signal comes when the *thread* that started it ends, so a thread of its own
+    starts it and lives until ``close``: a session started from a short-lived thread (the app's runs) must not
+    take the server with it.
+    """
+
+    def __init__(self):
+        mine, theirs = wire.pair()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   # libgomp and OpenBLAS read these once, when torch loads: one intra-op thread, as every rank
+                   # has (engine/rank_env.py), and no thread pool in the server.
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        # Its own session, as the worker's: a Ctrl-C in the terminal reaches the CLI alone, which stops the run
+        # in order. The last argument is room for the children's titles.
+        command = [sys.executable, "-m", "engine.forkserver", str(os.getpid()), " " * TITLE_ROOM]
+        self._closing = threading.Event()
+        started: list = []
+        ready = threading.Event()
+
+        def own():
+            try:
+                started.append(subprocess.Popen(command, stdin=theirs, stdout=subprocess.DEVNULL, cwd=ROOT, env=env,
+                                                start_new_session=True))
+            except BaseException as exc:  # noqa: BLE001 - handed to the constructor, which raises it
+                started.append(exc)
+            finally:
+                theirs.close()
+                ready.set()
+            self._closing.wait()
+        threading.Thread(target=own, name="forkserver-owner", daemon=True).start()
+        ready.wait()
+        if isinstance(started[0], BaseException):
+            mine.close()
+            raise started[0]
+        self._proc: subprocess.Popen = started[0]
+        self.connection = Connection(mine)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None and not self.connection.closed
+
+    def close(self, timeout: float = 5.0) -> None:
+        """End the server and every child it still has."""
+        self.connection.close()
+        self._closing.set()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+_shared: ForkServer | None = None
+_shared_lost = False   # the server ended by itself: this process starts fresh processes from then on
+_shared_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return (os.environ.get(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux")
+            and hasattr(socket, "send_fds") and hasattr(os, "fork"))
+
+
+def shared() -> ForkServer | None:
+    """This process's fork server, started on first use; None where there is none (``enabled``) or it ended."""
+    global _shared, _shared_lost
+    with _shared_lock:
+        if not enabled():
+            return None
+        if _shared is not None and not _shared.alive():
+            _shared, _shared_lost = None, True
+        if _shared is None and not _shared_lost:
+            try:
+                _shared = ForkServer()
+            except OSError:
+                _shared_lost = True
+            else:
+                atexit.register(_shared.close)
+        return _shared
+
+
+def shared_pid() -> int | None:
+    """The pid of this process's fork server, if one runs (tests tell it from processes left behind)."""
+    server = _shared
+    return server.pid if server is not None and server.alive() else None
+
+
+def worker_connection() -> Connection | None:
+    """In a worker: the connection its session handed over (``CONNECTION_ENV``), or None. The variable goes:
+    the ranks' environments are made from the worker's, and the number means nothing in them."""
+    fd = os.environ.pop(CONNECTION_ENV, None)
+    if not fd:
+        return None
+    try:
+        return Connection(socket.socket(fileno=int(fd)))
+    except (OSError, ValueError):
+        return None
