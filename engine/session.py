@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine import protocol
+from engine import forkserver, protocol
 from engine.config import ExperimentConfig
 from engine.results import RunSummary, from_json, to_json
 from engine.store import Store
@@ -34,6 +34,18 @@ STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
 FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
 EVENT_BACKLOG = 4 * FLUSH_EVENTS
+
+
+def _fork_server_connection():
+    """A connection to this process's fork server for the worker to fork its ranks by, or None (they start
+    fresh)."""
+    server = forkserver.shared()
+    if server is None:
+        return None
+    try:
+        return server.connection.hand_over()
+    except forkserver.ForkServerError:
+        return None
 
 
 @dataclass
@@ -77,10 +89,18 @@ class RunSession:
             self._start_sampler()
             env = dict(os.environ, PYTHONUNBUFFERED="1",
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-            # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            forks = _fork_server_connection()
+            if forks is not None:
+                env[forkserver.CONNECTION_ENV] = str(forks.fileno())
+            try:
+                # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
+                    pass_fds=(forks.fileno(),) if forks is not None else (),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            finally:
+                if forks is not None:
+                    forks.close()  # the worker's now
         except BaseException as exc:
             # Nothing is left running, and the stored run says why rather than staying "running".
             if self._sampler is not None:
@@ -196,13 +216,16 @@ class RunSession:
 
         One store transaction per batch: a transaction per step, at tens of steps a
         second, cost the ranks' cores a few percent of a small model's step time.
+        A batch ends at ``launched`` too: the sampler follows the ranks' memory from
+        the next pass, and a rank forked warm may take its first steps within 0.1 s.
         """
         try:
             batch = [events.get(timeout=0.25)]
         except queue.Empty:
             return []
         until = time.monotonic() + FLUSH_S
-        while batch[-1] is not None and batch[-1]["type"] != protocol.FINISHED and len(batch) < FLUSH_EVENTS:
+        while (batch[-1] is not None and batch[-1]["type"] not in (protocol.FINISHED, protocol.LAUNCHED)
+               and len(batch) < FLUSH_EVENTS):
             remaining = until - time.monotonic()
             if remaining <= 0:
                 break

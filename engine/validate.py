@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine import config as config_mod
+from engine import forkserver
 from engine import devices as devices_mod
 from engine import strategies
 from engine.config import ExperimentConfig, Problem
@@ -91,8 +91,7 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
     request = json.dumps({"names_only": names_only,
                           "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "engine.validate"], input=request, capture_output=True,
-                          text=True, cwd=root, env=env)
+    done = forkserver.run_module("engine.validate", input=request, env=env, cwd=root)
     try:
         answers = json.loads(done.stdout)
     except json.JSONDecodeError:

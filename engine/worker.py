@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from engine import protocol, strategies
+from engine import forkserver, protocol, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.rank_env import rank_base_environment
@@ -119,6 +119,7 @@ class Worker:
         self.started_sent = False
         self.split = None
         self.rendezvous_dir: str | None = None
+        self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
         self._ending = threading.Event()  # end_ranks began: what the nodes still send is dropped
 
     # ---- output -------------------------------------------------------------
@@ -177,16 +178,29 @@ class Worker:
             read_fd, write_fd = os.pipe()
             env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                    devices_json=device_json, event_fd=write_fd, store_file=store_file)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", RANK_MODULE], cwd=ROOT, env=env, pass_fds=(write_fd,),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            os.close(write_fd)
             device = self.devices[rank] if self.world > 1 else self.devices[0]
+            on = device.name if self.world > 1 else ", ".join(self.device_names)
+            try:
+                proc = self._start_rank(env, write_fd, f"(rank {rank} of {self.world} on {on})")
+            finally:
+                os.close(write_fd)
             r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
             self.ranks.append(r)
             for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
                                  (self._read_stderr, "stderr")):
                 threading.Thread(target=target, args=(r,), name=f"rank{rank}-{name}", daemon=True).start()
+
+    def _start_rank(self, env: dict[str, str], event_fd: int, title: str):
+        """A rank process: forked by the session's fork server when it handed one over (engine.forkserver;
+        ``title`` after its command in ps), else a fresh interpreter."""
+        if self.forks is not None:
+            try:
+                return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,),
+                                                connection=self.forks, title=title)
+            except forkserver.ForkServerError as exc:
+                self.forks = None
+                self.emit(protocol.WARNING, message=f"ranks start as fresh processes: {exc}")
+        return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,))
 
     def _read_events(self, r: Rank) -> None:
         for line in r.events:

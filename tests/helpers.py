@@ -25,11 +25,13 @@ def small_mlp(*extra: str) -> list[str]:
             "--warmup", "1", *extra]
 
 
-def cli_together(*runs: list[str], timeout: float = 240) -> list[dict]:
+def cli_together(*runs: list[str], timeout: float = 240, envs: list[dict] | None = None) -> list[dict]:
     """Several ``python main.py run ... --json`` at once, for results that do not depend on timing (the
-    parameters training ends with); returns their JSON summaries, in order."""
+    parameters training ends with); returns their JSON summaries, in order. ``envs``: each run's additions to
+    the environment."""
     procs = [subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for args in runs]
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, **extra})
+             for args, extra in zip(runs, envs or [{}] * len(runs))]
     summaries = []
     try:
         for proc, args in zip(procs, runs):

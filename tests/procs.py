@@ -15,10 +15,13 @@ TAG = os.environ.setdefault("SPLITSCOPE_TEST_TAG", f"pytest-{os.getpid()}-{uuid.
 
 
 def tagged_processes(tag: str = TAG) -> list[psutil.Process]:
-    """Live processes (other than this one) whose environment carries the tag."""
+    """Live processes whose environment carries the tag, other than this one and its fork server (which lives
+    as long as the test session; its children are counted)."""
+    from engine.forkserver import shared_pid
     found = []
+    ours = {os.getpid(), shared_pid()}
     for proc in psutil.process_iter(["pid"]):
-        if proc.pid == os.getpid():
+        if proc.pid in ours:
             continue
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:

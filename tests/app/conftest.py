@@ -17,7 +17,9 @@ def private_state(tmp_path, monkeypatch):
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    """This process's descendants, but for its fork server (it lives as long as the test session)."""
+    from engine.forkserver import shared_pid
+    return {p.pid for p in psutil.Process().children(recursive=True)} - {shared_pid()}
 
 
 @pytest.fixture(autouse=True)
