@@ -60,6 +60,16 @@ class CpuTarget:
         mem_used = None if pid is None else poll.rss(pid, self._process_for(pid))
         return [DeviceSample(t=t, device=self.name, util=util, mem_used=mem_used, mem_total=self._mem_total)]
 
+    def read_memory(self, poll: Poll) -> list[DeviceSample]:
+        """The process's RSS alone (no utilization: that spans a whole period between passes); none without a
+        pid or once it exited."""
+        pid = self.pid
+        mem_used = None if pid is None else poll.rss(pid, self._process_for(pid))
+        if mem_used is None:
+            return []
+        t, _ = poll.cpu_times()
+        return [DeviceSample(t=t, device=self.name, util=None, mem_used=mem_used, mem_total=self._mem_total)]
+
     def _core_times(self, poll: Poll) -> tuple[float, float] | None:
         _, per_cpu = poll.cpu_times()
         if not 0 <= self.core < len(per_cpu):

@@ -64,6 +64,7 @@ class TelemetrySampler(threading.Thread):
         self._pending: deque[DeviceSample] = deque(maxlen=max_pending)
         self._pending_lock = threading.Lock()
         self._stop_event = threading.Event()
+        self._memory_due = threading.Event()  # set_pid: read the new processes' memory now, not a period later
         self._opened = False
         self._warned: set[str] = set()
         self.warnings: list[str] = []
@@ -81,7 +82,8 @@ class TelemetrySampler(threading.Thread):
         return samples
 
     def set_pid(self, name: str, pid: int | None) -> None:
-        """Report the RSS of ``pid`` on CPU target ``name`` from the next pass on.
+        """Report the RSS of ``pid`` on CPU target ``name``: at once (a memory-only sample, out of the passes'
+        schedule: a rank forked warm may be done in a tenth of a second), then every pass.
 
         A GPU target ignores it: its memory is the device's, whoever uses it.
         """
@@ -89,6 +91,7 @@ class TelemetrySampler(threading.Thread):
             if target.name == name:
                 if isinstance(target, CpuTarget):
                     target.pid = pid  # one attribute store: atomic for the sampler thread
+                    self._memory_due.set()
                 return
         names = [t.name for t in self.targets]
         raise ValueError(f"no telemetry target named {name!r}; targets: {names}")
@@ -96,6 +99,7 @@ class TelemetrySampler(threading.Thread):
     def stop(self, timeout: float = 5.0) -> None:
         """End the thread within one pass and wait for it (at most ``timeout`` s)."""
         self._stop_event.set()
+        self._memory_due.set()
         if self.is_alive():
             self.join(timeout)
 
@@ -107,7 +111,14 @@ class TelemetrySampler(threading.Thread):
             self._open()
         # First pass one period after the baseline, so CPU deltas span a full period.
         deadline = time.perf_counter() + period
-        while not self._stop_event.wait(max(0.0, deadline - time.perf_counter())):
+        while True:
+            memory_due = self._memory_due.wait(max(0.0, deadline - time.perf_counter()))
+            if self._stop_event.is_set():
+                return
+            if memory_due:
+                self._memory_due.clear()
+                self._read_memory()  # the passes keep their schedule: utilization spans whole periods
+                continue
             self.poll_once()
             self.cpu_time_s = time.thread_time()
             deadline += period
@@ -136,6 +147,18 @@ class TelemetrySampler(threading.Thread):
         self.passes += 1
         self._publish(samples)
         return samples
+
+    def _read_memory(self) -> None:
+        poll = Poll(warn=self._warn)
+        samples: list[DeviceSample] = []
+        for target in self.targets:
+            if isinstance(target, CpuTarget):
+                try:
+                    samples.extend(target.read_memory(poll))
+                except Exception as exc:
+                    self._warn(f"{target.name}: telemetry read failed: {type(exc).__name__}: {exc}",
+                               key=f"read:{target.name}:{type(exc).__name__}")
+        self._publish(samples)
 
     def _open(self) -> None:
         self._opened = True
