@@ -189,6 +189,7 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self.idle.start()
         self.plans.start()
+        self.worker.warm_up()
 
     def _on_inventory(self, gpus: list) -> None:
         self.plans.gpus = list(gpus)

@@ -16,13 +16,14 @@ def starting_run() -> RunProgress:
 def test_between_run_and_the_first_step_the_texts_follow_launched_and_started():
     from app.state.run_status import starting_phase, starting_status, starting_text
     run = starting_run()
-    assert starting_text(run, first_run=True) == "starting: launching the worker…"
-    run.apply({"type": "launched", "pids": {"0": 1, "1": 2}, "device_pids": {"cpu:0": 1, "cpu:1": 2}})
+    # The first run's worker may wait for the fork server's torch before its ranks exist.
     assert starting_text(run, first_run=True) == \
-        "starting: loading torch in the worker (the first run after start takes longer)…"
-    assert starting_text(run) == "starting: loading torch in the worker…"    # later runs: no excuse needed
-    assert starting_status(run) == "pipeline on cpu:2 · starting: loading torch in the worker…"
-    assert starting_phase(run) == "loading torch…"
+        "starting: launching the worker (the first run after start takes longer)…"
+    assert starting_text(run) == "starting: launching the worker…"    # later runs: no excuse needed
+    run.apply({"type": "launched", "pids": {"0": 1, "1": 2}, "device_pids": {"cpu:0": 1, "cpu:1": 2}})
+    assert starting_text(run, first_run=True) == starting_text(run) == "starting: the ranks build the model and meet…"
+    assert starting_status(run) == "pipeline on cpu:2 · starting: the ranks build the model and meet…"
+    assert starting_phase(run) == "building…"
     run.apply(STARTED)
     assert starting_text(run) == "starting: every rank is ready, taking the first step…"
     assert starting_status(run).startswith("pipeline on cpu:0, cpu:1 · ")
@@ -44,7 +45,7 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     assert once.header == "schedules · point 2 of 3: gpipe"        # one repeat: no run count
     progress = starting_run()
     progress.apply({"type": "launched"})
-    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · starting: loading torch in the worker…"
+    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
     progress.apply(STARTED)
     for k in range(2):
         progress.apply({"type": "step", "step": k, "time_s": 0.005})

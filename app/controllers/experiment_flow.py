@@ -114,6 +114,7 @@ class ExperimentFlow(QtCore.QObject):
                       level="error" if status == "failed" else "info")
                 w.current_run().status = status
                 w.refresh_history()
+                w.telemetry.add(self.client.take_samples())  # a point of a fraction of a second: all it sampled
                 w.settle_plots()   # the point's summary: its measured and theoretical bubble
 
     def status_text(self) -> str | None:

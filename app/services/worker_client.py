@@ -40,6 +40,13 @@ class WorkerClient(QtCore.QObject):
         self._deadline.sigKilled.connect(self.sigKilled)
 
     # -- control (UI thread) ------------------------------------------------------
+    @staticmethod
+    def warm_up() -> None:
+        """Start this process's fork server now (engine.forkserver): it imports torch while the user picks a
+        run, so the first run's ranks need not wait for it. A Popen; torch stays out of this process."""
+        from engine import forkserver
+        forkserver.shared()
+
     def is_running(self) -> bool:
         return self.session is not None
 

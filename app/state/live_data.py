@@ -144,7 +144,7 @@ class RunProgress:
     error: dict | None = None      # the worker's `error` event
     summary: RunSummary | None = None
     status: str = "idle"
-    launched: bool = False         # the worker's `launched`: its rank processes exist and are loading torch
+    launched: bool = False         # the worker's `launched`: its rank processes exist and build the model
     nodes: list[dict] = field(default_factory=list)  # a run over several machines: each node (RunSummary.nodes)
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
     communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's

@@ -39,14 +39,15 @@ FIRST_RUN_NOTE = "the first run after start takes longer"
 def starting_text(progress: RunProgress, first_run: bool = False) -> str | None:
     """What the run does between Run and its first step, from the protocol's ``launched`` and ``started``
     events (docs/protocol.md); None once steps come or when no run is starting. ``first_run``: the first
-    run since the app started, whose rank processes read torch from disk (see RunFlow.runs_begun)."""
+    run since the app started, whose worker may wait for the fork server to finish importing torch
+    before its ranks exist (engine/forkserver; see RunFlow.runs_begun)."""
     if progress.steps_done or progress.status not in ("starting", "running"):
         return None
     if progress.status == "running":
         return "starting: every rank is ready, taking the first step…"
     if not progress.launched:
-        return "starting: launching the worker…"
-    return "starting: loading torch in the worker" + (f" ({FIRST_RUN_NOTE})" if first_run else "") + "…"
+        return "starting: launching the worker" + (f" ({FIRST_RUN_NOTE})" if first_run else "") + "…"
+    return "starting: the ranks build the model and meet…"
 
 
 def starting_phase(progress: RunProgress) -> str | None:
@@ -55,11 +56,12 @@ def starting_phase(progress: RunProgress) -> str | None:
         return None
     if progress.status == "running":
         return "first step…"
-    return "loading torch…" if progress.launched else "launching…"
+    return "building…" if progress.launched else "launching…"
 
 
 def starting_status(progress: RunProgress, first_run: bool = False) -> str | None:
-    """The status line before the first step: "pipeline on cpu:2 · starting: loading torch in the worker…"."""
+    """The status line before the first step: "pipeline on cpu:2 · starting: the ranks build the model and
+    meet…"."""
     text = starting_text(progress, first_run)
     if text is None:
         return None

@@ -32,14 +32,15 @@ def test_model_parallel_run_from_clicks(qtbot, window):
                                                          window.plots.timeline.placeholder.toPlainText())))
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
-        assert window.status_label.text() == "model-parallel on cpu:2 · starting: launching the worker…"
+        assert window.status_label.text() == ("model-parallel on cpu:2 · starting: launching the worker (the first "
+                                              "run after start takes longer)…")
         qtbot.waitUntil(lambda: window.worker.is_running(), timeout=5_000)
         assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.split == [other]
-    first = "starting: loading torch in the worker (the first run after start takes longer)…"
-    assert starting == [(f"model-parallel on cpu:2 · {first}", first, first)], starting
+    built = "starting: the ranks build the model and meet…"
+    assert starting == [(f"model-parallel on cpu:2 · {built}", built, built)], starting
 
     plots = window.plots
     assert plots.thr_plot.point_count() == 6
@@ -201,7 +202,9 @@ def test_broken_model_file_shows_its_error_and_a_failing_run_its_traceback(qtbot
     assert "data loader broke" in panel.message.text()
     assert "RuntimeError" in panel.traceback.toPlainText()
     assert window.history.records[0].status == "failed"
-    assert window.run_action.isEnabled()  # usable: the next run can start
+    # Usable: the next run can start, once a check the planner may still owe (the file's blocks profiled
+    # while the run went) is in.
+    qtbot.waitUntil(lambda: window.run_action.isEnabled(), timeout=30_000)
 
 
 def test_closing_during_a_run_asks_then_stops_cleanly(qtbot, window, monkeypatch):
