@@ -9,7 +9,7 @@
 - staged overhead: model-parallel and GPipe m=4 against a plain
   torch.distributed.pipelining script (bench/plain_pipeline.py) with the same
   model, split, prepared batches and pinning, alternating rounds;
-- launch latency: from starting a run to its first step event, toy model;
+- launch latency: from starting a run to its first step event, ranks forked warm or started fresh;
 - split point: the split-point experiment on a model whose later blocks are
   heavier (examples/heavy_later_blocks.py): the fastest split by step time and
   each split's step time relative to the balanced one.
@@ -204,18 +204,46 @@ def engine_overhead(db: str, width=512, depth=4, batch=512, steps=30, warmup=3, 
     return {"plain_ms": plain * 1000, "engine_ms": eng * 1000, "overhead": eng / plain - 1}
 
 
+LAUNCH_CASES = {"seed-toy on cpu:1": dict(model="seed-toy", devices="cpu:1", steps=3, warmup=0),
+                "ddp mlp 64x4 on cpu:2": dict(model="mlp", width=64, depth=4, batch_size=64, strategy="ddp",
+                                              devices="cpu:2", steps=3, warmup=0)}
+
+
+def _first_step_after(config: ExperimentConfig, db: str) -> float:
+    first = threading.Event()
+    session = RunSession(config, db_path=db, on_event=lambda e: e["type"] == "step" and first.set())
+    t0 = time.perf_counter()
+    session.start()
+    first.wait(120)
+    latency = time.perf_counter() - t0
+    session.wait()
+    return latency
+
+
 def launch_latency(db: str, repeats=3) -> dict:
-    latencies = []
-    for _ in range(repeats):
-        first = threading.Event()
-        config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=3, warmup=0)
-        session = RunSession(config, db_path=db, on_event=lambda e: e["type"] == "step" and first.set())
-        t0 = time.perf_counter()
-        session.start()
-        first.wait(120)
-        latencies.append(time.perf_counter() - t0)
-        session.wait()
-    return {"median_s": statistics.median(latencies), "all_s": latencies}
+    """Run start to first step event, ranks forked by a warm fork server (engine.forkserver) against started
+    fresh (SPLITSCOPE_FORKSERVER=0), rounds alternated; and the first run of a process, whose server is
+    still importing torch."""
+    from engine import forkserver
+    switch = forkserver.client.SWITCH_ENV
+    results = {}
+    cold = None
+    for name, options in LAUNCH_CASES.items():
+        config = ExperimentConfig(**options)
+        fresh, forked = [], []
+        for _ in range(repeats):
+            os.environ[switch] = "0"
+            try:
+                fresh.append(_first_step_after(config, db))
+            finally:
+                os.environ.pop(switch)
+            if cold is None:  # this process's first run with a server: it starts one and waits for its torch
+                cold = _first_step_after(config, db)
+            forked.append(_first_step_after(config, db))
+        results[name] = {"fresh_s": statistics.median(fresh), "forked_s": statistics.median(forked),
+                         "all_fresh_s": fresh, "all_forked_s": forked}
+    results["first_run_s"] = cold
+    return results
 
 
 def sampling_cost(db: str, rounds: int = 5) -> dict:
@@ -247,9 +275,14 @@ def main(db: str | None = None) -> dict:
     import tempfile
     db = db or str(Path(tempfile.mkdtemp()) / "bench.sqlite3")
     results = {}
-    print("launch latency (run start -> first step event, seed-toy, cpu:1):", flush=True)
-    results["launch"] = launch_latency(db)
-    print(f"  median {results['launch']['median_s']:.2f} s of {results['launch']['all_s']}", flush=True)
+    print("launch latency (run start -> first step event; medians of 3 alternating rounds):", flush=True)
+    results["launch"] = launch = launch_latency(db)
+    for name in LAUNCH_CASES:
+        r = launch[name]
+        print(f"  {name}: fresh processes {r['fresh_s']:.2f} s, forked by the fork server {r['forked_s']:.2f} s "
+              f"({r['fresh_s'] / r['forked_s']:.1f}x)", flush=True)
+    print(f"  the process's first run, its fork server still importing torch: {launch['first_run_s']:.2f} s",
+          flush=True)
     print("engine overhead (single vs a plain loop, mlp 512x4 batch 512, one pinned thread):", flush=True)
     results["overhead"] = engine_overhead(db)
     o = results["overhead"]
