@@ -213,9 +213,22 @@ def main() -> int:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
             pass
-    if _threads() > 1:
-        # A child forked beside another thread may inherit a lock that thread held, and hang on it.
-        print(f"fork server: {_threads()} threads after importing torch; not forking (clients start fresh "
-              "processes)", file=sys.stderr)
+    problem = _unsafe_to_fork()
+    if problem is not None:
+        print(f"fork server: {problem}; not forking (clients start fresh processes)", file=sys.stderr)
         return 1
     return Server(owner).serve()
+
+
+def _unsafe_to_fork() -> str | None:
+    """Why a child forked now would not start as a fresh interpreter does, or None."""
+    if _threads() > 1:
+        # A child forked beside another thread may inherit a lock that thread held, and hang on it.
+        return f"{_threads()} threads after the imports"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA was initialized by the imports (a forked child could not use it)"
+    nvml = sys.modules.get("engine.telemetry.nvml")
+    if nvml is not None and nvml.started():
+        return "NVML was started by the imports (a forked child would share its handles)"
+    return None

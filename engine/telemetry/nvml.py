@@ -70,6 +70,11 @@ def _nvml() -> Any:
         return _library
 
 
+def started() -> bool:
+    """True once nvmlInit was tried in this process (engine.forkserver forks only before)."""
+    return _started
+
+
 def available() -> bool:
     """True when NVML started on this machine."""
     return _nvml() is not None
