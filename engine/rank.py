@@ -5,7 +5,8 @@ environment. The config and resolved devices come in SPLITSCOPE_CONFIG and
 SPLITSCOPE_DEVICES; events go to the worker as JSON lines on the file descriptor
 SPLITSCOPE_EVENT_FD (stdout stays free for whatever user code prints), or, under a
 node agent's torchrun, to the agent's socket SPLITSCOPE_EVENT_SOCKET. The rank
-ends itself when whoever started it goes away (stdin closes, or the parent-death signal).
+ends itself when whoever started it goes away (stdin closes, or the parent-death signal:
+from the worker, or from the fork server that forked it, engine/forkserver).
 """
 from __future__ import annotations
 

@@ -90,6 +90,7 @@ class RunSession:
             env = dict(os.environ, PYTHONUNBUFFERED="1",
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
             forks = _fork_server_connection()
+            env.pop(forkserver.CONNECTION_ENV, None)  # one this process was handed is not the worker's
             if forks is not None:
                 env[forkserver.CONNECTION_ENV] = str(forks.fileno())
             try:
@@ -125,10 +126,12 @@ class RunSession:
             self._proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        """End the worker and its ranks now (SIGKILL to the worker's process group), for when stop is ignored."""
+        """End the worker and its ranks now, for when stop is ignored: SIGKILL to the worker's process group
+        (ranks started fresh are in it); ranks the fork server forked get its SIGKILL the moment the dead
+        worker's connection to it closes (engine/forkserver/server.py)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
-                os.killpg(self._proc.pid, signal.SIGKILL)  # the worker leads its own group; ranks are in it
+                os.killpg(self._proc.pid, signal.SIGKILL)  # the worker leads its own group
             except ProcessLookupError:
                 pass
 

@@ -66,6 +66,10 @@ def rank_environment(base, *, rank: int, world: int, config_json: str, devices_j
                 SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file)
 
 
+class _LaunchStopped(Exception):
+    """A stop came while a rank was being started: no more are."""
+
+
 class Rank:
     def __init__(self, rank: int, device: Device, proc, events):
         self.rank, self.device, self.proc, self.events = rank, device, proc, events
@@ -175,6 +179,8 @@ class Worker:
         store_file = os.path.join(self.rendezvous_dir, "store")
         device_json = json.dumps([d.to_dict() for d in self.devices])
         for rank in range(self.world):
+            if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
+                return
             read_fd, write_fd = os.pipe()
             env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                    devices_json=device_json, event_fd=write_fd, store_file=store_file)
@@ -182,6 +188,9 @@ class Worker:
             on = device.name if self.world > 1 else ", ".join(self.device_names)
             try:
                 proc = self._start_rank(env, write_fd, f"(rank {rank} of {self.world} on {on})")
+            except _LaunchStopped:
+                os.close(read_fd)
+                return
             finally:
                 os.close(write_fd)
             r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
@@ -195,10 +204,15 @@ class Worker:
         ``title`` after its command in ps), else a fresh interpreter."""
         if self.forks is not None:
             try:
+                # A stop while the server still imports torch (the first run of a session) ends the wait.
                 return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,),
-                                                connection=self.forks, title=title)
+                                                connection=self.forks, title=title, cancel=self.stop_event)
             except forkserver.ForkServerError as exc:
-                self.forks = None
+                # Closed: a request still queued is then not served, one served late is ended at once.
+                forks, self.forks = self.forks, None
+                forks.close()
+                if self.stop_event.is_set():
+                    raise _LaunchStopped() from exc
                 self.emit(protocol.WARNING, message=f"ranks start as fresh processes: {exc}")
         return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,))
 

@@ -1,14 +1,16 @@
 """``python -m forked_probe``: what a process finds when it starts, as JSON on stdout, for tests/test_forkserver.py.
 
 PROBE_FD: write "hello" to this descriptor; PROBE_SLEEP: sleep this long first; PROBE_RAISE: raise
-ValueError(its text); PROBE_EXIT: the exit status.
+ValueError(its text); PROBE_TORCH: import what a rank imports before looking; PROBE_EXIT: the exit status.
 """
+import os
 import sys
 
 TORCH_BEFORE_US = "torch" in sys.modules  # preloaded by a fork server, not by a fresh interpreter
+if os.environ.get("PROBE_TORCH"):
+    import torch.distributed.pipelining  # noqa: F401
 
 import json  # noqa: E402
-import os  # noqa: E402
 import time  # noqa: E402
 
 if os.environ.get("PROBE_SLEEP"):
@@ -20,6 +22,7 @@ if os.environ.get("PROBE_FD"):
 with open("/proc/self/cmdline", "rb") as f:
     cmdline = f.read().rstrip(b"\0").decode()
 
+
 def is_open(fd: int) -> bool:
     try:
         os.fstat(fd)
@@ -29,7 +32,7 @@ def is_open(fd: int) -> bool:
 
 
 fds = sorted(fd for fd in map(int, os.listdir("/proc/self/fd")) if is_open(fd))  # less the listing's own
-json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv[1:], "name": __name__,
+json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv[1:], "name": __name__, "path": sys.path,
            "stdin": sys.stdin.read(), "fds": fds,
            "cmdline": cmdline, "torch_preloaded": TORCH_BEFORE_US, "stdout_buffered": not sys.stdout.write_through,
            "ppid": os.getppid()}, sys.stdout)

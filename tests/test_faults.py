@@ -27,8 +27,9 @@ def test_sigkill_of_a_rank_fails_the_run_naming_it(fresh_store):
             if line.startswith("step "):
                 break
         # A rank forked by the fork server says which it is in its command line (its environment in /proc is
-        # the server's).
-        victims = [p for p in rank_processes() if "(rank 1 of 2 on cpu:1)" in " ".join(p.cmdline())]
+        # the server's); one started fresh, in its environment.
+        victims = [p for p in rank_processes() if "(rank 1 of 2 on cpu:1)" in " ".join(p.cmdline())
+                   or p.environ().get("RANK") == "1"]
         assert len(victims) == 1
         killed_at = time.monotonic()
         victims[0].send_signal(signal.SIGKILL)

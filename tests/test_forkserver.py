@@ -1,27 +1,32 @@
 """The fork server (engine/forkserver): its children are the processes ``python -m`` would start, with torch
-imported already, and none outlives whoever asked for it.
+imported already; none outlives whoever asked for it; what it cannot serve is refused, and started fresh.
 
-The test session's own server serves them (it imports torch once, seconds); the owner's death is tried on
-a server of a process of its own.
+The test session's own server serves them (it imports torch once, seconds); the owner's death and a server
+started from a short-lived thread are tried on servers of their own.
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import psutil
 import pytest
 
-from engine.forkserver import ForkServer, ForkServerError, shared
+from engine.config import ExperimentConfig
+from engine.forkserver import ForkServer, ForkServerError, run_module, shared, shared_pid, wire
 from engine.forkserver.client import Connection, start
 from helpers import cli_together, small_mlp
 from procs import ROOT
 
 TESTS = ROOT / "tests"
+TINY_DDP = dict(model="mlp", width=32, depth=3, batch_size=8, warmup=1, strategy="ddp", devices="cpu:2")
 
 
 @pytest.fixture
@@ -36,15 +41,12 @@ def probe_env(**extra: str) -> dict[str, str]:
                 **extra)
 
 
-def report(out: bytes) -> dict:
-    return json.loads(out)
-
-
 def test_a_child_is_what_python_m_would_start(server, tmp_path):
-    """Environment, working directory, arguments, standard streams and descriptors as asked; the command line
-    ps shows; the exit status; torch imported before the module ran (the point of the server)."""
+    """The same module forked and in a fresh interpreter finds the same environment (torch's imports' own
+    variables included), working directory, sys.path head, arguments, streams and descriptors; the command
+    line ps shows; the exit status. But torch is imported before it runs: the point of the server."""
     read_end, write_end = os.pipe()
-    env = probe_env(PROBE_FD=str(write_end), PROBE_EXIT="7")
+    env = probe_env(PROBE_FD=str(write_end), PROBE_EXIT="7", PROBE_TORCH="1")
     try:
         forked = start(server.connection, "forked_probe", env=env, cwd=tmp_path, pass_fds=(write_end,),
                        argv=["--an", "argument"], title="(a title)")
@@ -53,25 +55,23 @@ def test_a_child_is_what_python_m_would_start(server, tmp_path):
     out, err = forked.communicate(b"to stdin", timeout=60)
     assert os.read(read_end, 16) == b"hello"
     os.close(read_end)
-    assert forked.returncode == 7, err
-    seen = report(out)
-    assert seen["env"] == env
-    assert seen["cwd"] == str(tmp_path) and seen["argv"] == ["--an", "argument"] and seen["name"] == "__main__"
-    assert seen["stdin"] == "to stdin" and seen["fds"] == sorted([0, 1, 2, write_end])
-    assert seen["cmdline"] == f"{sys.executable} -m forked_probe --an argument (a title)"
+    assert forked.returncode == 7 and err == b"", err
+    seen = json.loads(out)
     assert seen["torch_preloaded"] and seen["ppid"] == server.pid
+    assert seen["cmdline"] == f"{sys.executable} -m forked_probe --an argument (a title)"
     assert psutil.Process(server.pid).cmdline()[1:3] == ["-m", "engine.forkserver"]
 
-    # The same module in a fresh interpreter finds the same, but for torch and its parent.
     fresh_read, fresh_write = os.pipe()
-    fresh_env = dict(env, PROBE_FD=str(fresh_write))
     done = subprocess.run([sys.executable, "-m", "forked_probe", "--an", "argument"], input=b"to stdin",
-                          capture_output=True, cwd=tmp_path, env=fresh_env, pass_fds=(fresh_write,), timeout=60)
+                          capture_output=True, cwd=tmp_path, env=dict(env, PROBE_FD=str(fresh_write)),
+                          pass_fds=(fresh_write,), timeout=120)
     os.close(fresh_write)
     os.close(fresh_read)
-    fresh = report(done.stdout)
-    assert done.returncode == 7
-    assert fresh["env"] == fresh_env and not fresh["torch_preloaded"]
+    fresh = json.loads(done.stdout)
+    assert done.returncode == 7 and not fresh["torch_preloaded"]
+    assert seen["env"] == dict(fresh["env"], PROBE_FD=str(write_end))
+    assert seen["fds"] == sorted([0, 1, 2, write_end]) and fresh["fds"] == sorted([0, 1, 2, fresh_write])
+    assert seen["path"][0] == fresh["path"][0] == str(tmp_path) and set(fresh["path"]) <= set(seen["path"])
     for key in ("cwd", "argv", "name", "stdin", "stdout_buffered"):
         assert seen[key] == fresh[key], key
 
@@ -80,7 +80,7 @@ def test_an_exception_exits_1_with_its_traceback_and_signals_reach_the_child(ser
     failing = start(server.connection, "forked_probe", env=probe_env(PROBE_RAISE="the model broke"), cwd=tmp_path)
     _, err = failing.communicate(timeout=60)
     assert failing.returncode == 1
-    assert b"Traceback" in err and b"ValueError: the model broke" in err
+    assert err.startswith(b"Traceback") and err.rstrip().endswith(b"ValueError: the model broke")
 
     sleeper = start(server.connection, "forked_probe", env=probe_env(PROBE_SLEEP="60"), cwd=tmp_path)
     assert sleeper.poll() is None
@@ -88,7 +88,20 @@ def test_an_exception_exits_1_with_its_traceback_and_signals_reach_the_child(ser
         sleeper.wait(0.2)
     sleeper.terminate()
     assert sleeper.wait(10) == -signal.SIGTERM
-    sleeper.kill()  # ended already: nothing is sent, nothing fails
+    sleeper.kill()  # ended: nothing is sent to a pid that may be another process's by now
+    assert sleeper.returncode == -signal.SIGTERM
+
+
+def test_an_entry_module_the_server_imported_runs_afresh_and_quietly(server):
+    """engine.validate, as the validation child: its answers, and nothing on stderr (runpy warns about a
+    module it finds imported already)."""
+    config = ExperimentConfig(**TINY_DDP, steps=2)
+    request = json.dumps({"names_only": False, "items": [{"config": config.to_dict(), "tokens": None}]})
+    done = run_module("engine.validate", input=request, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT,
+                      timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    (answer,) = json.loads(done.stdout)
+    assert answer["problems"] == [] and answer["plan"]["world_size"] == 2
 
 
 def test_a_connection_that_closes_takes_its_children(server, tmp_path):
@@ -97,19 +110,36 @@ def test_a_connection_that_closes_takes_its_children(server, tmp_path):
     sleeper = start(worker_side, "forked_probe", env=probe_env(PROBE_SLEEP="60"), cwd=tmp_path)
     process = psutil.Process(sleeper.pid)
     worker_side.close()
-    gone, alive = psutil.wait_procs([process], timeout=10)
+    _, alive = psutil.wait_procs([process], timeout=10)
     assert not alive
-    # and the server serves on
-    again = start(server.connection, "forked_probe", env=probe_env(), cwd=tmp_path)
+    again = start(server.connection, "forked_probe", env=probe_env(), cwd=tmp_path)  # and it serves on
     again.communicate(timeout=60)
     assert again.returncode == 0
 
 
-def test_a_request_it_cannot_serve_is_refused_and_it_serves_on(server, tmp_path):
+def test_what_it_cannot_serve_is_refused_and_it_serves_on(server, tmp_path):
+    """Descriptors missing or too many, or an environment that differs where the interpreter and torch read
+    it once at start: refused, with why (the asker starts that process fresh)."""
     read_end, write_end = os.pipe()
     try:
         with pytest.raises(ForkServerError, match="descriptors 0, 1 and 2"):
             server.connection.spawn("forked_probe", env=probe_env(), cwd=tmp_path, fds={1: write_end})
+        with pytest.raises(ForkServerError, match="TORCH_LOGS differ from the fork server's"):
+            start(server.connection, "forked_probe", env=probe_env(TORCH_LOGS="+dynamo"), cwd=tmp_path)
+        extra = [os.dup(write_end) for _ in range(6)]  # and stdin, stdout, stderr: 9
+        try:
+            with pytest.raises(ForkServerError, match="at most 8"):
+                start(server.connection, "forked_probe", env=probe_env(), cwd=tmp_path, pass_fds=extra)
+        finally:
+            for fd in extra:
+                os.close(fd)
+        # A client that sends more anyway: refused, and its connection kept.
+        raw = server.connection.hand_over()
+        request = {"op": "spawn", "id": 0, "module": "forked_probe", "env": probe_env(), "cwd": str(tmp_path),
+                   "fds": list(range(10))}
+        socket.send_fds(raw, [json.dumps(request).encode()], [write_end] * 10)
+        assert wire.receive(raw) == ({"op": "refused", "id": 0, "error": "more than 8 descriptors"}, [])
+        raw.close()
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -119,7 +149,8 @@ def test_a_request_it_cannot_serve_is_refused_and_it_serves_on(server, tmp_path)
 
 
 def test_the_owner_killed_leaves_neither_server_nor_child(tmp_path):
-    """The server reads its owner's end to its end: a SIGKILLed owner takes the server and its children."""
+    """The server has the parent-death signal and reads its owner's end to its end: a SIGKILLed owner takes
+    the server and its children."""
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, sys, time
         sys.path[:0] = [{str(ROOT)!r}, {str(TESTS)!r}]
@@ -143,6 +174,64 @@ def test_the_owner_killed_leaves_neither_server_nor_child(tmp_path):
             owner.wait()
 
 
+def test_a_server_started_from_a_thread_that_ends_lives_on(tmp_path):
+    """The parent-death signal comes when the thread that started a process ends: the app starts its runs'
+    sessions from threads that do. The server outlives such a thread."""
+    made: list[ForkServer] = []
+    starter = threading.Thread(target=lambda: made.append(ForkServer()))
+    starter.start()
+    starter.join()
+    (fork_server,) = made
+    try:
+        child = start(fork_server.connection, "forked_probe", env=probe_env(), cwd=tmp_path)
+        child.communicate(timeout=120)
+        assert child.returncode == 0 and fork_server.alive()
+    finally:
+        fork_server.close()
+    assert not psutil.pid_exists(fork_server.pid) or psutil.Process(fork_server.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_cuda_touched_before_forking_is_refused():
+    """Asking whether CUDA is there (torch.cuda.is_available) leaves a forked child unable to use it, though
+    torch.cuda.is_initialized() says no: the server checks in a forked child, and would not serve."""
+    import torch
+    if torch.version.cuda is None:
+        pytest.skip("a CPU-only torch build cannot be left in a bad fork")
+    check = "from engine.forkserver.server import unsafe_to_fork; print(unsafe_to_fork())"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    clean = subprocess.run([sys.executable, "-c", f"import torch; {check}"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    touched = subprocess.run([sys.executable, "-c", f"import torch; torch.cuda.is_available(); {check}"],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert clean.stdout.strip() == "None", clean.stderr
+    assert touched.stdout.startswith("CUDA was touched by the imports"), touched.stdout + touched.stderr
+
+
+def test_a_sessions_ranks_are_forked_by_its_fork_server():
+    """A run through RunSession (the CLI's and the app's path): its ranks are the fork server's children, and
+    say which rank they are."""
+    from engine.session import RunSession
+    seen: list = []
+
+    def on_event(event):
+        if event["type"] == "launched":
+            for pid in event["pids"].values():
+                process = psutil.Process(pid)
+                deadline = time.monotonic() + 10
+                # A child names itself a few statements after the fork
+                while "engine.rank" not in " ".join(process.cmdline()) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen.append((process.ppid(), " ".join(process.cmdline())))
+            session.stop()
+    session = RunSession(ExperimentConfig(**TINY_DDP, steps=100_000), on_event=on_event)
+    session.start()
+    result = session.wait(120)
+    assert result.status == "stopped"
+    assert [ppid for ppid, _ in seen] == [shared_pid()] * 2
+    assert [title.split(" -m ", 1)[1] for _, title in seen] == ["engine.rank (rank 0 of 2 on cpu:0)",
+                                                               "engine.rank (rank 1 of 2 on cpu:1)"]
+
+
 def test_runs_train_alike_forked_or_fresh():
     """The same run with its ranks forked by the CLI's fork server and started fresh
     (SPLITSCOPE_FORKSERVER=0) ends with the same parameters."""
@@ -153,15 +242,12 @@ def test_runs_train_alike_forked_or_fresh():
     assert forked["loss"]["last"] == pytest.approx(fresh["loss"]["last"], rel=1e-6)
 
 
-def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh(tmp_path):
+def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh():
     """The server went between the session's hand-over and the launch: the worker says so and the run goes on
     with fresh rank processes."""
-    from engine.config import ExperimentConfig
-    from engine.forkserver import wire
     ours, theirs = wire.pair()
     ours.close()
-    config = ExperimentConfig(model="mlp", width=32, depth=3, batch_size=8, steps=2, warmup=1, strategy="ddp",
-                              devices="cpu:2")
+    config = ExperimentConfig(**TINY_DDP, steps=2)
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(theirs.fileno()), PYTHONPATH=str(ROOT))
     worker = subprocess.Popen([sys.executable, "-m", "engine.worker"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env, pass_fds=(theirs.fileno(),))

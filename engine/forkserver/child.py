@@ -9,6 +9,7 @@ the point.
 """
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import runpy
@@ -37,26 +38,60 @@ def become(request: dict, fds: list[int], server_pid: int, server_sockets: list)
         os.chdir(request["cwd"])
         tempfile.tempdir = None  # read TMPDIR anew
         _fresh_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
+        sys.path[0] = os.getcwd()  # as `python -m` has it
         for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
             if entry and entry not in sys.path:
                 sys.path.insert(1, entry)
+        _reseed()
         argv = [request["module"], *request.get("argv", [])]
         set_title(" ".join([sys.executable, "-m", *argv, *filter(None, [request.get("title")])]))
         sys.argv = argv
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = _exit_code(exc.code)
-    except BaseException:
+        # Run afresh, as `python -m` runs it: not the server's copy, if one of its imports took it.
+        sys.modules.pop(request["module"], None)
+        # What the module registers runs at its end; the server's imports' own (torch's teardown, 70 ms of
+        # copied pages here) do not: the ranks skip the interpreter's teardown anyway (engine/rank.py).
+        atexit._clear()
+        try:
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            code = -signal.SIGINT
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        _shut_down()
+    except BaseException:  # the set-up itself failed: say so, as the interpreter would
         traceback.print_exc()
-        code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        if code == -signal.SIGINT:  # as the interpreter ends on an uncaught KeyboardInterrupt
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
+
+
+def _reseed() -> None:
+    """The random states a fresh interpreter seeds from the OS at import: fresh here too (Python's own
+    ``random`` reseeds itself after a fork; numpy's global state, imported with torch, does not)."""
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
+def _shut_down() -> None:
+    """What the interpreter does before it exits: wait for the threads that are not daemons, run atexit."""
+    import threading
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
 
 
 def _exit_code(value) -> int:

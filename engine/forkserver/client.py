@@ -56,17 +56,21 @@ class Connection:
             if got is None:
                 break
             message, fds = got
-            for fd in fds:
+            for fd in fds or ():
                 os.close(fd)
             with self._changed:
                 if message.get("op") in ("spawned", "refused"):
                     self._replies[message.get("id")] = message
+                    # A pid the kernel gave again: the exit seen is an earlier child's ("spawned" comes first).
+                    self._exits.pop(message.get("pid"), None)
                 elif message.get("op") == "exit":
                     self._exits[message.get("pid")] = message.get("code")
                 self._changed.notify_all()
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+        # Ours closed too: the server then ends whatever it forked for us, which we could no longer follow.
+        self.close()
 
     def _send(self, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
         if self._closed:
@@ -78,9 +82,12 @@ class Connection:
                 raise ForkServerError(str(exc)) from exc
 
     def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
-              timeout: float = REPLY_TIMEOUT_S) -> int:
+              timeout: float = REPLY_TIMEOUT_S, cancel: threading.Event | None = None) -> int:
         """A child running ``python -m module argv`` with ``fds`` (its number -> ours) open; its pid. ``title``:
-        what ps shows after its command (``python -m module argv``)."""
+        what ps shows after its command (``python -m module argv``). The server answers once its imports are
+        done (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
+        was cancelled may still be served: its caller closes this connection, and the server then ends what
+        it forked (a shared connection's late child finds its pipes closed)."""
         ident = next(self._ids)
         numbers = sorted(fds)
         self._send({"op": "spawn", "id": ident, "module": module, "argv": [str(a) for a in argv],
@@ -88,11 +95,13 @@ class Connection:
                    [fds[n] for n in numbers])
         deadline = time.monotonic() + timeout
         with self._changed:
-            while ident not in self._replies and not self._closed and time.monotonic() < deadline:
-                self._changed.wait(max(0.0, deadline - time.monotonic()))
+            while (ident not in self._replies and not self._closed and time.monotonic() < deadline
+                   and not (cancel is not None and cancel.is_set())):
+                self._changed.wait(max(0.0, min(0.1, deadline - time.monotonic())))
             reply = self._replies.pop(ident, None)
         if reply is None:
             raise ForkServerError("the fork server is gone" if self._closed else
+                                  "cancelled" if cancel is not None and cancel.is_set() else
                                   f"the fork server did not answer in {timeout:g} s")
         if reply.get("op") != "spawned":
             raise ForkServerError(f"the fork server refused: {reply.get('error')}")
@@ -118,9 +127,15 @@ class Connection:
 
     def hand_over(self) -> socket.socket:
         """A new connection for another process (a worker): ours to pass on, the server's other end."""
-        mine, theirs = wire.pair()
+        try:
+            mine, theirs = wire.pair()
+        except OSError as exc:  # out of descriptors: the worker starts its ranks fresh
+            raise ForkServerError(f"no connection for the worker: {exc}") from exc
         try:
             self._send({"op": "client"}, [theirs.fileno()])
+        except BaseException:
+            mine.close()
+            raise
         finally:
             theirs.close()
         return mine
@@ -193,14 +208,16 @@ class ForkedProcess:
 
 
 def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass_fds=(), argv=(),
-          title: str = "") -> ForkedProcess:
+          title: str = "", cancel: threading.Event | None = None) -> ForkedProcess:
     """Fork ``python -m module`` with pipes for its standard streams and ``pass_fds`` open at their numbers."""
+    if not os.path.isdir(cwd):  # as Popen says it, before anything starts
+        raise FileNotFoundError(f"no such directory: {str(cwd)!r}")
     child_in, stdin = os.pipe()
     stdout, child_out = os.pipe()
     stderr, child_err = os.pipe()
     ours = (stdin, stdout, stderr)
     try:
-        pid = connection.spawn(module, env=env, cwd=cwd, argv=argv, title=title,
+        pid = connection.spawn(module, env=env, cwd=cwd, argv=argv, title=title, cancel=cancel,
                                fds={0: child_in, 1: child_out, 2: child_err, **{fd: fd for fd in pass_fds}})
     except BaseException:
         for fd in ours:
@@ -214,12 +231,12 @@ def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass
 
 
 def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connection: Connection | None = None,
-                  title: str = ""):
+                  title: str = "", cancel: threading.Event | None = None):
     """``python -m module`` with piped standard streams: forked by ``connection``'s server when given (``title``
-    after its command in ps), else a fresh interpreter (subprocess.Popen). ForkServerError from the server is
-    the caller's to note."""
+    after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter (subprocess.Popen).
+    ForkServerError from the server is the caller's to note."""
     if connection is not None:
-        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title)
+        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title, cancel=cancel)
     return subprocess.Popen([sys.executable, "-m", module], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -294,7 +311,8 @@ class ForkServer:
         return self._proc.poll() is None and not self.connection.closed
 
     def close(self, timeout: float = 5.0) -> None:
-        """End the server and every child it still has."""
+        """End the server and every child it still has: its owner thread ends, so the parent-death signal kills
+        it (at once, mid-import too), and its children theirs."""
         self.connection.close()
         self._closing.set()
         try:
@@ -345,6 +363,7 @@ def worker_connection() -> Connection | None:
     if not fd:
         return None
     try:
+        os.set_inheritable(int(fd), False)  # the worker's alone: no process it starts holds it open
         return Connection(socket.socket(fileno=int(fd)))
     except (OSError, ValueError):
         return None

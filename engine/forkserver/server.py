@@ -1,15 +1,16 @@
-"""The fork server (``python -m engine.forkserver``): torch and the engine imported once, a child forked per
-request.
+"""The fork server (``python -m engine.forkserver OWNER_PID``): torch and the engine imported once, a child
+forked per request.
 
 Its standard input is its owner's end of a socketpair (engine/forkserver/client.py
 ``ForkServer``): the owner asks for children there and hands over connections for
-other processes of its run (a worker); when the owner's end closes, or the owner
-dies (the parent-death signal, from the first line on), the owner is gone, and so
-is every child and the server. A connection that closes takes its
-children with it (SIGKILL): a worker killed mid-run leaves no rank. Children get
-the parent-death signal from this process, whose one thread forks them, so they
-end with it too. The server imports and forks, nothing else: no torch op, no CUDA,
-no thread (it checks), so every child starts as clean as a fresh interpreter.
+other processes of its run (a worker). A connection that closes takes its children
+with it (SIGKILL), and what it still had queued is not served: a worker killed
+mid-launch leaves no rank. When the owner's end closes, or the owner dies (the
+parent-death signal, from the first line on), every child and the server end;
+children get the parent-death signal from this process, whose one thread forks
+them, so they end with it too. The server imports and forks, nothing else: no torch
+op, no CUDA, no thread (it checks, and refuses to serve otherwise), so every child
+starts as clean as a fresh interpreter.
 """
 from __future__ import annotations
 
@@ -24,22 +25,33 @@ from engine.forkserver import wire
 from engine.forkserver.child import become
 from engine.parent_death import die_with_parent
 
-# What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once.
+# What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once. The
+# entry modules themselves (engine.rank, engine.validate) are run afresh in each child, as `python -m` would.
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.distributed.fsdp",
-           "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.rank", "engine.loop",
-           "engine.validate", "engine.models.build", "engine.planning", "engine.strategies.ddp_executor",
+           "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.loop",
+           "engine.models.build", "engine.planning", "engine.strategies", "engine.strategies.ddp_executor",
            "engine.strategies.data_parallel_executors", "engine.strategies.scheduled_stages",
            "engine.strategies.in_process_stages", "engine.strategies.in_process_traced_stages",
-           "engine.strategies.sharded_executor")
-SEND_TIMEOUT_S = 5.0  # a connection whose reader stopped reading for this long is dropped, with its children
+           "engine.strategies.sharded_executor", "engine.models.tracing")
+# Variables read once, by the interpreter's start or by torch's and its libraries' loading: a child whose
+# environment differs in one of them would not be what `python -m` starts, so it is refused (and started
+# fresh). Those the child sets up itself are left out; the thread counts are every rank's (engine/rank_env.py).
+READ_AT_START = ("PYTHON", "TORCH", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "LD_")
+SET_UP_BY_THE_CHILD = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                       "OPENBLAS_NUM_THREADS"}
 
 
 class Server:
-    def __init__(self, owner: socket.socket):
+    """``started_with``: the environment the server started with (before its imports); ``set_by_imports``:
+    what the imports added to it, which a fresh process importing the same would have too."""
+
+    def __init__(self, owner: socket.socket, started_with: dict[str, str], set_by_imports: dict[str, str]):
         self.owner: socket.socket | None = owner
         self.connections: dict[int, socket.socket] = {}
-        self.children: dict[int, int] = {}  # pid -> the connection that asked for it
+        self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
         self.poller = select.poll()
+        self.started_with = _read_at_start(started_with)
+        self.set_by_imports = set_by_imports
         self._wake_read, wake_write = os.pipe()
         for fd in (self._wake_read, wake_write):
             os.set_blocking(fd, False)
@@ -49,54 +61,55 @@ class Server:
         self._add(owner)
 
     def _add(self, sock: socket.socket) -> None:
-        sock.settimeout(SEND_TIMEOUT_S)
         self.connections[sock.fileno()] = sock
         self.poller.register(sock.fileno(), select.POLLIN)
 
     def serve(self) -> int:
         while self.owner is not None:
-            for fd, _ in self.poller.poll():
+            for fd, events in self.poller.poll():
                 if fd == self._wake_read:
                     while _drain(fd):
                         pass
                 elif fd in self.connections:
-                    self._read(fd)
+                    if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                        # Gone: what it still had queued asks for processes nobody will drive.
+                        self._drop(self.connections[fd])
+                    else:
+                        self._read(self.connections[fd])
             self._reap()
         self._end_all()
         return 0
 
     # ---- requests ------------------------------------------------------------------------------------------
-    def _read(self, fd: int) -> None:
-        sock = self.connections[fd]
+    def _read(self, sock: socket.socket) -> None:
         try:
             got = wire.receive(sock)
         except wire.WireError:
             got = None
         if got is None:
-            self._drop(fd)
+            self._drop(sock)
             return
         message, fds = got
         op = message.get("op")
-        if op == "client" and self.owner is not None and fd == self.owner.fileno() and len(fds) == 1:
+        if op == "client" and sock is self.owner and fds is not None and len(fds) == 1:
             self._add(socket.socket(fileno=fds[0]))
         elif op == "spawn":
-            self._spawn(fd, message, fds)
+            self._spawn(sock, message, fds)
         elif op == "signal":
-            for received in fds:
-                os.close(received)
+            _close(fds)
             pid, number = message.get("pid"), message.get("signal")
             # Only a child not yet reaped: its pid cannot have been reused by another process.
-            if self.children.get(pid) == fd and isinstance(number, int):
+            if self.children.get(pid) is sock and isinstance(number, int):
                 try:
                     os.kill(pid, number)
                 except (ProcessLookupError, ValueError, OSError):
                     pass
         else:
-            for received in fds:
-                os.close(received)
+            _close(fds)
 
-    def _spawn(self, fd: int, request: dict, fds: list[int]) -> None:
-        problem = _request_problem(request, fds)
+    def _spawn(self, sock: socket.socket, request: dict, fds: list[int] | None) -> None:
+        problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
+                   _request_problem(request, fds) or self._environment_problem(request["env"]))
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -107,22 +120,31 @@ class Server:
             except OSError as exc:
                 problem = f"fork failed: {exc}"
             if pid == 0:
-                become(request, fds, server_pid, list(self.connections.values()))
-        for received in fds:
-            os.close(received)
+                become(dict(request, env={**self.set_by_imports, **request["env"]}), fds, server_pid,
+                       list(self.connections.values()))
+        _close(fds)
         if pid:
-            self.children[pid] = fd
-        self._tell(fd, {"op": "spawned", "id": request.get("id"), "pid": pid} if pid else
+            self.children[pid] = sock
+        self._tell(sock, {"op": "spawned", "id": request.get("id"), "pid": pid} if pid else
                    {"op": "refused", "id": request.get("id"), "error": problem})
 
-    def _tell(self, fd: int, message: dict) -> None:
-        sock = self.connections.get(fd)
-        if sock is None:
+    def _environment_problem(self, env: dict[str, str]) -> str | None:
+        differ = sorted(set(_read_at_start(env).items()) ^ set(self.started_with.items()))
+        if not differ:
+            return None
+        names = sorted({name for name, _ in differ})
+        return (f"{', '.join(names)} differ from the fork server's, and are read when the interpreter and torch "
+                "start")
+
+    def _tell(self, sock: socket.socket, message: dict) -> None:
+        if sock.fileno() < 0:  # dropped already
             return
         try:
-            wire.send(sock, message)
+            # Never waiting: one connection that stopped reading (hundreds of messages behind) must not stall
+            # the others; it is dropped, with its children.
+            wire.send(sock, message, wait=False)
         except wire.WireError:
-            self._drop(fd)
+            self._drop(sock)
 
     # ---- ends ----------------------------------------------------------------------------------------------
     def _reap(self) -> None:
@@ -137,21 +159,22 @@ class Server:
             if asker is not None:
                 self._tell(asker, {"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
-    def _drop(self, fd: int) -> None:
-        sock = self.connections.pop(fd, None)
-        if sock is None:
+    def _drop(self, sock: socket.socket) -> None:
+        fd = sock.fileno()
+        if fd < 0 or self.connections.get(fd) is not sock:
             return
+        del self.connections[fd]
         self.poller.unregister(fd)
         sock.close()
-        if self.owner is not None and self.owner is sock:
+        if sock is self.owner:
             self.owner = None
         for pid, asker in list(self.children.items()):
-            if asker == fd:
+            if asker is sock:
                 _kill(pid)
 
     def _end_all(self) -> None:
-        for fd in list(self.connections):
-            self._drop(fd)
+        for sock in list(self.connections.values()):
+            self._drop(sock)
         for pid in list(self.children):
             _kill(pid)
         for pid in list(self.children):
@@ -160,6 +183,15 @@ class Server:
             except ChildProcessError:
                 pass
             self.children.pop(pid, None)
+
+
+def _read_at_start(env) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(READ_AT_START) and k not in SET_UP_BY_THE_CHILD}
+
+
+def _close(fds: list[int] | None) -> None:
+    for fd in fds or ():
+        os.close(fd)
 
 
 def _kill(pid: int) -> None:
@@ -200,6 +232,27 @@ def _threads() -> int:
         return 1
 
 
+def unsafe_to_fork() -> str | None:
+    """Why a child forked now would not start as a fresh interpreter does, or None."""
+    if _threads() > 1:
+        # A child forked beside another thread may inherit a lock that thread held, and hang on it.
+        return f"{_threads()} threads after the imports"
+    nvml = sys.modules.get("engine.telemetry.nvml")
+    if nvml is not None and nvml.started():
+        return "NVML was started by the imports (a forked child would share its handles)"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # torch.cuda.is_initialized() is not enough: asking whether CUDA is there (is_available,
+        # device_count) already leaves a forked child unable to use it. A child says whether it could.
+        pid = os.fork()
+        if pid == 0:
+            os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return "CUDA was touched by the imports (a forked child could not use it)"
+    return None
+
+
 def main() -> int:
     """``python -m engine.forkserver OWNER_PID [room for titles]``; stdin: the owner's socketpair end."""
     if len(sys.argv) < 2 or not sys.argv[1].isdigit():
@@ -208,27 +261,15 @@ def main() -> int:
         return 2
     die_with_parent(expected_parent=int(sys.argv[1]))  # at once, mid-import too
     owner = socket.socket(fileno=os.dup(0))
+    started_with = dict(os.environ)
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
             pass
-    problem = _unsafe_to_fork()
+    problem = unsafe_to_fork()
     if problem is not None:
         print(f"fork server: {problem}; not forking (clients start fresh processes)", file=sys.stderr)
         return 1
-    return Server(owner).serve()
-
-
-def _unsafe_to_fork() -> str | None:
-    """Why a child forked now would not start as a fresh interpreter does, or None."""
-    if _threads() > 1:
-        # A child forked beside another thread may inherit a lock that thread held, and hang on it.
-        return f"{_threads()} threads after the imports"
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "CUDA was initialized by the imports (a forked child could not use it)"
-    nvml = sys.modules.get("engine.telemetry.nvml")
-    if nvml is not None and nvml.started():
-        return "NVML was started by the imports (a forked child would share its handles)"
-    return None
+    set_by_imports = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
+    return Server(owner, started_with, set_by_imports).serve()

@@ -7,7 +7,10 @@ import json
 import os
 import socket
 
-MAX_MESSAGE = 1 << 20  # a request carries a rank's environment: a few KB, its config included
+# A request carries a rank's whole environment: a few KB, its config included. What one datagram can hold
+# is the socket's send buffer (about 200 KB by default); a larger request fails to send, and its process
+# starts fresh.
+MAX_MESSAGE = 256 * 1024
 MAX_FDS = 8
 
 
@@ -19,37 +22,42 @@ def pair() -> tuple[socket.socket, socket.socket]:
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
 
-def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = (), *, wait: bool = True) -> None:
+    """``wait=False``: WireError rather than waiting for a reader that stopped reading."""
+    if len(fds) > MAX_FDS:
+        raise WireError(f"fork server message with {len(fds)} descriptors: at most {MAX_FDS}")
     data = json.dumps(message, separators=(",", ":")).encode()
+    flags = 0 if wait else socket.MSG_DONTWAIT
     try:
         if fds:
-            socket.send_fds(sock, [data], list(fds))
+            socket.send_fds(sock, [data], list(fds), flags)
         else:
-            sock.send(data)
+            sock.send(data, flags)
     except OSError as exc:
         raise WireError(f"fork server connection: {exc}") from exc
 
 
-def receive(sock: socket.socket) -> tuple[dict, list[int]] | None:
-    """The next message and the descriptors that came with it (the receiver's to close); None at the end."""
+def receive(sock: socket.socket) -> tuple[dict, list[int] | None] | None:
+    """The next message and the descriptors that came with it (the receiver's to close), None for the
+    descriptors when more came than MAX_FDS (the message is whole: it can be refused); None at the end."""
     try:
         data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, MAX_FDS, socket.MSG_CMSG_CLOEXEC)
     except OSError as exc:
         raise WireError(f"fork server connection: {exc}") from exc
     if not data and not fds:
         return None
-    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    if flags & socket.MSG_CTRUNC:
         for fd in fds:
             os.close(fd)
-        raise WireError("fork server message too long")
+        fds = None
     try:
+        if flags & socket.MSG_TRUNC:
+            raise ValueError("longer than a message may be")
         message = json.loads(data)
+        if not isinstance(message, dict):
+            raise ValueError("not a JSON object")
     except ValueError as exc:
-        for fd in fds:
+        for fd in fds or ():
             os.close(fd)
         raise WireError(f"fork server sent a garbled message: {exc}") from exc
-    if not isinstance(message, dict):
-        for fd in fds:
-            os.close(fd)
-        raise WireError("fork server sent a garbled message")
     return message, fds
