@@ -208,9 +208,13 @@ class Worker:
                 return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,),
                                                 connection=self.forks, title=title, cancel=self.stop_event)
             except forkserver.ForkServerError as exc:
-                # Closed: a request still queued is then not served, one served late is ended at once.
                 forks, self.forks = self.forks, None
-                forks.close()
+                if not isinstance(exc, forkserver.ForkServerRefused):
+                    # Not answered (stopped, timed out): closed, a request still queued is not served and one
+                    # served late ends at once. (Ranks it forked before end too: a server that stopped
+                    # answering mid-launch fails the run.) A refusal leaves nothing queued: the ranks it
+                    # forked live on.
+                    forks.close()
                 if self.stop_event.is_set():
                     raise _LaunchStopped() from exc
                 self.emit(protocol.WARNING, message=f"ranks start as fresh processes: {exc}")

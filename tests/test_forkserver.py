@@ -266,3 +266,42 @@ def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh():
     warnings = [e["message"] for e in events if e["type"] == "warning"]
     assert any(w.startswith("ranks start as fresh processes: ") for w in warnings), warnings
     assert events[-1]["type"] == "finished" and events[-1]["status"] == "finished", events[-3:]
+
+
+def test_a_stop_while_the_server_has_not_answered_ends_the_launch():
+    """The first run of a session waits for its server's imports; a stop meanwhile ends the wait, the run
+    stops with no rank, and the worker closes its connection (what it asked for is then never served)."""
+    server_side, worker_side = wire.pair()  # a server that never answers
+    config = ExperimentConfig(**TINY_DDP, steps=2)
+    env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(worker_side.fileno()), PYTHONPATH=str(ROOT))
+    worker = subprocess.Popen([sys.executable, "-m", "engine.worker"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                              pass_fds=(worker_side.fileno(),))
+    worker_side.close()
+    try:
+        worker.stdin.write(config.to_json() + "\n")
+        worker.stdin.flush()
+        request, fds = wire.receive(server_side)  # the worker asks for rank 0, and waits
+        for fd in fds:
+            os.close(fd)
+        assert request["op"] == "spawn" and request["title"] == "(rank 0 of 2 on cpu:0)"
+        worker.stdin.write("stop\n")
+        worker.stdin.flush()
+        events = [json.loads(line) for line in worker.stdout]
+        assert wire.receive(server_side) is None  # closed, with nothing more asked
+    finally:
+        worker.stdin.close()
+        worker.wait(30)
+        server_side.close()
+    launched = next(e for e in events if e["type"] == "launched")
+    assert launched["pids"] == {} and events[-1]["status"] == "stopped", events
+
+
+def test_what_torchs_imports_set_may_come_back_in_a_request(server, tmp_path):
+    """A process that imported torch's pipelining has TORCHINDUCTOR_CACHE_DIR in its environment (the import
+    sets it); its requests carry it, though the server started without: served, with the request's value."""
+    child = start(server.connection, "forked_probe", cwd=tmp_path,
+                  env=probe_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert json.loads(out)["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")

@@ -27,7 +27,11 @@ REPLY_TIMEOUT_S = 120.0    # the server answers once it has imported torch: seco
 
 
 class ForkServerError(ConnectionError):
-    """The fork server is gone or refused the request: start the process fresh instead."""
+    """The fork server is gone, did not answer, or refused the request: start the process fresh instead."""
+
+
+class ForkServerRefused(ForkServerError):
+    """The fork server answered no: nothing of the request is left with it."""
 
 
 class Connection:
@@ -104,7 +108,7 @@ class Connection:
                                   "cancelled" if cancel is not None and cancel.is_set() else
                                   f"the fork server did not answer in {timeout:g} s")
         if reply.get("op") != "spawned":
-            raise ForkServerError(f"the fork server refused: {reply.get('error')}")
+            raise ForkServerRefused(f"the fork server refused: {reply.get('error')}")
         return reply["pid"]
 
     def exit_code(self, pid: int, timeout: float | None = 0.0) -> int | None:
