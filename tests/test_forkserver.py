@@ -58,6 +58,8 @@ def test_a_child_is_what_python_m_would_start(server, tmp_path):
     assert forked.returncode == 7 and err == b"", err
     seen = json.loads(out)
     assert seen["torch_preloaded"] and seen["ppid"] == server.pid
+    # The server's heap is out of the collector's reach: a child's full collection neither walks nor copies it.
+    assert seen["frozen"] > 100_000
     assert seen["cmdline"] == f"{sys.executable} -m forked_probe --an argument (a title)"
     assert psutil.Process(server.pid).cmdline()[1:3] == ["-m", "engine.forkserver"]
 
@@ -68,7 +70,7 @@ def test_a_child_is_what_python_m_would_start(server, tmp_path):
     os.close(fresh_write)
     os.close(fresh_read)
     fresh = json.loads(done.stdout)
-    assert done.returncode == 7 and not fresh["torch_preloaded"]
+    assert done.returncode == 7 and not fresh["torch_preloaded"] and fresh["frozen"] == 0
     assert seen["env"] == dict(fresh["env"], PROBE_FD=str(write_end))
     assert seen["fds"] == sorted([0, 1, 2, write_end]) and fresh["fds"] == sorted([0, 1, 2, fresh_write])
     assert seen["path"][0] == fresh["path"][0] == str(tmp_path) and set(fresh["path"]) <= set(seen["path"])

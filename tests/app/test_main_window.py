@@ -81,7 +81,9 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
     wait_ready(qtbot, window)
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
         window.run_action.trigger()
-        wait_steps(qtbot, window, 1)
+        # From the first measured step: the two warm-up steps (and a rank's first moments in its process)
+        # do more than a step's work, which the OS counts on the core.
+        wait_steps(qtbot, window, 3)
         first_step = window.plots.now()
         wait_steps(qtbot, window, 25)
         last_step = window.plots.now()
@@ -96,7 +98,8 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         # Measured 46-62 (means 51-56): each rank's half, its gloo copies, and the window's own drawing
         # and recording on the same two cores; a loaded CI machine read 65.2 at a run's start, and the last
         # stage's core 70.3 inside the whole suite (both 2026-12-01; the same run from the command line read
-        # 53-55 on either core). Far from a pipeline's 80-100 either way.
+        # 53-55 on either core), and 81.5 in the second after the first step, the warm-up (2026-12-02). Far
+        # from a pipeline's 80-100 either way.
         assert 35 <= shown.min() and shown.max() <= 75, (core, shown.round(1).tolist())
         assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
 
