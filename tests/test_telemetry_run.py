@@ -22,7 +22,9 @@ def runs(tmp_path_factory):
 def test_naive_split_devices_are_busy_about_half_the_time(runs):
     _, naive, _ = runs
     util = naive["telemetry"]["util_mean"]
-    assert all(35 <= u <= 65 for u in util), util
+    # Here 50-57; a loaded CI machine read 58.9 where the engine timed 46.1: the core also runs what else is
+    # ready when the rank waits (see the next-but-one test).
+    assert all(35 <= u <= 70 for u in util), util
 
 
 def test_pipeline_raises_each_device_by_ten_points(runs):
