@@ -234,14 +234,15 @@ def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass
                          open(stdout, "rb"), open(stderr, "rb"))
 
 
-def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connection: Connection | None = None,
-                  title: str = "", cancel: threading.Event | None = None):
-    """``python -m module`` with piped standard streams: forked by ``connection``'s server when given (``title``
-    after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter (subprocess.Popen).
-    ForkServerError from the server is the caller's to note."""
+def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), argv=(),
+                  connection: Connection | None = None, title: str = "", cancel: threading.Event | None = None):
+    """``python -m module argv`` with piped standard streams: forked by ``connection``'s server when given
+    (``title`` after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter
+    (subprocess.Popen). ForkServerError from the server is the caller's to note."""
     if connection is not None:
-        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title, cancel=cancel)
-    return subprocess.Popen([sys.executable, "-m", module], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
+        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, argv=argv, title=title,
+                     cancel=cancel)
+    return subprocess.Popen([sys.executable, "-m", module, *argv], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -352,6 +353,18 @@ def shared() -> ForkServer | None:
             else:
                 atexit.register(_shared.close)
         return _shared
+
+
+def own_connection() -> Connection | None:
+    """A connection of its own to this process's fork server, None without one: what it forks ends when it is
+    closed, so closing it ends a child, and a request that timed out or was cancelled leaves nothing behind."""
+    server = shared()
+    if server is None:
+        return None
+    try:
+        return Connection(server.connection.hand_over())
+    except ForkServerError:
+        return None
 
 
 def shared_pid() -> int | None:
