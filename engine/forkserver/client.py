@@ -88,8 +88,8 @@ class Connection:
     def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
               timeout: float = REPLY_TIMEOUT_S, cancel: threading.Event | None = None) -> int:
         """A child running ``python -m module argv`` with ``fds`` (its number -> ours) open; its pid. ``title``:
-        what ps shows after its command (``python -m module argv``). The server answers once its imports are
-        done (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
+        what ps shows after its command (``python -m module argv``). The server answers once torch is
+        imported (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
         was cancelled may still be served: its caller closes this connection, and the server then ends what
         it forked (a shared connection's late child finds its pipes closed)."""
         ident = next(self._ids)

@@ -28,7 +28,9 @@ from engine.parent_death import die_with_parent
 
 # What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once; torch
 # first, before the server serves, the rest between requests. The entry modules themselves (engine.rank,
-# engine.validate) are run afresh in each child, as `python -m` would.
+# engine.validate) are run afresh in each child, as `python -m` would. Imported while the server serves (its
+# SIGCHLD handler and wake-up descriptor set, children running), none may install signal handlers or leave a
+# process of its own behind: the server reaps every child it has.
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.distributed.fsdp",
            "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.loop",
            "engine.models.build", "engine.planning", "engine.strategies", "engine.strategies.ddp_executor",
@@ -142,8 +144,14 @@ class Server:
             _close(fds)
 
     def _spawn(self, sock: socket.socket, request: dict, fds: list[int] | None) -> None:
-        problem = (self.unsafe or (f"more than {wire.MAX_FDS} descriptors" if fds is None else
-                   _request_problem(request, fds) or self._environment_problem(request["env"])))
+        problem = self.unsafe or (f"more than {wire.MAX_FDS} descriptors" if fds is None else
+                                  _request_problem(request, fds))
+        if problem is None and self._environment_problem(request["env"]) and self.to_import:
+            # The imports still to come may set what differs (torch's pipelining sets TORCHINDUCTOR_CACHE_DIR,
+            # which an asker that imported it has): judged after them.
+            while self.to_import:
+                self._import_next()
+        problem = problem or self.unsafe or self._environment_problem(request["env"])
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -300,7 +308,10 @@ def main() -> int:
     die_with_parent(expected_parent=int(sys.argv[1]))  # at once, mid-import too
     owner = socket.socket(fileno=os.dup(0))
     started_with = dict(os.environ)
-    importlib.import_module(PRELOAD[0])
+    try:
+        importlib.import_module(PRELOAD[0])
+    except Exception:  # noqa: BLE001 - children import it themselves, and say why it fails as a fresh one would
+        pass
     server = Server(owner, started_with, to_import=PRELOAD[1:])
     if server.unsafe is not None:
         return 1
