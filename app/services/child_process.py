@@ -1,13 +1,14 @@
 """ChildProcess: a helper that imports torch (``python -m MODULE``), driven from the event loop.
 
 Forked by this process's fork server (engine.forkserver) when it has one: torch is imported there already, so
-the child is up in a tenth of a second and shares the server's memory. Without a server, or when it refuses, a
-fresh interpreter starts instead, as QProcess would start one. The fork may wait for the server's own imports
-(seconds after the app started), so it is asked for on a thread; the child's output then comes through socket
-notifiers on its pipes, on the UI thread. Nothing here blocks the window but ``wait``, which says how long.
+once the server is up the child is too, in a tenth of a second, and it shares the server's memory. Without a
+server, or when it refuses, a fresh interpreter starts instead, as QProcess would start one. The fork may wait
+for the server's own imports (seconds after the app started), so it is asked for on a thread; the child's pipes
+are then non-blocking and served by socket notifiers on the UI thread: reads and writes never wait, and only
+``end`` blocks, for the grace it is given.
 
-The child has a connection to the server of its own: closing it (``kill``, or this process dying) makes the
-server end the child, so no helper outlives the window.
+A forked child has a connection to the server of its own: closing it makes the server kill the child, so
+``end`` need not wait for the kill, and a request that timed out leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from PySide6 import QtCore
 from app.services.thread_inbox import ThreadInbox
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
-STDERR_KEPT = 64 * 1024                     # the end of a child's stderr, for the message when it fails
+STDERR_KEPT = 64 * 1024      # the end of a child's stderr, for the message when it fails
+READ_CHUNKS = 16             # 64-KB reads per notifier activation: a flood of output cannot starve the loop
+WATCH_MS = 100               # how often the process itself is asked whether it ended (its pipes may outlive it)
 
 
 class ChildProcess(QtCore.QObject):
@@ -38,15 +41,18 @@ class ChildProcess(QtCore.QObject):
         self._inbox.sigItems.connect(self._on_launched)
         self._cancel = threading.Event()   # ``end`` was called: a child that starts after it is killed at once
         self._lock = threading.Lock()      # between the starting thread and ``end``
-        self._started = None         # (process, connection) as the starting thread left them
-        self._proc = None            # a Popen or an engine.forkserver ForkedProcess, once started
-        self._connection = None      # the child's own connection to the fork server, if forked
-        self._unsent = bytearray()   # written before the child was up
+        self._started = None               # (process, connection) as the starting thread left them
+        self._thread: threading.Thread | None = None
+        self._proc = None                  # a Popen or an engine.forkserver ForkedProcess, once up here
+        self._connection = None            # the child's own connection to the fork server, if forked
+        self._unsent = bytearray()         # written and not yet taken by the pipe
         self._input_closed = False
-        self._notifiers: dict[int, QtCore.QSocketNotifier] = {}
+        self._kill_asked = False
+        self._readers: dict[int, QtCore.QSocketNotifier] = {}
+        self._writer: QtCore.QSocketNotifier | None = None
         self._stderr = bytearray()
-        self._poll = QtCore.QTimer(self, interval=20)
-        self._poll.timeout.connect(self._check_exit)
+        self._watch = QtCore.QTimer(self, interval=WATCH_MS)
+        self._watch.timeout.connect(self._check_exit)
         self.finished = False
 
     @property
@@ -54,13 +60,15 @@ class ChildProcess(QtCore.QObject):
         return None if self._proc is None else self._proc.pid
 
     def start(self) -> None:
-        threading.Thread(target=self._launch, name=f"start-{self.module}", daemon=True).start()
+        self._thread = threading.Thread(target=self._launch, name=f"start-{self.module}", daemon=True)
+        self._thread.start()
 
     def _launch(self) -> None:
         """On a thread: fork through the server (waiting for its imports if need be), else start afresh."""
         from engine import forkserver
-        connection = forkserver.own_connection()
+        connection = None
         try:
+            connection = forkserver.own_connection()
             try:
                 proc = forkserver.start_process(self.module, env=self.env, cwd=self.cwd, argv=self.argv,
                                                 connection=connection, title=self.title, cancel=self._cancel)
@@ -79,69 +87,81 @@ class ChildProcess(QtCore.QObject):
             self._started = (proc, connection)
             ended = self._cancel.is_set()
         if ended:  # ended while it started: the window may be gone, so not through the event loop
-            _release(proc, connection, kill=True)
+            _release(proc, connection)
             return
         self._inbox.put(("started",))
 
     def _on_launched(self, items: list) -> None:
-        for item in items:
+        for item in items:  # one item a child: "failed" or "started"
             if item[0] == "failed":
                 if not self._cancel.is_set():
                     self.sigFailedToStart.emit(item[1])
                 continue
             with self._lock:
                 if self._cancel.is_set():
-                    return  # ended meanwhile: ``end`` released it
+                    continue  # ended meanwhile: ``end`` released it
                 proc, self._connection = self._started
                 self._proc = proc
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                os.set_blocking(stream.fileno(), False)
             for stream in (proc.stdout, proc.stderr):
-                fd = stream.fileno()
-                os.set_blocking(fd, False)
-                notifier = QtCore.QSocketNotifier(fd, QtCore.QSocketNotifier.Type.Read, self)
+                notifier = QtCore.QSocketNotifier(stream.fileno(), QtCore.QSocketNotifier.Type.Read, self)
                 notifier.activated.connect(lambda *_, s=stream: self._read(s))  # (socket, type)
-                self._notifiers[fd] = notifier
-            if self._unsent:
-                self._send(bytes(self._unsent))
-                self._unsent.clear()
-            if self._input_closed:
-                self._close_stdin()
+                self._readers[stream.fileno()] = notifier
+            self._writer = QtCore.QSocketNotifier(proc.stdin.fileno(), QtCore.QSocketNotifier.Type.Write, self)
+            self._writer.setEnabled(False)
+            self._writer.activated.connect(lambda *_: self._flush_input())
+            self._watch.start()
+            self._flush_input()
+            if self._kill_asked:
+                self.kill()
 
     # -- input ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
-        """To the child's stdin; kept until it is up. A child that is gone reads nothing: its end says why."""
+        """To the child's stdin, as the pipe takes it; kept until the child is up. A child that is gone reads
+        nothing: its end says why."""
         if self._input_closed:
             return
-        if self._proc is None:
-            self._unsent += data
-        else:
-            self._send(data)
-
-    def _send(self, data: bytes) -> None:
-        try:
-            self._proc.stdin.write(data)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            pass
+        self._unsent += data
+        if self._proc is not None:
+            self._flush_input()
 
     def close_input(self) -> None:
-        """EOF on the child's stdin (now, or once it is up)."""
+        """EOF on the child's stdin once what was written is in the pipe."""
         self._input_closed = True
         if self._proc is not None:
-            self._close_stdin()
+            self._flush_input()
 
-    def _close_stdin(self) -> None:
-        try:
-            self._proc.stdin.close()
-        except (BrokenPipeError, ValueError):
-            pass
+    def _flush_input(self) -> None:
+        stdin = self._proc.stdin
+        if self.finished or stdin.closed:
+            return
+        while self._unsent:
+            try:
+                taken = os.write(stdin.fileno(), self._unsent)
+            except BlockingIOError:
+                self._writer.setEnabled(True)  # the rest when the pipe has room
+                return
+            except OSError:  # the child closed its end: it is ending
+                self._unsent.clear()
+                break
+            del self._unsent[:taken]
+        self._writer.setEnabled(False)
+        if self._input_closed:
+            _close_quietly(stdin)
 
     # -- output and the end ----------------------------------------------------------------
     def _read(self, stream) -> None:
         if self.finished:
             return
-        fd = stream.fileno()
-        chunks = []
-        while True:
+        self._take(stream, self._drain(stream, READ_CHUNKS))
+        if not self._readers:
+            self._check_exit()  # both streams at their end: the child is ending
+
+    def _drain(self, stream, chunks: int | None) -> bytes:
+        """What the pipe holds now (``chunks`` reads at most); at its end, its notifier goes."""
+        fd, got = stream.fileno(), []
+        while chunks is None or len(got) < chunks:
             try:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:
@@ -149,76 +169,91 @@ class ChildProcess(QtCore.QObject):
             except OSError:
                 chunk = b""
             if not chunk:
-                self._notifiers.pop(fd).setEnabled(False)
+                notifier = self._readers.pop(fd, None)
+                if notifier is not None:
+                    notifier.setEnabled(False)
                 break
-            chunks.append(chunk)
-        data = b"".join(chunks)
+            got.append(chunk)
+        return b"".join(got)
+
+    def _take(self, stream, data: bytes) -> None:
+        if not data:
+            return
         if stream is self._proc.stdout:
-            if data:
-                self.sigStdout.emit(data)
+            self.sigStdout.emit(data)
         else:
             self._stderr += data
             del self._stderr[:-STDERR_KEPT]
-        if not self._notifiers:  # both streams at their end: the child is exiting
-            self._check_exit()
 
     def _check_exit(self) -> None:
         if self.finished:
             return
         code = self._proc.poll()
         if code is None:
-            self._poll.start()   # the streams closed a moment before the process ended
             return
-        self._poll.stop()
+        # Ended: what its pipes still hold, even where a process it started keeps them open.
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream.fileno() in self._readers:
+                self._take(stream, self._drain(stream, None))
+        self._stop_watching()
         self.finished = True
-        _release(self._proc, self._connection, kill=False)
+        _release(self._proc, self._connection, wait_s=0.0)
         self.sigFinished.emit(code, self._stderr.decode("utf-8", "replace"))
+
+    def _stop_watching(self) -> None:
+        self._watch.stop()
+        for notifier in [*self._readers.values(), self._writer]:
+            if notifier is not None:
+                notifier.setEnabled(False)
+        self._readers.clear()
 
     # -- control -------------------------------------------------------------------------
     def kill(self) -> None:
-        """SIGKILL the child (a crash, as the user would see one: sigFinished follows)."""
-        if self._proc is not None and not self.finished:
+        """SIGKILL the child (a crash, as the user would see one: sigFinished follows), at once or as soon as
+        it is up."""
+        if self._proc is None:
+            self._kill_asked = True
+        elif not self.finished:
             self._proc.kill()
 
     def end(self, grace_s: float) -> None:
         """EOF on stdin, ``grace_s`` for the child to exit by itself, then SIGKILL; its pipes and connection
-        are let go, and no signal comes after. Blocks the caller up to ``grace_s`` plus a kill's two
-        seconds. A child still starting is killed by its starting thread as soon as it is up."""
+        are let go, and no signal comes after. A forked child is killed by closing its connection (the
+        server's work, not waited for); a fresh one is reaped here, two seconds at most. A child still
+        starting is killed by its starting thread as soon as it is up."""
         with self._lock:
             self._cancel.set()
             started = self._started
-        self._poll.stop()
-        for notifier in self._notifiers.values():
-            notifier.setEnabled(False)
-        self._notifiers.clear()
+        self._stop_watching()
         if started is None or self.finished:
             return
         self.finished = True
         proc, connection = started
-        try:
-            proc.stdin.close()
-        except (BrokenPipeError, ValueError, OSError):
-            pass
+        _close_quietly(proc.stdin)
         try:
             proc.wait(grace_s)
-            exited = True
         except subprocess.TimeoutExpired:
-            exited = False
-        _release(proc, connection, kill=not exited)
+            pass
+        _release(proc, connection)
 
 
-def _release(proc, connection, kill: bool) -> None:
-    """Kill ``proc`` if asked (and reap it, two seconds at most), close its pipes and its server connection."""
-    if kill:
+def _release(proc, connection, wait_s: float = 2.0) -> None:
+    """End ``proc`` if it still runs and let go of its pipes: a forked child's connection closes (the server
+    kills what is left of it and reaps it); a fresh one is killed and reaped, ``wait_s`` at most."""
+    if connection is not None:
+        connection.close()
+    elif proc.poll() is None:
         proc.kill()
         try:
-            proc.wait(2.0)
+            proc.wait(wait_s)
         except subprocess.TimeoutExpired:
-            pass
+            pass  # Popen reaps it later
     for stream in (proc.stdin, proc.stdout, proc.stderr):
-        try:
-            stream.close()
-        except (BrokenPipeError, ValueError, OSError):
-            pass
-    if connection is not None:
-        connection.close()  # the server ends whatever of ours is left
+        _close_quietly(stream)
+
+
+def _close_quietly(stream) -> None:
+    try:
+        stream.close()
+    except (BrokenPipeError, ValueError, OSError):
+        pass

@@ -109,10 +109,11 @@ class PlannerClient(QtCore.QObject):
                 self.sigProfiled.emit(msg["id"], msg)
 
     def _on_finished(self, code: int, err: str) -> None:
-        if self.sender() is not self._proc:
+        if self._proc is None or self.sender() is not self._proc:
             return  # an ended planner's
         self._proc.deleteLater()
         self._proc = None
+        self.ready = False
         if self._closing:
             return
         tail = err.strip().splitlines()[-3:]
@@ -126,9 +127,10 @@ class PlannerClient(QtCore.QObject):
                 self._debounce.start()
 
     def _on_failed_to_start(self, why: str) -> None:
-        if self.sender() is not self._proc:
+        if self._proc is None or self.sender() is not self._proc:
             return
         self._proc.deleteLater()
         self._proc = None
+        self.ready = False
         if not self._closing:
             self.sigCrashed.emit(f"the planner process failed to start: {why}")

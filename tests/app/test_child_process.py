@@ -61,15 +61,27 @@ def test_end_kills_a_child_that_ignores_its_eof_and_one_still_starting(qtbot, mo
     stuck.start()
     stuck.write(b"hang\n")
     qtbot.waitUntil(lambda: stuck.pid is not None, timeout=60_000)
-    pid = stuck.pid
-    stuck.end(grace_s=0.3)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    process = psutil.Process(stuck.pid)
+    stuck.end(grace_s=0.3)  # a forked child: killed by the server once its connection closed, not waited for
+    _, alive = psutil.wait_procs([process], timeout=10)
+    assert not alive or alive[0].status() == psutil.STATUS_ZOMBIE
     # Ended before its process is up: the starting thread kills it once it is (the conftest fails the test
     # if it is left behind).
     early, _ = echo()
     early.start()
     early.end(grace_s=0.3)
-    qtbot.wait(300)
+    early._thread.join(60)  # it started, then killed what it started
+    if early._started is not None:
+        process = early._started[0]
+        assert process.wait(10) is not None  # ended (the conftest also finds none left)
+
+
+def test_a_kill_asked_while_the_child_starts_ends_it_once_up(qtbot, mode):
+    child, _ = echo()
+    with qtbot.waitSignal(child.sigFinished, timeout=60_000) as done:
+        child.start()
+        child.kill()
+    assert done.args[0] == -signal.SIGKILL
 
 
 def test_the_planner_comes_back_after_a_crash(qtbot, window):
