@@ -7,6 +7,10 @@ for the server's own imports (seconds after the app started), so it is asked for
 are then non-blocking and served by socket notifiers on the UI thread: reads and writes never wait, and only
 ``end`` blocks, for the grace it is given.
 
+Give it a parent (the client that drives it), or delete it on the UI thread: its connections to its own slots
+make a reference cycle, and a parentless QObject left to the cyclic collector may be destroyed on whichever
+thread the collector runs on, which Qt does not survive.
+
 A forked child has a connection to the server of its own: closing it makes the server kill the child, so
 ``end`` need not wait for the kill, and a request that timed out leaves nothing behind.
 """

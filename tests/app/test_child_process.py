@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import shiboken6
 
 from app.services.child_process import ChildProcess
 from engine import forkserver
@@ -23,14 +24,26 @@ def mode(request, monkeypatch):
     return request.param
 
 
-def echo(*argv: str) -> tuple[ChildProcess, list[bytes]]:
-    child = ChildProcess("echo_child", argv=argv, cwd=HERE, title="(a test's echo)")
-    out: list[bytes] = []
-    child.sigStdout.connect(out.append)
-    return child, out
+@pytest.fixture
+def echo():
+    """``echo(*argv)``: a ChildProcess of echo_child and the list its output goes to. Each is deleted on this
+    (the UI) thread at the end: a parentless QObject left to the cyclic collector may be collected on another
+    thread (an export's drawing thread did, in a later test), and Qt aborts on a child object destroyed there."""
+    made: list[ChildProcess] = []
+
+    def make(*argv: str) -> tuple[ChildProcess, list[bytes]]:
+        child = ChildProcess("echo_child", argv=argv, cwd=HERE, title="(a test's echo)")
+        out: list[bytes] = []
+        child.sigStdout.connect(out.append)
+        made.append(child)
+        return child, out
+    yield make
+    for child in made:
+        child.end(grace_s=0.0)
+        shiboken6.delete(child)
 
 
-def test_a_child_reads_what_came_before_it_was_up_and_reports_its_end(qtbot, mode):
+def test_a_child_reads_what_came_before_it_was_up_and_reports_its_end(qtbot, mode, echo):
     child, out = echo("3")
     child.start()
     child.write(b"one\n")  # before it is up: kept for it
@@ -46,7 +59,7 @@ def test_a_child_reads_what_came_before_it_was_up_and_reports_its_end(qtbot, mod
     assert done.args == [3, "bye\n"]
 
 
-def test_a_killed_child_reports_the_signal(qtbot, mode):
+def test_a_killed_child_reports_the_signal(qtbot, mode, echo):
     child, out = echo()
     child.start()
     child.write(b"up\n")
@@ -56,7 +69,7 @@ def test_a_killed_child_reports_the_signal(qtbot, mode):
     assert done.args[0] == -signal.SIGKILL
 
 
-def test_end_kills_a_child_that_ignores_its_eof_and_one_still_starting(qtbot, mode):
+def test_end_kills_a_child_that_ignores_its_eof_and_one_still_starting(qtbot, mode, echo):
     stuck, out = echo()
     stuck.start()
     stuck.write(b"hang\n")
@@ -76,7 +89,7 @@ def test_end_kills_a_child_that_ignores_its_eof_and_one_still_starting(qtbot, mo
         assert process.wait(10) is not None  # ended (the conftest also finds none left)
 
 
-def test_a_kill_asked_while_the_child_starts_ends_it_once_up(qtbot, mode):
+def test_a_kill_asked_while_the_child_starts_ends_it_once_up(qtbot, mode, echo):
     child, _ = echo()
     with qtbot.waitSignal(child.sigFinished, timeout=60_000) as done:
         child.start()
