@@ -82,10 +82,6 @@ def run_app(argv: list[str], t_start: float) -> int:
         keep_start_up_objects_out_of_collections()
 
     QtCore.QTimer.singleShot(0, shown)
-    # When checks and the split view's block costs can first be answered: the planner has torch.
-    window.planner.sigReady.connect(
-        lambda: report.setdefault("planner_ready_s", round(time.perf_counter() - t_start, 3)))
-    window.sigChecked.connect(lambda *_: report.setdefault("first_check_s", round(time.perf_counter() - t_start, 3)))
     quit_after = os.environ.get("SPLITSCOPE_QUIT_AFTER_MS")
     if quit_after:
         def quit_now():

@@ -24,7 +24,6 @@ from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
 from app.help_menu import HelpMenu
 from app.services.idle_telemetry import IdleTelemetry
-from app.services.ui_thread_collector import UiThreadCollector
 from app.services.what_if_client import WhatIfClient
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
@@ -81,7 +80,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self._closed = False
 
         self.idle = IdleTelemetry(self.telemetry_hz, self)
-        self.collector = UiThreadCollector(self)  # Qt objects in cycles are destroyed on this thread only
         self.run_action, self.stop_action = actions.run_actions(self)
         self._build_ui()
         self.runs = RunFlow(self, self.idle, self.run_box)
@@ -189,7 +187,6 @@ class MainWindow(QtWidgets.QMainWindow):
     def start_services(self) -> None:
         if self._closed:
             return
-        self.collector.start()
         self.idle.start()
         self.plans.start()
         self.worker.warm_up()
@@ -471,7 +468,6 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self._closed = True
         self.redraw_timer.stop()
-        self.collector.stop()
         try:
             window_settings.save(self)
         except Exception as exc:  # a settings file that cannot be written must not keep the app open

@@ -307,19 +307,3 @@ def test_what_torchs_imports_set_may_come_back_in_a_request(server, tmp_path):
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
     assert json.loads(out)["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
-
-
-def test_a_young_server_judges_what_its_later_imports_set_after_them(tmp_path):
-    """The server serves once torch is in and imports the rest between requests; a request at once, carrying
-    TORCHINDUCTOR_CACHE_DIR (set by the pipelining import, which the server has not made yet), is not refused:
-    the difference is judged after the rest of the imports."""
-    young = ForkServer()
-    try:
-        child = start(young.connection, "forked_probe", cwd=tmp_path,
-                      env=probe_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
-        out, err = child.communicate(timeout=120)
-        seen = json.loads(out)
-        assert child.returncode == 0 and seen["ppid"] == young.pid and seen["torch_preloaded"], err
-        assert seen["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
-    finally:
-        young.close()

@@ -1,19 +1,20 @@
 """PlannerClient: talks to the planner process (app.services.planner_service) without blocking the UI.
 
-Validation and block profiling need torch; the planner process has it, the app
-never does. The planner is forked by the app's fork server (app/services/child_process.py):
-torch is imported there once for the planner and every run. Its output comes
-through the event loop, so nothing here waits. Requests are debounced and
-numbered; answers to stale requests are dropped.
+Validation and block profiling need torch; the planner process imports it, the
+app never does. QProcess delivers its output through the event loop, so nothing
+here waits. Requests are debounced and numbered; answers to stale requests are
+dropped.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 from PySide6 import QtCore
 
-from app.services.child_process import ROOT, ChildProcess
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
 
 
 class PlannerClient(QtCore.QObject):
@@ -26,7 +27,7 @@ class PlannerClient(QtCore.QObject):
 
     def __init__(self, parent: QtCore.QObject | None = None):
         super().__init__(parent)
-        self._proc: ChildProcess | None = None
+        self._proc: QtCore.QProcess | None = None
         self._buffer = b""
         self._next_id = 0
         self.latest_id = 0
@@ -42,12 +43,17 @@ class PlannerClient(QtCore.QObject):
     def start(self) -> None:
         if self._proc is not None:
             return
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        proc = ChildProcess("app.services.planner_service", env=env, title="(the app's planner)", parent=self)
-        proc.sigStdout.connect(self._on_output)
-        proc.sigFinished.connect(self._on_finished)
-        proc.sigFailedToStart.connect(self._on_failed_to_start)
+        proc = QtCore.QProcess(self)
+        proc.setProgram(sys.executable)
+        proc.setArguments(["-u", "-m", "app.services.planner_service"])
+        proc.setWorkingDirectory(str(ROOT))
+        env = QtCore.QProcessEnvironment.systemEnvironment()
+        env.insert("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), env.value("PYTHONPATH")])))
+        proc.setProcessEnvironment(env)
+        proc.setProcessChannelMode(QtCore.QProcess.ProcessChannelMode.SeparateChannels)
+        proc.readyReadStandardOutput.connect(self._on_output)
+        proc.finished.connect(self._on_finished)
+        proc.errorOccurred.connect(self._on_error)
         self._proc = proc
         self._buffer = b""
         self.ready = False
@@ -60,9 +66,19 @@ class PlannerClient(QtCore.QObject):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        # The planner exits on EOF within milliseconds unless it is in the middle of a profile; killing it then
-        # loses nothing.
-        proc.end(grace_s=0.3)
+        try:
+            proc.readyReadStandardOutput.disconnect(self._on_output)
+            proc.finished.disconnect(self._on_finished)
+            proc.errorOccurred.disconnect(self._on_error)
+        except (RuntimeError, TypeError):
+            pass
+        if proc.state() != QtCore.QProcess.ProcessState.NotRunning:
+            proc.closeWriteChannel()
+            # The planner exits on EOF within milliseconds unless it is in the
+            # middle of a profile; killing it then loses nothing.
+            if not proc.waitForFinished(300):
+                proc.kill()
+                proc.waitForFinished(2000)
         proc.deleteLater()
 
     @property
@@ -89,10 +105,10 @@ class PlannerClient(QtCore.QObject):
         self._proc.write(line.encode())
 
     # -- answers ---------------------------------------------------------------
-    def _on_output(self, data: bytes) -> None:
-        if self._proc is None or self.sender() is not self._proc:
+    def _on_output(self) -> None:
+        if self._proc is None:
             return
-        self._buffer += data
+        self._buffer += bytes(self._proc.readAllStandardOutput().data())
         *lines, self._buffer = self._buffer.split(b"\n")
         for raw in lines:
             try:
@@ -108,15 +124,15 @@ class PlannerClient(QtCore.QObject):
             elif kind == "blocks" and msg.get("id") == self.latest_id:
                 self.sigProfiled.emit(msg["id"], msg)
 
-    def _on_finished(self, code: int, err: str) -> None:
-        if self._proc is None or self.sender() is not self._proc:
-            return  # an ended planner's
-        self._proc.deleteLater()
-        self._proc = None
-        self.ready = False
+    def _on_finished(self, code: int, status) -> None:
+        err = b""
+        if self._proc is not None:
+            err = bytes(self._proc.readAllStandardError().data())
+            self._proc.deleteLater()
+            self._proc = None
         if self._closing:
             return
-        tail = err.strip().splitlines()[-3:]
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-3:]
         self.sigCrashed.emit(f"the planner process ended (exit {code}): {' '.join(tail)}")
         if self._restarts < 2:  # a crash in a user's model file must not end validation for good
             self._restarts += 1
@@ -126,11 +142,6 @@ class PlannerClient(QtCore.QObject):
             if self._pending is not None:
                 self._debounce.start()
 
-    def _on_failed_to_start(self, why: str) -> None:
-        if self._proc is None or self.sender() is not self._proc:
-            return
-        self._proc.deleteLater()
-        self._proc = None
-        self.ready = False
-        if not self._closing:
-            self.sigCrashed.emit(f"the planner process failed to start: {why}")
+    def _on_error(self, error) -> None:
+        if error == QtCore.QProcess.ProcessError.FailedToStart and not self._closing:
+            self.sigCrashed.emit(f"the planner process failed to start: {error}")

@@ -10,9 +10,8 @@ engine.validate``) with the same environment, descriptors and command line; wher
 no server can run (not Linux, ``SPLITSCOPE_FORKSERVER=0``) they start fresh, as
 before. docs/architecture.md says who owns what, and how nothing outlives its owner.
 """
-from engine.forkserver.client import (CONNECTION_ENV, SWITCH_ENV, ForkedProcess, ForkServer, ForkServerError,
-                                      ForkServerRefused, own_connection, run_module, shared, shared_pid,
-                                      start_process, worker_connection)
+from engine.forkserver.client import (CONNECTION_ENV, ForkedProcess, ForkServer, ForkServerError, ForkServerRefused,
+                                      run_module, shared, shared_pid, start_process, worker_connection)
 
-__all__ = ["CONNECTION_ENV", "SWITCH_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess",
-           "own_connection", "run_module", "shared", "shared_pid", "start_process", "worker_connection"]
+__all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess", "run_module",
+           "shared", "shared_pid", "start_process", "worker_connection"]

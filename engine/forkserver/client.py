@@ -88,8 +88,8 @@ class Connection:
     def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
               timeout: float = REPLY_TIMEOUT_S, cancel: threading.Event | None = None) -> int:
         """A child running ``python -m module argv`` with ``fds`` (its number -> ours) open; its pid. ``title``:
-        what ps shows after its command (``python -m module argv``). The server answers once torch is
-        imported (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
+        what ps shows after its command (``python -m module argv``). The server answers once its imports are
+        done (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
         was cancelled may still be served: its caller closes this connection, and the server then ends what
         it forked (a shared connection's late child finds its pipes closed)."""
         ident = next(self._ids)
@@ -234,15 +234,14 @@ def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass
                          open(stdout, "rb"), open(stderr, "rb"))
 
 
-def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), argv=(),
-                  connection: Connection | None = None, title: str = "", cancel: threading.Event | None = None):
-    """``python -m module argv`` with piped standard streams: forked by ``connection``'s server when given
-    (``title`` after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter
-    (subprocess.Popen). ForkServerError from the server is the caller's to note."""
+def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connection: Connection | None = None,
+                  title: str = "", cancel: threading.Event | None = None):
+    """``python -m module`` with piped standard streams: forked by ``connection``'s server when given (``title``
+    after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter (subprocess.Popen).
+    ForkServerError from the server is the caller's to note."""
     if connection is not None:
-        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, argv=argv, title=title,
-                     cancel=cancel)
-    return subprocess.Popen([sys.executable, "-m", module, *argv], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
+        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title, cancel=cancel)
+    return subprocess.Popen([sys.executable, "-m", module], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -353,18 +352,6 @@ def shared() -> ForkServer | None:
             else:
                 atexit.register(_shared.close)
         return _shared
-
-
-def own_connection() -> Connection | None:
-    """A connection of its own to this process's fork server, None without one: what it forks ends when it is
-    closed, so closing it ends a child, and a request that timed out or was cancelled leaves nothing behind."""
-    server = shared()
-    if server is None:
-        return None
-    try:
-        return Connection(server.connection.hand_over())
-    except ForkServerError:
-        return None
 
 
 def shared_pid() -> int | None:

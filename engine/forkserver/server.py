@@ -26,11 +26,8 @@ from engine.forkserver import wire
 from engine.forkserver.child import become
 from engine.parent_death import die_with_parent
 
-# What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once; torch
-# first, before the server serves, the rest between requests. The entry modules themselves (engine.rank,
-# engine.validate) are run afresh in each child, as `python -m` would. Imported while the server serves (its
-# SIGCHLD handler and wake-up descriptor set, children running), none may install signal handlers or leave a
-# process of its own behind: the server reaps every child it has.
+# What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once. The
+# entry modules themselves (engine.rank, engine.validate) are run afresh in each child, as `python -m` would.
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.distributed.fsdp",
            "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.loop",
            "engine.models.build", "engine.planning", "engine.strategies", "engine.strategies.ddp_executor",
@@ -46,25 +43,16 @@ SET_UP_BY_THE_CHILD = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "MKL
 
 
 class Server:
-    """``started_with``: the environment the server started with (before its imports); ``to_import``: what
-    it imports between requests, torch being in already.
+    """``started_with``: the environment the server started with (before its imports); ``set_by_imports``:
+    what the imports added to it, which a fresh process importing the same would have too."""
 
-    It serves as soon as torch is imported (the most of the imports' time: the app's planner needs little
-    more) and imports the rest one module at a time while no request waits, so a request waits for one
-    module's import at most. After each import it checks again that a fork is safe; once one is not, it
-    imports no more and refuses every request (their processes start fresh)."""
-
-    def __init__(self, owner: socket.socket, started_with: dict[str, str], to_import: list[str] | tuple = ()):
+    def __init__(self, owner: socket.socket, started_with: dict[str, str], set_by_imports: dict[str, str]):
         self.owner: socket.socket | None = owner
         self.connections: dict[int, socket.socket] = {}
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
         self.poller = select.poll()
-        self._started_with_all = dict(started_with)
         self.started_with = _read_at_start(started_with)
-        self.set_by_imports: dict[str, str] = {}
-        self.to_import = list(to_import)
-        self.unsafe: str | None = None
-        self._imported()
+        self.set_by_imports = set_by_imports
         self._wake_read, wake_write = os.pipe()
         for fd in (self._wake_read, wake_write):
             os.set_blocking(fd, False)
@@ -79,10 +67,7 @@ class Server:
 
     def serve(self) -> int:
         while self.owner is not None:
-            ready = self.poller.poll(0 if self.to_import else None)
-            if not ready:
-                self._import_next()
-            for fd, events in ready:
+            for fd, events in self.poller.poll():
                 if fd == self._wake_read:
                     while _drain(fd):
                         pass
@@ -95,26 +80,6 @@ class Server:
             self._reap()
         self._end_all()
         return 0
-
-    # ---- imports -------------------------------------------------------------------------------------------
-    def _import_next(self) -> None:
-        try:
-            importlib.import_module(self.to_import.pop(0))
-        except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
-            pass
-        self._imported()
-
-    def _imported(self) -> None:
-        """After an import: is a fork still safe, what did the imports set, and their objects out of the
-        collector's reach (here 290 ms and 84 MB of copied pages in each child's first full collection
-        without it; 0 with it: what the imports made lives as long as any child)."""
-        self.unsafe = unsafe_to_fork()
-        if self.unsafe is not None:
-            print(f"fork server: {self.unsafe}; not forking (clients start fresh processes)", file=sys.stderr)
-            self.to_import = []
-        gc.collect()
-        gc.freeze()
-        self.set_by_imports = {k: v for k, v in os.environ.items() if self._started_with_all.get(k) != v}
 
     # ---- requests ------------------------------------------------------------------------------------------
     def _read(self, sock: socket.socket) -> None:
@@ -144,14 +109,8 @@ class Server:
             _close(fds)
 
     def _spawn(self, sock: socket.socket, request: dict, fds: list[int] | None) -> None:
-        problem = self.unsafe or (f"more than {wire.MAX_FDS} descriptors" if fds is None else
-                                  _request_problem(request, fds))
-        if problem is None and self._environment_problem(request["env"]) and self.to_import:
-            # The imports still to come may set what differs (torch's pipelining sets TORCHINDUCTOR_CACHE_DIR,
-            # which an asker that imported it has): judged after them.
-            while self.to_import:
-                self._import_next()
-        problem = problem or self.unsafe or self._environment_problem(request["env"])
+        problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
+                   _request_problem(request, fds) or self._environment_problem(request["env"]))
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -308,11 +267,19 @@ def main() -> int:
     die_with_parent(expected_parent=int(sys.argv[1]))  # at once, mid-import too
     owner = socket.socket(fileno=os.dup(0))
     started_with = dict(os.environ)
-    try:
-        importlib.import_module(PRELOAD[0])
-    except Exception:  # noqa: BLE001 - children import it themselves, and say why it fails as a fresh one would
-        pass
-    server = Server(owner, started_with, to_import=PRELOAD[1:])
-    if server.unsafe is not None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
+            pass
+    problem = unsafe_to_fork()
+    if problem is not None:
+        print(f"fork server: {problem}; not forking (clients start fresh processes)", file=sys.stderr)
         return 1
-    return server.serve()
+    # What the imports made lives as long as any child: out of the cyclic collector's reach, a child's full
+    # collection neither walks it nor copies its pages (here 290 ms and 84 MB of copied pages a child
+    # without this; 0 with it).
+    gc.collect()
+    gc.freeze()
+    set_by_imports = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
+    return Server(owner, started_with, set_by_imports).serve()

@@ -23,15 +23,6 @@ def _children() -> set[int]:
 
 
 @pytest.fixture(autouse=True)
-def collector_back_on():
-    """A window turns the automatic garbage collector off while it lives (app/services/ui_thread_collector.py);
-    a test must not leave it off for the tests after it."""
-    yield
-    import gc
-    assert gc.isenabled(), "the automatic garbage collector was left off"
-
-
-@pytest.fixture(autouse=True)
 def no_leftover_children():
     """Fail a test that leaves a child process (worker, rank, planner) behind; the root conftest checks tagged ones."""
     before = _children()
