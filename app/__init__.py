@@ -19,6 +19,10 @@ _T_IMPORT = time.perf_counter()
 
 
 def launch(argv: list[str] | None = None) -> int:
+    from engine.store import serve_from_child, start_store_process
+    # The window's stores live in the store process (docs/store.md); it imports while Qt does.
+    serve_from_child()
+    start_store_process()
     from app.application import run_app
     from engine.validate import validate_in_child
     # An experiment's points are checked on its thread; the checks import torch, which must not

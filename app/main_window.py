@@ -22,9 +22,12 @@ from app.controllers.history_flow import HistoryFlow
 from app.controllers.plan_flow import PlanFlow
 from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
+from app.controllers.store_flow import StoreFlow
 from app.help_menu import HelpMenu
 from app.services.idle_telemetry import IdleTelemetry
+from app.services.ui_thread_gc import UiThreadCollector
 from app.services.what_if_client import WhatIfClient
+from app.services.window_store import open_window_store
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
@@ -45,7 +48,6 @@ from app.views.split_view import SplitView
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.results import ExperimentResult, RunSummary
-from engine.store import Store
 
 # The display refresh, not the sampling rate: every 10 Hz sample is drawn either way.
 # Idle, like nvitop, the view moves twice a second (each frame repaints the scrolled
@@ -73,7 +75,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowIcon(QtGui.QIcon(theme.icon_path("splitscope.svg")))
         self.settings = make_settings(self)
         self.telemetry_hz = float(telemetry_hz or self.settings.value("telemetry/hz", 10.0) or 10.0)
-        self.store = Store(db_path)
+        # Python's cyclic collector on this thread only: a Qt object in a cycle freed elsewhere aborts the process.
+        self.collector = UiThreadCollector(self)
+        self.store, store_notice = open_window_store(db_path)   # in the store process (docs/store.md)
         self.db_path = str(self.store.path)
         self.t0 = time.perf_counter()
         self.telemetry = TelemetryHistory(self.telemetry_hz, origin=self.t0)
@@ -89,6 +93,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.closing = CloseFlow(self)
         self.exporter = ReportExporter(self, self.db_path, self.export_target)
         self.help = HelpMenu(self)
+        self.store_flow = StoreFlow(self, self.error_panel, store_notice)
         self._wire()
         self.export_menu = actions.install(
             self, self.run_action, self.stop_action, list(self.exporter.actions.values()),
@@ -480,3 +485,4 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.experiments.is_running():
             self.experiments.client.wait_blocking(10.0)
         self.store.close()
+        self.collector.stop()

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import sys
 import threading
 
@@ -21,7 +22,7 @@ from engine.results import to_json
 from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "node")  # build_parser's subcommands, in its order
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")  # build_parser's subcommands, in its order
 
 
 class ArgumentError(Exception):
@@ -178,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true")
     devices = sub.add_parser("devices", help="GPUs and CPU virtual devices")
     devices.add_argument("--json", action="store_true")
+    from engine.store.command import add_recover_command
+    add_recover_command(sub)
     node = sub.add_parser("node", help="serve runs from coordinators on other machines (`run --nodes`) until "
                                        "Ctrl-C: a node agent")
     node.add_argument("--listen", default=None, help="ADDR:PORT to listen on: this machine's address on the network "
@@ -201,23 +204,25 @@ def main(argv: list[str]) -> int:
         # argparse quotes the user's words as they are: keep one problem on one line.
         print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return EXIT_INVALID
-    if args.command == "run":
-        return cmd_run(args)
-    if args.command == "runs":
-        return cmd_runs(args)
-    if args.command == "models":
-        return cmd_models(args)
-    if args.command == "devices":
-        return cmd_devices(args)
-    if args.command == "experiment":
-        return cmd_experiment(args)
-    if args.command == "export":
-        return cmd_export(args)
-    if args.command == "what-if":
-        return cmd_what_if(args)
+    try:
+        return _dispatch(args, parser)
+    except sqlite3.Error as exc:   # the run store: damaged (set aside), gone or unreadable; never a traceback
+        from engine.store.command import store_problem
+        print(f"error: {store_problem(exc, getattr(args, 'db', None))}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _dispatch(args, parser) -> int:
+    if args.command == "recover":
+        from engine.store.command import cmd_recover
+        return cmd_recover(args)
     if args.command == "node":
         from engine.nodes.command import cmd_node
         return cmd_node(args)
+    commands = {"run": cmd_run, "runs": cmd_runs, "models": cmd_models, "devices": cmd_devices,
+                "experiment": cmd_experiment, "export": cmd_export, "what-if": cmd_what_if}
+    if args.command in commands:
+        return commands[args.command](args)
     parser.print_help(sys.stderr)
     return EXIT_INVALID
 
@@ -262,13 +267,13 @@ def nodes_usable(config: ExperimentConfig) -> bool:
 
 def store_usable(db) -> bool:
     """Open the store before launching: a read-only or missing location is bad input, not a failed run."""
-    import sqlite3
-
-    from engine.store import Store
+    from engine.store import StoreDamaged, open_store
     try:
-        with Store(db) as store:
+        with open_store(db) as store:
             store.check_writable()
         return True
+    except StoreDamaged:
+        raise   # said by main, with what was done about it
     except (sqlite3.Error, OSError) as exc:
         from engine.store import default_path
         print(f"error: --db: cannot write the run store at {db or default_path()}: {exc}", file=sys.stderr)
@@ -322,10 +327,10 @@ def _predictions(result, db) -> list:
     """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.what_if): torch-
     free, so `run` stays quick; every schedule is `what-if RUN_ID`'s. A prediction that fails costs the run
     nothing: the run is stored and reported without it."""
-    from engine.store import Store
+    from engine.store import open_store
     from engine.what_if import predict_stored
     try:
-        with Store(db) as store:
+        with open_store(db) as store:
             return predict_stored(store, result.run_id, multi_stage=False)
     except (ValueError, ArithmeticError) as exc:
         print(f"warning: no what-if for run {result.run_id}: {exc}", file=sys.stderr)
@@ -334,9 +339,9 @@ def _predictions(result, db) -> list:
 
 def cmd_what_if(args) -> int:
     from engine.report import predictions_table
-    from engine.store import Store
+    from engine.store import open_store
     from engine.what_if import predict_stored, unpredictable
-    with Store(args.db) as store:
+    with open_store(args.db) as store:
         record = store.get_run(args.id)
         if record is None:
             print(f"error: no run {args.id!r} in {store.path} (see `runs`)", file=sys.stderr)
@@ -441,9 +446,9 @@ def cmd_experiment(args) -> int:
 # ---- export ---------------------------------------------------------------------------
 def cmd_export(args) -> int:
     from engine.export import ExportError, export
-    from engine.store import Store
+    from engine.store import open_store
     try:
-        with Store(args.db) as store:
+        with open_store(args.db) as store:
             paths = export(store, args.id, args.format, args.out, force=args.force)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -455,8 +460,8 @@ def cmd_export(args) -> int:
 # ---- runs and devices ---------------------------------------------------------
 def cmd_runs(args) -> int:
     from engine.report import runs_table
-    from engine.store import Store
-    with Store(args.db) as store:
+    from engine.store import open_store
+    with open_store(args.db) as store:
         runs = store.list_runs(limit=args.limit)
     if args.json:
         print(json.dumps([r.to_dict() for r in runs]))

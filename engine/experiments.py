@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -337,8 +338,8 @@ class ExperimentRunner:
 
     def run(self) -> ExperimentResult:
         from engine.session import RunSession
-        from engine.store import Store
-        with Store(self.db_path) as store:
+        from engine.store import open_store
+        with open_store(self.db_path) as store:
             self.experiment_id = store.create_experiment(self.preset.name, {
                 "base": self.base.to_dict(), "repeats": self.repeats,
                 "points": [{"label": p.label, "config": p.config.to_dict(), "x": p.x} for p in self.points]})
@@ -364,6 +365,8 @@ class ExperimentRunner:
                     session.start()
                 result = session.wait()
                 self._session = None
+                if result.store_failed:   # every later run would fail the same way: the experiment ends here
+                    raise sqlite3.OperationalError(result.error)
                 if result.status == "finished" and result.summary and result.summary.step_time_s is not None:
                     runs.append(result.summary)
                 elif result.status == "finished":  # every step was warm-up: nothing to compare
@@ -383,7 +386,7 @@ class ExperimentRunner:
                                    status="stopped" if self._stop.is_set() else "finished",
                                    best=best_label(results), points=results, notes=self.notes,
                                    automatic_split=automatic.split if automatic else None)
-        with Store(self.db_path) as store:
+        with open_store(self.db_path) as store:
             store.finish_experiment(self.experiment_id, summary)
         return summary
 

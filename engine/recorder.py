@@ -45,7 +45,7 @@ class RunRecorder:
             row = sample.to_dict()
             row["t"] = sample.t - self.origin
             rows.append(row)
-        self.store.add_steps(self.run_id, steps, keep_timeline=kept.__contains__)
+        self.store.add_steps(self.run_id, steps, kept_steps=kept)
         self.store.add_samples(self.run_id, rows)
         self.telemetry.add_samples(samples)
         for ev in steps:

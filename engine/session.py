@@ -26,7 +26,7 @@ from typing import Callable
 from engine import forkserver, protocol
 from engine.config import ExperimentConfig
 from engine.results import RunSummary, from_json, to_json
-from engine.store import Store
+from engine.store import default_path, open_store
 from engine.telemetry.sample import DeviceSample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +55,7 @@ class RunResult:
     summary: RunSummary | None
     error: str | None = None
     traceback: str | None = None
+    store_failed: bool = False  # the run ended because the store could not be written: so will the next
 
 
 class RunSession:
@@ -81,7 +82,7 @@ class RunSession:
 
     # ---- control --------------------------------------------------------------
     def start(self) -> str:
-        with Store(self.db_path) as store:
+        with open_store(self.db_path) as store:
             self.run_id = store.create_run(self.config.to_dict(), experiment_id=self.experiment_id,
                                            label=self.label)
         self._origin = time.perf_counter()
@@ -107,7 +108,7 @@ class RunSession:
             if self._sampler is not None:
                 self._sampler.stop()
             error = f"the run could not start: {type(exc).__name__}: {exc}"
-            with Store(self.db_path) as store:
+            with open_store(self.db_path) as store:
                 store.finish_run(self.run_id, "failed", None, error, None)
             self.result = RunResult(self.run_id, "failed", None, error)
             self._done.set()
@@ -241,7 +242,7 @@ class RunSession:
     def _run(self) -> None:
         from engine.recorder import RunRecorder
         from engine.summary import unique_devices
-        store = Store(self.db_path)
+        store = None
         recorder = None
         status, summary, error, tb = "failed", None, None, None
         pending: list[dict] = []
@@ -251,6 +252,11 @@ class RunSession:
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
+            try:
+                store = open_store(self.db_path)
+            except sqlite3.Error as exc:   # gone or damaged since the run was created: the run ends, said why
+                self._store_error = f"cannot write the run store {self.db_path or default_path()}: {exc}"
+                return   # the finally below ends the worker and the run, as failed
             recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
                                    warmup=self.config.warmup,
                                    device_names=unique_devices([d.name for d in self._devices()]),
@@ -325,12 +331,15 @@ class RunSession:
                 self._record(recorder, pending)
                 recorder.finish()
             summary = self._complete_summary(summary, recorder, status)
-            store.finish_run(self.run_id, status, summary, error, tb)
+            if store is not None:
+                store.finish_run(self.run_id, status, summary, error, tb)
         except sqlite3.Error as exc:
-            status, error = "failed", self._store_error or f"cannot write the run store {store.path}: {exc}"
+            self._store_error = self._store_error or f"cannot write the run store {store.path}: {exc}"
+            status, error = "failed", self._store_error
         finally:
-            store.close()
-            self.result = RunResult(self.run_id, status, summary, error, tb)
+            if store is not None:
+                store.close()
+            self.result = RunResult(self.run_id, status, summary, error, tb, self._store_error is not None)
             if self._proc.poll() is None:
                 self._proc.kill()
                 self._proc.wait()

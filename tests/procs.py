@@ -15,11 +15,12 @@ TAG = os.environ.setdefault("SPLITSCOPE_TEST_TAG", f"pytest-{os.getpid()}-{uuid.
 
 
 def tagged_processes(tag: str = TAG) -> list[psutil.Process]:
-    """Live processes whose environment carries the tag, other than this one and its fork server (which lives
-    as long as the test session; its children are counted)."""
+    """Live processes whose environment carries the tag, other than this one, its fork server and its store
+    process (they live as long as the test session; the fork server's children are counted)."""
     from engine.forkserver import shared_pid
+    from engine.store import store_process_pid
     found = []
-    ours = {os.getpid(), shared_pid()}
+    ours = {os.getpid(), shared_pid(), store_process_pid()}
     for proc in psutil.process_iter(["pid"]):
         if proc.pid in ours:
             continue

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -25,7 +26,7 @@ def test_read_only_location_is_refused_before_launch(capsys):
 def tiny_disk(tmp_path):
     mount_point = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mount_point)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
                           capture_output=True)
     if done.returncode != 0:
         # Where the suite runs as root (CI, the project's machines), a failed mount is a failure to look at.
@@ -43,8 +44,19 @@ def test_disk_full_mid_run_ends_the_run_with_a_clear_error(tiny_disk):
         earlier = store.create_run({"strategy": "single"})
         store.finish_run(earlier, "finished", RunSummary(strategy="single"))
     config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=10_000_000, warmup=0)
-    session = RunSession(config, db_path=db, telemetry_hz=50)
+    stepping = threading.Event()
+    session = RunSession(config, db_path=db, telemetry_hz=50,
+                         on_event=lambda event: event["type"] == "step" and stepping.set())
     session.start()
+    # The disk fills once steps are stored (each is stored before anyone is told of it), however long the
+    # launch took: a slow one's telemetry alone once filled a small disk before the first step.
+    assert stepping.wait(60), "no step within 60 s"
+    with open(tiny_disk / "filler", "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(bytes(1 << 16))
+        except OSError:   # ENOSPC: the disk is full
+            pass
     result = session.wait(120)
     assert result is not None, "the run did not end when the disk filled"
     assert result.status == "failed"

@@ -44,9 +44,14 @@ class HistoryFlow(QtCore.QObject):
         if run_ids:
             self.history.load(run_ids)
 
-    def _on_loaded(self, token: int, runs: list[RunData]) -> None:
-        if token != self.history.latest_token or not runs:
+    def _on_loaded(self, token: int, runs: list[RunData], error: str) -> None:
+        if token != self.history.latest_token:
             return  # a newer selection is loading
+        if error:
+            self.window.log(error, status=True, level="error")
+            self.window.show_error(error)
+        if not runs:
+            return
         self.window.show_stored_runs(runs)
         self.shown_runs = [r.run_id for r in runs]
         if len(runs) == 1 and runs[0].status in ("failed", "interrupted") and runs[0].error:

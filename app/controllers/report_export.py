@@ -97,9 +97,9 @@ class ReportExporter(QtCore.QObject):
     def _existing_targets(self, item_id: str, fmt: str, out: Path) -> list[Path]:
         """The files of this export that already exist: the engine says which it would write."""
         from engine.export import planned_paths
-        from engine.store import Store
+        from engine.store import open_store
         try:
-            with Store(self.db_path) as store:
+            with open_store(self.db_path) as store:
                 return [p for p in planned_paths(store, item_id, fmt, out) if p.exists()]
         except Exception:  # noqa: BLE001 - the export itself will report it, in the log and a message box
             return []
@@ -114,8 +114,8 @@ class ReportExporter(QtCore.QObject):
         def work():
             try:
                 from engine.export import ExportError, export
-                from engine.store import Store
-                with Store(db_path) as store:
+                from engine.store import open_store
+                with open_store(db_path) as store:
                     paths = export(store, item_id, fmt, out, force=force)
                 result, error = [str(p) for p in paths], ""
             except ExportError as exc:

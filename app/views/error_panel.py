@@ -1,4 +1,4 @@
-"""ErrorPanel: a failed run's message and traceback, above the plots; dismissable."""
+"""ErrorPanel: a failed run's message and traceback, above the plots; dismissable; at most one action."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
@@ -7,7 +7,9 @@ from app.state.error_text import readable
 
 
 class ErrorPanel(QtWidgets.QFrame):
-    """A failed run's message and traceback, above the plots; dismissable."""
+    """A failed run's message and traceback, above the plots; dismissable. A problem the user can act on
+    (a damaged store's runs to recover) has one button for it, whose click is ``sigAction``."""
+    sigAction = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
@@ -22,6 +24,10 @@ class ErrorPanel(QtWidgets.QFrame):
         self.message.setTextFormat(QtCore.Qt.TextFormat.PlainText)
         self.message.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         top.addWidget(self.message, 1)
+        self.action_button = QtWidgets.QPushButton()
+        self.action_button.clicked.connect(self.sigAction)
+        self.action_button.hide()
+        top.addWidget(self.action_button)
         self.details_button = QtWidgets.QPushButton("Traceback")
         self.details_button.setCheckable(True)
         top.addWidget(self.details_button)
@@ -38,9 +44,18 @@ class ErrorPanel(QtWidgets.QFrame):
         layout.addWidget(self.traceback)
         self.hide()
 
-    def show_error(self, message: str, tb: str | None) -> None:
+    def show_error(self, message: str, tb: str | None, action: str | None = None) -> None:
+        """``action``: the text of a button whose click is sigAction (None: no button)."""
         # The header is read, the traceback is evidence: only the header loses repr()'s escapes.
         self.message.setText(readable(message))
         self.traceback.setPlainText(tb or "(no traceback: the process ended without one)")
         self.details_button.setChecked(bool(tb))
+        self.details_button.setVisible(bool(tb) or action is None)
+        self.action_button.setText(action or "")
+        self.action_button.setVisible(action is not None)
+        self.action_button.setEnabled(True)
         self.show()
+
+    def set_action_enabled(self, enabled: bool) -> None:
+        """The action's button, greyed while what it started goes."""
+        self.action_button.setEnabled(enabled)

@@ -10,6 +10,7 @@ the newest runs (or the selection), a selection made for the user scrolls to it.
 """
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -23,7 +24,7 @@ from app.views.experiment_history import ExperimentTable
 from app.views.table_rows import one_line_rows, show_selection_or_top
 
 from engine.results import RunSummary
-from engine.store import RunRecord, Store
+from engine.store import RunRecord, Store, open_store
 
 COLUMNS = ("started", "status", "experiment", "model", "strategy", "devices", "split", "µ-batches", "schedule",
            "batch", "input prep", "other settings", "step time", "samples/s", "bubble meas. / theory",
@@ -87,7 +88,7 @@ def load_runs(db_path: str | None, run_ids: list[str]) -> list[RunData]:
     buckets, and the intervals of the last steps that kept them. A 200,000-step run opens as fast as a
     short one; its full data stays in the store for exports."""
     out = []
-    with Store(db_path) as store:
+    with open_store(db_path) as store:
         for run_id in run_ids:
             record = store.get_run(run_id)
             if record is None:
@@ -112,7 +113,7 @@ EXPERIMENTS_HINT = "Select an experiment to see its result."
 
 class HistoryPanel(QtWidgets.QWidget):
     sigSelectionChanged = QtCore.Signal(list)   # run ids, newest first
-    sigLoaded = QtCore.Signal(int, list)        # token, [RunData] (from a loader thread, queued)
+    sigLoaded = QtCore.Signal(int, list, str)   # token, [RunData], why nothing could be read ("": read)
     sigExperimentSelected = QtCore.Signal(str)  # experiment id
 
     def __init__(self, store: Store, parent: QtWidgets.QWidget | None = None):
@@ -177,7 +178,11 @@ class HistoryPanel(QtWidgets.QWidget):
 
     def refresh(self) -> None:
         selected = set(self.selected_ids())
-        self.records = self.store.list_runs(limit=500)
+        try:
+            self.records = self.store.list_runs(limit=500)
+        except sqlite3.Error as exc:   # the store process gone (the next call starts another) or the file damaged
+            self.count_label.setText(f"could not read {self.store.path}: {exc}")
+            return
         other_keys = run_settings.differing([r.config for r in self.records])
         run_counts: dict[str, int] = {}
         for record in self.records:
@@ -264,11 +269,11 @@ class HistoryPanel(QtWidgets.QWidget):
 
         def work():
             try:
-                runs = load_runs(db_path, run_ids)
-            except Exception:  # a store being written to at the same moment: show nothing rather than crash
-                runs = []
+                runs, error = load_runs(db_path, run_ids), ""
+            except Exception as exc:  # a store gone or damaged: said in the window, never a crash
+                runs, error = [], f"could not read the runs from {db_path}: {type(exc).__name__}: {exc}"
             try:
-                self.sigLoaded.emit(token, runs)
+                self.sigLoaded.emit(token, runs, error)
             except RuntimeError:  # the panel was closed while we read
                 pass
 

@@ -17,9 +17,24 @@ def private_state(tmp_path, monkeypatch):
 
 
 def _children() -> set[int]:
-    """This process's descendants, but for its fork server (it lives as long as the test session)."""
+    """This process's descendants, but for its fork server and its store process (they live as long as the
+    test session)."""
     from engine.forkserver import shared_pid
-    return {p.pid for p in psutil.Process().children(recursive=True)} - {shared_pid()}
+    from engine.store import store_process_pid
+    return {p.pid for p in psutil.Process().children(recursive=True)} - {shared_pid(), store_process_pid()}
+
+
+@pytest.fixture(autouse=True)
+def as_before_the_window():
+    """A window turns the automatic garbage collector off while it lives (app/services/ui_thread_gc.py) and puts
+    this process's stores in the store process (app/services/window_store.py): a test must not leave the
+    collector off, and the tests after it open their stores here, as the CLI does."""
+    yield
+    import gc
+
+    from engine.store import serve_from_child
+    serve_from_child(False)
+    assert gc.isenabled(), "the automatic garbage collector was left off"
 
 
 @pytest.fixture(autouse=True)

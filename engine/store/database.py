@@ -1,9 +1,10 @@
-"""The run store: SQLite in the user data dir, WAL mode.
+"""The run store: SQLite in the user data dir, WAL mode (docs/store.md).
 
 A run row (id, started, status, config, summary) with its steps, timeline and
 telemetry samples; experiments group runs. ``--db PATH`` or ``SPLITSCOPE_DB``
 overrides the location. Runs found ``running`` whose owning process is gone are
-marked ``interrupted`` when a store is opened.
+marked ``interrupted`` when a store is opened. A process's first open of a path
+checks it (``repair.damage``) and sets a damaged store aside before using it.
 """
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import math
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 from engine.results import ExperimentResult, RunSummary, Sample, Step, from_json, to_json
+from engine.store import repair
 
 STATUSES = ("running", "finished", "failed", "stopped", "interrupted")
 
@@ -150,12 +153,33 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
+_checked: set[Path] = set()     # the paths this process has checked (``repair.damage``) since it started
+_checking = threading.Lock()
+
+
+def _check_once(path: Path) -> None:
+    """A process's first open of a store checks it; a damaged one is set aside (StoreDamaged says where)."""
+    with _checking:
+        resolved = path.resolve()
+        if resolved in _checked:
+            return
+        problem = repair.damage(path)
+        if problem is not None:
+            kept = repair.set_aside(path)
+            raise repair.StoreDamaged(str(path), problem, str(kept))
+        _checked.add(resolved)
+
+
 class Store:
-    """One connection to the run store. Use from one thread."""
+    """One connection to the run store. Use from one thread.
+
+    A process holding one must never open the store's files otherwise (docs/store.md, "One rule"): the
+    app keeps its connections in a process of their own (``engine.store.client``)."""
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _check_once(self.path)
         self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -208,9 +232,9 @@ class Store:
                  os.getpid(), socket.gethostname()))
         return run_id
 
-    def add_steps(self, run_id: str, events: Iterable[dict], keep_timeline=None) -> None:
-        """Store step events (protocol ``step``): every step's row, and its intervals if
-        ``keep_timeline(step)`` (default: every step's)."""
+    def add_steps(self, run_id: str, events: Iterable[dict], kept_steps: Collection[int] | None = None) -> None:
+        """Store step events (protocol ``step``): every step's row, and the intervals of those in ``kept_steps``
+        (default: every step's)."""
         events = list(events)
         if not events:
             return
@@ -222,7 +246,7 @@ class Store:
                   ev.get("loss"), json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None,
                   _shares(ev.get("busy")), json.dumps(ev["tensor_memory"]) if ev.get("tensor_memory") else None)
                  for ev in events])
-            self._insert_timeline(run_id, [ev for ev in events if keep_timeline is None or keep_timeline(ev["step"])])
+            self._insert_timeline(run_id, [ev for ev in events if kept_steps is None or ev["step"] in kept_steps])
 
     def replace_timeline(self, run_id: str, drop: Iterable[int], events: Iterable[dict]) -> None:
         """Remove the intervals of the steps ``drop``, then store those of ``events`` (rows stored already)."""
@@ -415,6 +439,10 @@ class Store:
 
     def integrity_ok(self) -> bool:
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    def recover_from(self, kept: str | os.PathLike) -> repair.Recovery:
+        """Copy what can be read of a damaged store set aside at ``kept`` into this one (engine/store/repair.py)."""
+        return repair.copy_readable(Path(kept), self._db)
 
 
 class _Transaction:

@@ -1,0 +1,16 @@
+"""The run store (docs/store.md): runs, experiments, their steps, timelines, telemetry and profiles in SQLite.
+
+- ``database.py``: ``Store``, one SQLite connection, and the records it reads back;
+- ``client.py``: ``open_store``, which every caller uses: a ``Store`` here, or a ``RemoteStore`` in the store
+  process for a process that opens files it does not choose (the app);
+- ``server.py``: the store process (``python -m engine.store``, ``__main__.py``);
+- ``repair.py``: a damaged store found on first open, set aside whole, its readable rows recovered.
+"""
+from engine.store.client import (RemoteStore, StoreUnavailable, open_store, serve_from_child, start_store_process,
+                                 store_process_pid)
+from engine.store.database import STATUSES, ExperimentRecord, RunRecord, Store, default_path
+from engine.store.repair import Recovery, StoreDamaged
+
+__all__ = ["STATUSES", "ExperimentRecord", "Recovery", "RemoteStore", "RunRecord", "Store", "StoreDamaged",
+           "StoreUnavailable", "default_path", "open_store", "serve_from_child", "start_store_process",
+           "store_process_pid"]
