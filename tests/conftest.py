@@ -1,11 +1,19 @@
-"""Shared fixtures: a fresh store per test, and no process of a run left behind, ever.
+"""Shared fixtures: a fresh store per test, no process of a run left behind, ever, and garbage collected on
+the main thread only.
 
 Every process a test starts inherits SPLITSCOPE_TEST_TAG; after each test, any
 live process carrying the tag (a worker, a rank, even one re-parented to init)
 fails the test and is killed.
+
+Python's automatic cyclic collector runs on whichever thread allocates; freeing a Qt
+object there can deadlock the main thread in a PySide disconnect
+(tests/app/gc_against_disconnect.py), which hung the suite once. As the app does while
+its window lives (app/services/ui_thread_gc.py), the suite turns it off and collects
+after each test, on the main thread, what the automatic collector would have by then.
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -18,6 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procs import wait_for_no_tagged  # noqa: E402
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+gc.disable()
+
+
+@pytest.fixture(autouse=True)
+def garbage_collected_on_the_main_thread():
+    yield
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    due = [generation for generation in range(3) if counts[generation] > thresholds[generation]]
+    if due:
+        gc.collect(due[-1])
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ has many samples to read and draw), and answers with a signal.
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -110,6 +111,7 @@ class ReportExporter(QtCore.QObject):
         token = self._token
         self.busy = True
         db_path = self.db_path
+        exporter = weakref.ref(self)   # the thread must not hold the last reference to a Qt object
 
         def work():
             try:
@@ -123,7 +125,9 @@ class ReportExporter(QtCore.QObject):
             except Exception as exc:  # a failed export is a message, never a crash
                 result, error = None, f"{type(exc).__name__}: {exc}"
             try:
-                self._sigDone.emit(token, result, error)
+                alive = exporter()
+                if alive is not None:
+                    alive._sigDone.emit(token, result, error)
             except RuntimeError:  # the window closed meanwhile
                 pass
 

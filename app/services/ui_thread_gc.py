@@ -40,8 +40,18 @@ class UiThreadCollector(QtCore.QObject):
     def running(self) -> bool:
         return id(self) in _holders and bool(_shared) and _shared[0].timer.isActive()
 
+    @property
+    def enabled_before(self) -> bool:
+        """Whether the automatic collector ran before the first window's collector turned it off."""
+        return _shared[1] if _shared else gc.isenabled()
+
     def stop(self) -> None:
         _release(id(self))
+
+
+def running() -> bool:
+    """Whether a window's collector runs (the automatic one is off meanwhile)."""
+    return bool(_holders)
 
 
 def _release(key: int, *_) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +65,18 @@ class StoreRecovery(QtCore.QObject):
         if self.busy:
             return
         self.busy = True
+        db_path, recovery = self.db_path, weakref.ref(self)   # the thread holds no reference to a Qt object
 
         def work():
             try:
-                with open_store(self.db_path) as store:
+                with open_store(db_path) as store:
                     text, failed = store.recover_from(kept_at).describe(), False
             except Exception as exc:  # a copy that fails is said; the kept file stays as it was
                 text, failed = f"recovering {kept_at} failed: {type(exc).__name__}: {exc}", True
             try:
-                self._sigFinished.emit(text, failed)
+                alive = recovery()
+                if alive is not None:
+                    alive._sigFinished.emit(text, failed)
             except RuntimeError:   # the window closed meanwhile
                 pass
 

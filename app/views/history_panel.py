@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import weakref
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -266,6 +267,7 @@ class HistoryPanel(QtWidgets.QWidget):
         self._token += 1
         token = self._token
         db_path = str(self.store.path)
+        panel = weakref.ref(self)   # the thread must not hold the last reference to a widget: it would go there
 
         def work():
             try:
@@ -273,7 +275,9 @@ class HistoryPanel(QtWidgets.QWidget):
             except Exception as exc:  # a store gone or damaged: said in the window, never a crash
                 runs, error = [], f"could not read the runs from {db_path}: {type(exc).__name__}: {exc}"
             try:
-                self.sigLoaded.emit(token, runs, error)
+                alive = panel()
+                if alive is not None:
+                    alive.sigLoaded.emit(token, runs, error)
             except RuntimeError:  # the panel was closed while we read
                 pass
 

@@ -26,15 +26,14 @@ def _children() -> set[int]:
 
 @pytest.fixture(autouse=True)
 def as_before_the_window():
-    """A window turns the automatic garbage collector off while it lives (app/services/ui_thread_gc.py) and puts
-    this process's stores in the store process (app/services/window_store.py): a test must not leave the
-    collector off, and the tests after it open their stores here, as the CLI does."""
+    """A window runs the garbage collector on its own timer while it lives (app/services/ui_thread_gc.py) and
+    puts this process's stores in the store process (app/services/window_store.py): a test must not leave a
+    window's collector running, and the tests after it open their stores here, as the CLI does."""
     yield
-    import gc
-
+    from app.services import ui_thread_gc
     from engine.store import serve_from_child
     serve_from_child(False)
-    assert gc.isenabled(), "the automatic garbage collector was left off"
+    assert not ui_thread_gc.running(), "a window's garbage collector was left running"
 
 
 @pytest.fixture(autouse=True)

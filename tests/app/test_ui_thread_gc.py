@@ -1,0 +1,34 @@
+"""The cyclic garbage collector kept on the UI thread: what once hung the suite in a disconnect cannot happen while
+the window's collector runs (tests/app/gc_against_disconnect.py says how it happened)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from procs import ROOT
+
+SCRIPT = ROOT / "tests" / "app" / "gc_against_disconnect.py"
+
+
+def race(mode: str, deadline_s: float) -> subprocess.CompletedProcess | None:
+    """The script's result, or None when it had not ended by the deadline (it is killed)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               QT_QPA_PLATFORM="offscreen")
+    try:
+        return subprocess.run([sys.executable, str(SCRIPT), mode], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_a_collection_on_another_thread_cannot_deadlock_a_disconnect_while_the_collector_runs():
+    done = race("collector", deadline_s=60)
+    assert done is not None, "the UI thread's disconnect deadlocked with a collection on the worker"
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "disconnected; freed off the UI thread: False, on it: True"
+
+
+def test_without_it_python_collects_on_the_worker_and_the_disconnect_deadlocks():
+    """The hazard itself, on this machine's PySide: the test above would hang without the collector."""
+    assert race("automatic", deadline_s=8) is None
