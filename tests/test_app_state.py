@@ -72,11 +72,11 @@ def test_the_window_finds_its_style_sheet_icon_and_planner():
     """Paths from app/ subpackages to the repository's resources/ and to the planner's module."""
     from pathlib import Path
 
-    from app.services import planner_client
+    from app.services import forked_process
     from app.views import theme
     assert theme.style_sheet()  # "" when resources/style.qss is not where the theme looks
     assert Path(theme.icon_path("splitscope.svg")).is_file()
-    assert (planner_client.ROOT / "app" / "services" / "planner_service.py").is_file()
+    assert (forked_process.ROOT / "app" / "services" / "planner_service.py").is_file()
 
 
 # -- the status line's texts ---------------------------------------------------------------------

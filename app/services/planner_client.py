@@ -1,20 +1,17 @@
 """PlannerClient: talks to the planner process (app.services.planner_service) without blocking the UI.
 
-Validation and block profiling need torch; the planner process imports it, the
-app never does. QProcess delivers its output through the event loop, so nothing
-here waits. Requests are debounced and numbered; answers to stale requests are
-dropped.
+Validation and block profiling need torch; the planner process has it (forked by
+the app's fork server where there is one), the app never does. QProcess delivers
+its output through the event loop, so nothing here waits. Requests are debounced
+and numbered; answers to stale requests are dropped.
 """
 from __future__ import annotations
 
 import json
-import os
-import sys
-from pathlib import Path
 
 from PySide6 import QtCore
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
+from app.services.forked_process import start_module
 
 
 class PlannerClient(QtCore.QObject):
@@ -44,12 +41,6 @@ class PlannerClient(QtCore.QObject):
         if self._proc is not None:
             return
         proc = QtCore.QProcess(self)
-        proc.setProgram(sys.executable)
-        proc.setArguments(["-u", "-m", "app.services.planner_service"])
-        proc.setWorkingDirectory(str(ROOT))
-        env = QtCore.QProcessEnvironment.systemEnvironment()
-        env.insert("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), env.value("PYTHONPATH")])))
-        proc.setProcessEnvironment(env)
         proc.setProcessChannelMode(QtCore.QProcess.ProcessChannelMode.SeparateChannels)
         proc.readyReadStandardOutput.connect(self._on_output)
         proc.finished.connect(self._on_finished)
@@ -57,7 +48,8 @@ class PlannerClient(QtCore.QObject):
         self._proc = proc
         self._buffer = b""
         self.ready = False
-        proc.start()
+        # Forked by the app's fork server, torch imported already (app/services/forked_process.py).
+        start_module(proc, "app.services.planner_service", [], "(the app's planner)")
 
     def close(self) -> None:
         """End the planner process: EOF on its stdin, then a kill if it lingers."""

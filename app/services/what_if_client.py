@@ -1,7 +1,8 @@
 """WhatIfClient: a stored run's what-if (engine.what_if), computed in a child process.
 
 The multi-stage schedules' action lists come from torch's own schedule classes,
-and the app never imports torch: ``main.py what-if RUN --json`` computes them.
+and the app never imports torch: ``main.py what-if RUN --json`` computes them (forked by the
+app's fork server where there is one).
 One request at a time; a newer request ends the older one's process, and
 ``close`` ends whatever is left, so no child outlives the window.
 """
@@ -9,14 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from PySide6 import QtCore
 
+from app.services.forked_process import start_module
 from engine.results import from_json
 from engine.what_if import Prediction
-
-ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
 
 
 class WhatIfClient(QtCore.QObject):
@@ -33,13 +32,11 @@ class WhatIfClient(QtCore.QObject):
         self._end()
         self.run_id = run_id
         proc = QtCore.QProcess(self)
-        proc.setProgram(sys.executable)
-        proc.setArguments([str(ROOT / "main.py"), "what-if", run_id, "--json", "--db", self.db_path])
-        proc.setWorkingDirectory(str(ROOT))
         proc.finished.connect(lambda code, _status, p=proc: self._on_finished(p, code))
         proc.errorOccurred.connect(lambda error, p=proc: self._on_error(p, error))
         self._proc = proc
-        proc.start()
+        # main.py what-if RUN, forked by the app's fork server (app/services/forked_process.py).
+        start_module(proc, "main", ["what-if", run_id, "--json", "--db", self.db_path], f"(what-if of {run_id})")
 
     def close(self) -> None:
         """End the child, if any; its answer is dropped."""

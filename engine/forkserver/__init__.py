@@ -11,7 +11,8 @@ no server can run (not Linux, ``SPLITSCOPE_FORKSERVER=0``) they start fresh, as
 before. docs/architecture.md says who owns what, and how nothing outlives its owner.
 """
 from engine.forkserver.client import (CONNECTION_ENV, ForkedProcess, ForkServer, ForkServerError, ForkServerRefused,
-                                      run_module, shared, shared_pid, start_process, worker_connection)
+                                      hand_over_connection, run_module, shared, shared_pid, start_process,
+                                      worker_connection)
 
-__all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess", "run_module",
-           "shared", "shared_pid", "start_process", "worker_connection"]
+__all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess",
+           "hand_over_connection", "run_module", "shared", "shared_pid", "start_process", "worker_connection"]

@@ -44,6 +44,7 @@ class Connection:
         self._replies: dict[int, dict] = {}
         self._exits: dict[int, int] = {}
         self._closed = False
+        self.serving = False   # the server answered a ping: its imports are done, a child comes in milliseconds
         self._ids = itertools.count()
         threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
 
@@ -69,6 +70,8 @@ class Connection:
                     self._exits.pop(message.get("pid"), None)
                 elif message.get("op") == "exit":
                     self._exits[message.get("pid")] = message.get("code")
+                elif message.get("op") == "pong":
+                    self.serving = True
                 self._changed.notify_all()
         with self._changed:
             self._closed = True
@@ -306,6 +309,10 @@ class ForkServer:
             raise started[0]
         self._proc: subprocess.Popen = started[0]
         self.connection = Connection(mine)
+        try:
+            self.connection._send({"op": "ping"})   # answered once the imports are done: ``serving``
+        except ForkServerError:
+            pass
 
     @property
     def pid(self) -> int:
@@ -313,6 +320,11 @@ class ForkServer:
 
     def alive(self) -> bool:
         return self._proc.poll() is None and not self.connection.closed
+
+    @property
+    def serving(self) -> bool:
+        """Its imports are done: what it forks now starts in milliseconds (before, a request waits for them)."""
+        return self.connection.serving and self.alive()
 
     def close(self, timeout: float = 5.0) -> None:
         """End the server and every child it still has: its owner thread ends, so the parent-death signal kills
@@ -326,7 +338,31 @@ class ForkServer:
             self._proc.wait()
 
 
-_shared: ForkServer | None = None
+class BorrowedServer:
+    """A fork server another process owns, reached through the connection it handed this one (``CONNECTION_ENV``):
+    a command started by a script that owns a warm server (the tests, the GPU check) forks its validation child
+    and its ranks there rather than importing torch in a server of its own."""
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.pid = None   # not this process's to follow
+        try:
+            connection._send({"op": "ping"})
+        except ForkServerError:
+            pass
+
+    def alive(self) -> bool:
+        return not self.connection.closed
+
+    @property
+    def serving(self) -> bool:
+        return self.connection.serving and self.alive()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.connection.close()
+
+
+_shared: ForkServer | BorrowedServer | None = None
 _shared_lost = False   # the server ended by itself: this process starts fresh processes from then on
 _shared_lock = threading.Lock()
 
@@ -336,8 +372,9 @@ def enabled() -> bool:
             and hasattr(socket, "send_fds") and hasattr(os, "fork"))
 
 
-def shared() -> ForkServer | None:
-    """This process's fork server, started on first use; None where there is none (``enabled``) or it ended."""
+def shared() -> ForkServer | BorrowedServer | None:
+    """This process's fork server, started on first use (or the one whose connection this process was handed,
+    ``CONNECTION_ENV``); None where there is none (``enabled``) or it ended."""
     global _shared, _shared_lost
     with _shared_lock:
         if not enabled():
@@ -345,8 +382,9 @@ def shared() -> ForkServer | None:
         if _shared is not None and not _shared.alive():
             _shared, _shared_lost = None, True
         if _shared is None and not _shared_lost:
+            handed = worker_connection()
             try:
-                _shared = ForkServer()
+                _shared = BorrowedServer(handed) if handed is not None else ForkServer()
             except OSError:
                 _shared_lost = True
             else:
@@ -354,8 +392,21 @@ def shared() -> ForkServer | None:
         return _shared
 
 
+def hand_over_connection() -> socket.socket | None:
+    """A connection to this process's fork server for a process it starts (its descriptor in ``CONNECTION_ENV``
+    and ``pass_fds``; close ours once it started), or None where there is no server."""
+    server = shared()
+    if server is None:
+        return None
+    try:
+        return server.connection.hand_over()
+    except ForkServerError:
+        return None
+
+
 def shared_pid() -> int | None:
-    """The pid of this process's fork server, if one runs (tests tell it from processes left behind)."""
+    """The pid of the fork server this process started, if one runs (tests tell it from processes left
+    behind); None for one it borrowed."""
     server = _shared
     return server.pid if server is not None and server.alive() else None
 

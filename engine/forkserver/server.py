@@ -92,10 +92,18 @@ class Server:
             return
         message, fds = got
         op = message.get("op")
-        if op == "client" and sock is self.owner and fds is not None and len(fds) == 1:
+        if op == "client" and fds is not None and len(fds) == 1:
+            # A connection for another process: the owner's worker, or a process that a holder of a connection
+            # started (a command run by a script that owns a server). Each is its own: its end takes its children.
             self._add(socket.socket(fileno=fds[0]))
         elif op == "spawn":
             self._spawn(sock, message, fds)
+        elif op == "ping":   # the owner asks whether its imports are done: this answer says they are
+            _close(fds)
+            try:
+                wire.send(sock, {"op": "pong"}, wait=False)
+            except wire.WireError:
+                pass
         elif op == "signal":
             _close(fds)
             pid, number = message.get("pid"), message.get("signal")

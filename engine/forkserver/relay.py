@@ -1,0 +1,38 @@
+"""``python -m engine.forkserver.relay MODULE [ARGS]``: ``python -m MODULE ARGS`` forked by the fork server, on this
+process's own standard streams.
+
+For a parent that can only start programs (Qt's QProcess: the app's planner and what-if child). This process
+imports no torch: it asks the fork server whose connection it was handed (``CONNECTION_ENV``, as a worker's) for
+the module on its own stdin, stdout and stderr, so the parent reads and writes the child directly, then waits for
+it and exits with its status (128 + N for signal N, as a shell says it). SIGTERM is passed on to the child. A
+kill of this process closes its connection, and the server then ends the child (engine/forkserver/server.py).
+With no connection, or one the server refuses or lost, it becomes ``python -m MODULE ARGS`` itself (exec): the
+same program, started fresh.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from engine.forkserver.client import ForkServerError, worker_connection
+
+
+def main(argv: list[str]) -> int:
+    module, args = argv[0], argv[1:]
+    connection = worker_connection()
+    if connection is not None:
+        try:
+            pid = connection.spawn(module, env=dict(os.environ), cwd=os.getcwd(), fds={0: 0, 1: 1, 2: 2},
+                                   argv=args, title=os.environ.get("SPLITSCOPE_RELAY_TITLE", ""))
+        except ForkServerError:
+            connection.close()
+        else:
+            signal.signal(signal.SIGTERM, lambda *_: connection.signal(pid, signal.SIGTERM))
+            code = connection.exit_code(pid, timeout=None)
+            return code if code >= 0 else 128 - code
+    os.execv(sys.executable, [sys.executable, "-m", module, *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
