@@ -1,6 +1,7 @@
 """Running the CLI as a user would, in a subprocess, for the tests."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -10,14 +11,37 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@contextlib.contextmanager
+def fork_server_handed_over(env: dict):
+    """A connection to this test process's warm fork server for the command about to start (its validation child
+    and ranks fork there, not in a server of its own that imports torch again): (env, pass_fds)."""
+    from engine import forkserver
+    connection = forkserver.hand_over_connection()
+    if connection is None:
+        yield env, ()
+        return
+    try:
+        yield {**env, forkserver.CONNECTION_ENV: str(connection.fileno())}, (connection.fileno(),)
+    finally:
+        connection.close()
+
+
 def cli(*args: str, timeout: float = 120, check_json: bool = False, env: dict | None = None):
     """``python main.py ARGS``; returns the CompletedProcess (and the JSON summary with check_json)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    with fork_server_handed_over({**os.environ, **(env or {})}) as (full_env, fds):
+        proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout, env=full_env, pass_fds=fds)
     if check_json:
         assert proc.returncode == 0, proc.stderr
         return proc, json.loads(proc.stdout)
     return proc
+
+
+def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """``python main.py ARGS`` started (subprocess.Popen's keywords), with the warm fork server handed over."""
+    with fork_server_handed_over({**os.environ, **(env or {})}) as (full_env, fds):
+        return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, env=full_env, pass_fds=fds,
+                                **popen)
 
 
 def small_mlp(*extra: str) -> list[str]:
@@ -29,8 +53,7 @@ def cli_together(*runs: list[str], timeout: float = 240, envs: list[dict] | None
     """Several ``python main.py run ... --json`` at once, for results that do not depend on timing (the
     parameters training ends with); returns their JSON summaries, in order. ``envs``: each run's additions to
     the environment."""
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, **extra})
+    procs = [start_cli(*args, env=extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for args, extra in zip(runs, envs or [{}] * len(runs))]
     summaries = []
     try:

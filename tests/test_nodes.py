@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
-from helpers import ROOT, cli, small_mlp
+from helpers import ROOT, cli, small_mlp, start_cli
 from netns import AGENT_PORT, Agent, node_processes
 
 from engine.store import Store
@@ -29,8 +28,7 @@ def node_run(cluster, *args: str) -> list[str]:
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return start_cli(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_steps(db, at_least: int, proc: subprocess.Popen, timeout: float = 120) -> str:

@@ -104,9 +104,19 @@ def cpu_checks() -> list[Check]:
 
 
 def cli(args: list[str], db: Path, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, float]:
+    """``python main.py ARGS --db DB``, handed this script's fork server (engine/forkserver/): torch and the engine
+    are imported once for every run here, not once a command."""
+    from engine import forkserver
     started = time.time()
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "--db", str(db)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    connection = forkserver.hand_over_connection()
+    env = dict(os.environ, **({forkserver.CONNECTION_ENV: str(connection.fileno())} if connection else {}))
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "--db", str(db)], cwd=ROOT, env=env,
+                              pass_fds=(connection.fileno(),) if connection else (), capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        if connection is not None:
+            connection.close()
     return proc, time.time() - started
 
 
