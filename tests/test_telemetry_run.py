@@ -37,15 +37,16 @@ def test_the_engines_busy_share_agrees_with_the_oss_reading(runs):
     """Two independent readings of one thing: the engine's timers and the kernel's tick counters of the core.
     The core's counters also count whatever else ran there: the pipelining library's Python between the
     timed spans, and on a shared machine the coordinator and other tenants, which the scheduler puts on
-    whichever core is idle (here 0.6 to 6 points above the engine; 12.8 once on CI). So the OS may read
-    higher by a load-dependent margin, but never much lower: a timer that counted a wait as busy would."""
+    whichever core is idle (here 0.6 to 6 points above the engine; 12.8 once on CI, 47 with a second suite
+    running). So the OS may read higher by a load-dependent margin, but never much lower: a timer that counted
+    a wait as busy would. How much higher is the machine's, not a behaviour."""
     _, naive, piped = runs
     for summary in (naive, piped):
         devices, gaps = summary["devices"], []
         for util, busy in zip(summary["telemetry"]["util_mean"], summary["devices_busy"]):
             gaps.append(util - 100 * busy)
-        assert all(-5 <= gap <= 30 for gap in gaps), (summary["strategy"], summary["telemetry"],
-                                                      summary["devices_busy"])
+        assert all(gap >= -5 for gap in gaps), (summary["strategy"], summary["telemetry"], summary["devices_busy"])
+        assert all(0 <= util <= 100.5 for util in summary["telemetry"]["util_mean"]), summary["telemetry"]
         # The summary names exactly the devices more than 10 points apart.
         flagged = [name for name, gap in zip(devices, gaps) if abs(gap) > 10]
         note = summary["telemetry"]["disagreement"] or ""
