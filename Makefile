@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench soak gpu-check clean
+.PHONY: run test test-quick bench soak gpu-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=15
+
+# Between edits: the unit and Qt-free tests that launch no training (tests marked quick), under 2 minutes.
+test-quick: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m quick --durations=5
 
 bench: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m bench

@@ -68,6 +68,8 @@ def keep_start_up_objects_out_of_collections() -> None:
 
 def run_app(argv: list[str], t_start: float) -> int:
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([sys.argv[0], *argv])
+    from app.services.planner_client import PlannerClient
+    PlannerClient.start_early()   # its torch import overlaps the window's construction; the window takes it
     configure(app)
     from app.main_window import MainWindow
     window = MainWindow()
@@ -82,6 +84,12 @@ def run_app(argv: list[str], t_start: float) -> int:
         keep_start_up_objects_out_of_collections()
 
     QtCore.QTimer.singleShot(0, shown)
+
+    def run_ready():   # the first moment Run can be clicked: the planner checked the settings
+        if window.run_action.isEnabled() and "run_ready_s" not in report:
+            report["run_ready_s"] = round(time.perf_counter() - t_start, 3)
+            report["run_ready_at_unix"] = time.time()
+    window.run_action.changed.connect(run_ready)
     quit_after = os.environ.get("SPLITSCOPE_QUIT_AFTER_MS")
     if quit_after:
         def quit_now():

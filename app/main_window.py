@@ -54,6 +54,7 @@ from engine.results import ExperimentResult, RunSummary
 # plots: ~5 ms of CPU, so 10 frames a second would cost ~5% of a core doing nothing).
 IDLE_REDRAW_MS = 500
 RUN_REDRAW_MS = 100      # 10 frames a second while a run goes: the telemetry's own rate
+WARM_UP_LATEST_MS = 15_000   # the fork server starts by then even if Run is not clickable yet
 MEMORY_REDRAW_S = 0.5    # the Memory tab's bars change rarely after the first steps
 
 
@@ -82,6 +83,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.t0 = time.perf_counter()
         self.telemetry = TelemetryHistory(self.telemetry_hz, origin=self.t0)
         self._closed = False
+        self._warmed_up = False   # the fork server asked to start (start_services)
 
         self.idle = IdleTelemetry(self.telemetry_hz, self)
         self.run_action, self.stop_action = actions.run_actions(self)
@@ -192,8 +194,17 @@ class MainWindow(QtWidgets.QMainWindow):
     def start_services(self) -> None:
         if self._closed:
             return
-        self.idle.start()
         self.plans.start()
+        self.idle.start()
+        # The fork server imports torch too (7 s here): on two cores it would halve the planner's share, so it
+        # starts once Run can be clicked (or after WARM_UP_LATEST_MS), while the user reads the window.
+        self.run_action.changed.connect(self._warm_up_once)
+        QtCore.QTimer.singleShot(WARM_UP_LATEST_MS, self._warm_up_once)
+
+    def _warm_up_once(self) -> None:
+        if self._warmed_up or self._closed or not (self.run_action.isEnabled() or self.sender() is None):
+            return
+        self._warmed_up = True
         self.worker.warm_up()
 
     def _on_inventory(self, gpus: list) -> None:

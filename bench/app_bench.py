@@ -1,4 +1,4 @@
-"""App benchmarks (issue 4): redraw cost, idle CPU, UI-thread stalls during a run.
+"""App benchmarks (issue 4): start-up, redraw cost, idle CPU, UI-thread stalls during a run.
 
     python -m bench.app_bench [--json] [--skip-run]
 
@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +24,32 @@ if str(ROOT) not in sys.path:
 from app.benchmarks import GOALS, private_env, bench_idle_cpu, bench_redraw, bench_stalls  # noqa: E402
 
 
+START_UP_GOAL_S = 3.0   # Run clickable this long after launch (issue 28); the window itself far sooner
+
+
+def bench_start_up(launches: int = 3, quit_after_ms: int = 20_000) -> dict:
+    """``python main.py`` launched as a user does, ``launches`` times with a fresh store and settings each: when
+    the window showed and when Run first became clickable (the planner's first check), in seconds after the
+    launch, and the medians. The first launch may find cold caches; the medians are of all of them."""
+    shown, ready = [], []
+    for _ in range(launches):
+        with tempfile.TemporaryDirectory(prefix="splitscope-start-") as tmp:
+            env = dict(os.environ, QT_QPA_PLATFORM="offscreen", SPLITSCOPE_QUIT_AFTER_MS=str(quit_after_ms),
+                       SPLITSCOPE_DB=str(Path(tmp) / "runs.sqlite3"), SPLITSCOPE_SETTINGS=str(Path(tmp) / "s.ini"))
+            launched = time.time()
+            proc = subprocess.run([sys.executable, str(ROOT / "main.py")], cwd=ROOT, env=env, capture_output=True,
+                                  text=True, timeout=quit_after_ms / 1000 + 60)
+        line = next((x for x in proc.stderr.splitlines() if x.startswith('{"splitscope_app"')), None)
+        if line is None:
+            return {"error": proc.stderr[-2000:]}
+        report = json.loads(line)["splitscope_app"]
+        shown.append(round(report["shown_at_unix"] - launched, 2))
+        if "run_ready_at_unix" in report:
+            ready.append(round(report["run_ready_at_unix"] - launched, 2))
+    return {"shown_s": shown, "run_ready_s": ready, "shown_median_s": statistics.median(shown),
+            "run_ready_median_s": statistics.median(ready) if ready else None, "goal_s": START_UP_GOAL_S}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -27,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args([] if argv is None else argv)  # make bench calls main() with no arguments
     with tempfile.TemporaryDirectory(prefix="splitscope-bench-") as tmp:
         private_env(tmp)
-        results = {"redraw": bench_redraw(), "idle": bench_idle_cpu()}
+        results = {"start_up": bench_start_up(), "redraw": bench_redraw(), "idle": bench_idle_cpu()}
         if not args.skip_run:
             results["stalls"] = bench_stalls()
     results["goals"] = GOALS
@@ -35,11 +65,18 @@ def main(argv: list[str] | None = None) -> dict:
         "redraw_median_ms": results["redraw"]["window_1h"]["median_ms"] <= GOALS["redraw_median_ms"],
         "idle_cpu_percent": results["idle"]["cpu_percent_of_a_core"] <= GOALS["idle_cpu_percent"],
     }
+    if results["start_up"].get("run_ready_median_s") is not None:
+        results["met"]["run_ready_s"] = results["start_up"]["run_ready_median_s"] <= START_UP_GOAL_S
     if "stalls" in results and results["stalls"].get("stall_max_ms") is not None:
         results["met"]["stall_max_ms"] = results["stalls"]["stall_max_ms"] < GOALS["stall_max_ms"]
     if args.json:
         print(json.dumps(results))
     else:
+        u = results["start_up"]
+        print(f"app: start-up, {len(u.get('shown_s', []))} launches: window shown {u.get('shown_s')} s (median "
+              f"{u.get('shown_median_s')}), Run clickable {u.get('run_ready_s')} s (median "
+              f"{u.get('run_ready_median_s')}; goal <= {START_UP_GOAL_S:g})" if "error" not in u else
+              f"app: start-up failed: {u['error']}")
         r = results["redraw"]
         print(f"app: redraw, {r['devices']} devices, 1 h of {10} Hz history ({r['telemetry_points']:,} points):")
         print(f"  2-minute window: median {r['window_2min']['median_ms']} ms, p95 {r['window_2min']['p95_ms']} ms")

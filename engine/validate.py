@@ -249,6 +249,24 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
     return []
 
 
+def _meta_initializers_skipped():
+    """A torch function mode in which a random initializer of a meta tensor returns it as it is: on the meta
+    device there are no values to draw, and torch draws them there through its reference implementations, whose
+    first call imports its compiler (2.8 s of a first check here, most of the app's wait for Run)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    initializers = {torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_, torch.Tensor.bernoulli_,
+                    torch.Tensor.exponential_, torch.Tensor.cauchy_, torch.Tensor.log_normal_,
+                    torch.Tensor.geometric_}
+
+    class SkipMetaInitializers(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in initializers and args and getattr(args[0], "is_meta", False):
+                return args[0]
+            return func(*args, **(kwargs or {}))
+    return SkipMetaInitializers()
+
+
 def _build_model(config: ExperimentConfig):
     import torch
 
@@ -259,7 +277,7 @@ def _build_model(config: ExperimentConfig):
         # On the meta device: the blocks' structure without their memory, so checking a
         # 16384-wide model takes no gigabytes and resnet50 builds in a blink.
         try:
-            with torch.device("meta"):
+            with torch.device("meta"), _meta_initializers_skipped():
                 return build.build(config), None
         except (RuntimeError, NotImplementedError) as exc:
             if "meta" not in str(exc).lower():

@@ -9,6 +9,8 @@ from app.state.run_rules import Activity, blocked_reason, ready_text
 from engine.results import to_json
 from no_qt import run_without_qt
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 STARTED = {"type": "started", "devices": [{"name": "cuda:0"}, {"name": "cuda:0"}, {"name": "cuda:1"}],
            "theory_bubble": 0.2, "notes": ["why"], "split": [3], "micro_batches": 4}
 

@@ -2,7 +2,11 @@
 window (app/state/run_status.py, experiment_status.py, run_settings.py)."""
 from __future__ import annotations
 
+import pytest
+
 from app.state.live_data import RunProgress
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
 STARTED = {"type": "started", "devices": [{"name": "cpu:0"}, {"name": "cpu:1"}], "theory_bubble": 0.2,
            "split": [2], "micro_batches": 4}

@@ -7,6 +7,8 @@ from engine import cli
 from engine.store import Store
 from helpers import cli as run_cli
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 BROKEN_FILES = {
     "syntax": "def build_model(:\n",
     "raises": "raise RuntimeError('boom at import')\n",

@@ -14,7 +14,7 @@ from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.targets import targets_for
 from fake_nvml import FakeGpu, make_fake_pynvml
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
 
 
 @pytest.fixture

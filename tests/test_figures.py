@@ -1,8 +1,12 @@
 """The figure definitions (engine.figures) from typed data: no store, no drawing, no Qt."""
 from __future__ import annotations
 
+import pytest
+
 from engine.figures import RunView, comparison_figures, experiment_figures, palette, run_figures
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, MeanStd, RunSummary, Sample, Step
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
 
 def test_a_run_of_every_kth_step_says_so_in_its_step_figures():

@@ -11,6 +11,8 @@ import pytest
 from app import system_check
 from procs import ROOT
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 LDD_WITHOUT_XCB_CURSOR = """\
 \tlinux-vdso.so.1 (0x00007ffd)
 \tlibQt6XcbQpa.so.6 => /venv/PySide6/Qt/lib/libQt6XcbQpa.so.6 (0x00007f)

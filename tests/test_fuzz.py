@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import cli, protocol
 from engine.config import ConfigError, ExperimentConfig, problems
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

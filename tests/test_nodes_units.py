@@ -15,6 +15,8 @@ from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
 from engine.nodes.cluster import cluster_devices, node_devices
 from engine.nodes.token import TokenError, new_token, read_token
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 TOKEN = b"a-shared-token-of-enough-length"
 
 

@@ -7,6 +7,8 @@ from app.state.problem_help import Fix, explain, explain_all, in_app_words, spli
 from engine.config import ExperimentConfig
 from no_qt import run_without_qt
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 
 def config(**overrides) -> ExperimentConfig:
     return ExperimentConfig(**dict(dict(strategy="model-parallel", model="mlp", width=64, depth=4, devices="cpu:2",

@@ -1,10 +1,14 @@
 """Typed results from JSON (engine/results.py): what any version stored opens, and odd values do not break it."""
 from __future__ import annotations
 
+import pytest
+
 from engine.report import summary_table
 from engine.results import (BatchSplit, ExperimentResult, MeanStd, RunSummary, TensorMemory, from_json,
                             to_json)
 from engine.store import Store
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
 
 def test_a_summary_round_trips_through_json():

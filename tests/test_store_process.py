@@ -18,6 +18,8 @@ from engine.store import RemoteStore, Store, StoreUnavailable, open_store, serve
 from procs import ROOT
 from store_helpers import locks_held, read_elsewhere, write_runs_elsewhere
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 
 @pytest.fixture
 def served():

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from engine.store import Store, StoreDamaged
 from engine.store.repair import damage
 from helpers import cli
 from store_helpers import store_with_runs, write_over_pages
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
 
 def kept_files(folder, name="runs"):

@@ -13,7 +13,7 @@ from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagree
 from engine.devices import Device
 from engine.results import TelemetrySummary
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
 
 SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 

@@ -13,7 +13,7 @@ from engine.telemetry import GpuTarget, TelemetrySampler, all_targets, nvml
 from engine.telemetry import gpu_inventory
 from fake_nvml import FakeGpu, make_fake_pynvml
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from engine.strategies.base import RankContext
 from engine.tensor_memory import TensorMeter
 from engine.timing import StepTimer
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 WIDTH, DEPTH, BATCH = 64, 4, 32
 FLOAT = 4
 

@@ -17,6 +17,8 @@ from engine.results import ExperimentResult, RunSummary, from_json
 from engine.store import Store
 from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
 
 def test_config_round_trips_through_json():
     config = ExperimentConfig(strategy="pipeline", split=(3, 6), micro_batches=4, devices="cpu:3")

@@ -34,7 +34,7 @@ class PlanFlow(QtCore.QObject):
         self.split_view = split_view
         self.state = PlanState()
         self.gpus: list[dict] = []      # the GPU inventory: torch numbers the visible ones cuda:0, ...
-        self.planner = PlannerClient(self)
+        self.planner = PlannerClient.taken(self)   # app.application started one while the window was built
         self.planner.sigChecked.connect(self._on_checked)
         self.planner.sigProfiled.connect(self._on_profiled)
         self.planner.sigCrashed.connect(self._on_planner_crashed)

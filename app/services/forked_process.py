@@ -28,7 +28,7 @@ def start_module(proc: QtCore.QProcess, module: str, args: list[str], title: str
     env = QtCore.QProcessEnvironment.systemEnvironment()
     env.insert("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), env.value("PYTHONPATH")])))
     env.insert("SPLITSCOPE_RELAY_TITLE", title)
-    server = forkserver.shared()
+    server = forkserver.started()   # never started here: at start-up it would compete with this child
     # A server still importing would make the child wait for all of its imports (5 s and more): fresh is
     # sooner then (the app's first planner, at start-up).
     connection = forkserver.hand_over_connection() if server is not None and server.serving else None

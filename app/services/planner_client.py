@@ -14,6 +14,9 @@ from PySide6 import QtCore
 from app.services.forked_process import start_module
 
 
+_early: list["PlannerClient"] = []   # a planner started before the window was built (start_early)
+
+
 class PlannerClient(QtCore.QObject):
     sigReady = QtCore.Signal()
     sigChecked = QtCore.Signal(int, dict)     # request id, {"problems", "warnings", "stages", ...}
@@ -37,6 +40,23 @@ class PlannerClient(QtCore.QObject):
         self._debounce.timeout.connect(self._send_pending)
 
     # -- process lifecycle ---------------------------------------------------
+    @classmethod
+    def start_early(cls) -> None:
+        """Start a planner now, for the window about to be built to take (``taken``): its torch import overlaps
+        the window's construction (a second and a half of the wait for Run, here)."""
+        client = cls()
+        client.start()
+        _early.append(client)
+
+    @classmethod
+    def taken(cls, parent: QtCore.QObject) -> "PlannerClient":
+        """The planner started early, now ``parent``'s; else a new one (not started)."""
+        if not _early:
+            return cls(parent)
+        client = _early.pop()
+        client.setParent(parent)
+        return client
+
     def start(self) -> None:
         if self._proc is not None:
             return

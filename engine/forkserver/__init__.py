@@ -12,7 +12,8 @@ before. docs/architecture.md says who owns what, and how nothing outlives its ow
 """
 from engine.forkserver.client import (CONNECTION_ENV, ForkedProcess, ForkServer, ForkServerError, ForkServerRefused,
                                       hand_over_connection, run_module, shared, shared_pid, start_process,
-                                      worker_connection)
+                                      started, worker_connection)
 
 __all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess",
-           "hand_over_connection", "run_module", "shared", "shared_pid", "start_process", "worker_connection"]
+           "hand_over_connection", "run_module", "shared", "shared_pid", "start_process", "started",
+           "worker_connection"]

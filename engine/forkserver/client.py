@@ -392,6 +392,12 @@ def shared() -> ForkServer | BorrowedServer | None:
         return _shared
 
 
+def started() -> ForkServer | BorrowedServer | None:
+    """The fork server this process started or borrowed, if it did and it is alive; never starts one."""
+    server = _shared
+    return server if server is not None and server.alive() else None
+
+
 def hand_over_connection() -> socket.socket | None:
     """A connection to this process's fork server for a process it starts (its descriptor in ``CONNECTION_ENV``
     and ``pass_fds``; close ours once it started), or None where there is no server."""
