@@ -198,11 +198,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.idle.start()
         # The fork server imports torch too (7 s here): on two cores it would halve the planner's share, so it
         # starts once Run can be clicked (or after WARM_UP_LATEST_MS), while the user reads the window.
-        self.run_action.changed.connect(self._warm_up_once)
+        self.run_action.changed.connect(lambda: self.run_action.isEnabled() and self._warm_up_once())
         QtCore.QTimer.singleShot(WARM_UP_LATEST_MS, self._warm_up_once)
 
     def _warm_up_once(self) -> None:
-        if self._warmed_up or self._closed or not (self.run_action.isEnabled() or self.sender() is None):
+        if self._warmed_up or self._closed:
             return
         self._warmed_up = True
         self.worker.warm_up()

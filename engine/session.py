@@ -254,7 +254,7 @@ class RunSession:
         try:
             try:
                 store = open_store(self.db_path)
-            except sqlite3.Error as exc:   # gone or damaged since the run was created: the run ends, said why
+            except (sqlite3.Error, OSError) as exc:   # gone or damaged since the run was created: it ends, said why
                 self._store_error = f"cannot write the run store {self.db_path or default_path()}: {exc}"
                 return   # the finally below ends the worker and the run, as failed
             recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -97,3 +100,29 @@ def test_recovery_skips_each_unreadable_stretch_and_keeps_the_rows_on_either_sid
                 assert ours <= theirs
             # Rows after a damaged stretch come back: the last run's last samples are there.
             assert store.samples(ids[-1])[-1] == reference.samples(ids[-1])[-1]
+
+
+def test_a_damaged_store_another_process_has_open_is_left_where_it_is(tmp_path):
+    """Renamed under a process that has it open, the store would go on in the kept copy for that process, and its
+    last close would delete the log of the fresh store at the old name."""
+    db = tmp_path / "runs.sqlite3"
+    store_with_runs(db)
+    write_over_pages(db)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sqlite3, sys
+        db = sqlite3.connect({str(db)!r})
+        db.execute("SELECT COUNT(*) FROM runs").fetchone()   # a reader holds its lock from here on
+        print("open", flush=True)
+        sys.stdin.read()""")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        listed = cli("runs", "--db", str(db))
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert listed.returncode == 1
+    assert listed.stderr.strip() == (f"error: the run store {db} is damaged ({damage(db)}); it was left where it "
+                                     f"is, since processes {holder.pid} have it open: close them, and the next "
+                                     "open moves it aside")
+    assert kept_files(tmp_path) == []
+    assert cli("runs", "--db", str(db)).returncode == 1 and kept_files(tmp_path)   # alone now: moved aside

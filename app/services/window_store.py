@@ -36,17 +36,20 @@ def open_window_store(db_path: str | None) -> tuple[RemoteStore, StoreNotice | N
     try:
         return open_store(db_path), None
     except StoreDamaged as damaged:
-        try:
-            return open_store(db_path), StoreNotice(f"{damaged}. Recover copies the runs it can still read "
-                                                    "into the new store.", damaged.kept_at)
-        except (sqlite3.Error, OSError) as exc:
-            problem = exc
+        if damaged.kept_at is not None:
+            try:
+                return open_store(db_path), StoreNotice(f"{damaged}. Recover copies the runs it can still read "
+                                                        "into the new store.", damaged.kept_at)
+            except (sqlite3.Error, OSError) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+        else:
+            problem = str(damaged)
     except (sqlite3.Error, OSError) as exc:
-        problem = exc
+        problem = f"{type(exc).__name__}: {exc}"
     fallback = Path(tempfile.mkdtemp(prefix="splitscope-")) / "runs.sqlite3"
     return open_store(fallback), StoreNotice(
-        f"The run store {db_path or default_path()} cannot be opened ({type(problem).__name__}: {problem}). "
-        f"This session's runs are kept in {fallback} instead: export what you want to keep.", None)
+        f"The run store {db_path or default_path()} cannot be used ({problem}). This session's runs are kept in "
+        f"{fallback} instead: export what you want to keep.", None)
 
 
 class StoreRecovery(QtCore.QObject):

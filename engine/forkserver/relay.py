@@ -19,6 +19,9 @@ from engine.forkserver.client import ForkServerError, worker_connection
 
 
 def main(argv: list[str]) -> int:
+    # A Ctrl-C in the app's terminal reaches its whole group: the app ends its children in order; this one
+    # would only print a traceback into the child's stderr.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, args = argv[0], argv[1:]
     connection = worker_connection()
     if connection is not None:

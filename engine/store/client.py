@@ -123,14 +123,14 @@ class RemoteStore:
         self.path = Path(os.path.abspath(wanted))
         self._opened = False
         try:
-            self._call("open", str(self.path))
+            self._call("open", str(self.path), os.getpid())
         except BaseException:
             self._drop()
             raise
 
     def _call(self, method: str, *args, **kwargs):
         if method != "open" and not self._opened:   # a connection that broke: open again on a new one
-            self._call("open", str(self.path))
+            self._call("open", str(self.path), os.getpid())
         if self._conn is None:
             self._conn = _process.connect()
         try:

@@ -37,6 +37,10 @@ def cmd_recover(args) -> int:
 def store_problem(exc: sqlite3.Error, db: str | None) -> str:
     """One line: what is wrong with the run store, what was done, and what the user can do."""
     if isinstance(exc, StoreDamaged):
+        if exc.kept_at is None:
+            return str(exc)
         into = f" --db {db}" if db else ""
         return f"{exc}; to copy what can be read back into it: python main.py recover {exc.kept_at}{into}"
+    if "run store" in str(exc):   # a run's own words name the store already
+        return str(exc)
     return f"the run store {db or default_path()}: {exc}"

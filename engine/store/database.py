@@ -164,10 +164,20 @@ def _check_once(path: Path) -> None:
         if resolved in _checked:
             return
         problem = repair.damage(path)
-        if problem is not None:
+        if problem is None:
+            _checked.add(resolved)
+            return
+        # Renamed under a process that has it open, the store would go on in the kept copy for that process,
+        # and its last close would delete the log of the fresh store now at the old name.
+        holders = repair.other_holders(path)
+        if holders:
+            raise repair.StoreDamaged(str(path), problem, None, f"processes {', '.join(map(str, holders))} have "
+                                      "it open: close them, and the next open moves it aside")
+        try:
             kept = repair.set_aside(path)
-            raise repair.StoreDamaged(str(path), problem, str(kept))
-        _checked.add(resolved)
+        except OSError as exc:
+            raise repair.StoreDamaged(str(path), problem, None, f"it could not be moved: {exc}") from exc
+        raise repair.StoreDamaged(str(path), problem, str(kept))
 
 
 class Store:
@@ -176,8 +186,10 @@ class Store:
     A process holding one must never open the store's files otherwise (docs/store.md, "One rule"): the
     app keeps its connections in a process of their own (``engine.store.client``)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, owner_pid: int | None = None):
+        """``owner_pid``: the process its runs are recorded for (the store process passes the app's)."""
         self.path = Path(path) if path is not None else default_path()
+        self.owner_pid = owner_pid or os.getpid()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _check_once(self.path)
         self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
@@ -215,7 +227,8 @@ class Store:
         host = socket.gethostname()
         rows = self._db.execute("SELECT id, owner_pid, owner_host FROM runs WHERE status='running'").fetchall()
         dead = [r["id"] for r in rows
-                if r["owner_host"] == host and r["owner_pid"] != os.getpid() and not _pid_alive(r["owner_pid"])]
+                if r["owner_host"] == host and r["owner_pid"] not in (os.getpid(), self.owner_pid)
+                and not _pid_alive(r["owner_pid"])]
         with self._tx():
             for run_id in dead:
                 self._db.execute("UPDATE runs SET status='interrupted', ended=? WHERE id=?", (time.time(), run_id))
@@ -229,7 +242,7 @@ class Store:
                 "INSERT INTO runs (id, started, status, config, experiment_id, label, owner_pid, owner_host) "
                 "VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
                 (run_id, time.time(), json.dumps(config, sort_keys=True), experiment_id, label,
-                 os.getpid(), socket.gethostname()))
+                 self.owner_pid, socket.gethostname()))
         return run_id
 
     def add_steps(self, run_id: str, events: Iterable[dict], kept_steps: Collection[int] | None = None) -> None:

@@ -12,7 +12,8 @@ The owner holds one end of a socketpair (the control socket, descriptor
 ``SPLITSCOPE_STORE_CONTROL_FD``). Each store it opens is a new socketpair whose
 other end comes over the control socket (SCM_RIGHTS); a thread here serves it
 with a ``Store`` of its own, one request at a time: ``(method, args, kwargs)``
-pickled, answered ``("ok", value)`` or ``("error", exception)``. A connection's
+pickled, answered ``("ok", value)`` or ``("error", exception)``; ``open`` takes the path and
+the pid of the process whose runs it records (``owner_pid``). A connection's
 end closes its store; the control socket's end (the owner exited, however it
 died) ends the process once every connection's last request is done, so no
 transaction is ever cut in half.
@@ -71,7 +72,7 @@ def main() -> int:
     # stores, and this process ends when the app does, not before.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=int(os.environ.pop(CONTROL_ENV)))
-    threads = []
+    threads: list[threading.Thread] = []
     while True:
         try:
             _, fds, _, _ = socket.recv_fds(control, 16, 1, socket.MSG_CMSG_CLOEXEC)
@@ -82,7 +83,7 @@ def main() -> int:
         thread = threading.Thread(target=serve_connection, args=(Connection(fds[0]),), daemon=True,
                                   name=f"store-{len(threads)}")
         thread.start()
-        threads.append(thread)
+        threads = [t for t in threads if t.is_alive()] + [thread]   # one a store opened: most end soon
     for thread in threads:   # the owner's end closed their connections too: each ends after its request
         thread.join()
     return 0
