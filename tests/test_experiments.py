@@ -26,19 +26,9 @@ def run_experiment(capsys, *args) -> dict:
     return json.loads(out.out)
 
 
-@pytest.mark.parametrize("name,batch,expected_points", [
-    ("compare-strategies", "32", 5),
-    ("split-size", "8", 4),
-    ("split-point", "32", 5),
-    ("dp-scaling", "32", 5),
-    ("schedules", "32", 8),  # model-parallel and all seven schedules
-    ("memory-scaling", "32", 5),  # ddp and fsdp x1, x2; tensor-parallel x2
-])
-def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_points):
-    # The schedules' one-stage-per-device points compare at one split: left to each run's timing, the balanced
-    # split of a 4-block mlp can fall either side of its middle block on loaded cores.
-    split = ["--split", "2"] if name == "schedules" else []
-    result = run_experiment(capsys, name, "--batch-size", batch, *split, *TINY)
+def assert_a_whole_experiment(result: dict, store_path, name: str, expected_points: int) -> None:
+    """What every preset's experiment leaves: its points, each with its figures, the best among them, its runs and
+    result stored, and the same points rebuilt from the runs alone (an app closed mid-way)."""
     assert result["name"] == name and result["status"] == "finished"
     assert len(result["points"]) == expected_points
     labels = [p["label"] for p in result["points"]]
@@ -47,7 +37,7 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
         assert set(point) >= {"label", "strategy", "split", "micro_batches", "step_time_s", "throughput", "run_ids",
                               "stage_balance"}
         assert point["step_time_s"]["std"] is not None and point["step_time_s"]["mean"] > 0
-    with Store(fresh_store) as store:
+    with Store(store_path) as store:
         runs = store.list_runs(experiment_id=result["experiment_id"])
         assert len(runs) == expected_points
         experiment = store.get_experiment(result["experiment_id"])
@@ -57,6 +47,21 @@ def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_p
     assert rebuilt.status == "incomplete" and rebuilt.best == result["best"]
     # the what-if's predictions come with the finished result only (they need torch's schedules)
     assert [to_json(p) for p in rebuilt.points] == [dict(p, predicted_step_s=None) for p in result["points"]]
+
+
+# compare-strategies and split-point run at a size that shows their findings, below: the same checks there.
+@pytest.mark.parametrize("name,batch,expected_points", [
+    ("split-size", "8", 4),
+    ("dp-scaling", "32", 5),
+    ("schedules", "32", 8),  # model-parallel and all seven schedules
+    ("memory-scaling", "32", 5),  # ddp and fsdp x1, x2; tensor-parallel x2
+])
+def test_every_preset_at_tiny_scale(capsys, fresh_store, name, batch, expected_points):
+    # The schedules' one-stage-per-device points compare at one split: left to each run's timing, the balanced
+    # split of a 4-block mlp can fall either side of its middle block on loaded cores.
+    split = ["--split", "2"] if name == "schedules" else []
+    result = run_experiment(capsys, name, "--batch-size", batch, *split, *TINY)
+    assert_a_whole_experiment(result, fresh_store, name, expected_points)
     if name == "schedules":   # every point predicted from the gpipe point's run, beside its measurement
         assert all(p["predicted_step_s"] > 0 for p in result["points"]), result["points"]
     if name == "memory-scaling":   # fsdp keeps half of ddp's state per device on two, and moves more
@@ -77,6 +82,7 @@ def test_unknown_experiment_is_invalid_input(capsys):
 def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh_store):
     result = run_experiment(capsys, "compare-strategies", "--repeats", "1", "--steps", "8", "--devices", "cpu:2",
                             "--json")
+    assert_a_whole_experiment(result, fresh_store, "compare-strategies", 5)
     by_label = {p["label"]: p for p in result["points"]}
     assert set(by_label) == {"single", "model-parallel", "pipeline", "data-parallel", "ddp"}
     piped, naive = by_label["pipeline"], by_label["model-parallel"]
@@ -114,6 +120,7 @@ def test_a_points_mean_and_spread_are_over_its_repeats(capsys, fresh_store):
 def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store):
     result = run_experiment(capsys, "split-point", "--model-file", str(HEAVY_LATER_BLOCKS), "--batch-size", "512",
                             "--micro-batches", "4", "--steps", "8", "--repeats", "1", "--devices", "cpu:2", "--json")
+    assert_a_whole_experiment(result, fresh_store, "split-point", 6)
     swept = {p["label"]: p for p in result["points"] if p["x"] is not None}
     assert list(swept) == [f"split {k}" for k in range(1, 6)]
     seen = {label: (round(p["stage_balance"], 2), round(p["step_time_s"]["mean"] * 1000, 1))
