@@ -341,11 +341,22 @@ class Store:
     # ---- reading ----------------------------------------------------------
     @staticmethod
     def _run(row: sqlite3.Row) -> RunRecord:
+        # One row whose JSON cannot be read back must not hide every other run: it lists, and says why it is
+        # bare (its row stays as it is).
+        unreadable = []
+        try:
+            config = json.loads(row["config"])
+        except ValueError as exc:
+            config, unreadable = {}, [f"its stored config cannot be read ({exc})"]
+        try:
+            summary = from_json(RunSummary, json.loads(row["summary"])) if row["summary"] else None
+        except ValueError as exc:
+            summary, unreadable = None, [*unreadable, f"its stored summary cannot be read ({exc})"]
+        error = "; ".join(filter(None, [row["error"], *unreadable])) or None
         return RunRecord(
-            id=row["id"], started=row["started"], ended=row["ended"], status=row["status"],
-            config=json.loads(row["config"]),
-            summary=from_json(RunSummary, json.loads(row["summary"])) if row["summary"] else None,
-            error=row["error"], traceback=row["traceback"], experiment_id=row["experiment_id"], label=row["label"])
+            id=row["id"], started=row["started"], ended=row["ended"], status=row["status"], config=config,
+            summary=summary, error=error, traceback=row["traceback"], experiment_id=row["experiment_id"],
+            label=row["label"])
 
     def list_runs(self, limit: int | None = None, experiment_id: str | None = None) -> list[RunRecord]:
         """Runs, newest first."""

@@ -7,10 +7,11 @@ import gc
 import os
 import sqlite3
 import threading
+from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from engine.store import store_process_pid
+from engine.store import Store, store_process_pid
 from store_helpers import locks_held, read_elsewhere, store_with_runs, write_over_pages, write_runs_elsewhere
 from tests.app.app_helpers import set_small_mlp, shown, wait_ready
 
@@ -117,3 +118,48 @@ def test_qt_objects_in_cycles_are_freed_on_the_ui_thread_however_much_another_th
     enabled_before_the_window = window.collector.enabled_before
     window.shutdown()
     assert gc.isenabled() == enabled_before_the_window   # as it was (the suite keeps it off: tests/conftest.py)
+
+
+def test_a_history_load_that_fails_on_its_thread_is_said_in_the_window(qtbot, qapp_configured, private_state):
+    """A stored run whose rows cannot be read back (a step's and its summary written over): the history still
+    lists every run, the loader's thread fails on that one, the window says why, and the other runs still open."""
+    from app.main_window import MainWindow
+    from tests.app.test_export_from_app import store_a_run
+    db = private_state / "runs.sqlite3"
+    good, bad = store_a_run(db), store_a_run(db)
+    with Store(db) as store:
+        store._db.execute("UPDATE runs SET summary='{not json' WHERE id=?", (bad,))
+        store._db.execute("UPDATE steps SET busy='{not json' WHERE run_id=? AND step=2", (bad,))
+    win = shown(qtbot, MainWindow(start_services=False))
+    assert sorted(win.history.run_ids()) == sorted([good, bad])
+    assert "its stored summary cannot be read" in win.history.records[win.history.run_ids().index(bad)].error
+    row = win.history.run_ids().index(bad)
+    with qtbot.waitSignal(win.history.sigLoaded, timeout=10_000):
+        win.history.table.selectRow(row)
+    qtbot.waitUntil(win.error_panel.isVisible, timeout=5_000)
+    assert "could not read the runs" in win.error_panel.message.text()
+    assert "could not read the runs" in win.log_view.toPlainText()
+    with qtbot.waitSignal(win.sigHistoryShown, timeout=10_000) as shown_runs:
+        win.history.table.selectRow(win.history.run_ids().index(good))
+    assert shown_runs.args[0] == [good]
+    win.shutdown()
+
+
+def test_an_export_that_fails_on_its_thread_is_said_and_the_next_one_runs(qtbot, qapp_configured, private_state,
+                                                                          monkeypatch, tmp_path):
+    from app.main_window import MainWindow
+    from tests.app.test_export_from_app import store_a_run
+    warned: list[str] = []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "warning", lambda *args, **kwargs: warned.append(args[2]))
+    run_id = store_a_run(private_state / "runs.sqlite3")
+    win = shown(qtbot, MainWindow(start_services=False))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("a file where the export's folder would be")
+    with qtbot.waitSignal(win.sigExportFailed, timeout=30_000) as failed:
+        win.exporter.start(run_id, "csv", blocked / "out")
+    assert failed.args[0].startswith("export failed:") and warned == [failed.args[0]]
+    assert not win.exporter.busy and "export failed" in win.log_view.toPlainText()
+    with qtbot.waitSignal(win.sigExported, timeout=30_000) as done:
+        win.exporter.start(run_id, "csv", tmp_path / "out")
+    assert done.args[0] and all(Path(p).exists() for p in done.args[0])
+    win.shutdown()
