@@ -31,7 +31,9 @@ def test_a_damaged_store_is_set_aside_by_any_command_which_says_so_in_one_line_a
 
     listed = cli("runs", "--db", str(db))
     assert listed.returncode == 1
-    line, = listed.stderr.strip().splitlines()
+    lines = listed.stderr.strip().splitlines()
+    assert len(lines) == 1, listed.stderr   # SQLite's page errors come on lines of their own: joined
+    line = lines[0]
     kept = tmp_path / kept_files(tmp_path)[0]
     assert line.startswith(f"error: the run store {db} is damaged (quick_check: ")
     assert f"moved to {kept}" in line and f"python main.py recover {kept} --db {db}" in line

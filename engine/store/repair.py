@@ -82,7 +82,11 @@ def damage(path: Path) -> str | None:
             db.close()
     except sqlite3.DatabaseError as exc:   # "file is not a database", "database disk image is malformed"
         return f"quick_check: {exc}" if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in CORRUPT else None
-    return None if found == ["ok"] else "quick_check: " + "; ".join(found)
+    if found == ["ok"]:
+        return None
+    # One line: SQLite puts a "*** in database main ***" header and each page's error on lines of their own.
+    problems = [line.strip() for text in found for line in text.splitlines() if line.strip().strip("*").strip()]
+    return "quick_check: " + "; ".join(problems)
 
 
 def other_holders(path: Path) -> list[int]:
