@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -72,6 +73,51 @@ def test_busy_core_reads_high_and_its_process_rss_is_reported(spinner):
     assert len(utils) >= len(got) - 1 and sum(utils) / len(utils) > 60, utils
     assert all(s.mem_used > 1_000_000 for s in got)  # a Python interpreter's RSS
     assert all(s.mem_total > s.mem_used for s in got)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
+def test_a_run_device_reads_its_own_threads_apart_from_its_cores_total(spinner):
+    """A run's device counts the run's work on its core, not another program's: with the spinner (another
+    program) on core 0, a device whose process sleeps there reads near 0 while the core's total reads busy;
+    the spinner named as the device's process reads busy itself."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import os, time; os.sched_setaffinity(0, {0}); time.sleep(60)"])
+    try:
+        target = CpuTarget("cpu:0", 0, pid=sleeper.pid, own_work=True)
+        sampler = TelemetrySampler([target], rate_hz=20)
+
+        def read(passes: int) -> tuple[float, float]:
+            got = []
+            for _ in range(passes):
+                time.sleep(0.05)
+                got += [s for s in sampler.poll_once() if s.util is not None and s.core_util is not None]
+            return (sum(s.util for s in got) / len(got), sum(s.core_util for s in got) / len(got))
+
+        read(2)  # the sleeper's start-up (its interpreter's imports) out of the figures
+        own, core = read(10)
+        assert own < 5 and core > 60, (own, core)
+        sampler.set_pid("cpu:0", spinner.pid)
+        own, core = read(10)
+        assert own > 60 and own <= core + 5, (own, core)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_others_on_a_devices_core_mark_the_run_disturbed():
+    from engine.telemetry.summary import TelemetryTotals
+    totals = TelemetryTotals(["cpu:0", "cpu:1"], warmup=0, rate_hz=10)
+    totals.add_samples([DeviceSample(t=0.1 * k, device=f"cpu:{k % 2}", util=50.0,
+                                     core_util=55.0 if k % 2 == 0 else 85.0) for k in range(1, 40)])
+    totals.add_step(0, 0.0, 4.0)
+    totals.finish()
+    summary = totals.summary()
+    assert summary.other_mean == [5.0, 35.0]
+    assert summary.disturbed == "other programs took 35% of cpu:1 during this run: its times are not comparable"
+    quiet = TelemetryTotals(["cpu:0"], warmup=0, rate_hz=10)
+    quiet.add_samples([DeviceSample(t=0.5, device="cpu:0", util=50.0, core_util=58.0)])
+    quiet.add_step(0, 0.0, 1.0)
+    quiet.finish()
+    assert quiet.summary().disturbed is None and quiet.summary().other_mean == [8.0]
 
 
 def test_at_10_hz_every_device_gets_at_least_9_samples_per_second():
@@ -162,7 +208,7 @@ def test_samples_are_frozen_and_json_ready():
     sample = DeviceSample(t=1.5, device="cpu:0", util=50.0, mem_used=10)
     with pytest.raises(AttributeError):
         sample.util = 1.0
-    assert list(sample.to_dict()) == ["t", "device", "util", "mem_util", "mem_used", "mem_total",
+    assert list(sample.to_dict()) == ["t", "device", "util", "core_util", "mem_util", "mem_used", "mem_total",
                                       "power_w", "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps"]
     assert sample.to_dict()["util"] == 50.0 and sample.to_dict()["power_w"] is None
 
@@ -177,7 +223,8 @@ def test_summary_counts_only_the_steps_window():
                s(3.5, "cpu:0", 0.0), s(2.0, "cuda:9", 5.0)]   # after the last step; a device not asked
     summary = summarize(samples, ["cpu:0", "cpu:1", "cpu:2"], t_first_step=1.0, t_last_step=3.0, rate_hz=10)
     assert summary == TelemetrySummary(rate_hz=10, util_mean=[60.0, 90.0, None], samples=8,
-                                       samples_per_s=[1.5, 1.0, 0.0], mem_peak_bytes=[None, None, None])
+                                       samples_per_s=[1.5, 1.0, 0.0], mem_peak_bytes=[None, None, None],
+                                       other_mean=[None, None, None])
     empty = summarize(samples, ["cpu:0"], t_first_step=None, t_last_step=None, rate_hz=10)
     assert empty.util_mean == [None] and empty.samples_per_s == [None] and empty.samples == 8
 

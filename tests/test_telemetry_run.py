@@ -1,8 +1,13 @@
 """Telemetry recorded with a run, measured by the OS outside the worker (issue 3: "Must show")."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+from engine.cores import usable_cores
 from engine.store import Store
 from helpers import cli
 
@@ -33,24 +38,54 @@ def test_pipeline_raises_each_device_by_ten_points(runs):
         assert after >= before + 10, (naive["telemetry"], piped["telemetry"])
 
 
-def test_the_engines_busy_share_agrees_with_the_oss_reading(runs):
-    """Two independent readings of one thing: the engine's timers and the kernel's tick counters of the core.
-    The core's counters also count whatever else ran there: the pipelining library's Python between the
-    timed spans, and on a shared machine the coordinator and other tenants, which the scheduler puts on
-    whichever core is idle (here 0.6 to 6 points above the engine; 12.8 once on CI, 47 with a second suite
-    running). So the OS may read higher by a load-dependent margin, but never much lower: a timer that counted
-    a wait as busy would. How much higher is the machine's, not a behaviour."""
+def test_the_engines_busy_share_and_the_oss_reading_are_told_apart_where_they_differ(runs):
+    """Two independent readings of one thing: the engine's timers and the kernel's run time of the rank's
+    threads on the device's core (engine/telemetry/cpu_target.py). The threads also run the pipelining
+    library's Python between the timed spans (the OS reads a few points higher), and a timed span in which
+    another program held the core reads lower: how far apart is the machine's, not a behaviour. What holds:
+    the run's own work is part of its core's total, and the summary names exactly the devices more than 10
+    points apart."""
     _, naive, piped = runs
     for summary in (naive, piped):
-        devices, gaps = summary["devices"], []
-        for util, busy in zip(summary["telemetry"]["util_mean"], summary["devices_busy"]):
-            gaps.append(util - 100 * busy)
-        assert all(gap >= -5 for gap in gaps), (summary["strategy"], summary["telemetry"], summary["devices_busy"])
-        assert all(0 <= util <= 100.5 for util in summary["telemetry"]["util_mean"]), summary["telemetry"]
-        # The summary names exactly the devices more than 10 points apart.
+        devices, telemetry = summary["devices"], summary["telemetry"]
+        assert all(0 <= util <= 100.5 for util in telemetry["util_mean"]), telemetry
+        assert all(other is not None and other >= 0 for other in telemetry["other_mean"]), telemetry
+        gaps = [util - 100 * busy for util, busy in zip(telemetry["util_mean"], summary["devices_busy"])]
         flagged = [name for name, gap in zip(devices, gaps) if abs(gap) > 10]
-        note = summary["telemetry"]["disagreement"] or ""
+        note = telemetry["disagreement"] or ""
         assert [name for name in devices if note.startswith(f"{name}:") or f"; {name}:" in note] == flagged, note
+
+
+BURN = ("import os, sys\n"
+        "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+        "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+        "while True: pass")
+
+
+@pytest.mark.skipif(len(usable_cores()) < 2 or not hasattr(os, "SCHED_IDLE"), reason="needs 2 cores and Linux")
+def test_another_program_on_a_devices_core_neither_reads_as_the_runs_work_nor_goes_unsaid(tmp_path):
+    """A naive split on cpu:2 while another program burns cpu:1's core whenever the run leaves it idle (at the
+    idle priority, so it takes none of the run's time): the core's total reads about 100 % but the device reads
+    its own work, within 10 points of the engine's busy share as on a quiet machine, and the run is marked
+    disturbed with the other program's share."""
+    burner = subprocess.Popen([sys.executable, "-c", BURN, str(usable_cores()[1])])
+    try:
+        _, summary = cli("run", *MLP, "--strategy", "model-parallel", "--db", str(tmp_path / "runs.sqlite3"),
+                         check_json=True, timeout=300)
+    finally:
+        burner.kill()
+        burner.wait()
+    telemetry = summary["telemetry"]
+    for device, util, busy in zip(summary["devices"], telemetry["util_mean"], summary["devices_busy"]):
+        assert abs(util - 100 * busy) <= 10, (device, telemetry, summary["devices_busy"])
+    taken = telemetry["other_mean"][1]
+    assert taken > 25 and taken + telemetry["util_mean"][1] > 80, telemetry   # the burner filled the idle half
+    assert telemetry["disturbed"].startswith("other programs took") and f"{taken:.0f}% of cpu:1" in \
+        telemetry["disturbed"], telemetry
+    from engine.report import summary_table
+    from engine.results import RunSummary, from_json
+    lines = summary_table(from_json(RunSummary, summary)).splitlines()
+    assert any(line.startswith("disturbed ") and line.endswith(telemetry["disturbed"]) for line in lines), lines
 
 
 def test_every_device_has_nine_samples_per_second_of_run(runs):

@@ -36,6 +36,8 @@ class TelemetryHistory:
         self.origin = origin  # perf_counter seconds that map to x = 0
         self.util: dict[str, RingBuffer] = {}
         self.mem: dict[str, RingBuffer] = {}
+        # A run's CPU device's whole core (DeviceSample.core_util), beside its own work in ``util``.
+        self.core: dict[str, RingBuffer] = {}
         self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
         self.run_names: dict[str, str] = {}  # physical device -> the current run's names for it
         self.last_t = 0.0
@@ -80,6 +82,10 @@ class TelemetryHistory:
                 buf = self._buffer(self.util, self.physical.get(s.device, s.device))
                 if not len(buf) or buf.last(0) < x:  # a core shared by two devices reads once a pass
                     buf.append(x, float(s.util))
+            if getattr(s, "core_util", None) is not None:
+                buf = self._buffer(self.core, self.physical.get(s.device, s.device))
+                if not len(buf) or buf.last(0) < x:
+                    buf.append(x, float(s.core_util))
             if s.mem_used is not None:
                 self._buffer(self.mem, s.device).append(x, float(s.mem_used))
             self.last_t = max(self.last_t, x)
@@ -87,10 +93,11 @@ class TelemetryHistory:
         return n
 
     def clear(self) -> None:
-        for buf in (*self.util.values(), *self.mem.values()):
+        for buf in (*self.util.values(), *self.mem.values(), *self.core.values()):
             buf.clear()
         self.util.clear()
         self.mem.clear()
+        self.core.clear()
 
 
 class TrailingMeans:

@@ -137,3 +137,13 @@ def covers_note(summary: RunSummary) -> str:
     """The bubble panel's line saying which steps its figures cover."""
     warmup = summary.steps - summary.steps_measured
     return (f"over {measured_steps(summary)}" + (f", after {warmup} of warm-up" if warmup > 0 else ""))
+
+
+def measurement_notes(summary: RunSummary) -> list[str]:
+    """What the summary says about how far its figures can be trusted, as the CLI prints them
+    (engine/report.py): others on the devices' cores, and the OS disagreeing with the engine."""
+    telemetry = summary.telemetry
+    if telemetry is None:
+        return []
+    return [note for note in (telemetry.disturbed and f"Disturbed: {telemetry.disturbed}.",
+                              telemetry.disagreement) if note]

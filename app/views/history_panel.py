@@ -32,6 +32,14 @@ COLUMNS = ("started", "status", "experiment", "model", "strategy", "devices", "s
            "stage balance", "loss", "error")
 
 
+STEP_TIME_COLUMN = COLUMNS.index("step time")
+
+
+def disturbed(summary: RunSummary) -> str | None:
+    """The run's "disturbed" mark (engine/telemetry/summary.py disturbance): others took its devices' cores."""
+    return summary.telemetry.disturbed if summary.telemetry else None
+
+
 def _fmt(value, spec: str = ".3g") -> str:
     return "—" if value is None else format(value, spec)
 
@@ -62,7 +70,7 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         run_settings.batch_text(c, record.summary),
         str(c.get("input_prep") or "—"),
         run_settings.others_text(c, other_keys or []),
-        "—" if s.step_time_s is None else f"{s.step_time_s.mean * 1000:.1f} ms",
+        "—" if s.step_time_s is None else f"{s.step_time_s.mean * 1000:.1f} ms" + (", disturbed" if disturbed(s) else ""),
         "—" if s.throughput is None else f"{s.throughput.mean:,.0f}",
         f"{_fmt(s.bubble.measured, '.1%')} / {_fmt(s.bubble.theory, '.1%')}" if record.summary else "—",
         # Only with stage_busy: earlier summaries' balance counted drawing the batch (not comparable).
@@ -205,6 +213,9 @@ class HistoryPanel(QtWidgets.QWidget):
                         item.setForeground(QtGui.QColor(status_colors.get(record.status, theme.FOREGROUND)))
                     if c == len(COLUMNS) - 1 and record.error:
                         item.setToolTip(record.error)
+                    if c == STEP_TIME_COLUMN and record.summary and disturbed(record.summary):
+                        item.setToolTip(disturbed(record.summary))
+                        item.setForeground(QtGui.QColor(theme.WARNING))
                     self.table.setItem(r, c, item)
             selection = self.table.selectionModel()
             for r, record in enumerate(self.records):

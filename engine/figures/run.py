@@ -23,7 +23,7 @@ from engine.figures.run_names import run_names
 from engine.figures.plan import plan_figure
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
 from engine.results import Communication, RunSummary, Sample, Step, TensorMemory
-from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.telemetry.smooth import SMOOTH_S, core_total_apart, trailing_mean
 
 MIB = 2 ** 20
 TIME = Axis("time since the run started", "s")
@@ -128,18 +128,28 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
     """Each device's one-second mean (engine.telemetry.smooth) over its faint raw samples: a core's 10 ms
     ticks make the raw line swing 0-100 % at 10 Hz. The table has both."""
     by_t = _by_time(run.samples, "util", 1.0)
-    raw, means = [], []
+    core_by_t = _by_time(run.samples, "core_util", 1.0)
+    raw, means, cores = [], [], []
     for i, device in enumerate(devices):
         t, values, spans = _measured(run.samples, device, "util", 1.0)
         mean = trailing_mean(t, values) if t else []
         color = palette.device_color(device, i)
         raw.append(telemetry_series(f"{device} raw", t, values, spans, color, width=1.0, faint=True))
         means.append(telemetry_series(device, t, mean, spans, color))
+        # A CPU device's core's total (other programs too), dashed, where it came apart from the device's own.
+        core_t, core_values, core_spans = _measured(run.samples, device, "core_util", 1.0)
+        core_mean = trailing_mean(core_t, core_values) if core_t else []
+        if core_t and core_total_apart(t, mean, core_t, core_mean):
+            cores.append(telemetry_series(f"{device} core total (all programs)", core_t, core_mean, core_spans,
+                                          color, dash=2, width=1.0))
     mean_at = [dict(zip(s.x, s.y)) for s in means]
+    core_devices = [d for d in devices if any(d in values for values in core_by_t.values())]
     columns = (["t (s)"] + [f"util {d} (%)" for d in devices]
-               + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices])
-    rows = [[t] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at] for t, values in by_t.items()]
-    return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means,
+               + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices]
+               + [f"core total {d} (%)" for d in core_devices])
+    rows = [[t] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at]
+            + [core_by_t.get(t, {}).get(d) for d in core_devices] for t, values in by_t.items()]
+    return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means + cores,
                                  columns=columns, rows=rows)
 
 

@@ -7,6 +7,7 @@ asks, and only for this pass.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
@@ -24,6 +25,7 @@ class Poll:
         self._warn = warn
         self._cpu_times: tuple[float, list[Any]] | None = None
         self._rss: dict[int, int | None] = {}
+        self._threads: dict[int, dict[int, tuple[float, frozenset[int]]] | None] = {}
 
     def warn(self, message: str) -> None:
         """Pass a warning to the sampler (targets decide to warn only once)."""
@@ -39,6 +41,13 @@ class Poll:
         if self._cpu_times is None:
             self._cpu_times = (time.perf_counter(), psutil.cpu_times(percpu=True))
         return self._cpu_times
+
+    def threads(self, pid: int) -> dict[int, tuple[float, frozenset[int]]] | None:
+        """Each thread of ``pid``: {thread id: (seconds it has run on a core, the cores it may run on)};
+        None when the process is gone or the kernel does not tell (no /proc/PID/task/TID/schedstat)."""
+        if pid not in self._threads:
+            self._threads[pid] = _read_threads(pid)
+        return self._threads[pid]
 
     def rss(self, pid: int, process: psutil.Process | None) -> int | None:
         """Resident set size of ``pid`` in bytes; None when it has exited."""
@@ -56,3 +65,24 @@ def _read_rss(process: psutil.Process | None) -> int | None:
         return None
     # An exited but unreaped child reads as 0 bytes: dead as far as the user cares.
     return rss or None
+
+
+def _read_threads(pid: int) -> dict[int, tuple[float, frozenset[int]]] | None:
+    # schedstat's first field is the thread's time on a core in nanoseconds (the scheduler's own clock,
+    # without the hypervisor's steal time where the kernel accounts it), not 10 ms ticks: a 100 ms period
+    # reads to the microsecond. A thread that ends between the listing and the read is skipped.
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    threads: dict[int, tuple[float, frozenset[int]]] = {}
+    for name in tids:
+        tid = int(name)
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                ran_ns = int(f.read().split()[0])
+            cores = frozenset(os.sched_getaffinity(tid))
+        except (OSError, ValueError, IndexError):
+            continue
+        threads[tid] = (ran_ns / 1e9, cores)
+    return threads or None

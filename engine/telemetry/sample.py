@@ -18,7 +18,12 @@ class DeviceSample:
     device: str
     """The device it describes: "cuda:0", "cpu:1", or "core 3" in the idle view."""
     util: float | None = None
-    """Percent busy: a GPU's utilization.gpu, or the busy share of a CPU core."""
+    """Percent busy: a GPU's utilization.gpu; for a run's CPU virtual device, the share of the period its
+    process's threads pinned to the device's core ran there (its own work); for the idle view's "core N",
+    the core's busy share."""
+    core_util: float | None = None
+    """Percent busy of a run's CPU virtual device's whole core, whatever ran there (other programs, the
+    hypervisor's steal time): what ``util`` would read without knowing the run's threads."""
     mem_util: float | None = None
     """Percent of time device memory was read or written (GPU only)."""
     mem_used: int | None = None

@@ -37,3 +37,16 @@ def _trailing_mean_array(t, y, window_s: float):
     start = np.searchsorted(t, t - window_s, side="right")
     end = np.arange(1, len(t) + 1)
     return (sums[end] - sums[start]) / (end - start)
+
+
+CORE_APART_POINTS = 10.0
+"""How far apart (percentage points) a CPU device's own one-second mean and its core's total must come before
+the core's total is drawn beside it: nearer, the two are one line and the second is clutter."""
+
+
+def core_total_apart(own_t: Sequence[float], own_means: Sequence[float],
+                     core_t: Sequence[float], core_means: Sequence[float]) -> bool:
+    """Whether a device's core's total (``core_means`` at ``core_t``) came more than CORE_APART_POINTS from
+    its own work's means at some instant both were read (one sampler pass reads both: the same ``t``)."""
+    own = dict(zip(own_t, own_means))
+    return any(abs(core - own[t]) > CORE_APART_POINTS for t, core in zip(core_t, core_means) if t in own)

@@ -13,6 +13,9 @@ from typing import Iterable
 
 from engine.telemetry.sample import DeviceSample
 
+DISTURBED_POINTS = 10.0
+"""A device whose core others took more than this share of (percent) ran a run whose times are not comparable."""
+
 
 @dataclass(frozen=True)
 class TelemetrySummary:
@@ -22,6 +25,10 @@ class TelemetrySummary:
     samples_per_s: list[float | None] = field(default_factory=list)
     mem_peak_bytes: list[int | None] = field(default_factory=list)
     disagreement: str | None = None     # where the OS's (or NVML's) busy share and the engine's disagree
+    other_mean: list[float | None] = field(default_factory=list)
+    """Percent of each device's core that other programs and the hypervisor's steal time took (its core's
+    total less the run's own work), mean over the measured steps; None where not measured (GPUs)."""
+    disturbed: str | None = None        # which devices others took more than DISTURBED_POINTS of, and how much
 
 
 class TelemetryTotals:
@@ -46,6 +53,8 @@ class TelemetryTotals:
         # [measured window, warm-up window]: the warm-up's figures stand in when no step was measured.
         self._util_sum = [[0.0] * len(self.names) for _ in range(2)]
         self._util_count = [[0] * len(self.names) for _ in range(2)]
+        self._other_sum = [[0.0] * len(self.names) for _ in range(2)]
+        self._other_count = [[0] * len(self.names) for _ in range(2)]
         self._in_window = [[0] * len(self.names) for _ in range(2)]
         self._first = [None, None]   # window start per kind
         self._last = [None, None]    # window end per kind
@@ -88,17 +97,25 @@ class TelemetryTotals:
             if sample.util is not None:
                 self._util_sum[kind][i] += sample.util
                 self._util_count[kind][i] += 1
+                if sample.core_util is not None:
+                    self._other_sum[kind][i] += max(0.0, sample.core_util - sample.util)
+                    self._other_count[kind][i] += 1
 
     def summary(self) -> TelemetrySummary:
         kind = 0 if self._first[0] is not None else 1
         window = (self._last[kind] - self._first[kind]) if self._first[kind] is not None else 0.0
         sums, counts = self._util_sum[kind], self._util_count[kind]
+        other, other_counts = self._other_sum[kind], self._other_count[kind]
+        other_mean = [round(other[i] / other_counts[i], 1) if other_counts[i] else None
+                      for i in range(len(self.names))]
         return TelemetrySummary(
             rate_hz=self.rate_hz,
             util_mean=[round(sums[i] / counts[i], 1) if counts[i] else None for i in range(len(self.names))],
             samples=self.samples,
             samples_per_s=[round(n / window, 2) if window > 0 else None for n in self._in_window[kind]],
             mem_peak_bytes=list(self.mem_peak),
+            other_mean=other_mean,
+            disturbed=disturbance(other_mean, self.names),
         )
 
 
@@ -139,3 +156,15 @@ def disagreements(util_mean: list[float | None], devices_busy: list[float | None
             lines.append(f"{name}: the OS measured {util:.1f}% busy, the engine timed {engine_percent:.1f}% "
                          f"(more than {tolerance_points:g} points apart)")
     return lines
+
+
+def disturbance(other_mean: list[float | None], device_names: list[str]) -> str | None:
+    """The run's "disturbed" mark: the devices whose cores others took more than DISTURBED_POINTS percent of,
+    in words, or None. Busy intervals stretch while another program holds the core, so such a run's times
+    are not those of the split or the schedule alone."""
+    taken = [(name, other) for name, other in zip(device_names, other_mean)
+             if other is not None and other > DISTURBED_POINTS]
+    if not taken:
+        return None
+    shares = ", ".join(f"{other:.0f}% of {name}" for name, other in taken)
+    return f"other programs took {shares} during this run: its times are not comparable"

@@ -31,7 +31,7 @@ def targets_for(devices: list[Device]) -> list[Target]:
             targets.append(GpuTarget(device.name, index))
         elif device.kind == "cpu":
             core = device.core if device.core is not None else device.index
-            targets.append(CpuTarget(device.name, core))
+            targets.append(CpuTarget(device.name, core, own_work=True))
         else:
             raise ValueError(f"{device.name}: no telemetry for device kind {device.kind!r}; "
                              "allowed: 'cpu', 'cuda'")

@@ -88,7 +88,9 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         first_step = window.plots.now()
         wait_steps(qtbot, window, 25)
         last_step = window.plots.now()
-        legend = sorted(window.plots.util_plot.legend_names())
+        # A core's total beside its device's own work, where others ran there too (the window itself: this
+        # machine has two cores), is an entry of its own.
+        legend = sorted(n for n in window.plots.util_plot.legend_names() if not n.endswith("core total (all programs)"))
     assert legend == ["core 0 · cpu:0", "core 1 · cpu:1"]  # while the run goes; "core 0" alone after it
     busy = dict(zip(done.args[0].summary.devices, done.args[0].summary.devices_busy))
     plot = window.plots.util_plot
@@ -98,10 +100,15 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         shown = smooth[(x >= first_step + 1.0) & (x <= last_step)]
         assert len(shown) >= 20, (core, len(shown))
         assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
-        # The core's counters count the rank's half and whatever else ran there (the window's own drawing, a
-        # busy machine's other work: medians of 53-58 here, 97 with a second suite running): never much less
-        # than the half the engine timed. The figure itself is `make bench`'s.
-        assert np.median(shown) >= 100 * busy[device] - 10, (core, busy, shown.round(1).tolist())
+        # The line is the rank's own work on the core; the core's total counts it and whatever else ran there
+        # (the window's own drawing, a busy machine's other work): never much less than the half the engine
+        # timed, and never less than the rank's own. The figures themselves are `make bench`'s.
+        total = window.telemetry.core[core]
+        tx, ty = total.column(0), total.column(1)
+        in_run = (tx >= first_step + 1.0) & (tx <= last_step)
+        assert np.median(ty[in_run]) >= 100 * busy[device] - 10, (core, busy, ty[in_run].round(1).tolist())
+        own = raw[(x >= first_step + 1.0) & (x <= last_step)]
+        assert own.mean() <= ty[in_run].mean() + 2, (core, own.mean(), ty[in_run].mean())
 
 
 def test_the_tutorial_split_of_a_resnet_is_one_click(qtbot, window):
