@@ -382,9 +382,10 @@ class ExperimentRunner:
                 break
         results = with_predictions(results, self.db_path)
         automatic = next((p for p in results if p.x is None and p.label.startswith("balanced") and p.split), None)
+        best, tied = best_and_tied(results)
         summary = ExperimentResult(experiment_id=self.experiment_id, name=self.preset.name,
                                    status="stopped" if self._stop.is_set() else "finished",
-                                   best=best_label(results), points=results, notes=self.notes,
+                                   best=best, tied=tied, points=results, notes=self.notes,
                                    automatic_split=automatic.split if automatic else None)
         with open_store(self.db_path) as store:
             store.finish_experiment(self.experiment_id, summary)
@@ -405,6 +406,7 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         micro_batches=first.micro_batches,
         schedule=first.schedule,
         step_time_s=mean_std([r.step_time_s.mean for r in runs], [r.step_time_s.std for r in runs]),
+        step_time_range=[min(r.step_time_s.mean for r in runs), max(r.step_time_s.mean for r in runs)],
         throughput=mean_std([r.throughput.mean for r in runs], [r.throughput.std for r in runs]),
         bubble=Bubble(measured=_mean_of([r.bubble.measured for r in runs]), theory=first.bubble.theory,
                       formula=first.bubble.formula),
@@ -418,7 +420,16 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         run_ids=[r.run_id for r in runs],
         tensor_memory=first.tensor_memory,
         communication=first.communication,
+        disturbed=_disturbed(runs),
     )
+
+
+def _disturbed(runs: list[RunSummary]) -> str | None:
+    """The point's "disturbed" mark: its first disturbed run's, with how many of its runs were."""
+    marks = [r.telemetry.disturbed for r in runs if r.telemetry and r.telemetry.disturbed]
+    if not marks:
+        return None
+    return marks[0] if len(runs) == 1 else f"{len(marks)} of {len(runs)} runs disturbed; {marks[0]}"
 
 
 def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentPoint]:
@@ -489,12 +500,20 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
             points.append(failed_point(label, runs[0].summary.strategy, x,
                                        f"could not be rebuilt from its runs: {type(exc).__name__}: {exc}",
                                        [r.id for r in runs]))
+    best, tied = best_and_tied(points)
     return ExperimentResult(experiment_id=experiment.id, name=experiment.name, status="incomplete",
-                            best=best_label(points), points=points)
+                            best=best, tied=tied, points=points)
 
 
-def best_label(points: list[ExperimentPoint]) -> str | None:
-    """The fastest of every point measured: a sweep's automatic split too, so "best" means the same in
-    the bars, the table and the sweep that show them all."""
+def best_and_tied(points: list[ExperimentPoint]) -> tuple[str | None, list[str]]:
+    """The fastest of every point measured (a sweep's automatic split too, so "best" means the same in the
+    bars, the table and the sweep that show them all), and the points whose spread reaches into its
+    (ExperimentPoint.spread): where there are any, no point is best, they are tied."""
     measured = [p for p in points if p.step_time_s is not None]
-    return min(measured, key=lambda p: p.step_time_s.mean).label if measured else None
+    if not measured:
+        return None, []
+    fastest = min(measured, key=lambda p: p.step_time_s.mean)
+    reach = fastest.spread()[1]
+    tied = [p.label for p in sorted(measured, key=lambda p: p.step_time_s.mean)
+            if p is not fastest and p.spread()[0] <= reach]
+    return fastest.label, tied

@@ -53,7 +53,12 @@ def summary_table(s: RunSummary) -> str:
     tel = s.telemetry
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
+        if any(o is not None for o in tel.other_mean):
+            rows.append(("others on cores", "  ".join(f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean)
+                                                      if o is not None)))
         rows.append(("samples", f"{tel.samples} at {tel.rate_hz} Hz"))
+        if tel.disturbed:
+            rows.append(("disturbed", tel.disturbed))
         if tel.disagreement:
             rows.append(("note", tel.disagreement))
     for note in s.notes:
@@ -125,11 +130,16 @@ def experiment_table(result: ExperimentResult) -> str:
             lines.append(f"{p.label:<24} failed: {p.error}")
             continue
         st, tp = p.step_time_s, p.throughput
-        mark = "  <- best" if p.label == result.best else ""
+        tied = result.tied and p.label in (result.best, *result.tied)
+        mark = "  <- best" if p.label == result.winner else "  <- tied" if tied else ""
+        mark += "  (disturbed)" if p.disturbed else ""
         predicted = _fmt(p.predicted_step_s * 1000 if p.predicted_step_s else None, '.1f')
         lines.append(f"{p.label:<24} {st.mean * 1000:>9.1f} {st.std * 1000:>8.1f} {predicted:>8} {tp.mean:>10.0f} "
                      f"{tp.std:>8.0f} {_fmt(p.bubble.measured, '.2f'):>7} "
                      f"{_fmt(p.stage_balance, '.2f'):>7}  {len(p.run_ids)}{mark}")
+    if result.tied:
+        lines.append(result.verdict())
+    lines += [f"{p.label}: {p.disturbed}" for p in result.points if p.disturbed]
     if result.automatic_split is not None:
         lines.append(f"automatic balanced split: {result.automatic_split}")
     if any(p.tensor_memory for p in result.points):

@@ -276,6 +276,7 @@ class ExperimentPoint:
     micro_batches: int | None = None
     schedule: str | None = None
     step_time_s: MeanStd | None = None   # mean and std of the runs' means (one run: its step-to-step std)
+    step_time_range: list[float] | None = None   # [min, max] of the runs' mean step times
     throughput: MeanStd | None = None
     bubble: Bubble = field(default_factory=Bubble)
     devices_busy: list[float] = field(default_factory=list)
@@ -289,6 +290,17 @@ class ExperimentPoint:
     predicted_step_s: float | None = None   # engine.what_if's step time, from one of its runs (experiments.with_predictions)
     tensor_memory: list[TensorMemory | None] | None = None   # per device, its first run's (memory repeats)
     communication: list[Communication | None] | None = None  # per device, per step, its first run's
+    disturbed: str | None = None         # a run of the point was disturbed (TelemetrySummary.disturbed): which, how
+
+    def spread(self) -> tuple[float, float] | None:
+        """The step times this point's measurement cannot tell apart: mean ± std, widened to its runs'
+        min-max. None for a point not measured."""
+        if self.step_time_s is None:
+            return None
+        low, high = self.step_time_s.mean - self.step_time_s.std, self.step_time_s.mean + self.step_time_s.std
+        if self.step_time_range:
+            low, high = min(low, self.step_time_range[0]), max(high, self.step_time_range[1])
+        return low, high
 
     @property
     def stages_per_device(self) -> int | None:
@@ -301,6 +313,7 @@ class ExperimentResult:
     name: str = ""
     status: str = "finished"             # finished, stopped, or incomplete (rebuilt from its runs)
     best: str | None = None              # the fastest measured point's label
+    tied: list[str] = field(default_factory=list)   # points within the fastest's spread: then no point is best
     points: list[ExperimentPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     automatic_split: list[int] | None = None
@@ -312,6 +325,19 @@ class ExperimentResult:
     @property
     def measured(self) -> list[ExperimentPoint]:
         return [p for p in self.points if p.step_time_s is not None]
+
+    @property
+    def winner(self) -> str | None:
+        """The best point's label when it beats every other beyond their spread; None when tied."""
+        return None if self.tied else self.best
+
+    def verdict(self) -> str | None:
+        """How views name the outcome: "best pipeline", or "tied: pipeline, ddp (within their spread)"."""
+        if self.best is None:
+            return None
+        if self.tied:
+            return f"tied: {', '.join([self.best, *self.tied])} (within their spread)"
+        return f"best {self.best}"
 
 
 def mean_std(means: list[float], within: list[float]) -> MeanStd:

@@ -9,6 +9,7 @@ drawing.py), which gives each drawn element an id: ``<figure>/series/<name>``,
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import re
@@ -256,7 +257,8 @@ def test_experiment_bars_and_sweep_mark_the_best(store, experiment_id, tmp_path)
 def test_experiment_csv_and_html(store, experiment_id, tmp_path):
     paths = {p.name.removeprefix(f"{experiment_id}-"): p for p in export(store, experiment_id, "csv", tmp_path)}
     rows = read_csv(paths["step-time.csv"])
-    assert rows[0] == ["label", "strategy", "split", "micro-batches", "step time mean (s)", "step time std (s)", "runs"]
+    assert rows[0] == ["label", "strategy", "split", "micro-batches", "step time mean (s)", "step time std (s)",
+                       "step time min (s)", "step time max (s)", "runs"]
     assert len(rows) - 1 == len(SWEEP) and rows[3][0] == "split size 16" and rows[3][-1] == "3"
     sweep = read_csv(paths["sweep.csv"])
     assert sweep[0][2] == "split size (samples per micro-batch)" and [r[2] for r in sweep[1:]] == ["4", "8", "16", "32"]
@@ -498,9 +500,34 @@ def test_trace_export_is_chrome_trace_events_that_perfetto_opens(store, run_id, 
     assert min(e["ts"] for e in counters) == pytest.approx(0.0)
 
 
-def test_trace_export_of_an_experiment_is_refused(store, experiment_id, tmp_path):
-    with pytest.raises(ExportError, match="a run's timeline"):
+def test_trace_export_of_an_experiment_holds_its_runs_one_after_another(store, experiment_id, tmp_path):
+    """Each run's devices a process named for its point, its clock moved by when it started; an experiment
+    with no runs is refused with the reason (the app disables the action for it)."""
+    with pytest.raises(ExportError, match="has no runs to trace"):
         export(store, experiment_id, "trace", tmp_path)
+    exp_id = store.create_experiment("split-size", {"repeats": 1, "base": CONFIG})
+    runs = []
+    for k, label in enumerate(("split size 8", "split size 16")):
+        run_id = store.create_run(CONFIG, experiment_id=exp_id, label=label)
+        store.add_steps(run_id, [step_event(s) for s in range(3)])
+        store.finish_run(run_id, "finished", summary=from_json(RunSummary, {"run_id": run_id, "devices": DEVICES}))
+        runs.append(run_id)
+    started = {r.id: r.started for r in store.list_runs(experiment_id=exp_id)}
+    (path,) = export(store, exp_id, "trace", tmp_path)
+    document = json.loads(path.read_text())
+    events = document["traceEvents"]
+    names = sorted(e["args"]["name"] for e in events if e.get("name") == "process_name")
+    assert names == ["split size 16 · cpu:0", "split size 16 · cpu:1", "split size 8 · cpu:0", "split size 8 · cpu:1"]
+    assert document["otherData"]["runs"] == sorted(runs, key=started.get)
+    pids = {e["args"]["name"]: e["pid"] for e in events if e.get("name") == "process_name"}
+    assert len(set(pids.values())) == 4
+    first, second = sorted(runs, key=started.get)
+    label = {first: "split size 8", second: "split size 16"} if first == runs[0] else \
+        {first: "split size 16", second: "split size 8"}
+    shift = (started[second] - started[first]) * 1e6
+    starts = {run: min(e["ts"] for e in events if e.get("ph") == "X" and e["pid"] == pids[f"{label[run]} · cpu:0"])
+              for run in runs}
+    assert starts[first] == pytest.approx(1.0e6) and starts[second] == pytest.approx(1.0e6 + shift)
 
 
 def test_profile_steps_store_a_profiler_trace_per_rank_exported_on_the_runs_clock(tmp_path):

@@ -67,6 +67,38 @@ def test_an_experiment_names_its_sweep_axis_and_marks_the_best_and_the_automatic
     assert bars.labels[bars.best] == "split size 8" and bars.values == [300.0, 200.0, None]
 
 
+def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
+    """"Best" only when the fastest beats the next beyond their spread (mean ± std, widened to the runs'
+    min-max): a comparison that cannot tell two points apart says so in every view, not a winner by noise."""
+    from app.state.experiment_status import finished_text
+    from engine.experiments import best_and_tied
+    from engine.report import experiment_table
+
+    def point(label, mean, std, low, high):
+        return ExperimentPoint(label=label, strategy=label, step_time_s=MeanStd(mean, std),
+                               step_time_range=[low, high], throughput=MeanStd(64 / mean, 1.0), run_ids=["a", "b"])
+    pipeline, naive, ddp = point("pipeline", 0.276, 0.004, 0.271, 0.281), point("naive", 0.280, 0.003, 0.276, 0.29), \
+        point("ddp", 0.400, 0.010, 0.39, 0.41)
+    assert best_and_tied([naive, pipeline, ddp]) == ("pipeline", ["naive"])
+    # The naive split's fastest run (0.276) inside the pipeline's mean + std (0.280): tied though the means differ.
+    narrow = point("naive", 0.285, 0.001, 0.279, 0.286)
+    assert best_and_tied([narrow, pipeline]) == ("pipeline", ["naive"])
+    assert best_and_tied([point("naive", 0.285, 0.001, 0.284, 0.286), pipeline]) == ("pipeline", [])
+
+    tied = ExperimentResult(name="compare-strategies", best="pipeline", tied=["naive"], points=[pipeline, naive, ddp])
+    assert tied.winner is None and tied.verdict() == "tied: pipeline, naive (within their spread)"
+    figures = {f.name: f for f in experiment_figures(tied)}
+    assert figures["step-time"].bars.best is None   # no bar highlighted
+    assert figures["step-time"].columns[-3:] == ["step time min (s)", "step time max (s)", "runs"]
+    assert figures["step-time"].rows[1][-3:] == [0.276, 0.29, 2]
+    assert finished_text(tied) == "compare-strategies finished: 3 points, tied: pipeline, naive (within their spread)"
+    table = experiment_table(tied)
+    assert "<- best" not in table and table.count("<- tied") == 2 and "tied: pipeline, naive" in table
+    won = ExperimentResult(name="compare-strategies", best="pipeline", points=[pipeline, ddp])
+    assert won.winner == "pipeline" and finished_text(won).endswith("best pipeline")
+    assert experiment_figures(won)[0].bars.best == 0
+
+
 # -- plots that read well: gaps, labels, colours, names ---------------------------------------
 def test_a_gap_in_the_samples_breaks_the_line_and_late_samples_do_not():
     import numpy as np

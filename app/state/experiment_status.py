@@ -63,8 +63,8 @@ def finished_text(result: ExperimentResult) -> str:
     """"compare-strategies finished: 5 points, best pipeline"; failed points are counted after it."""
     points = result.points
     text = f"{result.name} {result.status}: {len(points)} point{'s' if len(points) != 1 else ''}"
-    if result.best:
-        text += f", best {result.best}"
+    if result.verdict():
+        text += f", {result.verdict()}"
     failed = sum(1 for p in points if p.error)
     if failed:
         text += f"; {failed} point{'s' if failed != 1 else ''} failed"

@@ -26,7 +26,7 @@ def row_values(experiment: ExperimentRecord, result: ExperimentResult, runs: int
         result.status,
         str(len(result.points)),
         str(runs),
-        str(result.best or "—"),
+        str(result.winner or ("tied" if result.tied else "—")),
         experiment.id,
     ]
 

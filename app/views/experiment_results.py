@@ -4,7 +4,7 @@ Bars of step time (mean ± std over the repeats, the best highlighted), a sweep
 line with error bars and the best marked when the points sweep a number (split
 size, split point, device count), and a table of every point's throughput,
 bubble and runs. The best is the one the result names (engine/experiments.py
-best_label), marked alike in all three (``best_marks``); every bar keeps a label
+best_and_tied), marked alike in all three (none when points are tied within their spread) (``best_marks``); every bar keeps a label
 at any width: whole, on two lines, or elided to its bar's room (``fit_label``).
 The charts draw the experiment's figure definitions (engine.figures: the
 exports' step-time and sweep figures, names, units, colours and marks alike),
@@ -32,6 +32,7 @@ from engine.results import ExperimentPoint, ExperimentResult
 BEST_COLOR = palette.BEST
 TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "predicted (ms)", "samples/s",
                  "bubble meas. / theory", "stage balance", "runs", "note")
+STEP_TIME_COLUMN = TABLE_COLUMNS.index("step time (ms)")
 
 
 def _pm(mean: float | None, std: float | None, scale: float = 1.0, spec: str = ",.1f") -> str:
@@ -233,7 +234,7 @@ class SweepPlot(SeriesPlot):
 def off_sweep_best(result: ExperimentResult) -> Mark | None:
     """The best's mark on the sweep when the best is not a swept point but the automatic split is one place
     on it (split-point's "balanced (automatic)"); None otherwise (the figure marks a swept best itself)."""
-    best = result.point(result.best) if result.best else None
+    best = result.point(result.winner) if result.winner else None
     automatic = result.automatic_split
     if best is None or _number(best.x) or not automatic or len(automatic) != 1 or not _number(automatic[0]):
         return None
@@ -314,11 +315,12 @@ class ExperimentResultsView(QtWidgets.QWidget):
         if not result.name:  # the figures' titles name the experiment
             result = dataclasses.replace(result, name=name)
         points = result.points
-        best = result.best
+        best = result.winner
         status = result.status
         runs = sum(len(p.run_ids) for p in points)
+        verdict = result.verdict()
         self.title.setText(f"{name} · {status} · {len(points)} point{'s' if len(points) != 1 else ''}, "
-                           f"{runs} run{'s' if runs != 1 else ''}" + (f" · best: {best}" if best else ""))
+                           f"{runs} run{'s' if runs != 1 else ''}" + (f" · {verdict}" if verdict else ""))
         bits = [description] if description else []
         bits.append(result.experiment_id or "")
         if result.automatic_split:
@@ -329,9 +331,9 @@ class ExperimentResultsView(QtWidgets.QWidget):
         figures = {f.name: f for f in experiment_figures(result)}
         self.bars.show_figure(figures["step-time"])
         self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep"), off_sweep_best(result)))
-        self._fill_table(points, best)
+        self._fill_table(points, best, [result.best, *result.tied] if result.tied else [])
 
-    def _fill_table(self, points: list[ExperimentPoint], best: str | None) -> None:
+    def _fill_table(self, points: list[ExperimentPoint], best: str | None, tied: list[str]) -> None:
         self.table.setRowCount(len(points))
         bold = QtGui.QFont()
         bold.setBold(True)
@@ -342,7 +344,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
                 f"{'n/a' if not _number(theory) else format(theory, '.1%')}")
             label = p.label
             values = [
-                ("★ " if label == best else "") + label,
+                ("★ " if label == best else "≈ " if label in tied else "") + label,
                 p.strategy or "—",
                 _compact(p.devices or None),
                 _compact(p.split),
@@ -363,4 +365,21 @@ class ExperimentResultsView(QtWidgets.QWidget):
                 if c == len(values) - 1 and p.error:
                     item.setForeground(QtGui.QColor(theme.ERROR))
                     item.setToolTip(p.error)
+                if c == STEP_TIME_COLUMN:
+                    item.setToolTip(_spread_text(p, label in tied))
+                    if p.disturbed:
+                        item.setForeground(QtGui.QColor(theme.WARNING))
                 self.table.setItem(r, c, item)
+
+
+def _spread_text(point: ExperimentPoint, tied: bool) -> str:
+    """The step-time cell's tooltip: the runs' range, whether it ties with the fastest, and a disturbance."""
+    lines = []
+    if point.step_time_range:
+        low, high = point.step_time_range
+        lines.append(f"runs' mean step times {low * 1000:,.2f} – {high * 1000:,.2f} ms")
+    if tied:
+        lines.append("within the fastest point's spread: tied, not told apart by this measurement")
+    if point.disturbed:
+        lines.append(point.disturbed)
+    return "\n".join(lines)

@@ -134,7 +134,7 @@ def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, obje
 def experiment_points_table(result: ExperimentResult) -> str:
     columns = ["point", "strategy", "split", "micro-batches", "step time", "predicted (what-if)", "throughput",
                "bubble", "stage balance", "runs"]
-    rows = [[f"{p.label}{' (best)' if p.label == result.best else ''}", p.strategy, p.split, p.micro_batches,
+    rows = [[f"{p.label}{' (best)' if p.label == result.winner else ''}", p.strategy, p.split, p.micro_batches,
              _duration(p.step_time_s), _duration(MeanStd(p.predicted_step_s, None)) if p.predicted_step_s else "—",
              _mean_std(p.throughput, "samples/s"),
              pct(p.bubble.measured),
@@ -181,7 +181,7 @@ def run_page(run: RunRecord, figures: list[Figure]) -> str:
 
 def experiment_page(experiment: ExperimentRecord, result: ExperimentResult, figures: list[Figure]) -> str:
     meta = (f"{experiment.name} · {result.status} · created {_when(experiment.created)} · "
-            f"best: {result.best or '—'}")
+            f"{result.verdict() or 'best: —'}")
     return page(title=f"Splitscope experiment {experiment.id}", meta=meta,
                 config_html=key_value_table(experiment_config_rows(experiment)),
                 summary_html=experiment_points_table(result) + "".join(

@@ -29,7 +29,7 @@ def sweep_metric(name: str) -> tuple[str, str]:
 def experiment_figures(result: ExperimentResult) -> list[Figure]:
     points = result.points
     labels = [p.label for p in points]
-    best = labels.index(result.best) if result.best in labels else None
+    best = labels.index(result.winner) if result.winner in labels else None   # none marked when tied
     name = result.name
     ident = [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points]
     figures = [stat_bars("step-time", f"Step time per point · {name} (mean ± std)", "step time", "s",
@@ -70,11 +70,19 @@ def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[Exp
     means = [stat(p, key, "mean") for p in points]
     stds = [stat(p, key, "std") for p in points]
     shown_unit, factor = time_unit(means) if unit == "s" else (unit, 1.0)
-    columns = IDENT_COLUMNS + [f"{label} mean ({unit})", f"{label} std ({unit})", "runs"]
-    rows = [row + [m, s, len(p.run_ids)] for row, m, s, p in zip(ident, means, stds, points)]
+    columns = IDENT_COLUMNS + [f"{label} mean ({unit})", f"{label} std ({unit})"]
+    rows = [row + [m, s] for row, m, s in zip(ident, means, stds)]
+    if key == "step_time_s":
+        columns += ["step time min (s)", "step time max (s)"]   # over the runs: the spread "tied" is judged by
+        rows = [row + (p.step_time_range or [None, None]) for row, p in zip(rows, points)]
+    columns.append("runs")
+    rows = [row + [len(p.run_ids)] for row, p in zip(rows, points)]
     if key == "step_time_s" and any(p.predicted_step_s for p in points):
         columns.append("step time predicted (s)")   # engine.experiments.with_predictions
         rows = [row + [p.predicted_step_s] for row, p in zip(rows, points)]
+    if any(p.disturbed for p in points):
+        columns.append("disturbed")
+        rows = [row + [p.disturbed or ""] for row, p in zip(rows, points)]
     return Figure(name, title, POINT, Axis(label, shown_unit),
                   bars=Bars([p.label for p in points], scaled(means, factor), scaled(stds, factor), best=best),
                   columns=columns, rows=rows)
@@ -100,7 +108,7 @@ def sweep_figure(result: ExperimentResult) -> Figure:
                      markers=True)
               for i, (strategy, group) in enumerate(by_strategy.items())]
     marks = []
-    best = result.point(result.best) if result.best else None
+    best = result.point(result.winner) if result.winner else None   # none marked when tied
     if best is not None and is_number(best.x):
         y = stat(best, key, "mean")
         marks.append(Mark(best.x, f"best: {best.label}", y * factor if is_number(y) else None))

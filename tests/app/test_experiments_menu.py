@@ -68,7 +68,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
         assert shown[label]["lanes"] == ["cpu:0", "cpu:1"] and shown[label]["rows"] == {"cpu:0", "cpu:1"}
     assert gpipe["theory"] == "20.0%"                   # (p-1)/(m+p-1), p=2, m=4: the pipeline point's theory
     # At the end the header and the status line say how the experiment ended, not its last run.
-    ended = f"schedules finished: 3 points, best {result.best}"
+    ended = f"schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
     assert plots.mode_label.text() == f"Live: this machine's telemetry · {ended}"
     assert window.status_label.text().startswith(ended)
 
@@ -77,8 +77,8 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     assert window.results.point_labels() == labels
     assert window.results.table.rowCount() == 3
     assert window.results.experiment_id == result.experiment_id
-    assert f"best: {result.best}" in window.results.title.text()
-    assert window.results.best_marks() == {"bars": result.best, "table": result.best, "sweep": None}
+    assert result.verdict() in window.results.title.text()
+    assert window.results.best_marks() == {"bars": result.winner, "table": result.winner, "sweep": None}
     assert all(text.strip("…\n") for text in window.results.bars.tick_texts)   # every bar labelled
     assert "finished" in window.status_label.text() and window.run_action.isEnabled()
 
