@@ -9,8 +9,9 @@ strategy. What differs between strategies is what the model puts on a device:
 - ``optimizer``: the optimizer's state for those parameters (none for plain SGD, two moments for AdamW);
 - ``activations``: the most bytes saved for backward at once during the step, counted
   by autograd's saved-tensor hooks while a module placed on the device runs its
-  forward (a storage counted once however many saved tensors view it, a parameter
-  never; released when backward uses it). A pipeline's schedule shows here: GPipe
+  forward, and the loss computed on its output (a saved tensor by the bytes it spans
+  of its storage, a part two saved tensors share once, a parameter never; released
+  when backward uses it). A pipeline's schedule shows here: GPipe
   keeps every micro-batch's activations until the backward passes, 1F1B a few.
 
 All of it is counted on sampled steps (the first three, then every ``RECOUNT_EVERY``-th)
@@ -74,12 +75,41 @@ def _bytes(tensors) -> int:
     return sum(seen.values())
 
 
+def _extent(t: "torch.Tensor") -> tuple[int, int, int]:
+    """(its storage's address, first byte, end byte): the part of its storage a tensor spans. A replica's
+    slice of a whole batch, or a micro-batch's, holds its own bytes, not the batch's storage behind it."""
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None:
+        t = to_local()
+    start = t.storage_offset() * t.element_size()
+    if t.numel() == 0:
+        return t.untyped_storage().data_ptr(), start, start
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.untyped_storage().data_ptr(), start, start + span * t.element_size()
+
+
+def _union(intervals) -> int:
+    """Bytes covered by [start, end) intervals: two saved views of one storage that overlap count once."""
+    covered, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start >= reach:
+            covered += end - start
+            reach = end
+        elif end > reach:
+            covered += end - reach
+            reach = end
+    return covered
+
+
 class ActivationCounter:
     """Live bytes saved for backward per device, and their peak since ``reset``.
 
     The saved-tensor hooks are pushed when a placed module's forward starts and popped
     when it ends, in the thread that runs it: executors run devices in threads of their
-    own, and autograd's default hooks are per thread.
+    own, and autograd's default hooks are per thread. When the outermost placed forward
+    of a thread ends, hooks for its device stay on until that thread's next forward: the
+    loss computed on the output saves tensors too (a cross-entropy its softmax), and it
+    runs outside any module, on the device of the stage that made the output.
     """
 
     def __init__(self, placements: list[Placement]):
@@ -89,7 +119,9 @@ class ActivationCounter:
         self._local = threading.local()
         self._live: dict[str, int] = {}
         self._peak: dict[str, int] = {}
-        self._storages: dict[int, list] = {}    # data_ptr -> [device name, bytes, references]
+        # (device, data_ptr) -> [device name, {(start, end): references}, bytes counted for it]: two replicas'
+        # slices of one batch are one storage, each device's part its own
+        self._storages: dict[tuple[str, int], list] = {}
         self._params: set[int] = set()
         self._handles = []
         self.counting = True     # off: a forward runs without hooks (engine.tensor_memory.TensorMeter samples steps)
@@ -104,50 +136,73 @@ class ActivationCounter:
             self._handles.append(placement.module.register_forward_hook(
                 lambda _m, _args, _out: self._leave(), always_call=True))
 
+    def _hooks(self, device: str):
+        hooks = self._torch.autograd.graph.saved_tensors_hooks(lambda t: self._pack(device, t), self._unpack)
+        hooks.__enter__()
+        return hooks
+
     def _enter(self, device: str) -> None:
-        hooks = None
-        if self.counting:
-            hooks = self._torch.autograd.graph.saved_tensors_hooks(lambda t: self._pack(device, t), self._unpack)
-            hooks.__enter__()
-        if not hasattr(self._local, "stack"):
-            self._local.stack = []
-        self._local.stack.append(hooks)
+        local = self._local
+        if not hasattr(local, "stack"):
+            local.stack, local.after = [], None
+        if local.after is not None:  # the last forward's loss hooks: this thread's next forward has begun
+            local.after.__exit__(None, None, None)
+            local.after = None
+        local.stack.append((device, self._hooks(device) if self.counting else None))
 
     def _leave(self) -> None:
-        stack = getattr(self._local, "stack", None)
+        local = self._local
+        stack = getattr(local, "stack", None)
         if stack:
-            hooks = stack.pop()
+            device, hooks = stack.pop()
             if hooks is not None:
                 hooks.__exit__(None, None, None)
+                if not stack:
+                    local.after = self._hooks(device)
 
     def _pack(self, device: str, t: "torch.Tensor"):
         # A parameter, or a view of one (a linear layer saves its weight transposed): FSDP's gathered parameters
         # too, whose storage is not the shard's. They are "params".
         if isinstance(t if t._base is None else t._base, self._torch.nn.Parameter):
             return t, None
-        ptr, size = _storage(t)
-        if ptr in self._params or size == 0:
+        try:
+            ptr, start, end = _extent(t)
+        except RuntimeError:
+            # A tensor subclass's wrapper saved by an op on it (tensor parallelism's loss on a DTensor): no storage
+            # of its own, what it holds is its local tensor's, which that op's own saves count.
             return t, None
+        if ptr in self._params or end <= start:
+            return t, None
+        span, key = (start, end), (device, ptr)
         with self._lock:
-            entry = self._storages.get(ptr)
+            entry = self._storages.get(key)
             if entry is None:
-                entry = self._storages[ptr] = [device, size, 0]
-                self._live[device] += size
-                self._peak[device] = max(self._peak[device], self._live[device])
-            entry[2] += 1
-        return t, [ptr]
+                entry = self._storages[key] = [device, {}, 0]
+            entry[1][span] = entry[1].get(span, 0) + 1
+            self._recount(key, entry)
+        return t, [key, span]
+
+    def _recount(self, key: tuple[str, int], entry: list) -> None:
+        covered = _union(entry[1])
+        device = entry[0]
+        self._live[device] += covered - entry[2]
+        entry[2] = covered
+        self._peak[device] = max(self._peak[device], self._live[device])
+        if not entry[1]:
+            del self._storages[key]
 
     def _unpack(self, packed):
         t, token = packed
         if token:  # the first use in backward releases it; a second use (retain_graph) counts nothing
-            ptr = token.pop()
+            key, span = token
+            token.clear()
             with self._lock:
-                entry = self._storages.get(ptr)
-                if entry is not None:
-                    entry[2] -= 1
-                    if entry[2] <= 0:
-                        self._live[entry[0]] -= entry[1]
-                        del self._storages[ptr]
+                entry = self._storages.get(key)
+                if entry is not None and span in entry[1]:
+                    entry[1][span] -= 1
+                    if entry[1][span] <= 0:
+                        del entry[1][span]
+                    self._recount(key, entry)
         return t
 
     def take_peaks(self) -> dict[str, int]:

@@ -130,3 +130,58 @@ def test_tensor_memory_tells_a_split_from_replicas(naive_and_pipeline, tmp_path)
     assert replicas[0] == replicas[1] == sum(split)            # each replica: the whole model
     assert all(m["grads"] == m["params"] for m in ddp["tensor_memory"])
     assert all(m["activations"] > 0 for m in naive["tensor_memory"] + ddp["tensor_memory"])
+
+
+def memtracker_replica(width: int, depth: int, batch: int, replica_batch: int) -> dict[str, int]:
+    """torch's MemTracker (torch.distributed._tools.mem_tracker) over one AdamW step of one ddp replica of
+    mlp: the same module the engine builds, fed this replica's slice of a batch. Its bytes by kind, read where
+    each kind is whole: after the loss (activations), after backward (gradients), after the step."""
+    import torch
+    from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+    from engine.config import ExperimentConfig
+    from engine.models.build import build
+    spec = build(ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch))
+    model = spec.sequential()
+    optimizer = torch.optim.AdamW(model.parameters())
+    inputs, targets = spec.data.sample(batch)
+    x, y = inputs[:replica_batch], targets[:replica_batch]
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        spec.loss_fn(model(x), y).backward()
+        optimizer.step()
+    step()
+    step()   # AdamW's state exists from the first step on: the tracker sees a step that holds it
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer)
+    cpu = torch.device("cpu")
+    with tracker:
+        optimizer.zero_grad(set_to_none=True)
+        loss = spec.loss_fn(model(x), y)
+        forward = tracker.get_tracker_snapshot("current")[cpu]
+        loss.backward()
+        backward = tracker.get_tracker_snapshot("current")[cpu]
+        optimizer.step()
+        after = tracker.get_tracker_snapshot("current")[cpu]
+    # MemTracker counts what the forward allocated and is alive: the saved tensors and the loss's value, not
+    # the inputs made before it (a slice of the batch; the engine counts them as saved, by their own bytes).
+    saved = forward[_MemRefType.ACT] - loss.nelement() * loss.element_size() \
+        + x.nelement() * x.element_size() + y.nelement() * y.element_size()
+    return {"params": after[_MemRefType.PARAM], "grads": backward[_MemRefType.GRAD],
+            "optimizer": after[_MemRefType.OPT], "activations": saved}
+
+
+def test_ddp_tensor_memory_by_kind_is_torchs_memtrackers(tmp_path):
+    """ddp, mlp 256x4, batch 256, AdamW on cpu:2: each rank's parameters, gradients, AdamW state and saved
+    activations equal what torch's MemTracker counts for one replica of the same model and slice. The
+    activations are 655,360 B (the rank's 128-sample input and four ReLU outputs, each 128 x 256 floats: its
+    slice by its own bytes, not the whole batch's storage behind it) and the loss's (cross-entropy's
+    log-softmax output, the targets, nll_loss's total weight)."""
+    _, ddp = cli("run", "--model", "mlp", "--width", "256", "--depth", "4", "--batch-size", "256",
+                 "--optimizer", "adamw", "--strategy", "ddp", "--devices", "cpu:2", "--steps", "3", "--warmup", "1",
+                 "--db", str(tmp_path / "runs.sqlite3"), "--json", check_json=True)
+    reference = memtracker_replica(256, 4, 256, 128)
+    loss_saved = 128 * 10 * 4 + 128 * 8 + 4
+    assert reference["activations"] == 655_360 + loss_saved
+    for memory in ddp["tensor_memory"]:
+        assert {kind: memory[kind] for kind in reference} == reference, (memory, reference)

@@ -60,8 +60,12 @@ def test_one_device_holds_the_whole_model_and_every_activation_once():
     assert memory["params"] == model_bytes() and memory["grads"] == model_bytes()
     assert memory["optimizer"] == 0  # plain SGD keeps no state
     # Saved for backward: the input, then each block's ReLU output (the next Linear saves the same storage,
-    # counted once); the Linear weights are parameters, never activations.
-    assert memory["activations"] == (DEPTH + 1) * BATCH * WIDTH * FLOAT
+    # counted once); the Linear weights are parameters, never activations. Then the loss's: cross-entropy's
+    # log-softmax output (10 classes), the int64 targets and nll_loss's total weight (a float scalar).
+    assert memory["activations"] == (DEPTH + 1) * BATCH * WIDTH * FLOAT + LOSS_SAVED
+
+
+LOSS_SAVED = BATCH * 10 * FLOAT + BATCH * 8 + FLOAT
 
 
 def test_a_split_model_spreads_its_parameters_and_replicas_each_hold_all():
@@ -77,4 +81,16 @@ def test_the_activation_peak_is_what_is_live_at_once_and_backward_releases_it():
     Counted live, the peak does not grow with the steps (each step's are released by its backward)."""
     one_batch = measured("model-parallel", 2)
     gpipe = measured("pipeline", 2, micro_batches=4, schedule="gpipe")
-    assert [m["activations"] for m in gpipe.values()] == [m["activations"] for m in one_batch.values()]
+    # The same bytes, but for the loss's scalar total weight, which each of the 4 micro-batches' losses saves.
+    assert [m["activations"] for m in gpipe.values()] == [m["activations"] for m in one_batch.values()][:1] + \
+        [list(one_batch.values())[1]["activations"] + 3 * FLOAT]
+
+
+def test_a_replicas_slice_of_the_batch_counts_its_own_bytes():
+    """data-parallel on cpu:2: each replica saves its half of the batch (a view of the whole batch's storage)
+    by the half's bytes; the loss, on the gathered outputs, is the first device's."""
+    replicas = measured("data-parallel", 2)
+    half = (DEPTH + 1) * (BATCH // 2) * WIDTH * FLOAT
+    assert [m["activations"] for m in replicas.values()] == [half + LOSS_SAVED, half]
+
+

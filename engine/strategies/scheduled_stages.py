@@ -51,6 +51,25 @@ def _time_chunks(stage, timer, device) -> None:
     stage.backward_weight_one_chunk = timed_weight
 
 
+def _flag_shape_inference(stages) -> list:
+    """A list that is not empty while a stage runs torch's backward metadata inference
+    (``_prepare_backward_infra``, once, before the first step's micro-batches)."""
+    inferring: list = []
+    for stage in stages:
+        prepare = getattr(stage, "_prepare_backward_infra", None)
+        if prepare is None:   # another torch: its extra loss call, if any, stays timed
+            continue
+
+        def flagged(*args, prepare=prepare, **kwargs):
+            inferring.append(True)
+            try:
+                return prepare(*args, **kwargs)
+            finally:
+                inferring.pop()
+        stage._prepare_backward_infra = flagged
+    return inferring
+
+
 def _time_peer_waits(timer, device) -> None:
     """Record every wait for a peer's send/recv as a "wait" interval.
 
@@ -98,8 +117,13 @@ class ScheduledStages(Executor):
         # One module holding this rank's stages: its parameters, its optimizer, its tensor memory.
         self.module = modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
         spec_loss = ctx.spec.loss_fn
+        inferring = _flag_shape_inference(stages)
 
         def timed_loss(output, target):
+            if inferring:
+                # torch's backward-shape inference (the first step) calls the loss once more than there are
+                # micro-batches: no micro-batch's, so no forward on the timeline (the trace pairs its slices).
+                return spec_loss(output, target)
             with self.timer.span(self.device, "forward"):
                 return spec_loss(output, target)
         # scale_grads: each micro-batch's mean loss is divided by M, so the summed
@@ -152,4 +176,7 @@ class ScheduledStages(Executor):
         return list(self.module.parameters())
 
     def placements(self) -> list[Placement]:
-        return [Placement(self.device, self.module, self.optimizer)]
+        # Each stage module on its own: the schedule calls the stages' modules, never a ModuleList holding
+        # them, so the activation hooks go on what runs (engine.tensor_memory.ActivationCounter).
+        modules = list(self.module) if isinstance(self.module, torch.nn.ModuleList) else [self.module]
+        return [Placement(self.device, module, self.optimizer) for module in modules]
