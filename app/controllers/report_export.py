@@ -26,7 +26,8 @@ FORMATS = {  # format: (menu text, what it writes)
     "svg": ("SVG drawings…", "one SVG drawing per figure, in a folder"),
     "pdf": ("PDF documents…", "one PDF document per figure, in a folder"),
     "csv": ("CSV tables…", "one CSV table per figure (units in the header), in a folder"),
-    "trace": ("Perfetto trace…", "a run's timeline and telemetry as Chrome Trace Event JSON, which Perfetto "
+    "trace": ("Perfetto trace…", "a run's timeline and telemetry (an experiment's runs one after another) as "
+              "Chrome Trace Event JSON, which Perfetto "
               "(ui.perfetto.dev) and chrome://tracing open"),
 }
 ONE_FILE = {"html": ("an HTML report", "HTML report (*.html)", ".html"),   # format: (what, filter, suffix)
@@ -69,6 +70,12 @@ class ReportExporter(QtCore.QObject):
                 "Select a run or an experiment in History first (or finish a run).")
             return False
         kind, item_id = target
+        if fmt == "trace" and kind == "experiment" and not self._has_runs(item_id):
+            # Said before the file is asked for: nothing after the dialog should be a refusal.
+            QtWidgets.QMessageBox.information(
+                self.window, "Nothing to trace",
+                "This experiment has no runs stored: a trace holds its runs' timelines.")
+            return False
         start_dir = Path(last_folder(REPORT_FOLDER) or Path.home())
         if fmt in ONE_FILE:
             what, file_filter, suffix = ONE_FILE[fmt]
@@ -94,6 +101,14 @@ class ReportExporter(QtCore.QObject):
             return False
         self.start(item_id, fmt, out, force=bool(existing))
         return True
+
+    def _has_runs(self, experiment_id: str) -> bool:
+        from engine.store import open_store
+        try:
+            with open_store(self.db_path) as store:
+                return bool(store.list_runs(limit=1, experiment_id=experiment_id))
+        except Exception:  # noqa: BLE001 - the export itself will report it, in the log and a message box
+            return True
 
     def _existing_targets(self, item_id: str, fmt: str, out: Path) -> list[Path]:
         """The files of this export that already exist: the engine says which it would write."""

@@ -27,6 +27,7 @@ from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
 
 OPEN_FILE = "__open_model_file__"
 PICK_TORCHVISION = "__pick_torchvision_model__"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"   # the model files the README starts from
 
 
 class ExperimentPanel(QtWidgets.QWidget):
@@ -159,8 +160,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow(self.mb_label, self.mb_row)
         self.schedule_combo = QtWidgets.QComboBox()
         for name, description in SCHEDULES.items():
-            self.schedule_combo.addItem(name, name)
-            self.schedule_combo.setItemData(self.schedule_combo.count() - 1, description,
+            # Named for people; the id (--schedule) in the tooltip, with what it does.
+            self.schedule_combo.addItem(SCHEDULE_INFO[name].display_name, name)
+            self.schedule_combo.setItemData(self.schedule_combo.count() - 1, f"{description}\n--schedule {name}",
                                             QtCore.Qt.ItemDataRole.ToolTipRole)
         self.schedule_desc = QtWidgets.QLabel()
         self.schedule_desc.setObjectName("muted")
@@ -291,7 +293,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         if self.model_combo.itemData(index) == PICK_TORCHVISION:
             self.pick_torchvision_model()
         elif self.model_combo.itemData(index) == OPEN_FILE:
-            start = str(Path(self.model_file).parent) if self.model_file else str(Path.home())
+            # The first time, the project's examples (model files to start from); then where the last one was.
+            start = str(Path(self.model_file).parent) if self.model_file else str(EXAMPLES if EXAMPLES.is_dir()
+                                                                                 else Path.home())
             path, _ = QtWidgets.QFileDialog.getOpenFileName(
                 self, "Open model file", start, "Python model file (*.py);;All files (*)")
             if path:

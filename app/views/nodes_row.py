@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
-from engine.nodes.token import default_token_file
+from engine.nodes.token import default_token_file, new_token
 
 
 class NodesRow(QtWidgets.QWidget):
@@ -34,10 +34,20 @@ class NodesRow(QtWidgets.QWidget):
         self.token_button.setObjectName("tokenFileButton")
         self.token_button.setToolTip("The file with the token the nodes' agents share (readable by you alone)")
         self.token_button.clicked.connect(self._choose_token_file)
+        self.new_token_button = QtWidgets.QPushButton("New token file…")
+        self.new_token_button.setObjectName("newTokenFileButton")
+        self.new_token_button.setToolTip("Write a fresh random token to a new file (readable by you alone), to "
+                                         "copy to each node and give its agent with --token-file")
+        self.new_token_button.clicked.connect(self._new_token_file)
+        self.token_error = QtWidgets.QLabel()
+        self.token_error.setObjectName("problem")
+        self.token_error.setWordWrap(True)
+        self.token_error.hide()
         token = QtWidgets.QHBoxLayout()
         token.setContentsMargins(0, 0, 0, 0)
         token.addWidget(self.token_label, 1)
         token.addWidget(self.token_button)
+        token.addWidget(self.new_token_button)
         self.token_row = QtWidgets.QWidget()
         self.token_row.setLayout(token)
         layout = QtWidgets.QVBoxLayout(self)
@@ -45,6 +55,7 @@ class NodesRow(QtWidgets.QWidget):
         layout.setSpacing(2)
         layout.addWidget(self.edit)
         layout.addWidget(self.token_row)
+        layout.addWidget(self.token_error)
         self._show_token()
 
     def nodes(self) -> str | None:
@@ -77,6 +88,27 @@ class NodesRow(QtWidgets.QWidget):
         path = self._token_file or str(default_token_file())
         self.token_label.setText(f"token: {Path(path).name}" + ("" if self._token_file else " (default)"))
         self.token_label.setToolTip(path)
+
+    def _new_token_file(self, path: str | None = None) -> None:
+        """Ask where (``path`` given: a test's answer), write a new token there and use it."""
+        if path is None:
+            start = str(Path(self._token_file or default_token_file()).parent / "splitscope-token")
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "New token file for the node agents", start)
+        if not path:
+            return
+        try:
+            new_token(path)
+        except FileExistsError:
+            self.token_error.setText(f"{path} exists: a token file is never overwritten; choose it with "
+                                     "Token file… or pick a new name")
+            self.token_error.show()
+            return
+        except OSError as exc:
+            self.token_error.setText(f"cannot write {path}: {exc.strerror or exc}")
+            self.token_error.show()
+            return
+        self.token_error.hide()
+        self.set_token_file(path)
 
     def _choose_token_file(self) -> None:
         start = str(Path(self._token_file or default_token_file()).parent)

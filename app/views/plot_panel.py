@@ -25,12 +25,15 @@ from app.views.timeline_view import KINDS, TimelineView
 from engine.figures import RunView, comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
 from engine.figures.gaps import broken, gap_after
+from engine.telemetry.smooth import core_total_apart
 from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
 from engine.results import RunSummary
 from engine.summary import theory_formula
 from engine.timing import KIND_MEANING
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
+CORE_PREFIX = "core total "  # the key of a run's CPU device's whole-core reading, where it departs from its own
+CORE_CHECKED = 64  # the newest samples a redraw compares for it
 
 LIVE_WINDOW_S = 60.0
 # Live telemetry's x values are seconds since the app started; its axis, its hover and its exports count
@@ -91,10 +94,21 @@ class BubbleBox(QtWidgets.QFrame):
         self.formula = QtWidgets.QLabel("")
         self.formula.setObjectName("muted")
         self.formula.setWordWrap(True)
-        # Room for the formula and a note from the start: figures that come later do not push the box.
-        self.formula.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing())
-        layout.addWidget(self.formula)
-        layout.addStretch(1)
+        self.formula.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)
+        # The formula and the notes scroll in the room the box has: a run with many notes (nodes, tensor
+        # memory, a disturbance) grew the box, and the window with it past a 1280x800 screen.
+        self.notes = QtWidgets.QScrollArea()
+        self.notes.setObjectName("bubbleNotes")
+        self.notes.setWidget(self.formula)
+        self.notes.setWidgetResizable(True)
+        self.notes.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.notes.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.notes.setStyleSheet("QScrollArea#bubbleNotes, QScrollArea#bubbleNotes > QWidget > QWidget "
+                                 "{ background: transparent; }")   # the box's panel colour shows through
+        self.notes.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
+        # Room for the formula and a line of note from the start: figures that come later do not push the box.
+        self.notes.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing() + 4)
+        layout.addWidget(self.notes, 1)
         self.legend = QtWidgets.QLabel()
         self.show_legend(split_backward=False)
         self.legend.setWordWrap(True)
@@ -364,7 +378,7 @@ class PlotPanel(QtWidgets.QWidget):
                     last = buf.last(0)
                     if last is not None and last < window_start:
                         # Nothing in the window: drop the curve (and its legend entry) until data returns.
-                        for series in (device, RAW_PREFIX + device):
+                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device):
                             if plot.has_series(series):
                                 plot.remove_series(series)
                         self._drawn.pop(key, None)
@@ -372,7 +386,7 @@ class PlotPanel(QtWidgets.QWidget):
                     label = telemetry.label(device) if kind == "util" else device
                     if plot.has_series(device) and plot.series_name(device) != label:
                         # a run began or ended on this device: renamed, and coloured as its run's device
-                        for series in (device, RAW_PREFIX + device):
+                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device):
                             if plot.has_series(series):
                                 plot.remove_series(series)
                         self._drawn.pop(key, None)
@@ -409,6 +423,28 @@ class PlotPanel(QtWidgets.QWidget):
         plot.set_series(RAW_PREFIX + device, *broken(x, y, gaps), color, name=f"{label} raw", width=1.0, faint=True)
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
         plot.set_series(device, *broken(x, means, gaps), color, label)
+        self._draw_core_total(device, label, x, means, color)
+
+    def _draw_core_total(self, device: str, label: str, x, own_means, color: str) -> None:
+        """A run's CPU device reads its own threads' work; its core's total (other programs and steal time
+        too) is drawn dashed beside it once they come apart (engine/telemetry/smooth.py core_total_apart),
+        so a busy machine is seen, not mistaken for the run's work."""
+        plot, key = self.util_plot, CORE_PREFIX + device
+        buf = self.telemetry.core.get(device)
+        if buf is None or not len(buf):
+            if plot.has_series(key):
+                plot.remove_series(key)
+            return
+        core_x, core_y = buf.column(0), buf.column(1)
+        core_means = self._means.setdefault(key, TrailingMeans()).of(core_x, core_y)
+        # The newest samples alone are compared: the redraws come faster than CORE_CHECKED of them, and once
+        # drawn the series stays for the run.
+        if not plot.has_series(key) and not core_total_apart(x[-CORE_CHECKED:].tolist(), own_means[-CORE_CHECKED:].tolist(),
+                                                             core_x[-CORE_CHECKED:].tolist(),
+                                                             core_means[-CORE_CHECKED:].tolist()):
+            return
+        plot.set_series(key, *broken(core_x, core_means, gap_after(core_x)), color,
+                        name=f"{label} core total (all programs)", dash=2, width=1.0)
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
@@ -435,7 +471,8 @@ class PlotPanel(QtWidgets.QWidget):
         p = self.progress
         self.timeline.set_busy(p.busy)   # the last step's, also once the run ended
         self.bubble.show_legend(self._timeline_splits_backward())
-        notes = (p.summary.notes if p.summary else None) or p.notes
+        notes = [*((p.summary.notes if p.summary else None) or p.notes),
+                 *(run_status.measurement_notes(p.summary) if p.summary else [])]
         when = (run_status.covers_note(p.summary) if p.summary else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(),
@@ -482,6 +519,7 @@ class PlotPanel(QtWidgets.QWidget):
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
                                  note="\n".join(filter(None, [note, *node_lines(summary), *summary.notes,
+                                                               *run_status.measurement_notes(summary),
                                                                *tensor_lines(summary)])))
 
 

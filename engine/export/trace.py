@@ -10,7 +10,9 @@ One clock: microseconds since the run started, the store's clock for intervals
 and samples alike. Only the steps whose intervals the run kept are in it (all
 of them with ``--timeline all``; a sample otherwise: engine.timeline_keeper).
 A run with ``--profile-steps`` adds each rank's torch.profiler slices to its
-device's process, on threads of their own, moved onto the run's clock.
+device's process, on threads of their own, moved onto the run's clock. An
+experiment's trace holds its runs one after another, each device of each run a
+process named for the run's point (``experiment_trace_document``).
 
 The flows pair the k-th forward of a step on one stage with the k-th on the
 next (and backwards the other way): the GPipe and 1F1B schedules, and the naive
@@ -167,6 +169,36 @@ def _flows(config: dict, summary, by_device, pid, thread_of) -> list[dict]:
     return events
 
 
-def write_trace(store: Store, run_id: str, path) -> None:
+RUN_PIDS = 1000   # an experiment's run k has processes k * RUN_PIDS + 1, ...: its devices, in order
+
+
+def experiment_trace_document(store: Store, experiment_id: str) -> dict:
+    """An experiment's runs in one trace, one after another as they ran: each run's devices are processes
+    named for its point ("pipeline m=4 · cpu:0"), its clock moved by when it started after the first."""
+    runs = sorted(store.list_runs(experiment_id=experiment_id), key=lambda r: r.started)
+    if not runs:
+        raise ExportError(f"experiment {experiment_id!r} has no runs to trace")
+    events: list[dict] = []
+    for k, run in enumerate(runs):
+        shift_us = (run.started - runs[0].started) * US
+        name = run.label or run.id
+        for event in trace_document(store, run.id)["traceEvents"]:
+            event = {**event, "pid": (k + 1) * RUN_PIDS + event["pid"]}
+            if "ts" in event:
+                event["ts"] += shift_us
+            if event.get("name") == "process_name":
+                event["args"] = {"name": f"{name} · {event['args']['name']}"}
+            elif event.get("name") == "process_sort_index":
+                event["args"] = {"sort_index": event["pid"]}
+            elif event.get("cat") == "flow":
+                event["id"] += (k + 1) * 10 ** 7   # flow ids are global in a trace
+            events.append(event)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"experiment_id": experiment_id, "runs": [r.id for r in runs],
+                          "clock": "seconds since the experiment's first run started x 1e6 (microseconds)"}}
+
+
+def write_trace(store: Store, item_id: str, path, kind: str = "run") -> None:
+    document = trace_document(store, item_id) if kind == "run" else experiment_trace_document(store, item_id)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(trace_document(store, run_id), f)
+        json.dump(document, f)

@@ -1,8 +1,8 @@
 """``export(store, id, fmt, out)``: a run's or an experiment's figures as PNG, SVG, PDF, CSV files or one HTML report.
 
 PNG, SVG, PDF and CSV write one file per figure into the folder ``out``, named
-``<id>-<figure>.<ext>``; HTML writes the single file ``out``; trace writes a run's
-Chrome Trace Event JSON (engine/export/trace.py) to the file ``out`` (or
+``<id>-<figure>.<ext>``; HTML writes the single file ``out``; trace writes a run's (or an
+experiment's runs', one after another) Chrome Trace Event JSON (engine/export/trace.py) to the file ``out`` (or
 ``<id>.trace.json`` in a folder). Nothing existing
 is overwritten unless ``force``: every target is checked before the first byte
 is written, so a refused export leaves no half-written set behind. Everything
@@ -87,13 +87,10 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
     fmt, kind, item, figures = _prepare(store, item_id, fmt)
     out = Path(out)
     if fmt == "trace":
-        if kind != "run":
-            raise ExportError("--format trace exports a run's timeline; an experiment has one per run: export "
-                              "those (their ids are in `runs`)")
         (path,) = _targets(item_id, fmt, out, figures)
         _refuse_existing([path], force)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_trace(store, item.id, path)
+        write_trace(store, item.id, path, kind)
         return [path]
     if fmt != "csv":
         drawing.require()

@@ -21,6 +21,11 @@ class Schedule:
     splits_backward: bool = False
     min_micro_batches: str = ""          # "stages" (m >= p*V) or "devices" (m >= p), checked before launch
     rounds: bool = False     # runs m in rounds of m // p micro-batches, which must divide m (torch's interleaved)
+    title: str = ""          # its name for people ("Interleaved 1F1B"), as the papers and torch's docs say it
+
+    @property
+    def display_name(self) -> str:
+        return self.title or self.name
 
     @property
     def multi_stage(self) -> bool:
@@ -53,22 +58,22 @@ class Schedule:
 
 SCHEDULE_LIST = (
     Schedule("gpipe", "ScheduleGPipe", "all forwards, then all backwards; keeps every micro-batch's activations",
-             (1,)),
+             (1,), title="GPipe"),
     Schedule("1f1b", "Schedule1F1B", "one forward, one backward in steady state; keeps at most p micro-batches' "
-             "activations", (1,), min_micro_batches="devices"),
+             "activations", (1,), min_micro_batches="devices", title="1F1B"),
     Schedule("interleaved1f1b", "ScheduleInterleaved1F1B", "1F1B over V stages per device placed in a loop: "
-             "the bubble shrinks about V-fold, (p-1)/(V*m+p-1)", (2, 3, 4), rounds=True),
+             "the bubble shrinks about V-fold, (p-1)/(V*m+p-1)", (2, 3, 4), rounds=True, title="Interleaved 1F1B"),
     Schedule("loopedbfs", "ScheduleLoopedBFS", "V stages per device in a loop, breadth first: every micro-batch "
-             "through a device's first stage before its next", (2, 3, 4)),
+             "through a device's first stage before its next", (2, 3, 4), title="Looped BFS"),
     Schedule("interleavedzb", "ScheduleInterleavedZeroBubble", "interleaved 1F1B with each backward split into "
              "input gradient (I) and weight gradient (W), the W moved into the bubble", (2, 3, 4),
-             splits_backward=True, rounds=True),
+             splits_backward=True, rounds=True, title="Interleaved zero bubble"),
     Schedule("zbv", "ScheduleZBVZeroBubble", "zero bubble in a V: two stages per device (d and 2p-1-d), split "
              "backward; almost no bubble when F, I and W take equal time", (2,), placement="v",
-             splits_backward=True),
+             splits_backward=True, title="ZB-V (zero bubble in a V)"),
     Schedule("dualpipev", "ScheduleDualPipeV", "DeepSeek's DualPipe in a V: two stages per device, forward and "
              "backward of two micro-batches overlapped, split backward", (2,), placement="v", splits_backward=True,
-             min_micro_batches="stages"),
+             min_micro_batches="stages", title="DualPipeV"),
 )
 SCHEDULE_INFO: dict[str, Schedule] = {s.name: s for s in SCHEDULE_LIST}
 SCHEDULES: dict[str, str] = {s.name: s.description for s in SCHEDULE_LIST}

@@ -11,11 +11,12 @@ from engine.results import RunSummary, from_json
 from engine.store import Store
 
 
-def store_a_run(db_path) -> str:
-    """A finished run in the window's store, as RunSession would leave it (no worker needed)."""
+def store_a_run(db_path, **create) -> str:
+    """A finished run in the window's store, as RunSession would leave it (no worker needed); ``create``:
+    Store.create_run's keywords (an experiment's run)."""
     with Store(db_path) as store:
         run_id = store.create_run({"strategy": "model-parallel", "model": "mlp", "width": 32, "depth": 4,
-                                   "devices": "cpu:2", "split": [2], "steps": 4, "warmup": 1})
+                                   "devices": "cpu:2", "split": [2], "steps": 4, "warmup": 1}, **create)
         store.add_steps(run_id, [
             {"step": s, "t": 0.1 * (s + 1), "time_s": 0.1, "samples": 32, "throughput": 320.0 + s,
              "loss": 2.3 - 0.1 * s, "busy": {"cpu:0": 0.5, "cpu:1": 0.4},
@@ -128,3 +129,28 @@ def test_nothing_to_export_says_so(qtbot, window, monkeypatch):
 def test_file_menu_offers_every_format_the_engine_writes(window):
     from engine.export import FORMATS
     assert set(window.exporter.actions) == set(FORMATS)  # pdf too: a figure for a paper
+
+
+def test_a_trace_of_an_experiment_in_view_is_written_or_refused_before_a_file_is_asked(qtbot, window, monkeypatch,
+                                                                                     tmp_path):
+    """The walk found the trace export, with an experiment in view, failing after the file was chosen. Its runs
+    are traced one after another; an experiment without runs is said before any dialog."""
+    import json
+    told, asked = [], []
+    monkeypatch.setattr(QtWidgets.QMessageBox, "information", lambda *a, **k: told.append(a[1]))
+    target = tmp_path / "experiment.trace.json"
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
+                        lambda *a, **k: asked.append(a[1]) or (str(target), ""))
+    with Store(window.db_path) as store:
+        empty = store.create_experiment("compare-strategies", {"repeats": 1})
+        experiment = store.create_experiment("compare-strategies", {"repeats": 1})
+    store_a_run(window.db_path, experiment_id=experiment, label="naive")
+    window.exporter.target = lambda: ("experiment", empty)
+    assert not window.exporter.export_interactive("trace")
+    assert told == ["Nothing to trace"] and asked == []
+    window.exporter.target = lambda: ("experiment", experiment)
+    with qtbot.waitSignal(window.sigExported, timeout=20_000) as exported:
+        assert window.exporter.export_interactive("trace")
+    assert exported.args[0] == [str(target)] and len(asked) == 1
+    names = {e["args"]["name"] for e in json.loads(target.read_text())["traceEvents"] if e.get("name") == "process_name"}
+    assert names == {"naive · cpu:0", "naive · cpu:1"}

@@ -163,6 +163,22 @@ def test_on_a_1280x800_screen_the_plots_keep_a_data_area_to_read(qtbot, qapp_con
     win.shutdown()
 
 
+def test_on_a_1280x800_screen_many_notes_scroll_and_the_window_keeps_its_size(qtbot, qapp_configured):
+    """The bubble box's notes (nodes, tensor memory, a disturbance, a disagreement) scroll in the room the
+    box has: they grew the box, the window past the screen, and the status bar fell off it."""
+    from app.main_window import MainWindow
+    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
+    notes = "\n".join(f"note {k}: other programs took 35% of cpu:1 during this run: its times are not comparable"
+                      for k in range(30))
+    win.plots.bubble.show_figures(0.5, 0.2, "(p-1)/(m+p-1) = 1/5", note=notes)
+    qapp_configured.processEvents()
+    assert win.minimumSizeHint().height() <= 800 and win.height() <= 800, (win.minimumSizeHint(), win.height())
+    assert win.statusBar().isVisible() and win.statusBar().geometry().bottom() < win.height()
+    assert win.plots.bubble.notes.verticalScrollBar().maximum() > 0   # the notes scroll
+    assert "note 29" in win.plots.bubble.formula.text()
+    win.shutdown()
+
+
 def test_runs_compared_name_what_differs(panel):
     panel.show_runs([stored_run("r1", "18:29:22 pipeline", 8), stored_run("r2", "18:22:33 pipeline", 4)])
     assert panel.thr_plot.legend_names() == ["pipeline m=8", "pipeline m=4"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -380,6 +381,12 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
     assert panel.strategy_desc.text() == STRATEGIES["pipeline"].description
     assert panel.mb_row.isVisible() and panel.schedule_combo.isVisible()
     panel.mb_spin.setValue(8)
+    # Schedules named for people, their --schedule id in the tooltip.
+    from PySide6 import QtCore
+    interleaved = panel.schedule_combo.findData("interleaved1f1b")
+    assert panel.schedule_combo.itemText(interleaved) == "Interleaved 1F1B"
+    assert panel.schedule_combo.itemData(interleaved, QtCore.Qt.ItemDataRole.ToolTipRole).endswith(
+        "--schedule interleaved1f1b")
     panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
     config = panel.config(split=(2,))
     assert (config.strategy, config.micro_batches, config.schedule, config.split) == ("pipeline", 8, "1f1b", (2,))
@@ -415,6 +422,40 @@ def test_settings_round_trip(qtbot, qapp_configured):
     b.restore(make_settings())
     assert b.config() == a.config()
     assert b.config().nodes == "10.0.0.2:29400,10.0.0.3:29400" and b.config().token_file == "/somewhere/token"
+
+
+def test_a_new_token_file_is_written_for_the_owner_alone_and_never_over_another(qtbot, qapp_configured, tmp_path):
+    import stat
+    from app.views.nodes_row import NodesRow
+    from engine.nodes.token import read_token
+    row = NodesRow()
+    qtbot.addWidget(row)
+    row.set_nodes("10.0.0.2:29400")
+    path = tmp_path / "keys" / "team-token"
+    row._new_token_file(str(path))                  # the save dialog's answer
+    assert row.token_file() == str(path) and len(read_token(path)) >= 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    before = path.read_text()
+    row._new_token_file(str(path))                  # the same name again: refused, said, the file kept
+    assert path.read_text() == before and not row.token_error.isHidden()
+    assert "never overwritten" in row.token_error.text()
+
+
+def test_the_model_file_dialog_starts_in_the_examples_the_first_time(qtbot, qapp_configured, monkeypatch):
+    from PySide6 import QtWidgets
+    from app.views.experiment_panel import OPEN_FILE, ExperimentPanel
+    asked = []
+
+    def answer(_parent, _title, start, _filters):
+        asked.append(start)
+        return str(Path(start) / "tiny_transformer.py"), ""
+    monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", answer)
+    panel = ExperimentPanel(cores=2)
+    qtbot.addWidget(panel)
+    panel._on_model_activated(panel.model_combo.findData(OPEN_FILE))
+    assert Path(asked[0]).name == "examples" and (Path(asked[0]) / "tiny_transformer.py").is_file()
+    panel._on_model_activated(panel.model_combo.findData(OPEN_FILE))
+    assert asked[1] == asked[0]   # then where the last file was
 
 
 # -- history ---------------------------------------------------------------------------------------
