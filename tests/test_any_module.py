@@ -86,11 +86,14 @@ def test_torchvision_families_run_single_and_as_a_two_stage_pipeline():
             loss.backward()
             optimizer.step()
             assert torch.isfinite(loss), name
-    # a 2-stage pipeline of each, as a user runs it, at the balanced split
+    # a 2-stage pipeline of each, as a user runs it, at the balanced split; but the vision transformer's, whose
+    # 86 M parameters each rank builds and traces (half of this test's time): a transformer cut into a pipeline
+    # is the example transformer's test, its construction at an image size the single run above
+    piped = {name: size for name, size in FAMILIES.items() if name != "vit_b_16"}
     summaries = cli_together(*[["run", "--model", f"torchvision:{name}", "--image-size", str(size), "--batch-size",
                                 "4", "--steps", "2", "--warmup", "0", "--strategy", "pipeline", "--devices", "cpu:2",
-                                "--micro-batches", "2", "--json"] for name, size in FAMILIES.items()])
-    for name, summary in zip(FAMILIES, summaries):
+                                "--micro-batches", "2", "--json"] for name, size in piped.items()])
+    for name, summary in zip(piped, summaries):
         assert summary["status"] == "finished" and summary["steps"] == 2, name
         assert len(summary["split"]) == 1 and len(summary["devices_busy"]) == 2, name
 
