@@ -31,13 +31,22 @@ def store_with_runs(path: Path, runs: int = 5) -> list[str]:
 
 
 def write_over_pages(path: Path, at: float = 2 / 3, pages: int = 2) -> None:
-    """Random bytes over ``pages`` pages, a few pages apart, from ``at`` of the way into the file: far from the
-    schema and the runs table (written first), in the steps, intervals and samples written after them."""
+    """Random bytes over ``pages`` of the tables' leaf pages, a few pages apart, from ``at`` of the way into the
+    file: far from the schema and the runs table (written first), in the steps, intervals and samples written
+    after them. Leaf pages of a table (SQLite's b-tree page type 13), not an index's or a free page: their rows
+    are then unreadable, which recovery must skip and say (a page picked by position alone was sometimes an
+    index's, whose loss a row-by-row copy never meets)."""
     count = path.stat().st_size // PAGE
     noise = random.Random(0)
     with open(path, "r+b") as f:
-        for k in range(pages):
-            f.seek((int(count * at) + 3 * k) * PAGE)
+        leaves = []
+        for page in range(int(count * at), count):
+            f.seek(page * PAGE)
+            if f.read(1) == b"\x0d" and (not leaves or page >= leaves[-1] + 3):
+                leaves.append(page)
+        assert len(leaves) >= pages, f"only {len(leaves)} table leaf pages after {at:.0%} of {path}"
+        for page in leaves[:pages]:
+            f.seek(page * PAGE)
             f.write(bytes(noise.randrange(256) for _ in range(PAGE)))
 
 

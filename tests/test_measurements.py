@@ -13,16 +13,9 @@ MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048
 
 
 @pytest.fixture(scope="module")
-def naive_and_pipeline(tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("bubble") / "runs.sqlite3")
-    _, naive = cli("run", *MLP, "--strategy", "model-parallel", "--db", db, check_json=True)
-    # Twice as wide for the pipeline: its measured bubble is the theory's plus what the machine adds, the
-    # stages' imbalance (the first block computes no input gradient, the last the loss: 4|5 is 0.91 even)
-    # and gloo's copies of each micro-batch over loopback, which a wider model's compute dwarfs more
-    # (here 0.24 to 0.26 at width 512, 0.236 at 1024; the busiest stage idles 0.20 in both).
-    wide = [*MLP, "--width", "1024"]
-    _, piped = cli("run", *wide, "--strategy", "pipeline", "--micro-batches", "4", "--db", db, check_json=True,
-                   timeout=240)
+def naive_and_pipeline(naive_split_and_pipeline):
+    """The session's naive split and pipeline (tests/conftest.py), each with its store."""
+    db, naive, piped = naive_split_and_pipeline
     return dict(naive, db=db), dict(piped, db=db)
 
 

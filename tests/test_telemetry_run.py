@@ -11,17 +11,14 @@ from engine.cores import usable_cores
 from engine.store import Store
 from helpers import cli
 
-MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048", "--steps", "20",
+MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048", "--steps", "12",
        "--devices", "cpu:2", "--json"]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    db = str(tmp_path_factory.mktemp("telemetry") / "runs.sqlite3")
-    _, naive = cli("run", *MLP, "--strategy", "model-parallel", "--db", db, check_json=True, timeout=300)
-    _, piped = cli("run", *MLP, "--strategy", "pipeline", "--micro-batches", "4", "--db", db, check_json=True,
-                   timeout=300)
-    return db, naive, piped
+def runs(naive_split_and_pipeline):
+    """(db, naive split, pipeline): the session's (tests/conftest.py)."""
+    return naive_split_and_pipeline
 
 
 def test_naive_split_devices_are_busy_about_half_the_time(runs):
