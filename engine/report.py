@@ -54,8 +54,8 @@ def summary_table(s: RunSummary) -> str:
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
         if any(o is not None for o in tel.other_mean):
-            rows.append(("others on cores", "  ".join(f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean)
-                                                      if o is not None)))
+            others = [f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean) if o is not None]
+            rows.append(("others on cores", "  ".join(others)))
         rows.append(("samples", f"{tel.samples} at {tel.rate_hz} Hz"))
         if tel.disturbed:
             rows.append(("disturbed", tel.disturbed))

@@ -517,7 +517,8 @@ def test_trace_export_of_an_experiment_holds_its_runs_one_after_another(store, e
     document = json.loads(path.read_text())
     events = document["traceEvents"]
     names = sorted(e["args"]["name"] for e in events if e.get("name") == "process_name")
-    assert names == ["split size 16 · cpu:0", "split size 16 · cpu:1", "split size 8 · cpu:0", "split size 8 · cpu:1"]
+    assert names == ["split size 16 · cpu:0", "split size 16 · cpu:1",
+                     "split size 8 · cpu:0", "split size 8 · cpu:1"]
     assert document["otherData"]["runs"] == sorted(runs, key=started.get)
     pids = {e["args"]["name"]: e["pid"] for e in events if e.get("name") == "process_name"}
     assert len(set(pids.values())) == 4

@@ -70,7 +70,8 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         run_settings.batch_text(c, record.summary),
         str(c.get("input_prep") or "—"),
         run_settings.others_text(c, other_keys or []),
-        "—" if s.step_time_s is None else f"{s.step_time_s.mean * 1000:.1f} ms" + (", disturbed" if disturbed(s) else ""),
+        "—" if s.step_time_s is None
+        else f"{s.step_time_s.mean * 1000:.1f} ms" + (", disturbed" if disturbed(s) else ""),
         "—" if s.throughput is None else f"{s.throughput.mean:,.0f}",
         f"{_fmt(s.bubble.measured, '.1%')} / {_fmt(s.bubble.theory, '.1%')}" if record.summary else "—",
         # Only with stage_busy: earlier summaries' balance counted drawing the batch (not comparable).

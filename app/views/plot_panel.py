@@ -439,9 +439,9 @@ class PlotPanel(QtWidgets.QWidget):
         core_means = self._means.setdefault(key, TrailingMeans()).of(core_x, core_y)
         # The newest samples alone are compared: the redraws come faster than CORE_CHECKED of them, and once
         # drawn the series stays for the run.
-        if not plot.has_series(key) and not core_total_apart(x[-CORE_CHECKED:].tolist(), own_means[-CORE_CHECKED:].tolist(),
-                                                             core_x[-CORE_CHECKED:].tolist(),
-                                                             core_means[-CORE_CHECKED:].tolist()):
+        newest = slice(-CORE_CHECKED, None)
+        if not plot.has_series(key) and not core_total_apart(x[newest].tolist(), own_means[newest].tolist(),
+                                                             core_x[newest].tolist(), core_means[newest].tolist()):
             return
         plot.set_series(key, *broken(core_x, core_means, gap_after(core_x)), color,
                         name=f"{label} core total (all programs)", dash=2, width=1.0)

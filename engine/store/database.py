@@ -84,6 +84,11 @@ CREATE TABLE IF NOT EXISTS profiles (
 );
 """
 
+BUSY_TIMEOUT_S = 30.0
+"""How long a write waits for another process's write to end. Several runs recording into one store on a
+loaded machine (eight ranks on two cores) held the lock past 10 s once, and a run that could have waited
+failed with "database is locked"."""
+
 SAMPLE_FIELDS = ("util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
                  "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
 
@@ -192,7 +197,7 @@ class Store:
         self.owner_pid = owner_pid or os.getpid()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _check_once(self.path)
-        self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")

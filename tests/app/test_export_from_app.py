@@ -152,5 +152,6 @@ def test_a_trace_of_an_experiment_in_view_is_written_or_refused_before_a_file_is
     with qtbot.waitSignal(window.sigExported, timeout=20_000) as exported:
         assert window.exporter.export_interactive("trace")
     assert exported.args[0] == [str(target)] and len(asked) == 1
-    names = {e["args"]["name"] for e in json.loads(target.read_text())["traceEvents"] if e.get("name") == "process_name"}
+    events = json.loads(target.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert names == {"naive · cpu:0", "naive · cpu:1"}
