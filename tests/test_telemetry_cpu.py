@@ -118,6 +118,13 @@ def test_others_on_a_devices_core_mark_the_run_disturbed():
     quiet.add_step(0, 0.0, 1.0)
     quiet.finish()
     assert quiet.summary().disturbed is None and quiet.summary().other_mean == [8.0]
+    # A core's ticks read one sample above the run's work and the next below: no one else ran.
+    ticks = TelemetryTotals(["cpu:0"], warmup=0, rate_hz=10)
+    ticks.add_samples([DeviceSample(t=0.1 * k, device="cpu:0", util=50.0, core_util=40.0 if k % 2 else 60.0)
+                       for k in range(1, 9)])
+    ticks.add_step(0, 0.0, 1.0)
+    ticks.finish()
+    assert ticks.summary().other_mean == [0.0]
 
 
 def test_at_10_hz_every_device_gets_at_least_9_samples_per_second():

@@ -98,7 +98,9 @@ class TelemetryTotals:
                 self._util_sum[kind][i] += sample.util
                 self._util_count[kind][i] += 1
                 if sample.core_util is not None:
-                    self._other_sum[kind][i] += max(0.0, sample.core_util - sample.util)
+                    # Summed unclipped: a core's 10 ms ticks put one sample above its own work and the next
+                    # below; clipping each at 0 would count that noise as others' time.
+                    self._other_sum[kind][i] += sample.core_util - sample.util
                     self._other_count[kind][i] += 1
 
     def summary(self) -> TelemetrySummary:
@@ -106,7 +108,7 @@ class TelemetryTotals:
         window = (self._last[kind] - self._first[kind]) if self._first[kind] is not None else 0.0
         sums, counts = self._util_sum[kind], self._util_count[kind]
         other, other_counts = self._other_sum[kind], self._other_count[kind]
-        other_mean = [round(other[i] / other_counts[i], 1) if other_counts[i] else None
+        other_mean = [round(max(0.0, other[i] / other_counts[i]), 1) if other_counts[i] else None
                       for i in range(len(self.names))]
         return TelemetrySummary(
             rate_hz=self.rate_hz,
