@@ -57,11 +57,14 @@ class Placement:
     optimizer: "torch.optim.Optimizer | None" = None
 
 
-def _storage(t: "torch.Tensor") -> tuple[int, int]:
+def _local(t: "torch.Tensor") -> "torch.Tensor":
+    """A DTensor's (fsdp, tensor-parallel) local shard: what this rank holds; any other tensor itself."""
     to_local = getattr(t, "to_local", None)
-    if to_local is not None:  # a DTensor (fsdp, tensor-parallel): this rank's shard is what it holds
-        t = to_local()
-    storage = t.untyped_storage()
+    return to_local() if to_local is not None else t
+
+
+def _storage(t: "torch.Tensor") -> tuple[int, int]:
+    storage = _local(t).untyped_storage()
     return storage.data_ptr(), storage.nbytes()
 
 
@@ -78,9 +81,7 @@ def _bytes(tensors) -> int:
 def _extent(t: "torch.Tensor") -> tuple[int, int, int]:
     """(its storage's address, first byte, end byte): the part of its storage a tensor spans. A replica's
     slice of a whole batch, or a micro-batch's, holds its own bytes, not the batch's storage behind it."""
-    to_local = getattr(t, "to_local", None)
-    if to_local is not None:
-        t = to_local()
+    t = _local(t)
     start = t.storage_offset() * t.element_size()
     if t.numel() == 0:
         return t.untyped_storage().data_ptr(), start, start
@@ -119,8 +120,8 @@ class ActivationCounter:
         self._local = threading.local()
         self._live: dict[str, int] = {}
         self._peak: dict[str, int] = {}
-        # (device, data_ptr) -> [device name, {(start, end): references}, bytes counted for it]: two replicas'
-        # slices of one batch are one storage, each device's part its own
+        # (device, data_ptr) -> [{(start, end): references}, bytes counted for it]: two replicas' slices of one
+        # batch are one storage, each device's part its own
         self._storages: dict[tuple[str, int], list] = {}
         self._params: set[int] = set()
         self._handles = []
@@ -177,18 +178,19 @@ class ActivationCounter:
         with self._lock:
             entry = self._storages.get(key)
             if entry is None:
-                entry = self._storages[key] = [device, {}, 0]
-            entry[1][span] = entry[1].get(span, 0) + 1
+                entry = self._storages[key] = [{}, 0]
+            entry[0][span] = entry[0].get(span, 0) + 1
             self._recount(key, entry)
         return t, [key, span]
 
     def _recount(self, key: tuple[str, int], entry: list) -> None:
-        covered = _union(entry[1])
-        device = entry[0]
-        self._live[device] += covered - entry[2]
-        entry[2] = covered
+        spans, counted = entry
+        device = key[0]
+        covered = _union(spans)
+        self._live[device] += covered - counted
+        entry[1] = covered
         self._peak[device] = max(self._peak[device], self._live[device])
-        if not entry[1]:
+        if not spans:
             del self._storages[key]
 
     def _unpack(self, packed):
@@ -198,10 +200,10 @@ class ActivationCounter:
             token.clear()
             with self._lock:
                 entry = self._storages.get(key)
-                if entry is not None and span in entry[1]:
-                    entry[1][span] -= 1
-                    if entry[1][span] <= 0:
-                        del entry[1][span]
+                if entry is not None and span in entry[0]:
+                    entry[0][span] -= 1
+                    if entry[0][span] <= 0:
+                        del entry[0][span]
                     self._recount(key, entry)
         return t
 
