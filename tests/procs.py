@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TAG = os.environ.setdefault("SPLITSCOPE_TEST_TAG", f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+# Under pytest-xdist every worker inherits the controller's tag: each makes it its own, or one worker's runs
+# would read as another's leftovers.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and not TAG.endswith(f"-{_WORKER}"):
+    TAG = os.environ["SPLITSCOPE_TEST_TAG"] = f"{TAG}-{_WORKER}"
 
 
 def tagged_processes(tag: str = TAG) -> list[psutil.Process]:

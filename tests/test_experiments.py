@@ -79,6 +79,7 @@ def test_unknown_experiment_is_invalid_input(capsys):
     assert "compare-strategies" in capsys.readouterr().err
 
 
+@pytest.mark.solo   # compares figures that load moves: `make test` runs it alone
 def test_compare_strategies_finds_pipeline_faster_than_naive_split(capsys, fresh_store):
     result = run_experiment(capsys, "compare-strategies", "--repeats", "1", "--steps", "8", "--devices", "cpu:2",
                             "--json")
@@ -117,6 +118,7 @@ def test_a_points_mean_and_spread_are_over_its_repeats(capsys, fresh_store):
             assert point["step_time_s"]["std"] == pytest.approx(statistics.stdev(means))
 
 
+@pytest.mark.solo   # compares figures that load moves: `make test` runs it alone
 def test_split_point_finds_the_balanced_split_and_the_automatic_one_agrees(capsys, fresh_store):
     result = run_experiment(capsys, "split-point", "--model-file", str(HEAVY_LATER_BLOCKS), "--batch-size", "512",
                             "--micro-batches", "4", "--steps", "8", "--repeats", "1", "--devices", "cpu:2", "--json")

@@ -7,6 +7,8 @@ import pytest
 
 from helpers import cli, small_mlp
 
+pytestmark = pytest.mark.solo   # compares figures that load moves: `make test` runs these alone
+
 # Big enough that compute dominates the per-micro-batch overheads, small enough for CI.
 MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048", "--steps", "8", "--warmup", "2",
        "--devices", "cpu:2", "--json"]

@@ -11,6 +11,8 @@ from engine.cores import usable_cores
 from engine.store import Store
 from helpers import cli
 
+pytestmark = pytest.mark.solo   # compares figures that load moves: `make test` runs these alone
+
 MLP = ["--model", "mlp", "--width", "512", "--depth", "8", "--batch-size", "2048", "--steps", "12",
        "--devices", "cpu:2", "--json"]
 

@@ -91,6 +91,7 @@ def test_predict_fits_the_runs_own_step_and_scales_the_micro_batches():
     assert torch_free == [p for p in predictions if p.schedule in ("gpipe", "1f1b")]
 
 
+@pytest.mark.solo   # compares figures that load moves: `make test` runs it alone
 def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
     """GPipe at m=4 on cpu:2 predicts 1F1B at m=8 and interleaved 1F1B at m=4; each is then run. `make bench`
     measures the error on the issue's model (README); here a generous sanity bound on a smaller one."""

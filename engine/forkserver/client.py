@@ -248,13 +248,13 @@ def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connect
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def run_module(module: str, *, input: str, env: dict[str, str], cwd, timeout: float | None = None
+def run_module(module: str, *, input: str, env: dict[str, str], cwd, argv=(), timeout: float | None = None
                ) -> subprocess.CompletedProcess:
-    """``python -m module`` with ``input`` on its stdin, to its end (subprocess.run, capturing text)."""
+    """``python -m module ARGV`` with ``input`` on its stdin, to its end (subprocess.run, capturing text)."""
     server = shared()
     if server is not None:
         try:
-            proc = start(server.connection, module, env=env, cwd=cwd)
+            proc = start(server.connection, module, env=env, cwd=cwd, argv=argv)
         except ForkServerError:
             pass
         else:
@@ -265,8 +265,8 @@ def run_module(module: str, *, input: str, env: dict[str, str], cwd, timeout: fl
                 raise
             return subprocess.CompletedProcess(proc.args, proc.wait(), out.decode("utf-8", "replace"),
                                                err.decode("utf-8", "replace"))
-    return subprocess.run([sys.executable, "-m", module], input=input, capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", module, *argv], input=input, capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
 
 
 class ForkServer:

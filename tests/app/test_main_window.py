@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6 import QtCore, QtWidgets
 
 from tests.app.app_helpers import set_small_mlp, wait_ready, wait_steps
@@ -75,6 +76,7 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert plots.mode == "live"
 
 
+@pytest.mark.solo   # compares figures that load moves: `make test` runs it alone
 def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, window):
     """A core's 10 ms ticks make its raw samples swing 0-100 % at 10 Hz; the one-second mean shows the half
     that the timeline proves, and each core is one legend entry: "core 0 · cpu:0", not "core 0" and "cpu:0"."""
