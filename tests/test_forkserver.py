@@ -301,7 +301,8 @@ def test_a_stop_while_the_server_has_not_answered_ends_the_launch():
 
 def test_what_torchs_imports_set_may_come_back_in_a_request(server, tmp_path):
     """A process that imported torch's pipelining has TORCHINDUCTOR_CACHE_DIR in its environment (the import
-    sets it); its requests carry it, though the server started without: served, with the request's value."""
+    sets it); its requests carry it, whether the server started with another value or none (it depends on
+    whether the test process imported torch before the server started): served, with the request's value."""
     child = start(server.connection, "forked_probe", cwd=tmp_path,
                   env=probe_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor")))
     out, err = child.communicate(timeout=60)

@@ -39,7 +39,11 @@ PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.
 # fresh). Those the child sets up itself are left out; the thread counts are every rank's (engine/rank_env.py).
 READ_AT_START = ("PYTHON", "TORCH", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "LD_")
 SET_UP_BY_THE_CHILD = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                       "OPENBLAS_NUM_THREADS"}
+                       "OPENBLAS_NUM_THREADS",
+                       # torch reads it at each use (torch/_inductor/runtime/cache_dir_utils.py: cache_dir()), from
+                       # the child's environment; importing pipelining sets it, so it is in the server's or not
+                       # depending on whether its owner imported torch first.
+                       "TORCHINDUCTOR_CACHE_DIR"}
 
 
 class Server:
