@@ -1,6 +1,8 @@
 """Every strategy trains the same model as one device does (issue 2: "Must show")."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from helpers import cli, small_mlp
@@ -128,3 +130,16 @@ def test_the_first_step_times_each_micro_batchs_work_as_the_next_does(name, toge
     counts = [Counter((device, kind) for step, device, kind, _, _ in rows if step == k and kind in compute)
               for k in (0, 1)]
     assert counts[0] and counts[0] == counts[1], (name, counts)
+    # The trace's arrows, from the plan's pairing (the Plan tab's): each micro-batch's forward from each stage
+    # to the next, its backward back, in the first step as in the second, several stages per device included.
+    from engine.export.trace import trace_document
+    summary = together[name]
+    stages, micro_batches = len(summary["split"]) + 1, summary["micro_batches"]
+    with Store(equivalence_db) as store:
+        flows = [e for e in trace_document(store, summary["run_id"])["traceEvents"] if e["ph"] == "s"]
+    for step in (0, 1):
+        mine = [e["args"] for e in flows if e["args"]["step"] == step]
+        assert len(mine) == 2 * (stages - 1) * micro_batches, (name, step, len(mine))
+        for flow in mine:   # "0F1" to "1F1", "2B3" to "1B3": the next stage, the same micro-batch
+            (a, kind, mb), (b, kind_to, mb_to) = (re.match(r"(\d+)([FBI])(\d+)", flow[k]).groups() for k in ("from", "to"))
+            assert (kind, mb) == (kind_to, mb_to) and int(b) - int(a) == (1 if kind == "F" else -1), (name, flow)

@@ -3,9 +3,9 @@
 One process per device (in the run's device order), its intervals as complete
 slices ("X") on as few threads as keep every thread's slices nested, each slice's
 step in its args, and for a compute slice of a pipeline its stage and micro-batch
-(named as torch names the action, "forward 0F1": engine.figures.plan.measured_actions); the device's telemetry as counter tracks ("C": utilization,
-memory); and, for a split model with one stage per device, flow arrows ("s"/"f")
-from the stage that hands an activation or gradient on to the one that takes it.
+(named as torch names the action, "forward 0F1": engine.figures.plan.measured_actions); the device's
+telemetry as counter tracks ("C": utilization, memory); and, for a split model, flow arrows ("s"/"f") from
+the stage that hands an activation or gradient on to the one that takes it.
 One clock: microseconds since the run started, the store's clock for intervals
 and samples alike. Only the steps whose intervals the run kept are in it (all
 of them with ``--timeline all``; a sample otherwise: engine.timeline_keeper).
@@ -14,9 +14,11 @@ device's process, on threads of their own, moved onto the run's clock. An
 experiment's trace holds its runs one after another, each device of each run a
 process named for the run's point (``experiment_trace_document``).
 
-The flows pair the k-th forward of a step on one stage with the k-th on the
-next (and backwards the other way): the GPipe and 1F1B schedules, and the naive
-split, take micro-batches in order on every stage. The last stage's forward of a micro-batch and its loss, timed as two forwards, count as one.
+The flows join a micro-batch's forward on one stage to its forward on the next (and its backward the
+other way) as the schedule's plan pairs them, the plan the Plan tab draws: every schedule, several stages
+per device included. The naive split has no plan: its stages take micro-batches in order, and the k-th
+forward of a step on one device goes to the k-th on the next. The last stage's forward of a micro-batch and
+its loss, timed as two forwards, count as one.
 """
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def trace_document(store: Store, run_id: str) -> dict:
         if sample.mem_used is not None:
             events.append({"ph": "C", "name": "memory MiB", "pid": pid[sample.device], "ts": sample.t * US,
                            "args": {"used": sample.mem_used / 2**20}})
-    events.extend(_flows(run.config, summary, by_device, pid, thread_of))
+    events.extend(_flows(summary, by_device, actions, pid, thread_of))
     for rank, device, t0, trace in store.profiles(run_id):
         if device in pid:
             events.extend(_profiler_events(trace, pid[device], t0))
@@ -140,10 +142,52 @@ def _profiler_events(trace: dict, pid: int, t0: float) -> list[dict]:
     return events
 
 
-def _flows(config: dict, summary, by_device, pid, thread_of) -> list[dict]:
-    """Arrows from each stage's k-th forward of a step to the next stage's, and back for the backwards."""
+def _flows(summary, by_device, actions, pid, thread_of) -> list[dict]:
+    """Arrows from each stage's forward of a micro-batch to the next stage's, and back for the backwards: by
+    the plan's pairing where the run has one (every schedule, several stages per device too), else in order."""
+    if actions:
+        return _plan_flows(actions, pid, thread_of)
+    return _ordered_flows(summary, by_device, pid, thread_of)
+
+
+# Which slices hand a micro-batch on: a forward to the next stage, a full or input backward to the one before
+# (a weight backward stays on its stage).
+DIRECTION = {"forward": 1, "backward": -1, "backward-input": -1}
+
+
+def _plan_flows(actions: dict, pid, thread_of) -> list[dict]:
+    """From each compute slice the plan names (engine.figures.plan.measured_actions: stage and micro-batch) to
+    the slice of the same micro-batch on the neighbouring stage, on whichever device it runs (a V's two stages
+    on one device hand over locally: the arrow stays in its process). The last stage's loss, timed as a second
+    forward of its micro-batch, is neither end."""
+    slots: dict[tuple, list[tuple]] = defaultdict(list)   # (step, direction, stage, micro-batch) -> its slices
+    for row, (stage, micro_batch) in actions.items():
+        step, _, kind, _, _ = row
+        if kind in DIRECTION:
+            slots[(step, DIRECTION[kind], stage, micro_batch)].append(row)
+    events, flow_id = [], 0
+    for (step, direction, stage, micro_batch), rows in sorted(slots.items(), key=lambda item: str(item[0])):
+        takes = slots.get((step, direction, stage + direction, micro_batch))
+        if not takes:
+            continue
+        (_, src, kind, _, s1), (_, dst, _, d0, _) = min(rows, key=lambda r: r[3]), min(takes, key=lambda r: r[3])
+        if d0 < s1:   # the measured slices contradict the plan's order: no arrow rather than a wrong one
+            continue
+        flow_id += 1
+        name = "forward hand-over" if direction > 0 else "backward hand-over"
+        args = {"step": step, "from": action_label(kind, stage, micro_batch),
+                "to": action_label(kind, stage + direction, micro_batch)}
+        events.append({"ph": "s", "id": flow_id, "name": name, "cat": "flow", "pid": pid[src],
+                       "tid": thread_of.get((src, "end", s1), 0), "ts": s1 * US - 1, "args": args})
+        events.append({"ph": "f", "bp": "e", "id": flow_id, "name": name, "cat": "flow", "pid": pid[dst],
+                       "tid": thread_of.get((dst, "start", d0), 0), "ts": d0 * US + 1, "args": args})
+    return events
+
+
+def _ordered_flows(summary, by_device, pid, thread_of) -> list[dict]:
+    """Without a plan (the naive split): each stage's k-th forward of a step to the next stage's k-th, and back
+    for the backwards; one stage per device, which take micro-batches in order."""
     stages = list(summary.devices) if summary and summary.split and summary.devices else []
-    # One stage per device only: with several (interleaved, V) neighbouring stages are not neighbouring devices.
     if len(stages) < 2 or len(summary.split) + 1 != len(stages) or len(set(stages)) != len(stages):
         return []
     steps: dict[str, dict[int, list]] = {d: defaultdict(list) for d in stages}
