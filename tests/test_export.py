@@ -136,19 +136,22 @@ def test_timeline_title_gives_measured_and_theoretical_bubble(store, run_id):
 def test_csv_has_units_in_the_header_and_every_row(store, run_id, tmp_path):
     paths = {p.name.removeprefix(f"{run_id}-"): p for p in export(store, run_id, "csv", tmp_path / "csv")}
     util = read_csv(paths["utilization.csv"])
-    assert util[0] == ["t (s)", "util cpu:0 (%)", "util cpu:1 (%)", "util cpu:0 1-s mean (%)",
+    assert util[0] == ["t (ms)", "util cpu:0 (%)", "util cpu:1 (%)", "util cpu:0 1-s mean (%)",
                        "util cpu:1 1-s mean (%)"]
     assert len(util) - 1 == len(SAMPLE_TIMES)
     assert util[1][3] == util[1][1]  # the first sample's mean is itself
     memory = read_csv(paths["memory.csv"])
-    assert memory[0] == ["t (s)", "mem cpu:0 (MiB)", "mem cpu:1 (MiB)"] and memory[1][1:] == ["800.0", "801.0"]
+    assert memory[0] == ["t (ms)", "mem cpu:0 (MiB)", "mem cpu:1 (MiB)"] and memory[1][1:] == ["800", "801"]
+    # times in ms throughout, to a microsecond, trailing zeros dropped (engine.figures.numbers.table_value)
+    assert [float(r[0]) for r in util[1:]] == [round(t * 1000, 3) for t in SAMPLE_TIMES]
     throughput = read_csv(paths["throughput.csv"])
     assert throughput[0] == ["step", "throughput (samples/s)"] and len(throughput) - 1 == STEPS
     timeline = read_csv(paths["timeline.csv"])
-    assert timeline[0] == ["step", "device", "kind", "t0 (s)", "t1 (s)"]
+    assert timeline[0] == ["step", "device", "kind", "t0 (ms)", "t1 (ms)"]
+    assert min(float(r[3]) for r in timeline[1:]) >= 0   # from the chart's origin, the first shown step's start
     assert len(timeline) - 1 == 3 * 6 and {r[0] for r in timeline[1:]} == {"5", "6", "7"}  # the last 3, as on screen
     busy = read_csv(paths["busy.csv"])
-    assert busy == [["device", "busy (%)", "idle (%)"], ["cpu:0", "60.0", "40.0"], ["cpu:1", "45.0", "55.0"]]
+    assert busy == [["device", "busy (%)", "idle (%)"], ["cpu:0", "60", "40"], ["cpu:1", "45", "55"]]
 
 
 def test_png_is_1600_pixels_wide_and_not_blank(store, run_id, tmp_path):
@@ -257,8 +260,8 @@ def test_experiment_bars_and_sweep_mark_the_best(store, experiment_id, tmp_path)
 def test_experiment_csv_and_html(store, experiment_id, tmp_path):
     paths = {p.name.removeprefix(f"{experiment_id}-"): p for p in export(store, experiment_id, "csv", tmp_path)}
     rows = read_csv(paths["step-time.csv"])
-    assert rows[0] == ["label", "strategy", "split", "micro-batches", "step time mean (s)", "step time std (s)",
-                       "step time min (s)", "step time max (s)", "runs"]
+    assert rows[0] == ["label", "strategy", "split", "micro-batches", "step time mean (ms)", "step time std (ms)",
+                       "step time min (ms)", "step time max (ms)", "runs"]
     assert len(rows) - 1 == len(SWEEP) and rows[3][0] == "split size 16" and rows[3][-1] == "3"
     sweep = read_csv(paths["sweep.csv"])
     assert sweep[0][2] == "split size (samples per micro-batch)" and [r[2] for r in sweep[1:]] == ["4", "8", "16", "32"]
@@ -410,7 +413,7 @@ def test_an_exported_run_breaks_its_lines_where_no_samples_were_taken(store, tmp
         curve = drawn(parse_svg(names[name]), "series")[series]
         assert moves(curve) == 2 and points(curve) == 20, (name, series)
     rows = read_csv(export(store, run_id, "csv", tmp_path / "csv")[1])   # memory: the samples, no break rows
-    assert rows[0] == ["t (s)", "mem cpu:0 (MiB)"] and len(rows) == 21 and all(r[1] for r in rows[1:])
+    assert rows[0] == ["t (ms)", "mem cpu:0 (MiB)"] and len(rows) == 21 and all(r[1] for r in rows[1:])
 
 
 def test_a_thinned_long_curve_keeps_its_gaps():

@@ -17,7 +17,7 @@ def test_a_run_of_every_kth_step_says_so_in_its_step_figures():
         assert figures[name].title.endswith(" (1 step in 3 of 9)"), name
         assert [m.label for m in figures[name].marks] == ["warm-up ends"] and figures[name].marks[0].x == 1.5
     assert figures["step-time"].y.text == "step time (ms)" and figures["step-time"].series[0].y[0] == 100.0
-    assert figures["step-time"].columns == ["step", "step time (s)"] and figures["step-time"].rows[0] == [0, 0.1]
+    assert figures["step-time"].columns == ["step", "step time (ms)"] and figures["step-time"].rows[0] == [0, 100.0]
     assert "1 step in" not in run_figures(RunView(steps=view.steps, step_count=4))[2].title
 
 
@@ -89,8 +89,8 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
     assert tied.winner is None and tied.verdict() == "tied: pipeline, naive (within their spread)"
     figures = {f.name: f for f in experiment_figures(tied)}
     assert figures["step-time"].bars.best is None   # no bar highlighted
-    assert figures["step-time"].columns[-3:] == ["step time min (s)", "step time max (s)", "runs"]
-    assert figures["step-time"].rows[1][-3:] == [0.276, 0.29, 2]
+    assert figures["step-time"].columns[-3:] == ["step time min (ms)", "step time max (ms)", "runs"]
+    assert figures["step-time"].rows[1][-3:] == [pytest.approx(276.0), pytest.approx(290.0), 2]
     assert finished_text(tied) == "compare-strategies finished: 3 points, tied: pipeline, naive (within their spread)"
     table = experiment_table(tied)
     assert "<- best" not in table and table.count("<- tied") == 2 and "tied: pipeline, naive" in table

@@ -22,6 +22,7 @@ from engine.export.figures import experiment_figures, run_figures
 from engine.export.html_report import experiment_page, run_page
 from engine.export.trace import write_trace
 from engine.figures import Figure
+from engine.figures.numbers import table_value
 from engine.store import Store
 
 FORMATS = ("png", "svg", "pdf", "csv", "html", "trace")
@@ -44,7 +45,7 @@ def csv_text(figure: Figure) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(figure.columns)
-    writer.writerows([["" if v is None else v for v in row] for row in figure.rows])
+    writer.writerows([[table_value(v) for v in row] for row in figure.rows])
     return buffer.getvalue()
 
 

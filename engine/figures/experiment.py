@@ -70,16 +70,17 @@ def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[Exp
     means = [stat(p, key, "mean") for p in points]
     stds = [stat(p, key, "std") for p in points]
     shown_unit, factor = time_unit(means) if unit == "s" else (unit, 1.0)
-    columns = IDENT_COLUMNS + [f"{label} mean ({unit})", f"{label} std ({unit})"]
-    rows = [row + [m, s] for row, m, s in zip(ident, means, stds)]
+    table_unit, to_table = ("ms", 1000.0) if unit == "s" else (unit, 1.0)   # tables: times in ms throughout
+    columns = IDENT_COLUMNS + [f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
+    rows = [row + [m, s] for row, m, s in zip(ident, scaled(means, to_table), scaled(stds, to_table))]
     if key == "step_time_s":
-        columns += ["step time min (s)", "step time max (s)"]   # over the runs: the spread "tied" is judged by
-        rows = [row + (p.step_time_range or [None, None]) for row, p in zip(rows, points)]
+        columns += ["step time min (ms)", "step time max (ms)"]   # over the runs: the spread "tied" is judged by
+        rows = [row + scaled(p.step_time_range or [None, None], 1000.0) for row, p in zip(rows, points)]
     columns.append("runs")
     rows = [row + [len(p.run_ids)] for row, p in zip(rows, points)]
     if key == "step_time_s" and any(p.predicted_step_s for p in points):
-        columns.append("step time predicted (s)")   # engine.experiments.with_predictions
-        rows = [row + [p.predicted_step_s] for row, p in zip(rows, points)]
+        columns.append("step time predicted (ms)")   # engine.experiments.with_predictions
+        rows = [row + scaled([p.predicted_step_s], 1000.0) for row, p in zip(rows, points)]
     if any(p.disturbed for p in points):
         columns.append("disturbed")
         rows = [row + [p.disturbed or ""] for row, p in zip(rows, points)]
@@ -116,10 +117,10 @@ def sweep_figure(result: ExperimentResult) -> Figure:
     if automatic and len(automatic) == 1 and is_number(automatic[0]):
         marks.append(Mark(automatic[0], "automatic split", color=palette.MUTED))
     x_label = SWEEP_AXES.get(name, "swept value")
-    table_unit = "samples/s" if key == "throughput" else "s"  # tables keep SI units, charts may show ms
+    table_unit, to_table = ("samples/s", 1.0) if key == "throughput" else ("ms", 1000.0)  # tables: ms throughout
     columns = ["label", "strategy", x_label, f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
-    rows = [[points[i].label, points[i].strategy, x, stat(points[i], key, "mean"), stat(points[i], key, "std")]
-            for x, i in swept]
+    rows = [[points[i].label, points[i].strategy, x,
+             *scaled([stat(points[i], key, "mean"), stat(points[i], key, "std")], to_table)] for x, i in swept]
     return Figure("sweep", f"{label.capitalize()} over the sweep · {name} (mean ± std)", Axis(x_label),
                   Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
 

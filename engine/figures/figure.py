@@ -101,7 +101,7 @@ class Figure:
     bars: Bars | None = None
     lanes: Lanes | None = None
     y_range: tuple[float | None, float | None] = (None, None)   # either end pinned (0..100 for utilization)
-    columns: list[str] = field(default_factory=list)           # CSV header, units in brackets: "t (s)"
+    columns: list[str] = field(default_factory=list)           # CSV header, units in brackets: "t (ms)"
     rows: list[list] = field(default_factory=list)
 
     def with_data(self, **changes) -> "Figure":

@@ -18,7 +18,7 @@ from engine.figures import palette
 from engine.communication import OPERATIONS
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, series_table
 from engine.figures.gaps import broken, gap_after
-from engine.figures.numbers import is_number, pct, time_unit
+from engine.figures.numbers import is_number, pct, scaled, time_unit
 from engine.figures.run_names import run_names
 from engine.figures.plan import plan_figure
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
@@ -144,10 +144,10 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
                                           color, dash=2, width=1.0))
     mean_at = [dict(zip(s.x, s.y)) for s in means]
     core_devices = [d for d in devices if any(d in values for values in core_by_t.values())]
-    columns = (["t (s)"] + [f"util {d} (%)" for d in devices]
+    columns = (["t (ms)"] + [f"util {d} (%)" for d in devices]
                + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices]
                + [f"core total {d} (%)" for d in core_devices])
-    rows = [[t] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at]
+    rows = [[t * 1000] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at]
             + [core_by_t.get(t, {}).get(d) for d in core_devices] for t, values in by_t.items()]
     return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means + cores,
                                  columns=columns, rows=rows)
@@ -157,9 +157,9 @@ def memory_figure(run: RunView, devices: list[str]) -> Figure:
     by_t = _by_time(run.samples, "mem_used", 1 / MIB)
     series = [telemetry_series(d, *_measured(run.samples, d, "mem_used", 1 / MIB), palette.device_color(d, i))
               for i, d in enumerate(devices)]
-    rows = [[t] + [values.get(d) for d in devices] for t, values in by_t.items()]
+    rows = [[t * 1000] + [values.get(d) for d in devices] for t, values in by_t.items()]
     return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series,
-                            columns=["t (s)"] + [f"mem {d} (MiB)" for d in devices], rows=rows)
+                            columns=["t (ms)"] + [f"mem {d} (MiB)" for d in devices], rows=rows)
 
 
 # ---- steps -------------------------------------------------------------------------------
@@ -178,13 +178,12 @@ def step_figure(frame: Figure, run: RunView, key: str) -> Figure:
 
 
 def step_time_figure(run: RunView) -> Figure:
-    rows = [[s.step, s.time_s] for s in run.steps]
-    unit, factor = time_unit(r[1] for r in rows)
-    series = Series("step time", [r[0] for r in rows], [v * factor if is_number(v) else None for _, v in rows],
-                    STEP_COLORS["step-time"])
+    times = [s.time_s for s in run.steps]
+    unit, factor = time_unit(times)
+    series = Series("step time", [s.step for s in run.steps], scaled(times, factor), STEP_COLORS["step-time"])
     return STEP_TIME.with_data(title=STEP_TIME.title + run.of_steps, y=Axis("step time", unit), series=[series],
-                               marks=warmup_marks(run.warmup, run.steps),
-                               columns=["step", "step time (s)"], rows=rows)  # the table keeps seconds
+                               marks=warmup_marks(run.warmup, run.steps), columns=["step", "step time (ms)"],
+                               rows=[[s.step, t] for s, t in zip(run.steps, scaled(times, 1000.0))])  # tables: ms
 
 
 def batch_split_figure(steps: Sequence[Step], devices: list[str]) -> Figure:

@@ -284,7 +284,7 @@ def test_every_plot_exports_even_before_it_is_laid_out(panel, tmp_path, fmt):
         memory = list(csv.reader((tmp_path / "memory.csv").open()))
         assert memory[0][2] == "memory used (MiB)" and float(memory[1][2]) == pytest.approx(1e9 / 2 ** 20)
         timeline = list(csv.reader((tmp_path / "timeline.csv").open()))
-        assert timeline[0] == ["step", "device", "kind", "t0 (s)", "t1 (s)"] and len(timeline) > 10
+        assert timeline[0] == ["step", "device", "kind", "t0 (ms)", "t1 (ms)"] and len(timeline) > 10
 
 
 def test_a_failed_plot_export_is_a_message_never_a_crash(panel, tmp_path, monkeypatch):
@@ -385,8 +385,8 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
     from PySide6 import QtCore
     interleaved = panel.schedule_combo.findData("interleaved1f1b")
     assert panel.schedule_combo.itemText(interleaved) == "Interleaved 1F1B"
-    assert panel.schedule_combo.itemData(interleaved, QtCore.Qt.ItemDataRole.ToolTipRole).endswith(
-        "--schedule interleaved1f1b")
+    tip = panel.schedule_combo.itemData(interleaved, QtCore.Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith("<p>") and tip.endswith("<br>--schedule interleaved1f1b</p>")   # rich text: Qt wraps it
     panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
     config = panel.config(split=(2,))
     assert (config.strategy, config.micro_batches, config.schedule, config.split) == ("pipeline", 8, "1f1b", (2,))
