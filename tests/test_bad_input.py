@@ -17,6 +17,9 @@ BROKEN_FILES = {
                      "def make_batch(n, g):\n    return torch.randn(n, 4), torch.randn(n, 2)\n"),
 }
 
+WHERE = {"syntax": ", line 1: `def build_model(:`: failed to load: SyntaxError:",
+         "raises": ", line 1: `raise RuntimeError('boom at import')`: failed to load: RuntimeError: boom at import"}
+
 CASES = {
     "unknown strategy": (["--strategy", "zero3"], "--strategy"),
     "unknown optimizer": (["--optimizer", "adam"], "--optimizer"),
@@ -88,6 +91,8 @@ def test_broken_model_file(kind, tmp_path, capsys, fresh_store):
     err = capsys.readouterr().err
     assert_invalid(code, err, "--model-file", fresh_store)
     assert str(path) in err
+    if kind in WHERE:  # the line of the file, and its text, as Python's traceback would show them
+        assert WHERE[kind] in err, err
 
 
 def test_every_problem_is_reported_at_once(capsys, fresh_store):

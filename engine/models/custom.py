@@ -46,9 +46,30 @@ def load_module(path: str):
         with torch.device("cpu"):
             spec.loader.exec_module(module)
     except BaseException as exc:  # a user's file can raise anything, SystemExit included
-        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        raise ModelFileError(f"{path}: failed to load: {tb}") from None
+        raise ModelFileError(f"{path}{_where(file, exc)}: failed to load: {_what(exc)}") from None
     return module
+
+
+def _what(exc: BaseException) -> str:
+    """The exception as Python's last traceback line says it (a SyntaxError's message without its position)."""
+    if isinstance(exc, SyntaxError):
+        return f"{type(exc).__name__}: {exc.msg}"
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+def _where(file: Path, exc: BaseException) -> str:
+    """", line N: `text`" for the line of the user's file the error is at: a syntax error's own, else the
+    file's last line in the traceback (where its top level called what raised); "" if the file has none."""
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        line, text = exc.lineno, exc.text
+    else:
+        mine = [frame for frame in traceback.extract_tb(exc.__traceback__)
+                if Path(frame.filename).resolve() == file.resolve()]
+        if not mine:
+            return ""
+        line, text = mine[-1].lineno, mine[-1].line
+    text = (text or "").strip()
+    return f", line {line}" + (f": `{text}`" if text else "")
 
 
 def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
