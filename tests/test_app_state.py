@@ -279,3 +279,14 @@ def test_a_finished_runs_figures_say_which_steps_they_cover():
     assert covers_note(RunSummary(steps=20, steps_measured=18)) == "over the 18 measured steps, after 2 of warm-up"
     assert measured_steps(RunSummary(steps=1, steps_measured=1)) == "the 1 measured step"
     assert measured_steps(RunSummary(steps=2, steps_measured=0)) == "no measured step"
+
+
+def test_a_balanced_split_worse_than_70_30_hints_at_smaller_blocks():
+    from app.state.plan_state import coarse_blocks_hint
+    stages = lambda *times: [{"time": t} for t in times]   # noqa: E731
+    assert coarse_blocks_hint(stages(0.65, 0.35)) is None               # 65/30: as even as it needs to be
+    hint = coarse_blocks_hint(stages(0.2, 0.8))
+    assert hint.startswith("Stage 1 takes 80% of the time") and "one level deeper" in hint
+    assert coarse_blocks_hint(stages(0.3, 0.3, 0.4)) is None            # 1.2 times a third
+    assert coarse_blocks_hint(stages(0.5, 0.25, 0.25)).startswith("Stage 0 takes 50%")   # 1.5 times a third
+    assert coarse_blocks_hint(stages(1.0)) is None                       # one stage: nothing to balance

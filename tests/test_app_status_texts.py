@@ -39,7 +39,7 @@ def test_between_run_and_the_first_step_the_texts_follow_launched_and_started():
 
 
 def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
-    from app.state.experiment_status import PointRun, finished_text, finished_title, running_text
+    from app.state.experiment_status import PointRun, finished_text, finished_title, running_text, time_left_text
     from engine.results import ExperimentPoint, ExperimentResult, MeanStd
     run = PointRun("compare-strategies", k=8, n=15, label="pipeline", points=5, repeats=3)
     assert (run.point, run.repeat) == (3, 2)
@@ -54,6 +54,9 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     for k in range(2):
         progress.apply({"type": "step", "step": k, "time_s": 0.005})
     assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
+    # The experiment's own time left: 1 run and 2 of the second's 3 steps took 10 s, 1 1/3 runs are left.
+    assert time_left_text(once, progress, 10.0) == "≈ 8.0 s left of 3 runs"
+    assert time_left_text(PointRun("schedules", k=1, n=3, label="gpipe", points=3), starting_run(), 2.0) is None
 
     points = [ExperimentPoint(label, step_time_s=MeanStd(t)) for label, t in (("single", 0.3), ("pipeline", 0.1))]
     points.append(ExperimentPoint("ddp", error="rank 1 failed"))

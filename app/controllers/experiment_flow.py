@@ -126,14 +126,16 @@ class ExperimentFlow(QtCore.QObject):
         return experiment_status.running_text(run, self.window.current_run(), self.runs.first_run)
 
     def show_status(self) -> None:
-        """The status line, the progress bar's count and beside it the time left (before the first step:
-        what the run does)."""
+        """The status line, the progress bar's count and beside it the experiment's time left (before the
+        run's first step: what the run does)."""
         text = self.status_text()
         if not text or self.stopping:   # the status line says it stops
             return
         self.window.set_status(text)
         progress = self.window.current_run()
-        beside = run_status.starting_phase(progress) or run_status.time_left_text(progress)
+        elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
+        beside = (run_status.starting_phase(progress)
+                  or experiment_status.time_left_text(self.client.progress, progress, elapsed))
         if beside is not None:
             self.run_box.show_time_left(beside)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from app.state import run_status
 from app.state.live_data import RunProgress
+from app.state.units import format_duration
 from engine.config import ExperimentConfig
 from engine.results import ExperimentResult
 
@@ -78,3 +79,13 @@ def finished_title(result: ExperimentResult) -> str:
 
 def failed_title(name: str) -> str:
     return f"Live: this machine's telemetry · {name} failed"
+
+
+def time_left_text(run: PointRun, progress: RunProgress, elapsed_s: float) -> str | None:
+    """The experiment's own time left, beside its progress bar: "≈ 1 min 40 s left of 15 runs", from the time
+    its runs took so far (the current one counted by its share of steps done); None before anything is done."""
+    current = progress.steps_done / progress.steps_total if progress.steps_total else 0.0
+    done = run.k - 1 + min(1.0, current)
+    if done <= 0 or elapsed_s <= 0:
+        return None
+    return f"≈ {format_duration(elapsed_s / done * (run.n - done))} left of {run.n} runs"

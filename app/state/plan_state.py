@@ -212,3 +212,20 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
                                               config.effective_stages_per_device)
         progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own,
                                                     config.schedule)] if n]
+
+
+# Two stages whose balanced split still leaves 70 % of the time to one: the blocks are too coarse to balance.
+UNEVEN_SHARE = 0.7
+
+
+def coarse_blocks_hint(shares: list[dict]) -> str | None:
+    """A hint under the split view when even the balanced split leaves one stage far more than its part of
+    the time (70/30 for two stages; for s stages, 1.4 times 1/s): finer blocks, one level deeper, can."""
+    if len(shares) < 2:
+        return None
+    slowest = max(range(len(shares)), key=lambda s: shares[s]["time"])
+    share = shares[slowest]["time"]
+    if share <= UNEVEN_SHARE * 2 / len(shares):
+        return None
+    return (f"Stage {slowest} takes {100 * share:.0f}% of the time even at the balanced split: its blocks are "
+            "too coarse. Split one level deeper (Split at) for smaller blocks, where the model has them.")

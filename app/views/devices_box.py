@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtWidgets
 
 from app.state.device_words import DeviceChoice
+from app.views.tips import add_described
 
 
 class DevicesBox(QtWidgets.QComboBox):
@@ -31,8 +32,7 @@ class DevicesBox(QtWidgets.QComboBox):
         try:
             self.clear()
             for choice in choices:
-                self.addItem(choice.text, choice.spec)
-                self.setItemData(self.count() - 1, choice.tip, QtCore.Qt.ItemDataRole.ToolTipRole)
+                add_described(self, choice.text, choice.spec, choice.tip)
         finally:
             self.blockSignals(blocked)
         self.set_spec(current or "auto")

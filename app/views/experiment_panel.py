@@ -19,6 +19,7 @@ from app.state.problem_help import in_app_words
 from app.views.devices_box import DevicesBox
 from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
+from app.views.tips import add_described, describe
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
@@ -62,13 +63,10 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.model_combo = QtWidgets.QComboBox()
         self.model_combo.setObjectName("modelCombo")
         for name, info in MODELS.items():
-            self.model_combo.addItem(name, name)
-            self.model_combo.setItemData(self.model_combo.count() - 1, info.description,
-                                         QtCore.Qt.ItemDataRole.ToolTipRole)
+            add_described(self.model_combo, name, name, info.description)
         self.model_combo.insertSeparator(self.model_combo.count())
-        self.model_combo.addItem("torchvision model…", PICK_TORCHVISION)
-        self.model_combo.setItemData(self.model_combo.count() - 1, "Any of torchvision's classification models, "
-                                     "searchable", QtCore.Qt.ItemDataRole.ToolTipRole)
+        add_described(self.model_combo, "torchvision model…", PICK_TORCHVISION,
+                      "Any of torchvision's classification models, searchable")
         self.model_combo.addItem("Open model file…", OPEN_FILE)
         self.model_combo.activated.connect(self._on_model_activated)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
@@ -133,9 +131,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.strategy_combo = QtWidgets.QComboBox()
         self.strategy_combo.setObjectName("strategyCombo")
         for name, info in STRATEGIES.items():
-            self.strategy_combo.addItem(name, name)
-            self.strategy_combo.setItemData(self.strategy_combo.count() - 1, info.description,
-                                            QtCore.Qt.ItemDataRole.ToolTipRole)
+            add_described(self.strategy_combo, name, name, info.description)
         self.strategy_desc = QtWidgets.QLabel()
         self.strategy_desc.setObjectName("muted")
         self.strategy_desc.setWordWrap(True)
@@ -161,9 +157,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.schedule_combo = QtWidgets.QComboBox()
         for name, description in SCHEDULES.items():
             # Named for people; the id (--schedule) in the tooltip, with what it does.
-            self.schedule_combo.addItem(SCHEDULE_INFO[name].display_name, name)
-            self.schedule_combo.setItemData(self.schedule_combo.count() - 1, f"{description}\n--schedule {name}",
-                                            QtCore.Qt.ItemDataRole.ToolTipRole)
+            add_described(self.schedule_combo, SCHEDULE_INFO[name].display_name, name,
+                          f"{description}\n--schedule {name}")
         self.schedule_desc = QtWidgets.QLabel()
         self.schedule_desc.setObjectName("muted")
         self.schedule_desc.setWordWrap(True)
@@ -210,16 +205,13 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.optimizer_combo = QtWidgets.QComboBox()
         self.optimizer_combo.setObjectName("optimizerCombo")
         for name, description in OPTIMIZERS.items():
-            self.optimizer_combo.addItem(name, name)
-            self.optimizer_combo.setItemData(self.optimizer_combo.count() - 1, description,
-                                             QtCore.Qt.ItemDataRole.ToolTipRole)
+            add_described(self.optimizer_combo, name, name, description)
         self.optimizer_combo.currentIndexChanged.connect(self._changed)
         form.addRow("Optimizer", self.optimizer_combo)
         self.dtype_combo = QtWidgets.QComboBox()
         self.dtype_combo.setObjectName("dtypeCombo")
         for name, description in DTYPES.items():
-            self.dtype_combo.addItem(name, name)
-            self.dtype_combo.setItemData(self.dtype_combo.count() - 1, description, QtCore.Qt.ItemDataRole.ToolTipRole)
+            add_described(self.dtype_combo, name, name, description)
         self.dtype_combo.currentIndexChanged.connect(self._changed)
         form.addRow("Precision", self.dtype_combo)
         self.in_step_check = QtWidgets.QCheckBox("Draw each batch inside the step")
@@ -322,8 +314,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         if idx < 0:
             idx = self.model_combo.findData(PICK_TORCHVISION)
             self.model_combo.insertItem(idx, f"torchvision: {torchvision_name(model)}", model)
-            self.model_combo.setItemData(idx, f"torchvision's own {torchvision_name(model)} (get_model, no weights)",
-                                         QtCore.Qt.ItemDataRole.ToolTipRole)
+            describe(self.model_combo, idx, f"torchvision's own {torchvision_name(model)} (get_model, no weights)")
         self.model_combo.setCurrentIndex(idx)
 
     def open_model_file(self) -> None:

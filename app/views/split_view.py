@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.state.plan_state import coarse_blocks_hint
 from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
@@ -304,6 +305,9 @@ class SplitView(QtWidgets.QWidget):
             lines.append(f"<span style='color:{theme.FOREGROUND};background:{theme.stage_color(s)}'>&nbsp;stage "
                          f"{s}&nbsp;</span> {blocks}: "
                          f"{100 * share['params']:.0f}% params, {100 * share['time']:.0f}% time{crossing}")
+        hint = coarse_blocks_hint(shares) if self._split == self.balanced else None
+        if hint:
+            lines.append(f"<i>{hint}</i>")
         self.stage_text.setText("<br>".join(lines))
         mark = " (balanced)" if self._split == self.balanced else ""
         self.summary.setText(f"{len(self.blocks)} blocks · split at {', '.join(map(str, self._split))}{mark}")

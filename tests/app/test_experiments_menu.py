@@ -36,6 +36,8 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
         for event in events:
             if event.get("type") == "started":
                 shown[label]["started header"] = plots.mode_label.text()
+            elif event.get("type") == "step":
+                shown[label]["time left"] = window.time_left.text()
             elif event.get("type") == "finished" and event.get("run_id"):   # the point's run is stored
                 shown[label].update(memory=set(plots.mem_plot.series_keys()), lanes=list(plots.timeline.devices),
                                     rows={row[1] for row in plots.timeline.rows}, theory=plots.bubble.theory.text())
@@ -66,6 +68,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     for label in labels:
         assert {"cpu:0", "cpu:1"} <= shown[label]["memory"], (label, shown[label])
         assert shown[label]["lanes"] == ["cpu:0", "cpu:1"] and shown[label]["rows"] == {"cpu:0", "cpu:1"}
+    assert shown["1f1b"]["time left"].endswith(" left of 3 runs")   # the experiment's own time left, not the run's
     assert gpipe["theory"] == "20.0%"                   # (p-1)/(m+p-1), p=2, m=4: the pipeline point's theory
     # At the end the header and the status line say how the experiment ended, not its last run.
     ended = f"schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
