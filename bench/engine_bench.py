@@ -45,6 +45,11 @@ def step_times(summary) -> float:
     return summary.step_time_s.mean
 
 
+def spread(summary) -> float:
+    """A run's own step-to-step spread: the standard deviation of its measured steps over their mean."""
+    return summary.step_time_s.std / summary.step_time_s.mean if summary.step_time_s.std else 0.0
+
+
 def pipeline_vs_naive(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1024)), steps=12) -> list[dict]:
     rows = []
     ideal = 2 * 4 / (4 + 2 - 1)
@@ -94,7 +99,7 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
     """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.what_if), then run:
-    the error."""
+    the error, with the base run's own spread and the measured run's beside it: an error within them is noise."""
     from engine.store import Store
     from engine.what_if import predict
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
@@ -107,9 +112,11 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
     for (schedule, v, m), step in predicted.items():
         if m not in counts or v != base.replace(schedule=schedule).effective_stages_per_device:
             continue
-        measured = step_times(run(base.replace(micro_batches=m, schedule=schedule), db))
+        measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
+        measured = step_times(measured_run)
         rows.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": step * 1000,
-                     "measured_ms": measured * 1000, "error": step / measured - 1})
+                     "measured_ms": measured * 1000, "error": step / measured - 1,
+                     "base_spread": spread(ref), "measured_spread": spread(measured_run)})
     return rows
 
 
@@ -315,7 +322,8 @@ def main(db: str | None = None) -> dict:
     results["predictions"] = prediction_error(db)
     for r in results["predictions"]:
         print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
-              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%}", flush=True)
+              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (spread of the base run ±{r['base_spread']:.1%}, "
+              f"of this run ±{r['measured_spread']:.1%})", flush=True)
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
     results["staged_overhead"] = staged_overhead(db)
