@@ -89,6 +89,27 @@ BUSY_TIMEOUT_S = 30.0
 loaded machine (eight ranks on two cores) held the lock past 10 s once, and a run that could have waited
 failed with "database is locked"."""
 
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
+    """``action()``, again while SQLite says the database is busy, for up to ``timeout_s``. The busy timeout
+    covers a write waiting for a write, but not every lock: a connection opening a store while the last one to
+    close it checkpoints and removes its write-ahead log gets SQLITE_BUSY at once (twelve runs started at once
+    on one store failed so in a CI run)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 SAMPLE_FIELDS = ("util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
                  "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
 
@@ -197,14 +218,23 @@ class Store:
         self.owner_pid = owner_pid or os.getpid()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _check_once(self.path)
-        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        self._migrate()
-        self.mark_interrupted()
+        self._db = until_unlocked(self._open)
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+            self._db = db
+            self._migrate()
+            self.mark_interrupted()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
@@ -462,10 +492,12 @@ class Store:
 
     def check_writable(self) -> None:
         """Raise sqlite3.Error if nothing can be written (a read-only file or disk)."""
-        with self._tx():
-            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")
-            self._db.execute("CREATE TABLE IF NOT EXISTS _writable (x)")
-            self._db.execute("DROP TABLE _writable")
+        def probe() -> None:
+            with self._tx():
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")
+                self._db.execute("CREATE TABLE IF NOT EXISTS _writable (x)")
+                self._db.execute("DROP TABLE _writable")
+        until_unlocked(probe)
 
     def integrity_ok(self) -> bool:
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
