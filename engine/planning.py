@@ -21,22 +21,25 @@ class BlockInfo:
     kind: str = ""       # the block's module class ("BasicBlock", "Linear")
 
 
-def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
-    """Time each block's forward and backward on ``device``, block by block."""
+def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> list[BlockInfo]:
+    """Time each block's forward and backward on ``device``, block by block; ``progress(fraction)`` after
+    each block timed (a heavy model's profile takes seconds; the caller may raise in it to stop)."""
     import copy
 
     import torch
     n = max(1, min(batch_size, PROFILE_MAX_BATCH))
     inputs, _ = spec.data.sample(n)
+    report = progress or (lambda fraction: None)
     if spec.traced:
-        return _traced_unit_costs(spec, inputs, device)
+        return _traced_unit_costs(spec, inputs, device, report)
     # Copies: profiling must not touch the run's parameters or BatchNorm statistics.
     blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
     best = [float("inf")] * len(blocks)
     out_bytes = [0] * len(blocks)
-    for _ in range(PROFILE_REPEATS):
+    for repeat in range(PROFILE_REPEATS):
         h = inputs.to(device)
         for i, block in enumerate(blocks):
+            report((repeat * len(blocks) + i) / (PROFILE_REPEATS * len(blocks)))
             # As in training: the model's input needs no gradient, so the first block's backward
             # skips one matmul per layer that every later block's does (a quarter of a 4-layer stage's work).
             cut = h.detach().requires_grad_(h.is_floating_point() and i > 0)
@@ -55,7 +58,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu") -> list[BlockInfo]:
             for (name, _), block, cost, size in zip(spec.blocks, blocks, best, out_bytes)]
 
 
-def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
+def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
     """Each split unit of a module that is not a chain of blocks, timed as a stage of its own: a copy of the
     module traced with a stage per unit (engine.models.traced_chain)."""
     import copy
@@ -74,6 +77,7 @@ def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
     out_bytes = [0] * len(units)
 
     def timed(k, call):
+        report((repeat * len(units) + k) / (PROFILE_REPEATS * len(units)))
         t0 = time.perf_counter()
         out = call()
         traced_chain.backward_with_ones(out)
@@ -82,7 +86,7 @@ def _traced_unit_costs(spec, inputs, device: str) -> list[BlockInfo]:
         best[k] = min(best[k], time.perf_counter() - t0)
         out_bytes[k] = traced_chain.output_bytes(out) // n
         return out
-    for _ in range(PROFILE_REPEATS):
+    for repeat in range(PROFILE_REPEATS):
         traced_chain.run_each_stage(pipe, inputs.to(device), timed)
     return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__)
             for (name, unit), cost, size in zip(spec.blocks, best, out_bytes)]
@@ -127,13 +131,17 @@ def balanced_split_per_stage(stage_costs: list[list[float]]) -> tuple[int, ...]:
     return tuple(sorted(points)[1:])  # drop the leading 0
 
 
-def time_blocks_per_kind(spec, batch_size: int, devices) -> dict[str, list[BlockInfo]]:
+def time_blocks_per_kind(spec, batch_size: int, devices, progress=None) -> dict[str, list[BlockInfo]]:
     """Each block timed on each kind of device among ``devices`` ("cpu", "cuda"), the first device of a
-    kind standing for the rest (devices of one kind are taken to be alike); "cpu" when none is given."""
+    kind standing for the rest (devices of one kind are taken to be alike); "cpu" when none is given.
+    ``progress(fraction)`` of the whole, as ``block_costs``."""
     where: dict[str, str] = {}
     for d in devices:
         where.setdefault(d.kind, d.torch_device)
-    return {kind: block_costs(spec, batch_size, device) for kind, device in (where or {"cpu": "cpu"}).items()}
+    kinds = list((where or {"cpu": "cpu"}).items())
+    report = progress or (lambda fraction: None)
+    return {kind: block_costs(spec, batch_size, device, lambda f, k=k: report((k + f) / len(kinds)))
+            for k, (kind, device) in enumerate(kinds)}
 
 
 def balanced_for_kinds(costs_by_kind: dict[str, list[float]], stage_kinds: list[str]) -> tuple[int, ...]:

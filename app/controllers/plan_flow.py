@@ -37,6 +37,7 @@ class PlanFlow(QtCore.QObject):
         self.planner = PlannerClient.taken(self)   # app.application started one while the window was built
         self.planner.sigChecked.connect(self._on_checked)
         self.planner.sigProfiled.connect(self._on_profiled)
+        self.planner.sigProfiling.connect(self._on_profiling)
         self.planner.sigCrashed.connect(self._on_planner_crashed)
         self.planner.sigReady.connect(lambda: window.log("planner ready (validation and block profiling)"))
         split_view.sigSplitChanged.connect(self.request_check)
@@ -123,6 +124,11 @@ class PlanFlow(QtCore.QObject):
             self.window.log(f"warning: {warning}", level="warning")
         self.window.update_run_controls()
         self.sigChecked.emit(self.state.problems)
+
+    def _on_profiling(self, _request_id: int, fraction: float) -> None:
+        """A heavy model's profile says how far it is: the split view, still without blocks, says it too."""
+        if not self.split_view.blocks:
+            self.split_view.show_waiting(self.state.split_text(fraction))
 
     def _on_profiled(self, _request_id: int, answer: dict) -> None:
         profile = self.state.profiled(answer)

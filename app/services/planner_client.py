@@ -21,6 +21,7 @@ class PlannerClient(QtCore.QObject):
     sigReady = QtCore.Signal()
     sigChecked = QtCore.Signal(int, dict)     # request id, {"problems", "warnings", "stages", ...}
     sigProfiled = QtCore.Signal(int, dict)    # request id, {"blocks", "costs_by_kind", "error"}
+    sigProfiling = QtCore.Signal(int, float)  # request id, the share of its profile done
     sigCrashed = QtCore.Signal(str)
 
     DEBOUNCE_MS = 120
@@ -135,6 +136,8 @@ class PlannerClient(QtCore.QObject):
                 self.sigChecked.emit(msg["id"], msg)
             elif kind == "blocks" and msg.get("id") == self.latest_id:
                 self.sigProfiled.emit(msg["id"], msg)
+            elif kind == "profiling" and msg.get("id") == self.latest_id:
+                self.sigProfiling.emit(msg["id"], float(msg.get("fraction") or 0.0))
 
     def _on_finished(self, code: int, status) -> None:
         err = b""

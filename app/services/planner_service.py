@@ -16,7 +16,10 @@ Protocol, JSON Lines both ways:
   config is valid, ``{"id", "kind": "blocks", "blocks": [{"name", "params",
   "cost_s", "out_bytes"}], "costs_by_kind": {"cpu": [...], "cuda": [...]}, "error"}``: the blocks as timed
   on the first device's kind, and each block's time on every kind of device the config names (the app
-  balances each stage with its own device's times).
+  balances each stage with its own device's times). While it profiles, ``{"id", "kind": "profiling",
+  "fraction"}`` at most every PROGRESS_EVERY_S (a heavy model's blocks take seconds); a newer request
+  arriving meanwhile ends that profile (``{"id", "kind": "blocks", "superseded": true}``) and is served at
+  once: the user moved on.
 """
 from __future__ import annotations
 
@@ -24,11 +27,17 @@ import json
 import queue
 import sys
 import threading
+import time
 import traceback
 
 
 # Problems that make the model itself unbuildable: no profile then.
 PROFILE_BLOCKERS = {"model", "model_file", "width", "depth", "batch_size", "config"}
+PROGRESS_EVERY_S = 0.25
+
+
+class Superseded(Exception):
+    """A newer request came while a profile ran: that profile is of no use any more."""
 
 
 def _emit(obj: dict) -> None:
@@ -77,7 +86,7 @@ def check(config_dict: dict) -> dict:
     return out
 
 
-def profile(config_dict: dict) -> dict:
+def profile(config_dict: dict, progress=None) -> dict:
     import torch
 
     from engine import planning
@@ -92,11 +101,25 @@ def profile(config_dict: dict) -> dict:
         devices = parse(config.devices, devices_needed(config))
     except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
         devices = []
-    timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices)
+    timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices, progress)
     first = devices[0].kind if devices else "cpu"
     blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes),
                "kind": b.kind} for b in timed[first]]
     return {"blocks": blocks, "costs_by_kind": {kind: [b.cost_s for b in infos] for kind, infos in timed.items()}}
+
+
+def _progress(req_id: int, lines: "queue.Queue[str | None]"):
+    """The profile's progress callback: says how far it is now and then, and stops it when a newer request
+    waits (it raises Superseded)."""
+    said = [time.monotonic()]
+
+    def report(fraction: float) -> None:
+        if not lines.empty():
+            raise Superseded
+        if time.monotonic() - said[0] >= PROGRESS_EVERY_S:
+            said[0] = time.monotonic()
+            _emit({"id": req_id, "kind": "profiling", "fraction": round(fraction, 3)})
+    return report
 
 
 def main() -> int:
@@ -123,7 +146,11 @@ def main() -> int:
                 continue
             try:
                 # Blocks do not depend on the split: profile even while it is wrong.
-                _emit({"id": req_id, "kind": "blocks", "error": None, **profile(dict(config, split=None))})
+                _emit({"id": req_id, "kind": "blocks", "error": None,
+                       **profile(dict(config, split=None), _progress(req_id, lines))})
+            except Superseded:
+                _emit({"id": req_id, "kind": "blocks", "blocks": None, "costs_by_kind": None, "error": None,
+                       "superseded": True})
             except Exception as exc:
                 _emit({"id": req_id, "kind": "blocks", "blocks": None, "costs_by_kind": None,
                        "error": f"{type(exc).__name__}: {exc}",

@@ -131,11 +131,11 @@ class PlanState:
         self.check = UNAVAILABLE
 
     # -- what the views say -------------------------------------------------------------------
-    def split_text(self) -> str:
-        """What the split view says while it has no blocks to show."""
+    def split_text(self, fraction: float | None = None) -> str:
+        """What the split view says while it has no blocks to show; ``fraction``: how far the profile is."""
         if self.profile_error:
             return f"Could not profile the blocks: {self.profile_error}"
-        return PROFILING_TEXT
+        return PROFILING_TEXT + (f" {100 * fraction:.0f}%" if fraction is not None else "")
 
     def panel_problems(self) -> list[dict]:
         """The problems the experiment panel places by its options (the split's show under the split view)."""

@@ -164,6 +164,11 @@ class SplitView(QtWidgets.QWidget):
         self._refresh()
         self.sigSplitChanged.emit()
 
+    def show_waiting(self, message: str) -> None:
+        """What the view says while it waits for the blocks (a profile's progress)."""
+        if not self.blocks and self.uses_split:
+            self.summary.setText(message)
+
     def clear_blocks(self, message: str = "") -> None:
         self.blocks = []
         self.balanced = None
