@@ -31,7 +31,8 @@ from app.services.window_store import open_window_store
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
-from app.state.live_data import RunData, RunProgress, TelemetryHistory, memory_figures, physical_names
+from app.state.live_data import (RunData, RunProgress, TelemetryHistory, compared_memory_figures, memory_figures,
+                                 physical_names)
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.error_panel import ErrorPanel
@@ -355,7 +356,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def show_stored_runs(self, runs: list[RunData]) -> None:
         self.plots.show_runs(runs)
         first = runs[0].summary if runs and runs[0].summary else None
-        self.memory_view.show_figures(*memory_figures(first or RunSummary()))
+        self.memory_view.show_figures(*(compared_memory_figures(runs) if runs else memory_figures(RunSummary())))
         self.show_plan(first.plan if first else None, list(first.devices) if first else [],
                        first.schedule if first else None)
         self.show_run_in_plan_tab(runs[0].run_id if runs else None, runnable=False)

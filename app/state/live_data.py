@@ -15,6 +15,7 @@ from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
+from engine.figures.run_names import run_names
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
@@ -290,6 +291,22 @@ def memory_figures(summary: RunSummary) -> tuple[Figure, Figure]:
     devices = list(summary.devices)
     return (tensor_memory_figure(devices, summary.tensor_memory or [None] * len(devices)),
             communication_figure(devices, summary.communication or [None] * len(devices)))
+
+
+def compared_memory_figures(runs: list[RunData]) -> tuple[Figure, Figure]:
+    """Several stored runs' tensor memory and communication side by side: a bar per run and device, named
+    "<run> · <device>" with each run named by what sets it apart (engine/figures/run_names.py), as the
+    Plots tab's legends are; one run's figures as ``memory_figures``."""
+    summaries = [run.summary or RunSummary() for run in runs]
+    if len(runs) == 1:
+        return memory_figures(summaries[0])
+    names = run_names([run.config for run in runs], [run.label for run in runs], summaries)
+    bars = [(f"{name} · {device}", memory, comm) for name, s in zip(names, summaries)
+            for device, memory, comm in zip(s.devices, s.tensor_memory or [None] * len(s.devices),
+                                            s.communication or [None] * len(s.devices))]
+    labels = [label for label, _, _ in bars]
+    return (tensor_memory_figure(labels, [memory for _, memory, _ in bars]),
+            communication_figure(labels, [comm for _, _, comm in bars]))
 
 
 def _tensor_lines(by_device) -> list[str]:
