@@ -19,10 +19,10 @@ run: $(STAMP)
 # Two phases: the tests that compare figures load moves (marked solo) run alone, after the rest has run on two
 # workers (pytest-xdist, a test file to a worker so that its shared runs are made once). Both phases always run.
 test: $(STAMP)
-	@QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile -m "not soak and not solo" --durations=15; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile -m "not soak and not solo" --durations=15; \
 	rest=$$?; echo "--- the solo tests, one at a time"; \
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m solo --durations=5; \
-	solo=$$?; exit $$(( rest || solo ))
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "solo and not soak" --durations=5; \
+	solo=$$?; exit $$(( rest ? rest : solo ))
 
 # Between edits: the unit and Qt-free tests that launch no training (tests marked quick), under 2 minutes.
 test-quick: $(STAMP)

@@ -115,7 +115,10 @@ class Cluster:
     def __init__(self, n: int, directory: Path, clock_offsets: list[float]):
         self.n = n
         self.id = f"{os.getpid() % 100000}"
-        self.subnet = f"10.231.{os.getpid() % 250}"
+        # Under pytest-xdist each worker that needs nodes makes its own: a second octet per worker keeps their
+        # subnets apart whatever their pids.
+        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+        self.subnet = f"10.{231 + worker % 20}.{os.getpid() % 250}"
         self.bridge = f"ssb{self.id}"
         self.dir = directory
         self.cores = sorted(os.sched_getaffinity(0))

@@ -290,3 +290,21 @@ def test_a_balanced_split_worse_than_70_30_hints_at_smaller_blocks():
     assert coarse_blocks_hint(stages(0.3, 0.3, 0.4)) is None            # 1.2 times a third
     assert coarse_blocks_hint(stages(0.5, 0.25, 0.25)).startswith("Stage 0 takes 50%")   # 1.5 times a third
     assert coarse_blocks_hint(stages(1.0)) is None                       # one stage: nothing to balance
+
+
+def test_the_memory_tab_compares_the_runs_selected_side_by_side():
+    """Two stored runs selected: a bar per run and device, each run named by what sets it apart."""
+    from app.state.live_data import RunData, compared_memory_figures
+    from engine.results import RunSummary, TensorMemory
+    mib = 2 ** 20
+
+    def run(strategy: str, held: int) -> RunData:
+        summary = RunSummary(devices=["cpu:0", "cpu:1"], tensor_memory=[TensorMemory(params=held * mib)] * 2)
+        return RunData(run_id=strategy, label="12:00", status="finished", config={"strategy": strategy},
+                       summary=summary, error=None)
+    memory, communication = compared_memory_figures([run("ddp", 4), run("fsdp", 2)])
+    assert memory.bars.labels == ["ddp · cpu:0", "ddp · cpu:1", "fsdp · cpu:0", "fsdp · cpu:1"]
+    assert [row[1] for row in memory.rows] == [4.0, 4.0, 2.0, 2.0]   # params (MiB), per run and device
+    assert communication.rows == []                                 # none measured: no bar
+    one, _ = compared_memory_figures([run("ddp", 4)])
+    assert one.bars.labels == ["cpu:0", "cpu:1"]                     # one run: its devices, as before

@@ -56,7 +56,7 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
     # The experiment's own time left: 1 run and 2 of the second's 3 steps took 10 s, 1 1/3 runs are left.
     assert time_left_text(once, progress, 10.0) == "≈ 8.0 s left of 3 runs"
-    assert time_left_text(PointRun("schedules", k=1, n=3, label="gpipe", points=3), starting_run(), 2.0) is None
+    assert time_left_text(PointRun("schedules", k=1, n=3, label="gpipe", points=3), progress, 2.0) is None  # 1st run
 
     points = [ExperimentPoint(label, step_time_s=MeanStd(t)) for label, t in (("single", 0.3), ("pipeline", 0.1))]
     points.append(ExperimentPoint("ddp", error="rank 1 failed"))

@@ -141,5 +141,7 @@ def test_the_first_step_times_each_micro_batchs_work_as_the_next_does(name, toge
         mine = [e["args"] for e in flows if e["args"]["step"] == step]
         assert len(mine) == 2 * (stages - 1) * micro_batches, (name, step, len(mine))
         for flow in mine:   # "0F1" to "1F1", "2B3" to "1B3": the next stage, the same micro-batch
-            (a, kind, mb), (b, kind_to, mb_to) = (re.match(r"(\d+)([FBI])(\d+)", flow[k]).groups() for k in ("from", "to"))
-            assert (kind, mb) == (kind_to, mb_to) and int(b) - int(a) == (1 if kind == "F" else -1), (name, flow)
+            (a, kind, mb), (b, kind_to, mb_to) = (re.match(r"(\d+)([FBI])(\d+)", flow[k]).groups()
+                                                  for k in ("from", "to"))
+            assert mb == mb_to and int(b) - int(a) == (1 if kind == "F" else -1), (name, flow)
+            assert (kind == "F") == (kind_to == "F"), (name, flow)   # a forward to a forward, a backward to one

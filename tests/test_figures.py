@@ -189,3 +189,10 @@ def test_the_timeline_table_names_each_compute_interval_by_its_plan_action():
         ("cpu:0", "forward", "0F0"), ("cpu:0", "forward", "0F1"), ("cpu:1", "forward", "1F0"),
         ("cpu:1", "forward", "1F0"), ("cpu:0", "wait", None)]
     assert "action" not in timeline_figure(rows, ["cpu:0", "cpu:1"]).columns
+
+
+def test_table_files_keep_six_digits_and_a_thousandth_of_the_unit():
+    from engine.figures.numbers import table_value
+    assert [table_value(v) for v in (800.0, 1.00042, 0.000123456789, 3600123.4567, 12.3456789, -0.0, 7, None)] \
+        == ["800", "1.00042", "0.000123457", "3600123.457", "12.3457", "0", 7, ""]
+    assert table_value(float("nan")) == "" and table_value("cpu:0") == "cpu:0"

@@ -47,6 +47,7 @@ def spinner():
     proc.wait()
 
 
+@pytest.mark.solo   # a spinner pinned to core 0 (or 10 Hz sampling) must have the core to itself
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_busy_core_reads_high_and_its_process_rss_is_reported(spinner):
     target = CpuTarget("cpu:0", core=0)
@@ -75,6 +76,7 @@ def test_busy_core_reads_high_and_its_process_rss_is_reported(spinner):
     assert all(s.mem_total > s.mem_used for s in got)
 
 
+@pytest.mark.solo   # a spinner pinned to core 0 (or 10 Hz sampling) must have the core to itself
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_a_run_device_reads_its_own_threads_apart_from_its_cores_total(spinner):
     """A run's device counts the run's work on its core, not another program's: with the spinner (another
@@ -127,6 +129,7 @@ def test_others_on_a_devices_core_mark_the_run_disturbed():
     assert ticks.summary().other_mean == [0.0]
 
 
+@pytest.mark.solo   # a spinner pinned to core 0 (or 10 Hz sampling) must have the core to itself
 def test_at_10_hz_every_device_gets_at_least_9_samples_per_second():
     targets = [CpuTarget("cpu:0", 0), CpuTarget("cpu:1", 0)]
     sampler, got = wait_for_samples("cpu:1", 11, rate_hz=10, targets=targets)

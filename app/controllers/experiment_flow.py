@@ -135,7 +135,8 @@ class ExperimentFlow(QtCore.QObject):
         progress = self.window.current_run()
         elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
         beside = (run_status.starting_phase(progress)
-                  or experiment_status.time_left_text(self.client.progress, progress, elapsed))
+                  or experiment_status.time_left_text(self.client.progress, progress, elapsed)
+                  or run_status.time_left_text(progress))
         if beside is not None:
             self.run_box.show_time_left(beside)
 

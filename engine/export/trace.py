@@ -170,13 +170,13 @@ def _plan_flows(actions: dict, pid, thread_of) -> list[dict]:
         takes = slots.get((step, direction, stage + direction, micro_batch))
         if not takes:
             continue
-        (_, src, kind, _, s1), (_, dst, _, d0, _) = min(rows, key=lambda r: r[3]), min(takes, key=lambda r: r[3])
+        (_, src, kind, _, s1), (_, dst, kind_to, d0, _) = min(rows, key=lambda r: r[3]), min(takes, key=lambda r: r[3])
         if d0 < s1:   # the measured slices contradict the plan's order: no arrow rather than a wrong one
             continue
         flow_id += 1
         name = "forward hand-over" if direction > 0 else "backward hand-over"
         args = {"step": step, "from": action_label(kind, stage, micro_batch),
-                "to": action_label(kind, stage + direction, micro_batch)}
+                "to": action_label(kind_to, stage + direction, micro_batch)}
         events.append({"ph": "s", "id": flow_id, "name": name, "cat": "flow", "pid": pid[src],
                        "tid": thread_of.get((src, "end", s1), 0), "ts": s1 * US - 1, "args": args})
         events.append({"ph": "f", "bp": "e", "id": flow_id, "name": name, "cat": "flow", "pid": pid[dst],

@@ -34,12 +34,16 @@ def format_value(value) -> str:
 
 
 def table_value(value):
-    """A value in a table file (CSV): a float to a thousandth of its unit (a microsecond of a millisecond, a
-    thousandth of a point or a MiB), or four significant digits under one (a loss of 0.0001234), trailing zeros
-    dropped; whole numbers and text as they are; None and what cannot be drawn empty."""
+    """A value in a table file (CSV): a float to six significant digits and at least a thousandth of its unit
+    (a microsecond of a millisecond, a thousandth of a point or a MiB; a loss of 1.00042 or 0.000123457),
+    trailing zeros dropped; whole numbers and text as they are; None and what cannot be drawn empty."""
     if value is None or isinstance(value, bool) or not isinstance(value, float):
         return "" if value is None else value
     if not math.isfinite(value):
         return ""
-    text = f"{value:.3f}" if value == 0 or abs(value) >= 1 else f"{value:.4g}"
-    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+    if value == 0:
+        return "0"
+    if abs(value) < 1:
+        return f"{value:.6g}"
+    text = f"{value:.{max(3, 6 - len(str(int(abs(value)))))}f}"
+    return text.rstrip("0").rstrip(".")

@@ -68,8 +68,8 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
         lanes=Lanes(lanes, [(device, kind, (t0 - start) * factor, (t1 - start) * factor)
                             for _, device, kind, t0, t1 in picked],
                     (end - start) * factor, [(b - start) * factor for b in boundaries if is_number(b)]),
-        # the table in ms throughout (every table's time), from the chart's origin: the first shown step's start
+        # the table in ms (every table's time) on the run's clock, as the telemetry tables' "t (ms)"
         columns=["step", "device", "kind", "t0 (ms)", "t1 (ms)", *(["action"] if actions else [])],
-        rows=[[step, device, kind, (t0 - start) * 1000, (t1 - start) * 1000,
+        rows=[[step, device, kind, t0 * 1000, t1 * 1000,
                *([action_label(kind, *actions[row]) if row in actions else None] if actions else [])]
               for row in picked for step, device, kind, t0, t1 in [row]])

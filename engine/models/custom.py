@@ -52,7 +52,7 @@ def load_module(path: str):
 
 def _what(exc: BaseException) -> str:
     """The exception as Python's last traceback line says it (a SyntaxError's message without its position)."""
-    if isinstance(exc, SyntaxError):
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
         return f"{type(exc).__name__}: {exc.msg}"
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
@@ -60,7 +60,8 @@ def _what(exc: BaseException) -> str:
 def _where(file: Path, exc: BaseException) -> str:
     """", line N: `text`" for the line of the user's file the error is at: a syntax error's own, else the
     file's last line in the traceback (where its top level called what raised); "" if the file has none."""
-    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+    if isinstance(exc, SyntaxError) and exc.lineno is not None and exc.filename \
+            and Path(exc.filename).resolve() == file.resolve():
         line, text = exc.lineno, exc.text
     else:
         mine = [frame for frame in traceback.extract_tb(exc.__traceback__)

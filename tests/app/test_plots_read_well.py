@@ -293,7 +293,7 @@ def test_every_plots_csv_has_units_and_the_time_of_its_axis(panel, tmp_path):
     assert -70 < min(times) < -50 and max(times) <= 0
     assert {r[0] for r in util[1:]} == {"core 0", "core 0 raw"}
     memory = read_csv(tmp_path / "memory.csv")
-    assert memory[0][2] == "memory used (MiB)" and {r[2] for r in memory[1:]} == {"700.0", "0.0"}
+    assert memory[0][2] == "memory used (MiB)" and {r[2] for r in memory[1:]} == {"700", "0"}
     panel.show_runs([stored_run("r1", "12:00:00 pipeline", 4)])
     for name, plot in panel.plots.items():
         assert_headers_have_units(read_csv(plot.export("csv", tmp_path / f"stored-{name}.csv")), name)
