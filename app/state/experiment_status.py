@@ -85,8 +85,8 @@ def time_left_text(run: PointRun, progress: RunProgress, elapsed_s: float) -> st
     """The experiment's own time left, beside its progress bar: "≈ 1 min 40 s left of 15 runs", from the time
     its runs took so far (the current one counted by its share of steps done); None until its first run ended
     (that run's start-up over a few steps done would say many times the truth: the run's own time left shows)."""
-    current = progress.steps_done / progress.steps_total if progress.steps_total else 0.0
-    done = run.k - 1 + min(1.0, current)
     if run.k < 2 or elapsed_s <= 0:
         return None
+    current = progress.steps_done / progress.steps_total if progress.steps_total else 0.0
+    done = run.k - 1 + min(1.0, current)
     return f"≈ {format_duration(elapsed_s / done * (run.n - done))} left of {run.n} runs"

@@ -218,9 +218,10 @@ class Store:
         self.owner_pid = owner_pid or os.getpid()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _check_once(self.path)
-        self._db = until_unlocked(self._open)
+        until_unlocked(self._open)
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> None:
+        """Connect and set the store up (schema, migrations, runs of dead owners marked): ``self._db``."""
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.row_factory = sqlite3.Row
@@ -234,7 +235,6 @@ class Store:
         except BaseException:
             db.close()
             raise
-        return db
 
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
