@@ -17,9 +17,10 @@ run: $(STAMP)
 	$(PY) main.py
 
 # Two phases: the tests that compare figures load moves (marked solo) run alone, after the rest has run on two
-# workers (pytest-xdist, a test file to a worker so that its shared runs are made once). Both phases always run.
+# workers (pytest-xdist, a test file to a worker so that its shared runs are made once; the longest files first,
+# tests/conftest.py LONGEST_FIRST). Both phases always run.
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile -m "not soak and not solo" --durations=15; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not soak and not solo" --durations=15; \
 	rest=$$?; echo "--- the solo tests, one at a time"; \
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "solo and not soak" --durations=5; \
 	solo=$$?; exit $$(( rest ? rest : solo ))

@@ -24,6 +24,7 @@ from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
 from app.controllers.store_flow import StoreFlow
 from app.help_menu import HelpMenu
+from app.services.forked_process import start_module
 from app.services.idle_telemetry import IdleTelemetry
 from app.services.ui_thread_gc import UiThreadCollector
 from app.services.what_if_client import WhatIfClient
@@ -46,6 +47,7 @@ from app.views.plan_view import PlanView
 from app.views.plot_panel import PlotPanel
 from app.views.run_box import RunBox
 from app.views.split_view import SplitView
+from app.views.torchvision_picker import LIST_ARGS
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.results import ExperimentResult, RunSummary
@@ -117,6 +119,8 @@ class MainWindow(QtWidgets.QMainWindow):
     # -- construction -----------------------------------------------------------------
     def _build_ui(self) -> None:
         self.experiment = ExperimentPanel(len(devices_mod.usable_cores()), [])
+        self.experiment.start_torchvision_list = lambda proc: start_module(
+            proc, "main", LIST_ARGS, title="torchvision's model list")
         self.split_view = SplitView()
         self.split_problem = QtWidgets.QLabel()
         self.split_problem.setObjectName("problem")

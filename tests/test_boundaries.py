@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import procs
-from no_qt import QT, run_without
 from procs import ROOT
 
 
@@ -40,21 +39,6 @@ def test_every_strategy_is_one_registered_class_with_its_description():
         assert isinstance(strategy, Strategy) and strategy.name == name and len(strategy.description) > 20
     assert isinstance(STRATEGIES["model-parallel"], Pipeline) and type(STRATEGIES["model-parallel"]) is ModelParallel
     assert [n for n, s in STRATEGIES.items() if s.uses_split] == ["model-parallel", "pipeline"]
-
-
-def test_engine_runs_with_pyside6_and_matplotlib_unavailable(tmp_path):
-    # The GPU machines have neither: every engine module imports, and a run runs (only drawn exports need
-    # matplotlib, and import it when they draw: tests/test_export.py).
-    proc = run_without(QT + ("matplotlib",), f"""
-        import pkgutil, importlib, engine
-        for m in pkgutil.walk_packages(engine.__path__, 'engine.'):
-            importlib.import_module(m.name)
-        from main import main
-        sys.exit(main(['run', '--model', 'seed-toy', '--devices', 'cpu:1', '--steps', '3', '--json',
-                       '--db', {str(tmp_path / 'runs.sqlite3')!r}]))
-    """)
-    assert proc.returncode == 0, proc.stderr
-    assert '"status": "finished"' in proc.stdout
 
 
 def test_leftover_process_detector_sees_a_leaked_process():

@@ -20,9 +20,10 @@ import psutil
 import pytest
 
 from engine.config import ExperimentConfig
+from engine.forkserver import client as forkserver_client
 from engine.forkserver import ForkServer, ForkServerError, run_module, shared, shared_pid, wire
 from engine.forkserver.client import Connection, start
-from helpers import cli_together, small_mlp
+from helpers import cli, cli_together, small_mlp
 from procs import ROOT
 
 TESTS = ROOT / "tests"
@@ -195,17 +196,15 @@ def test_a_server_started_from_a_thread_that_ends_lives_on(tmp_path):
 
 def test_cuda_touched_before_forking_is_refused():
     """Asking whether CUDA is there (torch.cuda.is_available) leaves a forked child unable to use it, though
-    torch.cuda.is_initialized() says no: the server checks in a forked child, and would not serve."""
+    torch.cuda.is_initialized() says no: the server checks in a forked child, and would not serve. (Untouched,
+    it serves: every run here has its ranks forked, test_a_sessions_ranks_are_forked_by_its_fork_server.)"""
     import torch
     if torch.version.cuda is None:
         pytest.skip("a CPU-only torch build cannot be left in a bad fork")
     check = "from engine.forkserver.server import unsafe_to_fork; print(unsafe_to_fork())"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    clean = subprocess.run([sys.executable, "-c", f"import torch; {check}"], capture_output=True, text=True,
-                           env=env, timeout=120)
     touched = subprocess.run([sys.executable, "-c", f"import torch; torch.cuda.is_available(); {check}"],
                              capture_output=True, text=True, env=env, timeout=120)
-    assert clean.stdout.strip() == "None", clean.stderr
     assert touched.stdout.startswith("CUDA was touched by the imports"), touched.stdout + touched.stderr
 
 
@@ -234,30 +233,36 @@ def test_a_sessions_ranks_are_forked_by_its_fork_server():
                                                                "engine.rank (rank 1 of 2 on cpu:1)"]
 
 
-def test_runs_train_alike_forked_or_fresh():
-    """The same run with its ranks forked by the CLI's fork server and started fresh
-    (SPLITSCOPE_FORKSERVER=0) ends with the same parameters."""
-    run = ["run", "--strategy", "ddp", "--devices", "cpu:2", *small_mlp(), "--json"]
-    forked, fresh = cli_together(run, run, envs=[{}, {"SPLITSCOPE_FORKSERVER": "0"}])
-    assert forked["status"] == fresh["status"] == "finished"
-    assert forked["param_norm"] == pytest.approx(fresh["param_norm"], rel=1e-6)
-    assert forked["loss"]["last"] == pytest.approx(fresh["loss"]["last"], rel=1e-6)
+def test_the_switch_turns_the_fork_server_off(monkeypatch):
+    """SPLITSCOPE_FORKSERVER=0: no server, so every process starts fresh, as where there can be none (the path
+    the next test's worker takes)."""
+    assert forkserver_client.enabled()
+    monkeypatch.setenv(forkserver_client.SWITCH_ENV, "0")
+    assert not forkserver_client.enabled() and shared() is None
 
 
-def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh():
-    """The server went between the session's hand-over and the launch: the worker says so and the run goes on
-    with fresh rank processes."""
+def _run_with_its_server_gone(config: ExperimentConfig) -> subprocess.Popen:
+    """A worker handed a connection whose server went between the session's hand-over and the launch."""
     ours, theirs = wire.pair()
     ours.close()
-    config = ExperimentConfig(**TINY_DDP, steps=2)
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(theirs.fileno()), PYTHONPATH=str(ROOT))
     worker = subprocess.Popen([sys.executable, "-m", "engine.worker"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env, pass_fds=(theirs.fileno(),))
     theirs.close()
+    worker.stdin.write(config.to_json() + "\n")  # and stdin stays open: its end would stop the run
+    worker.stdin.flush()
+    return worker
+
+
+def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh_and_they_train_as_forked_ones():
+    """The worker says so and the run goes on with fresh rank processes, which end with the same parameters
+    as the same run's ranks forked by the CLI's fork server (made meanwhile)."""
+    config = ExperimentConfig(**TINY_DDP, steps=4)
+    worker = _run_with_its_server_gone(config)
     events = []
     try:
-        worker.stdin.write(config.to_json() + "\n")  # and stdin stays open: its end would stop the run
-        worker.stdin.flush()
+        _, forked = cli("run", "--model", "mlp", "--width", "32", "--depth", "3", "--batch-size", "8", "--warmup", "1",
+                        "--strategy", "ddp", "--devices", "cpu:2", "--steps", "4", "--json", check_json=True)
         for line in worker.stdout:
             events.append(json.loads(line))
             if events[-1]["type"] == "finished":
@@ -267,7 +272,12 @@ def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh():
         worker.wait(30)
     warnings = [e["message"] for e in events if e["type"] == "warning"]
     assert any(w.startswith("ranks start as fresh processes: ") for w in warnings), warnings
-    assert events[-1]["type"] == "finished" and events[-1]["status"] == "finished", events[-3:]
+    finished = events[-1]
+    assert finished["type"] == "finished" and finished["status"] == "finished", events[-3:]
+    fresh = finished["summary"]
+    assert forked["status"] == "finished"
+    assert forked["param_norm"] == pytest.approx(fresh["param_norm"], rel=1e-6)
+    assert forked["loss"]["last"] == pytest.approx(fresh["loss"]["last"], rel=1e-6)
 
 
 def test_a_stop_while_the_server_has_not_answered_ends_the_launch():

@@ -1,8 +1,10 @@
 """`make gpu-check` runs where only torch, torchvision, nvidia-ml-py, psutil and pytest are installed.
 
 Its CPU-runnable part (``--cpu``: the same runs and experiment on CPU virtual
-devices) runs here with PySide6, pyqtgraph and platformdirs blocked in every
-process it starts (the CLI, the worker, the ranks), as on the GPU machine.
+devices) runs here with PySide6, pyqtgraph, platformdirs and matplotlib blocked in
+every process it starts (the CLI, the worker, the ranks), as on the GPU machine;
+every engine module imports there too (only drawn exports need matplotlib, and
+import it when they draw: tests/test_export.py).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ BLOCKER = """
 import importlib.abc, sys
 class Blocked(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph', 'platformdirs'):
+        if name.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph', 'platformdirs', 'matplotlib'):
             raise ImportError('not installed on the GPU machine: ' + name)
 sys.meta_path.insert(0, Blocked())
 """
@@ -29,8 +31,14 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
     (site / "sitecustomize.py").write_text(BLOCKER)
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("SPLITSCOPE_DB", None)  # the script keeps its runs in a store of its own
-    blocked = subprocess.run([sys.executable, "-c", "import platformdirs"], env=env, capture_output=True, text=True)
-    assert "not installed on the GPU machine" in blocked.stderr  # the blocker reaches child processes
+    every_module = ("import pkgutil, importlib, engine\n"
+                    "for m in pkgutil.walk_packages(engine.__path__, 'engine.'):\n"
+                    "    importlib.import_module(m.name)\n"
+                    "import platformdirs")
+    blocked = subprocess.run([sys.executable, "-c", every_module], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=120)
+    # Every engine module imported; the blocker reaches child processes.
+    assert blocked.stderr.strip().endswith("not installed on the GPU machine: platformdirs"), blocked.stderr
 
     out = tmp_path / "cpu-check.json"
     proc = subprocess.run([sys.executable, "tools/gpu_check.py", "--cpu", "--out", str(out)], cwd=ROOT, env=env,

@@ -10,6 +10,7 @@ model's batch size is a suggestion beside the batch box, applied with a click.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
@@ -50,6 +51,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.model_file: str | None = None
         self._last_model_index = 0
         self._updating = False
+        # Starts the torchvision picker's list process; the window sets it (forked from the app's fork server).
+        self.start_torchvision_list: Callable[[QtCore.QProcess], None] | None = None
 
         form = QtWidgets.QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
@@ -300,7 +303,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         from app.views.torchvision_picker import TorchvisionPicker
         own = picker is None
         picker = picker or TorchvisionPicker(self)
-        picker.load()
+        picker.load(self.start_torchvision_list)
         if picker.exec() == QtWidgets.QDialog.DialogCode.Accepted and picker.chosen():
             self.set_torchvision_model(picker.chosen())
         else:

@@ -1,22 +1,23 @@
 """TorchvisionPicker: search torchvision's classification models and pick one.
 
 The list is what torchvision itself lists (``main.py models --torchvision
---json``), read in a child process: torch stays out of the app's own process
+--json``), read in a child process the window forks from the app's fork server
+(torchvision imported there already): torch stays out of the app's own process
 and the dialog answers while the list loads. Each row says the model's size and
 the image size its weights were trained at.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Callable
 
 from PySide6 import QtCore, QtWidgets
 
 from app.state.units import human_count
 from engine.models import TORCHVISION
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LIST_ARGS = ["models", "--torchvision", "--json"]  # what the process given to load() runs: main.py ARGS
 
 
 class TorchvisionPicker(QtWidgets.QDialog):
@@ -50,16 +51,17 @@ class TorchvisionPicker(QtWidgets.QDialog):
         self._update_ok()
 
     # -- the list ----------------------------------------------------------------------
-    def load(self) -> None:
-        """Ask torchvision for its list, in a child process; the rows arrive through the event loop."""
+    def load(self, start: Callable[[QtCore.QProcess], None]) -> None:
+        """Ask torchvision for its list, in a child process that ``start`` starts (``main.py`` LIST_ARGS: the
+        window forks it from the app's fork server, torchvision imported already); the rows arrive through the
+        event loop. Once loading or loaded, nothing more."""
+        if self._process is not None or self.list.count():
+            return
         proc = QtCore.QProcess(self)
-        proc.setProgram(sys.executable)
-        proc.setArguments([os.path.join(ROOT, "main.py"), "models", "--torchvision", "--json"])
-        proc.setWorkingDirectory(ROOT)
         proc.finished.connect(self._on_finished)
         proc.errorOccurred.connect(self._on_error)
         self._process = proc
-        proc.start()
+        start(proc)
 
     def _on_error(self, error) -> None:
         if error == QtCore.QProcess.ProcessError.FailedToStart:

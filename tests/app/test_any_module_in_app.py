@@ -44,8 +44,8 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     panel = window.experiment
     picker = TorchvisionPicker(panel)
     qtbot.addWidget(picker)
-    # The list as torchvision gives it, read in a child process.
-    picker.load()
+    # The list as torchvision gives it, read in a child process (forked, as the window has it).
+    picker.load(panel.start_torchvision_list)
     qtbot.waitUntil(lambda: picker.list.count() > 50, timeout=60_000)
     picker.search.setText("vit b_16")
     visible = [picker.list.item(i) for i in range(picker.list.count()) if not picker.list.item(i).isHidden()]
