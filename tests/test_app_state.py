@@ -250,6 +250,36 @@ def test_a_run_without_a_split_or_whose_profile_failed_does_not_wait_for_blocks(
     assert state.check == OK                             # the engine balances the split itself
 
 
+def test_a_skipped_profile_or_a_split_chosen_by_name_lets_run_go_on_and_a_new_model_profiles_again():
+    from app.state.plan_state import OK, PROFILING, PlanState, profile_key
+    state = PlanState()
+    resnet = small_config(model="resnet50", batch_size=8)
+    state.select(profile_key(resnet))
+    assert state.ask(resnet, [], stages=2, planner_up=True).profile
+    state.checked([])
+    assert state.check == PROFILING and state.profile_action == "skip"
+    state.skip_profile()
+    assert state.check == OK and state.profile_action == "profile" and "skipped" in state.split_text()
+    assert not state.ask(resnet, [], stages=2, planner_up=True).profile    # the next check profiles nothing
+    state.checked([])
+    assert state.check == OK
+    state.profile_again()
+    assert state.ask(resnet, [], stages=2, planner_up=True).profile and state.profile_action == "skip"
+    state.checked([])
+    assert state.check == PROFILING
+    state.give_split()                                   # the tutorial's, by the check's block names
+    assert state.check == OK and state.profile_action == "skip"   # the profile goes on; Run need not wait
+    state.checked([])
+    assert state.check == OK
+    # Another model: its blocks are profiled, and Run waits for them again.
+    state.select(profile_key(small_config(model="resnet18", batch_size=8)))
+    state.ask(resnet, [], stages=2, planner_up=True)
+    state.checked([])
+    assert state.check == PROFILING and not state.skipped and not state.split_given
+    state.profiled(BLOCKS)
+    assert state.profile_action is None
+
+
 def test_run_says_a_problem_in_the_apps_words_when_it_has_them():
     problems = [{"option": "devices", "message": "single uses exactly one device, got 2",
                  "text": "Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1).",

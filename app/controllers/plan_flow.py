@@ -40,7 +40,9 @@ class PlanFlow(QtCore.QObject):
         self.planner.sigProfiling.connect(self._on_profiling)
         self.planner.sigCrashed.connect(self._on_planner_crashed)
         self.planner.sigReady.connect(lambda: window.log("planner ready (validation and block profiling)"))
-        split_view.sigSplitChanged.connect(self.request_check)
+        split_view.sigSplitChanged.connect(self._on_split_changed)
+        split_view.sigSkipProfile.connect(self._skip_profile)
+        split_view.sigProfileAgain.connect(self._profile_again)
 
     def start(self) -> None:
         self.planner.start()
@@ -78,7 +80,25 @@ class PlanFlow(QtCore.QObject):
         self._show_problems()
         if request is not None:
             self.planner.request(request.config, profile=request.profile, stages=request.stages)
+        self.split_view.show_profile_action(self.state.profile_action)
         self.window.update_run_controls()
+
+    def _on_split_changed(self) -> None:
+        view = self.split_view
+        if not view.blocks and view.split() is not None:
+            self.state.give_split()   # chosen by name (the tutorial's): the run need not wait for the profile
+        self.request_check()
+
+    def _skip_profile(self) -> None:
+        """The user stops the blocks' profile: a request without one supersedes it (the planner ends it)."""
+        self.state.skip_profile()
+        self.split_view.show_waiting(self.state.split_text())
+        self.request_check()
+
+    def _profile_again(self) -> None:
+        self.state.profile_again()
+        self.split_view.show_waiting(self.state.split_text())
+        self.request_check()
 
     def _preview_bubble(self) -> None:
         """Before the first run, the bubble box shows the theory for the configured experiment."""
@@ -119,6 +139,8 @@ class PlanFlow(QtCore.QObject):
     # -- the planner answers --------------------------------------------------------------------
     def _on_checked(self, _request_id: int, answer: dict) -> None:
         self.state.checked(self._explained(list(answer.get("problems") or []), self.window.current_config()))
+        if not self.split_view.blocks:
+            self.split_view.set_names(list(answer.get("block_names") or []))
         self._show_problems()
         for warning in answer.get("warnings") or []:
             self.window.log(f"warning: {warning}", level="warning")
@@ -138,7 +160,9 @@ class PlanFlow(QtCore.QObject):
             self.window.update_run_controls()   # Run waited for the blocks; the engine balances the split
             self.sigProfiled.emit()
             return
-        self._show_blocks(profile, keep_choice=False)
+        # A split chosen by name while the profile ran stays; otherwise the balanced one is preselected.
+        self._show_blocks(profile, keep_choice=self.state.split_given)
+        self.split_view.show_profile_action(self.state.profile_action)
         self.sigProfiled.emit()
         # The split view now holds an explicit split (the balanced one): check that config.
         self.request_check()

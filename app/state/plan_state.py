@@ -67,6 +67,8 @@ class PlanState:
     profiles: dict[tuple, BlockProfile] = field(default_factory=dict)
     profile_error: str | None = None                     # why the blocks in view could not be profiled
     uses_split: bool = False                             # the latest config's strategy has split points
+    skipped: bool = False        # the user stopped the profile of the blocks in view: Run goes on without them
+    split_given: bool = False    # a split chosen by the blocks' names before their profile came: Run need not wait
 
     # -- the configuration changes ------------------------------------------------------------
     def select(self, key: tuple) -> tuple[bool, BlockProfile | None]:
@@ -76,6 +78,7 @@ class PlanState:
         if changed:
             self.profile_key = key
             self.profile_error = None
+            self.skipped = self.split_given = False
         return changed, self.profiles.get(key)
 
     @property
@@ -86,7 +89,16 @@ class PlanState:
     def profiling(self) -> bool:
         """The blocks the split is chosen on are being profiled (resnet50's take 30-60 s on CPU devices)."""
         return (self.uses_split and self.profile_key is not None and self.needs_profile
-                and self.profile_error is None)
+                and self.profile_error is None and not self.skipped and not self.split_given)
+
+    @property
+    def profile_action(self) -> str | None:
+        """What the split view's profile button offers: "skip" while the blocks are to be profiled, "profile"
+        once the user skipped it, None when there is nothing to profile."""
+        if (not self.uses_split or self.profile_key is None or not self.needs_profile or self.profile_error
+                or self.check == UNAVAILABLE):
+            return None
+        return "profile" if self.skipped else "skip"
 
     @property
     def model_name(self) -> str | None:
@@ -107,7 +119,23 @@ class PlanState:
             self.check = UNAVAILABLE
             return None
         self.check = PENDING
-        return PlannerRequest(config.to_dict(), self.needs_profile, stages)
+        return PlannerRequest(config.to_dict(), self.needs_profile and not self.skipped, stages)
+
+    def skip_profile(self) -> None:
+        """The user stops the profile: Run goes on now (without a split, the engine splits the blocks evenly by
+        count: engine/validate.py)."""
+        self.skipped = True
+        if self.check == PROFILING:
+            self.check = OK
+
+    def profile_again(self) -> None:
+        self.skipped = False
+
+    def give_split(self) -> None:
+        """A split was chosen by the blocks' names (the tutorial's) while they were profiled: Run need not wait."""
+        self.split_given = True
+        if self.check == PROFILING:
+            self.check = OK
 
     # -- the planner answers -----------------------------------------------------------------
     def checked(self, problems: list[dict]) -> None:
@@ -135,6 +163,8 @@ class PlanState:
         """What the split view says while it has no blocks to show; ``fraction``: how far the profile is."""
         if self.profile_error:
             return f"Could not profile the blocks: {self.profile_error}"
+        if self.skipped:
+            return "Profiling skipped: a run splits the blocks evenly by count (Profile times them)."
         return PROFILING_TEXT + (f" {100 * fraction:.0f}%" if fraction is not None else "")
 
     def panel_problems(self) -> list[dict]:

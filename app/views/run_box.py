@@ -61,9 +61,6 @@ class RunBox(QtWidgets.QFrame):
         self.progress_bar.setValue(value)
         self.progress_bar.setFormat(text)
 
-    def advance(self, value: int) -> None:
-        self.progress_bar.setValue(value)
-
     def end_progress(self, text: str | None, complete: bool) -> None:
         """The work ended: the bar full when it completed; ``text`` replaces the label (None keeps it)."""
         if complete:

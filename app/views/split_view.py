@@ -77,6 +77,8 @@ class StageBar(QtWidgets.QWidget):
 
 class SplitView(QtWidgets.QWidget):
     sigSplitChanged = QtCore.Signal()
+    sigSkipProfile = QtCore.Signal()    # the user stops the blocks' profile (Run need not wait for it)
+    sigProfileAgain = QtCore.Signal()   # the user wants the profile skipped before
 
     # The block's index heads its row: the name has the stretching column to itself.
     # Short headers leave the block's name its room in a narrow pane; each header's tooltip says the rest.
@@ -87,12 +89,14 @@ class SplitView(QtWidgets.QWidget):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.blocks: list[BlockInfo] = []
+        self.names: list[str] = []      # the blocks' names, known from the check before their profile
         self.balanced: tuple[int, ...] | None = None
         self._split: tuple[int, ...] | None = None
         self.stages = 2
         self.uses_split = False
         self.micro_batch_size = 1.0
         self._filling = False
+        self._profile_action: str | None = None
 
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -110,6 +114,11 @@ class SplitView(QtWidgets.QWidget):
         self.tutorial_button.setObjectName("tutorialSplitButton")
         self.tutorial_button.clicked.connect(self.use_tutorial)
         head.addWidget(self.tutorial_button)
+        self.profile_button = QtWidgets.QPushButton("Skip")
+        self.profile_button.setObjectName("profileButton")
+        self.profile_button.clicked.connect(self._on_profile_button)
+        self.profile_button.hide()
+        head.addWidget(self.profile_button)
         layout.addLayout(head)
         self.table = QtWidgets.QTableWidget(0, len(self.COLUMNS))
         self.table.setObjectName("splitTable")
@@ -164,6 +173,27 @@ class SplitView(QtWidgets.QWidget):
         self._refresh()
         self.sigSplitChanged.emit()
 
+    def set_names(self, names: list[str]) -> None:
+        """The blocks' names from the check: the tutorial's split can be chosen by them before the profile."""
+        if names != self.names:
+            self.names = list(names)
+            self._refresh()
+
+    def show_profile_action(self, action: str | None) -> None:
+        """The button beside the split's: "skip" while the blocks are profiled, "profile" once skipped."""
+        self.profile_button.setVisible(action is not None and self.uses_split)
+        if action == "skip":
+            self.profile_button.setText("Skip")
+            self.profile_button.setToolTip("Stop profiling: Run goes on now, the blocks split evenly by count "
+                                           "(or choose the tutorial's split)")
+        elif action == "profile":
+            self.profile_button.setText("Profile")
+            self.profile_button.setToolTip("Time the model's blocks to find the balanced split")
+        self._profile_action = action
+
+    def _on_profile_button(self) -> None:
+        (self.sigSkipProfile if self._profile_action == "skip" else self.sigProfileAgain).emit()
+
     def show_waiting(self, message: str) -> None:
         """What the view says while it waits for the blocks (a profile's progress)."""
         if not self.blocks and self.uses_split:
@@ -171,13 +201,15 @@ class SplitView(QtWidgets.QWidget):
 
     def clear_blocks(self, message: str = "") -> None:
         self.blocks = []
+        self.names = []
         self.balanced = None
         self._split = None
         self._refresh(message)
 
     def split(self) -> tuple[int, ...] | None:
-        """The chosen split points, or None (the engine's balanced split) when nothing was profiled."""
-        return self._split if (self.uses_split and self.blocks) else None
+        """The chosen split points, or None (the engine's even split) when nothing was profiled and no split
+        was chosen by the blocks' names."""
+        return self._split if (self.uses_split and (self.blocks or self.names)) else None
 
     def set_split(self, split: tuple[int, ...]) -> None:
         self._split = tuple(split)
@@ -198,7 +230,7 @@ class SplitView(QtWidgets.QWidget):
         """The tutorial's two-stage split on these blocks: the first block named ``name`` or ``name.*``."""
         if not self.tutorial_name or self.stages != 2:
             return None
-        names = [b.name for b in self.blocks]
+        names = [b.name for b in self.blocks] or self.names
         index = next((i for i, n in enumerate(names)
                       if n == self.tutorial_name or n.startswith(self.tutorial_name + ".")), None)
         return (index,) if index else None
@@ -288,7 +320,10 @@ class SplitView(QtWidgets.QWidget):
         self.table.setEnabled(self.uses_split)
         if not self.blocks:
             self.bar.set_shares([], 1)
-            self.stage_text.setText("")
+            chosen = self.split()
+            self.stage_text.setText(
+                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, chosen by name: the "
+                "blocks' times come with their profile." if chosen else "")
             self.summary.setText(message or ("Profiling the model's blocks…" if self.uses_split
                                              else "Split points apply to model-parallel and pipeline."))
             return

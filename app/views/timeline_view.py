@@ -215,14 +215,6 @@ class TimelineView(pg.PlotWidget):
         # the paint and the view would paint twice.
         view.updateMatrix()
 
-    def busy_by_kind(self) -> dict[str, dict[str, float]]:
-        """Seconds per device per kind, over the steps shown."""
-        out: dict[str, dict[str, float]] = {}
-        for _step, device, kind, t0, t1 in self.rows:
-            out.setdefault(device, {}).setdefault(kind, 0.0)
-            out[device][kind] += t1 - t0
-        return out
-
     # -- hover -----------------------------------------------------------------
     def interval_at(self, x: float, y: float) -> Found | None:
         """The interval (or the idle time) at view position (x, y): x in seconds since the first

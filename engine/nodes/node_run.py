@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from typing import Callable
 
 import psutil
@@ -279,8 +278,3 @@ class NodeRun:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_ended(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.running() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return not self.running()

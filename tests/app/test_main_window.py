@@ -113,9 +113,10 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         assert own.mean() <= ty[in_run].mean() + 2, (core, own.mean(), ty[in_run].mean())
 
 
-def test_the_tutorial_split_of_a_resnet_is_one_click(qtbot, window):
-    """resnet18 on cpu:2: "Tutorial split" starts stage 1 at layer3, as the tutorial's ResNet50 does; the run
-    trains with it, its batches drawn inside the step when the box says so."""
+def test_the_tutorial_split_of_a_resnet_is_one_click_before_its_blocks_are_profiled(qtbot, window):
+    """resnet18 on cpu:2: the profile of its blocks can be skipped, and "Tutorial split" starts stage 1 at
+    layer3 (as the tutorial's ResNet50 does) by the blocks' names from the check; the run trains with it, its
+    batches drawn inside the step when the box says so. Profiled again, the blocks keep that split."""
     e = window.experiment
     e.model_combo.setCurrentIndex(e.model_combo.findData("resnet18"))
     e.devices_combo.setCurrentText("cpu:2")
@@ -123,19 +124,28 @@ def test_the_tutorial_split_of_a_resnet_is_one_click(qtbot, window):
     e.batch_spin.setValue(4)
     e.steps_spin.setValue(2)
     e.in_step_check.setChecked(True)
-    wait_ready(qtbot, window)
     view = window.split_view
+    # The check answers before the profile starts: the names are there, the blocks' times not yet.
+    qtbot.waitUntil(lambda: bool(view.names) and not view.blocks and view.profile_button.isVisible(), timeout=30_000)
+    assert view.profile_button.text() == "Skip" and not window.run_action.isEnabled()
+    qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
+    assert view.profile_button.text() == "Profile" and "skipped" in view.summary.text()
     assert not view.tutorial_button.isHidden() and view.tutorial_button.isEnabled()
     qtbot.mouseClick(view.tutorial_button, QtCore.Qt.MouseButton.LeftButton)
-    assert view.split() == (5,) and view.blocks[5].name == "layer3.0"
+    assert view.split() == (5,) and view.names[5] == "layer3.0" and "layer3.0" in view.stage_text.text()
     assert not view.tutorial_button.isEnabled()  # already chosen
-    wait_ready(qtbot, window)
+    wait_ready(qtbot, window, profiled=False)
+    assert not view.blocks  # Run waited for no profile
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.split == [5]
     assert window.history.records[0].config["input_prep"] == "in-step"
+    # Profiled after all: the blocks' times come, and the split chosen by name stays.
+    qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
+    wait_ready(qtbot, window)
+    assert view.split() == (5,) and view.blocks[5].name == "layer3.0" and view.profile_button.isHidden()
     # A model without the tutorial's split has no such button.
     e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
     assert view.tutorial_button.isHidden()
