@@ -61,15 +61,16 @@ def wait_for_no_ranks(timeout: float) -> list:
     return left
 
 
-# Every kind of strategy that spans processes, over two nodes and on one machine. The pipeline records a
-# profiled step on each rank (its traces travel from the nodes); model-parallel takes a model file (it
-# travels with the run because the user named it).
+# Every kind of communication a strategy spans processes with, over two nodes and on one machine: ddp's
+# all-reduce, fsdp's all-gather and reduce-scatter, and a staged model's sends and receives (the pipeline;
+# model-parallel is one, its schedule with one micro-batch). The pipeline takes a model file (it travels with
+# the run because the user named it) and records a profiled step on each rank (its traces travel back).
 ACROSS = {
     "ddp": ("--strategy", "ddp"),
-    "pipeline": ("--strategy", "pipeline", "--micro-batches", "4", "--profile-steps", "1"),
+    "pipeline": ("--strategy", "pipeline", "--micro-batches", "4", "--profile-steps", "1",
+                 "--model-file", str(ROOT / "examples" / "tiny_transformer.py"), "--split", "layers.2",
+                 "--batch-size", "16", "--steps", "4", "--warmup", "1", "--json"),
     "fsdp": ("--strategy", "fsdp", "--optimizer", "adamw"),
-    "model-parallel": ("--strategy", "model-parallel", "--model-file", str(ROOT / "examples" / "tiny_transformer.py"),
-                       "--split", "layers.2", "--batch-size", "16", "--steps", "4", "--warmup", "1", "--json"),
 }
 
 

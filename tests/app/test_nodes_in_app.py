@@ -1,4 +1,5 @@
-"""A run over two namespace nodes from the window: its devices grouped by node while it runs."""
+"""A run over two namespace nodes from the window (model-parallel: the command line's over nodes are ddp, fsdp and
+the pipeline, tests/test_nodes.py): its devices grouped by node while it runs."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ from app_helpers import set_small_mlp, wait_ready, wait_steps
 
 
 def test_a_run_over_two_nodes_shows_its_devices_grouped_by_node(qtbot, window, node_cluster):
-    set_small_mlp(window, strategy="ddp", devices="cpu:1", steps=100_000)
+    set_small_mlp(window, strategy="model-parallel", devices="cpu:1", steps=100_000)  # its stages over the nodes
     window.experiment.nodes_row.set_token_file(str(node_cluster.token_file))
     window.experiment.nodes_row.set_nodes(node_cluster.nodes_option())
     assert window.experiment.config().nodes == node_cluster.nodes_option()
