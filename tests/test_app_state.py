@@ -228,8 +228,9 @@ def test_run_waits_while_the_blocks_the_split_needs_are_profiled_and_says_so():
     state.checked([])                                    # the check passed before the profile came
     assert state.check == PROFILING and state.model_name == "resnet50"
     assert blocked_reason(Activity(), state.problems, state.check, state.model_name) == \
-        "Profiling resnet50's blocks… (needed for the split)"
-    assert blocked_reason(Activity(), [], PROFILING) == "Profiling the model's blocks… (needed for the split)"
+        "Profiling resnet50's blocks for the split… (Skip, beside the split points, runs now)"
+    assert blocked_reason(Activity(), [], PROFILING) == \
+        "Profiling the model's blocks for the split… (Skip, beside the split points, runs now)"
     state.profiled(BLOCKS)
     assert state.check == OK and blocked_reason(Activity(), state.problems, state.check) is None
 

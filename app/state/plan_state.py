@@ -164,7 +164,7 @@ class PlanState:
         if self.profile_error:
             return f"Could not profile the blocks: {self.profile_error}"
         if self.skipped:
-            return "Profiling skipped: a run splits the blocks evenly by count (Profile times them)."
+            return "Profiling skipped: the blocks split evenly by count"
         return PROFILING_TEXT + (f" {100 * fraction:.0f}%" if fraction is not None else "")
 
     def panel_problems(self) -> list[dict]:

@@ -97,6 +97,7 @@ class SplitView(QtWidgets.QWidget):
         self.micro_batch_size = 1.0
         self._filling = False
         self._profile_action: str | None = None
+        self._waiting = ""   # what the view says while it has no blocks (a profile's progress, or why none)
 
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -196,6 +197,7 @@ class SplitView(QtWidgets.QWidget):
 
     def show_waiting(self, message: str) -> None:
         """What the view says while it waits for the blocks (a profile's progress)."""
+        self._waiting = message
         if not self.blocks and self.uses_split:
             self.summary.setText(message)
 
@@ -204,7 +206,8 @@ class SplitView(QtWidgets.QWidget):
         self.names = []
         self.balanced = None
         self._split = None
-        self._refresh(message)
+        self._waiting = message
+        self._refresh()
 
     def split(self) -> tuple[int, ...] | None:
         """The chosen split points, or None (the engine's even split) when nothing was profiled and no split
@@ -262,7 +265,7 @@ class SplitView(QtWidgets.QWidget):
         return tuple(round(k * n / self.stages) for k in range(1, self.stages))
 
     # -- drawing -------------------------------------------------------------------
-    def _refresh(self, message: str = "") -> None:
+    def _refresh(self) -> None:
         self._filling = True
         try:
             self.table.setRowCount(len(self.blocks))
@@ -310,6 +313,7 @@ class SplitView(QtWidgets.QWidget):
             self._filling = False
         self.balanced_button.setEnabled(self.uses_split and self.balanced is not None
                                         and self._split != self.balanced)
+        self.balanced_button.setVisible(bool(self.blocks))   # nothing to balance yet: its room to the summary
         tutorial = self.tutorial_split() if self.uses_split else None
         self.tutorial_button.setVisible(bool(self.tutorial_name))
         self.tutorial_button.setEnabled(tutorial is not None and self._split != tutorial)
@@ -322,10 +326,10 @@ class SplitView(QtWidgets.QWidget):
             self.bar.set_shares([], 1)
             chosen = self.split()
             self.stage_text.setText(
-                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, chosen by name: the "
-                "blocks' times come with their profile." if chosen else "")
-            self.summary.setText(message or ("Profiling the model's blocks…" if self.uses_split
-                                             else "Split points apply to model-parallel and pipeline."))
+                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, chosen by name before "
+                "the blocks were timed." if chosen else "")
+            self.summary.setText((self._waiting or "Profiling the model's blocks…") if self.uses_split
+                                 else "Split points apply to model-parallel and pipeline.")
             return
         if not self.uses_split or not self._split:
             self.bar.set_shares([], 1)
