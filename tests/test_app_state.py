@@ -228,9 +228,9 @@ def test_run_waits_while_the_blocks_the_split_needs_are_profiled_and_says_so():
     state.checked([])                                    # the check passed before the profile came
     assert state.check == PROFILING and state.model_name == "resnet50"
     assert blocked_reason(Activity(), state.problems, state.check, state.model_name) == \
-        "Profiling resnet50's blocks for the split… (Skip, beside the split points, runs now)"
+        "Profiling resnet50's blocks for the split… (Skip, above the split points, lets Run start now)"
     assert blocked_reason(Activity(), [], PROFILING) == \
-        "Profiling the model's blocks for the split… (Skip, beside the split points, runs now)"
+        "Profiling the model's blocks for the split… (Skip, above the split points, lets Run start now)"
     state.profiled(BLOCKS)
     assert state.check == OK and blocked_reason(Activity(), state.problems, state.check) is None
 
@@ -251,7 +251,7 @@ def test_a_run_without_a_split_or_whose_profile_failed_does_not_wait_for_blocks(
     assert state.check == OK                             # the engine balances the split itself
 
 
-def test_a_skipped_profile_or_a_split_chosen_by_name_lets_run_go_on_and_a_new_model_profiles_again():
+def test_a_skipped_profile_lets_run_go_on_until_asked_again_and_a_new_model_profiles_again():
     from app.state.plan_state import OK, PROFILING, PlanState, profile_key
     state = PlanState()
     resnet = small_config(model="resnet50", batch_size=8)
@@ -261,22 +261,20 @@ def test_a_skipped_profile_or_a_split_chosen_by_name_lets_run_go_on_and_a_new_mo
     assert state.check == PROFILING and state.profile_action == "skip"
     state.skip_profile()
     assert state.check == OK and state.profile_action == "profile" and "skipped" in state.split_text()
-    assert not state.ask(resnet, [], stages=2, planner_up=True).profile    # the next check profiles nothing
+    assert not state.ask(resnet, [], stages=2, planner_up=True).profile    # the next check times nothing
     state.checked([])
     assert state.check == OK
     state.profile_again()
     assert state.ask(resnet, [], stages=2, planner_up=True).profile and state.profile_action == "skip"
     state.checked([])
     assert state.check == PROFILING
-    state.give_split()                                   # the tutorial's, by the check's block names
-    assert state.check == OK and state.profile_action == "skip"   # the profile goes on; Run need not wait
+    # Another model: its blocks are timed, and Run waits for them again.
+    resnet18 = small_config(model="resnet18", batch_size=8)
+    state.skip_profile()
+    state.select(profile_key(resnet18))
+    state.ask(resnet18, [], stages=2, planner_up=True)
     state.checked([])
-    assert state.check == OK
-    # Another model: its blocks are profiled, and Run waits for them again.
-    state.select(profile_key(small_config(model="resnet18", batch_size=8)))
-    state.ask(resnet, [], stages=2, planner_up=True)
-    state.checked([])
-    assert state.check == PROFILING and not state.skipped and not state.split_given
+    assert state.check == PROFILING and not state.skipped
     state.profiled(BLOCKS)
     assert state.profile_action is None
 

@@ -236,6 +236,7 @@ def test_a_sessions_ranks_are_forked_by_its_fork_server():
 def test_the_switch_turns_the_fork_server_off(monkeypatch):
     """SPLITSCOPE_FORKSERVER=0: no server, so every process starts fresh, as where there can be none (the path
     the next test's worker takes)."""
+    monkeypatch.delenv(forkserver_client.SWITCH_ENV, raising=False)
     assert forkserver_client.enabled()
     monkeypatch.setenv(forkserver_client.SWITCH_ENV, "0")
     assert not forkserver_client.enabled() and shared() is None
@@ -256,13 +257,14 @@ def _run_with_its_server_gone(config: ExperimentConfig) -> subprocess.Popen:
 
 def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh_and_they_train_as_forked_ones():
     """The worker says so and the run goes on with fresh rank processes, which end with the same parameters
-    as the same run's ranks forked by the CLI's fork server (made meanwhile)."""
+    as the same run's ranks forked (the CLI's, made meanwhile with this process's fork server lent to it)."""
     config = ExperimentConfig(**TINY_DDP, steps=4)
     worker = _run_with_its_server_gone(config)
     events = []
     try:
-        _, forked = cli("run", "--model", "mlp", "--width", "32", "--depth", "3", "--batch-size", "8", "--warmup", "1",
-                        "--strategy", "ddp", "--devices", "cpu:2", "--steps", "4", "--json", check_json=True)
+        options = [text for key, value in dict(TINY_DDP, steps=4).items()
+                   for text in (f"--{key.replace('_', '-')}", str(value))]
+        _, forked = cli("run", *options, "--json", check_json=True)
         for line in worker.stdout:
             events.append(json.loads(line))
             if events[-1]["type"] == "finished":

@@ -34,10 +34,12 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
     every_module = ("import pkgutil, importlib, engine\n"
                     "for m in pkgutil.walk_packages(engine.__path__, 'engine.'):\n"
                     "    importlib.import_module(m.name)\n"
+                    "print('every engine module imported', flush=True)\n"
                     "import platformdirs")
     blocked = subprocess.run([sys.executable, "-c", every_module], cwd=ROOT, env=env, capture_output=True, text=True,
                              timeout=120)
-    # Every engine module imported; the blocker reaches child processes.
+    assert blocked.stdout.strip() == "every engine module imported", blocked.stderr
+    # and the blocker reaches child processes
     assert blocked.stderr.strip().endswith("not installed on the GPU machine: platformdirs"), blocked.stderr
 
     out = tmp_path / "cpu-check.json"

@@ -85,15 +85,23 @@ class PlanFlow(QtCore.QObject):
 
     def _on_split_changed(self) -> None:
         view = self.split_view
-        if not view.blocks and view.split() is not None:
-            self.state.give_split()   # chosen by name (the tutorial's): the run need not wait for the profile
+        if not view.blocks and view.split() is not None and self.state.profiling:
+            # Chosen by the blocks' names (the tutorial's) while they were timed: the timing stops, rather than
+            # restart with this check or take the run's cores; "Time blocks" asks for it again.
+            self._skip_profile()
+            return
         self.request_check()
 
     def _skip_profile(self) -> None:
-        """The user stops the blocks' profile: a request without one supersedes it (the planner ends it)."""
+        """No timing of the blocks: a request without a profile supersedes the running one (the planner ends
+        it), and a split by the blocks' names is chosen if none is (an even one by count)."""
         self.state.skip_profile()
-        self.split_view.show_waiting(self.state.split_text())
-        self.request_check()
+        view = self.split_view
+        view.show_waiting(self.state.split_text())
+        if view.split() is None and view.even_split() is not None:
+            view.use_even_split()   # its sigSplitChanged asks the check
+        else:
+            self.request_check()
 
     def _profile_again(self) -> None:
         self.state.profile_again()
@@ -139,8 +147,8 @@ class PlanFlow(QtCore.QObject):
     # -- the planner answers --------------------------------------------------------------------
     def _on_checked(self, _request_id: int, answer: dict) -> None:
         self.state.checked(self._explained(list(answer.get("problems") or []), self.window.current_config()))
-        if not self.split_view.blocks:
-            self.split_view.set_names(list(answer.get("block_names") or []))
+        if not self.split_view.blocks and answer.get("block_names"):  # a check with problems has none
+            self.split_view.set_names(list(answer["block_names"]))
         self._show_problems()
         for warning in answer.get("warnings") or []:
             self.window.log(f"warning: {warning}", level="warning")
@@ -155,13 +163,16 @@ class PlanFlow(QtCore.QObject):
     def _on_profiled(self, _request_id: int, answer: dict) -> None:
         profile = self.state.profiled(answer)
         if profile is None:
-            self.split_view.clear_blocks(self.state.split_text())
+            self.split_view.show_waiting(self.state.split_text())   # the names and a split chosen by them stay
+            self.split_view.show_profile_action(self.state.profile_action)
             self.window.log(f"block profiling failed: {self.state.profile_error}", level="warning")
             self.window.update_run_controls()   # Run waited for the blocks; the engine balances the split
             self.sigProfiled.emit()
             return
-        # A split chosen by name while the profile ran stays; otherwise the balanced one is preselected.
-        self._show_blocks(profile, keep_choice=self.state.split_given)
+        # A split the user chose by the blocks' names stays; otherwise (none, or the even one Skip chose) the
+        # balanced one is preselected.
+        view = self.split_view
+        self._show_blocks(profile, keep_choice=view.split() is not None and not view.split_is_automatic)
         self.split_view.show_profile_action(self.state.profile_action)
         self.sigProfiled.emit()
         # The split view now holds an explicit split (the balanced one): check that config.

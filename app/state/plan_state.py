@@ -67,8 +67,7 @@ class PlanState:
     profiles: dict[tuple, BlockProfile] = field(default_factory=dict)
     profile_error: str | None = None                     # why the blocks in view could not be profiled
     uses_split: bool = False                             # the latest config's strategy has split points
-    skipped: bool = False        # the user stopped the profile of the blocks in view: Run goes on without them
-    split_given: bool = False    # a split chosen by the blocks' names before their profile came: Run need not wait
+    skipped: bool = False   # the blocks in view are not to be timed (Skip, or a split chosen by their names)
 
     # -- the configuration changes ------------------------------------------------------------
     def select(self, key: tuple) -> tuple[bool, BlockProfile | None]:
@@ -78,7 +77,7 @@ class PlanState:
         if changed:
             self.profile_key = key
             self.profile_error = None
-            self.skipped = self.split_given = False
+            self.skipped = False
         return changed, self.profiles.get(key)
 
     @property
@@ -89,7 +88,7 @@ class PlanState:
     def profiling(self) -> bool:
         """The blocks the split is chosen on are being profiled (resnet50's take 30-60 s on CPU devices)."""
         return (self.uses_split and self.profile_key is not None and self.needs_profile
-                and self.profile_error is None and not self.skipped and not self.split_given)
+                and self.profile_error is None and not self.skipped)
 
     @property
     def profile_action(self) -> str | None:
@@ -122,20 +121,14 @@ class PlanState:
         return PlannerRequest(config.to_dict(), self.needs_profile and not self.skipped, stages)
 
     def skip_profile(self) -> None:
-        """The user stops the profile: Run goes on now (without a split, the engine splits the blocks evenly by
-        count: engine/validate.py)."""
+        """The blocks are not to be timed: Run goes on now, with a split chosen by the blocks' names (without
+        one, a run's rank 0 would time them itself before training: engine/rank.py resolve_split)."""
         self.skipped = True
         if self.check == PROFILING:
             self.check = OK
 
     def profile_again(self) -> None:
         self.skipped = False
-
-    def give_split(self) -> None:
-        """A split was chosen by the blocks' names (the tutorial's) while they were profiled: Run need not wait."""
-        self.split_given = True
-        if self.check == PROFILING:
-            self.check = OK
 
     # -- the planner answers -----------------------------------------------------------------
     def checked(self, problems: list[dict]) -> None:
@@ -164,7 +157,7 @@ class PlanState:
         if self.profile_error:
             return f"Could not profile the blocks: {self.profile_error}"
         if self.skipped:
-            return "Profiling skipped: the blocks split evenly by count"
+            return "Blocks not timed (profiling skipped)"
         return PROFILING_TEXT + (f" {100 * fraction:.0f}%" if fraction is not None else "")
 
     def panel_problems(self) -> list[dict]:

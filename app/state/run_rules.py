@@ -43,7 +43,7 @@ def blocked_reason(activity: Activity, problems: list[dict], check_state: str,
         return "Checking the configuration…"
     if check_state == "profiling":
         whose = f"{model}'s" if model else "the model's"
-        return f"Profiling {whose} blocks for the split… (Skip, beside the split points, runs now)"
+        return f"Profiling {whose} blocks for the split… (Skip, above the split points, lets Run start now)"
     return None
 
 

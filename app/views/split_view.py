@@ -98,6 +98,7 @@ class SplitView(QtWidgets.QWidget):
         self._filling = False
         self._profile_action: str | None = None
         self._waiting = ""   # what the view says while it has no blocks (a profile's progress, or why none)
+        self.split_is_automatic = True   # the split was not chosen by the user (balanced, or even by count)
 
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -162,7 +163,11 @@ class SplitView(QtWidgets.QWidget):
         self.micro_batch_size = max(1.0, micro_batch_size)
         if stages_changed and self.blocks:
             self.balanced = None  # stale for this stage count until the planner answers
-            self._split = self._even_split() if uses_split else None
+            self._split = self.even_split() if uses_split else None
+            self.split_is_automatic = True
+        elif stages_changed and self._split is not None:  # chosen by the names: one as even for the new count
+            self._split = self.even_split() if uses_split else None
+            self.split_is_automatic = True
         self._refresh()
 
     def set_blocks(self, blocks: list[BlockInfo] | None, balanced: list[int] | None, keep_choice: bool = False) -> None:
@@ -170,7 +175,8 @@ class SplitView(QtWidgets.QWidget):
         self.blocks = list(blocks or [])
         self.balanced = tuple(balanced) if balanced is not None else None
         if not keep_choice or self._split is None or not self._valid(self._split):
-            self._split = self.balanced if self.balanced is not None else self._even_split()
+            self._split = self.balanced if self.balanced is not None else self.even_split()
+            self.split_is_automatic = True
         self._refresh()
         self.sigSplitChanged.emit()
 
@@ -185,11 +191,11 @@ class SplitView(QtWidgets.QWidget):
         self.profile_button.setVisible(action is not None and self.uses_split)
         if action == "skip":
             self.profile_button.setText("Skip")
-            self.profile_button.setToolTip("Stop profiling: Run goes on now, the blocks split evenly by count "
-                                           "(or choose the tutorial's split)")
+            self.profile_button.setToolTip("Stop timing the blocks: Run can start now, split by the blocks' "
+                                           "names (evenly by count, unless you choose the tutorial's split)")
         elif action == "profile":
-            self.profile_button.setText("Profile")
-            self.profile_button.setToolTip("Time the model's blocks to find the balanced split")
+            self.profile_button.setText("Time blocks")
+            self.profile_button.setToolTip("Time the model's blocks to find the balanced split (Run waits)")
         self._profile_action = action
 
     def _on_profile_button(self) -> None:
@@ -206,16 +212,18 @@ class SplitView(QtWidgets.QWidget):
         self.names = []
         self.balanced = None
         self._split = None
+        self.split_is_automatic = True
         self._waiting = message
         self._refresh()
 
     def split(self) -> tuple[int, ...] | None:
-        """The chosen split points, or None (the engine's even split) when nothing was profiled and no split
-        was chosen by the blocks' names."""
+        """The chosen split points, or None when the blocks are neither timed nor a split chosen by their
+        names (a run's rank 0 then times them and balances the split: engine/rank.py resolve_split)."""
         return self._split if (self.uses_split and (self.blocks or self.names)) else None
 
-    def set_split(self, split: tuple[int, ...]) -> None:
+    def set_split(self, split: tuple[int, ...], automatic: bool = False) -> None:
         self._split = tuple(split)
+        self.split_is_automatic = automatic
         self._refresh()
         self.sigSplitChanged.emit()
 
@@ -238,6 +246,11 @@ class SplitView(QtWidgets.QWidget):
                       if n == self.tutorial_name or n.startswith(self.tutorial_name + ".")), None)
         return (index,) if index else None
 
+    def use_even_split(self) -> None:
+        split = self.even_split()
+        if split is not None:
+            self.set_split(split, automatic=True)
+
     def use_tutorial(self) -> None:
         split = self.tutorial_split()
         if split is not None:
@@ -258,8 +271,9 @@ class SplitView(QtWidgets.QWidget):
         return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \
             and list(split) == sorted(set(split))
 
-    def _even_split(self) -> tuple[int, ...] | None:
-        n = len(self.blocks)
+    def even_split(self) -> tuple[int, ...] | None:
+        """Stages of (nearly) as many blocks each, by the blocks' count (their names' before they are timed)."""
+        n = len(self.blocks) or len(self.names)
         if n < self.stages or self.stages < 2:
             return None
         return tuple(round(k * n / self.stages) for k in range(1, self.stages))
@@ -326,8 +340,8 @@ class SplitView(QtWidgets.QWidget):
             self.bar.set_shares([], 1)
             chosen = self.split()
             self.stage_text.setText(
-                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, chosen by name before "
-                "the blocks were timed." if chosen else "")
+                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, by the blocks' names: "
+                "their times are not known." if chosen else "")
             self.summary.setText((self._waiting or "Profiling the model's blocks…") if self.uses_split
                                  else "Split points apply to model-parallel and pipeline.")
             return
@@ -365,5 +379,6 @@ class SplitView(QtWidgets.QWidget):
             if cell is not None and cell.checkState() == QtCore.Qt.CheckState.Checked:
                 chosen.append(i)
         self._split = tuple(chosen)
+        self.split_is_automatic = False
         self._refresh()
         self.sigSplitChanged.emit()

@@ -2,7 +2,7 @@
 
 The list is what torchvision itself lists (``main.py models --torchvision
 --json``), read in a child process the window forks from the app's fork server
-(torchvision imported there already): torch stays out of the app's own process
+where it serves (torchvision imported there already): torch stays out of the app's own process
 and the dialog answers while the list loads. Each row says the model's size and
 the image size its weights were trained at.
 """
@@ -53,8 +53,8 @@ class TorchvisionPicker(QtWidgets.QDialog):
     # -- the list ----------------------------------------------------------------------
     def load(self, start: Callable[[QtCore.QProcess], None]) -> None:
         """Ask torchvision for its list, in a child process that ``start`` starts (``main.py`` LIST_ARGS: the
-        window forks it from the app's fork server, torchvision imported already); the rows arrive through the
-        event loop. Once loading or loaded, nothing more."""
+        window's forks it where the app's fork server serves, torchvision imported already); the rows arrive
+        through the event loop. Once loading or loaded, nothing more."""
         if self._process is not None or self.list.count():
             return
         proc = QtCore.QProcess(self)

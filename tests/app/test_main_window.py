@@ -113,39 +113,49 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         assert own.mean() <= ty[in_run].mean() + 2, (core, own.mean(), ty[in_run].mean())
 
 
-def test_the_tutorial_split_of_a_resnet_is_one_click_before_its_blocks_are_profiled(qtbot, window):
-    """resnet18 on cpu:2: the profile of its blocks can be skipped, and "Tutorial split" starts stage 1 at
-    layer3 (as the tutorial's ResNet50 does) by the blocks' names from the check; the run trains with it, its
-    batches drawn inside the step when the box says so. Profiled again, the blocks keep that split."""
+def test_the_tutorial_split_of_a_resnet_is_one_click_before_its_blocks_are_timed(qtbot, window):
+    """resnet50 on cpu:2: "Tutorial split" starts stage 1 at layer3, by the block names the check gives before
+    the blocks are timed; the timing then stops and the run trains with that split at once, its batches drawn
+    inside the step when the box says so. Timed after all, the blocks keep the split the user chose. A timing
+    skipped leaves an even split by the blocks' count (so a run's rank 0 does not time them either)."""
     e = window.experiment
-    e.model_combo.setCurrentIndex(e.model_combo.findData("resnet18"))
+    e.model_combo.setCurrentIndex(e.model_combo.findData("resnet50"))
     e.devices_combo.setCurrentText("cpu:2")
     e.strategy_combo.setCurrentIndex(e.strategy_combo.findData("model-parallel"))
     e.batch_spin.setValue(4)
     e.steps_spin.setValue(2)
     e.in_step_check.setChecked(True)
     view = window.split_view
-    # The check answers before the profile starts: the names are there, the blocks' times not yet.
-    qtbot.waitUntil(lambda: bool(view.names) and not view.blocks and view.profile_button.isVisible(), timeout=30_000)
+
+    def named_not_timed():
+        return bool(view.names) and not view.blocks and view.profile_button.isVisible()
+    # The check answers before the timing starts: the names are there, the blocks' times not yet.
+    qtbot.waitUntil(named_not_timed, timeout=30_000)
     assert view.profile_button.text() == "Skip" and not window.run_action.isEnabled()
-    qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
-    assert view.profile_button.text() == "Profile" and "skipped" in view.summary.text()
     assert not view.tutorial_button.isHidden() and view.tutorial_button.isEnabled()
     qtbot.mouseClick(view.tutorial_button, QtCore.Qt.MouseButton.LeftButton)
-    assert view.split() == (5,) and view.names[5] == "layer3.0" and "layer3.0" in view.stage_text.text()
+    assert view.split() == (8,) and view.names[8] == "layer3.0" and "layer3.0" in view.stage_text.text()
     assert not view.tutorial_button.isEnabled()  # already chosen
+    assert view.profile_button.text() == "Time blocks" and "skipped" in view.summary.text()
     wait_ready(qtbot, window, profiled=False)
-    assert not view.blocks  # Run waited for no profile
+    assert not view.blocks
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
     info = finished.args[0]
     assert info.status == "finished", info
-    assert info.summary.split == [5]
+    assert info.summary.split == [8]
     assert window.history.records[0].config["input_prep"] == "in-step"
-    # Profiled after all: the blocks' times come, and the split chosen by name stays.
+    # Timed after all: Run waits for the blocks' times, and the split chosen by name stays.
     qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
-    wait_ready(qtbot, window)
-    assert view.split() == (5,) and view.blocks[5].name == "layer3.0" and view.profile_button.isHidden()
+    assert not window.run_action.isEnabled()
+    wait_ready(qtbot, window, timeout=120_000)
+    assert view.split() == (8,) and view.blocks[8].name == "layer3.0" and view.profile_button.isHidden()
+    # Another model's timing skipped: an even split by its blocks' count, and Run need not wait.
+    e.model_combo.setCurrentIndex(e.model_combo.findData("resnet18"))
+    qtbot.waitUntil(named_not_timed, timeout=30_000)
+    qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
+    assert view.split() == (round(len(view.names) / 2),) and view.profile_button.text() == "Time blocks"
+    wait_ready(qtbot, window, profiled=False)
     # A model without the tutorial's split has no such button.
     e.model_combo.setCurrentIndex(e.model_combo.findData("mlp"))
     assert view.tutorial_button.isHidden()
