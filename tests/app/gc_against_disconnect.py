@@ -13,11 +13,13 @@ the GIL. Two objects sharing a mutex, and each thread waits for the other for ev
 while a window lives: the worker's allocations collect nothing, the UI thread's
 disconnect returns, and the cycle is freed on the UI thread's timer (exit 0).
 ``... automatic``: Python's own collector; the process deadlocks (the caller's
-deadline ends it). The sender's ``disconnectNotify`` waits half a second on the worker
+deadline ends it). A third argument, seconds: past them, every thread's Python stack
+goes to stderr and the process exits 1 (faulthandler), so a hang says where it was. The sender's ``disconnectNotify`` waits half a second on the worker
 to make the race certain rather than rare.
 """
 from __future__ import annotations
 
+import faulthandler
 import gc
 import sys
 import threading
@@ -58,7 +60,9 @@ class Item(QtCore.QObject):
         pass
 
 
-def main(mode: str) -> int:
+def main(mode: str, dump_after_s: float | None = None) -> int:
+    if dump_after_s is not None:
+        faulthandler.dump_traceback_later(dump_after_s, exit=True)
     app = QtWidgets.QApplication(sys.argv[:1])
     if mode == "collector":
         from app.services.ui_thread_gc import UiThreadCollector
@@ -85,4 +89,4 @@ def main(mode: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else None))
