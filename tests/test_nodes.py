@@ -109,9 +109,11 @@ def test_strategies_over_two_nodes_train_as_one_machine_on_one_clock(node_cluste
         assert stored.nodes[1].clock_offset_s == pytest.approx(1000.0, abs=0.05)
         assert {device for _, device, *_ in rows} == {"node0/cpu:0", "node1/cpu:0"}, name
         for step, device, kind, t0, t1 in rows:
-            # Every interval inside its own step (100 ms of slack for the step's bounds): one clock for both.
+            # Every interval inside its own step: one clock for both nodes (node1's reads 1000 s ahead). A
+            # second of slack for the step's bounds, which load moves (a loaded clean-clone run once put an
+            # fsdp forward 155 ms before its step's start as rank 0's step time and the merged end place it).
             end = steps[step].t
-            assert end - steps[step].time_s - 0.1 <= t0 <= t1 <= end + 0.1, (name, step, device, kind, t0, t1, end)
+            assert end - steps[step].time_s - 1.0 <= t0 <= t1 <= end + 1.0, (name, step, device, kind, t0, t1, end)
         if "--profile-steps" in ACROSS[name]:
             assert sorted((rank, device) for rank, device, _, _ in profiles) == [(0, "node0/cpu:0"),
                                                                                  (1, "node1/cpu:0")]
