@@ -173,7 +173,7 @@ class PlanFlow(QtCore.QObject):
         # balanced one is preselected.
         view = self.split_view
         self._show_blocks(profile, keep_choice=view.split() is not None and not view.split_is_automatic)
-        self.split_view.show_profile_action(self.state.profile_action)
+        view.show_profile_action(self.state.profile_action)
         self.sigProfiled.emit()
         # The split view now holds an explicit split (the balanced one): check that config.
         self.request_check()

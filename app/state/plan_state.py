@@ -85,17 +85,21 @@ class PlanState:
         return self.profile_key not in self.profiles
 
     @property
+    def _split_needs_profile(self) -> bool:
+        """The split is chosen on blocks not profiled yet, and profiling them has not failed."""
+        return (self.uses_split and self.profile_key is not None and self.needs_profile
+                and self.profile_error is None)
+
+    @property
     def profiling(self) -> bool:
         """The blocks the split is chosen on are being profiled (resnet50's take 30-60 s on CPU devices)."""
-        return (self.uses_split and self.profile_key is not None and self.needs_profile
-                and self.profile_error is None and not self.skipped)
+        return self._split_needs_profile and not self.skipped
 
     @property
     def profile_action(self) -> str | None:
         """What the split view's profile button offers: "skip" while the blocks are to be profiled, "profile"
         once the user skipped it, None when there is nothing to profile."""
-        if (not self.uses_split or self.profile_key is None or not self.needs_profile or self.profile_error
-                or self.check == UNAVAILABLE):
+        if not self._split_needs_profile or self.check == UNAVAILABLE:
             return None
         return "profile" if self.skipped else "skip"
 

@@ -161,11 +161,8 @@ class SplitView(QtWidgets.QWidget):
         self.uses_split = uses_split
         self.stages = max(1, stages)
         self.micro_batch_size = max(1.0, micro_batch_size)
-        if stages_changed and self.blocks:
+        if stages_changed and (self.blocks or self._split is not None):  # a split by names too: one as even
             self.balanced = None  # stale for this stage count until the planner answers
-            self._split = self.even_split() if uses_split else None
-            self.split_is_automatic = True
-        elif stages_changed and self._split is not None:  # chosen by the names: one as even for the new count
             self._split = self.even_split() if uses_split else None
             self.split_is_automatic = True
         self._refresh()

@@ -90,7 +90,6 @@ loaded machine (eight ranks on two cores) held the lock past 10 s once, and a ru
 failed with "database is locked"."""
 
 
-
 def _busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
 
