@@ -81,7 +81,8 @@ def test_busy_core_reads_high_and_its_process_rss_is_reported(spinner):
 def test_a_run_device_reads_its_own_threads_apart_from_its_cores_total(spinner):
     """A run's device counts the run's work on its core, not another program's: with the spinner (another
     program) on core 0, a device whose process sleeps there reads near 0 while the core's total reads busy;
-    the spinner named as the device's process reads busy itself."""
+    the spinner named as the device's process reads busy itself; a second spinner sharing the core reads
+    busy too, about half of it waiting for the core (as the engine's timers would count a span it spent so)."""
     sleeper = subprocess.Popen([sys.executable, "-c", "import os, time; os.sched_setaffinity(0, {0}); time.sleep(60)"])
     try:
         target = CpuTarget("cpu:0", 0, pid=sleeper.pid, own_work=True)
@@ -92,14 +93,24 @@ def test_a_run_device_reads_its_own_threads_apart_from_its_cores_total(spinner):
             for _ in range(passes):
                 time.sleep(0.05)
                 got += [s for s in sampler.poll_once() if s.util is not None and s.core_util is not None]
-            return (sum(s.util for s in got) / len(got), sum(s.core_util for s in got) / len(got))
+            return (sum(s.util for s in got) / len(got), sum(s.core_util for s in got) / len(got),
+                    sum(s.wait_util for s in got) / len(got))
 
         read(2)  # the sleeper's start-up (its interpreter's imports) out of the figures
-        own, core = read(10)
-        assert own < 5 and core > 60, (own, core)
+        own, core, waited = read(10)
+        assert own < 5 and waited < 5 and core > 60, (own, core, waited)
         sampler.set_pid("cpu:0", spinner.pid)
-        own, core = read(10)
+        own, core, _ = read(10)
         assert own > 60 and own <= core + 5, (own, core)
+        rival = subprocess.Popen([sys.executable, "-c", SPIN, "0"])
+        try:
+            sampler.set_pid("cpu:0", rival.pid)
+            read(4)  # the rival's start-up
+            own, core, waited = read(10)
+        finally:
+            rival.kill()
+            rival.wait()
+        assert own > 80 and 20 < waited < 80, (own, core, waited)
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -127,6 +138,12 @@ def test_others_on_a_devices_core_mark_the_run_disturbed():
     ticks.add_step(0, 0.0, 1.0)
     ticks.finish()
     assert ticks.summary().other_mean == [0.0]
+    # The run's threads waited 20 of their 60 points for the core: the core ran someone else's 20 then.
+    waited = TelemetryTotals(["cpu:0"], warmup=0, rate_hz=10)
+    waited.add_samples([DeviceSample(t=0.5, device="cpu:0", util=60.0, wait_util=20.0, core_util=100.0)])
+    waited.add_step(0, 0.0, 1.0)
+    waited.finish()
+    assert waited.summary().other_mean == [60.0] and waited.summary().util_mean == [60.0]
 
 
 @pytest.mark.solo   # a spinner pinned to core 0 (or 10 Hz sampling) must have the core to itself
@@ -218,7 +235,7 @@ def test_samples_are_frozen_and_json_ready():
     sample = DeviceSample(t=1.5, device="cpu:0", util=50.0, mem_used=10)
     with pytest.raises(AttributeError):
         sample.util = 1.0
-    assert list(sample.to_dict()) == ["t", "device", "util", "core_util", "mem_util", "mem_used", "mem_total",
+    assert list(sample.to_dict()) == ["t", "device", "util", "wait_util", "core_util", "mem_util", "mem_used", "mem_total",
                                       "power_w", "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps"]
     assert sample.to_dict()["util"] == 50.0 and sample.to_dict()["power_w"] is None
 

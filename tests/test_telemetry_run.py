@@ -76,13 +76,12 @@ def test_another_program_on_a_devices_core_neither_reads_as_the_runs_work_nor_go
         burner.wait()
     telemetry = summary["telemetry"]
     (util_0, util_1), (busy_0, busy_1) = telemetry["util_mean"], summary["devices_busy"]
-    assert abs(util_0 - 100 * busy_0) <= 10, (telemetry, summary["devices_busy"])
     # Even at the idle priority the other program gets slices on this kernel (6.18's EEVDF scheduler): the
-    # step slowed 15 % and cpu:1's timed spans held moments in which the burner ran (engine 55.7 %, its own
-    # work 49.1 %, measured beside a quiet run of 52.2 and 52.1). The engine counts those moments busy, the
-    # device's reading does not; it never reads the other program's work as the run's (the core's 100 %). How
-    # far below the engine it reads is the load's to decide (15.3 points once, in a CI run): a floor of half.
-    assert 50 * busy_1 <= util_1 <= 100 * busy_1 + 5, (telemetry, summary["devices_busy"])
+    # step slows and cpu:1's timed spans hold moments in which the rank waited for the burner's slice. The
+    # engine counts them busy and so does the device (its threads' run-queue time): 56.6 and 60.6 % against
+    # the engine's 54.8 and 58.0 in two runs, where their run time alone read 6-15 points below.
+    for util, busy in ((util_0, busy_0), (util_1, busy_1)):
+        assert abs(util - 100 * busy) <= 10, (telemetry, summary["devices_busy"])
     taken = telemetry["other_mean"][1]
     assert taken > 25 and taken + telemetry["util_mean"][1] > 80, telemetry   # the burner filled the idle half
     assert telemetry["disturbed"].startswith("other programs took") and f"{taken:.0f}% of cpu:1" in \

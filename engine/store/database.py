@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS samples (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     t REAL NOT NULL,               -- seconds since the run started (negative: before it)
     device TEXT NOT NULL,
-    util REAL, core_util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
+    util REAL, wait_util REAL, core_util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
     sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL,
     span_s REAL                    -- NULL: one sample; else the seconds an aggregate row covers (its means,
 );                                 -- memory its maxima), older telemetry thinned as a time-series store does
@@ -109,7 +109,7 @@ def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
             time.sleep(0.05)
 
 
-SAMPLE_FIELDS = ("util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
+SAMPLE_FIELDS = ("util", "wait_util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
                  "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
 
 
@@ -252,7 +252,7 @@ class Store:
         """Columns added after a store was created."""
         for table, column, kind in (("runs", "traceback", "TEXT"), ("steps", "busy", "TEXT"),
                                     ("samples", "span_s", "REAL"), ("steps", "tensor_mem", "TEXT"),
-                                    ("samples", "core_util", "REAL")):
+                                    ("samples", "core_util", "REAL"), ("samples", "wait_util", "REAL")):
             columns = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in columns:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -1,12 +1,16 @@
 """CpuTarget: a CPU virtual device, seen as the OS sees its core and its process.
 
 A run's device (``own_work``) reads two utilizations between polls: its own, the
-time the threads of its process that are pinned to the core ran there (the
-kernel's per-thread run time, /proc/PID/task/TID/schedstat), over the period; and
-the core's total busy share from the kernel's per-CPU tick counters (/proc/stat
-through psutil), as top's per-CPU view computes it, which also counts other
-programs and the hypervisor's steal time. The gap between the two is what
-disturbed the run (engine/telemetry/summary.py). The idle view's cores read the
+time the threads of its process that are pinned to the core ran there or were
+ready to and waited for it (the kernel's per-thread run and run-queue times,
+/proc/PID/task/TID/schedstat), over the period; and the core's total busy share
+from the kernel's per-CPU tick counters (/proc/stat through psutil), as top's
+per-CPU view computes it, which also counts other programs and the hypervisor's
+steal time. The wait is counted as the device's work because the engine's timers
+count it so: a forward that waited 10 ms for another program's slice took 10 ms
+longer, on the timeline as on this device, and the wait is kept apart
+(``wait_util``) to say why. The core's total less what the run's threads ran is
+what others took (engine/telemetry/summary.py). The idle view's cores read the
 total alone. Memory is the RSS of the process running on the device.
 """
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from engine.telemetry.poll import Poll
+from engine.telemetry.poll import Poll, ThreadTimes
 from engine.telemetry.sample import DeviceSample
 
 
@@ -38,7 +42,7 @@ class CpuTarget:
         self.core = core
         self.pid = pid  # the sampler's set_pid changes it while running
         self.own_work = own_work
-        self._ran: dict[int, float] = {}   # thread id -> seconds it had run on a core, at the last poll
+        self._ran: dict[int, ThreadTimes] = {}   # thread id -> its times at the last poll
         self._ran_pid: int | None = None
         self._ran_at: float | None = None
         self._process: psutil.Process | None = None
@@ -60,7 +64,7 @@ class CpuTarget:
                 poll.warn(f"{self.name}: this system does not report threads' run times (/proc/PID/task/TID/"
                           "schedstat); its utilization is its core's total, other programs included")
             else:
-                self._own_share(poll)  # the baseline of a process named before the first poll
+                self._own_shares(poll)  # the baseline of a process named before the first poll
 
     def read(self, poll: Poll) -> list[DeviceSample]:
         t, _ = poll.cpu_times()
@@ -77,7 +81,8 @@ class CpuTarget:
         mem_used = None if pid is None else poll.rss(pid, self._process_for(pid))
         if not self.own_work:
             return [DeviceSample(t=t, device=self.name, util=util, mem_used=mem_used, mem_total=self._mem_total)]
-        return [DeviceSample(t=t, device=self.name, util=self._own_share(poll), core_util=util,
+        own, waited = self._own_shares(poll)
+        return [DeviceSample(t=t, device=self.name, util=own, wait_util=waited, core_util=util,
                              mem_used=mem_used, mem_total=self._mem_total)]
 
     def read_memory(self, poll: Poll) -> list[DeviceSample]:
@@ -90,9 +95,10 @@ class CpuTarget:
         t, _ = poll.cpu_times()
         return [DeviceSample(t=t, device=self.name, util=None, mem_used=mem_used, mem_total=self._mem_total)]
 
-    def _own_share(self, poll: Poll) -> float | None:
-        """Percent of the time since the last poll that the process's threads pinned to the core ran; 0 with
-        no process (not launched yet, or exited): nothing of the run's is on the core."""
+    def _own_shares(self, poll: Poll) -> tuple[float | None, float | None]:
+        """(percent of the time since the last poll that the process's threads pinned to the core ran there or
+        waited to, percent they waited); 0 with no process (not launched yet, or exited): nothing of the run's
+        is on the core. None, None on the first poll."""
         t, _ = poll.cpu_times()
         pid = self.pid
         threads = poll.threads(pid) if pid is not None else None
@@ -100,15 +106,20 @@ class CpuTarget:
             # A new process: launched since the last poll (set_pid comes at its launch), so all its threads'
             # time falls in this period and counts from 0.
             self._ran, self._ran_pid = {}, pid
-        ran = 0.0
-        for tid, (seconds, cores) in (threads or {}).items():
-            if cores == {self.core}:
-                ran += max(0.0, seconds - self._ran.get(tid, 0.0))
-        self._ran = {tid: seconds for tid, (seconds, _) in (threads or {}).items()}
+        ran = waited = 0.0
+        for tid, times in (threads or {}).items():
+            if times.cores == {self.core}:
+                before = self._ran.get(tid)
+                ran += max(0.0, times.ran_s - (before.ran_s if before else 0.0))
+                waited += max(0.0, times.waited_s - (before.waited_s if before else 0.0))
+        self._ran = dict(threads or {})
         previous, self._ran_at = self._ran_at, t
         if previous is None or t <= previous:
-            return None
-        return round(min(100.0, 100.0 * ran / (t - previous)), 2)
+            return None, None
+        period = t - previous
+        # Two of the process's threads waiting for each other on the core would count twice: capped.
+        own = min(100.0, 100.0 * (ran + waited) / period)
+        return round(own, 2), round(min(own, 100.0 * waited / period), 2)
 
     def _core_times(self, poll: Poll) -> tuple[float, float] | None:
         _, per_cpu = poll.cpu_times()

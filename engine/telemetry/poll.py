@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import psutil
+
+
+class ThreadTimes(NamedTuple):
+    """One thread's counters since it started (/proc/PID/task/TID/schedstat)."""
+    ran_s: float
+    """Seconds it ran on a core."""
+    waited_s: float
+    """Seconds it was ready to run but waited on a core's run queue (another thread or program held the core)."""
+    cores: frozenset[int]
+    """The cores it may run on."""
 
 
 class Poll:
@@ -25,7 +35,7 @@ class Poll:
         self._warn = warn
         self._cpu_times: tuple[float, list[Any]] | None = None
         self._rss: dict[int, int | None] = {}
-        self._threads: dict[int, dict[int, tuple[float, frozenset[int]]] | None] = {}
+        self._threads: dict[int, dict[int, ThreadTimes] | None] = {}
 
     def warn(self, message: str) -> None:
         """Pass a warning to the sampler (targets decide to warn only once)."""
@@ -42,9 +52,8 @@ class Poll:
             self._cpu_times = (time.perf_counter(), psutil.cpu_times(percpu=True))
         return self._cpu_times
 
-    def threads(self, pid: int) -> dict[int, tuple[float, frozenset[int]]] | None:
-        """Each thread of ``pid``: {thread id: (seconds it has run on a core, the cores it may run on)};
-        None when the process is gone or the kernel does not tell (no /proc/PID/task/TID/schedstat)."""
+    def threads(self, pid: int) -> dict[int, ThreadTimes] | None:
+        """Each thread of ``pid`` by its id; None when the process is gone or the kernel does not tell (no /proc/PID/task/TID/schedstat)."""
         if pid not in self._threads:
             self._threads[pid] = _read_threads(pid)
         return self._threads[pid]
@@ -67,22 +76,23 @@ def _read_rss(process: psutil.Process | None) -> int | None:
     return rss or None
 
 
-def _read_threads(pid: int) -> dict[int, tuple[float, frozenset[int]]] | None:
-    # schedstat's first field is the thread's time on a core in nanoseconds (the scheduler's own clock,
-    # without the hypervisor's steal time where the kernel accounts it), not 10 ms ticks: a 100 ms period
-    # reads to the microsecond. A thread that ends between the listing and the read is skipped.
+def _read_threads(pid: int) -> dict[int, ThreadTimes] | None:
+    # schedstat's first two fields are the thread's time on a core and its time waiting on a run queue, in
+    # nanoseconds (the scheduler's own clock, without the hypervisor's steal time where the kernel accounts
+    # it), not 10 ms ticks: a 100 ms period reads to the microsecond. A thread that ends between the listing
+    # and the read is skipped.
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    threads: dict[int, tuple[float, frozenset[int]]] = {}
+    threads: dict[int, ThreadTimes] = {}
     for name in tids:
         tid = int(name)
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                ran_ns = int(f.read().split()[0])
+                ran_ns, waited_ns = (int(field) for field in f.read().split()[:2])
             cores = frozenset(os.sched_getaffinity(tid))
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError):
             continue
-        threads[tid] = (ran_ns / 1e9, cores)
+        threads[tid] = ThreadTimes(ran_ns / 1e9, waited_ns / 1e9, cores)
     return threads or None

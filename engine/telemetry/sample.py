@@ -19,8 +19,11 @@ class DeviceSample:
     """The device it describes: "cuda:0", "cpu:1", or "core 3" in the idle view."""
     util: float | None = None
     """Percent busy: a GPU's utilization.gpu; for a run's CPU virtual device, the share of the period its
-    process's threads pinned to the device's core ran there (its own work); for the idle view's "core N",
-    the core's busy share."""
+    process's threads pinned to the device's core ran there or were ready to and waited for it (its own
+    work, as the engine's timers see it); for the idle view's "core N", the core's busy share."""
+    wait_util: float | None = None
+    """Percent of the period, within ``util``, that a run's CPU virtual device's threads were ready to run but
+    waited for the core (another program or thread held it); None for GPUs and the idle view."""
     core_util: float | None = None
     """Percent busy of a run's CPU virtual device's whole core, whatever ran there (other programs, the
     hypervisor's steal time): what ``util`` would read without knowing the run's threads."""

@@ -99,8 +99,9 @@ class TelemetryTotals:
                 self._util_count[kind][i] += 1
                 if sample.core_util is not None:
                     # Summed unclipped: a core's 10 ms ticks put one sample above its own work and the next
-                    # below; clipping each at 0 would count that noise as others' time.
-                    self._other_sum[kind][i] += sample.core_util - sample.util
+                    # below; clipping each at 0 would count that noise as others' time. What the run's threads
+                    # waited for is not theirs: the core ran something else then.
+                    self._other_sum[kind][i] += sample.core_util - sample.util + (sample.wait_util or 0.0)
                     self._other_count[kind][i] += 1
 
     def summary(self) -> TelemetrySummary:
