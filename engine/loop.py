@@ -22,7 +22,10 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
     are drawn inside the step (timed there as "data"); None: a process on GPUs only, whose GPUs idle meanwhile."""
     feed = BatchFeed(ctx, executor, data_device)
     timer = ctx.timer
-    meter = TensorMeter(executor.placements())
+    # The peak tracker (fsdp's) on the last warm-up step, its per-op cost out of the measured steps; not on the
+    # first step, whose peak is the optimizer's state being made, not that of the steps after it.
+    peak_step = ctx.config.warmup - 1 if ctx.config.warmup >= 2 else None
+    meter = TensorMeter(executor.placements(), step_peak=executor.step_peak, peak_step=peak_step)
     profiler = StepProfiler(ctx.config.profile_steps, ctx.config.warmup, any(d.kind == "cuda" for d in ctx.devices),
                             ctx.rank)
     reported = None
@@ -34,7 +37,7 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
             start = time.perf_counter()
             profiler.before_step(step, start)
             inputs, targets = feed.next()
-            with autocast(ctx.config, device_types):
+            with autocast(ctx.config, device_types), meter.step_context((inputs, targets)):
                 result = executor.step(inputs, targets)
             intervals = timer.end_step()
             communication = ctx.comm.take()

@@ -45,6 +45,10 @@ def summary_table(s: RunSummary) -> str:
     if s.tensor_memory:
         rows.append(("tensor memory", "  ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory)
                                                 if m is not None)))
+        peaks = [f"{d} {m.step_peak_text()}" for d, m in zip(s.devices, s.tensor_memory)
+                 if m is not None and m.step_peak]
+        if peaks:
+            rows.append(("step peak", "  ".join(peaks) + " (torch's FSDPMemTracker, last warm-up step)"))
     if s.stage_balance is not None:
         rows.append(("stage balance", f"{s.stage_balance:.2f} (least / most busy stage; 1 = even split)"))
     if s.bubble.measured is not None:

@@ -114,6 +114,10 @@ class BatchSplit:
     steps: int = 0                  # how many steps split the batch so
 
 
+TRANSIENT_KINDS = ("Unsharded Param", "Unsharded Grad", "All Gather", "Reduce Scatter", "Temp")
+"""FSDPMemTracker's kinds that live only inside a step: what decides FSDP's peak beyond what it holds."""
+
+
 @dataclass(frozen=True)
 class TensorMemory:
     """Bytes of a device's tensors by kind (engine/tensor_memory.py): the most over the measured steps."""
@@ -122,6 +126,9 @@ class TensorMemory:
     optimizer: int = 0
     activations: int = 0
     allocated_peak: int | None = None    # GPUs: torch's allocator, every tensor at its most
+    step_peak: dict[str, int] | None = None
+    """fsdp: the tensors live at the peak of its last warm-up step, by torch's FSDPMemTracker's kinds
+    ("Sharded Param", "Unsharded Param", "All Gather", "Reduce Scatter", "Temp", ...; engine/strategies/fsdp_peak.py)."""
 
     @property
     def total(self) -> int:
@@ -129,10 +136,21 @@ class TensorMemory:
         return self.params + self.grads + self.optimizer + self.activations
 
     @property
+    def transient(self) -> int | None:
+        """fsdp: the bytes at the step's peak that no step holds after it ends (TRANSIENT_KINDS); None without
+        a tracked step."""
+        if self.step_peak is None:
+            return None
+        return sum(size for kind, size in self.step_peak.items() if kind in TRANSIENT_KINDS)
+
+    @property
     def other(self) -> int | None:
-        """GPUs: the allocator's peak less the kinds counted (gathered parameters, communication buffers,
-        temporaries); None on CPU devices, which have no allocator to ask."""
-        return None if self.allocated_peak is None else max(0, self.allocated_peak - self.total)
+        """What the step held beyond the kinds counted (gathered parameters, communication buffers,
+        temporaries): on GPUs the allocator's peak less those kinds; else fsdp's transient kinds at its peak;
+        None where neither tells (a CPU device has no allocator to ask)."""
+        if self.allocated_peak is not None:
+            return max(0, self.allocated_peak - self.total)
+        return self.transient
 
     def text(self) -> str:
         """"2.78 MiB (params 1.01, grads 1.01, optimizer 0, activations 0.75)", as the CLI, report and app say it."""
@@ -142,6 +160,15 @@ class TensorMemory:
         allocated = f"; other {self.other / mib:.3g}, allocator peak {self.allocated_peak / mib:.3g} MiB" \
             if self.allocated_peak else ""
         return f"{self.total / mib:.3g} MiB ({parts}{allocated})"
+
+    def step_peak_text(self) -> str | None:
+        """"3.41 MiB (Sharded Param 0.507, Unsharded Param 0.251, ...)": the tracked step's peak by torch's
+        kinds, as the CLI, report and app say it; None without one."""
+        if not self.step_peak:
+            return None
+        mib = 2 ** 20
+        kinds = ", ".join(f"{kind} {size / mib:.3g}" for kind, size in self.step_peak.items())
+        return f"{sum(self.step_peak.values()) / mib:.3g} MiB ({kinds})"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,13 @@ for a forward and saves for its backward is a parameter, not an activation. Unde
 bfloat16 autocast the bfloat16 copies of the weights that the forward saves for
 backward are activations: the step holds them (autocast caches one per weight).
 
+FSDP's peak is decided by what it holds only inside a step (gathered parameters,
+all-gather and reduce-scatter buffers, unsharded gradients, backward's temporaries):
+where the executor has a ``step_peak`` tracker, the last warm-up step runs inside it
+and ``step_peak`` gives that step's tensors at their peak by torch's kinds
+(engine/strategies/fsdp_peak.py). It needs two warm-up steps (the default): the
+first step's peak is the optimizer's state being made.
+
 On a GPU, ``allocated_peak`` adds what torch's caching allocator had allocated at
 most during the step (``torch.cuda.max_memory_allocated``): every tensor, the
 temporaries too, and still not the CUDA context that NVML's figure includes; the
@@ -31,6 +38,7 @@ communication buffers, temporaries).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -224,8 +232,15 @@ class ActivationCounter:
 class TensorMeter:
     """Per device and kind, the bytes of a step's tensors (``after_step``); one per rank process."""
 
-    def __init__(self, placements: list[Placement], recount_every: int = RECOUNT_EVERY):
+    def __init__(self, placements: list[Placement], recount_every: int = RECOUNT_EVERY,
+                 step_peak=None, peak_step: int | None = None):
+        """``step_peak``: a factory of the executor's peak tracker (Executor.step_peak), run on step
+        ``peak_step``."""
         self.placements = list(placements)
+        self._step_peak_factory = step_peak if peak_step is not None and peak_step >= 0 else None
+        self._peak_step = peak_step
+        self._tracker = None
+        self._step_peak: dict[str, dict[str, int]] = {}
         self.activations = ActivationCounter(self.placements)
         self.recount_every = recount_every
         self._gpus = sorted({p.device.index for p in self.placements if p.device.kind == "cuda"})
@@ -237,6 +252,15 @@ class TensorMeter:
     def _counted(self) -> bool:
         return self._steps < 3 or self._steps % self.recount_every == 0
 
+    def step_context(self, inputs):
+        """What the step on ``inputs`` (its batch's tensors) runs inside: the executor's peak tracker on the
+        tracked step, else nothing."""
+        if self._step_peak_factory is not None and self._steps == self._peak_step:
+            self._tracker = self._step_peak_factory()   # None: this executor's peak is what it holds
+            if self._tracker is not None:
+                self._tracker.track_inputs(inputs)
+        return self._tracker if self._tracker is not None else contextlib.nullcontext()
+
     def before_step(self) -> None:
         self.activations.counting = self._counted()
         if self._gpus:
@@ -245,13 +269,19 @@ class TensorMeter:
                 torch.cuda.reset_peak_memory_stats(index)
 
     def after_step(self) -> dict[str, dict[str, int]]:
-        """{device: {"params", "grads", "optimizer", "activations"[, "allocated_peak"]}} for the step just run."""
+        """{device: {"params", "grads", "optimizer", "activations"[, "allocated_peak"][, "step_peak"]}} for the
+        step just run; "step_peak" is the tracked step's {kind: bytes}, from then on."""
         if self._counted():
             self._held = self._held_bytes()
             self._peaks = self.activations.take_peaks()
+        if self._tracker is not None:
+            self._step_peak = {p.device.name: self._tracker.by_kind() for p in self.placements}
+            self._tracker = None
         self._steps += 1
         peaks = self._peaks
         out = {device: {**kinds, "activations": peaks.get(device, 0)} for device, kinds in self._held.items()}
+        for device, kinds in self._step_peak.items():
+            out[device]["step_peak"] = kinds
         if self._gpus:
             import torch
             for p in self.placements:

@@ -70,7 +70,8 @@ class RunTotals:
         for device, kinds in self.tensor_memory.items():
             peak = self.tensor_memory_peak.setdefault(device, {})
             for kind, size in kinds.items():
-                peak[kind] = max(peak.get(kind, 0), size)
+                # The step peak is one tracked step's, by kind (a dict): kept as reported.
+                peak[kind] = size if kind == "step_peak" else max(peak.get(kind, 0), size)
         for device, operations in (step.get("communication") or {}).items():
             self.communication_steps[device] = self.communication_steps.get(device, 0) + 1
             for operation, values in operations.items():

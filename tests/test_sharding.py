@@ -14,14 +14,15 @@ RUNS = {
     "single-sgd": ["--strategy", "single", "--devices", "cpu:1"],
     "single-adamw": ["--strategy", "single", "--devices", "cpu:1", "--optimizer", "adamw"],
     "fsdp-sgd": ["--strategy", "fsdp", "--devices", "cpu:2"],
-    "fsdp-adamw": ["--strategy", "fsdp", "--devices", "cpu:2", "--optimizer", "adamw"],
+    # Two warm-up steps: the second is the one whose peak is tracked (engine/tensor_memory.py).
+    "fsdp-adamw": ["--strategy", "fsdp", "--devices", "cpu:2", "--optimizer", "adamw", "--warmup", "2"],
     "tensor-parallel-sgd": ["--strategy", "tensor-parallel", "--devices", "cpu:2"],
     "tensor-parallel-adamw": ["--strategy", "tensor-parallel", "--devices", "cpu:2", "--optimizer", "adamw"],
     "fsdp+tp-sgd": ["--strategy", "fsdp+tp", "--devices", "cpu:4"],
-    "fsdp+tp-adamw": ["--strategy", "fsdp+tp", "--devices", "cpu:4", "--optimizer", "adamw"],
+    "fsdp+tp-adamw": ["--strategy", "fsdp+tp", "--devices", "cpu:4", "--optimizer", "adamw", "--warmup", "2"],
     "ddp-adamw": ["--strategy", "ddp", "--devices", "cpu:2", "--optimizer", "adamw"],
     "single-bf16": ["--strategy", "single", "--devices", "cpu:1", "--dtype", "bfloat16"],
-    "fsdp-bf16": ["--strategy", "fsdp", "--devices", "cpu:2", "--dtype", "bfloat16"],
+    "fsdp-bf16": ["--strategy", "fsdp", "--devices", "cpu:2", "--dtype", "bfloat16", "--warmup", "2"],
     "data-parallel-bf16": ["--strategy", "data-parallel", "--devices", "cpu:2", "--dtype", "bfloat16"],
 }
 # bfloat16 keeps 8 bits of mantissa: four steps of mlp 64x4 end within this of float32's loss (seen: < 0.5 %).
@@ -69,6 +70,18 @@ def test_fsdp_holds_about_half_of_ddps_state_per_device(runs):
         # AdamW's two moments are counted from the optimizer's own state, shard by shard
         assert f["optimizer"] == pytest.approx(2 * f["params"], rel=0.01)
     assert ddp["tensor_memory"][0]["params"] == PARAMETERS * FLOAT32
+
+
+def test_fsdps_step_peak_is_tracked_on_its_last_warmup_step_only(runs):
+    """torch's FSDPMemTracker runs on the last warm-up step of a sharded run (tests/test_fsdp_memory.py
+    compares its figures): fsdp's and fsdp+tp's gather a block at a time. One warm-up step is not enough (the
+    first step's peak is the optimizer's state being made: not the peak of the steps that follow), and the
+    strategies that shard nothing have no step peak."""
+    for name in ("fsdp-adamw", "fsdp+tp-adamw", "fsdp-bf16"):
+        for memory in runs[name]["tensor_memory"]:
+            assert memory["step_peak"]["All Gather"] > 0 and memory["step_peak"]["Unsharded Param"] > 0, name
+    for name in ("fsdp-sgd", "fsdp+tp-sgd", "tensor-parallel-adamw", "ddp-adamw", "single-adamw"):
+        assert all(memory.get("step_peak") is None for memory in runs[name]["tensor_memory"]), name
 
 
 def _bytes(summary: dict, device: int, operation: str) -> float:

@@ -16,7 +16,7 @@ from app.views.plot_hover import Found, quantity
 from app.views.series_plot import SeriesPlot
 from engine.figures.figure import Figure
 from engine.figures.numbers import is_number
-from engine.figures.run import COMMUNICATION, TENSOR_MEMORY
+from engine.figures.run import COMMUNICATION, PEAK_PREFIX, TENSOR_MEMORY
 
 
 class StackedBars(SeriesPlot):
@@ -72,6 +72,13 @@ class StackedBars(SeriesPlot):
         lines += [quantity(s.name, s.values[i], figure.y.unit) for s in figure.bars.segments or []
                   if is_number(s.values[i])]
         lines.append(quantity("total", figure.bars.values[i], figure.y.unit))
+        # fsdp's tracked step (engine/figures/run.py tensor_memory_figure): its peak by torch's kinds.
+        peak = [(column, figure.rows[i][k]) for k, column in enumerate(figure.columns or [])
+                if column.startswith(PEAK_PREFIX) and i < len(figure.rows) and is_number(figure.rows[i][k])]
+        if peak:
+            lines.append("step peak (torch's FSDPMemTracker):")
+            lines += ["  " + quantity(column[len(PEAK_PREFIX):].removesuffix(" (MiB)"), value, figure.y.unit)
+                      for column, value in peak]
         return Found("\n".join(lines), float(i), float(figure.bars.values[i] or 0.0))
 
 

@@ -99,6 +99,9 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("optimizer", f"{s.optimizer}, {s.dtype}" if s.optimizer else None),
         ("tensor memory", "; ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory or [])
                                     if m is not None) or None),
+        ("step peak (torch's FSDPMemTracker)", "; ".join(f"{d} {m.step_peak_text()}" for d, m in
+                                                        zip(s.devices, s.tensor_memory or [])
+                                                        if m is not None and m.step_peak) or None),
         ("communication", "; ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication or [])
                                     if c is not None) or None),
         ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),

@@ -39,8 +39,10 @@ TENSOR_MEMORY = Figure("tensor-memory", "Tensor memory per device by kind (the m
                        Axis("device"), Axis("tensor memory", "MiB"))
 COMMUNICATION = Figure("communication", "Communication per device per step, by collective (payload bytes)",
                        Axis("device"), Axis("bytes per step", "MiB"))
-# The kinds of tensor memory, bottom to top of a device's stack (engine/tensor_memory.py; "other": GPUs only).
+# The kinds of tensor memory, bottom to top of a device's stack (engine/tensor_memory.py; "other": what a GPU's
+# allocator or fsdp's peak tracker saw beyond them, TensorMemory.other).
 MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
+PEAK_PREFIX = "step peak: "   # the tensor memory table's columns of fsdp's tracked step, one per torch kind
 BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
 # A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
 STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
@@ -209,7 +211,8 @@ def busy_figure(summary: RunSummary, devices: list[str]) -> Figure:
 
 
 def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory | None]) -> Figure:
-    """What the run's tensors held on each device, stacked by kind ("other" where an allocator says it: GPUs),
+    """What the run's tensors held on each device, stacked by kind ("other" where a GPU's allocator or fsdp's
+    tracked step says it, TensorMemory.other; that step's peak by torch's kinds in the table's "step peak" columns),
     where the process's memory is mostly torch itself. From a summary, or live from the last reports."""
     shown = [(d, m) for d, m in zip(devices, memories) if m is not None]
     kinds = [k for k in MEMORY_KINDS if k != "other" or any(m.other is not None for _, m in shown)]
@@ -217,13 +220,18 @@ def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory
     def mib(m: TensorMemory, kind: str):
         value = getattr(m, kind)
         return None if value is None else value / MIB
+    # fsdp's tracked step, by torch's kinds, in the table (the bars' "other" is its transient part).
+    peak_kinds = list(dict.fromkeys(k for _, m in shown for k in m.step_peak or {}))
     rows = [[d, *(mib(m, k) for k in kinds), m.total / MIB + (mib(m, "other") or 0.0),
-             m.allocated_peak / MIB if m.allocated_peak is not None else None] for d, m in shown]
+             m.allocated_peak / MIB if m.allocated_peak is not None else None,
+             *((m.step_peak or {}).get(k, 0) / MIB if m.step_peak is not None else None for k in peak_kinds)]
+            for d, m in shown]
     segments = [Segment(k, [r[1 + i] for r in rows], palette.MEMORY_COLORS[k]) for i, k in enumerate(kinds)]
     return TENSOR_MEMORY.with_data(bars=Bars([r[0] for r in rows], [r[1 + len(kinds)] for r in rows],
                                              segments=segments),
                                    columns=["device", *(f"{k} (MiB)" for k in kinds), "total (MiB)",
-                                            "allocator peak (MiB)"], rows=rows)
+                                            "allocator peak (MiB)",
+                                            *(f"{PEAK_PREFIX}{k} (MiB)" for k in peak_kinds)], rows=rows)
 
 
 def communication_figure(devices: Sequence[str], comms: Sequence[Communication | None]) -> Figure:

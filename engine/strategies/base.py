@@ -83,6 +83,11 @@ class Executor(ABC):
         run's tensor memory per device is measured from (engine.tensor_memory)."""
         return []
 
+    def step_peak(self):
+        """A context that tracks one step's tensors at their peak, by kind (engine/strategies/fsdp_peak.py),
+        where the strategy's peak is more than what it holds between steps; None elsewhere."""
+        return None
+
     def param_sq(self) -> float | None:
         """Sum of squares of the reported parameters."""
         params = self.reported_parameters()

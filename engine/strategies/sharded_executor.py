@@ -43,6 +43,7 @@ class ShardedExecutor(Executor):
                     fully_shard(block, mesh=mesh["dp"])
             fully_shard(self.module, mesh=mesh["dp"])
         self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
+        self.sharded = shard
         self.meter = collective_meter(self.timer, ctx.comm, self.device)
 
     def place_batch(self, inputs, targets):
@@ -84,6 +85,12 @@ class ShardedExecutor(Executor):
             elif self.rank == 0:
                 owned.append(p)
         return owned
+
+    def step_peak(self):
+        if not self.sharded:
+            return None
+        from engine.strategies.fsdp_peak import FsdpStepPeak
+        return FsdpStepPeak(self.module, self.optimizer, self.device)
 
     def placements(self) -> list[Placement]:
         return [Placement(self.device, self.module, self.optimizer)]

@@ -242,3 +242,13 @@ def test_the_memory_view_stacks_each_devices_memory_and_communication(qtbot, qap
     assert memory.bars.values == [1.0] and communication.bars.values == [1.0]
     view.show_figures(memory, communication)
     assert view.comm_plot.segment_heights == {"all-reduce": [1.0]}
+    # fsdp's tracked step: its transient kinds are the bars' "other", its peak by torch's kinds in the hover
+    peak = {"Sharded Param": mib, "Unsharded Param": 2 * mib, "All Gather": 2 * mib, "Reduce Scatter": 2 * mib,
+            "Temp": mib, "OptState": 2 * mib}
+    fsdp = RunSummary(devices=["cpu:0"], tensor_memory=[TensorMemory(params=mib, optimizer=2 * mib, step_peak=peak)])
+    view.show_figures(*memory_figures(fsdp))
+    assert view.memory_plot.segment_heights["other"] == [7.0]
+    lines = view.memory_plot.point_at(0.0, 1.0).text.splitlines()
+    assert lines[lines.index("step peak (torch's FSDPMemTracker):") + 1:] == [
+        "  Sharded Param 1 MiB", "  Unsharded Param 2 MiB", "  All Gather 2 MiB", "  Reduce Scatter 2 MiB",
+        "  Temp 1 MiB", "  OptState 2 MiB"]
