@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
     from engine.cli import COMMANDS, EXIT_INVALID
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help"):
         from engine.cli import main as cli_main
-        from engine.validate import validate_in_child
+        from engine.run.validate import validate_in_child
         # The command line supervises runs of any length: the checks that import torch (about 500 MB)
         # run in a short-lived child, and this process never holds torch.
         validate_in_child()

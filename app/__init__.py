@@ -24,7 +24,7 @@ def launch(argv: list[str] | None = None) -> int:
     serve_from_child()
     start_store_process()
     from app.application import run_app
-    from engine.validate import validate_in_child
+    from engine.run.validate import validate_in_child
     # An experiment's points are checked on its thread; the checks import torch, which must not
     # load into the window's process (it holds the interpreter for seconds): in a child instead.
     validate_in_child()

@@ -206,7 +206,7 @@ def bench_stalls(steps: int = 30) -> dict:
     done: dict = {}
     loop = QtCore.QEventLoop()
 
-    def finished(result):   # an engine.session.RunResult
+    def finished(result):   # an engine.run.session.RunResult
         done["status"] = result.status
         loop.quit()
 

@@ -63,7 +63,7 @@ MEMORY_REDRAW_S = 0.5    # the Memory tab's bars change rarely after the first s
 
 class MainWindow(QtWidgets.QMainWindow):
     sigRunStarted = QtCore.Signal(str)
-    sigRunFinished = QtCore.Signal(object)          # a RunResult (engine.session): finished, stopped or failed
+    sigRunFinished = QtCore.Signal(object)          # a RunResult (engine.run.session): finished, stopped or failed
     sigChecked = QtCore.Signal(list)                # problems of the latest config (dicts); [] when valid
     sigProfiled = QtCore.Signal()
     sigHistoryShown = QtCore.Signal(list)           # run ids now on the plots
@@ -372,10 +372,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots.timeline.set_plan(plan, devices)
 
     def show_run_in_plan_tab(self, run_id: str | None, runnable: bool) -> None:
-        """The Plan tab's measured step and what-if rows for a stored run (engine.what_if, in a child: torch's
+        """The Plan tab's measured step and what-if rows for a stored run (engine.plan.what_if, in a child: torch's
         schedules compute the action lists); ``runnable``: the panel describes this run, so a row's Run changes
         only what it predicts."""
-        from engine.what_if import unpredictable
+        from engine.plan.what_if import unpredictable
         self.what_if_runnable = runnable
         record = self.store.get_run(run_id) if run_id else None
         plan = record.summary.plan if record is not None and record.summary is not None else None

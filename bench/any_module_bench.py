@@ -37,7 +37,7 @@ CASES = {
 def measure(config: ExperimentConfig, db: str) -> dict:
     import torch
 
-    from engine import planning
+    from engine.plan import planning
     from engine.models import tracing
     from engine.models.build import build
     from bench.engine_bench import run

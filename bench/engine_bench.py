@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
-from engine.session import RunSession  # noqa: E402
+from engine.run.session import RunSession  # noqa: E402
 
 
 def run(config: ExperimentConfig, db: str, telemetry_hz: float = 10.0) -> dict:
@@ -98,10 +98,10 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
-    """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.what_if), then run:
+    """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.plan.what_if), then run:
     the error, with the base run's own spread and the measured run's beside it: an error within them is noise."""
     from engine.store import Store
-    from engine.what_if import predict
+    from engine.plan.what_if import predict
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
     ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
-from engine.session import RunSession  # noqa: E402
+from engine.run.session import RunSession  # noqa: E402
 
 MB = 2 ** 20
 

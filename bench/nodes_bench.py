@@ -25,7 +25,7 @@ from pathlib import Path
 from engine.config import ExperimentConfig
 from engine.nodes import wire
 from engine.nodes.agent import PROTOCOL
-from engine.session import RunSession
+from engine.run.session import RunSession
 from engine.store import Store
 from engine.telemetry.sample import FIELD_NAMES
 

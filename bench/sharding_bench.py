@@ -34,9 +34,9 @@ def meter_overhead(rounds: int = 5, steps: int = 20) -> dict:
     import torch
     from torch import nn
 
-    from engine.communication import CommLedger, collective_meter
+    from engine.measure.communication import CommLedger, collective_meter
     from engine.devices import Device
-    from engine.timing import StepTimer
+    from engine.measure.timing import StepTimer
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Sequential(nn.Linear(512, 512), nn.ReLU()) for _ in range(8)], nn.Linear(512, 10))

@@ -15,11 +15,10 @@ import sys
 import threading
 
 from engine import models, strategies
-from engine.config import INPUT_PREP, ConfigError, ExperimentConfig, Problem
+from engine.config import INPUT_PREP, TIMELINE_MODES, ConfigError, ExperimentConfig, Problem
 from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.results import to_json
-from engine.timeline_keeper import TIMELINE_MODES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")  # build_parser's subcommands, in its order
@@ -110,7 +109,7 @@ def split_tokens(text: str) -> list[int | str]:
 
 def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
     """The run's config, and its ``--split`` tokens when given (names are resolved against the model's
-    blocks by validation, engine.validate.check_all)."""
+    blocks by validation, engine.run.validate.check_all)."""
     found: list[Problem] = []
     tokens = None
     if args.split is not None:
@@ -230,7 +229,7 @@ def _dispatch(args, parser) -> int:
 # ---- run ------------------------------------------------------------------------
 def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]:
     """The checked config and its plan, or None after printing every problem (exit 2)."""
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     try:
         config, tokens = config_factory()
     except ConfigError as exc:
@@ -281,8 +280,8 @@ def store_usable(db) -> bool:
 
 
 def cmd_run_validated(config: ExperimentConfig, args) -> int:
-    from engine.progress import Progress
-    from engine.session import RunSession
+    from engine.run.progress import Progress
+    from engine.run.session import RunSession
     progress = Progress(config.steps, enabled=True)
     session = RunSession(config, db_path=args.db, telemetry_hz=args.telemetry_hz, on_event=progress.on_event)
     # Ctrl-C or SIGTERM: stop the run in order (the worker has its own session).
@@ -324,11 +323,11 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
 
 
 def _predictions(result, db) -> list:
-    """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.what_if): torch-
+    """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.plan.what_if): torch-
     free, so `run` stays quick; every schedule is `what-if RUN_ID`'s. A prediction that fails costs the run
     nothing: the run is stored and reported without it."""
     from engine.store import open_store
-    from engine.what_if import predict_stored
+    from engine.plan.what_if import predict_stored
     try:
         with open_store(db) as store:
             return predict_stored(store, result.run_id, multi_stage=False)
@@ -340,7 +339,7 @@ def _predictions(result, db) -> list:
 def cmd_what_if(args) -> int:
     from engine.report import predictions_table
     from engine.store import open_store
-    from engine.what_if import predict_stored, unpredictable
+    from engine.plan.what_if import predict_stored, unpredictable
     with open_store(args.db) as store:
         record = store.get_run(args.id)
         if record is None:
@@ -372,7 +371,7 @@ _FIELD_OF_OPTION = {"hang_timeout": "hang_timeout_s"}
 
 def experiment_base(args) -> ExperimentConfig:
     from engine.experiments import default_config
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     skip = {"command", "name", "repeats", "json", "db", "telemetry_hz"}
     explicit = {_FIELD_OF_OPTION.get(k, k): v for k, v in vars(args).items() if k not in skip}
     found = []
@@ -421,7 +420,7 @@ def cmd_experiment(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID
     # Every point must be valid before the first run starts (one check for all of them).
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     bad = [(p.label, checked.problems) for p, checked in
            zip(runner.points, check_all([(p.config, None) for p in runner.points])) if checked.problems]
     if bad:
@@ -471,7 +470,7 @@ def cmd_runs(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from engine import model_listing
+    from engine.plan import model_listing
     if args.torchvision:
         rows = model_listing.torchvision_rows()
         print(json.dumps(rows) if args.json else model_listing.torchvision_text(rows))
@@ -483,7 +482,7 @@ def cmd_models(args) -> int:
     config = ExperimentConfig(model=args.model or "custom", batch_size=args.batch_size,
                               model_file=os.path.abspath(args.model_file) if args.model_file else None,
                               split_level=args.split_level, image_size=args.image_size)
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     (checked,) = check_all([(config, None)])
     if checked.problems:
         for p in checked.problems:

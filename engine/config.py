@@ -2,7 +2,7 @@
 
 The GUI builds it, the CLI parses into it, the worker receives it as JSON and the
 store saves it. ``problems()`` checks everything that needs no model; the checks
-that need the model's blocks live in ``engine.validate``.
+that need the model's blocks live in ``engine.run.validate``.
 """
 from __future__ import annotations
 
@@ -14,13 +14,18 @@ from typing import Any
 from engine import models, strategies
 from engine.precision import DEFAULT_LR, DTYPES, OPTIMIZERS
 from engine.problems import ConfigError, Problem  # noqa: F401 (part of this module's interface)
-from engine.timeline_keeper import TIMELINE_MODES
 
-# How each step gets its batch (engine.feed does it; named here so the config needs no torch).
+# How each step gets its batch (engine.run.feed does it; named here so the config needs no torch).
 INPUT_PREP = {
     "ahead": "batches prepared before the first step and placed on the devices that read them, as a "
              "DataLoader with prefetching delivers them: the measured step holds the model's work only",
     "in-step": "each step draws a fresh batch on the host (timed as data) and copies it to the devices",
+}
+# What a run stores of its steps' intervals (engine.record.timeline_keeper keeps them).
+TIMELINE_MODES = {
+    "sampled": "every step's summary row; the intervals of the first and last 200 steps, an even sample "
+               "between and the outliers",
+    "all": "every step's intervals (about 8 KB a step for a pipeline: gigabytes an hour)",
 }
 
 
@@ -65,11 +70,12 @@ class ExperimentConfig:
     hang_timeout_s: float = 120.0
     """A rank silent this long is declared hung and the run fails."""
     input_prep: str = "ahead"
-    """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.feed."""
+    """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.run.feed."""
     profile_steps: int = 0
-    """Measured steps each rank records with torch.profiler (engine.profiling); 0: none."""
+    """Measured steps each rank records with torch.profiler (engine.measure.profiling); 0: none."""
     timeline: str = "sampled"
-    """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all" (engine.timeline_keeper)."""
+    """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all"
+    (engine.record.timeline_keeper)."""
     optimizer: str = "sgd"
     """The optimizer every strategy builds (engine.precision.OPTIMIZERS): "sgd" or "adamw"."""
     dtype: str = "float32"

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Callable
 from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
+from engine.record.summary import stage_balance
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
-from engine.summary import stage_balance
 
 if TYPE_CHECKING:
     from engine.store import ExperimentRecord
@@ -187,7 +187,7 @@ def split_size(base: ExperimentConfig) -> list[Point]:
 
 
 def split_point(base: ExperimentConfig) -> list[Point]:
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     devices = _stage_devices(_devices_of(base)[0])
     schedule = _schedule_on(base, devices)
     # One split point between two stages: a schedule that places several stages on a device has more.
@@ -231,7 +231,7 @@ def schedules(base: ExperimentConfig) -> list[Point]:
                   for s in SCHEDULE_LIST if s.name != "gpipe"]
         # Those the model and micro-batches allow (a V of stages needs blocks for them; DualPipeV needs a
         # micro-batch per stage): the rest would stop the experiment before its first run.
-        from engine.validate import check_all
+        from engine.run.validate import check_all
         checked = check_all([(p.config, None) for p in others])
         points += [p for p, c in zip(others, checked) if not c.problems]
     return points
@@ -254,7 +254,7 @@ def memory_scaling(base: ExperimentConfig) -> list[Point]:
             points.append(Point(f"fsdp+tp x{k}", plain.replace(strategy="fsdp+tp", devices=devices), x=k))
     # Tensor parallel where the model allows it (pairs of linear layers): a point it refuses would stop the
     # experiment. Any other problem is the base's, and stops it before its first run, saying so.
-    from engine.validate import check_all
+    from engine.run.validate import check_all
     tensor_parallel = [p for p in points if p.config.strategy in ("tensor-parallel", "fsdp+tp")]
     refused = {p.label for p, c in zip(tensor_parallel, check_all([(p.config, None) for p in tensor_parallel]))
                if c.problems}
@@ -338,7 +338,7 @@ class ExperimentRunner:
             session.kill()
 
     def run(self) -> ExperimentResult:
-        from engine.session import RunSession
+        from engine.run.session import RunSession
         from engine.store import open_store
         with open_store(self.db_path) as store:
             self.experiment_id = store.create_experiment(self.preset.name, {
@@ -434,14 +434,14 @@ def _disturbed(runs: list[RunSummary]) -> str | None:
 
 
 def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentPoint]:
-    """Each point's step time as engine.what_if predicts it from the first run of the first measured pipeline
+    """Each point's step time as engine.plan.what_if predicts it from the first run of the first measured pipeline
     point with micro-batches (else the naive split's: GPipe with one, whose per-call costs say less about
     smaller micro-batches), so a sweep shows measured beside predicted. Only for points on the reference's
     devices, with its split, or a split of their own for another number of stages per device (a what-if
     keeps the model's cut per device): a split-point sweep's other splits, or other device counts, get none.
     Computed by ``main.py what-if`` in a child (the multi-stage schedules' lists need torch, which neither
     the command line's process nor the app's imports); an experiment whose prediction fails keeps its points."""
-    from engine.session import ROOT
+    from engine.run.session import ROOT
     staged = [p for p in points if p.step_time_s is not None and p.split and p.run_ids]
     reference = next((p for p in staged if (p.micro_batches or 1) > 1), staged[0] if staged else None)
     if reference is None:

@@ -105,7 +105,7 @@ class Loss:
 class Bubble:
     measured: float | None = None   # 1 - mean(devices_busy)
     theory: float | None = None     # (p-1)/(m+p-1), or (p-1)/(V*m+p-1) interleaved, where a formula holds
-    formula: str | None = None      # that formula with its values (engine.summary.theory_formula)
+    formula: str | None = None      # that formula with its values (engine.record.summary.theory_formula)
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ TRANSIENT_KINDS = ("Unsharded Param", "Unsharded Grad", "All Gather", "Reduce Sc
 
 @dataclass(frozen=True)
 class TensorMemory:
-    """Bytes of a device's tensors by kind (engine/tensor_memory.py): the most over the measured steps."""
+    """Bytes of a device's tensors by kind (engine/measure/tensor_memory.py): the most over the measured steps."""
     params: int = 0
     grads: int = 0
     optimizer: int = 0
@@ -173,8 +173,8 @@ class TensorMemory:
 
 @dataclass(frozen=True)
 class Traffic:
-    """One kind of collective on a device, per measured step (engine/communication.py): the payload's bytes."""
-    operation: str                  # engine.communication.OPERATIONS: "all-gather", "reduce-scatter", ...
+    """One kind of collective on a device, per measured step (engine/measure/communication.py): the payload's bytes."""
+    operation: str                  # engine.measure.communication.OPERATIONS: "all-gather", "reduce-scatter", ...
     calls: float = 0.0
     bytes: float = 0.0
     seconds: float | None = None    # None: counted, not timed (gloo's sends and receives: their waits are "wait")
@@ -314,7 +314,7 @@ class ExperimentPoint:
     batch_split: list[int] | None = None
     run_ids: list[str] = field(default_factory=list)
     error: str | None = None             # the point's runs failed: why
-    predicted_step_s: float | None = None   # engine.what_if's step time, from one of its runs (experiments.with_predictions)
+    predicted_step_s: float | None = None   # engine.plan.what_if's step time, from one of its runs (experiments.with_predictions)
     tensor_memory: list[TensorMemory | None] | None = None   # per device, its first run's (memory repeats)
     communication: list[Communication | None] | None = None  # per device, per step, its first run's
     disturbed: str | None = None         # a run of the point was disturbed (TelemetrySummary.disturbed): which, how

@@ -43,7 +43,7 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
 
-def node_processes(what: str = "engine.rank") -> list[psutil.Process]:
+def node_processes(what: str = "engine.run.rank") -> list[psutil.Process]:
     """Live processes of the node tag whose command line holds ``what`` (ranks by default), in any namespace."""
     found = []
     for proc in psutil.process_iter(["pid"]):

@@ -1,6 +1,6 @@
 """A rank without torch, for the long-run tests: ``SPLITSCOPE_RANK_MODULE=tests.synthetic_rank``.
 
-It speaks engine.rank's protocol (``ready``, one ``rank_step`` per step, ``done``
+It speaks engine.run.rank's protocol (``ready``, one ``rank_step`` per step, ``done``
 on the file descriptor SPLITSCOPE_EVENT_FD) as fast as the worker reads, with the
 intervals of a 2-stage, 8-micro-batch pipeline step: what an hour of a small
 pipeline sends, in seconds. Step k of rank r is deterministic, so a test can

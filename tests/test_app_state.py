@@ -86,7 +86,7 @@ def test_the_window_finds_its_style_sheet_icon_and_planner():
 def test_a_finished_run_says_its_steps_time_speed_and_bubble():
     from app.state.run_status import finished_text
     from engine.results import Bubble, MeanStd, RunSummary
-    from engine.session import RunResult
+    from engine.run.session import RunResult
     summary = RunSummary(steps=20, step_time_s=MeanStd(0.0071), throughput=MeanStd(1234.4), bubble=Bubble(0.4))
     result = RunResult("20250101-182558-ab12", "finished", summary)
     assert finished_text(result, RunProgress(steps_done=19), 3.1) == \
@@ -98,7 +98,7 @@ def test_a_finished_run_says_its_steps_time_speed_and_bubble():
 
 def test_a_stopped_or_failed_run_says_where_it_stopped_or_why():
     from app.state.run_status import finished_text
-    from engine.session import RunResult
+    from engine.run.session import RunResult
     progress = RunProgress(steps_done=3, steps_total=100)
     assert finished_text(RunResult("r", "stopped", None), progress, 9.0) == "Stopped after 3 of 100 steps"
     assert finished_text(RunResult("r", "failed", None, "rank 1 (cpu:1) was killed by SIGKILL"), progress, 1.0) \

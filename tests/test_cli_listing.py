@@ -37,7 +37,7 @@ def test_a_run_on_more_cpu_devices_than_cores_is_warned_in_the_panels_words():
     """The check's warning (printed by ``run``, logged by the app) says what the app's panel says."""
     from engine.config import ExperimentConfig
     from engine.devices import parse, sharing_note, usable_cores
-    from engine.validate import plan
+    from engine.run.validate import plan
     n = len(usable_cores()) + 1
     config = ExperimentConfig(strategy="ddp", model="seed-toy", devices=f"cpu:{n}", steps=3)
     run_plan, problems = plan(config)

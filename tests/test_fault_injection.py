@@ -16,7 +16,7 @@ import pytest
 import faulty_models
 from procs import ROOT, tagged_processes
 from engine.config import ExperimentConfig
-from engine.session import RunSession
+from engine.run.session import RunSession
 from engine.store import Store
 
 
@@ -103,7 +103,7 @@ def test_sigkill_of_the_app_mid_run(fresh_store):
         import sys, threading
         sys.path.insert(0, {str(ROOT)!r})
         from engine.config import ExperimentConfig
-        from engine.session import RunSession
+        from engine.run.session import RunSession
         first = threading.Event()
         config = ExperimentConfig(strategy="ddp", devices="cpu:2", model="mlp", width=64, depth=4, batch_size=64,
                                   steps=100000, warmup=0)

@@ -13,7 +13,7 @@ from engine.store import Store
 
 
 def rank_processes() -> list[psutil.Process]:
-    return [p for p in tagged_processes() if "engine.rank" in " ".join(p.cmdline())]
+    return [p for p in tagged_processes() if "engine.run.rank" in " ".join(p.cmdline())]
 
 
 def test_sigkill_of_a_rank_fails_the_run_naming_it(fresh_store):
@@ -50,7 +50,7 @@ def test_sigkill_of_a_rank_fails_the_run_naming_it(fresh_store):
 
 def test_stop_ends_the_run_within_3_seconds(fresh_store):
     from engine.config import ExperimentConfig
-    from engine.session import RunSession
+    from engine.run.session import RunSession
     import threading
     first_step = threading.Event()
     config = ExperimentConfig(strategy="pipeline", devices="cpu:2", model="mlp", width=128, depth=4,

@@ -96,11 +96,11 @@ def test_an_exception_exits_1_with_its_traceback_and_signals_reach_the_child(ser
 
 
 def test_an_entry_module_the_server_imported_runs_afresh_and_quietly(server):
-    """engine.validate, as the validation child: its answers, and nothing on stderr (runpy warns about a
+    """engine.run.validate, as the validation child: its answers, and nothing on stderr (runpy warns about a
     module it finds imported already)."""
     config = ExperimentConfig(**TINY_DDP, steps=2)
     request = json.dumps({"names_only": False, "items": [{"config": config.to_dict(), "tokens": None}]})
-    done = run_module("engine.validate", input=request, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT,
+    done = run_module("engine.run.validate", input=request, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT,
                       timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     (answer,) = json.loads(done.stdout)
@@ -211,7 +211,7 @@ def test_cuda_touched_before_forking_is_refused():
 def test_a_sessions_ranks_are_forked_by_its_fork_server():
     """A run through RunSession (the CLI's and the app's path): its ranks are the fork server's children, and
     say which rank they are."""
-    from engine.session import RunSession
+    from engine.run.session import RunSession
     seen: list = []
 
     def on_event(event):
@@ -220,7 +220,7 @@ def test_a_sessions_ranks_are_forked_by_its_fork_server():
                 process = psutil.Process(pid)
                 deadline = time.monotonic() + 10
                 # A child names itself a few statements after the fork
-                while "engine.rank" not in " ".join(process.cmdline()) and time.monotonic() < deadline:
+                while "engine.run.rank" not in " ".join(process.cmdline()) and time.monotonic() < deadline:
                     time.sleep(0.01)
                 seen.append((process.ppid(), " ".join(process.cmdline())))
             session.stop()
@@ -229,8 +229,8 @@ def test_a_sessions_ranks_are_forked_by_its_fork_server():
     result = session.wait(120)
     assert result.status == "stopped"
     assert [ppid for ppid, _ in seen] == [shared_pid()] * 2
-    assert [title.split(" -m ", 1)[1] for _, title in seen] == ["engine.rank (rank 0 of 2 on cpu:0)",
-                                                               "engine.rank (rank 1 of 2 on cpu:1)"]
+    assert [title.split(" -m ", 1)[1] for _, title in seen] == ["engine.run.rank (rank 0 of 2 on cpu:0)",
+                                                               "engine.run.rank (rank 1 of 2 on cpu:1)"]
 
 
 def test_the_switch_turns_the_fork_server_off(monkeypatch):
@@ -247,7 +247,7 @@ def _run_with_its_server_gone(config: ExperimentConfig) -> subprocess.Popen:
     ours, theirs = wire.pair()
     ours.close()
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(theirs.fileno()), PYTHONPATH=str(ROOT))
-    worker = subprocess.Popen([sys.executable, "-m", "engine.worker"], stdin=subprocess.PIPE,
+    worker = subprocess.Popen([sys.executable, "-m", "engine.run.worker"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env, pass_fds=(theirs.fileno(),))
     theirs.close()
     worker.stdin.write(config.to_json() + "\n")  # and stdin stays open: its end would stop the run
@@ -288,7 +288,7 @@ def test_a_stop_while_the_server_has_not_answered_ends_the_launch():
     server_side, worker_side = wire.pair()  # a server that never answers
     config = ExperimentConfig(**TINY_DDP, steps=2)
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(worker_side.fileno()), PYTHONPATH=str(ROOT))
-    worker = subprocess.Popen([sys.executable, "-m", "engine.worker"], stdin=subprocess.PIPE,
+    worker = subprocess.Popen([sys.executable, "-m", "engine.run.worker"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                               pass_fds=(worker_side.fileno(),))
     worker_side.close()

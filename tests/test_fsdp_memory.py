@@ -76,3 +76,23 @@ def test_fsdp_memory_by_kind_and_its_step_peak_are_torchs_fsdpmemtrackers(tmp_pa
     assert "other (MiB)" in figure.columns and "step peak: All Gather (MiB)" in figure.columns
     assert figure.rows[0][figure.columns.index("step peak: All Gather (MiB)")] == block / 2 ** 20
 
+
+
+TRACKER_IMPORT = """
+import sys, torch, torch.distributed.fsdp
+from engine.strategies.fsdp_peak import _fsdp_mem_tracker
+tracker = _fsdp_mem_tracker()
+print('compiler loaded' if 'torch._inductor' in sys.modules else 'compiler not loaded')
+import torch.distributed._tools.mem_tracker
+from torch.distributed._tools import FSDPMemTracker, RuntimeEstimator
+print(FSDPMemTracker is tracker, torch.distributed._tools.mem_tracker.MemTracker.__name__, RuntimeEstimator.__name__)
+"""
+
+
+def test_the_tracker_loads_without_torchs_compiler_and_its_package_stays_whole_for_others():
+    """torch.distributed._tools' own __init__ imports inductor, dynamo and triton (3.3 s a rank); the tracker
+    comes without them, and whoever imports that package later in the process still gets all of it."""
+    proc = subprocess.run([sys.executable, "-c", TRACKER_IMPORT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["compiler not loaded", "True MemTracker RuntimeEstimator"]

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import cli, protocol
+from engine import cli
 from engine.config import ConfigError, ExperimentConfig, problems
+from engine.run import protocol
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 

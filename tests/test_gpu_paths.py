@@ -14,13 +14,13 @@ import pytest
 from engine import experiments
 from engine.config import ExperimentConfig
 from engine.devices import Device, parse
-from engine.planning import balanced_split_per_stage
-from engine.session import RunSession
+from engine.plan.planning import balanced_split_per_stage
+from engine.run.session import RunSession
+from engine.run.worker import rank_environment
 from engine.store import Store
 from engine.telemetry import TelemetrySampler, nvml
 from engine.telemetry import gpu_inventory
 from engine.telemetry.targets import physical_name, targets_for
-from engine.worker import rank_environment
 from fake_nvml import FakeGpu, make_fake_pynvml
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,7 +66,7 @@ def test_experiments_on_one_gpu_run_what_one_gpu_can_and_say_what_needs_a_second
     assert base.devices == "cuda:0" and base.model == "resnet50" and base.batch_size == 120
     points = experiments.PRESETS[name].points(base)
     assert {p.label: p.config.devices for p in points} == expected
-    from engine.validate import plan
+    from engine.run.validate import plan
     for point in points:  # every point is a valid run on this machine
         assert plan(point.config)[1] == [], point.label
     (note,) = experiments.limits(name, base)

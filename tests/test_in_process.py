@@ -7,11 +7,11 @@ import torch
 
 from engine.config import ExperimentConfig
 from engine.devices import Device
+from engine.measure.timing import StepTimer
 from engine.models.build import build
 from engine.strategies.base import RankContext
 from engine.strategies.in_process_stages import InProcessStages
 from engine.strategies.single import SingleDevice
-from engine.timing import StepTimer
 
 
 def train(executor_factory, config, devices, split=None, steps=3):

@@ -19,9 +19,9 @@ import pytest
 
 from engine.config import ExperimentConfig
 from engine.figures.timeline import TIMELINE_STEPS
-from engine.session import RunSession
+from engine.record.timeline_keeper import FIRST, LAST
+from engine.run.session import RunSession
 from engine.store import Store
-from engine.timeline_keeper import FIRST, LAST
 from helpers import start_cli
 
 pytestmark = pytest.mark.timeout(600)
@@ -114,7 +114,7 @@ def test_a_real_5k_step_run_keeps_the_cli_and_worker_memory_flat(tmp_path):
             try:
                 with sqlite3.connect(db, timeout=1) as con:
                     step = con.execute("SELECT MAX(step) FROM steps").fetchone()[0] or 0
-                worker = next(p for p in cli.children() if "engine.worker" in " ".join(p.cmdline()))
+                worker = next(p for p in cli.children() if "engine.run.worker" in " ".join(p.cmdline()))
                 memory = (cli.memory_info().rss / MB, worker.memory_info().rss / MB)
                 torch_mapped = torch_mapped or any("libtorch" in m.path for m in cli.memory_maps())
             except (sqlite3.Error, StopIteration, psutil.NoSuchProcess):
@@ -157,7 +157,7 @@ def test_exports_of_a_sampled_run_say_which_steps_kept_their_timelines(synthetic
 
 @pytest.mark.parametrize("mode", ["sampled", "all"])
 def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, monkeypatch, mode):
-    from engine import timeline_keeper
+    from engine.record import timeline_keeper
     monkeypatch.setattr(timeline_keeper, "OUTLIERS_PER_OCTAVE", 0)  # sub-millisecond steps: outliers by the dozen
     db = tmp_path / "runs.sqlite3"
     config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=700, warmup=0, timeline=mode)
@@ -179,7 +179,7 @@ def test_the_timeline_option_keeps_a_sample_or_every_step(tmp_path, monkeypatch,
 
 def test_outliers_are_kept_in_every_octave_of_a_long_run_not_only_its_first():
     """Every 10th step slow for 2**16 steps: each doubling of the run keeps up to its own budget of them."""
-    from engine.timeline_keeper import OUTLIERS_PER_OCTAVE, TimelineKeeper
+    from engine.record.timeline_keeper import OUTLIERS_PER_OCTAVE, TimelineKeeper
     keeper = TimelineKeeper("sampled")
     slow = [k for k in range(2 ** 16) if keeper.keep({"step": k, "time_s": 0.03 if k % 10 == 9 else 0.01})
             and k % 10 == 9 and k >= FIRST]   # odd steps past FIRST: never in the even sample

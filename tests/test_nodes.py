@@ -185,7 +185,7 @@ def test_a_coordinator_that_dies_has_the_agents_end_their_ranks(node_cluster, fr
     try:
         wait_for_steps(fresh_store, 3, proc)
         import psutil
-        (worker,) = [p for p in psutil.Process(proc.pid).children() if "engine.worker" in " ".join(p.cmdline())]
+        (worker,) = [p for p in psutil.Process(proc.pid).children() if "engine.run.worker" in " ".join(p.cmdline())]
         worker.kill()  # the coordinator's connections die with it
         killed = time.monotonic()
         assert not wait_for_no_ranks(15), "the agents kept their ranks after the coordinator died"

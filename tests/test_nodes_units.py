@@ -146,7 +146,7 @@ def test_nodes_options_are_checked_before_anything_launches(tmp_path):
     assert set(found) == {"nodes", "devices", "token_file"}
     assert "cpu:N or cuda:0,cuda:1" in found["devices"] and "at least two" in found["nodes"]
     assert {p.option for p in problems(ExperimentConfig(token_file=str(token)))} == {"token_file"}
-    from engine.validate import check
+    from engine.run.validate import check
     refused = check(ok.replace(strategy="data-parallel"))
     assert [p.option for p in refused] == ["strategy"] and "cannot span nodes" in refused[0].message
     assert "ddp" in refused[0].message and "fsdp" in refused[0].message

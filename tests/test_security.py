@@ -8,7 +8,7 @@ import psutil
 
 from procs import tagged_processes
 from engine.config import ExperimentConfig
-from engine.session import RunSession
+from engine.run.session import RunSession
 
 
 def listening_sockets() -> list[tuple[int, str]]:

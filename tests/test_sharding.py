@@ -14,7 +14,7 @@ RUNS = {
     "single-sgd": ["--strategy", "single", "--devices", "cpu:1"],
     "single-adamw": ["--strategy", "single", "--devices", "cpu:1", "--optimizer", "adamw"],
     "fsdp-sgd": ["--strategy", "fsdp", "--devices", "cpu:2"],
-    # Two warm-up steps: the second is the one whose peak is tracked (engine/tensor_memory.py).
+    # Two warm-up steps: the second is the one whose peak is tracked (engine/measure/tensor_memory.py).
     "fsdp-adamw": ["--strategy", "fsdp", "--devices", "cpu:2", "--optimizer", "adamw", "--warmup", "2"],
     "tensor-parallel-sgd": ["--strategy", "tensor-parallel", "--devices", "cpu:2"],
     "tensor-parallel-adamw": ["--strategy", "tensor-parallel", "--devices", "cpu:2", "--optimizer", "adamw"],

@@ -11,7 +11,7 @@ import pytest
 from engine import cli
 from engine.config import ExperimentConfig
 from engine.results import RunSummary
-from engine.session import RunSession
+from engine.run.session import RunSession
 from engine.store import Store
 
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagreements, nvml, summarize, targets_for
 from engine.devices import Device
 from engine.results import TelemetrySummary
+from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagreements, nvml, summarize, targets_for
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
 

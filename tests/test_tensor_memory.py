@@ -1,4 +1,4 @@
-"""The memory a run's tensors use per device, by kind (engine/tensor_memory.py), counted in-process."""
+"""The memory a run's tensors use per device, by kind (engine/measure/tensor_memory.py), counted in-process."""
 from __future__ import annotations
 
 import pytest
@@ -7,10 +7,10 @@ import torch
 from engine import strategies
 from engine.config import ExperimentConfig
 from engine.devices import parse
+from engine.measure.tensor_memory import TensorMeter
+from engine.measure.timing import StepTimer
 from engine.models.build import build
 from engine.strategies.base import RankContext
-from engine.tensor_memory import TensorMeter
-from engine.timing import StepTimer
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 

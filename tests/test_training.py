@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from engine.config import ExperimentConfig
-from engine.session import RunSession
+from engine.run.session import RunSession
 from engine.store import Store
 
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import protocol
 from engine.config import ConfigError, ExperimentConfig, problems
-from engine.planning import balanced_split
+from engine.plan.planning import balanced_split
+from engine.record.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, from_json
+from engine.run import protocol
 from engine.store import Store
-from engine.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
@@ -94,7 +94,7 @@ def test_stage_balance_is_the_least_over_the_most_busy_stage():
 
 def test_stage_busy_leaves_out_drawing_the_batch():
     """Every stage draws the whole batch: counting it would pull an uneven split's balance towards 1."""
-    from engine.totals import RunTotals
+    from engine.record.totals import RunTotals
     merger, totals = StepMerger(2, ["cpu:0", "cpu:1"], origin=0.0), RunTotals(["cpu:0", "cpu:1"], warmup=0)
     for step in range(2):
         t = step * 1.0
@@ -114,7 +114,7 @@ def test_running_totals_give_the_summary_of_all_steps(rows, warmup):
     """Welford's running mean and variance, and busy-time sums, against the figures of the whole list."""
     import statistics
 
-    from engine.totals import RunTotals
+    from engine.record.totals import RunTotals
     totals = RunTotals(["a", "b"], warmup)
     steps = [{"step": i, "time_s": t, "throughput": 64 / t, "busy": {"a": a, "b": b}, "loss": loss,
               "batch_split": [i % 2, 1]} for i, (t, a, b, loss) in enumerate(rows)]
@@ -213,7 +213,7 @@ def test_the_one_second_mean_is_the_same_figure_for_lists_and_arrays(steps, wind
 
 
 def test_a_collective_is_waiting_until_the_last_rank_arrives_and_never_over_the_ranks_own_work():
-    from engine.summary import separate_collective_waits
+    from engine.record.summary import separate_collective_waits
     # Rank 1 launches both buckets early, the first while its backward still runs (2 .. 5);
     # rank 0 arrives at 6 and at 9.
     rank0 = {"intervals": {"cpu:0": [["backward", 0, 9], ["communication", 6, 7], ["communication", 9, 10]]}}

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+from engine.plan.what_if import predict, unpredictable
 from engine.results import MeanStd, RunSummary
-from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.schedule_actions import actions, order, simulate, tick_plan
-from engine.what_if import predict, unpredictable
+from engine.strategies.schedules import SCHEDULE_INFO
 from helpers import cli
 
 EVEN = {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}   # per device; a device's V stages share it

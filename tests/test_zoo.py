@@ -13,8 +13,8 @@ import pytest
 
 from engine import models
 from engine.config import ExperimentConfig
-from engine.session import RunSession
-from engine.validate import plan
+from engine.run.session import RunSession
+from engine.run.validate import plan
 
 STRATEGIES = {
     "single": dict(devices="cpu:1"),
@@ -111,7 +111,7 @@ def test_models_with_batch_norm_say_why_they_differ_from_one_device(matrix, mode
 @pytest.mark.parametrize("model,split", sorted(TUTORIAL_SPLIT.items()))
 def test_the_tutorial_split_puts_the_stem_layer1_and_layer2_on_stage_0(capsys, model, split):
     from engine import cli
-    from engine.validate import resolve_split_names
+    from engine.run.validate import resolve_split_names
     config = ExperimentConfig(model=model, strategy="model-parallel", devices="cpu:2")
     assert resolve_split_names(config, ["layer3"]) == split
     names = plan(config.replace(split=split))[0].block_names

@@ -20,8 +20,8 @@ from engine import config as config_mod
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
 from engine.models import MODELS
-from engine.strategies.staged import stage_devices
 from engine.strategies import STRATEGIES
+from engine.strategies.staged import stage_devices
 
 
 class PlanFlow(QtCore.QObject):

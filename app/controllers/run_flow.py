@@ -26,7 +26,7 @@ from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.live_data import RunProgress
 from engine.config import ExperimentConfig
-from engine.session import RunResult
+from engine.run.session import RunResult
 
 
 class RunFlow(QtCore.QObject):

@@ -1,6 +1,6 @@
 """IdleTelemetry: the nvitop-like view while no run is on: every GPU and core, sampled in the background.
 
-A run samples its own devices (engine.session); this sampler stops before a run
+A run samples its own devices (engine.run.session); this sampler stops before a run
 starts and starts again when it ends. Listing the targets initializes NVML, which can
 take a while on a GPU machine, so the sampler is made on a helper thread, which also
 reads the GPU inventory once. The UI thread only drains what was sampled.

@@ -73,7 +73,7 @@ def check(config_dict: dict) -> dict:
         return {"problems": [{"option": p.option, "message": p.message} for p in exc.problems],
                 "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
     try:
-        from engine import validate
+        from engine.run import validate
         plan, problems = validate.plan(config)
     except Exception as exc:  # validation itself broke: say so rather than pass the config
         problems = [Problem("config", f"validation failed: {type(exc).__name__}: {exc}")]
@@ -89,11 +89,11 @@ def check(config_dict: dict) -> dict:
 def profile(config_dict: dict, progress=None) -> dict:
     import torch
 
-    from engine import planning
+    from engine.plan import planning
     from engine.config import ExperimentConfig
     from engine.devices import DeviceError, parse
     from engine.models.build import build
-    from engine.validate import devices_needed
+    from engine.run.validate import devices_needed
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
     config = ExperimentConfig.from_dict(config_dict)
     spec = build(config)

@@ -1,4 +1,4 @@
-"""WhatIfClient: a stored run's what-if (engine.what_if), computed in a child process.
+"""WhatIfClient: a stored run's what-if (engine.plan.what_if), computed in a child process.
 
 The multi-stage schedules' action lists come from torch's own schedule classes,
 and the app never imports torch: ``main.py what-if RUN --json`` computes them (forked by the
@@ -14,8 +14,8 @@ import sys
 from PySide6 import QtCore
 
 from app.services.forked_process import start_module
+from engine.plan.what_if import Prediction
 from engine.results import from_json
-from engine.what_if import Prediction
 
 
 class WhatIfClient(QtCore.QObject):

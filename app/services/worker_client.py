@@ -16,12 +16,12 @@ from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
 from engine.results import RunSummary, from_json
-from engine.session import RunResult
+from engine.run.session import RunResult
 
 
 class WorkerClient(QtCore.QObject):
     sigEvents = QtCore.Signal(list)          # a batch of protocol events (dicts), in order
-    sigFinished = QtCore.Signal(object)      # engine.session.RunResult
+    sigFinished = QtCore.Signal(object)      # engine.run.session.RunResult
     sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
     sigKilled = QtCore.Signal(str)           # a stop was not honoured in time: what was done
 
@@ -53,7 +53,7 @@ class WorkerClient(QtCore.QObject):
     def start(self, config: ExperimentConfig) -> str:
         if self.session is not None:
             raise RuntimeError("a run is already going; stop it first")
-        from engine.session import RunSession
+        from engine.run.session import RunSession
         self.stopping = False
         self._inbox.clear()
         self._samples.take()   # a previous run's last samples

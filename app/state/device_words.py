@@ -72,7 +72,7 @@ def sampled_text(names: list[str]) -> str:
 def sharing_warning(config: ExperimentConfig, cores: int, gpus: int = 0) -> str | None:
     """What the configured devices' sharing of cores does to the figures (``engine.devices.sharing_note``), or
     None when each CPU device has a core of its own or the spec is wrong (the check says why)."""
-    from engine.validate import devices_needed  # torch-free at import
+    from engine.run.validate import devices_needed  # torch-free at import
     if config.nodes:  # the nodes' cores, not this machine's
         return None
     core_list = list(range(max(1, cores)))

@@ -12,10 +12,10 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
-from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
 from engine.figures.run_names import run_names
+from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
@@ -142,7 +142,7 @@ class RunProgress:
     micro_batches: int = 1
     split: list[int] | None = None
     theory: float | None = None    # the worker's theoretical bubble (its `started` event), None where none holds
-    theory_text: str | None = None  # its formula with the values (engine.summary.theory_formula)
+    theory_text: str | None = None  # its formula with the values (engine.record.summary.theory_formula)
     notes: list[str] = field(default_factory=list)  # what to know to read the run (`started`, then the summary)
     steps_total: int = 0
     steps_done: int = 0
@@ -227,11 +227,11 @@ class RunProgress:
         return sum(self.bubble_history) / len(self.bubble_history)
 
     def theory_formula(self) -> str | None:
-        """The formula behind ``theory_bubble``, with its values (engine.summary.theory_formula)."""
+        """The formula behind ``theory_bubble``, with its values (engine.record.summary.theory_formula)."""
         return self.summary.bubble.formula if self.summary else self.theory_text
 
     def theory_bubble(self) -> float | None:
-        """The engine's figure (engine.summary.theoretical_bubble): from the summary once the run ends,
+        """The engine's figure (engine.record.summary.theoretical_bubble): from the summary once the run ends,
         from the `started` event while it runs."""
         return self.summary.bubble.theory if self.summary else self.theory
 
@@ -271,7 +271,7 @@ class RunData:
     timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
     samples: list[Sample] = field(default_factory=list)
     step_count: int = 0          # steps stored
-    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.timeline_keeper)
+    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.record.timeline_keeper)
 
     def timeline_note(self) -> str:
         """Which steps' intervals the store kept, when not all of them."""
@@ -318,7 +318,7 @@ def physical_names(config: dict) -> dict[str, str]:
     from engine.config import ExperimentConfig
     from engine.devices import DeviceError
     from engine.telemetry.targets import physical_name
-    from engine.validate import run_devices
+    from engine.run.validate import run_devices
     try:
         return {d.name: physical_name(d) for d in run_devices(ExperimentConfig.from_dict(config))}
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map

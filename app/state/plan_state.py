@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from app.state.live_data import RunProgress
 from engine import devices as devices_mod
-from engine import planning
 from engine.config import ExperimentConfig
-from engine.planning import BlockInfo
+from engine.plan import planning
+from engine.plan.planning import BlockInfo
 from engine.results import from_json
 from engine.strategies import STRATEGIES
 
@@ -126,7 +126,7 @@ class PlanState:
 
     def skip_profile(self) -> None:
         """The blocks are not to be timed: Run goes on now, with a split chosen by the blocks' names (without
-        one, a run's rank 0 would time them itself before training: engine/rank.py resolve_split)."""
+        one, a run's rank 0 would time them itself before training: engine/run/rank.py resolve_split)."""
         self.skipped = True
         if self.check == PROFILING:
             self.check = OK
@@ -179,7 +179,7 @@ class PlanState:
 # -- what a config means for the split view, torch-free -----------------------------------------
 def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
     """The config's devices (every node's, with --nodes), or none while the spec is wrong (the check says why)."""
-    from engine.validate import run_devices  # torch-free at import
+    from engine.run.validate import run_devices  # torch-free at import
     try:
         return run_devices(config)
     except devices_mod.DeviceError:
@@ -189,7 +189,7 @@ def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
 def stage_count(config: ExperimentConfig, gpus: list[dict]) -> int | None:
     """How many devices (stages, for a split model) the config places work on; None while its spec is wrong.
     ``gpus``: the GPU inventory; torch numbers the ones CUDA sees cuda:0, cuda:1, ..."""
-    from engine.validate import devices_needed, run_devices
+    from engine.run.validate import devices_needed, run_devices
     try:
         if config.nodes:  # every node runs the devices: their GPUs are theirs, not this machine's
             return len(run_devices(config))
@@ -230,7 +230,7 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
     devices = config_devices(config)
     strategy = STRATEGIES.get(config.strategy)
     if strategy is not None and devices:
-        from engine.summary import theoretical_bubble, theory_formula, why_no_theory
+        from engine.record.summary import theoretical_bubble, theory_formula, why_no_theory
         names = [d.name for d in devices]
         own = strategy.world_size(config, devices) > 1
         progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own, config.schedule,

@@ -138,7 +138,7 @@ def in_app_words(option: str, message: str) -> str:
 
 # -- helpers ----------------------------------------------------------------------------------
 def _devices(config: ExperimentConfig, gpus: int) -> list[devices_mod.Device]:
-    from engine.validate import devices_needed  # torch-free at import
+    from engine.run.validate import devices_needed  # torch-free at import
     try:
         return devices_mod.parse(config.devices, devices_needed(config), gpus=gpus)
     except devices_mod.DeviceError:

@@ -1,14 +1,14 @@
 """What the status line, the live plots' title and the log say about a run, without Qt.
 
 Each text is a function of the run monitor (``live_data.RunProgress``) or of how the
-run ended (``engine.session.RunResult``), so a test reads them without a window.
+run ended (``engine.run.session.RunResult``), so a test reads them without a window.
 """
 from __future__ import annotations
 
 from app.state.live_data import RunProgress
 from app.state.units import format_duration
 from engine.results import RunSummary
-from engine.session import RunResult
+from engine.run.session import RunResult
 
 
 def short_id(run_id: str) -> str:

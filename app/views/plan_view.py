@@ -19,7 +19,7 @@ from app.views import theme
 from engine.figures import palette
 from engine.figures.plan import LETTER, measured_cells, plan_cells
 from engine.figures.timeline import LANE_HEIGHT
-from engine.what_if import TRUST
+from engine.plan.what_if import TRUST
 
 LIGHT_KINDS = {"backward-input"}   # light cells, labelled in dark text
 DARK_TEXT = "#1f1f1f"
@@ -145,7 +145,7 @@ class PlanView(QtWidgets.QWidget):
             "Plots tab's timeline shows every interval).")
 
     def show_predictions(self, predictions: list, runnable: bool = True) -> None:
-        """engine.what_if's predictions for the run in view, each row's button running it for real where
+        """engine.plan.what_if's predictions for the run in view, each row's button running it for real where
         ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead)."""
         table = self.what_if
         table.setRowCount(len(predictions))

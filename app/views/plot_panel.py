@@ -25,11 +25,11 @@ from app.views.timeline_view import KINDS, TimelineView
 from engine.figures import RunView, comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
 from engine.figures.gaps import broken, gap_after
-from engine.telemetry.smooth import core_total_apart
 from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
+from engine.measure.timing import KIND_MEANING
+from engine.record.summary import theory_formula
 from engine.results import RunSummary
-from engine.summary import theory_formula
-from engine.timing import KIND_MEANING
+from engine.telemetry.smooth import core_total_apart
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
 CORE_PREFIX = "core total "  # the key of a run's CPU device's whole-core reading, where it departs from its own
@@ -150,7 +150,7 @@ class BubbleBox(QtWidgets.QFrame):
 
     def show_figures(self, measured: float | None, theory: float | None, formula: str | None = None,
                      note: str = "") -> None:
-        """``formula``: the theory's formula with its values (engine.summary.theory_formula)."""
+        """``formula``: the theory's formula with its values (engine.record.summary.theory_formula)."""
         self.measured.setText(_fmt_pct(measured))
         self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
         if theory is not None:

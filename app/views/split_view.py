@@ -17,7 +17,7 @@ from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.notice_area import FixButtons
-from engine.planning import BlockInfo, stage_shares
+from engine.plan.planning import BlockInfo, stage_shares
 
 
 class StageBar(QtWidgets.QWidget):
@@ -215,7 +215,7 @@ class SplitView(QtWidgets.QWidget):
 
     def split(self) -> tuple[int, ...] | None:
         """The chosen split points, or None when the blocks are neither timed nor a split chosen by their
-        names (a run's rank 0 then times them and balances the split: engine/rank.py resolve_split)."""
+        names (a run's rank 0 then times them and balances the split: engine/run/rank.py resolve_split)."""
         return self._split if (self.uses_split and (self.blocks or self.names)) else None
 
     def set_split(self, split: tuple[int, ...], automatic: bool = False) -> None:

@@ -21,7 +21,7 @@ from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.plan import action_label, measured_actions
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
-from engine.timing import KINDS  # the kinds a rank times (engine.timing imports no torch)
+from engine.measure.timing import KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6

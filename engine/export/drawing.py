@@ -24,7 +24,7 @@ from engine.figures import palette
 from engine.figures.figure import Figure
 from engine.figures.numbers import format_value, is_number
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT
-from engine.timing import BUSY_KINDS
+from engine.measure.timing import BUSY_KINDS
 
 FORMATS = ("png", "svg", "pdf")
 INSTALL = "pip install matplotlib==3.10.7"

@@ -24,7 +24,8 @@ def run_view(store: Store, run_id: str) -> RunView:
         raise ExportError(f"no run with id {run_id!r}")
     rows, span = store.sample_span(run_id)
     bucket = span / EXPORT_ROWS if rows > EXPORT_ROWS else None
-    kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)  # every step's, or a sample (engine.timeline_keeper)
+    # every step's, or a sample (engine.record.timeline_keeper)
+    kept = store.timeline_steps(run_id, last=TIMELINE_STEPS)
     return RunView(summary=run.summary or RunSummary(), steps=store.steps(run_id, at_most=EXPORT_ROWS),
                    samples=store.samples(run_id, bucket_s=bucket), timeline=store.timeline(run_id, steps=kept),
                    step_count=store.step_count(run_id), timeline_steps=store.timeline_step_count(run_id),

@@ -8,7 +8,7 @@ telemetry as counter tracks ("C": utilization, memory); and, for a split model, 
 the stage that hands an activation or gradient on to the one that takes it.
 One clock: microseconds since the run started, the store's clock for intervals
 and samples alike. Only the steps whose intervals the run kept are in it (all
-of them with ``--timeline all``; a sample otherwise: engine.timeline_keeper).
+of them with ``--timeline all``; a sample otherwise: engine.record.timeline_keeper).
 A run with ``--profile-steps`` adds each rank's torch.profiler slices to its
 device's process, on threads of their own, moved onto the run's clock. An
 experiment's trace holds its runs one after another, each device of each run a
@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from engine.figures.plan import action_label, measured_actions
 from engine.export.errors import ExportError
+from engine.figures.plan import action_label, measured_actions
 from engine.store import Store
 
 US = 1e6
@@ -116,8 +116,8 @@ PROFILER_THREADS = 100   # a device's torch.profiler threads come after its own 
 
 def _profiler_events(trace: dict, pid: int, t0: float) -> list[dict]:
     """A rank's torch.profiler slices in the device's process, on the run's clock: the first profiled step's
-    mark (engine.profiling.STEP_MARK) placed where that step began."""
-    from engine.profiling import STEP_MARK
+    mark (engine.measure.profiling.STEP_MARK) placed where that step began."""
+    from engine.measure.profiling import STEP_MARK
     slices = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
     marks = [e for e in slices if str(e.get("name", "")).startswith(STEP_MARK)]
     if not marks:

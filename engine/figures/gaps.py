@@ -2,7 +2,7 @@
 
 A sampler reads every device at a steady rate (engine/telemetry/sampler.py, 10 Hz
 by default); stored samples older than ten minutes are buckets of 1 or 10 seconds
-(engine/recorder.py THINNING), each with its ``span_s``. Two neighbouring samples
+(engine/record/recorder.py THINNING), each with its ``span_s``. Two neighbouring samples
 further apart than ``GAP_PERIODS`` of their period were not neighbours in time:
 the sampler was off (the idle view pauses while a run samples its own devices),
 the device was not in the run, or the run had ended. A line between them would

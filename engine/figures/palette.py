@@ -16,7 +16,7 @@ SERIES_COLORS = ["#4e9af1", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7
 BEST = "#3fb950"        # the best bar, point or row of an experiment
 MUTED = "#8b949e"       # marks that explain rather than measure: warm-up's end, the automatic split, boundaries
 
-# What a device was doing (engine.timing.KINDS): the timeline's bars and their legend.
+# What a device was doing (engine.measure.timing.KINDS): the timeline's bars and their legend.
 KIND_COLORS = {
     "data": "#76b7b2",
     "forward": "#4e9af1",
@@ -28,7 +28,8 @@ KIND_COLORS = {
     "optimizer": "#59a14f",
     "wait": MUTED,
 }
-# What a device's tensor memory holds (engine/tensor_memory.py), and each collective (engine/communication.py).
+# What a device's tensor memory holds (engine/measure/tensor_memory.py), and each collective
+# (engine/measure/communication.py).
 MEMORY_COLORS = {"params": "#4e9af1", "grads": "#f28e2b", "optimizer": "#b07aa1", "activations": "#76b7b2",
                  "other": "#bab0ac"}
 OPERATION_COLORS = {"all-gather": "#4e9af1", "reduce-scatter": "#f28e2b", "all-reduce": "#e15759",

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from engine.figures import palette
-from engine.communication import OPERATIONS
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, series_table
 from engine.figures.gaps import broken, gap_after
 from engine.figures.numbers import is_number, pct, scaled, time_unit
-from engine.figures.run_names import run_names
 from engine.figures.plan import plan_figure
+from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
+from engine.measure.communication import OPERATIONS
 from engine.results import Communication, RunSummary, Sample, Step, TensorMemory
 from engine.telemetry.smooth import SMOOTH_S, core_total_apart, trailing_mean
 
@@ -39,7 +39,7 @@ TENSOR_MEMORY = Figure("tensor-memory", "Tensor memory per device by kind (the m
                        Axis("device"), Axis("tensor memory", "MiB"))
 COMMUNICATION = Figure("communication", "Communication per device per step, by collective (payload bytes)",
                        Axis("device"), Axis("bytes per step", "MiB"))
-# The kinds of tensor memory, bottom to top of a device's stack (engine/tensor_memory.py; "other": what a GPU's
+# The kinds of tensor memory, bottom to top of a device's stack (engine/measure/tensor_memory.py; "other": what a GPU's
 # allocator or fsdp's peak tracker saw beyond them, TensorMemory.other).
 MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
 PEAK_PREFIX = "step peak: "   # the tensor memory table's columns of fsdp's tracked step, one per torch kind

@@ -49,7 +49,7 @@ def become(request: dict, fds: list[int], server_pid: int, server_sockets: list)
         # Run afresh, as `python -m` runs it: not the server's copy, if one of its imports took it.
         sys.modules.pop(request["module"], None)
         # What the module registers runs at its end; the server's imports' own (torch's teardown, 70 ms of
-        # copied pages here) do not: the ranks skip the interpreter's teardown anyway (engine/rank.py).
+        # copied pages here) do not: the ranks skip the interpreter's teardown anyway (engine/run/rank.py).
         atexit._clear()
         try:
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)

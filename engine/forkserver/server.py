@@ -27,10 +27,10 @@ from engine.forkserver.child import become
 from engine.parent_death import die_with_parent
 
 # What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once. The
-# entry modules themselves (engine.rank, engine.validate) are run afresh in each child, as `python -m` would.
+# entry modules themselves (engine.run.rank, engine.run.validate) are run afresh in each child, as `python -m` would.
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.distributed.fsdp",
-           "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.loop",
-           "engine.models.build", "engine.planning", "engine.strategies", "engine.strategies.ddp_executor",
+           "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.run.loop",
+           "engine.models.build", "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
            "engine.strategies.data_parallel_executors", "engine.strategies.scheduled_stages",
            "engine.strategies.in_process_stages", "engine.strategies.in_process_traced_stages",
            "engine.strategies.sharded_executor", "engine.models.tracing")

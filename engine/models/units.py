@@ -71,7 +71,7 @@ def split_units(module: nn.Module, level: int, sample_inputs: torch.Tensor) -> l
 
 def meta_only_failure(exc: BaseException) -> bool:
     """A failure only the meta device causes (code that reads a tensor's values), while validation builds
-    the model there: it retries on the host (engine.validate)."""
+    the model there: it retries on the host (engine.run.validate)."""
     return torch.empty(0).device.type == "meta" and "meta" in str(exc).lower()
 
 

@@ -328,7 +328,7 @@ class NodeRanks:
 
     def _profile_here(self, rank: int, event: dict) -> dict:
         """A rank's profiler trace, from its chunks into a file where this machine's session picks it up (and
-        removes it: engine.session)."""
+        removes it: engine.run.session)."""
         event = dict(event)
         chunks = self._profiles.pop(rank, None)
         if not chunks:

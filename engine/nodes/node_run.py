@@ -3,7 +3,7 @@
 The ranks are started by torchrun (``engine.nodes.torchrun``), so they are not the
 agent's children and cannot inherit a pipe from it: each rank connects to a Unix
 socket in the run's private folder (SPLITSCOPE_EVENT_SOCKET), three times, for its
-events, its stdout and its stderr (engine.rank), each connection opened by a line
+events, its stdout and its stderr (engine.run.rank), each connection opened by a line
 saying which rank and stream it is. Everything is handed to ``send`` as messages
 for the coordinator (docs/nodes.md):
 
@@ -105,11 +105,11 @@ class NodeRun:
                 "--rdzv-conf", f"is_host=0,join_timeout={RENDEZVOUS_JOIN_S}",
                 "--local-addr", self.host, "--max-restarts", "0", "--monitor-interval", "0.1",
                 "--shutdown-timeout", str(int(KILL_GRACE_S)), "--log-dir", os.path.join(self.dir, "torchrun"),
-                "-m", "engine.rank"]
+                "-m", "engine.run.rank"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "engine.nodes.torchrun", str(status_write), str(store_fd), "--", *args],
             cwd=ROOT, env=env, pass_fds=tuple(fd for fd in (status_write, store_fd) if fd != -1),
-            # The ranks inherit this stdin: when the agent closes it, or dies, they end (engine.rank).
+            # The ranks inherit this stdin: when the agent closes it, or dies, they end (engine.run.rank).
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         os.close(status_write)
         if self.rendezvous is not None:
@@ -263,7 +263,7 @@ class NodeRun:
         for pid in pids:
             try:
                 proc = psutil.Process(pid)
-                if "engine.rank" in " ".join(proc.cmdline()):
+                if "engine.run.rank" in " ".join(proc.cmdline()):
                     procs.append(proc)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

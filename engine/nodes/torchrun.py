@@ -7,7 +7,7 @@ This is ``torch.distributed.run.main`` (torchrun) with three things around it:
   the socket the agent bound: torch's own store server listens on every interface,
   this one on the agent's address alone (``master_listen_fd``); torchrun is then told
   ``is_host=0`` and connects to it like every other node, and the ranks keep their
-  process group's keys in it too (engine.rank);
+  process group's keys in it too (engine.run.rank);
 - it writes how the workers ended to STATUS_FD, one JSON object: {"failures": {rank:
   exit code}} from torchrun's ChildFailedError, or {"error": text}, or {} when all
   finished. torchrun itself only exits 1.

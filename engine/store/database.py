@@ -62,9 +62,9 @@ CREATE TABLE IF NOT EXISTS timeline (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     step INTEGER NOT NULL,
     device TEXT NOT NULL,
-    kind TEXT NOT NULL,            -- engine.timing.KINDS
+    kind TEXT NOT NULL,            -- engine.measure.timing.KINDS
     t0 REAL NOT NULL, t1 REAL NOT NULL  -- seconds since the run started
-);                                 -- every step's, or a sample of them (engine.timeline_keeper)
+);                                 -- every step's, or a sample of them (engine.record.timeline_keeper)
 CREATE INDEX IF NOT EXISTS timeline_run ON timeline(run_id, step);
 CREATE TABLE IF NOT EXISTS samples (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS profiles (
     rank INTEGER NOT NULL,
     device TEXT NOT NULL,
     t0 REAL NOT NULL,              -- seconds since the run started, when its first profiled step began
-    trace BLOB NOT NULL            -- torch.profiler's Chrome trace, gzip-compressed JSON (engine.profiling)
+    trace BLOB NOT NULL            -- torch.profiler's Chrome trace, gzip-compressed JSON (engine.measure.profiling)
 );
 """
 
@@ -311,7 +311,7 @@ class Store:
              for dev, intervals in (ev.get("intervals") or {}).items() for kind, t0, t1 in intervals])
 
     def add_profile(self, run_id: str, rank: int, device: str, t0: float, trace_json: bytes) -> None:
-        """A rank's torch.profiler Chrome trace, compressed (engine.profiling)."""
+        """A rank's torch.profiler Chrome trace, compressed (engine.measure.profiling)."""
         with self._tx():
             self._db.execute("INSERT INTO profiles (run_id, rank, device, t0, trace) VALUES (?, ?, ?, ?, ?)",
                              (run_id, rank, device, t0, gzip.compress(trace_json)))
@@ -453,7 +453,7 @@ class Store:
             f"({', '.join('?' * len(wanted))}) ORDER BY t0", (run_id, *wanted))]
 
     def timeline_steps(self, run_id: str, last: int | None = None) -> list[int]:
-        """The steps whose every interval is stored (all of them, or a sample: engine.timeline_keeper), in
+        """The steps whose every interval is stored (all of them, or a sample: engine.record.timeline_keeper), in
         order; with ``last``, only the last that many (read backwards along the index: a day's run too)."""
         if last is None:
             return [r[0] for r in self._db.execute(

@@ -5,7 +5,7 @@ and what it refuses; on each rank its ``build`` returns an Executor from here:
 placement and wrapping of the model, the forward, backward and optimizer step
 of one batch. Executors import torch; this module does not at import time (the
 worker, which only supervises, imports the registry). The training loop
-(engine.loop) owns timing, events and stop requests.
+(engine.run.loop) owns timing, events and stop requests.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.communication import CommLedger
 from engine.devices import Device
+from engine.measure.communication import CommLedger
+from engine.measure.tensor_memory import Placement
+from engine.measure.timing import StepTimer
 from engine.problems import Problem
-from engine.tensor_memory import Placement
-from engine.timing import StepTimer
 
 if TYPE_CHECKING:
     import torch
@@ -47,7 +47,7 @@ class RankContext:
     split: tuple[int, ...] | None    # first block of each later stage (staged strategies)
     spec: "ModelSpec"
     timer: StepTimer
-    comm: CommLedger = field(default_factory=CommLedger)   # the step's collectives, counted (engine.communication)
+    comm: CommLedger = field(default_factory=CommLedger)   # the step's collectives (engine.measure.communication)
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Executor(ABC):
     def place_batch(self, inputs: "torch.Tensor", targets: "torch.Tensor"):
         """Put a host batch where ``step`` reads it (the GPU of the first stage, ...), timing any copy as
         "transfer"; returns what ``step`` takes. Called before the first step for prepared batches, inside
-        the step for batches drawn there (engine.feed)."""
+        the step for batches drawn there (engine.run.feed)."""
         return inputs, targets
 
     @abstractmethod
@@ -80,7 +80,7 @@ class Executor(ABC):
 
     def placements(self) -> list[Placement]:
         """The modules this rank placed on each device, with the optimizer that updates them: what the
-        run's tensor memory per device is measured from (engine.tensor_memory)."""
+        run's tensor memory per device is measured from (engine.measure.tensor_memory)."""
         return []
 
     def step_peak(self):

@@ -23,10 +23,10 @@ import copy
 
 import torch
 
+from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
 from engine.strategies.base import Executor, RankContext, StepResult, place_on
 from engine.strategies.device_threads import DeviceThread
-from engine.tensor_memory import Placement
 
 
 def _after(device, other) -> None:

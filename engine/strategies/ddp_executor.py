@@ -4,9 +4,9 @@ The gradient all-reduce is timed as "communication" by wrapping torch's own
 default hook (``allreduce_hook``, what DDP does without one): from the bucket's
 launch to the all-reduce's completion, on gloo and on NCCL (there through CUDA
 events on the stream that waits for it), and each bucket's bytes counted
-(engine.communication: the reducer calls no Python op a dispatch mode could see). The worker's merge then cuts each rank's
+(engine.measure.communication: the reducer calls no Python op a dispatch mode could see). The worker's merge then cuts each rank's
 share of a collective that came before the last rank arrived off as "wait"
-(engine.summary). ``backward`` ends where the last bucket is launched: after it,
+(engine.record.summary). ``backward`` ends where the last bucket is launched: after it,
 the rank waits for the all-reduce, then copies the reduced buckets into the
 gradients (timed as "transfer").
 """
@@ -16,9 +16,9 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
-from engine.tensor_memory import Placement
 
 
 class Ddp(Executor):

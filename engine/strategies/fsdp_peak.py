@@ -1,31 +1,56 @@
 """An FSDP rank's tensors at its step's peak, by kind, as torch's FSDPMemTracker counts them.
 
 What a sharded model holds between steps (its shards, their gradients, the
-optimizer's state) is counted by engine.tensor_memory like any model's; what
+optimizer's state) is counted by engine.measure.tensor_memory like any model's; what
 decides FSDP's peak is transient: the parameters gathered for a block's forward
 and backward, the all-gather's output and the reduce-scatter's input buffers, the
 unsharded gradients before they are scattered, and backward's temporaries. torch's
 ``FSDPMemTracker`` (torch.distributed._tools.fsdp2_mem_tracker) follows each of
 them through FSDP's own pre/post forward and backward and a dispatch mode over
 every op; it costs a Python call per op, so it tracks one warm-up step only
-(engine.tensor_memory.TensorMeter decides which).
+(engine.measure.tensor_memory.TensorMeter decides which).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
 from typing import TYPE_CHECKING
 
 import torch
-from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
 if TYPE_CHECKING:
     from engine.devices import Device
+
+_TOOLS = "torch.distributed._tools"
+
+
+def _fsdp_mem_tracker() -> type:
+    """torch's FSDPMemTracker class, without running its package's ``__init__`` first: that imports torch's
+    runtime and SAC estimators and through them inductor, dynamo and triton (3.3 s here, each rank, for a
+    tracker that uses none of them). The package is put in place as a module whose attributes load the real
+    ``__init__`` on first use, so whoever imports it later in the process gets all of it."""
+    if _TOOLS not in sys.modules:
+        spec = importlib.util.find_spec(_TOOLS)
+        package = types.ModuleType(_TOOLS)
+        package.__spec__, package.__path__, package.__package__ = spec, list(spec.submodule_search_locations), _TOOLS
+
+        def load_whole(name: str):
+            del package.__getattr__                  # once: the real __init__ defines what it exports
+            spec.loader.exec_module(package)
+            return getattr(package, name)
+        package.__getattr__ = load_whole
+        sys.modules[_TOOLS] = package
+        torch.distributed._tools = package
+    return importlib.import_module(f"{_TOOLS}.fsdp2_mem_tracker").FSDPMemTracker
 
 
 class FsdpStepPeak:
     """A context around one step; ``by_kind`` then gives the bytes live at its peak on the rank's device."""
 
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, device: "Device"):
-        self._tracker = FSDPMemTracker(module, optimizer)
+        self._tracker = _fsdp_mem_tracker()(module, optimizer)
         self._device = device
 
     def track_inputs(self, tensors) -> None:

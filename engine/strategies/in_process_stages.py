@@ -14,7 +14,7 @@ import torch
 
 from engine.precision import make_optimizer
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
-from engine.tensor_memory import Placement
+from engine.measure.tensor_memory import Placement
 
 
 class InProcessStages(Executor):

@@ -5,7 +5,7 @@ Each device runs its actions in turn; ``simulate`` plays the lists out with a
 duration per action (an action starts when its device is free and its input is
 there: a forward after the previous stage's forward of that micro-batch, a
 backward or input gradient after the next stage's, a weight gradient after its
-own stage's input gradient). ``engine.what_if`` predicts step times with it;
+own stage's input gradient). ``engine.plan.what_if`` predicts step times with it;
 ``tick_plan`` draws GPipe's and 1F1B's plan with it.
 """
 from __future__ import annotations

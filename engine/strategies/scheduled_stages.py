@@ -21,12 +21,12 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as _schedules
 
 from engine.models import tracing
-from engine.strategies.schedules import SCHEDULE_INFO
-from engine.strategies.schedule_actions import tick_plan
 from engine.precision import make_optimizer
+from engine.strategies.schedule_actions import tick_plan
+from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
-from engine.communication import collective_meter
-from engine.tensor_memory import Placement
+from engine.measure.communication import collective_meter
+from engine.measure.tensor_memory import Placement
 
 
 
@@ -177,6 +177,6 @@ class ScheduledStages(Executor):
 
     def placements(self) -> list[Placement]:
         # Each stage module on its own: the schedule calls the stages' modules, never a ModuleList holding
-        # them, so the activation hooks go on what runs (engine.tensor_memory.ActivationCounter).
+        # them, so the activation hooks go on what runs (engine.measure.tensor_memory.ActivationCounter).
         modules = list(self.module) if isinstance(self.module, torch.nn.ModuleList) else [self.module]
         return [Placement(self.device, module, self.optimizer) for module in modules]

@@ -7,7 +7,7 @@ ddp does. tensor-parallel (``torch.distributed.tensor.parallel``) splits pairs o
 linear layers column-wise then row-wise: every device sees the whole batch and
 holds a slice of each paired layer. fsdp+tp does both on a 2-D device mesh:
 tensor parallel within pairs of devices, FSDP across the pairs. Their trade is
-memory against communication (engine.tensor_memory, engine.communication).
+memory against communication (engine.measure.tensor_memory, engine.measure.communication).
 """
 from __future__ import annotations
 

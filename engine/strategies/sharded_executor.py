@@ -7,7 +7,7 @@ data-parallel group's ranks each take their torch.chunk of the batch, as ddp's
 do, with the loss weighted by the chunk's share so FSDP's averaging of
 gradients gives the whole batch's mean-loss gradient; the ranks of a
 tensor-parallel group read the same chunk. Every collective the step calls is
-timed and counted by ``engine.communication.collective_meter``.
+timed and counted by ``engine.measure.communication.collective_meter``.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import parallelize_module
 
-from engine.communication import collective_meter
+from engine.measure.communication import collective_meter
+from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
 from engine.strategies.tensor_parallel_plan import parallelize_plan
-from engine.tensor_memory import Placement
 
 
 class ShardedExecutor(Executor):

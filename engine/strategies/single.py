@@ -1,11 +1,11 @@
 """single: the whole model on one device; the baseline."""
 from __future__ import annotations
 
-from engine.problems import Problem
+from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
+from engine.problems import Problem
 from engine.strategies.base import Executor, RankContext, StepResult, place_on
 from engine.strategies.strategy import Strategy
-from engine.tensor_memory import Placement
 
 
 class Single(Strategy):

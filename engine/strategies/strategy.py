@@ -29,7 +29,7 @@ class Strategy:
     uses_micro_batches = False    # cuts the batch into micro-batches (--micro-batches, --split-size, --schedule)
     data_parallel = False         # the batch is split over replicas; reports each one's batch size
     needs_process_group = False   # a torch.distributed group even with one process
-    collectives_span_all_ranks = True  # every collective takes every rank (engine.summary separates their waits)
+    collectives_span_all_ranks = True  # every collective takes every rank (engine.record.summary separates their waits)
 
     def world_size(self, config: ExperimentConfig, devices: list[Device]) -> int:
         return 1
@@ -38,7 +38,7 @@ class Strategy:
         return []
 
     def model_problems(self, config: ExperimentConfig, spec, devices: list[Device]) -> list[Problem]:
-        """What it cannot do with this model (built on the meta device, before launch): engine.validate."""
+        """What it cannot do with this model (built on the meta device, before launch): engine.run.validate."""
         return []
 
     def build(self, ctx: RankContext) -> Executor:

@@ -13,8 +13,8 @@ from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.gpu_target import GpuTarget
 from engine.telemetry.sample import FIELD_NAMES, DeviceSample
 from engine.telemetry.sampler import DEFAULT_RATE_HZ, MAX_RATE_HZ, TelemetrySampler, check_rate
-from engine.telemetry.summary import disagreements, summarize
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.telemetry.summary import disagreements, summarize
 from engine.telemetry.targets import Target, all_targets, physical_name, targets_for
 
 __all__ = [

@@ -4,7 +4,7 @@ Torch numbers the GPUs it may use 0, 1, ... in the order CUDA_VISIBLE_DEVICES
 lists them; NVML ignores that variable and numbers every GPU of the machine. With
 ``CUDA_VISIBLE_DEVICES=2,3`` a run's ``cuda:0`` is NVML's GPU 2, and reading NVML's
 GPU 0 for it would show another GPU's utilization. The ranks run with
-``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (engine.worker), the order NVML counts in, so a
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (engine.run.worker), the order NVML counts in, so a
 number in the list is an NVML index.
 
 The rules are torch's own (``torch.cuda._parse_visible_devices`` and

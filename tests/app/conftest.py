@@ -72,7 +72,7 @@ def window(qtbot, qapp_configured):
     experiment's thread makes run in a child, as ``app.launch`` has them (torch stays out of the window's
     process: beside Qt's threads it once crashed the test process)."""
     from app.main_window import MainWindow
-    from engine.validate import validate_in_child
+    from engine.run.validate import validate_in_child
     validate_in_child(True)
     win = MainWindow()
     qtbot.addWidget(win)

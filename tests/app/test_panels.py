@@ -8,7 +8,7 @@ from PySide6 import QtCore
 
 from app.state.problem_help import explain_all
 from app_helpers import shown
-from engine.planning import BlockInfo
+from engine.plan.planning import BlockInfo
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 

@@ -68,15 +68,15 @@ def test_a_store_error_in_an_experiments_thread_shows_in_the_window_and_run_come
                                                                                        monkeypatch):
     """What kept a window on "An experiment is in progress" for minutes: the run's store, opened on its session's
     thread, failed there; the thread ended without a word and the experiment waited on it for ever."""
-    import engine.session
-    real_open = engine.session.open_store
+    import engine.run.session
+    real_open = engine.run.session.open_store
 
     def failing_on_the_session_thread(path=None):
         if threading.current_thread().name.startswith("run-session"):
             raise sqlite3.DatabaseError("database disk image is malformed")
         return real_open(path)
 
-    monkeypatch.setattr(engine.session, "open_store", failing_on_the_session_thread)
+    monkeypatch.setattr(engine.run.session, "open_store", failing_on_the_session_thread)
     set_small_mlp(window, strategy="model-parallel", width=32, depth=4, batch_size=32, steps=3)
     window.experiments.menu.repeats_spin.setValue(1)
     wait_ready(qtbot, window, profiled=False)   # Run waits for the planner's first check, not for the store

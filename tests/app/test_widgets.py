@@ -329,7 +329,7 @@ def test_history_mode_overlays_several_runs(panel):
 # -- split view -------------------------------------------------------------------------------
 
 def blocks(n=5):
-    from engine.planning import BlockInfo
+    from engine.plan.planning import BlockInfo
     return [BlockInfo(f"layer{i}", params=4160, cost_s=0.001 * (1 + i), out_bytes=256) for i in range(n)]
 
 

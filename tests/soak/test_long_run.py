@@ -29,9 +29,9 @@ def rss_by_role(app: psutil.Process) -> dict[str, float]:
             rss = child.memory_info().rss / MB
         except psutil.NoSuchProcess:
             continue
-        role = next((name for key, name in (("planner_service", "planner"), ("engine.worker", "worker"),
-                                             ("engine.rank", "rank")) if key in command), "other")
-        if role == "rank":  # forked: "python -m engine.rank (rank 1 of 2 on cpu:1)"; fresh: its environment
+        role = next((name for key, name in (("planner_service", "planner"), ("engine.run.worker", "worker"),
+                                             ("engine.run.rank", "rank")) if key in command), "other")
+        if role == "rank":  # forked: "python -m engine.run.rank (rank 1 of 2 on cpu:1)"; fresh: its environment
             words = command.split("(rank ", 1)
             role = f"rank {words[1].split()[0] if len(words) > 1 else child.environ().get('RANK', '?')}"
         roles[role] = rss

@@ -23,11 +23,8 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
-TIMELINE_MODES = {
-    "sampled": "every step's summary row; the intervals of the first and last 200 steps, an even sample "
-               "between and the outliers",
-    "all": "every step's intervals (about 8 KB a step for a pipeline: gigabytes an hour)",
-}
+from engine.config import TIMELINE_MODES
+
 FIRST, LAST, PER_OCTAVE, NEIGHBOURS, OUTLIERS_PER_OCTAVE = 200, 200, 100, 50, 100
 
 

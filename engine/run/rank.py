@@ -1,4 +1,4 @@
-"""A rank process: one process of a run (``python -m engine.rank``), launched by the worker.
+"""A rank process: one process of a run (``python -m engine.run.rank``), launched by the worker.
 
 torchrun-compatible: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the
 environment. The config and resolved devices come in SPLITSCOPE_CONFIG and
@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from engine import strategies
 from engine.parent_death import die_with_parent
-from engine.protocol import finite
+from engine.run.protocol import finite
 
 
 def _die_with_parent() -> None:
@@ -159,10 +159,10 @@ def describe_exception(exc: BaseException) -> str:
 
 def run_rank(config, devices, rank, world, channel, own) -> None:
     """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``)."""
-    from engine import loop
+    from engine.run import loop
     from engine.models.build import build
     from engine.strategies.base import ParameterChange, RankContext
-    from engine.timing import StepTimer
+    from engine.measure.timing import StepTimer
     spec = build(config)
     split = resolve_split(config, spec, devices, rank, world)
     # The GPUs this process works on: its own, or every listed one when it is alone.
@@ -188,7 +188,7 @@ def resolve_split(config, spec, devices, rank, world):
         return tuple(config.split)
     split = None
     if rank == 0:
-        from engine.planning import plan_balanced
+        from engine.plan.planning import plan_balanced
         from engine.strategies.staged import stage_devices
         micro = max(1, config.effective_batch_size // config.effective_micro_batches)
         split = plan_balanced(spec, micro, stage_devices(config, devices))[1]

@@ -7,7 +7,7 @@ model files are checked too. Every problem is reported at once.
 Importing torch costs a process about 500 MB, which a process that only
 supervises a run (the command line's) would keep for the whole run: with
 ``validate_in_child()`` the checks run in a short-lived child
-(``python -m engine.validate``) and the supervising process never imports torch.
+(``python -m engine.run.validate``) and the supervising process never imports torch.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from engine import config as config_mod
 from engine import forkserver
@@ -87,11 +86,11 @@ def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool =
 
 
 def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_only: bool) -> list[Checked]:
-    root = Path(__file__).resolve().parent.parent
+    from engine.rank_env import ROOT as root
     request = json.dumps({"names_only": names_only,
                           "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-    done = forkserver.run_module("engine.validate", input=request, env=env, cwd=root)
+    done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root)
     try:
         answers = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -102,7 +101,7 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
 
 
 def _serve() -> int:
-    """``python -m engine.validate``: {"names_only", "items": [{"config", "tokens"}]} on stdin, the answers
+    """``python -m engine.run.validate``: {"names_only", "items": [{"config", "tokens"}]} on stdin, the answers
     on stdout. A model file may print: what it prints goes to stderr, the answers alone to stdout."""
     answers_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

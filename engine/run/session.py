@@ -1,6 +1,6 @@
 """A run, end to end, for the CLI and the app alike: worker process, telemetry, store.
 
-``RunSession`` launches the worker (``python -m engine.worker``), reads its
+``RunSession`` launches the worker (``python -m engine.run.worker``), reads its
 events on a background thread, samples telemetry outside the worker (as
 nvidia-smi would see the machine), stores steps, timeline and samples as they
 come, and adds the telemetry section to the summary. Callbacks run on
@@ -20,16 +20,16 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
-from engine import forkserver, protocol
+from engine import forkserver
 from engine.config import ExperimentConfig
+from engine.rank_env import ROOT
 from engine.results import RunSummary, from_json, to_json
+from engine.run import protocol
 from engine.store import default_path, open_store
 from engine.telemetry.sample import DeviceSample
 
-ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
 FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
@@ -97,7 +97,7 @@ class RunSession:
             try:
                 # Own session: a Ctrl-C in the terminal reaches us, and we stop the run in order.
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "engine.worker"], cwd=ROOT, env=env, start_new_session=True,
+                    [sys.executable, "-m", "engine.run.worker"], cwd=ROOT, env=env, start_new_session=True,
                     pass_fds=(forks.fileno(),) if forks is not None else (),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             finally:
@@ -166,11 +166,11 @@ class RunSession:
         self._sampler.start()
 
     def _devices(self) -> list:
-        from engine.validate import run_devices
+        from engine.run.validate import run_devices
         return run_devices(self.config)
 
     def _store_profile(self, store, event: dict) -> dict | None:
-        """A rank's torch.profiler trace, moved from its file into the run store (engine.profiling); a warning
+        """A rank's torch.profiler trace, moved from its file into the run store (engine.measure.profiling); a warning
         event for the user when it could not be."""
         path = event.get("path") or ""
         try:
@@ -240,8 +240,8 @@ class RunSession:
         return batch
 
     def _run(self) -> None:
-        from engine.recorder import RunRecorder
-        from engine.summary import unique_devices
+        from engine.record.recorder import RunRecorder
+        from engine.record.summary import unique_devices
         store = None
         recorder = None
         status, summary, error, tb = "failed", None, None, None
@@ -307,7 +307,7 @@ class RunSession:
             code = self._proc.wait()
             if summary is None and error is None:
                 # The worker died without a word: say how, with what it printed last.
-                from engine.worker import describe_exit
+                from engine.run.worker import describe_exit
                 error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
                 if self._stderr_tail:
                     error += f"; last output: {self._stderr_tail[-1]}"

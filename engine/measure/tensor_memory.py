@@ -133,7 +133,7 @@ class ActivationCounter:
         self._storages: dict[tuple[str, int], list] = {}
         self._params: set[int] = set()
         self._handles = []
-        self.counting = True     # off: a forward runs without hooks (engine.tensor_memory.TensorMeter samples steps)
+        self.counting = True     # off: a forward runs without hooks (TensorMeter samples steps)
         for placement in placements:
             for tensor in (*placement.module.parameters(), *placement.module.buffers()):
                 self._params.add(_storage(tensor)[0])

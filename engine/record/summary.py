@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 import statistics
 
+from engine.measure.timing import BUSY_KINDS, busy_time
+from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, TensorMemory, from_json
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
-from engine.timing import BUSY_KINDS, busy_time
-from engine.totals import RunTotals
 
 
 def _has_stages(strategy: str) -> bool:

@@ -1,7 +1,7 @@
 """The one training loop every strategy runs in, on every rank.
 
 The executor owns the forward, backward and optimizer step; the loop owns the
-batches (``engine.feed``) and the timing, and reports each step to the worker.
+batches (``engine.run.feed``) and the timing, and reports each step to the worker.
 Stop requests are the worker's: it ends the rank processes between or during steps.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ import time
 from typing import Callable
 
 from engine.devices import Device
-from engine.feed import BatchFeed
+from engine.measure.profiling import StepProfiler
+from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
-from engine.profiling import StepProfiler
+from engine.run.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
-from engine.tensor_memory import TensorMeter
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_device: Device | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The worker process (``python -m engine.worker``): runs one config and speaks the JSON Lines protocol.
+"""The worker process (``python -m engine.run.worker``): runs one config and speaks the JSON Lines protocol.
 
 It reads the config as the first line of stdin, launches one rank process per
 process the strategy needs, merges their step reports into step events on
@@ -25,23 +25,22 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
-from engine import forkserver, protocol, strategies
+from engine import forkserver, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
-from engine.rank_env import rank_base_environment
+from engine.rank_env import ROOT, rank_base_environment
+from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
+from engine.record.totals import RunTotals
 from engine.results import to_json
-from engine.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
-from engine.totals import RunTotals
+from engine.run import protocol
 
-ROOT = Path(__file__).resolve().parent.parent
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 # The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
 # the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
-RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.rank")
+RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
 
@@ -370,8 +369,8 @@ class Worker:
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
-        from engine.summary import why_no_theory
-        from engine.validate import batch_norm_note
+        from engine.record.summary import why_no_theory
+        from engine.run.validate import batch_norm_note
         profiled = (f"steps {self.config.warmup} to {self.config.warmup + self.config.profile_steps - 1} ran under "
                     "torch.profiler (--profile-steps): its overhead is in their times"
                     if self.config.profile_steps else None)
@@ -521,7 +520,7 @@ def main() -> int:
         if config.nodes:
             links, devices = _connect_nodes(config)
         else:
-            from engine.validate import run_devices
+            from engine.run.validate import run_devices
             devices = run_devices(config)
     except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:
         message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from engine.communication import OPERATIONS
+from engine.measure.communication import OPERATIONS
 from engine.results import BatchSplit, Communication, MeanStd, Traffic
 
 
@@ -34,7 +34,7 @@ class RunningStat:
 
 
 class RunTotals:
-    """Running totals of a run's merged steps (engine.summary.StepMerger's output)."""
+    """Running totals of a run's merged steps (engine.record.summary.StepMerger's output)."""
 
     def __init__(self, devices: list[str], warmup: int):
         self.devices = list(devices)

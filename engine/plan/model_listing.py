@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine import models
 from engine.config import ExperimentConfig
-from engine.planning import PROFILE_MAX_BATCH
+from engine.plan.planning import PROFILE_MAX_BATCH
 
 
 def builtin_rows() -> list[dict]:
@@ -34,7 +34,7 @@ def split_point_rows(config: ExperimentConfig, stages: int = 2) -> tuple[list[di
     time and bytes per sample leaving each, and the balanced split into ``stages``."""
     import torch
 
-    from engine import planning
+    from engine.plan import planning
     from engine.models.build import build
     torch.set_num_threads(1)  # as on one CPU virtual device
     spec = build(config)

@@ -14,9 +14,9 @@ import dataclasses
 
 from engine.store import Store
 
+from engine.record.timeline_keeper import TimelineKeeper
 from engine.results import TelemetrySummary
 from engine.telemetry.summary import TelemetryTotals, disagreements
-from engine.timeline_keeper import TimelineKeeper
 
 THINNING = ((600.0, 1.0), (7200.0, 10.0))  # samples older than this many seconds: one row per bucket of seconds
 THIN_EVERY_S = 60.0

@@ -42,7 +42,7 @@ from engine.strategies.schedule_actions import Action, actions, simulate
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
 TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
-         "and device (engine/what_if.py): within 8 % of measured runs for every schedule on cpu:2 (mlp 512x8, "
+         "and device (engine/plan/what_if.py): within 8 % of measured runs for every schedule on cpu:2 (mlp 512x8, "
          "`make bench`); less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
          "(up to 22 % off at 20 ms steps), or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""
