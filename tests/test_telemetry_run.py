@@ -38,12 +38,11 @@ def test_pipeline_raises_each_device_by_ten_points(runs):
 
 
 def test_the_engines_busy_share_and_the_oss_reading_are_told_apart_where_they_differ(runs):
-    """Two independent readings of one thing: the engine's timers and the kernel's run time of the rank's
-    threads on the device's core (engine/telemetry/cpu_target.py). The threads also run the pipelining
-    library's Python between the timed spans (the OS reads a few points higher), and a timed span in which
-    another program held the core reads lower: how far apart is the machine's, not a behaviour. What holds:
-    the run's own work is part of its core's total, and the summary names exactly the devices more than 10
-    points apart."""
+    """Two independent readings of one thing: the engine's timers and the kernel's run and run-queue time of
+    the rank's threads on the device's core (engine/telemetry/cpu_target.py). The threads also run the
+    pipelining library's Python between the timed spans (the OS reads a few points higher): how far apart is
+    the machine's, not a behaviour. What holds: readings are shares, others' part of a core is never
+    negative, and the summary names exactly the devices more than 10 points apart."""
     _, naive, piped = runs
     for summary in (naive, piped):
         devices, telemetry = summary["devices"], summary["telemetry"]

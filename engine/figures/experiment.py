@@ -144,8 +144,9 @@ def memory_by_kind_figure(name: str, points: Sequence[ExperimentPoint]) -> Figur
     """Each point's tensor memory per device (the mean over its devices), stacked by kind, with its step time
     and the bytes its devices moved per step beside it in the table."""
     from engine.figures.run import MEMORY_KINDS
-    kinds = [k for k in MEMORY_KINDS if k != "other"
-             or any(m is not None and m.other is not None for p in points for m in p.tensor_memory or [])]
+    # "other" only where every point has it (engine/figures/run.py tensor_memory_figure says why)
+    memories = [m for p in points for m in p.tensor_memory or [] if m is not None]
+    kinds = [k for k in MEMORY_KINDS if k != "other" or (memories and all(m.other is not None for m in memories))]
     rows = []
     for p in points:
         memories = [m for m in p.tensor_memory or [] if m is not None]

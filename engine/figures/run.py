@@ -215,7 +215,9 @@ def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory
     tracked step says it, TensorMemory.other; that step's peak by torch's kinds in the table's "step peak" columns),
     where the process's memory is mostly torch itself. From a summary, or live from the last reports."""
     shown = [(d, m) for d, m in zip(devices, memories) if m is not None]
-    kinds = [k for k in MEMORY_KINDS if k != "other" or any(m.other is not None for _, m in shown)]
+    # "other" only where every bar has it: on CPU only fsdp's tracked step says it, and ddp's bar beside it
+    # would look lighter for what it was not asked.
+    kinds = [k for k in MEMORY_KINDS if k != "other" or (shown and all(m.other is not None for _, m in shown))]
 
     def mib(m: TensorMemory, kind: str):
         value = getattr(m, kind)

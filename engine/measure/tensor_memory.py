@@ -39,6 +39,7 @@ communication buffers, temporaries).
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -256,9 +257,13 @@ class TensorMeter:
         """What the step on ``inputs`` (its batch's tensors) runs inside: the executor's peak tracker on the
         tracked step, else nothing."""
         if self._step_peak_factory is not None and self._steps == self._peak_step:
-            self._tracker = self._step_peak_factory()   # None: this executor's peak is what it holds
-            if self._tracker is not None:
-                self._tracker.track_inputs(inputs)
+            try:
+                self._tracker = self._step_peak_factory()   # None: this executor's peak is what it holds
+                if self._tracker is not None:
+                    self._tracker.track_inputs(inputs)
+            except Exception as exc:   # torch's tracker is a private tool: the run goes on without it
+                self._tracker = None
+                print(f"the step's peak memory is not tracked: {type(exc).__name__}: {exc}", file=sys.stderr)
         return self._tracker if self._tracker is not None else contextlib.nullcontext()
 
     def before_step(self) -> None:
@@ -275,7 +280,8 @@ class TensorMeter:
             self._held = self._held_bytes()
             self._peaks = self.activations.take_peaks()
         if self._tracker is not None:
-            self._step_peak = {p.device.name: self._tracker.by_kind() for p in self.placements}
+            tracked = {p.device.name: self._tracker.by_kind() for p in self.placements}
+            self._step_peak = {device: kinds for device, kinds in tracked.items() if kinds}
             self._tracker = None
         self._steps += 1
         peaks = self._peaks

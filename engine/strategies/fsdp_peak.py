@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import types
+import threading
 from typing import TYPE_CHECKING
 
 import torch
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from engine.devices import Device
 
 _TOOLS = "torch.distributed._tools"
+_LOADING = threading.RLock()
 
 
 def _fsdp_mem_tracker() -> type:
@@ -31,18 +32,26 @@ def _fsdp_mem_tracker() -> type:
     runtime and SAC estimators and through them inductor, dynamo and triton (3.3 s here, each rank, for a
     tracker that uses none of them). The package is put in place as a module whose attributes load the real
     ``__init__`` on first use, so whoever imports it later in the process gets all of it."""
-    if _TOOLS not in sys.modules:
-        spec = importlib.util.find_spec(_TOOLS)
-        package = types.ModuleType(_TOOLS)
-        package.__spec__, package.__path__, package.__package__ = spec, list(spec.submodule_search_locations), _TOOLS
+    with _LOADING:
+        if _TOOLS not in sys.modules:
+            spec = importlib.util.find_spec(_TOOLS)
+            package = importlib.util.module_from_spec(spec)   # __file__, __path__, __spec__: nothing run yet
 
-        def load_whole(name: str):
-            del package.__getattr__                  # once: the real __init__ defines what it exports
-            spec.loader.exec_module(package)
-            return getattr(package, name)
-        package.__getattr__ = load_whole
-        sys.modules[_TOOLS] = package
-        torch.distributed._tools = package
+            def load_whole(name: str):
+                if name.startswith("__"):   # a probe (inspect, pickle, hasattr of a dunder) loads nothing
+                    raise AttributeError(name)
+                with _LOADING:
+                    if "__getattr__" in vars(package):
+                        del package.__getattr__      # once: the real __init__ defines what it exports
+                        try:
+                            spec.loader.exec_module(package)
+                        except BaseException:
+                            package.__getattr__ = load_whole   # asked again, it tries again
+                            raise
+                return getattr(package, name)
+            package.__getattr__ = load_whole
+            sys.modules[_TOOLS] = package
+            torch.distributed._tools = package
     return importlib.import_module(f"{_TOOLS}.fsdp2_mem_tracker").FSDPMemTracker
 
 
@@ -68,6 +77,8 @@ class FsdpStepPeak:
     def by_kind(self) -> dict[str, int]:
         """{"Sharded Param": bytes, "Unsharded Param": ..., "All Gather": ..., ...}: torch's names of the kinds
         with any bytes at the peak, "Total" left out (their sum)."""
-        snapshot = self._tracker.get_tracker_snapshot("peak").get(torch.device(self._device.torch_device), {})
+        snapshot = self._tracker.get_tracker_snapshot("peak").get(torch.device(self._device.torch_device))
+        if not snapshot:
+            return {}   # nothing tracked on this device: no step peak rather than one of zeros
         return {getattr(kind, "value", kind): size for kind, size in snapshot.items()
                 if kind != "Total" and size}

@@ -117,9 +117,12 @@ class CpuTarget:
         if previous is None or t <= previous:
             return None, None
         period = t - previous
-        # Two of the process's threads waiting for each other on the core would count twice: capped.
-        own = min(100.0, 100.0 * (ran + waited) / period)
-        return round(own, 2), round(min(own, 100.0 * waited / period), 2)
+        # Capped at the whole period (two of the process's threads waiting for each other on the core count
+        # twice), the wait as what it adds to the run time: util - wait_util stays the run time, of which the
+        # core's total less it is others' (engine/telemetry/summary.py).
+        ran_share = min(100.0, 100.0 * ran / period)
+        own = min(100.0, ran_share + 100.0 * waited / period)
+        return round(own, 2), round(own - ran_share, 2)
 
     def _core_times(self, poll: Poll) -> tuple[float, float] | None:
         _, per_cpu = poll.cpu_times()
