@@ -146,11 +146,15 @@ class TensorMemory:
     @property
     def other(self) -> int | None:
         """What the step held beyond the kinds counted (gathered parameters, communication buffers,
-        temporaries): on GPUs the allocator's peak less those kinds; else fsdp's transient kinds at its peak;
-        None where neither tells (a CPU device has no allocator to ask)."""
+        temporaries), so that a bar of the kinds and this reaches the step's peak: on GPUs the allocator's
+        peak less those kinds; else fsdp's tracked peak less them (the kinds' maxima come at other moments
+        of the step than its peak, so this is less than ``transient``); None where neither tells (a CPU
+        device has no allocator to ask)."""
         if self.allocated_peak is not None:
             return max(0, self.allocated_peak - self.total)
-        return self.transient
+        if self.step_peak is None:
+            return None
+        return max(0, sum(self.step_peak.values()) - self.total)
 
     def text(self) -> str:
         """"2.78 MiB (params 1.01, grads 1.01, optimizer 0, activations 0.75)", as the CLI, report and app say it."""

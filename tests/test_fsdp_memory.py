@@ -68,7 +68,8 @@ def test_fsdp_memory_by_kind_and_its_step_peak_are_torchs_fsdpmemtrackers(tmp_pa
         assert peak["Inputs"] == BATCH * WIDTH * 4 + BATCH * 8
         assert memory.transient == sum(memory.step_peak[k] for k in ("Unsharded Param", "All Gather",
                                                                      "Reduce Scatter", "Temp"))
-        assert memory.other == memory.transient and memory.step_peak_text().startswith(
+        assert memory.other == sum(memory.step_peak.values()) - memory.total < memory.transient
+        assert memory.step_peak_text().startswith(
             f"{sum(memory.step_peak.values()) / 2 ** 20:.3g} MiB (Sharded Param 0.507, Unsharded Param 0.251")
     from engine.report import summary_table
     assert any(line.startswith("step peak ") and "All Gather 0.251" in line
