@@ -114,10 +114,6 @@ class BatchSplit:
     steps: int = 0                  # how many steps split the batch so
 
 
-TRANSIENT_KINDS = ("Unsharded Param", "Unsharded Grad", "All Gather", "Reduce Scatter", "Temp")
-"""FSDPMemTracker's kinds that live only inside a step: what decides FSDP's peak beyond what it holds."""
-
-
 @dataclass(frozen=True)
 class TensorMemory:
     """Bytes of a device's tensors by kind (engine/measure/tensor_memory.py): the most over the measured steps."""
@@ -128,7 +124,8 @@ class TensorMemory:
     allocated_peak: int | None = None    # GPUs: torch's allocator, every tensor at its most
     step_peak: dict[str, int] | None = None
     """fsdp: the tensors live at the peak of its last warm-up step, by torch's FSDPMemTracker's kinds
-    ("Sharded Param", "Unsharded Param", "All Gather", "Reduce Scatter", "Temp", ...; engine/strategies/fsdp_peak.py)."""
+    ("Sharded Param", "Unsharded Param", "All Gather", "Reduce Scatter", "Temp", ...;
+    engine/strategies/fsdp_peak.py)."""
 
     @property
     def total(self) -> int:
@@ -136,19 +133,11 @@ class TensorMemory:
         return self.params + self.grads + self.optimizer + self.activations
 
     @property
-    def transient(self) -> int | None:
-        """fsdp: the bytes at the step's peak that no step holds after it ends (TRANSIENT_KINDS); None without
-        a tracked step."""
-        if self.step_peak is None:
-            return None
-        return sum(size for kind, size in self.step_peak.items() if kind in TRANSIENT_KINDS)
-
-    @property
     def other(self) -> int | None:
         """What the step held beyond the kinds counted (gathered parameters, communication buffers,
         temporaries), so that a bar of the kinds and this reaches the step's peak: on GPUs the allocator's
         peak less those kinds; else fsdp's tracked peak less them (the kinds' maxima come at other moments
-        of the step than its peak, so this is less than ``transient``); None where neither tells (a CPU
+        of the step than its peak, so this is less than its transient kinds); None where neither tells (a CPU
         device has no allocator to ask)."""
         if self.allocated_peak is not None:
             return max(0, self.allocated_peak - self.total)
