@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,33 +168,36 @@ class ExperimentConfig:
         return dataclasses.replace(self, **changes)
 
 
-_INT_FIELDS = {"width", "depth", "micro_batches", "split_size", "batch_size", "steps", "warmup", "seed",
-               "image_size", "split_level", "stages_per_device", "profile_steps"}
-_FLOAT_FIELDS = {"lr", "hang_timeout_s"}
-_STR_FIELDS = {"strategy", "model", "model_file", "devices", "schedule", "input_prep", "timeline", "optimizer",
-               "dtype", "nodes", "token_file"}
-_OPTIONAL = {"model_file", "split", "micro_batches", "split_size", "batch_size", "lr", "image_size",
-             "stages_per_device", "nodes", "token_file"}
+def _base_and_optional(hint) -> tuple[type, bool]:
+    """``int | None`` -> (int, True); ``tuple[int, ...] | None`` -> (tuple, True); ``str`` -> (str, False)."""
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
+    base = next((a for a in args if a is not type(None)), hint)
+    return typing.get_origin(base) or base, type(None) in args
+
+
+# Each option's type and whether it may be null, read from the annotations above: declared once.
+_FIELD_TYPES = {name: _base_and_optional(hint) for name, hint in typing.get_type_hints(ExperimentConfig).items()}
 
 
 def _coerce(key: str, value: Any) -> Any:
+    base, optional = _FIELD_TYPES[key]
     if value is None:
-        if key in _OPTIONAL:
+        if optional:
             return None
         raise ValueError("must not be null")
-    if key in _INT_FIELDS:
+    if base is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"must be a whole number, got {value!r}")
         return value
-    if key in _FLOAT_FIELDS:
+    if base is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"must be a number, got {value!r}")
         return float(value)
-    if key in _STR_FIELDS:
+    if base is str:
         if not isinstance(value, str):
             raise TypeError(f"must be a string, got {value!r}")
         return value
-    if key == "split":
+    if base is tuple:   # split: block indices
         if isinstance(value, int) and not isinstance(value, bool):
             return (value,)
         if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -257,43 +262,9 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
 
     found.extend(node_problems(config))
-    if config.micro_batches is not None and config.split_size is not None:
-        add("micro_batches", "give either --micro-batches or --split-size, not both")
     known = strategies.STRATEGIES.get(config.strategy)
-    is_pipeline = known is not None and known.uses_micro_batches
-    schedule = strategies.SCHEDULE_INFO.get(config.schedule)
-    if config.stages_per_device is not None:
-        if not is_pipeline:
-            add("stages_per_device", f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
-        elif schedule is not None and config.stages_per_device not in schedule.stages_per_device:
-            allowed = " or ".join(map(str, schedule.stages_per_device))
-            add("stages_per_device", f"the {config.schedule} schedule runs {allowed} stage(s) per device, got "
-                                     f"{config.stages_per_device}")
-    for name in ("micro_batches", "split_size"):
-        value = getattr(config, name)
-        if value is None:
-            continue
-        if not is_pipeline:
-            add(name, f"applies only to --strategy {' or '.join(strategies.names_with('uses_micro_batches'))}")
-        elif value < 1:
-            add(name, f"must be at least 1, got {value}")
-    # A model file's default batch too: a traced stage is fixed to the micro-batch's shape.
-    batch = config.effective_batch_size
-    if is_pipeline and batch and batch >= 1:
-        if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
-            add("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} does not")
-        if config.split_size and config.split_size >= 1:
-            if config.split_size > batch:
-                add("split_size", f"must be at most the batch size {batch}, got {config.split_size}")
-            elif batch % config.split_size:
-                add("split_size", f"must divide the batch size {batch}; {config.split_size} does not")
-    if config.split is not None:
-        if known is not None and not known.uses_split:
-            add("split", f"applies only to {' and '.join(strategies.names_with('uses_split'))}, not {config.strategy}")
-        elif len(config.split) == 0:
-            add("split", "give at least one split point")
-        elif any(b <= a for a, b in zip(config.split, config.split[1:])):
-            add("split", f"split points must be strictly increasing, got {','.join(map(str, config.split))}")
+    if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
+        found.extend(known.option_problems(config))
     return found
 
 

@@ -24,6 +24,34 @@ class Pipeline(Strategy):
     def world_size(self, config, devices) -> int:
         return len(devices) if staged.distinct_processes(devices) else 1
 
+    def micro_batch_problems(self, config) -> list[Problem]:
+        """The schedule's stages per device; micro-batches (or their size) at least 1 and dividing the batch
+        (a model file's default batch too: a traced stage is fixed to the micro-batch's shape)."""
+        found = []
+        schedule = SCHEDULE_INFO.get(config.schedule)   # an unknown one is the config's own check
+        if config.stages_per_device is not None and schedule is not None \
+                and config.stages_per_device not in schedule.stages_per_device:
+            allowed = " or ".join(map(str, schedule.stages_per_device))
+            found.append(Problem("stages_per_device", f"the {config.schedule} schedule runs {allowed} stage(s) per "
+                                                      f"device, got {config.stages_per_device}"))
+        for name in ("micro_batches", "split_size"):
+            value = getattr(config, name)
+            if value is not None and value < 1:
+                found.append(Problem(name, f"must be at least 1, got {value}"))
+        batch = config.effective_batch_size
+        if batch and batch >= 1:
+            if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
+                found.append(Problem("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} "
+                                                      "does not"))
+            if config.split_size and config.split_size >= 1:
+                if config.split_size > batch:
+                    found.append(Problem("split_size", f"must be at most the batch size {batch}, got "
+                                                       f"{config.split_size}"))
+                elif batch % config.split_size:
+                    found.append(Problem("split_size", f"must divide the batch size {batch}; {config.split_size} "
+                                                       "does not"))
+        return found
+
     def check(self, config, devices, n_blocks) -> list[Problem]:
         v = config.effective_stages_per_device
         found = staged.check_stages(config, devices, n_blocks, v)
@@ -64,6 +92,7 @@ class ModelParallel(Pipeline):
     description = ("Naive split: stage k's blocks on device k, one whole batch at a time, so only one device works "
                    "at any moment.")
     uses_micro_batches = False
+    micro_batch_problems = Strategy.micro_batch_problems   # it cuts none: the options are not its
 
     def world_size(self, config, devices) -> int:
         # On GPUs the naive split keeps the tutorial's one-process shape.

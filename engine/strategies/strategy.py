@@ -3,8 +3,10 @@
 A strategy is a class registered in ``engine.strategies.STRATEGIES`` under its
 ``name``, with a one-line ``description`` the app's picker and the CLI's help both
 show, and what it can do (``uses_split``, ``uses_micro_batches``,
-``data_parallel``, ``needs_process_group``). It answers three questions:
+``data_parallel``, ``needs_process_group``). It answers these questions:
 
+- ``option_problems(config)``: what is wrong with the options it reads, or those given that it does not
+  read, from the config alone (engine.config.problems asks it);
 - ``world_size(config, devices)``: how many rank processes the run needs;
 - ``check(config, devices, n_blocks)``: what it cannot do with these (before launch);
 - ``model_problems(config, spec, devices)``: what it cannot do with the model itself;
@@ -33,6 +35,37 @@ class Strategy:
 
     def world_size(self, config: ExperimentConfig, devices: list[Device]) -> int:
         return 1
+
+    def option_problems(self, config: ExperimentConfig) -> list[Problem]:
+        from engine.problems import Problem
+        found = []
+        if config.micro_batches is not None and config.split_size is not None:
+            found.append(Problem("micro_batches", "give either --micro-batches or --split-size, not both"))
+        return found + self.micro_batch_problems(config) + self.split_problems(config)
+
+    def micro_batch_problems(self, config: ExperimentConfig) -> list[Problem]:
+        """--stages-per-device, --micro-batches and --split-size: none for a strategy that cuts no micro-batches
+        (engine.strategies.pipeline's own rules where it does)."""
+        from engine.problems import Problem
+        from engine.strategies import names_with
+        only = " or ".join(names_with("uses_micro_batches"))
+        return [Problem(name, f"applies only to --strategy {only}")
+                for name in ("stages_per_device", "micro_batches", "split_size") if getattr(config, name) is not None]
+
+    def split_problems(self, config: ExperimentConfig) -> list[Problem]:
+        """--split: only for a strategy with stages, at least one point, strictly increasing."""
+        from engine.problems import Problem
+        from engine.strategies import names_with
+        if config.split is None:
+            return []
+        if not self.uses_split:
+            return [Problem("split", f"applies only to {' and '.join(names_with('uses_split'))}, not {self.name}")]
+        if len(config.split) == 0:
+            return [Problem("split", "give at least one split point")]
+        if any(b <= a for a, b in zip(config.split, config.split[1:])):
+            return [Problem("split", f"split points must be strictly increasing, got "
+                                     f"{','.join(map(str, config.split))}")]
+        return []
 
     def check(self, config: ExperimentConfig, devices: list[Device], n_blocks: int) -> list[Problem]:
         return []
