@@ -356,7 +356,8 @@ def cmd_what_if(args) -> int:
     if not predictions and not args.json:
         print(f"no what-if for run {args.id}: none of its kept steps is past its warm-up", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps([to_json(p) for p in predictions]) if args.json else predictions_table(predictions))
+    print(json.dumps([to_json(p) for p in predictions]) if args.json
+          else predictions_table(predictions, summary=record.summary))
     return EXIT_OK
 
 

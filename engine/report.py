@@ -159,9 +159,10 @@ def experiment_table(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
-def predictions_table(predictions, under_run: str | None = None) -> str:
+def predictions_table(predictions, under_run: str | None = None, summary=None) -> str:
     """The what-if lines (engine.plan.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
-    (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all."""
+    (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all;
+    ``summary``: the run's, whose measured split-backward cost the zero-bubble schedules' lines carry."""
     from engine.plan.what_if import TRUST
     shown = list(predictions)
     if under_run:
@@ -178,4 +179,11 @@ def predictions_table(predictions, under_run: str | None = None) -> str:
     if under_run:
         lines.append(f"  (each schedule's fastest; every schedule and micro-batch count: "
                      f"main.py what-if {under_run})")
+    extra = summary.split_backward_extra_s if summary is not None else None
+    from engine.strategies.schedules import SCHEDULE_INFO
+    if extra and any(SCHEDULE_INFO[p.schedule].splits_backward for p in shown):
+        per_device = ", ".join(f"{device} {_fmt(value * 1e3 if value is not None else None, '+.2f')} ms"
+                               for device, value in zip(summary.devices, extra))
+        lines.append(f"  a backward split into input and weight gradient costs {per_device} per micro-batch "
+                     "(measured after the run; the zero-bubble schedules' lines include it)")
     return "\n".join(lines)

@@ -254,6 +254,9 @@ class RunSummary:
     telemetry: TelemetrySummary | None = None
     plan: list[list[str]] | None = None   # the schedule's actions per rank, tick by tick ("0F1", "" idle)
     nodes: list[NodeSummary] | None = None  # the machines of a run over several (--nodes), in rank order
+    # per device, seconds a micro-batch's backward takes longer split into input and weight gradient than
+    # whole, measured after a pipeline run's last step (engine/strategies/split_backward_probe.py)
+    split_backward_extra_s: list[float | None] | None = None
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.config import ConfigError, ExperimentConfig, problems
 from engine.plan.planning import balanced_split
+from engine.record.rank_events import StepReport
 from engine.record.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, from_json
 from engine.run import protocol
@@ -98,10 +99,10 @@ def test_stage_busy_leaves_out_drawing_the_batch():
     merger, totals = StepMerger(2, ["cpu:0", "cpu:1"], origin=0.0), RunTotals(["cpu:0", "cpu:1"], warmup=0)
     for step in range(2):
         t = step * 1.0
-        merger.add(0, {"step": step, "start": t, "end": t + 1.0, "samples": 8,
-                       "intervals": {"cpu:0": [["data", t, t + 0.1], ["forward", t + 0.1, t + 0.3]]}})
-        totals.add(merger.add(1, {"step": step, "start": t, "end": t + 1.0, "samples": 0, "intervals": {
-            "cpu:1": [["data", t, t + 0.1], ["wait", t + 0.1, t + 0.3], ["forward", t + 0.3, t + 0.7]]}}))
+        merger.add(0, StepReport(step, t, t + 1.0, samples=8,
+                                 intervals={"cpu:0": [["data", t, t + 0.1], ["forward", t + 0.1, t + 0.3]]}))
+        totals.add(merger.add(1, StepReport(step, t, t + 1.0, samples=0, intervals={
+            "cpu:1": [["data", t, t + 0.1], ["wait", t + 0.1, t + 0.3], ["forward", t + 0.3, t + 0.7]]})))
     assert stage_busy("pipeline", ["cpu:0", "cpu:1"], totals) == pytest.approx([0.2, 0.4])
     assert totals.busy_shares() == pytest.approx([0.3, 0.5])  # with the data spans
     assert stage_busy("ddp", ["cpu:0", "cpu:1"], totals) is None
@@ -139,10 +140,9 @@ def test_running_totals_give_the_summary_of_all_steps(rows, warmup):
 
 def test_step_merger_tiles_steps_across_ranks():
     merger = StepMerger(2, ["cpu:0", "cpu:1"], origin=100.0)
-    r0 = {"step": 0, "start": 100.0, "end": 101.0, "loss_part": None, "samples": 8,
-          "intervals": {"cpu:0": [["forward", 100.0, 100.5]]}}
-    r1 = {"step": 0, "start": 100.1, "end": 100.9, "loss_part": 2.0, "samples": 0,
-          "intervals": {"cpu:1": [["forward", 100.5, 100.75], ["wait", 100.1, 100.5]]}}
+    r0 = StepReport(0, 100.0, 101.0, {"cpu:0": [["forward", 100.0, 100.5]]}, loss_part=None, samples=8)
+    r1 = StepReport(0, 100.1, 100.9, {"cpu:1": [["forward", 100.5, 100.75], ["wait", 100.1, 100.5]]},
+                    loss_part=2.0, samples=0)
     assert merger.add(0, r0) is None
     merged = merger.add(1, r1)
     assert merged["time_s"] == pytest.approx(1.0)
@@ -216,17 +216,32 @@ def test_a_collective_is_waiting_until_the_last_rank_arrives_and_never_over_the_
     from engine.record.summary import separate_collective_waits
     # Rank 1 launches both buckets early, the first while its backward still runs (2 .. 5);
     # rank 0 arrives at 6 and at 9.
-    rank0 = {"intervals": {"cpu:0": [["backward", 0, 9], ["communication", 6, 7], ["communication", 9, 10]]}}
-    rank1 = {"intervals": {"cpu:1": [["backward", 0, 5], ["communication", 3, 7], ["communication", 5, 10]]}}
+    rank0 = StepReport(0, 0, 10, {"cpu:0": [["backward", 0, 9], ["communication", 6, 7], ["communication", 9, 10]]})
+    rank1 = StepReport(0, 0, 10, {"cpu:1": [["backward", 0, 5], ["communication", 3, 7], ["communication", 5, 10]]})
     separate_collective_waits([rank0, rank1])
-    spans1 = rank1["intervals"]["cpu:1"]
+    spans1 = rank1.intervals["cpu:1"]
     assert sorted(s for s in spans1 if s[0] == "communication") == [["communication", 6, 7],
                                                                     ["communication", 9, 10]]
     # Waiting from the end of its own backward to each arrival of rank 0, around the first all-reduce
     # itself, and once where the two buckets' waits overlapped.
     assert sorted(s for s in spans1 if s[0] == "wait") == [["wait", 5, 6], ["wait", 7, 9]]
-    assert not [s for s in rank0["intervals"]["cpu:0"] if s[0] == "wait"]  # the last to arrive never waits
+    assert not [s for s in rank0.intervals["cpu:0"] if s[0] == "wait"]  # the last to arrive never waits
     # Ranks that do not run the same collectives are left as timed.
-    odd = {"intervals": {"cpu:1": [["communication", 1, 2]]}}
-    separate_collective_waits([{"intervals": {"cpu:0": []}}, odd])
-    assert odd["intervals"]["cpu:1"] == [["communication", 1, 2]]
+    odd = StepReport(0, 0, 2, {"cpu:1": [["communication", 1, 2]]})
+    separate_collective_waits([StepReport(0, 0, 2, {"cpu:0": []}), odd])
+    assert odd.intervals["cpu:1"] == [["communication", 1, 2]]
+
+
+def test_rank_events_read_back_what_a_rank_wrote():
+    """engine.record.rank_events: each event through its JSON line and back; the channel's ``time`` and a newer
+    rank's fields ignored, an unknown type None, a known one missing its fields an error the worker reports."""
+    from engine.record import rank_events as ev
+    events = [ev.Ready(123, [4], True, [["0F0"]]), ev.StepReport(2, 1.0, 2.0, {"cpu:0": [["forward", 1.0, 1.5]]},
+                                                                0.5, 8, [4, 4], {"cpu:0": {"params": 10}}),
+              ev.Profiled("/tmp/trace.json", 3.0), ev.Done(1.0, 0.1, 0.002), ev.Failed("boom", "Traceback...")]
+    for event in events:
+        line = json.dumps({**ev.encode(event), "time": 9.0, "from_a_newer_rank": 1})
+        assert ev.decode(json.loads(line)) == event
+    assert ev.decode({"type": "telepathy"}) is None
+    with pytest.raises(TypeError):
+        ev.decode({"type": "rank_step", "step": 1})

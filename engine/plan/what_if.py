@@ -19,7 +19,14 @@ gradient after its own stage's input gradient).
 Assumptions, each a source of error: a device's work is the same whatever the
 schedule, shared evenly among the V stages it holds; a micro-batch's compute
 scales with its size (batch / m); a backward the run did not split divides
-evenly into input and weight gradient. One figure is fitted: the time a
+evenly into input and weight gradient, and split costs what the run measured
+after its last step (``RunSummary.split_backward_extra_s``,
+engine/strategies/split_backward_probe.py) more, shared by the two halves: a
+time per call that does not scale with the micro-batch (torch's graph walk
+before the input gradient; on cpu:2, mlp 512x8, it grew with the micro-batch
+count; a 2-block stage of it measured alone: 0.6 ms at 32 samples, 0.7 at 256,
+1.6 at 1,024), and without which ZB-V and DualPipeV were predicted 6-15 %
+fast on a quiet machine. One figure is fitted: the time a
 hand-over to or from another device (an activation or a gradient) adds to the
 action that makes it, on both sides (gloo's send and receive each occupy their
 process), the value that makes the run's own schedule take its measured step
@@ -42,9 +49,10 @@ from engine.strategies.schedule_actions import Action, actions, simulate
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
 TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
-         "and device (engine/plan/what_if.py): within 8 % of measured runs for every schedule on cpu:2 (mlp 512x8, "
-         "`make bench`); less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
-         "(up to 22 % off at 20 ms steps), or where stages are unbalanced")
+         "and device and its measured cost of a split backward (engine/plan/what_if.py): on cpu:2 (mlp 512x8, "
+         "`make bench`) within 8 % of measured runs on a quiet machine, the zero-bubble ones within 10 % by the "
+         "median of three on a loaded one, where a single run is as far off as its own spread; less trustworthy where tiny micro-batches leave the devices waiting "
+         "on per-call costs (up to 22 % off at 20 ms steps), or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""
 
 MICRO_BATCH_COUNTS = (1, 2, 4, 8, 16)
@@ -57,6 +65,7 @@ class DeviceTimes:
     backward: float         # seconds per micro-batch, input and weight gradient together
     backward_input: float   # the part a split backward spends on the input gradient
     optimizer: float        # seconds per step
+    split_extra: float = 0.0   # seconds a micro-batch's backward takes longer split in two (not scaled)
 
     @property
     def backward_weight(self) -> float:
@@ -73,9 +82,13 @@ class Prediction:
     stages_per_device: int = 1
 
 
-def device_times(rows, devices: list[str], micro_batches: int, warmup: int) -> list[DeviceTimes] | None:
+def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
+                 split_extra: list[float] | None = None, incurred: list[float] | None = None
+                 ) -> list[DeviceTimes] | None:
     """Per device (in stage order), the mean per-micro-batch forward and backward and per-step optimizer time
-    over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1)."""
+    over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
+    device, what splitting a micro-batch's backward on its stages adds; ``incurred``: the part of it the run's
+    own split backwards spent (taken out of the backward it timed); both None: nothing."""
     per_step: dict[tuple[str, str], dict[int, float]] = {}
     steps = set()
     for step, device, kind, t0, t1 in rows:
@@ -91,14 +104,33 @@ def device_times(rows, devices: list[str], micro_batches: int, warmup: int) -> l
         values = per_step.get((device, kind), {})
         return statistics.fmean(values.get(s, 0.0) for s in steps)
     out = []
-    for d in devices:
+    for index, d in enumerate(devices):
+        own_extra = incurred[index] if incurred else 0.0
         full, split_input, split_weight = mean(d, "backward"), mean(d, "backward-input"), mean(d, "backward-weight")
-        backward = full + split_input + split_weight
+        backward = (full + split_input + split_weight) / micro_batches - own_extra
         # A backward run whole is taken to divide evenly: its input and weight gradients cost alike.
-        backward_input = split_input + full / 2
-        out.append(DeviceTimes(mean(d, "forward") / micro_batches, backward / micro_batches,
-                               backward_input / micro_batches, mean(d, "optimizer")))
+        backward_input = (split_input + full / 2) / micro_batches - own_extra / 2
+        out.append(DeviceTimes(mean(d, "forward") / micro_batches, backward, backward_input, mean(d, "optimizer"),
+                               split_extra[index] if split_extra else 0.0))
     return out
+
+
+def split_share(schedule: Schedule, device: int, devices: int, per_device: int) -> float:
+    """The share of the device's stages whose backward ``schedule`` splits: none unless it splits backwards,
+    and never stage 0 (torch runs its backward whole in every schedule)."""
+    if not schedule.splits_backward:
+        return 0.0
+    stages = schedule.stages_of(device, devices, per_device)
+    return sum(1 for stage in stages if stage != 0) / len(stages)
+
+
+def split_extras(summary: RunSummary, own: Schedule, own_per_device: int) -> tuple[list[float], list[float]]:
+    """Per device, what splitting a micro-batch's backward on its stages adds (the run's probe; 0 where not
+    measured), and the part of it the run's own schedule spent: none where it ran its backwards whole, and
+    never on stage 0, whose backward torch runs whole in every schedule."""
+    p = len(summary.devices)
+    extra = [max(0.0, value or 0.0) for value in (summary.split_backward_extra_s or [None] * p)]
+    return extra, [extra[device] * split_share(own, device, p, own_per_device) for device in range(p)]
 
 
 @dataclass(frozen=True)
@@ -116,7 +148,9 @@ class _Model:
         device = self.schedule.stage_device(action.stage, self.devices)
         t = self.times[device]
         compute = {"F": t.forward, "B": t.backward, "I": t.backward_input, "W": t.backward_weight}[action.kind]
-        return compute * self.scale / self.per_device + self.overhead * self.messages(action, device)
+        # per call, shared by the device's V stages; torch runs stage 0's backward whole whatever the schedule
+        split = t.split_extra / 2 if action.kind in ("I", "W") and action.stage != 0 else 0.0
+        return (compute * self.scale + split) / self.per_device + self.overhead * self.messages(action, device)
 
     def messages(self, action: Action, device: int) -> int:
         """The hand-overs to or from another device the action makes: its input in, its output out (a forward
@@ -211,7 +245,7 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True) ->
     devices = list(summary.devices)
     p = len(devices)
     own_per_device = (len(summary.split) + 1) // p
-    times = device_times(rows, devices, m, warmup)
+    times = device_times(rows, devices, m, warmup, *split_extras(summary, own, own_per_device))
     if times is None:
         return []
     overhead = fit_overhead(own, own_per_device, times, m, summary.step_time_s.mean)
@@ -219,7 +253,9 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True) ->
     for schedule, per_device, count in candidates(summary, p, own_per_device, multi_stage):
         model = _Model(schedule, p, per_device, times, m / count, overhead)
         step = model.step(count)
-        busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer for t in times]
+        busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer
+                + count * split_share(schedule, device, p, per_device) * t.split_extra
+                for device, t in enumerate(times)]
         bubble = 1.0 - statistics.fmean(b / step for b in busy)
         measured = (schedule, per_device, count) == (own, own_per_device, m)
         out.append(Prediction(schedule.name, count, step, bubble, measured, per_device))

@@ -5,6 +5,7 @@ import math
 import statistics
 
 from engine.measure.timing import BUSY_KINDS, busy_time
+from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, TensorMemory, from_json
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
@@ -97,7 +98,7 @@ def stage_balance(strategy: str, devices: list[str], busy: list[float] | None) -
     return min(busy) / busiest if busiest > 0 else None
 
 
-def separate_collective_waits(reports: list[dict]) -> None:
+def separate_collective_waits(reports: list[StepReport]) -> None:
     """Cut each rank's time in a collective before its last peer arrived off as "wait" (in place).
 
     A collective cannot start until every rank has joined it, so a rank that
@@ -112,7 +113,7 @@ def separate_collective_waits(reports: list[dict]) -> None:
         return
     per_rank = []
     for report in reports:
-        spans = [(device, span) for device, device_spans in (report.get("intervals") or {}).items()
+        spans = [(device, span) for device, device_spans in report.intervals.items()
                  for span in device_spans if span[0] == "communication"]
         per_rank.append(sorted(spans, key=lambda item: item[1][1]))
     if len({len(spans) for spans in per_rank}) != 1:
@@ -128,7 +129,7 @@ def separate_collective_waits(reports: list[dict]) -> None:
                 span[1] = waited_until
     for report, by_device in zip(reports, waits):
         for device, pieces in by_device.items():
-            spans = report["intervals"][device]
+            spans = report.intervals[device]
             other_work = [(t0, t1) for kind, t0, t1 in spans if kind in BUSY_KINDS]
             for t0, t1 in _minus(_union(pieces), other_work):
                 spans.append(["wait", t0, t1])
@@ -170,12 +171,13 @@ class StepMerger:
         self.world_size = world_size
         self.device_names = device_names
         self.origin = origin
-        self._pending: dict[int, dict[int, dict]] = {}
+        self._pending: dict[int, dict[int, StepReport]] = {}
         self._last_end: float | None = None
         self._tensor_memory: dict[str, dict[str, int]] = {}   # each device's, as last reported
 
-    def add(self, rank: int, report: dict) -> dict | None:
-        step = report["step"]
+    def add(self, rank: int, report: StepReport) -> dict | None:
+        """The merged step (protocol.STEP's fields) once every rank reported ``report.step``, else None."""
+        step = report.step
         reports = self._pending.setdefault(step, {})
         reports[rank] = report
         if len(reports) < self.world_size:
@@ -183,26 +185,26 @@ class StepMerger:
         del self._pending[step]
         return self._merge(step, list(reports.values()))
 
-    def _merge(self, step: int, reports: list[dict]) -> dict:
+    def _merge(self, step: int, reports: list[StepReport]) -> dict:
         if self.pair_collectives:
             separate_collective_waits(reports)
-        end = max(r["end"] for r in reports)
-        start = self._last_end if self._last_end is not None else min(r["start"] for r in reports)
+        end = max(r.end for r in reports)
+        start = self._last_end if self._last_end is not None else min(r.start for r in reports)
         self._last_end = end
         time_s = max(end - start, 1e-9)
         intervals: dict[str, list] = {}
         for r in reports:
-            for device, spans in (r.get("intervals") or {}).items():
+            for device, spans in r.intervals.items():
                 intervals.setdefault(device, []).extend(spans)
         busy = {d: min(1.0, busy_time(intervals.get(d, [])) / time_s) for d in self.device_names}
         # Each device's own work, without drawing the batch (stage_busy): only where a step drew one.
         work = ({d: min(1.0, busy_time([i for i in intervals.get(d, []) if i[0] != "data"]) / time_s)
                  for d in self.device_names} if any(i[0] == "data" for v in intervals.values() for i in v) else None)
-        losses = [r["loss_part"] for r in reports if r.get("loss_part") is not None]
-        samples = sum(r.get("samples") or 0 for r in reports)
-        split = next((r["batch_split"] for r in reports if r.get("batch_split") is not None), None)
+        losses = [r.loss_part for r in reports if r.loss_part is not None]
+        samples = sum(r.samples or 0 for r in reports)
+        split = next((r.batch_split for r in reports if r.batch_split is not None), None)
         # Ranks report their tensor memory when it changes: the step carries every device's when any did.
-        changed = [r["tensor_memory"] for r in reports if r.get("tensor_memory")]
+        changed = [r.tensor_memory for r in reports if r.tensor_memory]
         for memory in changed:
             self._tensor_memory.update(memory)
         merged = {
@@ -218,7 +220,7 @@ class StepMerger:
                           for d, v in intervals.items()},
             "batch_split": split,
             # Each device's collectives belong to the one rank that runs it.
-            "communication": {d: ops for r in reports for d, ops in (r.get("communication") or {}).items()} or None,
+            "communication": {d: ops for r in reports for d, ops in (r.communication or {}).items()} or None,
             "tensor_memory": {d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
         }
         return merged
@@ -229,9 +231,10 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
               theory_text: str | None = None, plan: list[list[str]] | None = None,
-              nodes: list[dict] | None = None) -> RunSummary:
+              nodes: list[dict] | None = None, split_backward_extra: dict[str, float] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
-    ``theory_bubble`` from ``theoretical_bubble``."""
+    ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
+    measured it."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config["strategy"], devices, totals)
     pipelined = STRATEGIES[config["strategy"]].uses_micro_batches
@@ -267,4 +270,5 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         notes=list(notes or []),
         plan=plan,
         nodes=[from_json(NodeSummary, node) for node in nodes] if nodes else None,
+        split_backward_extra_s=[split_backward_extra.get(d) for d in devices] if split_backward_extra else None,
     )

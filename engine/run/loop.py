@@ -13,11 +13,13 @@ from engine.devices import Device
 from engine.measure.profiling import StepProfiler
 from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
+from engine.record.rank_events import Profiled, RankEvent, StepReport
 from engine.run.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
 
 
-def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_device: Device | None = None) -> None:
+def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None],
+          data_device: Device | None = None) -> None:
     """Run the steps. ``data_device``: the CPU device whose core this process draws batches on when they
     are drawn inside the step (timed there as "data"); None: a process on GPUs only, whose GPUs idle meanwhile."""
     feed = BatchFeed(ctx, executor, data_device)
@@ -44,13 +46,13 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[..., None], data_
             end = time.perf_counter()
             memory = meter.after_step()
             # Sent when it changes (it rarely does after the first steps): events stay small at 1,000s of steps/s.
-            emit("rank_step", step=step, start=start, end=end, intervals=intervals,
-                 loss_part=result.loss_part, samples=result.samples, batch_split=result.batch_split,
-                 tensor_memory=memory if memory != reported else None, communication=communication or None)
+            emit(StepReport(step, start, end, intervals, result.loss_part, result.samples, result.batch_split,
+                            tensor_memory=memory if memory != reported else None,
+                            communication=communication or None))
             reported = memory
             trace = profiler.after_step(step)
             if trace is not None:
-                emit("profile", path=trace, start=profiler.started_at)
+                emit(Profiled(trace, profiler.started_at))
     finally:
         meter.close()
         profiler.close()

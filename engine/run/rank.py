@@ -21,6 +21,7 @@ from datetime import timedelta
 
 from engine import strategies
 from engine.parent_death import die_with_parent
+from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 from engine.run.protocol import finite
 
 
@@ -42,9 +43,8 @@ class EventChannel:
         self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
         self._lock = threading.Lock()
 
-    def emit(self, event_type: str, **fields) -> None:
-        line = json.dumps(finite({"type": event_type, "time": time.perf_counter(), **fields}),
-                          separators=(",", ":"))
+    def emit(self, event: RankEvent) -> None:
+        line = json.dumps(finite({**encode(event), "time": time.perf_counter()}), separators=(",", ":"))
         with self._lock:
             self._file.write(line + "\n")
 
@@ -135,7 +135,7 @@ def main() -> int:
             dist.destroy_process_group()
         return 0
     except BaseException as exc:  # report anything, then exit non-zero
-        channel.emit("error", message=describe_exception(exc), traceback=traceback.format_exc())
+        channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
         return 1
 
 
@@ -171,11 +171,13 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
-    channel.emit("ready", pid=os.getpid(), split=list(split) if split else None, batch_norm=spec.has_batch_norm,
-                 plan=executor.plan() if rank == 0 else None)
+    channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
+                       executor.plan() if rank == 0 else None))
     try:
         loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
-        channel.emit("done", param_sq=executor.param_sq(), change_sq=change.sq())
+        param_sq, change_sq = executor.param_sq(), change.sq()   # before the probe's backwards touch anything
+        extra, why_not = executor.split_backward_extra_s()
+        channel.emit(Done(param_sq, change_sq, extra, why_not))
     finally:
         executor.close()
 

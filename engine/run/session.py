@@ -307,7 +307,7 @@ class RunSession:
             code = self._proc.wait()
             if summary is None and error is None:
                 # The worker died without a word: say how, with what it printed last.
-                from engine.run.worker import describe_exit
+                from engine.run.failure import describe_exit
                 error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
                 if self._stderr_tail:
                     error += f"; last output: {self._stderr_tail[-1]}"

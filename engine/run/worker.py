@@ -30,30 +30,20 @@ from engine import forkserver, strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.rank_env import ROOT, rank_base_environment
+from engine.record import rank_events
 from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
 from engine.results import to_json
 from engine.run import protocol
+from engine.run.failure import Cause, Failure, noted
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
-CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 # The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
 # the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
 RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
-
-
-def describe_exit(code: int) -> str:
-    if code == 0:
-        return "exited before finishing its steps"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
@@ -74,11 +64,13 @@ class Rank:
         self.rank, self.device, self.proc, self.events = rank, device, proc, events
         self.ready = False
         self.done = False
-        self.error: dict | None = None
+        self.error: rank_events.Failed | None = None
         self.last_step = -1
         self.last_heard = time.monotonic()
         self.param_sq: float | None = None
         self.change_sq: float | None = None
+        self.split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
+        self.split_backward_problem: str | None = None
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False
@@ -237,11 +229,11 @@ class Worker:
 
     # ---- the supervision loop ----------------------------------------------
     def run(self) -> int:
-        failure: tuple[float, list] | None = None  # (when first seen, candidate causes)
+        failure: Failure | None = None   # the causes seen so far, once anything failed
         try:
             self.launch()
         except ConnectionError as exc:  # a node refused the launch or is gone (engine.nodes.coordinator.NodeError)
-            failure = self._note_failure(failure, ("node", None, str(exc)))
+            failure = noted(failure, Cause("node", None, str(exc)))
         # The rank processes exist now; torch, the model and the rendezvous take seconds
         # more. Telemetry follows each process's memory from here, not from `started`.
         self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
@@ -254,7 +246,7 @@ class Worker:
                 kind = None
             stop_requested = stop_requested or self.stop_event.is_set()
             if kind == "event":
-                failure = self._on_rank_event(r, payload, failure)
+                failure = self._on_rank_message(r, payload, failure)
             elif kind == "stdout" and payload:
                 self.emit(protocol.LOG, message=payload, rank=r.rank)
             elif kind == "garbled":
@@ -266,8 +258,7 @@ class Worker:
             elif kind == "warning":
                 self.emit(protocol.WARNING, message=payload)
             elif kind in ("node_lost", "node_error"):
-                failure = self._note_failure(failure, ("node", r, f"lost: {payload}" if kind == "node_lost"
-                                                       else payload))
+                failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
 
             # processes that ended
             for rr in self.ranks:
@@ -276,7 +267,7 @@ class Worker:
                 quit_early = code == 0 and rr.events_closed and not rr.done
                 if code is not None and (code != 0 or quit_early) and not rr.exit_seen:
                     rr.exit_seen = True
-                    failure = self._note_failure(failure, ("exit", rr, code))
+                    failure = noted(failure, Cause("exit", rr, code))
             if failure is None and not stop_requested:
                 failure = self._check_hang(failure)
 
@@ -284,9 +275,9 @@ class Worker:
                 self.end_ranks()
                 self._merge_what_is_queued()
                 return self.finish("stopped")
-            if failure is not None and (time.monotonic() - failure[0] >= CAUSE_SETTLE_S):
+            if failure is not None and failure.settled():
                 self.end_ranks()
-                self._report_failure(failure[1])
+                self.emit(protocol.ERROR, **failure.root().error_fields())
                 return self.finish("failed")
             if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
                 return self.finish("finished")
@@ -315,32 +306,45 @@ class Worker:
                 kind, r, payload = self.queue.get_nowait()
             except queue.Empty:
                 return
-            if kind == "event" and payload.get("type") == "rank_step":
-                self._on_rank_event(r, payload, None)
+            if kind == "event":
+                self._on_rank_message(r, payload, None, steps_only=True)
 
-    def _on_rank_event(self, r: Rank, ev: dict, failure):
+    def _on_rank_message(self, r: Rank, message: dict, failure: Failure | None, steps_only: bool = False):
+        """A line of JSON from a rank (engine.record.rank_events), read back into its event."""
         r.last_heard = time.monotonic()
-        t = ev.get("type")
-        if t == "ready":
-            r.ready, r.split = True, ev.get("split")
-            self.batch_norm = self.batch_norm or bool(ev.get("batch_norm"))
-            self.plan = self.plan or ev.get("plan")
+        try:
+            event = rank_events.decode(message)
+        except (TypeError, KeyError, AttributeError):
+            self.emit(protocol.WARNING, message=f"{r.label} sent an event this worker cannot read: "
+                                                f"{str(message)[:200]}")
+            return failure
+        if event is None or (steps_only and not isinstance(event, rank_events.StepReport)):
+            return failure
+        return self._on_rank_event(r, event, failure)
+
+    def _on_rank_event(self, r: Rank, event: rank_events.RankEvent, failure: Failure | None):
+        if isinstance(event, rank_events.Ready):
+            r.ready, r.split = True, event.split
+            self.batch_norm = self.batch_norm or event.batch_norm
+            self.plan = self.plan or event.plan
             if all(rr.ready for rr in self.ranks) and not self.started_sent:
                 self._send_started()
-        elif t == "rank_step":
-            r.last_step = ev["step"]
-            merged = self.merger.add(r.rank, ev)
+        elif isinstance(event, rank_events.StepReport):
+            r.last_step = event.step
+            merged = self.merger.add(r.rank, event)
             if merged is not None:
                 self.totals.add(merged)
                 self.emit(protocol.STEP, **merged)
-        elif t == "profile":
-            self.emit(protocol.PROFILE, rank=r.rank, device=r.device.name, path=ev["path"],
-                      t0=ev["start"] - self.origin)
-        elif t == "done":
-            r.done, r.param_sq, r.change_sq = True, ev.get("param_sq"), ev.get("change_sq")
-        elif t == "error":
-            r.error = ev
-            failure = self._note_failure(failure, ("error", r, ev))
+        elif isinstance(event, rank_events.Profiled):
+            self.emit(protocol.PROFILE, rank=r.rank, device=r.device.name, path=event.path,
+                      t0=event.start - self.origin)
+        elif isinstance(event, rank_events.Done):
+            r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
+            r.split_backward_extra_s = event.split_backward_extra_s
+            r.split_backward_problem = event.split_backward_problem
+        elif isinstance(event, rank_events.Failed):
+            r.error = event
+            failure = noted(failure, Cause("error", r, event))
         return failure
 
     def _nodes_field(self) -> dict:
@@ -377,15 +381,11 @@ class Worker:
         notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                self.config.effective_micro_batches, self.world > 1, self.config.schedule)]
+        notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "
+                  "what-if takes it as free there" for rr in self.ranks if rr.split_backward_problem]
         return [note for note in notes if note]
 
-    def _note_failure(self, failure, cause):
-        if failure is None:
-            return (time.monotonic(), [cause])
-        failure[1].append(cause)
-        return failure
-
-    def _check_hang(self, failure):
+    def _check_hang(self, failure: Failure | None) -> Failure | None:
         now = time.monotonic()
         limit = self.config.hang_timeout_s
         # Start-up (imports, rendezvous, profiling) is not a hang until it takes far longer.
@@ -395,49 +395,7 @@ class Worker:
             return failure
         # The rank furthest behind is the one holding the others up.
         culprit = min(self.ranks, key=lambda rr: (rr.done, rr.last_step))
-        return self._note_failure(failure, ("hang", culprit, limit))
-
-    def _report_failure(self, causes: list) -> None:
-        # A rank killed by a signal is the root cause; its peers' errors (a closed connection) follow from it.
-        def priority(cause):
-            kind, r, payload = cause
-            if kind == "node":  # a lost machine takes its ranks with it, and fails its peers' collectives
-                return -1
-            if kind == "exit" and payload < 0:
-                return 0
-            if kind == "hang":
-                return 1
-            if kind == "error":
-                return 2
-            return 3
-        kind, r, payload = min(causes, key=priority)
-        tb = None
-        if kind == "node":
-            # A node's own word is named by its link; a failed launch's (r None) names its node already.
-            if r is None:
-                message = payload
-            elif payload.startswith("lost"):
-                message = f"{r.describe()} {payload}"
-            else:
-                message = f"{r.describe()}: {payload}"
-            self.emit(protocol.ERROR, message=message, rank=None, device=None, node=r.label if r is not None else None,
-                      traceback=None)
-            return
-        if kind == "exit":
-            message = f"{r.label} {describe_exit(payload)}"
-            if r.error:
-                message += f" after: {r.error.get('message')}"
-                tb = r.error.get("traceback")
-            elif payload > 0 and r.stderr_tail:
-                message += f"; last output: {r.stderr_tail[-1]}"
-                tb = "\n".join(r.stderr_tail)
-        elif kind == "hang":
-            message = (f"{r.label} hung: no progress for {payload:g} s (last finished step: {r.last_step}); "
-                       "the run was ended by the watchdog")
-        else:
-            message = f"{r.label} failed: {payload.get('message')}"
-            tb = payload.get("traceback")
-        self.emit(protocol.ERROR, message=message, rank=r.rank, device=r.device.name, traceback=tb)
+        return noted(failure, Cause("hang", culprit, limit))
 
     def end_ranks(self) -> None:
         """SIGTERM every rank, SIGKILL what is left after the grace period, reap all. On nodes: every agent ends
@@ -475,7 +433,8 @@ class Worker:
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
             theory_text=self.theory_text, plan=self.plan, nodes=[link.to_dict() for link in self.links] if self.links
-            else None)
+            else None, split_backward_extra={rr.device.name: rr.split_backward_extra_s for rr in self.ranks
+                                             if finished and rr.split_backward_extra_s is not None})
         self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
         return 0 if status == "finished" else 1
 

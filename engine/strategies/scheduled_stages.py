@@ -23,6 +23,7 @@ from torch.distributed.pipelining import schedules as _schedules
 from engine.models import tracing
 from engine.precision import make_optimizer
 from engine.strategies.schedule_actions import tick_plan
+from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
 from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
 from engine.measure.communication import collective_meter
@@ -116,10 +117,14 @@ class ScheduledStages(Executor):
             _time_chunks(stage, self.timer, self.device)
         # One module holding this rank's stages: its parameters, its optimizer, its tensor memory.
         self.module = modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
-        spec_loss = ctx.spec.loss_fn
+        spec_loss = self.spec_loss = ctx.spec.loss_fn
         inferring = _flag_shape_inference(stages)
+        # The last step's stage inputs, for the split backward's probe after it (split_backward_extra_s).
+        self.stage_indices, self.n_stages, self.modules = mine, n_stages, modules
+        self.last_inputs = LastInputs(modules)
 
         def timed_loss(output, target):
+            self.last_inputs.keep_target(target)
             if inferring:
                 # torch's backward-shape inference (the first step) calls the loss once more than there are
                 # micro-batches: no micro-batch's, so no forward on the timeline (the trace pairs its slices).
@@ -139,6 +144,7 @@ class ScheduledStages(Executor):
         self.p2p_meter = collective_meter(self.timer, ctx.comm, self.device)
         self.comm = ctx.comm
         self._steps, self._counted_step = 0, 1 if ctx.config.steps > 1 else 0
+        self._total_steps, self.config = ctx.config.steps, ctx.config
 
     def plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
@@ -162,6 +168,7 @@ class ScheduledStages(Executor):
         ends = {"target": targets, "losses": losses} if self.last else {}
         counted = self._steps == self._counted_step
         self._steps += 1
+        self.last_inputs.armed = self._steps == self._total_steps
         with self.p2p_meter if counted else contextlib.nullcontext():
             self.schedule.step(*args, **ends, return_outputs=False)
         if counted:
@@ -174,6 +181,15 @@ class ScheduledStages(Executor):
 
     def reported_parameters(self) -> list:
         return list(self.module.parameters())
+
+    def split_backward_extra_s(self) -> tuple[float | None, str | None]:
+        import torch.distributed as dist
+        from engine.precision import autocast
+        dist.barrier()   # every rank past its last step: no probe lands in a peer's step
+        with autocast(self.config, [self.device.kind]):
+            return split_backward_extra_s(self.modules, self.stage_indices, self.n_stages - 1, self.last_inputs,
+                                          self.spec_loss, torch.device(self.device.torch_device),
+                                          budget_s=self.config.hang_timeout_s / 4)
 
     def placements(self) -> list[Placement]:
         # Each stage module on its own: the schedule calls the stages' modules, never a ModuleList holding

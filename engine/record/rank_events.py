@@ -1,0 +1,87 @@
+"""What a rank process tells its worker: one typed event per line of JSON, tagged by ``type``.
+
+engine.run.rank and engine.run.loop make them, ``encode`` writes them (a rank
+on a node sends the same lines through its agent, engine/nodes, which moves
+their times onto the coordinator's clock), and the worker reads them back with
+``decode`` at the one place it takes them in (engine.run.worker); its step
+merger (engine.record.summary.StepMerger) takes the ``StepReport``s. Fields a
+newer rank adds are ignored by an older worker; ``time`` (when the rank wrote
+the line) is the channel's, not the event's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The rank built its part of the model and is about to train."""
+    pid: int
+    split: list[int] | None = None             # the split it resolved (staged strategies)
+    batch_norm: bool = False                   # the model has BatchNorm
+    plan: list[list[str]] | None = None        # the schedule's action list per rank (rank 0 only)
+
+
+@dataclass
+class StepReport:
+    """One step on one rank, its intervals on the rank's own clock (the merger moves them; mutable for
+    engine.record.summary.separate_collective_waits, which cuts waits out of collectives in place)."""
+    step: int
+    start: float
+    end: float
+    intervals: dict[str, list[list]] = field(default_factory=dict)   # device -> [kind, t0, t1]
+    loss_part: float | None = None
+    samples: int = 0
+    batch_split: list[int] | None = None
+    tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
+    communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
+
+    def __post_init__(self):
+        # A rank may write null for "none" (a synthetic one does): the merger reads them as empty.
+        self.intervals = self.intervals or {}
+        self.samples = self.samples or 0
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profiler trace of some steps is written (engine.measure.profiling)."""
+    path: str
+    start: float
+
+
+@dataclass(frozen=True)
+class Done:
+    """Training ended: what the rank reports once."""
+    param_sq: float | None = None
+    change_sq: float | None = None
+    split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
+    split_backward_problem: str | None = None     # why a pipeline rank could not measure it
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The rank caught an exception: it exits non-zero after this."""
+    message: str
+    traceback: str | None = None
+
+
+RankEvent = Ready | StepReport | Profiled | Done | Failed
+_TYPES: dict[str, type] = {"ready": Ready, "rank_step": StepReport, "profile": Profiled, "done": Done,
+                           "error": Failed}
+_NAMES = {kind: name for name, kind in _TYPES.items()}
+
+
+def encode(event: RankEvent) -> dict:
+    """The event as the JSON object the channel writes (its fields and ``type``)."""
+    return {"type": _NAMES[type(event)], **{f.name: getattr(event, f.name) for f in dataclasses.fields(event)}}
+
+
+def decode(message: dict) -> RankEvent | None:
+    """The event a line's JSON object holds; None for a type this worker does not know. Raises TypeError or
+    KeyError where a known type lacks a field it needs (a garbled line)."""
+    kind = _TYPES.get(message.get("type"))
+    if kind is None:
+        return None
+    names = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{key: value for key, value in message.items() if key in names})

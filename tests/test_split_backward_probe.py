@@ -1,0 +1,74 @@
+"""The split backward's probe (engine/strategies/split_backward_probe.py), with torch's own functions."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch import nn
+from torch.distributed.pipelining import _backward
+
+from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
+
+def stage(width: int) -> nn.Module:
+    return nn.Sequential(*(nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(3)))
+
+
+def two_stages_after_a_step():
+    torch.manual_seed(0)
+    modules = [stage(32), stage(32)]
+    kept = LastInputs(modules)
+    x = torch.randn(8, 32)
+    modules[1](modules[0](x))            # a step not armed: nothing kept
+    assert kept.inputs == {}
+    kept.armed = True
+    activation = modules[0](x)
+    kept.keep_target(torch.randint(0, 32, (8,)))
+    modules[1](activation.detach().requires_grad_())
+    return modules, kept
+
+
+def test_the_probe_times_each_stage_on_its_last_inputs_and_leaves_no_gradient():
+    modules, kept = two_stages_after_a_step()
+    assert set(kept.inputs) == {0, 1}
+    assert kept.inputs[1][0][0] == torch.Size([8, 32])   # a shape, not the activation itself
+    extra, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
+                                            torch.device("cpu"))
+    assert why_not is None and isinstance(extra, float) and extra >= 0
+    assert all(p.grad is None for m in modules for p in m.parameters())
+
+
+def test_the_extra_is_what_the_split_costs_more(monkeypatch):
+    """torch's split functions made 100 ms slower than its whole backward: the probe finds about 100 ms per
+    stage, 200 for the two (the fastest of each: load only adds; bounds that a loaded machine's noise on
+    millisecond backwards cannot cross, a sign or sum slip would)."""
+    input_half = _backward.stage_backward_input
+
+    def slow_input_half(*args, **kwargs):
+        time.sleep(0.1)
+        return input_half(*args, **kwargs)
+    monkeypatch.setattr(_backward, "stage_backward_input", slow_input_half)
+    modules, kept = two_stages_after_a_step()
+    extra, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
+                                            torch.device("cpu"))
+    assert why_not is None and 0.1 < extra < 2.0, extra
+
+
+def test_a_probe_that_cannot_measure_says_why_and_token_ids_count_nothing():
+    modules, kept = two_stages_after_a_step()
+
+    def broken_loss(output, target):
+        raise ValueError("a model file's loss refusing the probe")
+    assert split_backward_extra_s(modules, [0, 1], 1, kept, broken_loss, torch.device("cpu")) \
+        == (None, "ValueError: a model file's loss refusing the probe")
+    embedding = nn.Sequential(nn.Embedding(10, 8), nn.Flatten(), nn.Linear(16, 4))
+    ids = LastInputs([embedding])
+    ids.armed = True
+    embedding(torch.randint(0, 10, (3, 2)))
+    assert split_backward_extra_s([embedding], [0], 0, ids, None, torch.device("cpu")) == (0.0, None)
+    never_ran = LastInputs([stage(4)])
+    extra, why_not = split_backward_extra_s([stage(4)], [1], 1, never_ran, None, torch.device("cpu"))
+    assert extra is None and "stage 1 ran no forward" in why_not
