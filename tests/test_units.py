@@ -245,3 +245,23 @@ def test_rank_events_read_back_what_a_rank_wrote():
     assert ev.decode({"type": "telepathy"}) is None
     with pytest.raises(TypeError):
         ev.decode({"type": "rank_step", "step": 1})
+
+
+def test_fork_server_messages_read_back_and_garbled_ones_are_named():
+    """engine/forkserver/messages.py: each message through its JSON object and back; a known op with a field
+    missing or mistyped is garbled, naming the op and the request's id (a spawn is refused under it); an op
+    no end knows is None."""
+    from engine.forkserver import messages as m
+    for message in (m.Spawn(3, "engine.run.rank", {"A": "1"}, "/tmp", [0, 1, 2], ["x"], "(rank 0)"),
+                    m.Spawned(3, 1234), m.Refused(None, "why"), m.Exited(1234, -9), m.Signal(1234, 15), m.Ping(),
+                    m.Pong(), m.Client()):
+        assert m.decode(json.loads(json.dumps(m.encode(message)))) == message
+    assert m.decode({"op": "spawn", "id": 0, "module": "x", "env": {}, "cwd": "/", "fds": [0, 1, 2]}).argv == []
+    for garbled, field in (({"op": "spawn", "id": 7, "module": "x", "env": {"A": 1}, "cwd": "/", "fds": [0, 1, 2]},
+                            "env"),
+                           ({"op": "spawn", "id": 7, "env": {}, "cwd": "/", "fds": [0, 1, 2]}, "module"),
+                           ({"op": "signal", "pid": 1, "signal": True}, "signal")):
+        with pytest.raises(m.MessageError, match=field) as caught:
+            m.decode(garbled)
+        assert caught.value.op == garbled["op"] and caught.value.ident == garbled.get("id")
+    assert m.decode({"op": "telepathy"}) is None

@@ -19,11 +19,12 @@ import tempfile
 import traceback
 from typing import NoReturn
 
+from engine.forkserver.messages import Spawn
 from engine.forkserver.title import set_title
 from engine.parent_death import die_with_parent
 
 
-def become(request: dict, fds: list[int], server_pid: int, server_sockets: list) -> NoReturn:
+def become(request: Spawn, fds: list[int], server_pid: int, server_sockets: list) -> NoReturn:
     """Run the request's module in this (just forked) process, then exit with its status; never returns."""
     code = 1
     try:
@@ -32,10 +33,10 @@ def become(request: dict, fds: list[int], server_pid: int, server_sockets: list)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         die_with_parent(expected_parent=server_pid)  # the server ended: so do its children
-        _place_descriptors(dict(zip(request["fds"], fds)))
+        _place_descriptors(dict(zip(request.fds, fds)))
         os.environ.clear()
-        os.environ.update(request["env"])
-        os.chdir(request["cwd"])
+        os.environ.update(request.env)
+        os.chdir(request.cwd)
         tempfile.tempdir = None  # read TMPDIR anew
         _fresh_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
         sys.path[0] = os.getcwd()  # as `python -m` has it
@@ -43,16 +44,16 @@ def become(request: dict, fds: list[int], server_pid: int, server_sockets: list)
             if entry and entry not in sys.path:
                 sys.path.insert(1, entry)
         _reseed()
-        argv = [request["module"], *request.get("argv", [])]
-        set_title(" ".join([sys.executable, "-m", *argv, *filter(None, [request.get("title")])]))
+        argv = [request.module, *request.argv]
+        set_title(" ".join([sys.executable, "-m", *argv, *filter(None, [request.title])]))
         sys.argv = argv
         # Run afresh, as `python -m` runs it: not the server's copy, if one of its imports took it.
-        sys.modules.pop(request["module"], None)
+        sys.modules.pop(request.module, None)
         # What the module registers runs at its end; the server's imports' own (torch's teardown, 70 ms of
         # copied pages here) do not: the ranks skip the interpreter's teardown anyway (engine/run/rank.py).
         atexit._clear()
         try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            runpy.run_module(request.module, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = _exit_code(exc.code)

@@ -17,7 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from engine.forkserver import wire
+from engine.forkserver import messages, wire
+from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 
 ROOT = Path(__file__).resolve().parents[2]
 TITLE_ROOM = 96            # bytes of command line kept for each child's own (engine/forkserver/title.py)
@@ -41,7 +42,7 @@ class Connection:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._changed = threading.Condition()
-        self._replies: dict[int, dict] = {}
+        self._replies: dict[int, Spawned | Refused] = {}
         self._exits: dict[int, int] = {}
         self._closed = False
         self.serving = False   # the server answered a ping: its imports are done, a child comes in milliseconds
@@ -60,18 +61,25 @@ class Connection:
                 got = None
             if got is None:
                 break
-            message, fds = got
+            data, fds = got
             for fd in fds or ():
                 os.close(fd)
+            try:
+                message = messages.decode(data)
+            except messages.MessageError:
+                continue   # not what this server sends: nothing waits on it
             with self._changed:
-                if message.get("op") in ("spawned", "refused"):
-                    self._replies[message.get("id")] = message
-                    # A pid the kernel gave again: the exit seen is an earlier child's ("spawned" comes first).
-                    self._exits.pop(message.get("pid"), None)
-                elif message.get("op") == "exit":
-                    self._exits[message.get("pid")] = message.get("code")
-                elif message.get("op") == "pong":
-                    self.serving = True
+                match message:
+                    case Spawned(id=ident, pid=pid):
+                        self._replies[ident] = message
+                        # A pid the kernel gave again: the exit seen is an earlier child's ("spawned" comes first).
+                        self._exits.pop(pid, None)
+                    case Refused(id=ident):
+                        self._replies[ident] = message
+                    case Exited(pid=pid, code=code):
+                        self._exits[pid] = code
+                    case Pong():
+                        self.serving = True
                 self._changed.notify_all()
         with self._changed:
             self._closed = True
@@ -79,12 +87,12 @@ class Connection:
         # Ours closed too: the server then ends whatever it forked for us, which we could no longer follow.
         self.close()
 
-    def _send(self, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+    def _send(self, message: messages.Message, fds: list[int] | tuple[int, ...] = ()) -> None:
         if self._closed:
             raise ForkServerError("the fork server is gone")
         with self._send_lock:
             try:
-                wire.send(self._sock, message, fds)
+                wire.send(self._sock, messages.encode(message), fds)
             except wire.WireError as exc:
                 raise ForkServerError(str(exc)) from exc
 
@@ -97,8 +105,7 @@ class Connection:
         it forked (a shared connection's late child finds its pipes closed)."""
         ident = next(self._ids)
         numbers = sorted(fds)
-        self._send({"op": "spawn", "id": ident, "module": module, "argv": [str(a) for a in argv],
-                    "env": dict(env), "cwd": str(cwd), "fds": numbers, "title": title},
+        self._send(Spawn(ident, module, dict(env), str(cwd), numbers, [str(a) for a in argv], title),
                    [fds[n] for n in numbers])
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -110,9 +117,9 @@ class Connection:
             raise ForkServerError("the fork server is gone" if self._closed else
                                   "cancelled" if cancel is not None and cancel.is_set() else
                                   f"the fork server did not answer in {timeout:g} s")
-        if reply.get("op") != "spawned":
-            raise ForkServerRefused(f"the fork server refused: {reply.get('error')}")
-        return reply["pid"]
+        if isinstance(reply, Refused):
+            raise ForkServerRefused(f"the fork server refused: {reply.error}")
+        return reply.pid
 
     def exit_code(self, pid: int, timeout: float | None = 0.0) -> int | None:
         """The child's exit status once it ended (Popen's returncode: -N for signal N), else None."""
@@ -128,7 +135,7 @@ class Connection:
 
     def signal(self, pid: int, number: int) -> None:
         try:
-            self._send({"op": "signal", "pid": pid, "signal": int(number)})
+            self._send(Signal(pid, int(number)))
         except ForkServerError:
             pass  # the server is gone, and its children with it
 
@@ -139,7 +146,7 @@ class Connection:
         except OSError as exc:  # out of descriptors: the worker starts its ranks fresh
             raise ForkServerError(f"no connection for the worker: {exc}") from exc
         try:
-            self._send({"op": "client"}, [theirs.fileno()])
+            self._send(Client(), [theirs.fileno()])
         except BaseException:
             mine.close()
             raise
@@ -310,7 +317,7 @@ class ForkServer:
         self._proc: subprocess.Popen = started[0]
         self.connection = Connection(mine)
         try:
-            self.connection._send({"op": "ping"})   # answered once the imports are done: ``serving``
+            self.connection._send(Ping())   # answered once the imports are done: ``serving``
         except ForkServerError:
             pass
 
@@ -347,7 +354,7 @@ class BorrowedServer:
         self.connection = connection
         self.pid = None   # not this process's to follow
         try:
-            connection._send({"op": "ping"})
+            connection._send(Ping())
         except ForkServerError:
             pass
 

@@ -14,6 +14,7 @@ starts as clean as a fresh interpreter.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import os
@@ -22,7 +23,8 @@ import signal
 import socket
 import sys
 
-from engine.forkserver import wire
+from engine.forkserver import messages, wire
+from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 from engine.forkserver.child import become
 from engine.parent_death import die_with_parent
 
@@ -94,35 +96,39 @@ class Server:
         if got is None:
             self._drop(sock)
             return
-        message, fds = got
-        op = message.get("op")
-        if op == "client" and fds is not None and len(fds) == 1:
-            # A connection for another process: the owner's worker, or a process that a holder of a connection
-            # started (a command run by a script that owns a server). Each is its own: its end takes its children.
-            self._add(socket.socket(fileno=fds[0]))
-        elif op == "spawn":
-            self._spawn(sock, message, fds)
-        elif op == "ping":   # the owner asks whether its imports are done: this answer says they are
+        data, fds = got
+        try:
+            message = messages.decode(data)
+        except messages.MessageError as exc:
             _close(fds)
-            try:
-                wire.send(sock, {"op": "pong"}, wait=False)
-            except wire.WireError:
-                pass
-        elif op == "signal":
-            _close(fds)
-            pid, number = message.get("pid"), message.get("signal")
-            # Only a child not yet reaped: its pid cannot have been reused by another process.
-            if self.children.get(pid) is sock and isinstance(number, int):
-                try:
-                    os.kill(pid, number)
-                except (ProcessLookupError, ValueError, OSError):
-                    pass
-        else:
-            _close(fds)
+            if exc.op == "spawn":   # its asker waits for an answer
+                self._tell(sock, Refused(exc.ident if isinstance(exc.ident, int) else None, f"garbled: {exc}"))
+            return
+        match message:
+            case Client() if fds is not None and len(fds) == 1:
+                # A connection for another process: the owner's worker, or a process that a holder of a connection
+                # started (a command run by a script that owns a server). Each is its own: its end takes its
+                # children.
+                self._add(socket.socket(fileno=fds[0]))
+            case Spawn():
+                self._spawn(sock, message, fds)
+            case Ping():   # the owner asks whether its imports are done: this answer says they are
+                _close(fds)
+                self._tell(sock, Pong())
+            case Signal(pid=pid, signal=number):
+                _close(fds)
+                # Only a child not yet reaped: its pid cannot have been reused by another process.
+                if self.children.get(pid) is sock:
+                    try:
+                        os.kill(pid, number)
+                    except (ProcessLookupError, ValueError, OSError):
+                        pass
+            case _:
+                _close(fds)
 
-    def _spawn(self, sock: socket.socket, request: dict, fds: list[int] | None) -> None:
+    def _spawn(self, sock: socket.socket, request: Spawn, fds: list[int] | None) -> None:
         problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
-                   _request_problem(request, fds) or self._environment_problem(request["env"]))
+                   _request_problem(request, fds) or self._environment_problem(request.env))
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -133,13 +139,12 @@ class Server:
             except OSError as exc:
                 problem = f"fork failed: {exc}"
             if pid == 0:
-                become(dict(request, env={**self.set_by_imports, **request["env"]}), fds, server_pid,
+                become(dataclasses.replace(request, env={**self.set_by_imports, **request.env}), fds, server_pid,
                        list(self.connections.values()))
         _close(fds)
         if pid:
             self.children[pid] = sock
-        self._tell(sock, {"op": "spawned", "id": request.get("id"), "pid": pid} if pid else
-                   {"op": "refused", "id": request.get("id"), "error": problem})
+        self._tell(sock, Spawned(request.id, pid) if pid else Refused(request.id, problem))
 
     def _environment_problem(self, env: dict[str, str]) -> str | None:
         # What the imports set themselves is read later, from the environment the child gets (a process that
@@ -153,13 +158,13 @@ class Server:
         return (f"{', '.join(names)} differ from the fork server's, and are read when the interpreter and torch "
                 "start")
 
-    def _tell(self, sock: socket.socket, message: dict) -> None:
+    def _tell(self, sock: socket.socket, message: messages.Message) -> None:
         if sock.fileno() < 0:  # dropped already
             return
         try:
             # Never waiting: one connection that stopped reading (hundreds of messages behind) must not stall
             # the others; it is dropped, with its children.
-            wire.send(sock, message, wait=False)
+            wire.send(sock, messages.encode(message), wait=False)
         except wire.WireError:
             self._drop(sock)
 
@@ -174,7 +179,7 @@ class Server:
                 return
             asker = self.children.pop(pid, None)
             if asker is not None:
-                self._tell(asker, {"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+                self._tell(asker, Exited(pid, os.waitstatus_to_exitcode(status)))
 
     def _drop(self, sock: socket.socket) -> None:
         fd = sock.fileno()
@@ -225,20 +230,14 @@ def _drain(fd: int) -> bool:
         return False
 
 
-def _request_problem(request: dict, fds: list[int]) -> str | None:
-    numbers = request.get("fds")
-    env = request.get("env")
-    if not isinstance(request.get("module"), str) or not request["module"]:
+def _request_problem(request: Spawn, fds: list[int]) -> str | None:
+    """What the types of its fields (engine/forkserver/messages.py) leave to check."""
+    numbers = request.fds
+    if not request.module:
         return "no module named"
-    if not (isinstance(numbers, list) and all(isinstance(n, int) and n >= 0 for n in numbers)
-            and len(set(numbers)) == len(numbers) == len(fds) and {0, 1, 2} <= set(numbers)):
+    if not (all(n >= 0 for n in numbers) and len(set(numbers)) == len(numbers) == len(fds)
+            and {0, 1, 2} <= set(numbers)):
         return "descriptors 0, 1 and 2 and one number for each descriptor sent"
-    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
-        return "an environment of strings"
-    if not isinstance(request.get("cwd"), str) or not isinstance(request.get("argv", []), list):
-        return "a working directory and a list of arguments"
-    if not isinstance(request.get("title", ""), str):
-        return "a title that is a string"
     return None
 
 
