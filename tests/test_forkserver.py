@@ -142,6 +142,13 @@ def test_what_it_cannot_serve_is_refused_and_it_serves_on(server, tmp_path):
                    "fds": list(range(10))}
         socket.send_fds(raw, [json.dumps(request).encode()], [write_end] * 10)
         assert wire.receive(raw) == ({"op": "refused", "id": 0, "error": "more than 8 descriptors"}, [])
+        # Nonsense ignored (an op that is not a name, a signal no kernel has), a mistyped spawn refused naming
+        # the field; the server serves on (below).
+        for nonsense in ({"op": []}, {"op": {"a": 1}}, {"op": "signal", "pid": os.getpid(), "signal": 10 ** 30}):
+            raw.send(json.dumps(nonsense).encode())
+        raw.send(json.dumps(dict(request, id=1, env={"A": 1}, fds=[0, 1, 2])).encode())
+        assert wire.receive(raw) == ({"op": "refused", "id": 1, "error": "garbled: spawn's env is not "
+                                                                         "dict[str, str]"}, [])
         raw.close()
     finally:
         os.close(read_end)

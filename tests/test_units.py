@@ -264,4 +264,7 @@ def test_fork_server_messages_read_back_and_garbled_ones_are_named():
         with pytest.raises(m.MessageError, match=field) as caught:
             m.decode(garbled)
         assert caught.value.op == garbled["op"] and caught.value.ident == garbled.get("id")
-    assert m.decode({"op": "telepathy"}) is None
+    assert m.decode({"op": "telepathy"}) is None and m.decode({"op": []}) is None and m.decode({"op": {}}) is None
+    with pytest.raises(m.MessageError) as caught:
+        m.decode({"op": "spawn", "id": True, "module": "x", "env": {"SECRET": 1}, "cwd": "/", "fds": [0, 1, 2]})
+    assert caught.value.ident is None and "SECRET" not in str(caught.value)   # the field's type, not its value

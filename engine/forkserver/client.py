@@ -54,13 +54,23 @@ class Connection:
         return self._closed
 
     def _read(self) -> None:
+        try:
+            self._read_until_closed()
+        finally:   # whatever ended the reading, nobody waits on this connection any longer
+            with self._changed:
+                self._closed = True
+                self._changed.notify_all()
+            # Ours closed too: the server then ends whatever it forked for us, which we could no longer follow.
+            self.close()
+
+    def _read_until_closed(self) -> None:
         while True:
             try:
                 got = wire.receive(self._sock)
             except wire.WireError:
                 got = None
             if got is None:
-                break
+                return
             data, fds = got
             for fd in fds or ():
                 os.close(fd)
@@ -81,11 +91,6 @@ class Connection:
                     case Pong():
                         self.serving = True
                 self._changed.notify_all()
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
-        # Ours closed too: the server then ends whatever it forked for us, which we could no longer follow.
-        self.close()
 
     def _send(self, message: messages.Message, fds: list[int] | tuple[int, ...] = ()) -> None:
         if self._closed:

@@ -102,26 +102,35 @@ class Server:
         except messages.MessageError as exc:
             _close(fds)
             if exc.op == "spawn":   # its asker waits for an answer
-                self._tell(sock, Refused(exc.ident if isinstance(exc.ident, int) else None, f"garbled: {exc}"))
+                self._tell(sock, Refused(exc.ident, f"garbled: {exc}"))
             return
+        try:
+            self._handle(sock, message, fds)
+        except Exception:   # one connection's odd request must not end the server, which serves every other
+            self._drop(sock)
+
+    def _handle(self, sock: socket.socket, message: messages.Message | None, fds: list[int] | None) -> None:
         match message:
             case Client() if fds is not None and len(fds) == 1:
                 # A connection for another process: the owner's worker, or a process that a holder of a connection
                 # started (a command run by a script that owns a server). Each is its own: its end takes its
                 # children.
-                self._add(socket.socket(fileno=fds[0]))
+                try:
+                    self._add(socket.socket(fileno=fds[0]))
+                except OSError:   # not a socket
+                    os.close(fds[0])
             case Spawn():
                 self._spawn(sock, message, fds)
             case Ping():   # the owner asks whether its imports are done: this answer says they are
                 _close(fds)
-                self._tell(sock, Pong())
+                self._tell(sock, Pong())   # one it cannot take is a connection that stopped reading: dropped
             case Signal(pid=pid, signal=number):
                 _close(fds)
                 # Only a child not yet reaped: its pid cannot have been reused by another process.
                 if self.children.get(pid) is sock:
                     try:
                         os.kill(pid, number)
-                    except (ProcessLookupError, ValueError, OSError):
+                    except (ProcessLookupError, ValueError, OverflowError, OSError):
                         pass
             case _:
                 _close(fds)
