@@ -16,7 +16,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device, parse
 from engine.plan.planning import balanced_split_per_stage
 from engine.run.session import RunSession
-from engine.run.worker import rank_environment
+from engine.run.local_ranks import rank_environment
 from engine.store import Store
 from engine.telemetry import TelemetrySampler, nvml
 from engine.telemetry import gpu_inventory

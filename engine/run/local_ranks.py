@@ -1,0 +1,144 @@
+"""The ranks of a run on this machine: their processes, their environment, and the threads that read them.
+
+Each rank is forked by the session's fork server where it handed one over
+(engine.forkserver: milliseconds), else started as a fresh interpreter; its
+events come on a private pipe, its stdout and stderr on their own, each read by
+a thread that puts what it reads on the worker's queue. The ranks meet through a
+file in a private folder (``rendezvous_dir``), removed by ``clean_up``. A run
+over several machines has its ranks started by the nodes' agents instead
+(engine.nodes.coordinator.NodeRanks), read into the same queue.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from typing import Callable
+
+from engine import forkserver
+from engine.config import ExperimentConfig
+from engine.devices import Device
+from engine.rank_env import ROOT, rank_base_environment
+from engine.record import rank_events
+
+# The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
+# the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
+RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
+
+
+def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
+                     store_file: str) -> dict[str, str]:
+    """A rank process's environment on this machine: torchrun's variables, loopback only, a private pipe and
+    rendezvous file."""
+    return dict(rank_base_environment(base, config_json=config_json, devices_json=devices_json, interface="lo"),
+                RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file)
+
+
+class _LaunchStopped(Exception):
+    """A stop came while a rank was being started: no more are."""
+
+
+class Rank:
+    def __init__(self, rank: int, device: Device, proc, events):
+        self.rank, self.device, self.proc, self.events = rank, device, proc, events
+        self.ready = False
+        self.done = False
+        self.error: rank_events.Failed | None = None
+        self.last_step = -1
+        self.last_heard = time.monotonic()
+        self.param_sq: float | None = None
+        self.change_sq: float | None = None
+        self.split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
+        self.split_backward_problem: str | None = None
+        self.split = None
+        self.stderr_tail: list[str] = []
+        self.exit_seen = False
+        self.events_closed = False
+
+    @property
+    def label(self) -> str:
+        pid = f"pid {self.proc.pid}" if self.proc.pid is not None else "not started"
+        return f"rank {self.rank} ({self.device.name}, {pid})"
+
+
+class LocalRanks:
+    def __init__(self, config: ExperimentConfig, devices: list[Device], world: int, device_names: list[str],
+                 events: queue.Queue, stop_event: threading.Event, warn: Callable[[str], None]):
+        self.config, self.devices, self.world, self.device_names = config, devices, world, device_names
+        self.queue, self.stop_event, self.warn = events, stop_event, warn
+        self.rendezvous_dir: str | None = None
+        self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
+
+    def launch(self, ranks: list[Rank]) -> None:
+        """Start each rank, appending it to ``ranks`` as it starts (a stop meanwhile leaves the ones started
+        there for the worker to end)."""
+        # The ranks meet through a file in a private folder, removed when the run ends.
+        self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-")
+        store_file = os.path.join(self.rendezvous_dir, "store")
+        device_json = json.dumps([d.to_dict() for d in self.devices])
+        for rank in range(self.world):
+            if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
+                return
+            read_fd, write_fd = os.pipe()
+            env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
+                                   devices_json=device_json, event_fd=write_fd, store_file=store_file)
+            device = self.devices[rank] if self.world > 1 else self.devices[0]
+            on = device.name if self.world > 1 else ", ".join(self.device_names)
+            try:
+                proc = self._start_rank(env, write_fd, f"(rank {rank} of {self.world} on {on})")
+            except _LaunchStopped:
+                os.close(read_fd)
+                return
+            finally:
+                os.close(write_fd)
+            r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
+            ranks.append(r)
+            for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
+                                 (self._read_stderr, "stderr")):
+                threading.Thread(target=target, args=(r,), name=f"rank{rank}-{name}", daemon=True).start()
+
+    def _start_rank(self, env: dict[str, str], event_fd: int, title: str):
+        """A rank process: forked by the session's fork server when it handed one over (engine.forkserver;
+        ``title`` after its command in ps), else a fresh interpreter."""
+        if self.forks is not None:
+            try:
+                # A stop while the server still imports torch (the first run of a session) ends the wait.
+                return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,),
+                                                connection=self.forks, title=title, cancel=self.stop_event)
+            except forkserver.ForkServerError as exc:
+                forks, self.forks = self.forks, None
+                if not isinstance(exc, forkserver.ForkServerRefused):
+                    # Not answered (stopped, timed out): closed, a request still queued is not served and one
+                    # served late ends at once. (Ranks it forked before end too: a server that stopped
+                    # answering mid-launch fails the run.) A refusal leaves nothing queued: the ranks it
+                    # forked live on.
+                    forks.close()
+                if self.stop_event.is_set():
+                    raise _LaunchStopped() from exc
+                self.warn(f"ranks start as fresh processes: {exc}")
+        return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,))
+
+    def _read_events(self, r: Rank) -> None:
+        for line in r.events:
+            try:
+                self.queue.put(("event", r, json.loads(line)))
+            except json.JSONDecodeError:
+                self.queue.put(("garbled", r, line))
+        self.queue.put(("eof", r, None))
+
+    def _read_stdout(self, r: Rank) -> None:
+        for line in r.proc.stdout:
+            self.queue.put(("stdout", r, line.decode("utf-8", "replace").rstrip()))
+
+    def _read_stderr(self, r: Rank) -> None:
+        for line in r.proc.stderr:
+            r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
+
+    def clean_up(self) -> None:
+        if self.rendezvous_dir:
+            shutil.rmtree(self.rendezvous_dir, ignore_errors=True)
