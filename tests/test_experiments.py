@@ -171,7 +171,7 @@ def test_presets_not_about_schedules_run_the_given_schedule():
     from engine.strategies import SCHEDULES
     assert [p.config.schedule for p in PRESETS["schedules"].points(base)][1:] == list(SCHEDULES)
     # Two stages sharing one GPU cannot run 1f1b: that point runs gpipe (limits() says so on one GPU).
-    from engine.experiments import _schedule_on
+    from engine.experiments.presets import _schedule_on
     assert _schedule_on(base, "cuda:0,cuda:0") == "gpipe" and _schedule_on(base, "cpu:2") == "1f1b"
     assert limits("compare-strategies", base) == []               # CPU devices: nothing left out
     assert all(p.sets for p in PRESETS.values())                   # each says what it sets itself

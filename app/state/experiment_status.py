@@ -1,6 +1,6 @@
 """What the live view's header, the status line and the run box say about an experiment, without Qt.
 
-An experiment (engine/experiments.py ExperimentRunner) runs its points one after
+An experiment (engine/experiments/runner.py ExperimentRunner) runs its points one after
 another, each ``repeats`` times, and counts its runs 1..n: run k is repeat
 (k-1) % repeats + 1 of point (k-1) // repeats + 1. Each text is a function of
 where the experiment is (``PointRun``), the current run's monitor

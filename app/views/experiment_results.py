@@ -3,7 +3,7 @@
 Bars of step time (mean ± std over the repeats, the best highlighted), a sweep
 line with error bars and the best marked when the points sweep a number (split
 size, split point, device count), and a table of every point's throughput,
-bubble and runs. The best is the one the result names (engine/experiments.py
+bubble and runs. The best is the one the result names (engine/experiments/reduction.py
 best_and_tied), marked alike in all three (``best_marks``), none when points are tied within
 their spread; every bar keeps a label at any width: whole, on two lines, or elided to its bar's room (``fit_label``).
 The charts draw the experiment's figure definitions (engine.figures: the
