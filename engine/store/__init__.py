@@ -1,6 +1,7 @@
 """The run store (docs/store.md): runs, experiments, their steps, timelines, telemetry and profiles in SQLite.
 
 - ``database.py``: ``Store``, one SQLite connection, and the records it reads back;
+- ``schema.py``: the tables, the columns added since, the SQL that buckets samples;
 - ``client.py``: ``open_store``, which every caller uses: a ``Store`` here, or a ``RemoteStore`` in the store
   process for a process that opens files it does not choose (the app);
 - ``server.py``: the store process (``python -m engine.store``, ``__main__.py``);

@@ -23,66 +23,7 @@ from typing import Any, Collection, Iterable
 
 from engine.results import ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
-
-STATUSES = ("running", "finished", "failed", "stopped", "interrupted")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS experiments (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    created REAL NOT NULL,
-    params TEXT NOT NULL,          -- JSON: the preset's options
-    result TEXT                    -- JSON: the experiment summary, when done
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    started REAL NOT NULL,         -- unix time
-    ended REAL,
-    status TEXT NOT NULL,
-    config TEXT NOT NULL,          -- JSON: ExperimentConfig.to_dict()
-    summary TEXT,                  -- JSON: the run summary (docs/summary.md)
-    error TEXT,
-    traceback TEXT,
-    experiment_id TEXT REFERENCES experiments(id),
-    label TEXT,                    -- the point's label within an experiment
-    owner_pid INTEGER,             -- the process that records the run
-    owner_host TEXT
-);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    step INTEGER NOT NULL,
-    t REAL,                        -- seconds since the run started, at the step's end
-    time_s REAL, samples INTEGER, throughput REAL, loss REAL,
-    batch_split TEXT,              -- JSON list, DP/DDP only
-    busy TEXT,                     -- JSON {device: busy share of the step}
-    tensor_mem TEXT,               -- JSON {device: {kind: bytes}}, on the steps where it changed
-    PRIMARY KEY (run_id, step)
-);
-CREATE TABLE IF NOT EXISTS timeline (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    step INTEGER NOT NULL,
-    device TEXT NOT NULL,
-    kind TEXT NOT NULL,            -- engine.measure.timing.KINDS
-    t0 REAL NOT NULL, t1 REAL NOT NULL  -- seconds since the run started
-);                                 -- every step's, or a sample of them (engine.record.timeline_keeper)
-CREATE INDEX IF NOT EXISTS timeline_run ON timeline(run_id, step);
-CREATE TABLE IF NOT EXISTS samples (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    t REAL NOT NULL,               -- seconds since the run started (negative: before it)
-    device TEXT NOT NULL,
-    util REAL, wait_util REAL, core_util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
-    sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL,
-    span_s REAL                    -- NULL: one sample; else the seconds an aggregate row covers (its means,
-);                                 -- memory its maxima), older telemetry thinned as a time-series store does
-CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t);
-CREATE TABLE IF NOT EXISTS profiles (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    rank INTEGER NOT NULL,
-    device TEXT NOT NULL,
-    t0 REAL NOT NULL,              -- seconds since the run started, when its first profiled step began
-    trace BLOB NOT NULL            -- torch.profiler's Chrome trace, gzip-compressed JSON (engine.measure.profiling)
-);
-"""
+from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
 
 BUSY_TIMEOUT_S = 30.0
 """How long a write waits for another process's write to end. Several runs recording into one store on a
@@ -109,10 +50,6 @@ def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
             time.sleep(0.05)
 
 
-SAMPLE_FIELDS = ("util", "wait_util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
-                 "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
-
-
 def default_path() -> Path:
     env = os.environ.get("SPLITSCOPE_DB")
     if env:
@@ -125,19 +62,9 @@ def default_path() -> Path:
     return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
 
 
-# How rows of samples aggregate: means of the measurements, the most memory used.
-_AGGREGATES = ", ".join(f"MAX({f}) AS {f}" if f in ("mem_used", "mem_total") else f"AVG({f}) AS {f}"
-                        for f in SAMPLE_FIELDS)
-
-
 def _shares(busy: dict | None) -> str | None:
     """Busy shares as stored: 6 decimals (a microsecond of a second-long step) keep the summary's figures."""
     return None if busy is None else json.dumps({d: round(v, 6) for d, v in busy.items()}, separators=(",", ":"))
-
-
-def _bucket_start(bucket_s: float) -> str:
-    """SQL for the start of the ``bucket_s``-second bucket of a row's t (t may be negative: before the run)."""
-    return f"(CAST((t + 1e9) / {bucket_s!r} AS INTEGER) * {bucket_s!r} - 1e9)"
 
 
 @dataclass(frozen=True)
@@ -229,7 +156,7 @@ class Store:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(SCHEMA)
             self._db = db
-            self._migrate()
+            migrate(self._db)
             self.mark_interrupted()
         except BaseException:
             db.close()
@@ -247,15 +174,6 @@ class Store:
 
     def _tx(self):
         return _Transaction(self._db)
-
-    def _migrate(self) -> None:
-        """Columns added after a store was created."""
-        for table, column, kind in (("runs", "traceback", "TEXT"), ("steps", "busy", "TEXT"),
-                                    ("samples", "span_s", "REAL"), ("steps", "tensor_mem", "TEXT"),
-                                    ("samples", "core_util", "REAL"), ("samples", "wait_util", "REAL")):
-            columns = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def mark_interrupted(self) -> int:
         """Runs left ``running`` by a process that is gone become ``interrupted``."""
@@ -346,8 +264,8 @@ class Store:
                 return 0
             added = self._db.execute(
                 f"INSERT INTO samples (run_id, t, device, {', '.join(SAMPLE_FIELDS)}, span_s) "
-                f"SELECT run_id, {_bucket_start(bucket_s)} + {bucket_s / 2!r}, device, {_AGGREGATES}, {bucket_s!r} "
-                f"FROM samples WHERE {old} GROUP BY device, {_bucket_start(bucket_s)}",
+                f"SELECT run_id, {bucket_start(bucket_s)} + {bucket_s / 2!r}, device, {AGGREGATES}, {bucket_s!r} "
+                f"FROM samples WHERE {old} GROUP BY device, {bucket_start(bucket_s)}",
                 (run_id, before_t, bucket_s)).rowcount
             self._db.execute(f"DELETE FROM samples WHERE {old}", (run_id, before_t, bucket_s))
         return before - added
@@ -479,8 +397,8 @@ class Store:
                                     (run_id,))
         else:
             rows = self._db.execute(
-                f"SELECT {_bucket_start(bucket_s)} + {bucket_s / 2!r} AS t, device, {_AGGREGATES}"
-                f", {bucket_s!r} AS span_s FROM samples WHERE run_id=? GROUP BY device, {_bucket_start(bucket_s)} "
+                f"SELECT {bucket_start(bucket_s)} + {bucket_s / 2!r} AS t, device, {AGGREGATES}"
+                f", {bucket_s!r} AS span_s FROM samples WHERE run_id=? GROUP BY device, {bucket_start(bucket_s)} "
                 f"ORDER BY t", (run_id,))
         return [Sample(**dict(r)) for r in rows]
 
