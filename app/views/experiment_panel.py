@@ -415,29 +415,51 @@ class ExperimentPanel(QtWidgets.QWidget):
 
     # -- fixes -------------------------------------------------------------------------
     def apply_changes(self, changes: dict) -> None:
-        """Set the controls to a fix's values (app/state/problem_help.py): {"devices": "cpu:1"}, ..."""
+        """Set the controls to options' values: a fix's (app/state/problem_help.py: {"devices": "cpu:1"}, ...)
+        or a whole stored config's (``restore``). The one place an option reaches its control; ``config`` reads
+        them back."""
         for option, value in changes.items():
-            if option == "devices":
+            if option == "model":
+                if value in MODELS:
+                    self.model_combo.setCurrentIndex(self.model_combo.findData(value))
+                elif torchvision_name(value or ""):
+                    self.set_torchvision_model(value)
+            elif option == "model_file":
+                if value and os.path.exists(value):
+                    self.set_model_file(value)
+            elif option in ("width", "depth", "batch_size", "steps", "stages_per_device"):
+                if value is not None:
+                    self._spins[option].setValue(int(value))
+            elif option == "devices":
                 self.devices_combo.set_spec(str(value))
             elif option in ("micro_batches", "split_size"):
-                self.mb_mode.setCurrentIndex(self.mb_mode.findData(option))
-                self.mb_spin.setValue(int(value))
-            elif option == "schedule":
-                self.schedule_combo.setCurrentIndex(self.schedule_combo.findData(value))
-            elif option == "stages_per_device":
-                self.per_device_spin.setValue(int(value))
-            elif option == "strategy":
-                self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(value))
-            elif option == "batch_size":
-                self.batch_spin.setValue(int(value))
-            elif option == "steps":
-                self.steps_spin.setValue(int(value))
+                if value is not None:
+                    self.mb_mode.setCurrentIndex(self.mb_mode.findData(option))
+                    self.mb_spin.setValue(int(value))
+            elif option in ("schedule", "strategy", "optimizer", "dtype"):
+                combo = self._combos[option]
+                combo.setCurrentIndex(max(0, combo.findData(value)))
             elif option == "image_size":
                 self.image_spin.setValue(int(value or 0))
             elif option == "split_level":
                 self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(int(value))))
+            elif option == "input_prep":
+                self.in_step_check.setChecked(value == "in-step")
             elif option == "nodes":
                 self.nodes_row.set_nodes(value)
+            elif option == "token_file":
+                if value:
+                    self.nodes_row.set_token_file(value)
+
+    @property
+    def _spins(self) -> dict:
+        return {"width": self.width_spin, "depth": self.depth_spin, "batch_size": self.batch_spin,
+                "steps": self.steps_spin, "stages_per_device": self.per_device_spin}
+
+    @property
+    def _combos(self) -> dict:
+        return {"schedule": self.schedule_combo, "strategy": self.strategy_combo,
+                "optimizer": self.optimizer_combo, "dtype": self.dtype_combo}
 
     # -- the config ------------------------------------------------------------------
     @property
@@ -490,65 +512,40 @@ class ExperimentPanel(QtWidgets.QWidget):
         return [p["text"] for key in self.notices.labels for p in by_row.get(key, [])]
 
     # -- settings --------------------------------------------------------------------
+    # What the form shows that its config leaves out (a pipeline's micro-batching while another strategy is
+    # picked, the stages per device, a token file chosen, the image size of a model without one): kept too.
+    FORM_KEYS = ("mb_mode", "mb_value", "stages_per_device", "image_size", "split_level", "token_file")
+    FIRST_FORM = ExperimentConfig(strategy="model-parallel", devices="cpu:2")   # the tutorial's, at first start
+
     def save(self, settings: QtCore.QSettings) -> None:
-        c = self.config()
-        settings.setValue("experiment/model", c.model if not c.model_file else "custom")
-        settings.setValue("experiment/model_file", self.model_file or "")
-        settings.setValue("experiment/width", c.width)
-        settings.setValue("experiment/depth", c.depth)
-        settings.setValue("experiment/image_size", self.image_spin.value())
-        settings.setValue("experiment/split_level", self.level_combo.currentData())
-        settings.setValue("experiment/devices", c.devices)
-        settings.setValue("experiment/strategy", c.strategy)
-        settings.setValue("experiment/mb_mode", self.mb_mode.currentData())
-        settings.setValue("experiment/mb_value", self.mb_spin.value())
-        settings.setValue("experiment/schedule", c.schedule)
-        settings.setValue("experiment/stages_per_device", self.per_device_spin.value())
-        settings.setValue("experiment/batch_size", c.batch_size)
-        settings.setValue("experiment/steps", c.steps)
-        settings.setValue("experiment/input_prep", c.input_prep)
-        settings.setValue("experiment/optimizer", c.optimizer)
-        settings.setValue("experiment/dtype", c.dtype)
-        settings.setValue("experiment/nodes", c.nodes or "")
-        settings.setValue("experiment/token_file", self.nodes_row.chosen_token_file() or "")
+        """The form as its config (ExperimentConfig's JSON: every option, declared once there) and the
+        ``FORM_KEYS``."""
+        settings.setValue("experiment/config", self.config().to_json())
+        form = (self.mb_mode.currentData(), self.mb_spin.value(), self.per_device_spin.value(),
+                self.image_spin.value(), self.level_combo.currentData(), self.nodes_row.chosen_token_file() or "")
+        for key, value in zip(self.FORM_KEYS, form):
+            settings.setValue(f"experiment/{key}", value)
 
     def restore(self, settings: QtCore.QSettings) -> None:
+        """``save``'s form back (a config another version stored that no longer reads: the first form)."""
         from app.settings import read_int, read_str
+        from engine.config import ConfigError
+        try:
+            stored = read_str(settings, "experiment/config", "")
+            config = ExperimentConfig.from_json(stored) if stored else self.FIRST_FORM
+        except ConfigError:
+            config = self.FIRST_FORM
         self._updating = True
         try:
-            model_file = read_str(settings, "experiment/model_file")
-            model = read_str(settings, "experiment/model", "mlp")
-            if model == "custom" and model_file and os.path.exists(model_file):
-                self.set_model_file(model_file)
-            elif model in MODELS:
-                self.model_combo.setCurrentIndex(self.model_combo.findData(model))
-            elif torchvision_name(model or ""):
-                self.set_torchvision_model(model)
-            self.width_spin.setValue(read_int(settings, "experiment/width", 512))
-            self.depth_spin.setValue(read_int(settings, "experiment/depth", 8))
-            self.image_spin.setValue(read_int(settings, "experiment/image_size", 0))
-            self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(
-                read_int(settings, "experiment/split_level", 1))))
-            self.devices_combo.set_spec(read_str(settings, "experiment/devices", "cpu:2") or "cpu:2")
-            strategy = read_str(settings, "experiment/strategy", "model-parallel")
-            if strategy in STRATEGIES:
-                self.strategy_combo.setCurrentIndex(self.strategy_combo.findData(strategy))
-            mode = self.mb_mode.findData(read_str(settings, "experiment/mb_mode", "micro_batches"))
-            self.mb_mode.setCurrentIndex(max(0, mode))
+            # The form's micro-batching and stages first; the config's own where it has them (apply_changes).
+            self.mb_mode.setCurrentIndex(max(0, self.mb_mode.findData(read_str(settings, "experiment/mb_mode",
+                                                                                "micro_batches"))))
             self.mb_spin.setValue(read_int(settings, "experiment/mb_value", 4))
-            schedule = self.schedule_combo.findData(read_str(settings, "experiment/schedule", "gpipe"))
-            self.schedule_combo.setCurrentIndex(max(0, schedule))
             self.per_device_spin.setValue(read_int(settings, "experiment/stages_per_device", 2))
-            known = lookup(model or "")
-            default_batch = known.batch_size if known else self.batch_spin.value()
-            self.batch_spin.setValue(read_int(settings, "experiment/batch_size", default_batch))
-            self.steps_spin.setValue(read_int(settings, "experiment/steps", 20))
-            self.in_step_check.setChecked(read_str(settings, "experiment/input_prep", "ahead") == "in-step")
-            for combo, key, default in ((self.optimizer_combo, "experiment/optimizer", "sgd"),
-                                        (self.dtype_combo, "experiment/dtype", "float32")):
-                combo.setCurrentIndex(max(0, combo.findData(read_str(settings, key, default))))
-            self.nodes_row.set_nodes(read_str(settings, "experiment/nodes", "") or None)
-            self.nodes_row.set_token_file(read_str(settings, "experiment/token_file", "") or None)
+            self.apply_changes(config.to_dict())
+            self.apply_changes({"image_size": read_int(settings, "experiment/image_size", 0),
+                                "split_level": read_int(settings, "experiment/split_level", 1),
+                                "token_file": read_str(settings, "experiment/token_file", "") or None})
             # Refresh descriptions and visible rows.
             self._on_model_changed()
             self._on_strategy_changed()

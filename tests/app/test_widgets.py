@@ -414,14 +414,37 @@ def test_settings_round_trip(qtbot, qapp_configured):
     a.steps_spin.setValue(11)
     a.nodes_row.set_token_file("/somewhere/token")
     a.nodes_row.set_nodes("10.0.0.2:29400,10.0.0.3:29400")  # a comma: QSettings must keep it one string
+    a.set_torchvision_model("torchvision:resnet18")
+    a.image_spin.setValue(64)
+    a.schedule_combo.setCurrentIndex(a.schedule_combo.findData("zbv"))
+    a.in_step_check.setChecked(True)
+    a.optimizer_combo.setCurrentIndex(a.optimizer_combo.findData("adamw"))
+    a.batch_spin.setValue(96)
     settings = make_settings()
     a.save(settings)
     settings.sync()
     b = ExperimentPanel(cores=2)
     qtbot.addWidget(b)
     b.restore(make_settings())
-    assert b.config() == a.config()
+    assert b.config() == a.config()   # every option, through the config's one declaration
     assert b.config().nodes == "10.0.0.2:29400,10.0.0.3:29400" and b.config().token_file == "/somewhere/token"
+    assert (b.config().model, b.config().image_size, b.config().schedule, b.config().input_prep) == \
+        ("torchvision:resnet18", 64, "zbv", "in-step")
+    # The form's own state beside it: a pipeline's micro-batching kept while another strategy is picked.
+    a.strategy_combo.setCurrentIndex(a.strategy_combo.findData("ddp"))
+    a.save(settings)
+    settings.sync()
+    c = ExperimentPanel(cores=2)
+    qtbot.addWidget(c)
+    c.restore(make_settings())
+    assert c.config().strategy == "ddp" and c.mb_spin.value() == 8
+    # A first start (nothing stored) is the tutorial's naive split on two CPU devices.
+    settings.clear()
+    settings.sync()
+    d = ExperimentPanel(cores=2)
+    qtbot.addWidget(d)
+    d.restore(make_settings())
+    assert (d.config().strategy, d.config().devices) == ("model-parallel", "cpu:2")
 
 
 def test_a_new_token_file_is_written_for_the_owner_alone_and_never_over_another(qtbot, qapp_configured, tmp_path):
