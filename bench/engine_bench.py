@@ -99,15 +99,21 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
     """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.plan.what_if), then run:
-    the error, with the base run's own spread and the measured run's beside it: an error within them is noise."""
+    the error, with the base run's own spread and the measured run's beside it: an error within them is noise.
+    Each row also has the error without the base's measured split-backward cost (``split_backward_extra_s``,
+    engine/strategies/split_backward_probe.py), which only the zero-bubble schedules' predictions use."""
     from engine.store import Store
     from engine.plan.what_if import predict
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
     ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
     with Store(db) as store:
-        predicted = {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
-                     for p in predict(ref, store.timeline(ref.run_id), 3)}
+        rows_of_ref = store.timeline(ref.run_id)
+
+    def by_key(summary):
+        return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
+                for p in predict(summary, rows_of_ref, 3)}
+    predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
     rows = []
     for (schedule, v, m), step in predicted.items():
         if m not in counts or v != base.replace(schedule=schedule).effective_stages_per_device:
@@ -116,6 +122,8 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
         measured = step_times(measured_run)
         rows.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": step * 1000,
                      "measured_ms": measured * 1000, "error": step / measured - 1,
+                     "error_without_probe": without_probe[(schedule, v, m)] / measured - 1,
+                     "base_split_extra_ms": [round((x or 0.0) * 1000, 2) for x in ref.split_backward_extra_s or []],
                      "base_spread": spread(ref), "measured_spread": spread(measured_run)})
     return rows
 
@@ -322,8 +330,10 @@ def main(db: str | None = None) -> dict:
     results["predictions"] = prediction_error(db)
     for r in results["predictions"]:
         print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
-              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (spread of the base run ±{r['base_spread']:.1%}, "
-              f"of this run ±{r['measured_spread']:.1%})", flush=True)
+              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (without the split-backward probe "
+              f"{r['error_without_probe']:+.1%}; spread of the base run ±{r['base_spread']:.1%}, "
+              f"of this run ±{r['measured_spread']:.1%}; the base's split cost {r['base_split_extra_ms']} ms)",
+              flush=True)
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
     results["staged_overhead"] = staged_overhead(db)
