@@ -51,8 +51,9 @@ from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
          "and device and its measured cost of a split backward (engine/plan/what_if.py): on cpu:2 (mlp 512x8, "
          "`make bench`) within 8 % of measured runs on a quiet machine, the zero-bubble ones within 10 % by the "
-         "median of three on a loaded one, where a single run is as far off as its own spread; less trustworthy where tiny micro-batches leave the devices waiting "
-         "on per-call costs (up to 22 % off at 20 ms steps), or where stages are unbalanced")
+         "median of three on a loaded one, where a single run is as far off as its own spread; less trustworthy "
+         "where tiny micro-batches leave the devices waiting on per-call costs (up to 22 % off at 20 ms steps), "
+         "or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""
 
 MICRO_BATCH_COUNTS = (1, 2, 4, 8, 16)

@@ -21,7 +21,7 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as _schedules
 
 from engine.models import tracing
-from engine.precision import make_optimizer
+from engine.precision import autocast, make_optimizer
 from engine.strategies.schedule_actions import tick_plan
 from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
 from engine.strategies.schedules import SCHEDULE_INFO
@@ -119,7 +119,8 @@ class ScheduledStages(Executor):
         self.module = modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
         spec_loss = self.spec_loss = ctx.spec.loss_fn
         inferring = _flag_shape_inference(stages)
-        # The last step's stage inputs, for the split backward's probe after it (split_backward_extra_s).
+        # The stage modules one by one (what the schedule calls), their stage numbers, and the last step's inputs
+        # for the split backward's probe after it (split_backward_extra_s).
         self.stage_indices, self.n_stages, self.modules = mine, n_stages, modules
         self.last_inputs = LastInputs(modules)
 
@@ -144,7 +145,7 @@ class ScheduledStages(Executor):
         self.p2p_meter = collective_meter(self.timer, ctx.comm, self.device)
         self.comm = ctx.comm
         self._steps, self._counted_step = 0, 1 if ctx.config.steps > 1 else 0
-        self._total_steps, self.config = ctx.config.steps, ctx.config
+        self.config = ctx.config
 
     def plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
@@ -168,7 +169,7 @@ class ScheduledStages(Executor):
         ends = {"target": targets, "losses": losses} if self.last else {}
         counted = self._steps == self._counted_step
         self._steps += 1
-        self.last_inputs.armed = self._steps == self._total_steps
+        self.last_inputs.armed = self._steps == self.config.steps
         with self.p2p_meter if counted else contextlib.nullcontext():
             self.schedule.step(*args, **ends, return_outputs=False)
         if counted:
@@ -184,7 +185,6 @@ class ScheduledStages(Executor):
 
     def split_backward_extra_s(self) -> tuple[float | None, str | None]:
         import torch.distributed as dist
-        from engine.precision import autocast
         dist.barrier()   # every rank past its last step: no probe lands in a peer's step
         with autocast(self.config, [self.device.kind]):
             return split_backward_extra_s(self.modules, self.stage_indices, self.n_stages - 1, self.last_inputs,
@@ -194,5 +194,4 @@ class ScheduledStages(Executor):
     def placements(self) -> list[Placement]:
         # Each stage module on its own: the schedule calls the stages' modules, never a ModuleList holding
         # them, so the activation hooks go on what runs (engine.measure.tensor_memory.ActivationCounter).
-        modules = list(self.module) if isinstance(self.module, torch.nn.ModuleList) else [self.module]
-        return [Placement(self.device, module, self.optimizer) for module in modules]
+        return [Placement(self.device, module, self.optimizer) for module in self.modules]
