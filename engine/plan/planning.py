@@ -12,11 +12,20 @@ PROFILE_MAX_BATCH = 256  # costs scale with the batch; a slice keeps the timing 
 PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine
 
 
+def block_clock(device: str):
+    """The clock a block's cost is read on. On a CPU device, the process's CPU time: the block's work,
+    not the wait for a core that other programs share (with a busy loop on its core, wall-clock timing
+    of 3 and 6 ms blocks read 3-8 and 15 ms, CPU time 4-5 and 9-10 ms, so a split balanced on wall-clock
+    time followed whichever block the scheduler interrupted). On a GPU, wall time after a synchronize:
+    the kernels' time, which the host's CPU time does not see."""
+    return time.perf_counter if device.startswith("cuda") else time.process_time
+
+
 @dataclass(frozen=True)
 class BlockInfo:
     name: str
     params: int          # parameters in the block
-    cost_s: float        # measured forward+backward seconds for the profiled batch
+    cost_s: float        # forward+backward seconds for the profiled batch, on block_clock(device)
     out_bytes: int       # bytes of activation leaving the block, per sample
     kind: str = ""       # the block's module class ("BasicBlock", "Linear")
 
@@ -36,6 +45,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
     blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
     best = [float("inf")] * len(blocks)
     out_bytes = [0] * len(blocks)
+    clock = block_clock(device)
     for repeat in range(PROFILE_REPEATS):
         h = inputs.to(device)
         for i, block in enumerate(blocks):
@@ -43,7 +53,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
             # As in training: the model's input needs no gradient, so the first block's backward
             # skips one matmul per layer that every later block's does (a quarter of a 4-layer stage's work).
             cut = h.detach().requires_grad_(h.is_floating_point() and i > 0)
-            t0 = time.perf_counter()
+            t0 = clock()
             out = block(cut)
             if out.requires_grad:
                 # A gradient of ones, as the sum's: backward(ones) would import torch's symbolic shapes and
@@ -51,7 +61,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
                 out.sum().backward()
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
-            best[i] = min(best[i], time.perf_counter() - t0)
+            best[i] = min(best[i], clock() - t0)
             out_bytes[i] = out.numel() * out.element_size() // n
             h = out.detach()
     return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__)
@@ -75,15 +85,16 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
     n = inputs.shape[0]
     best = [float("inf")] * len(units)
     out_bytes = [0] * len(units)
+    clock = block_clock(device)
 
     def timed(k, call):
         report((repeat * len(units) + k) / (PROFILE_REPEATS * len(units)))
-        t0 = time.perf_counter()
+        t0 = clock()
         out = call()
         traced_chain.backward_with_ones(out)
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
-        best[k] = min(best[k], time.perf_counter() - t0)
+        best[k] = min(best[k], clock() - t0)
         out_bytes[k] = traced_chain.output_bytes(out) // n
         return out
     for repeat in range(PROFILE_REPEATS):
