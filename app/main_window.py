@@ -50,7 +50,7 @@ from app.views.split_view import SplitView
 from app.views.torchvision_picker import LIST_ARGS
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
-from engine.results import ExperimentResult, RunSummary
+from engine.results import ExperimentResult, RunSummary, Step
 
 # The display refresh, not the sampling rate: every 10 Hz sample is drawn either way.
 # Idle, like nvitop, the view moves twice a second (each frame repaints the scrolled
@@ -331,7 +331,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def title_live_view(self, text: str) -> None:
         self.plots.set_live_title(text)
 
-    def plot_step(self, event: dict) -> None:
+    def plot_step(self, event: Step) -> None:
         self.plots.add_step(event)
         if time.perf_counter() - self._memory_drawn_at >= MEMORY_REDRAW_S:
             self._show_live_memory()

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
+from engine.results import Step  # noqa: E402
 from engine.run.session import RunSession  # noqa: E402
 
 
@@ -226,7 +227,7 @@ LAUNCH_CASES = {"seed-toy on cpu:1": dict(model="seed-toy", devices="cpu:1", ste
 
 def _first_step_after(config: ExperimentConfig, db: str) -> float:
     first = threading.Event()
-    session = RunSession(config, db_path=db, on_event=lambda e: e["type"] == "step" and first.set())
+    session = RunSession(config, db_path=db, on_event=lambda e: isinstance(e, Step) and first.set())
     t0 = time.perf_counter()
     session.start()
     first.wait(120)

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
+from engine.results import Step  # noqa: E402
 from engine.run.session import RunSession  # noqa: E402
 
 MB = 2 ** 20
@@ -31,7 +32,7 @@ def stream(steps: int, db: str) -> dict:
     session = None
 
     def on_event(event):
-        if event["type"] == "step" and event["step"] == steps - 1:
+        if isinstance(event, Step) and event.step == steps - 1:
             marks["session"] = me.memory_info().rss / MB
             marks["worker"] = psutil.Process(session.pid).memory_info().rss / MB
 

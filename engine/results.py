@@ -279,6 +279,10 @@ class Step:
     busy: dict[str, float] | None = None         # device -> busy share of the step
     batch_split: list[int] | None = None
     tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
+    # As the worker reports it (engine.events); the store keeps the intervals in its timeline table:
+    work: dict[str, float] | None = None         # device -> share without drawing the batch, where a step drew one
+    intervals: dict[str, list[list]] | None = None          # device -> [[kind, t0, t1], ...], run clock
+    communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine.results import RunSummary
+from engine.results import RunSummary, Step
 from engine.store import Store
 from procs import ROOT
 
@@ -22,8 +22,8 @@ def store_with_runs(path: Path, runs: int = 5) -> list[str]:
     with Store(path) as store:
         ids = [store.create_run({"strategy": "single", "n": n}) for n in range(runs)]
         for run_id in ids:
-            store.add_steps(run_id, [{"step": k, "t": 0.01 * k, "time_s": 0.01, "samples": 8, "loss": 1.0,
-                                      "intervals": {"cpu:0": [["forward", 0.01 * k, 0.01 * k + 0.005]]}}
+            store.add_steps(run_id, [Step(step=k, t=0.01 * k, time_s=0.01, samples=8, loss=1.0,
+                                           intervals={"cpu:0": [["forward", 0.01 * k, 0.01 * k + 0.005]]})
                                      for k in range(300)])
             store.add_samples(run_id, [{"t": 0.1 * i, "device": "cpu:0", "util": 50.0} for i in range(1000)])
             store.finish_run(run_id, "finished", RunSummary(run_id=run_id, strategy="single", steps=300))

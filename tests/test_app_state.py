@@ -2,27 +2,31 @@
 status line's texts and the planner's state."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.state.live_data import RunProgress
 from app.state.run_rules import Activity, blocked_reason, ready_text
-from engine.results import to_json
+from engine.devices import Device
+from engine.events import Errored, Finished, Launched, Started, Warned
+from engine.results import Bubble, RunSummary, Step
 from no_qt import run_without_qt
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
-STARTED = {"type": "started", "devices": [{"name": "cuda:0"}, {"name": "cuda:0"}, {"name": "cuda:1"}],
-           "theory_bubble": 0.2, "notes": ["why"], "split": [3], "micro_batches": 4}
+STARTED = Started(t=1.0, devices=[Device("cuda:0", "cuda", 0), Device("cuda:0", "cuda", 0), Device("cuda:1", "cuda", 1)],
+                  theory_bubble=0.2, notes=["why"], split=[3], micro_batches=4)
 
 
-def step(k: int, time_s: float, busy: dict) -> dict:
-    return {"type": "step", "step": k, "time_s": time_s, "busy": busy}
+def step(k: int, time_s: float, busy: dict) -> Step:
+    return Step(step=k, time_s=time_s, busy=busy)
 
 
 def test_the_run_monitor_follows_a_run_from_its_events():
     run = RunProgress(run_id="r1", steps_total=10)
-    run.apply({"type": "launched", "pids": {"0": 1}})          # known to the window, nothing to keep here
-    assert run.status == "idle"
+    run.apply(Launched(t=0.5, pids={"0": 1}))          # known to the window, nothing to keep here
+    assert run.status == "idle" and run.launched
     run.apply(STARTED)
     assert run.status == "running" and run.devices == ["cuda:0", "cuda:1"]  # two stages on one GPU: one device
     assert (run.theory, run.notes, run.split, run.micro_batches) == (0.2, ["why"], [3], 4)
@@ -30,11 +34,10 @@ def test_the_run_monitor_follows_a_run_from_its_events():
         run.apply(step(k, 0.5, {"cuda:0": 0.75, "cuda:1": 0.25}))
     assert run.steps_done == 4 and run.time_left_s() == pytest.approx(3.0)  # 6 steps of 0.5 s left
     assert run.measured_bubble() == pytest.approx(0.5) and run.theory_bubble() == 0.2
-    run.apply({"type": "warning", "message": "slow"})
-    run.apply({"type": "error", "message": "rank 1 died", "rank": 1})
-    run.apply({"type": "finished", "status": "failed",
-               "summary": {"bubble": {"measured": 0.4, "theory": None}}})
-    assert run.error["rank"] == 1 and run.summary.bubble.measured == 0.4  # a warning is the log's, not state
+    run.apply(Warned(t=3.0, message="slow"))
+    run.apply(Errored(t=3.1, message="rank 1 died", rank=1))
+    run.apply(Finished(t=3.2, status="failed", summary=RunSummary(bubble=Bubble(measured=0.4, theory=None))))
+    assert run.error.rank == 1 and run.summary.bubble.measured == 0.4  # a warning is the log's, not state
     assert run.measured_bubble() == 0.4 and run.theory_bubble() is None  # the summary's figures, once it ends
 
 
@@ -125,10 +128,10 @@ def test_each_worker_event_has_its_log_line_and_level():
     from app.state.run_status import event_log_line
     run = RunProgress()
     run.apply(STARTED)
-    assert event_log_line(dict(STARTED, pids={"0": 11}), run) == \
+    assert event_log_line(dataclasses.replace(STARTED, pids={"0": 11}), run) == \
         ("started: devices cuda:0, cuda:1, split at 3, pids {'0': 11}", "info")
-    assert event_log_line({"type": "warning", "message": "slow"}, run) == ("warning: slow", "warning")
-    assert event_log_line({"type": "error", "rank": 1, "message": "died"}, run) == ("error (rank 1): died", "error")
+    assert event_log_line(Warned(t=1.0, message="slow"), run) == ("warning: slow", "warning")
+    assert event_log_line(Errored(t=1.0, rank=1, message="died"), run) == ("error (rank 1): died", "error")
     assert event_log_line(step(0, 0.1, {}), run) is None   # steps are the plots'
 
 
@@ -290,15 +293,14 @@ def test_run_says_a_problem_in_the_apps_words_when_it_has_them():
 def test_the_run_monitor_says_what_each_devices_tensors_hold():
     """Live: the last step's tensor memory per device; ended: the summary's peaks. ddp's replicas each hold
     the whole model, a split model a part on each device."""
-    from engine.results import RunSummary, TensorMemory
+    from engine.results import TensorMemory
     run = RunProgress(run_id="r", steps_total=4)
-    run.apply({"type": "step", "step": 0, "tensor_memory": {"cpu:0": {"params": 2 ** 20, "grads": 2 ** 20},
-                                                              "cpu:1": {"params": 2 ** 19}}})
-    run.apply({"type": "step", "step": 1, "tensor_memory": None})   # unchanged: kept
+    run.apply(Step(step=0, tensor_memory={"cpu:0": {"params": 2 ** 20, "grads": 2 ** 20}, "cpu:1": {"params": 2 ** 19}}))
+    run.apply(Step(step=1, tensor_memory=None))   # unchanged: kept
     assert run.tensor_lines() == ["tensors cpu:0: 2 MiB (params 1, grads 1, optimizer 0, activations 0)",
                                   "tensors cpu:1: 0.5 MiB (params 0.5, grads 0, optimizer 0, activations 0)"]
     ended = RunSummary(devices=["cpu:0", "cpu:1"], tensor_memory=[TensorMemory(params=3 * 2 ** 20), None])
-    run.apply({"type": "finished", "status": "finished", "summary": to_json(ended)})
+    run.apply(Finished(t=1.0, status="finished", summary=ended))
     assert run.tensor_lines() == ["tensors cpu:0: 3 MiB (params 3, grads 0, optimizer 0, activations 0)"]
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from app.state.live_data import RunProgress
+from engine.devices import Device
+from engine.events import Launched, Started
+from engine.results import Step
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
-STARTED = {"type": "started", "devices": [{"name": "cpu:0"}, {"name": "cpu:1"}], "theory_bubble": 0.2,
-           "split": [2], "micro_batches": 4}
+STARTED = Started(t=1.0, devices=[Device("cpu:0", "cpu", 0), Device("cpu:1", "cpu", 1)], theory_bubble=0.2,
+                  split=[2], micro_batches=4)
 
 
 def starting_run() -> RunProgress:
@@ -24,14 +27,14 @@ def test_between_run_and_the_first_step_the_texts_follow_launched_and_started():
     assert starting_text(run, first_run=True) == \
         "starting: launching the worker (the first run after start takes longer)…"
     assert starting_text(run) == "starting: launching the worker…"    # later runs: no excuse needed
-    run.apply({"type": "launched", "pids": {"0": 1, "1": 2}, "device_pids": {"cpu:0": 1, "cpu:1": 2}})
+    run.apply(Launched(t=0.5, pids={"0": 1, "1": 2}, device_pids={"cpu:0": 1, "cpu:1": 2}))
     assert starting_text(run, first_run=True) == starting_text(run) == "starting: the ranks build the model and meet…"
     assert starting_status(run) == "pipeline on cpu:2 · starting: the ranks build the model and meet…"
     assert starting_phase(run) == "building…"
     run.apply(STARTED)
     assert starting_text(run) == "starting: every rank is ready, taking the first step…"
     assert starting_status(run).startswith("pipeline on cpu:0, cpu:1 · ")
-    run.apply({"type": "step", "step": 0, "time_s": 0.01, "busy": {"cpu:0": 0.5, "cpu:1": 0.5}})
+    run.apply(Step(step=0, time_s=0.01, busy={"cpu:0": 0.5, "cpu:1": 0.5}))
     assert starting_text(run) is None and starting_phase(run) is None and starting_status(run) is None
     ended = starting_run()
     ended.status = "failed"   # a run that ended before its first step is not starting any more
@@ -48,11 +51,11 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     once = PointRun("schedules", k=2, n=3, label="gpipe", points=3)
     assert once.header == "schedules · point 2 of 3: gpipe"        # one repeat: no run count
     progress = starting_run()
-    progress.apply({"type": "launched"})
+    progress.apply(Launched(t=0.5))
     assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
     progress.apply(STARTED)
     for k in range(2):
-        progress.apply({"type": "step", "step": k, "time_s": 0.005})
+        progress.apply(Step(step=k, time_s=0.005))
     assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
     # The experiment's own time left: 1 run and 2 of the second's 3 steps took 10 s, 1 1/3 runs are left.
     assert time_left_text(once, progress, 10.0) == "≈ 8.0 s left of 3 runs"

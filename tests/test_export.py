@@ -25,7 +25,7 @@ from no_qt import QT, run_without, run_without_qt
 from procs import ROOT
 from engine.export import ExportError, experiment_figures, export, run_figures
 from engine.figures import Axis, Bars, Figure, Mark, Series, palette
-from engine.results import ExperimentResult, RunSummary, from_json
+from engine.results import ExperimentResult, RunSummary, Step, from_json
 from engine.store import Store
 
 MATPLOTLIB_MISSING = "png, svg, pdf and html export draw with matplotlib, which is not installed here"
@@ -35,13 +35,12 @@ CONFIG = {"strategy": "pipeline", "model": "mlp", "devices": "cpu:2", "width": 6
           "steps": STEPS, "warmup": 2, "micro_batches": 4, "schedule": "gpipe", "seed": 0}
 
 
-def step_event(step: int) -> dict:
+def step_event(step: int) -> Step:
     t = 1.0 + 0.1 * step
-    return {"step": step, "t": t + 0.1, "time_s": 0.1, "samples": 64, "throughput": 640.0 + step,
-            "loss": 2.3 - 0.01 * step, "batch_split": None,
-            "intervals": {"cpu:0": [["forward", t, t + 0.03], ["backward", t + 0.06, t + 0.09]],
-                          "cpu:1": [["wait", t, t + 0.03], ["forward", t + 0.03, t + 0.05],
-                                    ["backward", t + 0.05, t + 0.06], ["optimizer", t + 0.06, t + 0.065]]}}
+    return Step(step=step, t=t + 0.1, time_s=0.1, samples=64, throughput=640.0 + step, loss=2.3 - 0.01 * step,
+                intervals={"cpu:0": [["forward", t, t + 0.03], ["backward", t + 0.06, t + 0.09]],
+                           "cpu:1": [["wait", t, t + 0.03], ["forward", t + 0.03, t + 0.05],
+                                     ["backward", t + 0.05, t + 0.06], ["optimizer", t + 0.06, t + 0.065]]})
 
 
 SAMPLE_TIMES = [0.1 * k for k in range(25)]

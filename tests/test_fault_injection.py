@@ -16,6 +16,7 @@ import pytest
 import faulty_models
 from procs import ROOT, tagged_processes
 from engine.config import ExperimentConfig
+from engine.results import Step
 from engine.run.session import RunSession
 from engine.store import Store
 
@@ -83,7 +84,7 @@ def test_sigkill_of_the_worker(fresh_store):
     first_step = threading.Event()
     config = ExperimentConfig(strategy="pipeline", devices="cpu:2", model="mlp", width=64, depth=4, batch_size=64,
                               steps=100000, warmup=0, micro_batches=2)
-    session = RunSession(config, on_event=lambda e: e["type"] == "step" and first_step.set())
+    session = RunSession(config, on_event=lambda e: isinstance(e, Step) and first_step.set())
     session.start()
     assert first_step.wait(60)
     os.kill(session.pid, signal.SIGKILL)
@@ -107,7 +108,7 @@ def test_sigkill_of_the_app_mid_run(fresh_store):
         first = threading.Event()
         config = ExperimentConfig(strategy="ddp", devices="cpu:2", model="mlp", width=64, depth=4, batch_size=64,
                                   steps=100000, warmup=0)
-        s = RunSession(config, on_event=lambda e: e["type"] == "step" and first.set())
+        s = RunSession(config, on_event=lambda e: isinstance(e, Step) and first.set())
         s.start()
         first.wait(60)
         print(s.run_id, flush=True)

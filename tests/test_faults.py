@@ -9,6 +9,7 @@ import psutil
 
 from helpers import start_cli
 from procs import tagged_processes
+from engine.results import Step
 from engine.store import Store
 
 
@@ -55,7 +56,7 @@ def test_stop_ends_the_run_within_3_seconds(fresh_store):
     first_step = threading.Event()
     config = ExperimentConfig(strategy="pipeline", devices="cpu:2", model="mlp", width=128, depth=4,
                               batch_size=128, steps=100000, warmup=0, micro_batches=4)
-    session = RunSession(config, on_event=lambda e: e["type"] == "step" and first_step.set())
+    session = RunSession(config, on_event=lambda e: isinstance(e, Step) and first_step.set())
     session.start()
     assert first_step.wait(60)
     asked = time.monotonic()

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from engine.config import ExperimentConfig
+from engine.events import Launched
 from engine.forkserver import client as forkserver_client
 from engine.forkserver import ForkServer, ForkServerError, run_module, shared, shared_pid, wire
 from engine.forkserver.client import Connection, start
@@ -222,8 +223,8 @@ def test_a_sessions_ranks_are_forked_by_its_fork_server():
     seen: list = []
 
     def on_event(event):
-        if event["type"] == "launched":
-            for pid in event["pids"].values():
+        if isinstance(event, Launched):
+            for pid in event.pids.values():
                 process = psutil.Process(pid)
                 deadline = time.monotonic() + 10
                 # A child names itself a few statements after the fork

@@ -20,6 +20,7 @@ import pytest
 from engine.config import ExperimentConfig
 from engine.figures.timeline import TIMELINE_STEPS
 from engine.record.timeline_keeper import FIRST, LAST
+from engine.results import Step
 from engine.run.session import RunSession
 from engine.store import Store
 from helpers import start_cli
@@ -42,10 +43,10 @@ def synthetic_run(tmp_path_factory):
     session = None
 
     def on_event(event):
-        if event["type"] != "step":
+        if not isinstance(event, Step):
             return
         for mark in (2_000, steps - 1):
-            if event["step"] >= mark and mark not in rss["session"]:
+            if event.step >= mark and mark not in rss["session"]:
                 rss["session"][mark] = me.memory_info().rss / MB
                 rss["worker"][mark] = psutil.Process(session.pid).memory_info().rss / MB
 
@@ -181,7 +182,7 @@ def test_outliers_are_kept_in_every_octave_of_a_long_run_not_only_its_first():
     """Every 10th step slow for 2**16 steps: each doubling of the run keeps up to its own budget of them."""
     from engine.record.timeline_keeper import OUTLIERS_PER_OCTAVE, TimelineKeeper
     keeper = TimelineKeeper("sampled")
-    slow = [k for k in range(2 ** 16) if keeper.keep({"step": k, "time_s": 0.03 if k % 10 == 9 else 0.01})
+    slow = [k for k in range(2 ** 16) if keeper.keep(Step(step=k, time_s=0.03 if k % 10 == 9 else 0.01))
             and k % 10 == 9 and k >= FIRST]   # odd steps past FIRST: never in the even sample
     by_octave = {}
     for k in slow:

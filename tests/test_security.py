@@ -8,6 +8,7 @@ import psutil
 
 from procs import tagged_processes
 from engine.config import ExperimentConfig
+from engine.results import Step
 from engine.run.session import RunSession
 
 
@@ -27,7 +28,7 @@ def test_rendezvous_and_ranks_listen_on_loopback_only():
     stepping = threading.Event()
     config = ExperimentConfig(strategy="ddp", devices="cpu:2", model="mlp", width=64, depth=2, batch_size=64,
                               steps=100000, warmup=0)
-    session = RunSession(config, on_event=lambda e: e["type"] == "step" and e["step"] >= 2 and stepping.set())
+    session = RunSession(config, on_event=lambda e: isinstance(e, Step) and e.step >= 2 and stepping.set())
     session.start()
     try:
         assert stepping.wait(60)

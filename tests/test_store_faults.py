@@ -10,7 +10,7 @@ import pytest
 
 from engine import cli
 from engine.config import ExperimentConfig
-from engine.results import RunSummary
+from engine.results import RunSummary, Step
 from engine.run.session import RunSession
 from engine.store import Store
 
@@ -46,7 +46,7 @@ def test_disk_full_mid_run_ends_the_run_with_a_clear_error(tiny_disk):
     config = ExperimentConfig(model="seed-toy", devices="cpu:1", steps=10_000_000, warmup=0)
     stepping = threading.Event()
     session = RunSession(config, db_path=db, telemetry_hz=50,
-                         on_event=lambda event: event["type"] == "step" and stepping.set())
+                         on_event=lambda event: isinstance(event, Step) and stepping.set())
     session.start()
     # The disk fills once steps are stored (each is stored before anyone is told of it), however long the
     # launch took: a slow one's telemetry alone once filled a small disk before the first step.

@@ -13,7 +13,7 @@ import textwrap
 import psutil
 import pytest
 
-from engine.results import RunSummary
+from engine.results import RunSummary, Step
 from engine.store import RemoteStore, Store, StoreUnavailable, open_store, serve_from_child, store_process_pid
 from procs import ROOT
 from store_helpers import locks_held, read_elsewhere, write_runs_elsewhere
@@ -62,8 +62,8 @@ def test_a_store_opened_here_holds_the_locks_that_such_an_open_drops(fresh_store
 def test_a_remote_store_answers_as_the_store_does_and_raises_what_it_raises(served, fresh_store):
     with open_store(fresh_store) as remote:
         run_id = remote.create_run({"strategy": "single"})
-        remote.add_steps(run_id, [{"step": k, "t": 0.1 * k, "time_s": 0.1, "busy": {"cpu:0": 0.5},
-                                   "intervals": {"cpu:0": [["forward", 0.1 * k, 0.1 * k + 0.05]]}}
+        remote.add_steps(run_id, [Step(step=k, t=0.1 * k, time_s=0.1, busy={"cpu:0": 0.5},
+                                       intervals={"cpu:0": [["forward", 0.1 * k, 0.1 * k + 0.05]]})
                                   for k in range(4)], kept_steps={1, 3})
         remote.finish_run(run_id, "finished", RunSummary(strategy="single", steps=4))
         with pytest.raises(ValueError, match="status must be one of"):

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, ExperimentConfig, problems
+from engine.devices import Device
 from engine.plan.planning import balanced_split
 from engine.record.rank_events import StepReport
 from engine.record.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
-from engine.results import ExperimentResult, RunSummary, from_json
+from engine.results import ExperimentResult, RunSummary, Step, from_json
 from engine.run import protocol
 from engine.store import Store
 
@@ -47,14 +48,24 @@ def test_split_size_gives_micro_batches():
 
 
 def test_protocol_round_trip_and_garbled_lines():
-    line = protocol.encode("step", 1.5, step=3, loss=float("nan"))
+    from engine.events import Finished, Started, Warned
+    from engine.results import RunSummary, Step
+    line = protocol.encode(Step(step=3, t=1.5, loss=float("nan"), intervals={"cpu:0": [["forward", 1.0, 1.2]]}))
     event = protocol.decode(line)
-    assert event["type"] == "step" and event["t"] == 1.5 and event["loss"] is None
+    assert event == Step(step=3, t=1.5, loss=None, intervals={"cpu:0": [["forward", 1.0, 1.2]]})
+    # Nested types come back as types: the started event's devices, the finished event's summary.
+    started = Started(t=0.5, devices=[Device("cpu:0", "cpu", 0, core=0)], split=[2], notes=["a note"])
+    assert protocol.decode(protocol.encode(started)) == started
+    finished = Finished(t=2.0, status="finished", summary=RunSummary(strategy="single", steps=4))
+    assert protocol.decode(protocol.encode(finished)) == finished
+    assert protocol.decode('{"v": 1, "type": "telepathy", "t": 0}') is None     # a newer type: ignored
     truncated = line[: len(line) // 2]
     events = list(protocol.read_events([line, "{not json", '{"v": 99, "type": "x", "t": 0}', "", b"\xff\xfe",
+                                        '{"v": 1, "type": "step", "t": 0}', '{"v": 1, "type": "new", "t": 0}',
                                         truncated, line]))
-    assert [e["type"] for e in events] == ["step", "warning", "warning", "warning", "warning", "step"]
-    assert "garbled" in events[-2]["message"]
+    assert [type(e) for e in events] == [Step, Warned, Warned, Warned, Warned, Warned, Step]
+    assert "a step event without the fields it needs" in events[4].message
+    assert "garbled" in events[-2].message
 
 
 @pytest.mark.parametrize("costs,stages,expected", [
@@ -117,24 +128,24 @@ def test_running_totals_give_the_summary_of_all_steps(rows, warmup):
 
     from engine.record.totals import RunTotals
     totals = RunTotals(["a", "b"], warmup)
-    steps = [{"step": i, "time_s": t, "throughput": 64 / t, "busy": {"a": a, "b": b}, "loss": loss,
-              "batch_split": [i % 2, 1]} for i, (t, a, b, loss) in enumerate(rows)]
+    steps = [Step(step=i, time_s=t, throughput=64 / t, busy={"a": a, "b": b}, loss=loss, batch_split=[i % 2, 1])
+             for i, (t, a, b, loss) in enumerate(rows)]
     for step in steps:
         totals.add(step)
     measured = steps[warmup:]
     assert totals.steps == len(steps) and totals.measured == len(measured)
-    assert (totals.first_loss, totals.last_loss) == (steps[0]["loss"], steps[-1]["loss"])
+    assert (totals.first_loss, totals.last_loss) == (steps[0].loss, steps[-1].loss)
     assert sum(e.steps for e in totals.batch_split_counts()) == len(steps)
     if not measured:
         assert totals.step_time.summary() is None and totals.busy_shares() is None
         return
-    times = [s["time_s"] for s in measured]
+    times = [s.time_s for s in measured]
     summary = totals.step_time.summary()
     assert summary.mean == pytest.approx(statistics.fmean(times))
     assert summary.std == pytest.approx(statistics.stdev(times) if len(times) > 1 else 0.0, abs=1e-9)
-    assert totals.throughput.summary().mean == pytest.approx(statistics.fmean(s["throughput"] for s in measured))
+    assert totals.throughput.summary().mean == pytest.approx(statistics.fmean(s.throughput for s in measured))
     for i, d in enumerate("ab"):
-        expected = sum(s["busy"][d] * s["time_s"] for s in measured) / sum(times)
+        expected = sum(s.busy[d] * s.time_s for s in measured) / sum(times)
         assert totals.busy_shares()[i] == pytest.approx(min(1.0, expected))
 
 
@@ -145,10 +156,10 @@ def test_step_merger_tiles_steps_across_ranks():
                     loss_part=2.0, samples=0)
     assert merger.add(0, r0) is None
     merged = merger.add(1, r1)
-    assert merged["time_s"] == pytest.approx(1.0)
-    assert merged["busy"] == {"cpu:0": pytest.approx(0.5), "cpu:1": pytest.approx(0.25)}
-    assert merged["loss"] == 2.0 and merged["samples"] == 8
-    assert merged["intervals"]["cpu:1"][0] == ["wait", pytest.approx(0.1), pytest.approx(0.5)]
+    assert merged.time_s == pytest.approx(1.0)
+    assert merged.busy == {"cpu:0": pytest.approx(0.5), "cpu:1": pytest.approx(0.25)}
+    assert merged.loss == 2.0 and merged.samples == 8
+    assert merged.intervals["cpu:1"][0] == ["wait", pytest.approx(0.1), pytest.approx(0.5)]
 
 
 def test_store_marks_runs_of_dead_processes_interrupted(tmp_path):
@@ -166,8 +177,8 @@ def test_store_marks_runs_of_dead_processes_interrupted(tmp_path):
 def test_store_keeps_steps_timeline_and_samples(tmp_path):
     with Store(tmp_path / "s.sqlite3") as store:
         run_id = store.create_run({"strategy": "single"})
-        store.add_steps(run_id, [{"step": 0, "t": 1.0, "time_s": 0.5, "samples": 4, "throughput": 8.0, "loss": 1.0,
-                                  "batch_split": [2, 2], "intervals": {"cpu:0": [["forward", 0.5, 0.7]]}}])
+        store.add_steps(run_id, [Step(step=0, t=1.0, time_s=0.5, samples=4, throughput=8.0, loss=1.0,
+                                      batch_split=[2, 2], intervals={"cpu:0": [["forward", 0.5, 0.7]]})])
         store.add_samples(run_id, [{"t": 0.6, "device": "cpu:0", "util": 50.0}])
         store.finish_run(run_id, "finished", RunSummary(strategy="single", steps=1))
         assert store.steps(run_id)[0].batch_split == [2, 2]

@@ -23,6 +23,7 @@ from app.state import experiment_status, run_status
 from app.state.experiment_status import PointRun
 from app.state.units import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
+from engine.events import Finished, WorkerEvent
 from engine.results import ExperimentResult
 
 
@@ -103,14 +104,14 @@ class ExperimentFlow(QtCore.QObject):
         if k == 1:   # the experiment is in the store now: list it
             w.show_running_experiment(self.client.experiment_id)
 
-    def _on_events(self, events: list) -> None:
+    def _on_events(self, events: list[WorkerEvent]) -> None:
         w = self.window
         self.runs.on_events(events)
         for event in events:
-            if event.get("type") == "finished" and event.get("run_id"):
+            if isinstance(event, Finished) and event.run_id:
                 # RunSession's closing event: this run is stored, show it in the history.
-                status = event.get("status")
-                w.log(f"run {event['run_id']} {status}" + (f": {event.get('error')}" if event.get("error") else ""),
+                status = event.status
+                w.log(f"run {event.run_id} {status}" + (f": {event.error}" if event.error else ""),
                       level="error" if status == "failed" else "info")
                 w.current_run().status = status
                 w.refresh_history()

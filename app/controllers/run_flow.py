@@ -26,6 +26,8 @@ from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.live_data import RunProgress
 from engine.config import ExperimentConfig
+from engine.events import Finished, Launched, Started, WorkerEvent
+from engine.results import Step
 from engine.run.session import RunResult
 
 
@@ -121,26 +123,25 @@ class RunFlow(QtCore.QObject):
         self.window.update_run_controls()
 
     # -- the worker's events (UI thread, batched) ---------------------------------------------
-    def on_events(self, events: list) -> None:
+    def on_events(self, events: list[WorkerEvent]) -> None:
         w = self.window
         progress = w.current_run()
         for event in events:
             progress.apply(event)
-            kind = event.get("type")
-            if kind in ("launched", "started"):
+            if isinstance(event, (Launched, Started)):
                 w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
-            if kind == "launched" and not progress.devices:
-                # the lanes, in stage order (device_pids: a worker from before `devices` was sent)
-                w.show_run_devices(list(event.get("devices") or event.get("device_pids") or {}))
-            elif kind == "started":
-                w.show_run_devices(progress.devices)
-                w.show_plan(event.get("plan"), progress.devices, (event.get("config") or {}).get("schedule"))
-                w.title_live_view(run_status.live_title(progress))
-                w.refresh_bubble()   # the worker's theoretical bubble for this run
-            elif kind == "step":
-                w.plot_step(event)
-            elif kind == "finished":
-                w.telemetry.end_run()
+            match event:
+                case Launched() if not progress.devices:
+                    w.show_run_devices(event.devices or list(event.device_pids))   # the lanes, in stage order
+                case Started():
+                    w.show_run_devices(progress.devices)
+                    w.show_plan(event.plan, progress.devices, event.config.get("schedule"))
+                    w.title_live_view(run_status.live_title(progress))
+                    w.refresh_bubble()   # the worker's theoretical bubble for this run
+                case Step():
+                    w.plot_step(event)
+                case Finished():
+                    w.telemetry.end_run()
             line = run_status.event_log_line(event, progress)
             if line is not None:
                 w.log(line[0], level=line[1])

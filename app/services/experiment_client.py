@@ -146,7 +146,7 @@ class ExperimentClient(QtCore.QObject):
 
     # -- delivery (UI thread) --------------------------------------------------------
     def _deliver(self, items: list[tuple]) -> None:
-        events: list[dict] = []
+        events: list = []
         for generation, item in items:
             if generation != self._generation:
                 continue

@@ -15,12 +15,12 @@ from app.services.sample_queue import SampleQueue
 from app.services.stop_deadline import StopDeadline
 from app.services.thread_inbox import ThreadInbox
 from engine.config import ExperimentConfig
-from engine.results import RunSummary, from_json
+from engine.events import Finished, WorkerEvent
 from engine.run.session import RunResult
 
 
 class WorkerClient(QtCore.QObject):
-    sigEvents = QtCore.Signal(list)          # a batch of protocol events (dicts), in order
+    sigEvents = QtCore.Signal(list)          # a batch of the worker's events (engine.events), in order
     sigFinished = QtCore.Signal(object)      # engine.run.session.RunResult
     sigFailed = QtCore.Signal(str, str)      # message, traceback (also after sigFinished's "failed")
     sigKilled = QtCore.Signal(str)           # a stop was not honoured in time: what was done
@@ -111,35 +111,34 @@ class WorkerClient(QtCore.QObject):
             return True
         if self._inbox.has_pending():  # the finished event is on its way
             return True
-        self._finish({"type": "finished", "run_id": self.run_id, "status": "failed", "summary": None,
-                      "error": "the run session ended without a result (an engine error; see the terminal)"})
+        self._finish(Finished(t=0.0, run_id=self.run_id, status="failed",
+                              error="the run session ended without a result (an engine error; see the terminal)"))
         return False
 
     def take_samples(self) -> list:
         return self._samples.take()
 
     # -- callbacks (RunSession's threads) ------------------------------------------------
-    def _on_event(self, event: dict) -> None:
+    def _on_event(self, event: WorkerEvent) -> None:
         self._inbox.put(event)
 
     def _on_samples(self, samples: list) -> None:
         self._samples.add(samples)
 
     # -- delivery (UI thread) --------------------------------------------------------
-    def _deliver(self, events: list[dict]) -> None:
+    def _deliver(self, events: list[WorkerEvent]) -> None:
         self.sigEvents.emit(events)
         for event in events:
-            if event.get("type") == "finished" and "run_id" in event:
+            if isinstance(event, Finished) and event.run_id is not None:
                 # RunSession's own closing event: everything is stored by now.
                 self._finish(event)
 
-    def _finish(self, event: dict) -> None:
+    def _finish(self, event: Finished) -> None:
         session, self.session = self.session, None
         self._deadline.cancel()
         result = session.result if session is not None else None
         if result is None:  # the session's thread died before it could say how the run ended
-            result = RunResult(event.get("run_id") or self.run_id or "", event.get("status") or "failed",
-                               from_json(RunSummary, event.get("summary")), event.get("error"))
+            result = RunResult(event.run_id or self.run_id or "", event.status, event.summary, event.error)
         self.stopping = False
         self.sigFinished.emit(result)
         if result.status == "failed":

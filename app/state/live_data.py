@@ -16,6 +16,7 @@ from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
 from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
+from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
@@ -149,54 +150,53 @@ class RunProgress:
     step_times: deque = field(default_factory=lambda: deque(maxlen=20))
     busy: dict[str, float] = field(default_factory=dict)
     bubble_history: deque = field(default_factory=lambda: deque(maxlen=TIMELINE_STEPS))
-    error: dict | None = None      # the worker's `error` event
+    error: Errored | None = None   # the worker's error
     summary: RunSummary | None = None
     status: str = "idle"
     launched: bool = False         # the worker's `launched`: its rank processes exist and build the model
-    nodes: list[dict] = field(default_factory=list)  # a run over several machines: each node (RunSummary.nodes)
+    nodes: list[NodeSummary] = field(default_factory=list)  # a run over several machines (RunSummary.nodes)
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
     communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's
 
-    def apply(self, event: dict) -> None:
-        """A worker event (docs/protocol.md) changes what is known about the run; no Qt, no drawing."""
-        kind = event.get("type")
-        if event.get("nodes"):
-            self.nodes = list(event["nodes"])
-        if kind == "launched":
-            self.launched = True
-        elif kind == "started":
-            self.launched = True
-            self.status = "running"
-            # Each physical device once: two stages sharing a GPU are one device's work.
-            self.devices = list(dict.fromkeys(d["name"] for d in event.get("devices") or []))
-            self.theory = event.get("theory_bubble")
-            self.theory_text = event.get("theory_text")
-            self.notes = list(event.get("notes") or [])
-            self.split = event.get("split") or self.split
-            self.micro_batches = event.get("micro_batches") or self.micro_batches
-        elif kind == "step":
-            self.steps_done = int(event.get("step", 0)) + 1
-            if event.get("time_s") is not None:
-                self.step_times.append(float(event["time_s"]))
-            for device, kinds in (event.get("tensor_memory") or {}).items():
-                self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
-            for device, operations in (event.get("communication") or {}).items():
-                self.communication[device] = Communication([Traffic(op, *values) for op, values in operations.items()
-                                                            if len(values) == 3])
-            busy = event.get("busy") or {}
-            if busy:
-                self.busy = {d: float(v) for d, v in busy.items()}
-                self.bubble_history.append(1.0 - sum(self.busy.values()) / len(self.busy))
-        elif kind == "error":
-            self.error = event
-        elif kind == "finished":
-            self.summary = from_json(RunSummary, event.get("summary"))
+    def apply(self, event: WorkerEvent) -> None:
+        """A worker event (engine.events) changes what is known about the run; no Qt, no drawing."""
+        match event:
+            case Launched():
+                self.launched = True
+                self.nodes = list(event.nodes or self.nodes)
+            case Started():
+                self.launched = True
+                self.status = "running"
+                self.nodes = list(event.nodes or self.nodes)
+                # Each physical device once: two stages sharing a GPU are one device's work.
+                self.devices = list(dict.fromkeys(d.name for d in event.devices))
+                self.theory = event.theory_bubble
+                self.theory_text = event.theory_text
+                self.notes = list(event.notes)
+                self.split = event.split or self.split
+                self.micro_batches = event.micro_batches or self.micro_batches
+            case Step():
+                self.steps_done = event.step + 1
+                if event.time_s is not None:
+                    self.step_times.append(event.time_s)
+                for device, kinds in (event.tensor_memory or {}).items():
+                    self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
+                for device, operations in (event.communication or {}).items():
+                    self.communication[device] = Communication([Traffic(op, *values)
+                                                                for op, values in operations.items() if len(values) == 3])
+                if event.busy:
+                    self.busy = dict(event.busy)
+                    self.bubble_history.append(1.0 - sum(self.busy.values()) / len(self.busy))
+            case Errored():
+                self.error = event
+            case Finished():
+                self.summary = event.summary
 
     def node_lines(self) -> list[str]:
         """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms"."""
         if self.summary and self.summary.nodes:
             return node_lines(self.summary)
-        return [node.text() for node in (from_json(NodeSummary, n) for n in self.nodes) if node is not None]
+        return [node.text() for node in self.nodes]
 
     def tensor_lines(self) -> list[str]:
         """What the run's tensors hold per device: the summary's peaks once it ended, the last step's before."""
@@ -247,14 +247,14 @@ class StepHistory:
         self.timeline: deque[tuple[int, dict]] = deque(maxlen=TIMELINE_STEPS)
         self.timeline_version = 0
 
-    def add(self, event: dict) -> None:
-        step = float(event.get("step", len(self.throughput)))
-        if event.get("throughput") is not None:
-            self.throughput.append(step, float(event["throughput"]))
-        if event.get("loss") is not None:
-            self.loss.append(step, float(event["loss"]))
-        if event.get("intervals"):
-            self.timeline.append((int(step), event["intervals"]))
+    def add(self, event: Step) -> None:
+        step = float(event.step)
+        if event.throughput is not None:
+            self.throughput.append(step, event.throughput)
+        if event.loss is not None:
+            self.loss.append(step, event.loss)
+        if event.intervals:
+            self.timeline.append((event.step, event.intervals))
             self.timeline_version += 1
 
 

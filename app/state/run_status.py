@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from app.state.live_data import RunProgress
 from app.state.units import format_duration
+from engine.events import Errored, Log, Started, Warned, WorkerEvent
 from engine.results import RunSummary
 from engine.run.session import RunResult
 
@@ -107,19 +108,18 @@ def finished_text(result: RunResult, progress: RunProgress, took_s: float) -> st
     return f"Failed: {result.error or 'the run failed'}"
 
 
-def event_log_line(event: dict, progress: RunProgress) -> tuple[str, str] | None:
+def event_log_line(event: WorkerEvent, progress: RunProgress) -> tuple[str, str] | None:
     """The Log's line for a worker event, with its level ("info", "warning", "error"); None for events the
     plots show (steps). ``progress``: the monitor, after the event was applied to it."""
-    kind = event.get("type")
-    if kind == "started":
-        return (f"started: devices {', '.join(progress.devices)}{_split(progress)}, pids {event.get('pids')}",
-                "info")
-    if kind == "log":
-        return f"log: {event.get('message')}", "info"
-    if kind == "warning":
-        return f"warning: {event.get('message')}", "warning"
-    if kind == "error":
-        return f"error (rank {event.get('rank')}): {event.get('message')}", "error"
+    match event:
+        case Started():
+            return f"started: devices {', '.join(progress.devices)}{_split(progress)}, pids {event.pids}", "info"
+        case Log():
+            return f"log: {event.message}", "info"
+        case Warned():
+            return f"warning: {event.message}", "warning"
+        case Errored():
+            return f"error (rank {event.rank}): {event.message}", "error"
     return None
 
 

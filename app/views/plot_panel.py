@@ -28,7 +28,7 @@ from engine.figures.gaps import broken, gap_after
 from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
 from engine.measure.timing import KIND_MEANING
 from engine.record.summary import theory_formula
-from engine.results import RunSummary
+from engine.results import RunSummary, Step
 from engine.telemetry.smooth import core_total_apart
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
@@ -266,8 +266,8 @@ class PlotPanel(QtWidgets.QWidget):
         if self.mode == "live":
             self.mode_label.setText(text)
 
-    def add_step(self, event: dict) -> None:
-        """A worker's ``step`` event: its throughput, loss and intervals."""
+    def add_step(self, event: Step) -> None:
+        """A merged step as the worker reported it: its throughput, loss and intervals."""
         self.steps.add(event)
 
     def set_run_devices(self, devices: list[str]) -> None:

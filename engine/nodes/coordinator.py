@@ -27,6 +27,7 @@ from engine.nodes.agent import PING_EVERY_S, PROTOCOL
 from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
 from engine.nodes.token import TokenError, token_for
 from engine.problems import Problem
+from engine.results import NodeSummary
 
 CONNECT_TIMEOUT_S = 10.0
 NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost (or half the hang timeout if less)
@@ -83,13 +84,13 @@ class NodeLink:
                  f"ranks {self.ranks[0]}-{self.ranks[-1]}") if self.ranks else "no ranks yet"
         return f"{self.label} ({self.address}, {ranks})"
 
-    def to_dict(self) -> dict:
+    def summary(self) -> NodeSummary:
         """What the run keeps of the node (RunSummary.nodes): the offset measured before the run, and how far
         it drifted by the end."""
         first = self.first_clock or self.clock
-        return {"label": self.label, "address": str(self.address), "hostname": self.info.get("hostname"),
-                "ranks": self.ranks, "clock_offset_s": first.offset_s, "clock_rtt_s": first.rtt_s,
-                "clock_drift_s": self.clock.offset_s - first.offset_s}
+        return NodeSummary(label=self.label, address=str(self.address), hostname=self.info.get("hostname"),
+                           ranks=list(self.ranks), clock_offset_s=first.offset_s, clock_rtt_s=first.rtt_s,
+                           clock_drift_s=self.clock.offset_s - first.offset_s)
 
 
 def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:

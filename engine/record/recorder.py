@@ -36,9 +36,9 @@ class RunRecorder:
         self._recent_flushed_at = 0.0
         self._recent_stored: list[int] = []  # the last steps whose intervals the last flush wrote
 
-    def record(self, steps: list[dict], samples: list) -> None:
-        """A batch of step events and telemetry samples (``t`` on the perf_counter clock), stored at once."""
-        kept = {ev["step"] for ev in steps if self.keeper.keep(ev)}
+    def record(self, steps: list[Step], samples: list) -> None:
+        """A batch of steps and telemetry samples (``t`` on the perf_counter clock), stored at once."""
+        kept = {step.step for step in steps if self.keeper.keep(step)}
         self.timeline_kept += len(kept)
         rows = []
         for sample in samples:
@@ -48,9 +48,9 @@ class RunRecorder:
         self.store.add_steps(self.run_id, steps, kept_steps=kept)
         self.store.add_samples(self.run_id, rows)
         self.telemetry.add_samples(samples)
-        for ev in steps:
-            self.telemetry.add_step(ev["step"], self.origin + ev["t"] - ev["time_s"], self.origin + ev["t"])
-            self.last_t = ev["t"]
+        for step in steps:
+            self.telemetry.add_step(step.step, self.origin + step.t - step.time_s, self.origin + step.t)
+            self.last_t = step.t
         self.steps += len(steps)
         if self.last_t - self._recent_flushed_at >= RECENT_FLUSH_S:
             self._recent_flushed_at = self.last_t
@@ -60,9 +60,9 @@ class RunRecorder:
             for age, bucket in THINNING:
                 self.store.thin_samples(self.run_id, rows[-1]["t"] - age, bucket)
 
-    def _store_recent(self, events: list[dict]) -> None:
-        self.store.replace_timeline(self.run_id, drop=self._recent_stored, events=events)
-        self._recent_stored = [ev["step"] for ev in events]
+    def _store_recent(self, steps: list[Step]) -> None:
+        self.store.replace_timeline(self.run_id, drop=self._recent_stored, steps=steps)
+        self._recent_stored = [step.step for step in steps]
 
     def finish(self) -> None:
         """The run ended: the last steps' intervals go to the store for good."""

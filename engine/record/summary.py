@@ -7,7 +7,7 @@ import statistics
 from engine.measure.timing import BUSY_KINDS, busy_time
 from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
-from engine.results import Bubble, Loss, NodeSummary, RunSummary, TensorMemory, from_json
+from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 
 
@@ -175,8 +175,8 @@ class StepMerger:
         self._last_end: float | None = None
         self._tensor_memory: dict[str, dict[str, int]] = {}   # each device's, as last reported
 
-    def add(self, rank: int, report: StepReport) -> dict | None:
-        """The merged step (protocol.STEP's fields) once every rank reported ``report.step``, else None."""
+    def add(self, rank: int, report: StepReport) -> Step | None:
+        """The merged step once every rank reported ``report.step``, else None."""
         step = report.step
         reports = self._pending.setdefault(step, {})
         reports[rank] = report
@@ -185,7 +185,7 @@ class StepMerger:
         del self._pending[step]
         return self._merge(step, list(reports.values()))
 
-    def _merge(self, step: int, reports: list[StepReport]) -> dict:
+    def _merge(self, step: int, reports: list[StepReport]) -> Step:
         if self.pair_collectives:
             separate_collective_waits(reports)
         end = max(r.end for r in reports)
@@ -207,23 +207,22 @@ class StepMerger:
         changed = [r.tensor_memory for r in reports if r.tensor_memory]
         for memory in changed:
             self._tensor_memory.update(memory)
-        merged = {
-            "step": step,
-            "t": end - self.origin,
-            "time_s": time_s,
-            "samples": samples,
-            "throughput": samples / time_s,
-            "loss": sum(losses) if losses else None,
-            "busy": busy,
-            "work": work,
-            "intervals": {d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
-                          for d, v in intervals.items()},
-            "batch_split": split,
+        return Step(
+            step=step,
+            t=end - self.origin,
+            time_s=time_s,
+            samples=samples,
+            throughput=samples / time_s,
+            loss=sum(losses) if losses else None,
+            busy=busy,
+            work=work,
+            intervals={d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]
+                       for d, v in intervals.items()},
+            batch_split=split,
             # Each device's collectives belong to the one rank that runs it.
-            "communication": {d: ops for r in reports for d, ops in (r.communication or {}).items()} or None,
-            "tensor_memory": {d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
-        }
-        return merged
+            communication={d: ops for r in reports for d, ops in (r.communication or {}).items()} or None,
+            tensor_memory={d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
+        )
 
 
 def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
@@ -231,7 +230,7 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
               theory_text: str | None = None, plan: list[list[str]] | None = None,
-              nodes: list[dict] | None = None, split_backward_extra: dict[str, float] | None = None) -> RunSummary:
+              nodes: list[NodeSummary] | None = None, split_backward_extra: dict[str, float] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
     measured it."""
@@ -269,6 +268,6 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         dtype=config.get("dtype", "float32"),
         notes=list(notes or []),
         plan=plan,
-        nodes=[from_json(NodeSummary, node) for node in nodes] if nodes else None,
+        nodes=list(nodes) if nodes else None,
         split_backward_extra_s=[split_backward_extra.get(d) for d in devices] if split_backward_extra else None,
     )

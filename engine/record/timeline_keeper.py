@@ -46,13 +46,13 @@ class TimelineKeeper:
         if mode not in TIMELINE_MODES:
             raise ValueError(f"unknown timeline mode {mode!r}; allowed: {', '.join(TIMELINE_MODES)}")
         self.keep_all = mode == "all"
-        self.recent: deque[dict] = deque(maxlen=LAST)   # the last steps not kept for good (RunRecorder stores them)
+        self.recent: deque[Step] = deque(maxlen=LAST)   # the last steps not kept for good (RunRecorder stores them)
         self._times: deque[float] = deque(maxlen=NEIGHBOURS)
         self._outliers: dict[int, int] = {}  # per octave of the run (step.bit_length()): how many kept
 
-    def keep(self, event: dict) -> bool:
+    def keep(self, event: Step) -> bool:
         """Whether this step's intervals are stored now, for good; if not, they wait among the last ones."""
-        step, time_s = event["step"], event.get("time_s")
+        step, time_s = event.step, event.time_s
         kept = self.keep_all or step < FIRST or step % stride(step) == 0 or self._is_outlier(step, time_s)
         if time_s is not None:
             self._times.append(time_s)
@@ -60,8 +60,8 @@ class TimelineKeeper:
             self.recent.append(event)
         return kept
 
-    def take_recent(self) -> list[dict]:
-        """The last steps' events that are not kept for good, to store as the run ends."""
+    def take_recent(self) -> list[Step]:
+        """The last steps that are not kept for good, to store as the run ends."""
         events, self.recent = list(self.recent), deque(maxlen=LAST)
         return events
 

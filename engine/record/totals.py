@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from engine.measure.communication import OPERATIONS
-from engine.results import BatchSplit, Communication, MeanStd, Traffic
+from engine.results import BatchSplit, Communication, MeanStd, Step, Traffic
 
 
 class RunningStat:
@@ -54,39 +54,40 @@ class RunTotals:
         self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
         self.communication_steps: dict[str, int] = {}  # measured steps each device reported its collectives on
 
-    def add(self, step: dict) -> None:
+    def add(self, step: Step) -> None:
         self.steps += 1
-        if step.get("loss") is not None:
+        if step.loss is not None:
             if self.first_loss is None:
-                self.first_loss = step["loss"]
-            self.last_loss = step["loss"]
-        if step.get("batch_split") is not None:
-            key = tuple(step["batch_split"])
+                self.first_loss = step.loss
+            self.last_loss = step.loss
+        if step.batch_split is not None:
+            key = tuple(step.batch_split)
             self.batch_splits[key] = self.batch_splits.get(key, 0) + 1
-        if step.get("tensor_memory"):
-            self.tensor_memory = step["tensor_memory"]
-        if step["step"] < self.warmup:
+        if step.tensor_memory:
+            self.tensor_memory = step.tensor_memory
+        if step.step < self.warmup:
             return
         for device, kinds in self.tensor_memory.items():
             peak = self.tensor_memory_peak.setdefault(device, {})
             for kind, size in kinds.items():
                 # The step peak is one tracked step's, by kind (a dict): kept as reported.
                 peak[kind] = size if kind == "step_peak" else max(peak.get(kind, 0), size)
-        for device, operations in (step.get("communication") or {}).items():
+        for device, operations in (step.communication or {}).items():
             self.communication_steps[device] = self.communication_steps.get(device, 0) + 1
             for operation, values in operations.items():
                 sums = self.communication.setdefault(device, {}).setdefault(operation, [0, 0, None])
                 for i, value in enumerate(values):
                     if value is not None:
                         sums[i] = (sums[i] or 0) + value
-        time_s = step["time_s"]
+        time_s = step.time_s
         self.measured += 1
         self.step_time.add(time_s)
-        self.throughput.add(step["throughput"])
+        self.throughput.add(step.throughput)
         self.total_time += time_s
-        work = step.get("work") or step["busy"]
+        busy = step.busy or {}
+        work = step.work or busy
         for d in self.devices:
-            self.busy_time[d] += step["busy"].get(d, 0.0) * time_s
+            self.busy_time[d] += busy.get(d, 0.0) * time_s
             self.work_time[d] += work.get(d, 0.0) * time_s
 
     def busy_shares(self, work_only: bool = False) -> list[float] | None:

@@ -5,6 +5,9 @@ import sys
 import threading
 import time
 
+from engine.events import Log, Warned, WorkerEvent
+from engine.results import Step
+
 
 class Progress:
     def __init__(self, total_steps: int, enabled: bool = True, stream=None):
@@ -16,22 +19,24 @@ class Progress:
         self._last_reported = -1
         self._start = time.monotonic()
 
-    def on_event(self, event: dict) -> None:
+    def on_event(self, event: WorkerEvent) -> None:
         if not self.enabled:
             return
-        kind = event.get("type")
         with self._lock:
-            if kind == "step":
-                self._step(event)
-            elif kind in ("warning", "log"):
-                self._line(f"{kind}: {event.get('message')}")
+            match event:
+                case Step():
+                    self._step(event)
+                case Warned():
+                    self._line(f"warning: {event.message}")
+                case Log():
+                    self._line(f"log: {event.message}")
 
-    def _step(self, event: dict) -> None:
-        done = event["step"] + 1
+    def _step(self, event: Step) -> None:
+        done = event.step + 1
         elapsed = time.monotonic() - self._start
         left = elapsed / done * (self.total - done)
-        loss = event.get("loss")
-        text = (f"step {done}/{self.total}  {event['throughput']:.0f} samples/s"
+        loss = event.loss
+        text = (f"step {done}/{self.total}  {event.throughput or 0:.0f} samples/s"
                 + (f"  loss {loss:.4f}" if loss is not None else "") + f"  ~{left:.0f}s left")
         if self.tty:
             width = 24

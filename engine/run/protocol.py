@@ -1,28 +1,21 @@
-"""The worker's JSON Lines protocol (docs/protocol.md).
+"""The worker's JSON Lines protocol (docs/protocol.md): typed events (engine.events) on a pipe.
 
 One event per line on the worker's stdout, each with ``v`` (protocol version),
-``type`` and ``t`` (seconds since the run started). Readers ignore unknown types
-and turn garbled lines into ``warning`` events instead of failing.
+``type`` and ``t`` (seconds since the run started). ``encode`` writes an event,
+``decode`` reads one back; readers ignore unknown types (decode gives None) and
+turn garbled lines into ``Warned`` events instead of failing.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any, Iterable, Iterator
 
-VERSION = 1
+from engine.events import NAMES, TYPES, Warned, WorkerEvent
+from engine.results import from_json
 
-# Event types the worker emits. Readers must ignore types they do not know.
-LAUNCHED = "launched"  # device_pids, as soon as the rank processes exist (before torch is imported)
-STARTED = "started"    # pids, device map, config
-STEP = "step"          # one optimizer step: time, samples, loss, per-device busy intervals
-LOG = "log"            # a line of text for the user
-WARNING = "warning"    # something worth showing that does not end the run
-ERROR = "error"        # message, rank, traceback; a finished event follows
-FINISHED = "finished"  # status and summary; always the last event of a run
-PROFILE = "profile"    # a rank's torch.profiler trace file: rank, device, path, t0 (its first profiled step)
-SAMPLES = "samples"    # telemetry the nodes' agents sampled: rows in DeviceSample's field order, t on this clock
-EVENT_TYPES = (LAUNCHED, STARTED, STEP, LOG, WARNING, ERROR, FINISHED, PROFILE, SAMPLES)
+VERSION = 1
 
 # Lines the worker reads on its stdin. The first line is the config.
 STOP = "stop"
@@ -43,15 +36,18 @@ def finite(value: Any) -> Any:
     return value
 
 
-def encode(event_type: str, at: float, **fields: Any) -> str:
-    """One event as one line of JSON (no trailing newline); ``at`` is its ``t`` unless fields carry one."""
-    event = {"v": VERSION, "type": event_type, "t": round(at, 6)}
-    event.update(fields)
-    return json.dumps(finite(event), separators=(",", ":"), allow_nan=False)
+def encode(event: WorkerEvent) -> str:
+    """One event as one line of JSON (no trailing newline)."""
+    fields = dataclasses.asdict(event)
+    if fields["t"] is not None:
+        fields["t"] = round(fields["t"], 6)
+    return json.dumps(finite({"v": VERSION, "type": NAMES[type(event)], **fields}), separators=(",", ":"),
+                      allow_nan=False)
 
 
-def decode(line: str | bytes) -> dict:
-    """Parse one line into an event dict, or raise ProtocolError saying why."""
+def decode(line: str | bytes) -> WorkerEvent | None:
+    """Parse one line into its event; None for a type this reader does not know; ProtocolError saying why
+    a line is no event."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -61,34 +57,39 @@ def decode(line: str | bytes) -> dict:
     if not text:
         raise ProtocolError("empty line")
     try:
-        event = json.loads(text)
+        data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
-    if not isinstance(event, dict):
+    if not isinstance(data, dict):
         raise ProtocolError("not a JSON object")
-    if not isinstance(event.get("type"), str):
+    if not isinstance(data.get("type"), str):
         raise ProtocolError("no 'type' field")
-    version = event.get("v")
+    version = data.get("v")
     if version != VERSION:
         raise ProtocolError(f"protocol version {version!r}, expected {VERSION}")
-    t = event.get("t")
+    t = data.get("t")
     if not isinstance(t, (int, float)) or isinstance(t, bool):
         raise ProtocolError("no numeric 't' field")
+    kind = TYPES.get(data["type"])
+    if kind is None:
+        return None
+    event = from_json(kind, data)
+    if event is None:
+        raise ProtocolError(f"a {data['type']} event without the fields it needs")
     return event
 
 
-def read_events(lines: Iterable[str | bytes]) -> Iterator[dict]:
-    """Events from lines; a garbled line becomes a ``warning`` event, never an exception."""
+def read_events(lines: Iterable[str | bytes]) -> Iterator[WorkerEvent]:
+    """Events from lines; a garbled line becomes a ``Warned`` event, never an exception; a type this
+    reader does not know is skipped."""
     for line in lines:
         if not line.strip():
             continue
         try:
-            yield decode(line)
+            event = decode(line)
         except ProtocolError as exc:
             shown = line if isinstance(line, str) else line.decode("utf-8", "replace")
-            yield {
-                "v": VERSION,
-                "type": WARNING,
-                "t": None,
-                "message": f"garbled protocol line ignored ({exc}): {shown.strip()[:200]!r}",
-            }
+            yield Warned(t=None, message=f"garbled protocol line ignored ({exc}): {shown.strip()[:200]!r}")
+            continue
+        if event is not None:
+            yield event

@@ -3,7 +3,8 @@
 ``RunSession`` launches the worker (``python -m engine.run.worker``), reads its
 events on a background thread, samples telemetry outside the worker (as
 nvidia-smi would see the machine), stores steps, timeline and samples as they
-come, and adds the telemetry section to the summary. Callbacks run on
+come, and adds the telemetry section to the summary. Its caller's ``on_event`` gets
+the worker's events (engine.events) once they are stored. Callbacks run on
 background threads; the app marshals them to its UI thread.
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Callable
 from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.rank_env import ROOT
-from engine.results import RunSummary, from_json, to_json
+from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
+from engine.results import RunSummary, Step
 from engine.run import protocol
 from engine.store import default_path, open_store
 from engine.telemetry.sample import DeviceSample
@@ -60,7 +62,7 @@ class RunResult:
 
 class RunSession:
     def __init__(self, config: ExperimentConfig, *, db_path=None, telemetry_hz: float = 10.0,
-                 on_event: Callable[[dict], None] | None = None,
+                 on_event: Callable[[WorkerEvent], None] | None = None,
                  on_samples: Callable[[list], None] | None = None,
                  experiment_id: str | None = None, label: str | None = None):
         self.config = config
@@ -169,22 +171,24 @@ class RunSession:
         from engine.run.validate import run_devices
         return run_devices(self.config)
 
-    def _store_profile(self, store, event: dict) -> dict | None:
+    def _store_profile(self, store, event: ProfileSaved) -> Warned | None:
         """A rank's torch.profiler trace, moved from its file into the run store (engine.measure.profiling); a warning
-        event for the user when it could not be."""
-        path = event.get("path") or ""
+        for the user when it could not be."""
+        path = event.path
         try:
             with open(path, "rb") as f:
-                store.add_profile(self.run_id, int(event["rank"]), event["device"], float(event["t0"]), f.read())
+                store.add_profile(self.run_id, event.rank, event.device, event.t0, f.read())
             return None
-        except (OSError, KeyError, ValueError, sqlite3.Error) as exc:
-            return {"v": protocol.VERSION, "type": protocol.WARNING, "t": time.perf_counter() - self._origin,
-                    "message": f"the profile of rank {event.get('rank')} could not be stored: {exc}"}
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            return Warned(t=self._now(), message=f"the profile of rank {event.rank} could not be stored: {exc}")
         finally:
             if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
                 os.remove(path)
 
-    def _record(self, recorder, steps: list[dict], remote: list | None = None) -> None:
+    def _now(self) -> float:
+        return time.perf_counter() - self._origin
+
+    def _record(self, recorder, steps: list[Step], remote: list | None = None) -> None:
         """Store a batch of steps with the telemetry drained meanwhile (and what the nodes sampled); then hand the
         samples on."""
         samples = self._sampler.drain() if self._sampler is not None else []
@@ -228,7 +232,7 @@ class RunSession:
         except queue.Empty:
             return []
         until = time.monotonic() + FLUSH_S
-        while (batch[-1] is not None and batch[-1]["type"] not in (protocol.FINISHED, protocol.LAUNCHED)
+        while (batch[-1] is not None and not isinstance(batch[-1], (Finished, Launched))
                and len(batch) < FLUSH_EVENTS):
             remaining = until - time.monotonic()
             if remaining <= 0:
@@ -245,8 +249,8 @@ class RunSession:
         store = None
         recorder = None
         status, summary, error, tb = "failed", None, None, None
-        pending: list[dict] = []
-        remote: list = []  # the nodes' telemetry (protocol.SAMPLES), stored with the steps of its batch
+        pending: list[Step] = []
+        remote: list = []  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
         # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
         # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
@@ -269,24 +273,24 @@ class RunSession:
                     if event is None:
                         ended = True
                         break
-                    kind = event["type"]
-                    if kind in (protocol.LAUNCHED, protocol.STARTED) and self._sampler is not None:
-                        for device, pid in (event.get("device_pids") or {}).items():
-                            self._sampler.set_pid(device, pid)
-                    elif kind == protocol.STEP:
-                        pending.append(event)
-                    elif kind == protocol.SAMPLES:
-                        remote.extend(DeviceSample(*row) for row in event.get("rows") or [])
-                        continue  # handed on as samples (on_samples), not as an event
-                    elif kind == protocol.PROFILE:
-                        warning = self._store_profile(store, event)
-                        if warning is not None:
-                            forward.append(warning)
-                    elif kind == protocol.ERROR:
-                        error, tb = event.get("message"), event.get("traceback")
-                    elif kind == protocol.FINISHED:
-                        status, summary = event.get("status", "failed"), from_json(RunSummary, event.get("summary"))
-                        continue  # forwarded at the end, with the telemetry section
+                    match event:
+                        case Launched() | Started() if self._sampler is not None:
+                            for device, pid in event.device_pids.items():
+                                self._sampler.set_pid(device, pid)
+                        case Step():
+                            pending.append(event)
+                        case NodeSamples():
+                            remote.extend(DeviceSample(*row) for row in event.rows)
+                            continue  # handed on as samples (on_samples), not as an event
+                        case ProfileSaved():
+                            warning = self._store_profile(store, event)
+                            if warning is not None:
+                                forward.append(warning)
+                        case Errored():
+                            error, tb = event.message, event.traceback
+                        case Finished():
+                            status, summary = event.status, event.summary
+                            continue  # forwarded at the end, with the telemetry section
                     forward.append(event)
                 # Stored before anyone is told: nothing a user has seen can be lost.
                 batch_steps, pending = pending, []  # recorded once, whatever happens next
@@ -297,9 +301,7 @@ class RunSession:
                     except sqlite3.Error as exc:
                         # A full or read-only disk: end the run and say so; what is stored stays intact.
                         self._store_error = f"cannot write the run store {store.path}: {exc}"
-                        forward.append({"v": protocol.VERSION, "type": protocol.ERROR,
-                                        "t": time.perf_counter() - self._origin, "message": self._store_error,
-                                        "rank": None, "traceback": None})
+                        forward.append(Errored(t=self._now(), message=self._store_error))
                         self.stop()
                 if self.on_event:
                     for event in forward:
@@ -313,8 +315,7 @@ class RunSession:
                     error += f"; last output: {self._stderr_tail[-1]}"
                     tb = "\n".join(self._stderr_tail)
                 if self.on_event:
-                    self.on_event({"v": protocol.VERSION, "type": protocol.ERROR, "t": time.perf_counter() -
-                                   self._origin, "message": error, "rank": None, "traceback": tb})
+                    self.on_event(Errored(t=self._now(), message=error, traceback=tb))
         finally:
             try:
                 self._finalize(store, recorder, pending, status, summary, error, tb)
@@ -349,9 +350,8 @@ class RunSession:
                 except OSError:
                     pass
         if self.on_event:
-            self.on_event({"v": protocol.VERSION, "type": protocol.FINISHED,
-                           "t": time.perf_counter() - self._origin, "status": status, "summary": to_json(summary),
-                           "run_id": self.run_id, "error": error, "traceback": tb})
+            self.on_event(Finished(t=self._now(), status=status, summary=summary, run_id=self.run_id, error=error,
+                                   traceback=tb))
 
     def _complete_summary(self, summary: RunSummary | None, recorder, status: str) -> RunSummary | None:
         if summary is None:

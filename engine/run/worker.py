@@ -30,7 +30,8 @@ from engine.devices import Device, DeviceError
 from engine.record import rank_events
 from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
-from engine.results import to_json
+from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
+                           WorkerEvent)
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, noted
 from engine.run.local_ranks import LocalRanks, Rank
@@ -76,9 +77,13 @@ class Worker:
         self._ending = threading.Event()  # end_ranks began: what the nodes still send is dropped
 
     # ---- output -------------------------------------------------------------
-    def emit(self, event_type: str, **fields) -> None:
+    def emit(self, kind: type, **fields) -> None:
+        """An event of ``kind`` (engine.events) with these fields, at this moment."""
+        self.send(kind(t=time.perf_counter() - self.origin, **fields))
+
+    def send(self, event: WorkerEvent) -> None:
         try:
-            self.out.write(protocol.encode(event_type, time.perf_counter() - self.origin, **fields) + "\n")
+            self.out.write(protocol.encode(event) + "\n")
             self.out.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass  # the reader is gone; the run still ends cleanly
@@ -89,7 +94,7 @@ class Worker:
             self._launch_on_nodes()
         else:
             self.local = LocalRanks(self.config, self.devices, self.world, self.device_names, self.queue,
-                                    self.stop_event, warn=lambda message: self.emit(protocol.WARNING,
+                                    self.stop_event, warn=lambda message: self.emit(Warned,
                                                                                     message=message))
             self.local.launch(self.ranks)
 
@@ -134,7 +139,7 @@ class Worker:
             failure = noted(failure, Cause("node", None, str(exc)))
         # The rank processes exist now; torch, the model and the rendezvous take seconds
         # more. Telemetry follows each process's memory from here, not from `started`.
-        self.emit(protocol.LAUNCHED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
+        self.emit(Launched, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
                   device_pids=self.device_pids(), devices=self.device_names, **self._nodes_field())
         stop_requested = False
         while True:
@@ -146,15 +151,15 @@ class Worker:
             if kind == "event":
                 failure = self._on_rank_message(r, payload, failure)
             elif kind == "stdout" and payload:
-                self.emit(protocol.LOG, message=payload, rank=r.rank)
+                self.emit(Log, message=payload, rank=r.rank)
             elif kind == "garbled":
-                self.emit(protocol.WARNING, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
+                self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
             elif kind == "eof":
                 r.events_closed = True
             elif kind == "samples":
-                self.emit(protocol.SAMPLES, rows=payload)
+                self.emit(NodeSamples, rows=payload)
             elif kind == "warning":
-                self.emit(protocol.WARNING, message=payload)
+                self.emit(Warned, message=payload)
             elif kind in ("node_lost", "node_error"):
                 failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
 
@@ -175,7 +180,7 @@ class Worker:
                 return self.finish("stopped")
             if failure is not None and failure.settled():
                 self.end_ranks()
-                self.emit(protocol.ERROR, **failure.root().error_fields())
+                self.emit(Errored, **failure.root().error_fields())
                 return self.finish("failed")
             if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
                 return self.finish("finished")
@@ -213,7 +218,7 @@ class Worker:
         try:
             event = rank_events.decode(message)
         except (TypeError, KeyError, AttributeError):
-            self.emit(protocol.WARNING, message=f"{r.label} sent an event this worker cannot read: "
+            self.emit(Warned, message=f"{r.label} sent an event this worker cannot read: "
                                                 f"{str(message)[:200]}")
             return failure
         if event is None or (steps_only and not isinstance(event, rank_events.StepReport)):
@@ -232,9 +237,9 @@ class Worker:
             merged = self.merger.add(r.rank, event)
             if merged is not None:
                 self.totals.add(merged)
-                self.emit(protocol.STEP, **merged)
+                self.send(merged)
         elif isinstance(event, rank_events.Profiled):
-            self.emit(protocol.PROFILE, rank=r.rank, device=r.device.name, path=event.path,
+            self.emit(ProfileSaved, rank=r.rank, device=r.device.name, path=event.path,
                       t0=event.start - self.origin)
         elif isinstance(event, rank_events.Done):
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
@@ -246,7 +251,7 @@ class Worker:
         return failure
 
     def _nodes_field(self) -> dict:
-        return {"nodes": [link.to_dict() for link in self.links]} if self.links else {}
+        return {"nodes": [link.summary() for link in self.links]} if self.links else {}
 
     def device_pids(self) -> dict[str, int]:
         """The process on each device (one process serves every device when world is 1); none on other nodes:
@@ -261,8 +266,8 @@ class Worker:
         self.started_sent = True
         split = next((rr.split for rr in self.ranks if rr.split is not None), None)
         self.split = split
-        self.emit(protocol.STARTED, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
-                  worker_pid=os.getpid(), devices=[d.to_dict() for d in self.devices],
+        self.emit(Started, pids={str(rr.rank): rr.proc.pid for rr in self.ranks},
+                  worker_pid=os.getpid(), devices=list(self.devices),
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
@@ -330,10 +335,10 @@ class Worker:
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
-            theory_text=self.theory_text, plan=self.plan, nodes=[link.to_dict() for link in self.links] if self.links
+            theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links
             else None, split_backward_extra={rr.device.name: rr.split_backward_extra_s for rr in self.ranks
                                              if finished and rr.split_backward_extra_s is not None})
-        self.emit(protocol.FINISHED, status=status, summary=to_json(summary))
+        self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1
 
 
@@ -382,10 +387,8 @@ def main() -> int:
     except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:
         message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else
                    f"invalid config: {exc or 'first line must be the config as a JSON object'}")
-        line = protocol.encode(protocol.ERROR, time.perf_counter() - origin, message=message, rank=None,
-                               traceback=None)
-        out.write(line + "\n" + protocol.encode(protocol.FINISHED, time.perf_counter() - origin,
-                                                status="failed", summary=None) + "\n")
+        out.write(protocol.encode(Errored(t=time.perf_counter() - origin, message=message)) + "\n"
+                  + protocol.encode(Finished(t=time.perf_counter() - origin, status="failed")) + "\n")
         out.flush()
         return 2
     worker = Worker(config, devices, origin, out, links=links, telemetry_hz=float(run.get("telemetry_hz", 10.0)),

@@ -198,35 +198,35 @@ class Store:
                  self.owner_pid, socket.gethostname()))
         return run_id
 
-    def add_steps(self, run_id: str, events: Iterable[dict], kept_steps: Collection[int] | None = None) -> None:
-        """Store step events (protocol ``step``): every step's row, and the intervals of those in ``kept_steps``
-        (default: every step's)."""
-        events = list(events)
-        if not events:
+    def add_steps(self, run_id: str, steps: Iterable[Step], kept_steps: Collection[int] | None = None) -> None:
+        """Store merged steps: every step's row, and the intervals of those in ``kept_steps`` (default: every
+        step's)."""
+        steps = list(steps)
+        if not steps:
             return
         with self._tx():
             self._db.executemany(
                 "INSERT OR REPLACE INTO steps (run_id, step, t, time_s, samples, throughput, loss, batch_split, busy, "
                 "tensor_mem) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, ev["step"], ev.get("t"), ev.get("time_s"), ev.get("samples"), ev.get("throughput"),
-                  ev.get("loss"), json.dumps(ev["batch_split"]) if ev.get("batch_split") is not None else None,
-                  _shares(ev.get("busy")), json.dumps(ev["tensor_memory"]) if ev.get("tensor_memory") else None)
-                 for ev in events])
-            self._insert_timeline(run_id, [ev for ev in events if kept_steps is None or ev["step"] in kept_steps])
+                [(run_id, s.step, s.t, s.time_s, s.samples, s.throughput, s.loss,
+                  json.dumps(s.batch_split) if s.batch_split is not None else None,
+                  _shares(s.busy), json.dumps(s.tensor_memory) if s.tensor_memory else None)
+                 for s in steps])
+            self._insert_timeline(run_id, [s for s in steps if kept_steps is None or s.step in kept_steps])
 
-    def replace_timeline(self, run_id: str, drop: Iterable[int], events: Iterable[dict]) -> None:
-        """Remove the intervals of the steps ``drop``, then store those of ``events`` (rows stored already)."""
-        drop, events = list(drop), list(events)
-        if drop or events:
+    def replace_timeline(self, run_id: str, drop: Iterable[int], steps: Iterable[Step]) -> None:
+        """Remove the intervals of the steps ``drop``, then store those of ``steps`` (rows stored already)."""
+        drop, steps = list(drop), list(steps)
+        if drop or steps:
             with self._tx():
                 self._db.executemany("DELETE FROM timeline WHERE run_id=? AND step=?", [(run_id, k) for k in drop])
-                self._insert_timeline(run_id, events)
+                self._insert_timeline(run_id, steps)
 
-    def _insert_timeline(self, run_id: str, events: list[dict]) -> None:
+    def _insert_timeline(self, run_id: str, steps: list[Step]) -> None:
         self._db.executemany(
             "INSERT INTO timeline (run_id, step, device, kind, t0, t1) VALUES (?, ?, ?, ?, ?, ?)",
-            [(run_id, ev["step"], dev, kind, t0, t1) for ev in events
-             for dev, intervals in (ev.get("intervals") or {}).items() for kind, t0, t1 in intervals])
+            [(run_id, s.step, dev, kind, t0, t1) for s in steps
+             for dev, intervals in (s.intervals or {}).items() for kind, t0, t1 in intervals])
 
     def add_profile(self, run_id: str, rank: int, device: str, t0: float, trace_json: bytes) -> None:
         """A rank's torch.profiler Chrome trace, compressed (engine.measure.profiling)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from PySide6 import QtWidgets
 
+from engine.events import Finished, Started
+from engine.results import Step
 from tests.app.app_helpers import set_small_mlp
 
 EXPERIMENT_TIMEOUT_MS = 120_000
@@ -21,7 +23,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
         (k, n, label, window.progress_bar.format())))
     steps_seen = []
     window.experiments.client.sigEvents.connect(
-        lambda events: steps_seen.extend(e for e in events if e.get("type") == "step"))
+        lambda events: steps_seen.extend(e for e in events if isinstance(e, Step)))
     # What the live view shows of each point: read after the window handled the events (connected later).
     shown: dict[str, dict] = {}
     idle_hint = window.plots.timeline.placeholder.toPlainText()
@@ -34,11 +36,11 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     def on_events(events):
         label = window.experiments.client.progress.label
         for event in events:
-            if event.get("type") == "started":
+            if isinstance(event, Started):
                 shown[label]["started header"] = plots.mode_label.text()
-            elif event.get("type") == "step":
+            elif isinstance(event, Step):
                 shown[label]["time left"] = window.time_left.text()
-            elif event.get("type") == "finished" and event.get("run_id"):   # the point's run is stored
+            elif isinstance(event, Finished) and event.run_id:   # the point's run is stored
                 shown[label].update(memory=set(plots.mem_plot.series_keys()), lanes=list(plots.timeline.devices),
                                     rows={row[1] for row in plots.timeline.rows}, theory=plots.bubble.theory.text())
 

@@ -7,7 +7,7 @@ import struct
 import pytest
 from PySide6 import QtWidgets
 
-from engine.results import RunSummary, from_json
+from engine.results import RunSummary, Step, from_json
 from engine.store import Store
 
 
@@ -18,10 +18,10 @@ def store_a_run(db_path, **create) -> str:
         run_id = store.create_run({"strategy": "model-parallel", "model": "mlp", "width": 32, "depth": 4,
                                    "devices": "cpu:2", "split": [2], "steps": 4, "warmup": 1}, **create)
         store.add_steps(run_id, [
-            {"step": s, "t": 0.1 * (s + 1), "time_s": 0.1, "samples": 32, "throughput": 320.0 + s,
-             "loss": 2.3 - 0.1 * s, "busy": {"cpu:0": 0.5, "cpu:1": 0.4},
-             "intervals": {"cpu:0": [["forward", 0.1 * s, 0.1 * s + 0.04]],
-                           "cpu:1": [["backward", 0.1 * s + 0.04, 0.1 * s + 0.08]]}} for s in range(4)])
+            Step(step=s, t=0.1 * (s + 1), time_s=0.1, samples=32, throughput=320.0 + s,
+                 loss=2.3 - 0.1 * s, busy={"cpu:0": 0.5, "cpu:1": 0.4},
+                 intervals={"cpu:0": [["forward", 0.1 * s, 0.1 * s + 0.04]],
+                            "cpu:1": [["backward", 0.1 * s + 0.04, 0.1 * s + 0.08]]}) for s in range(4)])
         store.add_samples(run_id, [{"t": k * 0.1, "device": f"cpu:{d}", "util": 50.0, "mem_used": 2 ** 20}
                                    for k in range(5) for d in range(2)])
         store.finish_run(run_id, "finished", from_json(RunSummary, {

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 from drawn_svg import drawn, points, texts
 from engine.cli import main
-from engine.results import RunSummary, from_json
+from engine.results import RunSummary, Step, from_json
 from engine.store import Store
 
 DEVICES = ["cpu:0", "cpu:1"]
@@ -22,10 +22,10 @@ def store_a_run(db) -> str:
         run_id = store.create_run({"strategy": "model-parallel", "model": "mlp", "devices": "cpu:2", "split": [2],
                                    "steps": 12, "warmup": 2})
         store.add_steps(run_id, [
-            {"step": s, "t": 0.1 * (s + 1), "time_s": 0.1, "samples": 32, "throughput": 320.0 + s,
-             "loss": 2.3 - 0.1 * s, "busy": {"cpu:0": 0.5, "cpu:1": 0.4},
-             "intervals": {"cpu:0": [["forward", 0.1 * s, 0.1 * s + 0.04]],
-                           "cpu:1": [["backward", 0.1 * s + 0.04, 0.1 * s + 0.08]]}} for s in range(12)])
+            Step(step=s, t=0.1 * (s + 1), time_s=0.1, samples=32, throughput=320.0 + s,
+                 loss=2.3 - 0.1 * s, busy={"cpu:0": 0.5, "cpu:1": 0.4},
+                 intervals={"cpu:0": [["forward", 0.1 * s, 0.1 * s + 0.04]],
+                            "cpu:1": [["backward", 0.1 * s + 0.04, 0.1 * s + 0.08]]}) for s in range(12)])
         store.add_samples(run_id, [{"t": k * 0.1, "device": d, "util": 30.0 + 5 * k + i, "mem_used": (k + 1) * 2 ** 20}
                                    for k in range(15) for i, d in enumerate(DEVICES) if (k, d) != (7, "cpu:1")])
         store.finish_run(run_id, "finished", from_json(RunSummary, {

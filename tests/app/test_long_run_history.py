@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engine.results import RunSummary, from_json
+from engine.results import RunSummary, Step, from_json
 
 from engine.store import Store
 
@@ -23,10 +23,10 @@ def long_run(private_state):
         kept = {k for k in range(STEPS) if k < 200 or k >= STEPS - 200}
         for start in range(0, STEPS, 10_000):
             store.add_steps(run_id, [
-                {"step": k, "t": 0.004 * (k + 1), "time_s": 0.004, "samples": 256, "throughput": 64_000.0,
-                 "loss": 2.0 / (1 + k / 1000), "busy": {"cpu:0": 0.8, "cpu:1": 0.8},
-                 "intervals": {"cpu:0": [["forward", 0.004 * k, 0.004 * k + 0.002]],
-                               "cpu:1": [["backward", 0.004 * k + 0.002, 0.004 * k + 0.004]]}}
+                Step(step=k, t=0.004 * (k + 1), time_s=0.004, samples=256, throughput=64_000.0,
+                     loss=2.0 / (1 + k / 1000), busy={"cpu:0": 0.8, "cpu:1": 0.8},
+                     intervals={"cpu:0": [["forward", 0.004 * k, 0.004 * k + 0.002]],
+                                "cpu:1": [["backward", 0.004 * k + 0.002, 0.004 * k + 0.004]]})
                 for k in range(start, start + 10_000)], kept_steps=kept)
         store.add_samples(run_id, [{"t": 0.1 * i, "device": f"cpu:{d}", "util": 80.0, "mem_used": 900 * 2 ** 20}
                                    for i in range(8_000) for d in range(2)])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtWidgets
 
+from engine.events import Launched
 from tests.app.app_helpers import set_small_mlp, wait_ready, wait_steps
 
 RUN_TIMEOUT_MS = 60_000
@@ -29,7 +30,7 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     # Between Run and the first step the status line, the run box and the timeline say what the run does
     # (read once the window handled the worker's `launched`: connected after it).
     starting = []
-    window.worker.sigEvents.connect(lambda events: not starting and any(e["type"] == "launched" for e in events)
+    window.worker.sigEvents.connect(lambda events: not starting and any(isinstance(e, Launched) for e in events)
                                     and starting.append((window.status_label.text(), window.progress_bar.format(),
                                                          window.plots.timeline.placeholder.toPlainText())))
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:

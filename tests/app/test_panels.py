@@ -8,7 +8,10 @@ from PySide6 import QtCore
 
 from app.state.problem_help import explain_all
 from app_helpers import shown
+from engine.devices import Device
+from engine.events import Started
 from engine.plan.planning import BlockInfo
+from engine.results import Step
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 
@@ -235,9 +238,9 @@ def test_the_memory_view_stacks_each_devices_memory_and_communication(qtbot, qap
                                                              "total 3 MiB"]
     # live, from a step's reports: the same figures before the summary comes
     progress = RunProgress()
-    progress.apply({"type": "started", "devices": [{"name": "cpu:0"}]})
-    progress.apply({"type": "step", "step": 0, "tensor_memory": {"cpu:0": {"params": mib}},
-                    "communication": {"cpu:0": {"all-reduce": [1, mib, 0.001]}}})
+    progress.apply(Started(t=1.0, devices=[Device("cpu:0", "cpu", 0)]))
+    progress.apply(Step(step=0, tensor_memory={"cpu:0": {"params": mib}},
+                        communication={"cpu:0": {"all-reduce": [1, mib, 0.001]}}))
     memory, communication = progress.memory_figures()
     assert memory.bars.values == [1.0] and communication.bars.values == [1.0]
     view.show_figures(memory, communication)

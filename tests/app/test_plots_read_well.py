@@ -243,7 +243,7 @@ def test_a_five_step_run_has_whole_steps_on_its_axis(panel):
     from app.state.live_data import RunProgress
     panel.begin_run(RunProgress(run_id="r", devices=["cpu:0"], steps_total=5))
     for s in range(5):
-        panel.add_step({"step": s, "throughput": 100.0 + s, "loss": 1.0})
+        panel.add_step(Step(step=s, throughput=100.0 + s, loss=1.0))
     panel.redraw(force=True)
     for plot in (panel.thr_plot, panel.loss_plot):
         axis = plot.getPlotItem().getAxis("bottom")
@@ -257,7 +257,7 @@ def test_a_new_run_starts_its_step_plots_with_a_fresh_range(panel):
     from app.state.live_data import RunProgress
     panel.begin_run(RunProgress(run_id="a", devices=["cpu:0"], steps_total=5))
     for s in range(5):
-        panel.add_step({"step": s, "throughput": 5000.0 + s, "loss": 40.0})
+        panel.add_step(Step(step=s, throughput=5000.0 + s, loss=40.0))
     panel.redraw(force=True)
     assert panel.thr_plot.getPlotItem().getViewBox().viewRange()[1][1] > 4000
     panel.begin_run(RunProgress(run_id="b", devices=["cpu:0"], steps_total=5))   # it fails before a step

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,12 +21,11 @@ def sample(t, device, util=50.0, mem=1e9):
 
 def step_event(step, t0=0.0, dt=0.1):
     base = t0 + step * dt
-    return {"v": 1, "type": "step", "t": base + dt, "step": step, "time_s": dt, "samples": 64,
-            "throughput": 640.0 + step, "loss": 2.3 - 0.1 * step,
-            "intervals": {"cpu:0": [["forward", base, base + 0.03], ["backward", base + 0.06, base + 0.08]],
-                          "cpu:1": [["transfer", base + 0.03, base + 0.032], ["forward", base + 0.032, base + 0.045],
-                                    ["backward", base + 0.045, base + 0.06], ["wait", base + 0.06, base + 0.1]]},
-            "busy": {"cpu:0": 0.5, "cpu:1": 0.3}, "batch_split": None}
+    return Step(step=step, t=base + dt, time_s=dt, samples=64, throughput=640.0 + step, loss=2.3 - 0.1 * step,
+                intervals={"cpu:0": [["forward", base, base + 0.03], ["backward", base + 0.06, base + 0.08]],
+                           "cpu:1": [["transfer", base + 0.03, base + 0.032], ["forward", base + 0.032, base + 0.045],
+                                     ["backward", base + 0.045, base + 0.06], ["wait", base + 0.06, base + 0.1]]},
+                busy={"cpu:0": 0.5, "cpu:1": 0.3})
 
 
 # -- ring buffer ------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def panel(qtbot, qapp_configured):
     for s in range(6):
         ev = step_event(s)
         p.steps.add(ev)
-        progress.busy = ev["busy"]
+        progress.busy = ev.busy
         progress.bubble_history.append(0.6)
     return p
 
@@ -178,7 +178,7 @@ def test_a_new_step_repaints_each_plot_view_once(panel, qtbot, qapp):
         for counter in counters.values():
             counter.count = 0
         event = step_event(step, dt=0.1 + 0.05 * step)  # a longer step: the timeline's range grows
-        event["throughput"] = 100.0 * step  # beyond the y range (same digits: the axis keeps its width)
+        event = dataclasses.replace(event, throughput=100.0 * step)  # beyond the y range (the axis keeps its width)
         panel.steps.add(event)
         panel.redraw(force=True)
         for _ in range(5):

@@ -49,11 +49,12 @@ def test_soak_100_runs_through_the_worker_client(qtbot, tmp_path, capsys):
     faulthandler.cancel_dump_traceback_later()   # pytest's 280 s dump is meant for ordinary tests
     from app.services.worker_client import WorkerClient
     from engine.config import ExperimentConfig
+    from engine.results import Step
 
     client = WorkerClient(db_path=str(tmp_path / "soak.sqlite3"), telemetry_hz=10.0)
     steps_seen = [0]
     client.sigEvents.connect(lambda events: steps_seen.__setitem__(
-        0, steps_seen[0] + sum(1 for e in events if e.get("type") == "step")))
+        0, steps_seen[0] + sum(1 for e in events if isinstance(e, Step))))
     me = psutil.Process()
 
     def one_run(stop_midway: bool):
