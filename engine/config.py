@@ -157,6 +157,19 @@ class ExperimentConfig:
         return cls(**values)
 
     @classmethod
+    def from_stored(cls, data: Any) -> "ExperimentConfig":
+        """A config as any version of Splitscope stored it: an option this version does not know, or a value
+        it cannot read, is left out (its default stands), so a stored run always opens."""
+        values = {}
+        for key, value in (data.items() if isinstance(data, dict) else ()):
+            if key in _FIELD_TYPES:
+                try:
+                    values[key] = _coerce(key, value)
+                except (TypeError, ValueError):
+                    pass
+        return cls(**values)
+
+    @classmethod
     def from_json(cls, text: str) -> "ExperimentConfig":
         try:
             data = json.loads(text)

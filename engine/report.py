@@ -82,7 +82,7 @@ def runs_table(runs) -> str:
         cfg = r.config
         lines.append(
             f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<11} "
-            f"{cfg.get('strategy', '?'):<15} {(cfg.get('model') or '?'):<14} {cfg.get('devices', '?'):<12} "
+            f"{cfg.strategy:<15} {cfg.model:<14} {cfg.devices:<12} "
             f"{_fmt(st * 1000 if st else None, '.1f'):>8} {_fmt(tp, '.0f'):>10}")
     return "\n".join(lines)
 

@@ -8,6 +8,7 @@ import pytest
 
 from app.state.live_data import RunProgress
 from app.state.run_rules import Activity, blocked_reason, ready_text
+from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.events import Errored, Finished, Launched, Started, Warned
 from engine.results import Bubble, RunSummary, Step
@@ -111,7 +112,7 @@ def test_a_stopped_or_failed_run_says_where_it_stopped_or_why():
 
 def test_while_a_run_goes_the_status_line_counts_steps_and_the_time_left():
     from app.state.run_status import live_title, running_text, started_text, time_left_text
-    run = RunProgress(run_id="20250101-182558-ab12", config={"strategy": "pipeline", "devices": "cpu:2"},
+    run = RunProgress(run_id="20250101-182558-ab12", config=ExperimentConfig(strategy="pipeline", devices="cpu:2"),
                       steps_total=10, label="run 182558")
     assert live_title(run) == "Live: run 182558, pipeline on cpu:2"          # the configured devices, at first
     assert running_text(run) is None and time_left_text(run) is None       # no step yet
@@ -331,7 +332,7 @@ def test_the_memory_tab_compares_the_runs_selected_side_by_side():
 
     def run(strategy: str, held: int) -> RunData:
         summary = RunSummary(devices=["cpu:0", "cpu:1"], tensor_memory=[TensorMemory(params=held * mib)] * 2)
-        return RunData(run_id=strategy, label="12:00", status="finished", config={"strategy": strategy},
+        return RunData(run_id=strategy, label="12:00", status="finished", config=ExperimentConfig(strategy=strategy),
                        summary=summary, error=None)
     memory, communication = compared_memory_figures([run("ddp", 4), run("fsdp", 2)])
     assert memory.bars.labels == ["ddp · cpu:0", "ddp · cpu:1", "fsdp · cpu:0", "fsdp · cpu:1"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.state.live_data import RunProgress
+from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.events import Launched, Started
 from engine.results import Step
@@ -16,7 +17,7 @@ STARTED = Started(t=1.0, devices=[Device("cpu:0", "cpu", 0), Device("cpu:1", "cp
 
 
 def starting_run() -> RunProgress:
-    return RunProgress(run_id="r1", config={"strategy": "pipeline", "devices": "cpu:2"}, steps_total=3,
+    return RunProgress(run_id="r1", config=ExperimentConfig(strategy="pipeline", devices="cpu:2"), steps_total=3,
                        status="starting", label="run r1")
 
 
@@ -71,17 +72,22 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
 
 def test_the_history_names_the_settings_that_tell_runs_apart():
     from app.state import run_settings
+    from engine.config import ExperimentConfig
     from engine.results import RunSummary
-    pipeline = {"strategy": "pipeline", "model": "mlp", "width": 64, "depth": 4, "devices": "cpu:2",
-                "micro_batches": None, "schedule": "1f1b", "batch_size": 64, "steps": 8, "warmup": 2, "lr": None}
-    single = dict(pipeline, strategy="single", schedule="gpipe", batch_size=None, steps=20)
+    # As the store reads them back: what an older version stored and this one cannot read takes its default.
+    pipeline = ExperimentConfig.from_stored({
+        "strategy": "pipeline", "model": "mlp", "width": 64, "depth": 4, "devices": "cpu:2", "micro_batches": None,
+        "schedule": "1f1b", "batch_size": 64, "steps": 8, "warmup": 2, "lr": None, "retired_option": 3,
+        "seed": "zero"})
+    assert pipeline.seed == 0 and pipeline.steps == 8
+    single = pipeline.replace(strategy="single", schedule="gpipe", batch_size=None, steps=20)
     assert run_settings.model_text(pipeline) == "mlp 64×4"
-    assert run_settings.model_text({"model_file": "/x/my_model.py"}) == "file: my_model.py"
+    assert run_settings.model_text(ExperimentConfig(model="custom", model_file="/x/my_model.py")) == "file: my_model.py"
     assert run_settings.schedule_text(pipeline, None) == "1f1b"
     assert run_settings.schedule_text(single, None) == "—"          # no schedule applies to one device
     assert run_settings.schedule_text(pipeline, RunSummary(schedule="gpipe")) == "gpipe"  # what ran wins
     assert run_settings.micro_batches_text(pipeline, None) == "4"    # the engine's default
-    assert run_settings.micro_batches_text(dict(pipeline, split_size=16), None) == "size 16"
+    assert run_settings.micro_batches_text(pipeline.replace(split_size=16), None) == "size 16"
     assert run_settings.micro_batches_text(single, None) == "—"
     assert run_settings.batch_text(pipeline, None) == "64"
     assert run_settings.batch_text(single, RunSummary(batch_size=128)) == "128"
@@ -89,5 +95,5 @@ def test_the_history_names_the_settings_that_tell_runs_apart():
     keys = run_settings.differing([pipeline, single])
     assert keys == ["steps"]
     assert run_settings.others_text(pipeline, keys) == "steps 8"
-    assert run_settings.differing([pipeline, dict(pipeline, lr=0.1)]) == ["lr"]
+    assert run_settings.differing([pipeline, pipeline.replace(lr=0.1)]) == ["lr"]
     assert run_settings.others_text(pipeline, ["lr", "warmup"]) == "lr default · warm-up 2"

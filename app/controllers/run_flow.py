@@ -104,10 +104,9 @@ class RunFlow(QtCore.QObject):
         ``mark``: the line's text on the telemetry plots where it starts (its label's first part if None)."""
         self.started_at = time.perf_counter()
         self.runs_begun += 1
-        values = config.to_dict()
-        progress = RunProgress(run_id=run_id, config=values, steps_total=config.steps,
+        progress = RunProgress(run_id=run_id, config=config, steps_total=config.steps,
                                micro_batches=config.effective_micro_batches,
-                               split=list(values["split"]) if values.get("split") else None,
+                               split=list(config.split) if config.split else None,
                                status="starting", label=label)
         w = self.window
         w.follow_run(progress, take_view, mark or label.split(",")[0])
@@ -135,7 +134,7 @@ class RunFlow(QtCore.QObject):
                     w.show_run_devices(event.devices or list(event.device_pids))   # the lanes, in stage order
                 case Started():
                     w.show_run_devices(progress.devices)
-                    w.show_plan(event.plan, progress.devices, event.config.get("schedule"))
+                    w.show_plan(event.plan, progress.devices, progress.config.schedule)
                     w.title_live_view(run_status.live_title(progress))
                     w.refresh_bubble()   # the worker's theoretical bubble for this run
                 case Step():

@@ -16,6 +16,7 @@ from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
 from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
+from engine.config import ExperimentConfig
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
@@ -138,7 +139,7 @@ class RunProgress:
     """What the progress bar, status line and timeline need about the current run."""
     run_id: str | None = None
     label: str | None = None      # how the plots name it: "run 182558", "schedules: run 2 of 3, gpipe"
-    config: dict = field(default_factory=dict)
+    config: ExperimentConfig = field(default_factory=ExperimentConfig)
     devices: list[str] = field(default_factory=list)
     micro_batches: int = 1
     split: list[int] | None = None
@@ -264,7 +265,7 @@ class RunData:
     run_id: str
     label: str
     status: str
-    config: dict
+    config: ExperimentConfig
     summary: RunSummary | None
     error: str | None
     steps: list[Step] = field(default_factory=list)      # every step, or every k-th of a long run
@@ -300,7 +301,7 @@ def compared_memory_figures(runs: list[RunData]) -> tuple[Figure, Figure]:
     summaries = [run.summary or RunSummary() for run in runs]
     if len(runs) == 1:
         return memory_figures(summaries[0])
-    names = run_names([run.config for run in runs], [run.label for run in runs], summaries)
+    names = run_names([run.config.to_dict() for run in runs], [run.label for run in runs], summaries)
     bars = [(f"{name} · {device}", memory, comm) for name, s in zip(names, summaries)
             for device, memory, comm in zip(s.devices, s.tensor_memory or [None] * len(s.devices),
                                             s.communication or [None] * len(s.devices))]
@@ -313,14 +314,13 @@ def _tensor_lines(by_device) -> list[str]:
     return [f"tensors {device}: {memory.text()}" for device, memory in by_device if memory is not None]
 
 
-def physical_names(config: dict) -> dict[str, str]:
+def physical_names(config: ExperimentConfig) -> dict[str, str]:
     """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
-    from engine.config import ExperimentConfig
     from engine.devices import DeviceError
     from engine.telemetry.targets import physical_name
     from engine.run.validate import run_devices
     try:
-        return {d.name: physical_name(d) for d in run_devices(ExperimentConfig.from_dict(config))}
+        return {d.name: physical_name(d) for d in run_devices(config)}
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
         return {}
 

@@ -10,7 +10,7 @@ asked) where both say.
 """
 from __future__ import annotations
 
-from engine.config import ConfigError, ExperimentConfig
+from engine.config import ExperimentConfig
 from engine.figures import run_names
 from engine.results import RunSummary
 from engine.strategies import STRATEGIES
@@ -21,51 +21,48 @@ SHOWN = frozenset({"strategy", "model", "model_file", "width", "depth", "devices
 NAMES = {"warmup": "warm-up"}
 
 
-def model_text(config: dict) -> str:
+def model_text(config: ExperimentConfig) -> str:
     """"mlp 64×4", "resnet18" or "file: my_model.py"."""
-    if config.get("model_file"):
-        return "file: " + str(config["model_file"]).rsplit("/", 1)[-1]
-    model = str(config.get("model", "?"))
-    return f"{model} {config.get('width')}×{config.get('depth')}" if model == "mlp" else model
+    if config.model_file:
+        return "file: " + config.model_file.rsplit("/", 1)[-1]
+    return f"{config.model} {config.width}×{config.depth}" if config.model == "mlp" else config.model
 
 
-def _pipelined(config: dict) -> bool:
-    strategy = STRATEGIES.get(str(config.get("strategy")))
+def _pipelined(config: ExperimentConfig) -> bool:
+    strategy = STRATEGIES.get(config.strategy)
     return bool(strategy and strategy.uses_micro_batches)
 
 
-def micro_batches_text(config: dict, summary: RunSummary | None) -> str:
+def micro_batches_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     """The micro-batches the run had (pipelined strategies), or "—"."""
     if summary is not None and summary.micro_batches:
         return str(summary.micro_batches)
     if not _pipelined(config):
         return "—"
-    if config.get("micro_batches"):
-        return str(config["micro_batches"])
-    return f"size {config['split_size']}" if config.get("split_size") else "4"
+    if config.micro_batches:
+        return str(config.micro_batches)
+    return f"size {config.split_size}" if config.split_size else "4"
 
 
-def schedule_text(config: dict, summary: RunSummary | None) -> str:
+def schedule_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     """gpipe or 1f1b for a pipelined run; "—" for the others, where no schedule applies."""
     if summary is not None and summary.schedule:
         return summary.schedule
-    return str(config.get("schedule") or "—") if _pipelined(config) else "—"
+    return config.schedule if _pipelined(config) else "—"
 
 
-def batch_text(config: dict, summary: RunSummary | None) -> str:
+def batch_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     if summary is not None and summary.batch_size:
         return str(summary.batch_size)
-    try:
-        return str(ExperimentConfig.from_dict(config).effective_batch_size)
-    except (ConfigError, TypeError, ValueError):  # a run stored by another version
-        return str(config.get("batch_size") or "—")
+    return str(config.effective_batch_size)
 
 
-def differing(configs: list[dict]) -> list[str]:
+def differing(configs: list[ExperimentConfig]) -> list[str]:
     """The settings without a column of their own whose values differ among ``configs``."""
-    return [k for k in run_names.differing(configs) if k not in SHOWN]
+    return [k for k in run_names.differing([c.to_dict() for c in configs]) if k not in SHOWN]
 
 
-def others_text(config: dict, keys: list[str]) -> str:
+def others_text(config: ExperimentConfig, keys: list[str]) -> str:
     """"steps 8 · warm-up 2": a run's values of the keys that differ (None: the default)."""
-    return " · ".join(f"{NAMES.get(k, k)} {'default' if config.get(k) is None else config.get(k)}" for k in keys)
+    values = config.to_dict()
+    return " · ".join(f"{NAMES.get(k, k)} {'default' if values[k] is None else values[k]}" for k in keys)

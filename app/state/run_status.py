@@ -21,8 +21,8 @@ def live_title(progress: RunProgress) -> str:
     """The live plots' title while a run goes: its label, strategy and devices (the configured ones until
     the ranks say which they got)."""
     label = progress.label or f"run {short_id(progress.run_id or '')}"
-    devices = ", ".join(progress.devices) if progress.devices else progress.config.get("devices")
-    return f"Live: {label}, {progress.config.get('strategy')} on {devices}"
+    devices = ", ".join(progress.devices) if progress.devices else progress.config.devices
+    return f"Live: {label}, {progress.config.strategy} on {devices}"
 
 
 def last_run_title(result: RunResult) -> str:
@@ -31,7 +31,7 @@ def last_run_title(result: RunResult) -> str:
 
 
 def started_text(progress: RunProgress) -> str:
-    return f"Running {progress.config.get('strategy')} on {', '.join(progress.devices)}{_split(progress)}"
+    return f"Running {progress.config.strategy} on {', '.join(progress.devices)}{_split(progress)}"
 
 
 FIRST_RUN_NOTE = "the first run after start takes longer"
@@ -66,8 +66,8 @@ def starting_status(progress: RunProgress, first_run: bool = False) -> str | Non
     text = starting_text(progress, first_run)
     if text is None:
         return None
-    devices = ", ".join(progress.devices) if progress.devices else progress.config.get("devices")
-    return f"{progress.config.get('strategy')} on {devices} · {text}"
+    devices = ", ".join(progress.devices) if progress.devices else progress.config.devices
+    return f"{progress.config.strategy} on {devices} · {text}"
 
 
 def running_text(progress: RunProgress) -> str | None:
@@ -77,7 +77,7 @@ def running_text(progress: RunProgress) -> str | None:
     mean = sum(progress.step_times) / len(progress.step_times) if progress.step_times else 0.0
     bubble = progress.measured_bubble()
     extra = f" · bubble {100 * bubble:.0f}%" if bubble is not None else ""
-    return (f"Running {progress.config.get('strategy')} on {', '.join(progress.devices)} · step "
+    return (f"Running {progress.config.strategy} on {', '.join(progress.devices)} · step "
             f"{progress.steps_done}/{progress.steps_total} · {mean * 1000:.1f} ms/step{extra}")
 
 

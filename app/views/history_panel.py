@@ -46,29 +46,29 @@ def _fmt(value, spec: str = ".3g") -> str:
 
 def run_label(record: RunRecord) -> str:
     started = time.strftime("%H:%M:%S", time.localtime(record.started))
-    return f"{started} {record.config.get('strategy', '?')}"
+    return f"{started} {record.config.strategy}"
 
 
 def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None,
                other_keys: list[str] | None = None) -> list[str]:
     """The run's row; ``other_keys``: the settings that differ among the runs listed (run_settings.differing)."""
     c, s = record.config, record.summary or RunSummary()
-    split = s.split if s.split is not None else c.get("split")
+    split = s.split if s.split is not None else c.split
     # The devices' names, as the plots and the summary name them ("--devices cpu:1" is one device, cpu:0),
     # also for a run that has no summary yet.
-    devices = ",".join(s.devices or physical_names(c)) or c.get("devices")
+    devices = ",".join(s.devices or physical_names(c)) or c.devices
     return [
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started)),
         record.status,
         experiment_text(record, experiment_names or {}),
         run_settings.model_text(c),
-        c.get("strategy", "?"),
+        c.strategy,
         str(devices),
         ",".join(map(str, split)) if split else "—",
         run_settings.micro_batches_text(c, record.summary),
         run_settings.schedule_text(c, record.summary),
         run_settings.batch_text(c, record.summary),
-        str(c.get("input_prep") or "—"),
+        c.input_prep,
         run_settings.others_text(c, other_keys or []),
         "—" if s.step_time_s is None
         else f"{s.step_time_s.mean * 1000:.1f} ms" + (", disturbed" if disturbed(s) else ""),

@@ -526,5 +526,5 @@ class PlotPanel(QtWidgets.QWidget):
 def run_view(run: RunData) -> RunView:
     """What a stored run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
     return RunView(summary=run.summary or RunSummary(), steps=run.steps, samples=run.samples, timeline=run.timeline,
-                   step_count=run.step_count, timeline_steps=run.timeline_steps, warmup=run.config.get("warmup"),
-                   label=run.label, config=dict(run.config))
+                   step_count=run.step_count, timeline_steps=run.timeline_steps, warmup=run.config.warmup,
+                   label=run.label, config=run.config.to_dict())

@@ -120,7 +120,8 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
                                        [r.id for r in runs]))
             continue
         try:
-            point = Point(label, ExperimentConfig.from_dict(planned.get(label, {}).get("config") or runs[0].config), x)
+            stored = planned.get(label, {}).get("config")
+            point = Point(label, ExperimentConfig.from_dict(stored) if stored else runs[0].config, x)
             points.append(reduce_point(point, measured))
         except (AttributeError, KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
             # Runs stored by another version: shown as a point that could not be read, not a broken history.

@@ -29,7 +29,7 @@ def run_view(store: Store, run_id: str) -> RunView:
     return RunView(summary=run.summary or RunSummary(), steps=store.steps(run_id, at_most=EXPORT_ROWS),
                    samples=store.samples(run_id, bucket_s=bucket), timeline=store.timeline(run_id, steps=kept),
                    step_count=store.step_count(run_id), timeline_steps=store.timeline_step_count(run_id),
-                   warmup=run.config.get("warmup"), label=run.id, config=dict(run.config),
+                   warmup=run.config.warmup, label=run.id, config=run.config.to_dict(),
                    sample_rows=rows, sample_bucket_s=bucket)
 
 

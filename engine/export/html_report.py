@@ -85,7 +85,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
     rows = [
         ("status", run.status), ("started", _when(run.started)),
         ("duration", f"{duration:.1f} s" if duration is not None else None),
-        ("strategy", s.strategy or run.config.get("strategy")), ("model", s.model or None),
+        ("strategy", s.strategy or run.config.strategy), ("model", s.model or None),
         ("devices", ", ".join(s.devices) or None), ("split", s.split),
         ("micro-batches", s.micro_batches), ("schedule", s.schedule),
         ("batch size", s.batch_size),
@@ -178,7 +178,7 @@ def page(*, title: str, meta: str, config_html: str, summary_html: str, figures:
 
 def run_page(run: RunRecord, figures: list[Figure]) -> str:
     return page(title=f"Splitscope run {run.id}", meta=f"{run.status} · started {_when(run.started)}",
-                config_html=key_value_table(sorted(run.config.items())),
+                config_html=key_value_table(sorted(run.config.to_dict().items())),
                 summary_html=key_value_table(run_summary_rows(run)), figures=figures)
 
 

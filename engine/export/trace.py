@@ -107,7 +107,7 @@ def trace_document(store: Store, run_id: str) -> dict:
         if device in pid:
             events.extend(_profiler_events(trace, pid[device], t0))
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"run_id": run_id, "strategy": run.config.get("strategy"), "clock": "seconds since the "
+            "otherData": {"run_id": run_id, "strategy": run.config.strategy, "clock": "seconds since the "
                           "run started x 1e6 (microseconds), intervals and telemetry alike"}}
 
 

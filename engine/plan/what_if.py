@@ -269,4 +269,4 @@ def predict_stored(store, run_id: str, last_steps: int = 50, multi_stage: bool =
     if record is None or record.summary is None or record.status != "finished":
         return []
     rows = store.timeline(run_id, steps=store.timeline_steps(run_id, last=last_steps))
-    return predict(record.summary, rows, int(record.config.get("warmup") or 0), multi_stage)
+    return predict(record.summary, rows, record.config.warmup, multi_stage)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, Iterable
 
+from engine.config import ExperimentConfig
 from engine.results import ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
 from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
@@ -73,7 +74,7 @@ class RunRecord:
     started: float
     ended: float | None
     status: str
-    config: dict
+    config: ExperimentConfig        # as stored; what this version cannot read takes its default
     summary: RunSummary | None
     error: str | None
     traceback: str | None
@@ -81,7 +82,7 @@ class RunRecord:
     label: str | None
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "summary": to_json(self.summary)}
+        return {**self.__dict__, "config": self.config.to_dict(), "summary": to_json(self.summary)}
 
 
 @dataclass(frozen=True)
@@ -298,9 +299,9 @@ class Store:
         # bare (its row stays as it is).
         unreadable = []
         try:
-            config = json.loads(row["config"])
+            config = ExperimentConfig.from_stored(json.loads(row["config"]))
         except ValueError as exc:
-            config, unreadable = {}, [f"its stored config cannot be read ({exc})"]
+            config, unreadable = ExperimentConfig(), [f"its stored config cannot be read ({exc})"]
         try:
             summary = from_json(RunSummary, json.loads(row["summary"])) if row["summary"] else None
         except ValueError as exc:

@@ -145,7 +145,7 @@ def test_the_tutorial_split_of_a_resnet_is_one_click_before_its_blocks_are_timed
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.split == [8]
-    assert window.history.records[0].config["input_prep"] == "in-step"
+    assert window.history.records[0].config.input_prep == "in-step"
     # Timed after all: Run waits for the blocks' times, and the split chosen by name stays.
     qtbot.mouseClick(view.profile_button, QtCore.Qt.MouseButton.LeftButton)
     assert not window.run_action.isEnabled()

@@ -17,6 +17,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app_helpers import shown
 from drawn_svg import SVG, drawn
+from engine.config import ExperimentConfig
 from engine.results import ExperimentPoint, ExperimentResult, MeanStd, RunSummary, Sample, Step
 
 MIB = 2 ** 20
@@ -54,7 +55,7 @@ def stored_run(run_id: str, label: str, micro_batches: int, devices=("cpu:0", "c
     from app.state.live_data import RunData
     times = [0.1 * k for k in range(30)] + ([45 + 0.1 * k for k in range(30)] if gap else [])
     return RunData(run_id=run_id, label=label, status="finished",
-                   config={"strategy": "pipeline", "devices": f"cpu:{len(devices)}", "micro_batches": micro_batches},
+                   config=ExperimentConfig(strategy="pipeline", devices=f"cpu:{len(devices)}", micro_batches=micro_batches),
                    summary=RunSummary(devices=list(devices), micro_batches=micro_batches,
                                       devices_busy=[0.7] * len(devices)),
                    error=None, steps=[Step(step=s, throughput=100.0 + s, loss=2.0 - 0.1 * s) for s in range(5)],

@@ -12,6 +12,7 @@ import pytest
 
 from app.state.ring_buffer import RingBuffer
 from app_helpers import shown
+from engine.config import ExperimentConfig
 from engine.results import Bubble, RunSummary, Sample, Step, from_json
 
 
@@ -94,7 +95,7 @@ def panel(qtbot, qapp_configured):
     p = PlotPanel(telemetry)
     qtbot.addWidget(p)
     p.resize(1200, 800)
-    progress = RunProgress(run_id="run-x", config={"strategy": "model-parallel"}, devices=["cpu:0", "cpu:1"],
+    progress = RunProgress(run_id="run-x", config=ExperimentConfig(strategy="model-parallel"), devices=["cpu:0", "cpu:1"],
                            steps_total=6, split=[2], theory=0.5)
     p.begin_run(progress)
     for s in range(6):
@@ -307,7 +308,7 @@ def test_history_mode_overlays_several_runs(panel):
     runs = []
     for r in range(2):
         runs.append(RunData(
-            run_id=f"run-{r}", label=f"run {r}", status="finished", config={"strategy": "pipeline"},
+            run_id=f"run-{r}", label=f"run {r}", status="finished", config=ExperimentConfig(strategy="pipeline"),
             summary=RunSummary(devices=["cpu:0", "cpu:1"], bubble=Bubble(measured=0.3, theory=0.2),
                                devices_busy=[0.7, 0.7], split=[2], micro_batches=4),
             error=None,
@@ -557,7 +558,7 @@ def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
     def stored(strategy: str, params: list[int]) -> RunData:
         summary = RunSummary(strategy=strategy, devices=["cpu:0", "cpu:1"],
                              tensor_memory=[TensorMemory(params=p * mib, grads=p * mib) for p in params])
-        return RunData(run_id=strategy, label=strategy, status="finished", config={"strategy": strategy},
+        return RunData(run_id=strategy, label=strategy, status="finished", config=ExperimentConfig(strategy=strategy),
                        summary=summary, error=None)
 
     panel.show_runs([stored("model-parallel", [1, 1])])
