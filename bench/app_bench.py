@@ -2,8 +2,8 @@
 
     python -m bench.app_bench [--json] [--skip-run]
 
-The measurements themselves are Qt code and live in app/benchmarks.py (every
-line of Qt stays in app/); see its docstring for what each one does.
+The measurements themselves drive the real window and live in
+bench/app_measurements.py; see its docstring for what each one does.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.benchmarks import GOALS, private_env, bench_idle_cpu, bench_redraw, bench_stalls  # noqa: E402
+from bench.app_measurements import GOALS, private_env, bench_idle_cpu, bench_redraw, bench_stalls  # noqa: E402
 
 
 START_UP_GOAL_S = 3.0   # Run clickable this long after launch (issue 28); the window itself far sooner

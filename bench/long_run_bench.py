@@ -62,7 +62,7 @@ def main() -> list[dict]:
         print(f"  {steps:>7,} steps: session {row['session_mb']:.1f} MB, worker {row['worker_mb']:.1f} MB, "
               f"store {row['store_mb']:.1f} MB, {row['wall_s']:.1f} s ({steps / row['wall_s']:,.0f} steps/s)",
               flush=True)
-    from app.benchmarks import GOALS, bench_history_open
+    from bench.app_measurements import GOALS, bench_history_open
     opened = bench_history_open(rows[-1]["db"], rows[-1]["run_id"])
     print(f"  the {rows[-1]['steps']:,}-step run opens in the app's history in {opened['median_ms']:.0f} ms "
           f"(median of {opened['times']}, worst {opened['max_ms']:.0f}; goal < {GOALS['history_open_ms']:.0f})",

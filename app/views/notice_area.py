@@ -92,10 +92,6 @@ class NoticeArea(QtWidgets.QScrollArea):
             self._fixes[key].set_fixes([f for p in problems for f in p.get("fixes") or []])
         self._show_all_clear()
 
-    @property
-    def fix_buttons(self) -> list[QtWidgets.QPushButton]:
-        return [b for fixes in self._fixes.values() for b in fixes.buttons]
-
     def show_warning(self, text: str | None) -> None:
         self.warning.setText(text or "")
         self.warning.setVisible(bool(text))

@@ -260,10 +260,6 @@ class SplitView(QtWidgets.QWidget):
         self.problem.setVisible(bool(problems))
         self.fixes.set_fixes([f for p in problems for f in p.get("fixes") or [] if set(f["changes"]) == {"split"}])
 
-    @property
-    def fix_buttons(self) -> list[QtWidgets.QPushButton]:
-        return self.fixes.buttons
-
     def _valid(self, split) -> bool:
         return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \
             and list(split) == sorted(set(split))

@@ -1,4 +1,4 @@
-"""The app's benchmark measurements (Qt code, so it lives in app/; bench/app_bench.py runs them).
+"""The app's benchmark measurements on the real window, offscreen (bench/app_bench.py runs them).
 
 1. Redraw: the real main window with 8 devices and one hour of 10 Hz telemetry
    history (36,000 samples per device per metric), 3,600 steps of throughput and
