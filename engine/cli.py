@@ -17,7 +17,7 @@ import threading
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.results import to_json
-from engine.run_options import add_run_options, config_from_args, split_tokens
+from engine.run_options import add_run_options, config_from_args, given_options, split_tokens
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")  # build_parser's subcommands, in its order
@@ -264,14 +264,10 @@ def _preset_names() -> dict[str, str]:
     return {name: p.description for name, p in PRESETS.items()}
 
 
-_FIELD_OF_OPTION = {"hang_timeout": "hang_timeout_s"}
-
-
 def experiment_base(args) -> ExperimentConfig:
     from engine.experiments import default_config
     from engine.run.validate import check_all
-    skip = {"command", "name", "repeats", "json", "db", "telemetry_hz"}
-    explicit = {_FIELD_OF_OPTION.get(k, k): v for k, v in vars(args).items() if k not in skip}
+    explicit = given_options(args)
     found = []
     tokens = None
     if "split" in explicit:
@@ -279,9 +275,6 @@ def experiment_base(args) -> ExperimentConfig:
             tokens = split_tokens(explicit.pop("split"))
         except ConfigError as exc:
             found.extend(exc.problems)
-    if explicit.get("model_file"):
-        explicit["model"] = "custom"
-        explicit["model_file"] = os.path.abspath(explicit["model_file"])
     if args.repeats < 1:
         found.append(Problem("repeats", f"must be at least 1, got {args.repeats}"))
     if found:

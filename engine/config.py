@@ -11,11 +11,11 @@ import json
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from engine import models, strategies
 from engine.precision import DEFAULT_LR, DTYPES, OPTIMIZERS
-from engine.problems import ConfigError, Problem  # noqa: F401 (part of this module's interface)
+from engine.problems import FLAGS, ConfigError, Problem  # noqa: F401 (part of this module's interface)
 
 # How each step gets its batch (engine.run.feed does it; named here so the config needs no torch).
 INPUT_PREP = {
@@ -31,62 +31,84 @@ TIMELINE_MODES = {
 }
 
 
+def _option(default: Any, help: str | Callable[[], str], *, flag: str | None = None, label: str | None = None,
+            choices: Callable[[], dict[str, str]] | None = None, form: bool = False, experiment: bool = True,
+            path: bool = False) -> Any:
+    """An ExperimentConfig field and how the command line and the app show it (``options()`` reads it):
+    ``help`` (text, or a function giving it from a registry), ``flag`` (default ``--`` and the name with
+    dashes), ``label`` (the form's, default the name in words), ``choices`` (name -> description, from a
+    registry), ``form`` (the app's panel shows it among its further options: the options with no control of
+    their own there), ``experiment`` (an experiment's base takes it: not the strategy, which each point sets,
+    nor the nodes, which experiments do not use), ``path`` (a file, made absolute: the ranks run in the
+    project's folder)."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "label": label, "choices": choices, "form": form, "experiment": experiment,
+        "path": path})
+
+
+def _strategies_help() -> str:
+    return "; ".join(f"{i.name}: {i.description}" for i in strategies.STRATEGIES.values())
+
+
+def _models_help() -> str:
+    return (f"one of: {', '.join(models.MODELS)}, or {models.TORCHVISION}NAME for any torchvision classification "
+            "model (`models --torchvision` lists them)")
+
+
+def _names(table: dict[str, Any]) -> Callable[[], dict[str, str]]:
+    return lambda: {name: str(getattr(text, "description", text)) for name, text in table.items()}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExperimentConfig:
-    strategy: str = "single"
-    """Name from the strategy registry (engine.strategies.STRATEGIES)."""
-    model: str = "mlp"
-    """Name from the model zoo (engine.models.MODELS), "torchvision:NAME", or "custom" with model_file."""
-    model_file: str | None = None
-    """A .py file defining build_model() and make_batch(batch_size, generator)."""
-    image_size: int | None = None
-    """torchvision models: height and width of the synthetic images; None: the size its weights expect."""
-    split_level: int = 1
-    """Any-module models: split points at the model's children (1) or one level deeper (2)."""
-    width: int = 512
-    """mlp: features of each hidden Linear."""
-    depth: int = 8
-    """mlp: number of Linear+ReLU blocks before the head."""
-    devices: str = "auto"
-    """"auto", "cpu:N" (N virtual devices), "cuda:0,cuda:1", or a mix such as "cpu,cuda:0"."""
-    split: tuple[int, ...] | None = None
-    """Index of the first block of each later stage; None: the balanced split."""
-    micro_batches: int | None = None
-    """Pipeline: micro-batches per step (the batch must divide evenly)."""
-    split_size: int | None = None
-    """Pipeline, the tutorial's way: samples per micro-batch (micro_batches = batch / split_size)."""
-    schedule: str = "gpipe"
-    """Pipeline schedule: a name from engine.strategies.schedules (gpipe, 1f1b, interleaved1f1b, ...)."""
-    stages_per_device: int | None = None
-    """Pipeline: stages each device runs (V); None: the schedule's default (1 for gpipe and 1f1b, else 2)."""
-    batch_size: int | None = None
-    """Global batch per step; None: the model's default."""
-    steps: int = 20
-    """Optimizer steps to run."""
-    warmup: int = 2
-    """Leading steps left out of the summary's timings."""
-    seed: int = 0
-    """Seeds the initial parameters and the synthetic data: every strategy sees the same batches."""
-    lr: float | None = None
-    """The optimizer's learning rate; None: the model's default for SGD, torch's default (1e-3) for AdamW."""
-    hang_timeout_s: float = 120.0
-    """A rank silent this long is declared hung and the run fails."""
-    input_prep: str = "ahead"
-    """Batches prepared before the first step ("ahead") or drawn inside each step ("in-step"): engine.run.feed."""
-    profile_steps: int = 0
-    """Measured steps each rank records with torch.profiler (engine.measure.profiling); 0: none."""
-    timeline: str = "sampled"
-    """Which steps keep their intervals in the store: "sampled" (a bounded sample) or "all"
-    (engine.record.timeline_keeper)."""
-    optimizer: str = "sgd"
-    """The optimizer every strategy builds (engine.precision.OPTIMIZERS): "sgd" or "adamw"."""
-    dtype: str = "float32"
-    """The forward's compute dtype (engine.precision.DTYPES): "float32", or "bfloat16" under torch.autocast."""
-    nodes: str | None = None
-    """Machines to run on, each with a node agent: "ADDR:PORT,ADDR:PORT" (engine.nodes); None: this machine.
-    Every node runs ``devices``; ranks go node by node in address order."""
-    token_file: str | None = None
-    """The file with the token the nodes' agents share (engine.nodes.token); None: the default location."""
+    """One run. Each field is an option declared once: its type and default here, its help, flag and where it
+    shows in ``_option`` (the command line's options, the app's form and an experiment's base follow)."""
+    strategy: str = _option("single", _strategies_help, experiment=False)
+    model: str = _option("mlp", _models_help)
+    model_file: str | None = _option(None, "a .py file with build_model() returning any nn.Module and "
+                                           "make_batch(batch_size, generator)", path=True)
+    image_size: int | None = _option(None, "torchvision models: image height and width (default: the size its "
+                                           "weights expect)")
+    split_level: int = _option(1, lambda: "any-module models: split points at " + " or ".join(
+        f"{k}, {text}" for k, text in models.SPLIT_LEVELS.items()))
+    width: int = _option(512, "mlp: features of each hidden Linear")
+    depth: int = _option(8, "mlp: Linear+ReLU blocks before the head")
+    devices: str = _option("auto", '"auto", "cpu:N" (N virtual devices, one pinned core each), "cuda:0,cuda:1", '
+                                   'or a mix such as "cpu,cuda:0"')
+    split: tuple[int, ...] | None = _option(
+        None, "first block (or submodule) of each later stage, by index or name, e.g. 5, 3,6, layer3 or "
+              "layers.2,layers.4 (for a chain of blocks, layer3 means its first block, layer3.0); "
+              "default: the balanced split")
+    micro_batches: int | None = _option(None, "pipeline: micro-batches per step (the batch must divide evenly)")
+    split_size: int | None = _option(None, "pipeline: samples per micro-batch (the tutorial's way: micro-batches "
+                                           "= batch / split size)")
+    schedule: str = _option("gpipe", "pipeline schedule", choices=lambda: dict(strategies.SCHEDULES))
+    stages_per_device: int | None = _option(None, "pipeline: stages each device runs, V (default: 1 for gpipe "
+                                                  "and 1f1b, 2 for the others; zbv and dualpipev run exactly 2, "
+                                                  "placed in a V)")
+    batch_size: int | None = _option(None, "global batch per step (default: the model's)")
+    steps: int = _option(20, "optimizer steps to run")
+    warmup: int = _option(2, "leading steps left out of the summary's timings (default: 2, fewer on a run "
+                             "of 2 steps or less)")
+    seed: int = _option(0, "seeds the initial parameters and the synthetic data: every strategy sees the same "
+                           "batches", form=True)
+    lr: float | None = _option(None, "the optimizer's learning rate (default: the model's for SGD, torch's 1e-3 "
+                                     "for AdamW)", label="learning rate", form=True)
+    hang_timeout_s: float = _option(120.0, "seconds without progress before a rank is declared hung and the "
+                                           "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
+    input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=_names(INPUT_PREP))
+    profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
+                                    "and exported with `export --format trace` (0: none)", form=True)
+    timeline: str = _option("sampled", "which steps keep their intervals in the store "
+                                       "(engine.record.timeline_keeper)", choices=_names(TIMELINE_MODES), form=True)
+    optimizer: str = _option("sgd", "the optimizer every strategy builds", choices=_names(OPTIMIZERS))
+    dtype: str = _option("float32", "the forward's compute dtype", choices=_names(DTYPES))
+    nodes: str | None = _option(None, "run over several machines, each running `main.py node`: "
+                                      "ADDR:PORT,ADDR:PORT (each node runs --devices; ranks go node by node in "
+                                      "address order)", experiment=False)
+    token_file: str | None = _option(None, "with --nodes: the file holding the token the node agents share "
+                                           "(default: SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/"
+                                           "node-token)", experiment=False, path=True)
 
     # ---- derived values -------------------------------------------------
     @property
@@ -149,7 +171,7 @@ class ExperimentConfig:
                 found.append(Problem(key, f"unknown option; known: {', '.join(known)}"))
                 continue
             try:
-                values[key] = _coerce(key, value)
+                values[key] = _coerce(_field_types(cls)[key], value)
             except (TypeError, ValueError) as exc:
                 found.append(Problem(key, str(exc)))
         if found:
@@ -162,9 +184,9 @@ class ExperimentConfig:
         it cannot read, is left out (its default stands), so a stored run always opens."""
         values = {}
         for key, value in (data.items() if isinstance(data, dict) else ()):
-            if key in _FIELD_TYPES:
+            if key in _field_types(cls):
                 try:
-                    values[key] = _coerce(key, value)
+                    values[key] = _coerce(_field_types(cls)[key], value)
                 except (TypeError, ValueError):
                     pass
         return cls(**values)
@@ -188,12 +210,56 @@ def _base_and_optional(hint) -> tuple[type, bool]:
     return typing.get_origin(base) or base, type(None) in args
 
 
-# Each option's type and whether it may be null, read from the annotations above: declared once.
-_FIELD_TYPES = {name: _base_and_optional(hint) for name, hint in typing.get_type_hints(ExperimentConfig).items()}
+_TYPES: dict[type, dict[str, tuple[type, bool]]] = {}
 
 
-def _coerce(key: str, value: Any) -> Any:
-    base, optional = _FIELD_TYPES[key]
+def _field_types(cls: type) -> dict[str, tuple[type, bool]]:
+    """Each option's type and whether it may be null, read from the annotations above: declared once."""
+    if cls not in _TYPES:
+        _TYPES[cls] = {name: _base_and_optional(hint) for name, hint in typing.get_type_hints(cls).items()}
+    return _TYPES[cls]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of ExperimentConfig as the command line (engine.run_options), the app's form
+    (app/views/experiment_panel.py) and an experiment's base (engine.experiments.presets) show it."""
+    name: str
+    type: type                          # int, float, str, or tuple (the split's block indices)
+    optional: bool                      # None allowed: the engine chooses
+    default: Any
+    help: str
+    flag: str                           # "--hang-timeout"
+    label: str                          # "hang timeout (s)": how the app's form names it
+    choices: dict[str, str] | None      # name -> description, where the value is one of some names
+    in_form: bool                       # the app's panel shows it among its further options
+    in_experiment: bool                 # an experiment's base takes it from the run options
+    path: bool                          # a file, made absolute
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def options() -> list[Option]:
+    """Every option, in declaration order, its help and choices read from the registries now."""
+    out = []
+    for f in dataclasses.fields(ExperimentConfig):
+        meta = f.metadata
+        base, optional = _field_types(ExperimentConfig)[f.name]
+        help_text, choices = meta["help"], meta["choices"]
+        out.append(Option(f.name, base, optional, f.default, help_text() if callable(help_text) else help_text,
+                          _flag(f), meta["label"] or f.name.replace("_", " "), choices() if choices else None,
+                          meta["form"], meta["experiment"], meta["path"]))
+    return out
+
+
+# A problem names its option as the command line spells it (engine.problems, below this module).
+FLAGS.update({f.name: _flag(f) for f in dataclasses.fields(ExperimentConfig)})
+
+
+def _coerce(declared: tuple[type, bool], value: Any) -> Any:
+    base, optional = declared
     if value is None:
         if optional:
             return None

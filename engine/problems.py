@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+# Each option's flag where the config declares one (engine.config fills it: it is above this module).
+FLAGS: dict[str, str] = {}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a config: the option (as the CLI spells it) and what it allows."""
@@ -15,7 +19,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        flag = self.option if self.option == "config" else "--" + self.option.replace("_", "-")
+        flag = self.option if self.option == "config" else FLAGS.get(self.option, "--" + self.option.replace("_", "-"))
         return f"{flag}: {self.message}"
 
 

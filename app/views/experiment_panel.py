@@ -18,10 +18,11 @@ from PySide6 import QtCore, QtWidgets
 from app.state.device_words import device_choices, sharing_warning
 from app.state.problem_help import in_app_words
 from app.views.devices_box import DevicesBox
+from app.views.more_options import MoreOptions
 from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
 from app.views.tips import add_described, describe
-from engine.config import INPUT_PREP, ExperimentConfig
+from engine.config import INPUT_PREP, ExperimentConfig, options
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
@@ -223,6 +224,9 @@ class ExperimentPanel(QtWidgets.QWidget):
                                       + ", to see what input preparation costs.")
         self.in_step_check.toggled.connect(self._changed)
         form.addRow("Input", self.in_step_check)
+        self.more = MoreOptions([o for o in options() if o.in_form])
+        self.more.sigChanged.connect(self._changed)
+        form.addRow(self.more)
         form.addRow(self.notices)
         self._form = form
 
@@ -450,6 +454,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             elif option == "token_file":
                 if value:
                     self.nodes_row.set_token_file(value)
+            elif option in self.more.names:
+                self.more.set_value(option, value)
 
     @property
     def _spins(self) -> dict:
@@ -497,6 +503,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             dtype=self.dtype_combo.currentData(),
             nodes=self.nodes_row.nodes(),
             token_file=self.nodes_row.token_file(),
+            **self.more.values(),
         )
 
     def show_problems(self, problems: list[dict]) -> list[str]:

@@ -16,28 +16,14 @@ DEFAULT_REPEATS = 3
 def preset_base(config: ExperimentConfig) -> ExperimentConfig:
     """The preset's defaults for this machine, overridden by every setting of the experiment panel.
 
-    All but the strategy, which every preset chooses for each point; what else a preset sets
-    itself it says (``Preset.sets``, in the menu).
+    All an experiment's base takes (engine.config.Option.in_experiment: not the strategy, which every
+    preset chooses for each point, nor the nodes); what the panel leaves to the engine (None) stays the
+    preset's. What else a preset sets itself it says (``Preset.sets``, in the menu).
     """
+    from engine.config import options
     from engine.experiments import default_config
-    explicit: dict = {"model": config.model, "devices": config.devices, "batch_size": config.batch_size,
-                      "steps": config.steps, "warmup": min(2, config.steps - 1) if config.steps > 1 else 0,
-                      "schedule": config.schedule, "input_prep": config.input_prep}
-    if config.model == "mlp":
-        explicit.update(width=config.width, depth=config.depth)
-    if config.model_file:
-        explicit["model_file"] = config.model_file
-    if config.micro_batches:
-        explicit["micro_batches"] = config.micro_batches
-    if config.split_size:
-        explicit["split_size"] = config.split_size
-    if config.image_size:
-        explicit["image_size"] = config.image_size
-    if config.split_level != 1:
-        explicit["split_level"] = config.split_level
-    if config.stages_per_device:
-        explicit["stages_per_device"] = config.stages_per_device
-    return default_config(explicit)
+    return default_config({o.name: getattr(config, o.name) for o in options()
+                           if o.in_experiment and getattr(config, o.name) is not None})
 
 
 def preset_tip(preset) -> str:

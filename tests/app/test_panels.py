@@ -196,6 +196,74 @@ def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qt
     assert "Sets itself: the strategy, and the devices" in tip and tip.endswith("the rest is the panel's.")
 
 
+def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiments_follow(qtbot, qapp_configured,
+                                                                                         monkeypatch):
+    """A throwaway option added to a copy of ExperimentConfig's declaration, and nothing else edited: the
+    command line offers it with its help and parses it into the config, the panel shows a control for it
+    (under More options) whose value lands in the config and survives the settings, and an experiment's
+    base takes it."""
+    import argparse
+    import dataclasses
+
+    import app.views.experiment_panel as panel_module
+    import engine.config as config_module
+    import engine.experiments.presets as presets
+    import engine.run_options as run_options
+    from app.views.experiment_panel import ExperimentPanel
+    from app.views.experiments_menu import preset_base
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WithClip(config_module.ExperimentConfig):
+        grad_clip: float | None = config_module._option(None, "clip each step's gradient norm at this value",
+                                                        form=True)
+    for module in (config_module, run_options, panel_module, presets):   # each module naming the class
+        monkeypatch.setattr(module, "ExperimentConfig", WithClip)
+
+    parser = argparse.ArgumentParser()
+    run_options.add_run_options(parser)
+    assert "clip each step's gradient norm" in parser.format_help()
+    config, _ = run_options.config_from_args(parser.parse_args(["--grad-clip", "0.5", "--steps", "3"]))
+    assert (type(config), config.grad_clip, config.steps, config.warmup) == (WithClip, 0.5, 3, 2)
+    experiment = argparse.ArgumentParser()
+    run_options.add_run_options(experiment, for_experiment=True)
+    assert vars(experiment.parse_args(["--grad-clip", "1"])) == {"grad_clip": 1.0, "telemetry_hz": 10.0,
+                                                                  "db": None, "json": False}
+
+    view = ExperimentPanel(cores=2)
+    qtbot.addWidget(view)
+    assert "grad_clip" in view.more.names and view.config().grad_clip is None
+    view.more.controls["grad_clip"].setText("2.5")
+    assert view.config().grad_clip == 2.5
+    settings = QtCore.QSettings(QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope, "t", "clip")
+    view.save(settings)
+    view.more.set_value("grad_clip", None)
+    view.restore(settings)
+    assert view.config().grad_clip == 2.5
+    assert preset_base(view.config()).grad_clip == 2.5
+
+
+def test_the_further_options_reach_the_config_and_an_experiment(panel):
+    """The options the panel has no row for (seed, learning rate, hang timeout, profiled steps, timeline)
+    are under More options, folded; what is set there, and the optimizer and precision, reach an
+    experiment's base as the panel's other settings do."""
+    from app.views.experiments_menu import preset_base
+    more = panel.more
+    assert more.names == ["seed", "lr", "hang_timeout_s", "profile_steps", "timeline"]
+    assert not more.body.isVisible()
+    more.toggle.click()
+    assert more.body.isVisible()
+    more.controls["seed"].setValue(7)
+    more.controls["lr"].setText("0.05")
+    more.controls["timeline"].setCurrentIndex(more.controls["timeline"].findData("all"))
+    panel.optimizer_combo.setCurrentIndex(panel.optimizer_combo.findData("adamw"))
+    config = panel.config()
+    assert (config.seed, config.lr, config.timeline, config.hang_timeout_s) == (7, 0.05, "all", 120.0)
+    base = preset_base(config)
+    assert (base.seed, base.lr, base.timeline, base.optimizer) == (7, 0.05, "all", "adamw")
+    more.controls["lr"].setText("")
+    assert panel.config().lr is None        # empty: the engine's default
+
+
 def test_the_sharded_strategies_optimizer_and_precision_are_picked_in_the_panel(panel):
     """Every strategy of the registry is in the picker with its description; the optimizer and the precision
     land in the config the panel builds, and survive the settings."""
