@@ -1,7 +1,7 @@
 """MainWindow: the experiment on the left, live plots in the middle, history and log below.
 
 The window lays out the views, makes the controllers and wires their signals. What a
-user action sets going is a controller's (app/controllers/: RunFlow, PlanFlow,
+user action sets going is a controller's (app/controllers/: RunFlow, PlanFlow, WhatIfFlow,
 ExperimentFlow, HistoryFlow, ReportExporter, CloseFlow); they change the views through
 the named methods under "what controllers may change", or a view's own methods, never
 its widgets. The menus are declared in app/actions.py. Which thread and process owns
@@ -23,11 +23,11 @@ from app.controllers.plan_flow import PlanFlow
 from app.controllers.report_export import ReportExporter
 from app.controllers.run_flow import RunFlow
 from app.controllers.store_flow import StoreFlow
+from app.controllers.what_if_flow import WhatIfFlow
 from app.help_menu import HelpMenu
 from app.services.forked_process import start_module
 from app.services.idle_telemetry import IdleTelemetry
 from app.services.ui_thread_gc import UiThreadCollector
-from app.services.what_if_client import WhatIfClient
 from app.services.window_store import open_window_store
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
@@ -91,6 +91,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.idle = IdleTelemetry(self.telemetry_hz, self)
         self.run_action, self.stop_action = actions.run_actions(self)
         self._build_ui()
+        self.what_if = WhatIfFlow(self, self.plan_view, self.center_tabs, self.store, self.db_path)
         self.runs = RunFlow(self, self.idle, self.run_box)
         self.plans = PlanFlow(self, self.split_view)
         self.experiments = ExperimentFlow(self, self.runs, self.run_box)
@@ -119,7 +120,7 @@ class MainWindow(QtWidgets.QMainWindow):
     # -- construction -----------------------------------------------------------------
     def _build_ui(self) -> None:
         self.experiment = ExperimentPanel(len(devices_mod.usable_cores()), [])
-        self.experiment.start_torchvision_list = lambda proc: start_module(
+        self.experiment.model_combo.start_torchvision_list = lambda proc: start_module(
             proc, "main", LIST_ARGS, title="torchvision's model list")
         self.split_view = SplitView()
         self.split_problem = QtWidgets.QLabel()
@@ -138,20 +139,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self._timeline_hint = self.plots.timeline.hint()   # shown when no run goes
         self.results = ExperimentResultsView()
         self.plan_view = PlanView()
-        self.start_when_ready = False   # a what-if row asked for a run: it starts once its config is checked
-        self.plan_view.sigRunPrediction.connect(self.run_prediction)
-        self.what_if_client = WhatIfClient(self.db_path, self)
-        self.what_if_client.sigPredictions.connect(self._on_predictions)
-        self.what_if_client.sigFailed.connect(
-            lambda run_id, why: self.plan_view.show_what_if_status(f"What-if failed for run {run_id}: {why}"))
-        self.what_if_runnable = False
-        self.what_if_pending: str | None = None   # a run whose what-if waits for the Plan tab to be shown
         # The live (or stored) run's plots, its schedule's plan, and an experiment's result: one in view at a time.
         self.memory_view = MemoryView()
         self._memory_drawn_at = 0.0     # the live memory view is redrawn at most every MEMORY_REDRAW_S
         self.center_tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.memory_view, "Memory"),
                                 (self.results, "Experiment result"), name="centerTabs")
-        self.center_tabs.currentChanged.connect(lambda _index: self._ask_what_if())
         self.center_tabs.currentChanged.connect(lambda _index: self._show_live_memory())
         center = column(self.error_panel, (self.center_tabs, 1), margins=(6, 8, 8, 4))
         self.history = HistoryPanel(self.store)
@@ -233,7 +225,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots.set_mode("live")
 
     def open_model_file(self) -> None:
-        self.experiment.open_model_file()
+        self.experiment.model_combo.open_model_file()
 
     def refresh_history(self) -> None:
         self.history.refresh()
@@ -270,11 +262,9 @@ class MainWindow(QtWidgets.QMainWindow):
         reason = self.run_blocked_reason()
         self.run_action.setEnabled(reason is None)
         self.plan_view.what_if.setEnabled(not activity.busy)
-        if self.start_when_ready and self.plans.state.check == plan_state.PROBLEMS:
-            self.start_when_ready = False   # the row's run cannot start: its problems show; no later surprise
-        elif self.start_when_ready and reason is None and not activity.busy:
-            self.start_when_ready = False
-            QtCore.QTimer.singleShot(0, self.start_run)   # after this update, as a click on Run would
+        problems = self.plans.state.check == plan_state.PROBLEMS
+        if self.what_if.take_start(problems, ready=reason is None and not activity.busy):
+            QtCore.QTimer.singleShot(0, self.start_run)   # a what-if row's run, as a click on Run would
         self.stop_action.setEnabled(activity.busy and not activity.stopping)
         self.experiments.menu.set_presets_enabled(not activity.busy)
         for view in (self.experiment, self.split_view):
@@ -372,43 +362,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots.timeline.set_plan(plan, devices)
 
     def show_run_in_plan_tab(self, run_id: str | None, runnable: bool) -> None:
-        """The Plan tab's measured step and what-if rows for a stored run (engine.plan.what_if, in a child: torch's
-        schedules compute the action lists); ``runnable``: the panel describes this run, so a row's Run changes
-        only what it predicts."""
-        from engine.plan.what_if import unpredictable
-        self.what_if_runnable = runnable
-        record = self.store.get_run(run_id) if run_id else None
-        plan = record.summary.plan if record is not None and record.summary is not None else None
-        rows = self.store.timeline(run_id, steps=self.store.timeline_steps(run_id, last=1)) if plan else []
-        self.plan_view.show_measured_step(plan, list(record.summary.devices) if plan else [], rows)
-        why = (unpredictable(record.summary) if record is not None and record.summary is not None
-               and record.status == "finished" else "")
-        self.what_if_client.close()   # an earlier run's answer must not land under this one
-        self.what_if_pending = run_id if why is None else None
-        if why is None:
-            self.plan_view.show_what_if_status(f"What-if: simulating every schedule from run {run_id}...")
-            self._ask_what_if()
-        else:
-            self.plan_view.show_what_if_status(f"What-if: {why}." if why else "")
-
-    def _ask_what_if(self) -> None:
-        """Start the pending what-if once the Plan tab is in view: each one is a child that imports torch,
-        not worth it for every run clicked in the history."""
-        if self.what_if_pending and self.center_tabs.currentWidget() is self.plan_view:
-            self.what_if_client.request(self.what_if_pending)
-            self.what_if_pending = None
-
-    def _on_predictions(self, run_id: str, predictions: list) -> None:
-        if run_id == self.what_if_client.run_id:
-            self.plan_view.show_predictions(predictions, self.what_if_runnable)
-
-    def run_prediction(self, schedule: str, stages_per_device: int, micro_batches: int) -> None:
-        """A what-if row's Run: the pipeline with that schedule, stages per device and micro-batches, started
-        once it is checked."""
-        self.experiment.apply_changes({"strategy": "pipeline", "schedule": schedule,
-                                       "stages_per_device": stages_per_device, "micro_batches": micro_batches})
-        self.start_when_ready = True
-        self.update_run_controls()
+        """The Plan tab's measured step and what-if rows for a stored run (WhatIfFlow)."""
+        self.what_if.show_run(run_id, runnable)
 
     def show_experiment_result(self, result: ExperimentResult) -> None:
         from engine.experiments import PRESETS
@@ -495,7 +450,7 @@ class MainWindow(QtWidgets.QMainWindow):
             print(f"splitscope: could not save the settings: {exc}", file=sys.stderr)
         self.telemetry.add(self.idle.close())
         self.plans.close()
-        self.what_if_client.close()
+        self.what_if.close()
         if self.runs.is_running():  # only after a forced close: end the worker before we go
             self.runs.worker.wait_blocking(5.0)
         if self.experiments.is_running():

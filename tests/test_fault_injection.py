@@ -104,6 +104,7 @@ def test_sigkill_of_the_app_mid_run(fresh_store):
         import sys, threading
         sys.path.insert(0, {str(ROOT)!r})
         from engine.config import ExperimentConfig
+        from engine.results import Step
         from engine.run.session import RunSession
         first = threading.Event()
         config = ExperimentConfig(strategy="ddp", devices="cpu:2", model="mlp", width=64, depth=4, batch_size=64,

@@ -10,27 +10,23 @@ model's batch size is a suggestion beside the batch box, applied with a click.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
 from app.state.device_words import device_choices, sharing_warning
 from app.state.problem_help import in_app_words
+from app.views.batch_hint import BatchHint
 from app.views.devices_box import DevicesBox
+from app.views.model_box import ModelBox
 from app.views.more_options import MoreOptions
 from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
-from app.views.tips import add_described, describe
+from app.views.tips import add_described
 from engine.config import INPUT_PREP, ExperimentConfig, options
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
-
-OPEN_FILE = "__open_model_file__"
-PICK_TORCHVISION = "__pick_torchvision_model__"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"   # the model files the README starts from
 
 
 class ExperimentPanel(QtWidgets.QWidget):
@@ -49,11 +45,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.cores = max(1, cores)
         self.gpus = list(gpus or [])
-        self.model_file: str | None = None
-        self._last_model_index = 0
         self._updating = False
-        # Starts the torchvision picker's list process; the window sets it (forked from the app's fork server).
-        self.start_torchvision_list: Callable[[QtCore.QProcess], None] | None = None
 
         form = QtWidgets.QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
@@ -64,15 +56,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.problems: dict[str, QtWidgets.QLabel] = self.notices.labels
 
         # Model
-        self.model_combo = QtWidgets.QComboBox()
-        self.model_combo.setObjectName("modelCombo")
-        for name, info in MODELS.items():
-            add_described(self.model_combo, name, name, info.description)
-        self.model_combo.insertSeparator(self.model_combo.count())
-        add_described(self.model_combo, "torchvision model…", PICK_TORCHVISION,
-                      "Any of torchvision's classification models, searchable")
-        self.model_combo.addItem("Open model file…", OPEN_FILE)
-        self.model_combo.activated.connect(self._on_model_activated)
+        self.model_combo = ModelBox()
+        self.model_combo.sigModelFileChosen.connect(self.sigModelFileChosen)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
         self.model_desc = QtWidgets.QLabel()
         self.model_desc.setObjectName("muted")
@@ -185,23 +170,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.batch_spin.setObjectName("batchSpin")
         self.batch_spin.setToolTip("Global batch per step")
         form.addRow("Batch size", self.batch_spin)
-        # The model's batch size, offered: switching models keeps the user's.
-        self.batch_hint = QtWidgets.QLabel()
-        self.batch_hint.setObjectName("muted")
-        self.batch_hint.setWordWrap(True)   # a long origin must not widen the panel past its pane
-        self.batch_use = QtWidgets.QPushButton()
-        self.batch_use.setObjectName("useSuggestedBatch")
-        self.batch_use.clicked.connect(self.use_suggested_batch)
-        retain = self.batch_use.sizePolicy()
-        retain.setRetainSizeWhenHidden(True)   # the row keeps its height with or without the button
-        self.batch_use.setSizePolicy(retain)
-        hint = QtWidgets.QHBoxLayout()
-        hint.setContentsMargins(0, 0, 0, 0)
-        hint.addWidget(self.batch_hint, 1)
-        hint.addWidget(self.batch_use)
-        self.batch_hint_row = QtWidgets.QWidget()
-        self.batch_hint_row.setLayout(hint)
-        form.addRow("", self.batch_hint_row)
+        self.batch_hint = BatchHint()
+        self.batch_hint.sigUse.connect(self.batch_spin.setValue)
+        form.addRow("", self.batch_hint)
         self.steps_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=20)
         self.steps_spin.setObjectName("stepsSpin")
         self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
@@ -288,80 +259,17 @@ class ExperimentPanel(QtWidgets.QWidget):
         """More CPU devices than cores stay allowed, with what that does to the figures said under the form."""
         self.notices.show_warning(sharing_warning(self.config(), self.cores, len(cuda_visible(self.gpus))))
 
-    def _on_model_activated(self, index: int) -> None:
-        if self.model_combo.itemData(index) == PICK_TORCHVISION:
-            self.pick_torchvision_model()
-        elif self.model_combo.itemData(index) == OPEN_FILE:
-            # The first time, the project's examples (model files to start from); then where the last one was.
-            start = str(Path(self.model_file).parent) if self.model_file else str(EXAMPLES if EXAMPLES.is_dir()
-                                                                                 else Path.home())
-            path, _ = QtWidgets.QFileDialog.getOpenFileName(
-                self, "Open model file", start, "Python model file (*.py);;All files (*)")
-            if path:
-                self.set_model_file(path)
-            else:
-                self.model_combo.setCurrentIndex(self._last_model_index)
-
-    def pick_torchvision_model(self, picker=None) -> None:
-        """Search torchvision's list (app/views/torchvision_picker.py) and use the model chosen."""
-        from app.views.torchvision_picker import TorchvisionPicker
-        own = picker is None
-        picker = picker or TorchvisionPicker(self)
-        picker.load(self.start_torchvision_list)
-        if picker.exec() == QtWidgets.QDialog.DialogCode.Accepted and picker.chosen():
-            self.set_torchvision_model(picker.chosen())
-        else:
-            self.model_combo.setCurrentIndex(self._last_model_index)
-        if own:
-            picker.deleteLater()
-
-    def set_torchvision_model(self, model: str) -> None:
-        """Use ``torchvision:NAME``: added to the model box, above its "torchvision model…" entry."""
-        idx = self.model_combo.findData(model)
-        if idx < 0:
-            idx = self.model_combo.findData(PICK_TORCHVISION)
-            self.model_combo.insertItem(idx, f"torchvision: {torchvision_name(model)}", model)
-            describe(self.model_combo, idx, f"torchvision's own {torchvision_name(model)} (get_model, no weights)")
-        self.model_combo.setCurrentIndex(idx)
-
-    def open_model_file(self) -> None:
-        """File › Open model file…: as choosing "Open model file…" in the model box."""
-        index = self.model_combo.findData(OPEN_FILE)
-        self.model_combo.setCurrentIndex(index)
-        self._on_model_activated(index)
-
-    def set_model_file(self, path: str) -> None:
-        """Use a model file: it defines build_model() and make_batch(batch_size, generator)."""
-        self.model_file = os.path.abspath(path)
-        label = f"file: {Path(path).name}"
-        idx = self.model_combo.findData(f"file:{self.model_file}")
-        if idx < 0:
-            self.model_combo.insertItem(self.model_combo.count() - 1, label, f"file:{self.model_file}")
-            idx = self.model_combo.count() - 2
-            self.model_combo.setItemData(idx, self.model_file, QtCore.Qt.ItemDataRole.ToolTipRole)
-        self.model_combo.setCurrentIndex(idx)
-        self.sigModelFileChosen.emit(self.model_file)
-
     def _on_model_changed(self, *_args) -> None:
-        data = self.model_combo.currentData()
-        if data in (OPEN_FILE, PICK_TORCHVISION):
+        if self.model_combo.choosing():
             return
-        self._last_model_index = self.model_combo.currentIndex()
-        is_file = isinstance(data, str) and data.startswith("file:")
-        if is_file:
-            self.model_file = data[5:]
-            self.model_desc.setText(f"{self.model_file}\nbuild_model() and make_batch(batch_size, generator)")
-        elif torchvision_name(data or ""):
-            self.model_desc.setText(f"torchvision's {torchvision_name(data)}, as get_model builds it (no weights): "
-                                    "10 classes of synthetic images; split at its named submodules")
-        else:
-            info = MODELS.get(data)
-            self.model_desc.setText(info.description if info else "")
+        data = self.model_combo.currentData()
+        is_file, is_torchvision = self.model_combo.is_file(), self.model_combo.is_torchvision()
+        self.model_desc.setText(self.model_combo.description())
         self._form.setRowVisible(self.shape_row, data == "mlp")
         # Any module (torchvision's, or a file's): the split level; torchvision's: the image size too.
         # Whole rows, label cell included: a hidden row takes no height from the form.
-        self._form.setRowVisible(self.level_row, is_file or bool(torchvision_name(data or "")))
-        self._form.setRowVisible(self.image_row, bool(torchvision_name(data or "")))
+        self._form.setRowVisible(self.level_row, is_file or is_torchvision)
+        self._form.setRowVisible(self.image_row, is_torchvision)
         self._changed()
 
     def _on_strategy_changed(self, *_args) -> None:
@@ -394,28 +302,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             self.per_device_spin.setValue(schedule.stages_per_device[0])
             self.per_device_spin.blockSignals(False)
 
-    # -- the model's batch size, offered ---------------------------------------------
-    def suggested_batch(self) -> int | None:
-        info = lookup(self.model_combo.currentData() or "")
-        return info.batch_size if info else None
-
     def _show_batch_hint(self) -> None:
-        info = lookup(self.model_combo.currentData() or "")
-        if info is None:  # a model file: nothing to suggest
-            self.batch_hint.setText("")
-            self.batch_use.hide()
-        elif self.batch_spin.value() == info.batch_size:
-            self.batch_hint.setText(f"the suggested batch size ({info.batch_origin})")
-            self.batch_use.hide()
-        else:
-            self.batch_hint.setText(f"suggested: {info.batch_size} ({info.batch_origin})")
-            self.batch_use.setText(f"Use {info.batch_size}")
-            self.batch_use.show()
-
-    def use_suggested_batch(self) -> None:
-        suggested = self.suggested_batch()
-        if suggested is not None:
-            self.batch_spin.setValue(suggested)
+        self.batch_hint.show_for(lookup(self.model_combo.currentData() or ""), self.batch_spin.value())
 
     # -- fixes -------------------------------------------------------------------------
     def apply_changes(self, changes: dict) -> None:
@@ -427,10 +315,10 @@ class ExperimentPanel(QtWidgets.QWidget):
                 if value in MODELS:
                     self.model_combo.setCurrentIndex(self.model_combo.findData(value))
                 elif torchvision_name(value or ""):
-                    self.set_torchvision_model(value)
+                    self.model_combo.set_torchvision_model(value)
             elif option == "model_file":
                 if value and os.path.exists(value):
-                    self.set_model_file(value)
+                    self.model_combo.set_model_file(value)
             elif option in ("width", "depth", "batch_size", "steps", "stages_per_device"):
                 if value is not None:
                     self._spins[option].setValue(int(value))
@@ -473,17 +361,15 @@ class ExperimentPanel(QtWidgets.QWidget):
         return self.strategy_combo.currentData()
 
     def config(self, split: tuple[int, ...] | None = None) -> ExperimentConfig:
-        data = self.model_combo.currentData()
-        is_file = isinstance(data, str) and data.startswith("file:")
+        is_file, is_torchvision = self.model_combo.is_file(), self.model_combo.is_torchvision()
         info = STRATEGIES.get(self.strategy)
         pipelined = bool(info and info.uses_micro_batches)
         mb_mode = self.mb_mode.currentData()
         steps = self.steps_spin.value()
-        is_torchvision = bool(torchvision_name(data or ""))
         return ExperimentConfig(
             strategy=self.strategy,
-            model="custom" if is_file else data,
-            model_file=data[5:] if is_file else None,
+            model=self.model_combo.model(),
+            model_file=self.model_combo.chosen_file(),
             width=self.width_spin.value(),
             depth=self.depth_spin.value(),
             image_size=(self.image_spin.value() or None) if is_torchvision else None,

@@ -21,6 +21,7 @@ from datetime import timedelta
 
 from engine import strategies
 from engine.parent_death import die_with_parent
+from engine.rank_env import RankEnvironment
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 from engine.run.protocol import finite
 
@@ -49,16 +50,15 @@ class EventChannel:
             self._file.write(line + "\n")
 
 
-def node_channel(path: str) -> EventChannel:
+def node_channel(env: RankEnvironment) -> EventChannel:
     """Under a node agent (torchrun passes no pipe): the events, stdout and stderr each on a connection to the
     agent's socket, each opened by a line naming the rank and the stream (engine.nodes.node_run)."""
     import socket
-    hello = {"rank": int(os.environ.get("RANK", "0")), "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-             "pid": os.getpid()}
+    hello = {"rank": env.rank, "local_rank": env.local_rank, "pid": os.getpid()}
 
     def connect(stream: str) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(path)
+        sock.connect(env.event_socket)
         sock.sendall((json.dumps(dict(hello, stream=stream)) + "\n").encode())
         return sock
     events = connect("events")
@@ -69,20 +69,20 @@ def node_channel(path: str) -> EventChannel:
     return EventChannel(events.detach())
 
 
-def node_store(timeout):
+def node_store(timeout, env: RankEnvironment):
     """The process group's store on a node: the run's keys in the c10d rendezvous store that the rendezvous
     node's torchrun hosts on its agent's address alone (engine.nodes.torchrun), rather than a store of rank
     0's own, which torch would open on every interface."""
     import torch.distributed as dist
 
     from engine.nodes.address import parse_address
-    expected, given = os.environ.get("SPLITSCOPE_NODE_RANK"), os.environ.get("GROUP_RANK")
+    expected, given = env.node_rank, env.group_rank
     if expected is not None and given is not None and expected != given:
         raise RuntimeError(f"torchrun numbered this node {given}, Splitscope expected {expected}: the nodes' ranks "
                            "follow their addresses' order (engine/nodes/address.py)")
-    address = parse_address(os.environ["SPLITSCOPE_STORE_ADDR"], default_port=None)
+    address = parse_address(env.store_addr, default_port=None)
     store = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout, wait_for_workers=False)
-    return dist.PrefixStore(os.environ["SPLITSCOPE_STORE_PREFIX"], store)
+    return dist.PrefixStore(env.store_prefix, store)
 
 
 def own_device(devices, rank: int, world: int):
@@ -98,15 +98,14 @@ def _pin(device) -> None:
 
 def main() -> int:
     _die_with_parent()
-    socket_path = os.environ.get("SPLITSCOPE_EVENT_SOCKET")
-    channel = node_channel(socket_path) if socket_path else EventChannel(int(os.environ["SPLITSCOPE_EVENT_FD"]))
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    env = RankEnvironment.read()
+    channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)
+    rank, world = env.rank, env.world_size
     try:
         from engine.config import ExperimentConfig
         from engine.devices import Device
-        config = ExperimentConfig.from_json(os.environ["SPLITSCOPE_CONFIG"])
-        devices = [Device(**d) for d in json.loads(os.environ["SPLITSCOPE_DEVICES"])]
+        config = ExperimentConfig.from_json(env.config_json)
+        devices = [Device(**d) for d in json.loads(env.devices_json)]
         own = own_device(devices, rank, world)
         _pin(own)
         import torch
@@ -120,9 +119,9 @@ def main() -> int:
         if needs_group:
             backend = "nccl" if own.kind == "cuda" else "gloo"
             timeout = timedelta(seconds=config.hang_timeout_s)
-            store_file = os.environ.get("SPLITSCOPE_STORE_FILE")
-            if os.environ.get("SPLITSCOPE_STORE_ADDR"):  # started by torchrun under a node agent
-                dist.init_process_group(backend, store=node_store(timeout), rank=rank, world_size=world,
+            store_file = env.store_file
+            if env.store_addr:  # started by torchrun under a node agent
+                dist.init_process_group(backend, store=node_store(timeout, env), rank=rank, world_size=world,
                                         timeout=timeout)
             elif store_file:
                 # Rendezvous through a file: torch's TCPStore would listen on every interface.

@@ -13,7 +13,7 @@ TRANSFORMER = str(ROOT / "examples" / "tiny_transformer.py")
 
 def test_a_model_files_submodule_tree_is_listed_and_a_named_split_runs(qtbot, window):
     panel = window.experiment
-    panel.set_model_file(TRANSFORMER)
+    panel.model_combo.set_model_file(TRANSFORMER)
     panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("model-parallel"))
     panel.devices_combo.setCurrentText("cpu:2")
     panel.batch_spin.setValue(32)
@@ -45,7 +45,7 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     picker = TorchvisionPicker(panel)
     qtbot.addWidget(picker)
     # The list as torchvision gives it, read in a child process (forked, as the window has it).
-    picker.load(panel.start_torchvision_list)
+    picker.load(panel.model_combo.start_torchvision_list)
     qtbot.waitUntil(lambda: picker.list.count() > 50, timeout=60_000)
     picker.search.setText("vit b_16")
     visible = [picker.list.item(i) for i in range(picker.list.count()) if not picker.list.item(i).isHidden()]
@@ -54,7 +54,7 @@ def test_torchvision_models_are_searched_and_chosen(qtbot, window):
     picker.search.setText("mobilenet_v3_small")
     assert picker.chosen() == "torchvision:mobilenet_v3_small"
     QtCore.QTimer.singleShot(0, picker.accept)
-    panel.pick_torchvision_model(picker)
+    panel.model_combo.pick_torchvision_model(picker)
     panel.image_spin.setValue(32)
     panel.level_combo.setCurrentIndex(panel.level_combo.findData(2))
     config = panel.config()
@@ -112,7 +112,7 @@ def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(window.run_button, QtCore.Qt.MouseButton.LeftButton)
     table = window.plan_view.what_if
-    assert table.rowCount() == 0 and window.what_if_pending   # asked for once the Plan tab shows
+    assert table.rowCount() == 0 and window.what_if.pending   # asked for once the Plan tab shows
     window.center_tabs.setCurrentWidget(window.plan_view)
     qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=60_000)
     rows = {tuple(table.item(r, c).text() for c in range(3)): r for r in range(table.rowCount())}

@@ -70,14 +70,14 @@ def test_switching_models_keeps_the_batch_size_and_offers_the_models_own(qtbot, 
     panel.batch_spin.setValue(512)
     panel.model_combo.setCurrentIndex(panel.model_combo.findData("resnet50"))
     assert panel.batch_spin.value() == 512                        # kept, not 120
-    assert panel.batch_hint.text() == "suggested: 120 (the tutorial's)"
-    assert panel.batch_use.isVisible() and panel.batch_use.text() == "Use 120"
+    assert panel.batch_hint.label.text() == "suggested: 120 (the tutorial's)"
+    assert panel.batch_hint.button.isVisible() and panel.batch_hint.button.text() == "Use 120"
     with qtbot.waitSignal(panel.sigConfigChanged):
-        qtbot.mouseClick(panel.batch_use, LEFT)
+        qtbot.mouseClick(panel.batch_hint.button, LEFT)
     assert panel.config().batch_size == 120
-    assert not panel.batch_use.isVisible() and "(the tutorial's)" in panel.batch_hint.text()
+    assert not panel.batch_hint.button.isVisible() and "(the tutorial's)" in panel.batch_hint.label.text()
     panel.model_combo.setCurrentIndex(panel.model_combo.findData("mlp"))
-    assert panel.batch_spin.value() == 120 and panel.batch_hint.text() == "suggested: 2048 (sized for CPU devices)"
+    assert panel.batch_spin.value() == 120 and panel.batch_hint.label.text() == "suggested: 2048 (sized for CPU devices)"
 
 
 # -- errors that help ---------------------------------------------------------------------------------

@@ -415,7 +415,7 @@ def test_settings_round_trip(qtbot, qapp_configured):
     a.steps_spin.setValue(11)
     a.nodes_row.set_token_file("/somewhere/token")
     a.nodes_row.set_nodes("10.0.0.2:29400,10.0.0.3:29400")  # a comma: QSettings must keep it one string
-    a.set_torchvision_model("torchvision:resnet18")
+    a.model_combo.set_torchvision_model("torchvision:resnet18")
     a.image_spin.setValue(64)
     a.schedule_combo.setCurrentIndex(a.schedule_combo.findData("zbv"))
     a.in_step_check.setChecked(True)
@@ -467,7 +467,8 @@ def test_a_new_token_file_is_written_for_the_owner_alone_and_never_over_another(
 
 def test_the_model_file_dialog_starts_in_the_examples_the_first_time(qtbot, qapp_configured, monkeypatch):
     from PySide6 import QtWidgets
-    from app.views.experiment_panel import OPEN_FILE, ExperimentPanel
+    from app.views.experiment_panel import ExperimentPanel
+    from app.views.model_box import OPEN_FILE
     asked = []
 
     def answer(_parent, _title, start, _filters):
@@ -476,9 +477,9 @@ def test_the_model_file_dialog_starts_in_the_examples_the_first_time(qtbot, qapp
     monkeypatch.setattr(QtWidgets.QFileDialog, "getOpenFileName", answer)
     panel = ExperimentPanel(cores=2)
     qtbot.addWidget(panel)
-    panel._on_model_activated(panel.model_combo.findData(OPEN_FILE))
+    panel.model_combo._on_activated(panel.model_combo.findData(OPEN_FILE))
     assert Path(asked[0]).name == "examples" and (Path(asked[0]) / "tiny_transformer.py").is_file()
-    panel._on_model_activated(panel.model_combo.findData(OPEN_FILE))
+    panel.model_combo._on_activated(panel.model_combo.findData(OPEN_FILE))
     assert asked[1] == asked[0]   # then where the last file was
 
 
