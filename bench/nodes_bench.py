@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 from engine.config import ExperimentConfig
-from engine.nodes import wire
+from engine.nodes import messages, wire
 from engine.nodes.agent import PROTOCOL
 from engine.run.session import RunSession
 from engine.store import Store
-from engine.telemetry.sample import FIELD_NAMES
+from engine.telemetry.sample import FIELD_NAMES, DeviceSample
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICES_PER_NODE = 32
@@ -101,57 +101,58 @@ class SimulatedAgent(threading.Thread):
     def run(self) -> None:
         conn, _ = self.server.accept()
         channel = wire.handshake_agent(conn, self.token)
-        channel.send({"type": "info", "protocol": PROTOCOL, "hostname": "simulated", "address": self.address,
-                      "interface": "lo", "cores": list(range(DEVICES_PER_NODE)), "gpus": 0, "torch": _torch(),
-                      "pid": 0, "time": time.perf_counter()})
+        messages.send(channel, messages.Info(
+            protocol=PROTOCOL, hostname="simulated", address=self.address, interface="lo",
+            cores=list(range(DEVICES_PER_NODE)), gpus=0, torch=_torch(), python=sys.version.split()[0], pid=0,
+            time=time.perf_counter()))
         launched = threading.Event()
         stop = threading.Event()
-        launch: dict = {}
+        launches: list[messages.Launch] = []
 
         def read():
             try:
                 while True:
-                    m = channel.receive()
-                    if m["type"] == "ping":
-                        channel.send({"type": "pong", "id": m.get("id"), "time": time.perf_counter()})
-                    elif m["type"] == "launch":
-                        launch.update(m)
-                        channel.send({"type": "launched", "pid": 0,
-                                      "rendezvous": m.get("rendezvous") or self.address})
+                    m = messages.receive(channel)
+                    if isinstance(m, messages.Ping):
+                        messages.send(channel, messages.Pong(m.id, time.perf_counter()))
+                    elif isinstance(m, messages.Launch):
+                        launches.append(m)
+                        messages.send(channel, messages.Launched(0, m.rendezvous or self.address))
                         launched.set()
-                    elif m["type"] == "stop":
+                    elif isinstance(m, messages.Stop):
                         stop.set()
-                        channel.send({"type": "ended", "remaining": []})
+                        messages.send(channel, messages.Ended([]))
             except wire.WireError:
                 stop.set()
         threading.Thread(target=read, daemon=True).start()
         launched.wait()
-        first = launch["node_rank"] * launch["nproc"]
-        ranks = range(first, first + launch["nproc"])
-        devices = [d["name"] for d in launch["devices"]]
+        launch = launches[0]
+        first = launch.node_rank * launch.nproc
+        ranks = range(first, first + launch.nproc)
+        devices = [d["name"] for d in launch.devices]
         threading.Thread(target=self._telemetry, args=(channel, [devices[r] for r in ranks], stop),
                          daemon=True).start()
         for r in ranks:
-            channel.send({"type": "rank_hello", "rank": r, "local_rank": r - first, "pid": 0})
-            channel.send({"type": "rank_event", "rank": r, "event": {"type": "ready", "time": time.perf_counter(),
-                                                                     "pid": 0, "split": None}})
+            messages.send(channel, messages.RankHello(r, r - first, 0))
+            messages.send(channel, messages.RankEvent(r, {"type": "ready", "time": time.perf_counter(), "pid": 0,
+                                                          "split": None}))
         for step in range(self.steps):
             if stop.is_set():
                 return
             start = time.perf_counter()
             for r in ranks:
-                channel.send({"type": "rank_event", "rank": r, "event": {
+                messages.send(channel, messages.RankEvent(r, {
                     "type": "rank_step", "time": start + 0.001, "step": step, "start": start, "end": start + 0.001,
                     "intervals": {devices[r]: [["forward", start, start + 0.0004],
                                                ["backward", start + 0.0004, start + 0.001]]},
-                    "loss_part": 1.0 / len(devices), "samples": 8, "batch_split": None}})
+                    "loss_part": 1.0 / len(devices), "samples": 8, "batch_split": None}))
                 self.sent_events += 1
         self.stepping = False
         for r in ranks:
-            channel.send({"type": "rank_event", "rank": r, "event": {"type": "done", "time": time.perf_counter(),
-                                                                     "param_sq": 1.0, "change_sq": 0.5}})
-            channel.send({"type": "rank_closed", "rank": r})
-        channel.send({"type": "torchrun_exit", "code": 0, "failures": {}, "error": None, "output": []})
+            messages.send(channel, messages.RankEvent(r, {"type": "done", "time": time.perf_counter(),
+                                                          "param_sq": 1.0, "change_sq": 0.5}))
+            messages.send(channel, messages.RankClosed(r))
+        messages.send(channel, messages.TorchrunExit(0))
         stop.wait(60)
 
     def _telemetry(self, channel, devices: list[str], stop: threading.Event) -> None:
@@ -159,10 +160,10 @@ class SimulatedAgent(threading.Thread):
         deadline = time.perf_counter()
         while not stop.is_set():
             t = time.perf_counter()
-            rows = [[t, name, 50.0, None, 1 << 30, 1 << 34, None, None, None, None, None] for name in devices]
-            assert len(rows[0]) == len(FIELD_NAMES)
+            rows = [[getattr(DeviceSample(t=t, device=name, util=50.0, mem_used=1 << 30, mem_total=1 << 34), f)
+                     for f in FIELD_NAMES] for name in devices]
             try:
-                channel.send({"type": "samples", "rows": rows})
+                messages.send(channel, messages.Samples(rows))
             except wire.WireError:
                 return
             self.sent_samples += len(rows)

@@ -2,6 +2,7 @@
 and their order, the token file, the devices of a run over nodes, and what --nodes refuses before launching."""
 from __future__ import annotations
 
+import json
 import socket
 import threading
 
@@ -9,7 +10,7 @@ import pytest
 
 from engine.config import ExperimentConfig, problems
 from engine.devices import DeviceError
-from engine.nodes import wire
+from engine.nodes import messages, wire
 from engine.nodes.address import AddressError, allowed, parse_address, parse_networks, parse_nodes
 from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
 from engine.nodes.cluster import cluster_devices, node_devices
@@ -123,15 +124,43 @@ def test_a_token_file_must_be_private_and_long_enough(tmp_path):
         read_token(tmp_path / "missing")
 
 
+def node_info(gpus: int, cores: list[int]) -> messages.Info:
+    return messages.Info(protocol=1, hostname="h", address="10.0.0.1:1", interface="eth0", cores=cores, gpus=gpus,
+                         torch="2.14.1", python="3.11", pid=1, time=0.0)
+
+
+def test_node_messages_are_typed_and_a_garbled_one_is_refused():
+    """What the coordinator and an agent say after the handshake: each message its dataclass, round-tripped
+    through the JSON the wire carries; a known type with a field missing or of another type is refused
+    naming it, an unknown type (a newer peer's) is ignored."""
+    launch = messages.Launch(run_id="r", config={"devices": "cpu:2"}, devices=[{"name": "node0/cpu:0"}],
+                             node_rank=1, nnodes=2, nproc=1, model_file=messages.ModelFile("m.py", "x = 1"),
+                             telemetry_hz=10, silence_s=5.0)
+    for message in (launch, messages.Ping(3), messages.Stop(), node_info(0, [0, 1]), messages.Ended([12]),
+                    messages.TorchrunExit(1, failures={"0": 1}, error="boom", output=["a"], stopping=False),
+                    messages.RankEvent(0, {"type": "done", "time": 1.0})):
+        assert messages.decode(json.loads(json.dumps(messages.encode(message)))) == message
+    assert isinstance(messages.decode({"type": "launch", **messages.encode(launch)}).telemetry_hz, float)
+    assert messages.decode({"type": "from_the_future", "x": 1}) is None
+    with pytest.raises(messages.MessageError, match="a pong message without time"):
+        messages.decode({"type": "pong", "id": 1})
+    with pytest.raises(messages.MessageError, match="rank_hello's pid is not int"):
+        messages.decode({"type": "rank_hello", "rank": 0, "local_rank": 0, "pid": "12"})
+    with pytest.raises(messages.MessageError, match="launch's model_file message without text"):
+        messages.decode(dict(messages.encode(launch), model_file={"name": "m.py"}))
+    with pytest.raises(messages.MessageError, match="info's cores is not int"):
+        messages.decode(dict(messages.encode(node_info(0, [0])), cores=[0, "1"]))
+
+
 def test_every_node_runs_the_devices_named_by_node():
     nodes = parse_nodes("10.0.0.1:1,10.0.0.2:1")
-    devices = cluster_devices("cpu:2", nodes, [{"gpus": 0, "cores": [4, 5]}, {"gpus": 0, "cores": [0, 1]}])
+    devices = cluster_devices("cpu:2", nodes, [node_info(0, [4, 5]), node_info(0, [0, 1])])
     assert [d.name for d in devices] == ["node0/cpu:0", "node0/cpu:1", "node1/cpu:0", "node1/cpu:1"]
     assert [(d.node, d.index, d.core) for d in devices] == [("node0", 0, 4), ("node0", 1, 5), ("node1", 0, 0),
                                                              ("node1", 1, 1)]
     assert devices[2].local_name == "cpu:0" and devices[2].to_dict()["node"] == "node1"
     with pytest.raises(DeviceError, match="node1: 'cuda:1' does not exist"):
-        node_devices("node1", "cuda:0,cuda:1", {"gpus": 1, "cores": [0]})
+        node_devices("node1", "cuda:0,cuda:1", node_info(1, [0]))
 
 
 def test_nodes_options_are_checked_before_anything_launches(tmp_path):

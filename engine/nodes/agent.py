@@ -14,6 +14,7 @@ run's every process, and waits for the next coordinator.
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import os
@@ -26,7 +27,7 @@ from datetime import datetime
 from importlib import metadata
 
 from engine.cores import usable_cores
-from engine.nodes import wire
+from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.node_run import NodeRun, bind_rendezvous
 
@@ -40,16 +41,16 @@ def log(message: str) -> None:
     print(f"{datetime.now():%H:%M:%S} {message}", file=sys.stderr, flush=True)
 
 
-def node_info(host: str, interface: str) -> dict:
+def node_info(host: str, interface: str) -> messages.Info:
     """What a coordinator needs to know of this node before it launches: its devices and its versions."""
     from engine.devices import gpu_count
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch_version = None
-    return {"type": "info", "protocol": PROTOCOL, "hostname": socket.gethostname(), "address": host,
-            "interface": interface, "cores": usable_cores(), "gpus": gpu_count(), "torch": torch_version,
-            "python": sys.version.split()[0], "pid": os.getpid(), "time": time.perf_counter()}
+    return messages.Info(protocol=PROTOCOL, hostname=socket.gethostname(), address=host, interface=interface,
+                         cores=usable_cores(), gpus=gpu_count(), torch=torch_version, python=sys.version.split()[0],
+                         pid=os.getpid(), time=time.perf_counter())
 
 
 class NodeAgent:
@@ -125,7 +126,7 @@ class NodeAgent:
             if not self._busy.acquire(blocking=False):
                 log(f"refused {peer}: busy with another coordinator")
                 try:
-                    channel.send({"type": "busy", "message": "the agent is serving another coordinator"})
+                    messages.send(channel, messages.Busy("the agent is serving another coordinator"))
                 except wire.WireError:
                     pass
                 channel.close()
@@ -164,12 +165,12 @@ class CoordinatorSession:
         self._pongs: queue.Queue = queue.Queue(maxsize=64)
 
     def run(self) -> None:
-        self.channel.send(node_info(self.agent.listen.host, self.agent.interface))
+        messages.send(self.channel, node_info(self.agent.listen.host, self.agent.interface))
         threading.Thread(target=self._watch, name="node-coordinator-watch", daemon=True).start()
         threading.Thread(target=self._answer_pings, name="node-pong", daemon=True).start()
         try:
             while True:
-                message = self.channel.receive()
+                message = messages.receive(self.channel)
                 self.last_heard = time.monotonic()
                 if not self._handle(message):
                     break
@@ -179,19 +180,19 @@ class CoordinatorSession:
             self._ended.set()
             self._end_run("the coordinator is gone")
 
-    def _handle(self, message: dict) -> bool:
-        kind = message["type"]
-        if kind == "ping":
-            try:
-                self._pongs.put_nowait((message.get("id"), time.perf_counter()))
-            except queue.Full:
-                pass  # the connection is backed up: the coordinator sees us by what we send anyway
-        elif kind == "launch":
-            self._launch(message)
-        elif kind == "stop":
-            self._end_run("the coordinator stopped the run")
-        elif kind == "bye":
-            return False
+    def _handle(self, message: messages.Message | None) -> bool:
+        match message:
+            case messages.Ping():
+                try:
+                    self._pongs.put_nowait((message.id, time.perf_counter()))
+                except queue.Full:
+                    pass  # the connection is backed up: the coordinator sees us by what we send anyway
+            case messages.Launch():
+                self._launch(message)
+            case messages.Stop():
+                self._end_run("the coordinator stopped the run")
+            case messages.Bye():
+                return False
         return True
 
     def _answer_pings(self) -> None:
@@ -201,25 +202,26 @@ class CoordinatorSession:
             except queue.Empty:
                 continue
             try:
-                self.channel.send({"type": "pong", "id": ping, "time": at})
+                messages.send(self.channel, messages.Pong(ping, at))
             except wire.WireError:
                 return
 
-    def _launch(self, message: dict) -> None:
+    def _launch(self, message: messages.Launch) -> None:
         if self.node_run is not None:
-            self.channel.send({"type": "error", "message": "a run is already going on this node"})
+            messages.send(self.channel, messages.Failed("a run is already going on this node"))
             return
         rendezvous = None
         try:
             self._check_devices(message)  # a DeviceError is a ValueError
-            if message.get("rendezvous") is None:  # this node hosts the rendezvous store
+            if message.rendezvous is None:  # this node hosts the rendezvous store
                 rendezvous = bind_rendezvous(self.agent.listen.host)
                 port = rendezvous.getsockname()[1]
                 host = self.agent.listen.host
-                message["rendezvous"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            self.silence_s = float(message.get("silence_s") or IDLE_SILENCE_S)
+                message = dataclasses.replace(message, rendezvous=f"[{host}]:{port}" if ":" in host
+                                              else f"{host}:{port}")
+            self.silence_s = message.silence_s or IDLE_SILENCE_S
             self.node_run = NodeRun(message, host=self.agent.listen.host, interface=self.agent.interface,
-                                    send=self.channel.send, rendezvous=rendezvous)
+                                    send=lambda m: messages.send(self.channel, m), rendezvous=rendezvous)
             pid = self.node_run.start()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if self.node_run is not None:
@@ -227,31 +229,29 @@ class CoordinatorSession:
                 self.node_run = None
             elif rendezvous is not None:
                 rendezvous.close()
-            self.channel.send({"type": "error", "message": f"could not start the run: {exc}"})
+            messages.send(self.channel, messages.Failed(f"could not start the run: {exc}"))
             return
-        log(f"run {message['run_id']}: torchrun (pid {pid}) started {message['nproc']} rank(s) as node "
-            f"{message['node_rank']} of {message['nnodes']}")
-        self.channel.send({"type": "launched", "pid": pid, "rendezvous": message["rendezvous"]})
+        log(f"run {message.run_id}: torchrun (pid {pid}) started {message.nproc} rank(s) as node "
+            f"{message.node_rank} of {message.nnodes}")
+        messages.send(self.channel, messages.Launched(pid, message.rendezvous))
 
-    @staticmethod
-    def _check_devices(message: dict) -> None:
+    def _check_devices(self, message: messages.Launch) -> None:
         """DeviceError when this node lacks the devices the run asks of it (the coordinator checked them against
         our info; checked again here, as the coordinator parsed them)."""
-        from engine.devices import gpu_count
         from engine.nodes.cluster import node_devices
-        node_devices(node_label(message["node_rank"]), message["config"]["devices"],
-                     {"gpus": gpu_count(), "cores": usable_cores()})
+        node_devices(node_label(message.node_rank), message.config["devices"],
+                     node_info(self.agent.listen.host, self.agent.interface))
 
     def _end_run(self, why: str) -> None:
         """End the run (if any) and say so: a stop is answered with ``ended`` whether or not a run was going."""
         run, self.node_run = self.node_run, None
         remaining = run.stop() if run is not None else []
         if run is not None:
-            log(f"run {run.launch['run_id']} ended: {why}" +
+            log(f"run {run.launch.run_id} ended: {why}" +
                 (f"; ranks still alive: {remaining}" if remaining else ""))
         if not self._ended.is_set():
             try:
-                self.channel.send({"type": "ended", "remaining": remaining})
+                messages.send(self.channel, messages.Ended(remaining))
             except wire.WireError:
                 pass
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from engine.devices import Device, DeviceError, parse
 from engine.nodes.address import AddressError, NodeAddress, node_label, parse_nodes
+from engine.nodes.messages import Info
 from engine.problems import Problem
 
 # Validation's stand-in for a node it has not asked yet: any GPU index and core exists
@@ -28,10 +29,10 @@ def device_spec_problem(spec: str) -> str | None:
             f"devices); got {spec!r}")
 
 
-def node_devices(label: str, spec: str, info: dict | None = None) -> list[Device]:
+def node_devices(label: str, spec: str, info: Info | None = None) -> list[Device]:
     """One node's devices, by its agent's ``info`` (GPUs, cores) or, before asking it, by the spec alone."""
-    gpus = info["gpus"] if info else _ANY_GPUS
-    cores = info["cores"] if info else _ANY_CORES
+    gpus = info.gpus if info else _ANY_GPUS
+    cores = info.cores if info else _ANY_CORES
     try:
         local = parse(spec, 0, gpus=gpus, cores=cores)
     except DeviceError as exc:
@@ -39,7 +40,7 @@ def node_devices(label: str, spec: str, info: dict | None = None) -> list[Device
     return [Device(f"{label}/{d.name}", d.kind, d.index, d.core if info else None, node=label) for d in local]
 
 
-def cluster_devices(spec: str, nodes: list[NodeAddress], infos: list[dict] | None = None) -> list[Device]:
+def cluster_devices(spec: str, nodes: list[NodeAddress], infos: list[Info] | None = None) -> list[Device]:
     """Every node's devices, node by node in rank order."""
     devices: list[Device] = []
     for k, _ in enumerate(nodes):

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.nodes import wire
+from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, node_label, parse_nodes
 from engine.nodes.agent import PING_EVERY_S, PROTOCOL
 from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
@@ -51,14 +51,14 @@ class NodeLink:
     index: int
     address: NodeAddress
     channel: wire.Channel
-    info: dict
+    info: messages.Info
     clock: ClockOffset
     ranks: list[int] = field(default_factory=list)
     last_heard: float = field(default_factory=time.monotonic)
     ended: threading.Event = field(default_factory=threading.Event)
     lost: bool = False
     launch_reply: threading.Event = field(default_factory=threading.Event)
-    reply: dict | None = None  # the agent's answer to the launch: launched or error
+    reply: messages.Launched | messages.Failed | None = None  # the agent's answer to the launch
     delivering: bool = False   # handing what it sent to a worker loop that is behind: busy, not silent
     first_clock: ClockOffset | None = None
     trips: deque = field(default_factory=lambda: deque(maxlen=CLOCK_TRIPS))
@@ -67,11 +67,11 @@ class NodeLink:
     def __post_init__(self):
         self.first_clock = self.clock
 
-    def answered(self, pong: dict) -> None:
+    def answered(self, pong: messages.Pong) -> None:
         """A pong during the run: the offset follows the clocks' drift (the quickest recent round trip)."""
-        t0 = self.sent.pop(pong.get("id"), None)
+        t0 = self.sent.pop(pong.id, None)
         if t0 is not None:
-            self.trips.append((t0, float(pong["time"]), time.perf_counter()))
+            self.trips.append((t0, pong.time, time.perf_counter()))
             self.clock = estimate(list(self.trips))
 
     @property
@@ -88,9 +88,19 @@ class NodeLink:
         """What the run keeps of the node (RunSummary.nodes): the offset measured before the run, and how far
         it drifted by the end."""
         first = self.first_clock or self.clock
-        return NodeSummary(label=self.label, address=str(self.address), hostname=self.info.get("hostname"),
+        return NodeSummary(label=self.label, address=str(self.address), hostname=self.info.hostname,
                            ranks=list(self.ranks), clock_offset_s=first.offset_s, clock_rtt_s=first.rtt_s,
                            clock_drift_s=self.clock.offset_s - first.offset_s)
+
+
+def _first_word(channel: wire.Channel, label: str) -> messages.Message | None:
+    """The agent's first message: its info, or that it is busy. An agent of another protocol version is named
+    by its version before its fields are read (they may be others)."""
+    data = channel.receive()
+    if data["type"] == "info" and data.get("protocol") != PROTOCOL:
+        raise NodeError(f"{label}: the agent speaks protocol {data.get('protocol')!r}, this coordinator "
+                        f"{PROTOCOL}: run the same Splitscope on every machine")
+    return messages.decode(data)
 
 
 def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
@@ -104,19 +114,20 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
     try:
         channel = wire.handshake_coordinator(sock, token)
         sock.settimeout(CONNECT_TIMEOUT_S)
-        info = channel.receive()
-        if info["type"] == "busy":
-            raise NodeError(f"{label}: {info.get('message')}")
-        if info["type"] != "info" or info.get("protocol") != PROTOCOL:
-            raise NodeError(f"{label}: the agent speaks protocol {info.get('protocol')!r}, this coordinator "
-                            f"{PROTOCOL}: run the same Splitscope on every machine")
+        info = _first_word(channel, label)
+        if isinstance(info, messages.Busy):
+            raise NodeError(f"{label}: {info.message}")
+        if not isinstance(info, messages.Info):
+            raise NodeError(f"{label}: the agent began with {type(info).__name__}, not its info")
         trips = []
         for k in range(PINGS):
             t0 = time.perf_counter()
-            channel.send({"type": "ping", "id": k})
-            pong = channel.receive()
+            messages.send(channel, messages.Ping(k))
+            pong = messages.receive(channel)
             t1 = time.perf_counter()
-            trips.append((t0, float(pong["time"]), t1))
+            if not isinstance(pong, messages.Pong):
+                raise NodeError(f"{label}: answered a ping with {type(pong).__name__}")
+            trips.append((t0, pong.time, t1))
         sock.settimeout(None)
     except (wire.WireError, OSError, KeyError, ValueError) as exc:
         sock.close()
@@ -135,7 +146,7 @@ def version_problem(links: list[NodeLink]) -> str | None:
         ours = metadata.version("torch")
     except metadata.PackageNotFoundError:
         ours = None
-    differ = [f"{link.label} has torch {link.info.get('torch')}" for link in links if link.info.get("torch") != ours]
+    differ = [f"{link.label} has torch {link.info.torch}" for link in links if link.info.torch != ours]
     return f"torch differs between machines (here {ours}; {', '.join(differ)})" if differ else None
 
 
@@ -180,7 +191,7 @@ def preflight(config) -> list[Problem]:
 def say_bye(link: NodeLink) -> None:
     """End the connection and wait for the agent to close it: then it is free for the next coordinator."""
     try:
-        link.channel.send({"type": "bye"})
+        messages.send(link.channel, messages.Bye())
         link.channel.sock.settimeout(CONNECT_TIMEOUT_S)
         while True:
             link.channel.receive()
@@ -245,33 +256,32 @@ class NodeRanks:
         rendezvous = None
         for link in self.links:
             reply = self._launch_one(link, rendezvous)
-            rendezvous = rendezvous or reply["rendezvous"]
+            rendezvous = rendezvous or reply.rendezvous
 
-    def _launch_one(self, link: NodeLink, rendezvous: str | None) -> dict:
+    def _launch_one(self, link: NodeLink, rendezvous: str | None) -> messages.Launched:
         config = self.config.replace(token_file=None, nodes=None).to_dict()
         model = None
         if self.config.model_file:  # the one file that travels, because the user named it
             with open(self.config.model_file, encoding="utf-8") as f:
-                model = {"name": os.path.basename(self.config.model_file), "text": f.read()}
+                model = messages.ModelFile(os.path.basename(self.config.model_file), f.read())
         try:
-            link.channel.send({
-                "type": "launch", "run_id": self.run_id, "config": config, "model_file": model,
-                "devices": [d.to_dict() for d in self.devices], "node_rank": link.index, "nnodes": len(self.links),
-                "nproc": self.nproc, "rendezvous": rendezvous, "telemetry_hz": self.telemetry_hz,
-                "silence_s": silence_limit(self.config.hang_timeout_s)})
+            messages.send(link.channel, messages.Launch(
+                run_id=self.run_id, config=config, model_file=model, devices=[d.to_dict() for d in self.devices],
+                node_rank=link.index, nnodes=len(self.links), nproc=self.nproc, rendezvous=rendezvous,
+                telemetry_hz=self.telemetry_hz, silence_s=silence_limit(self.config.hang_timeout_s)))
         except wire.WireError as exc:
             raise NodeError(f"{link.describe()}: {exc}") from None
         if not link.launch_reply.wait(CONNECT_TIMEOUT_S * 3) or link.reply is None:
             raise NodeError(f"{link.describe()}: no answer to the launch")
-        if link.reply["type"] == "error":
-            raise NodeError(f"{link.describe()}: {link.reply.get('message')}")
+        if isinstance(link.reply, messages.Failed):
+            raise NodeError(f"{link.describe()}: {link.reply.message}")
         return link.reply
 
     # ---- what the agents send ----------------------------------------------------------------------------
     def _read(self, link: NodeLink) -> None:
         try:
             while True:
-                message = link.channel.receive()
+                message = messages.receive(link.channel)
                 link.last_heard = time.monotonic()
                 self._on_message(link, message)
         except Exception as exc:  # noqa: BLE001 (a node we cannot read, for whatever reason, is a node lost)
@@ -288,44 +298,45 @@ class NodeRanks:
             link.delivering = False
             link.last_heard = time.monotonic()
 
-    def _on_message(self, link: NodeLink, m: dict) -> None:
-        kind = m["type"]
-        if kind in ("launched", "error") and not link.launch_reply.is_set():
+    def _on_message(self, link: NodeLink, m: messages.Message | None) -> None:
+        if isinstance(m, (messages.Launched, messages.Failed)) and not link.launch_reply.is_set():
             link.reply = m
             link.launch_reply.set()
-        elif kind == "pong":
-            link.answered(m)
-        elif kind == "ended":
-            link.ended.set()
-        elif kind == "error":
-            self._deliver(link, "node_error", link, m.get("message"))
-        elif kind == "rank_hello":
-            self.processes[m["rank"]].pid = m["pid"]
-        elif kind == "rank_event":
-            self._deliver(link, "event", m["rank"], shift_rank_event(m["event"], link.clock))
-        elif kind == "rank_profile_chunk":
-            self._profiles.setdefault(m["rank"], []).append(base64.b64decode(m["data"]))
-        elif kind == "rank_profile":
-            event = self._profile_here(m["rank"], m["event"])
-            self._deliver(link, "event", m["rank"], shift_rank_event(event, link.clock))
-        elif kind == "rank_output":
-            self._deliver(link, m["stream"], m["rank"], m["line"])
-        elif kind == "rank_closed":
-            self._deliver(link, "eof", m["rank"], None)
-        elif kind == "samples":
-            self._deliver(link, "samples", link, [[link.clock.to_coordinator(row[0]), *row[1:]] for row in m["rows"]])
-        elif kind == "warning":
-            self._deliver(link, "warning", link, f"{link.label}: {m.get('message')}")
-        elif kind == "torchrun_exit":
-            self._torchrun_ended(link, m)
+            return
+        match m:
+            case messages.Pong():
+                link.answered(m)
+            case messages.Ended():
+                link.ended.set()
+            case messages.Failed():
+                self._deliver(link, "node_error", link, m.message)
+            case messages.RankHello():
+                self.processes[m.rank].pid = m.pid
+            case messages.RankEvent():
+                self._deliver(link, "event", m.rank, shift_rank_event(m.event, link.clock))
+            case messages.RankProfileChunk():
+                self._profiles.setdefault(m.rank, []).append(base64.b64decode(m.data))
+            case messages.RankProfile():
+                event = self._profile_here(m.rank, m.event)
+                self._deliver(link, "event", m.rank, shift_rank_event(event, link.clock))
+            case messages.RankOutput():
+                self._deliver(link, m.stream, m.rank, m.line)
+            case messages.RankClosed():
+                self._deliver(link, "eof", m.rank, None)
+            case messages.Samples():
+                self._deliver(link, "samples", link, [[link.clock.to_coordinator(row[0]), *row[1:]] for row in m.rows])
+            case messages.Warned():
+                self._deliver(link, "warning", link, f"{link.label}: {m.message}")
+            case messages.TorchrunExit():
+                self._torchrun_ended(link, m)
 
-    def _torchrun_ended(self, link: NodeLink, m: dict) -> None:
-        failures = {int(rank): int(code) for rank, code in (m.get("failures") or {}).items()}
+    def _torchrun_ended(self, link: NodeLink, m: messages.TorchrunExit) -> None:
+        failures = {int(rank): int(code) for rank, code in m.failures.items()}
         for rank in link.ranks:  # torchrun names the ranks that failed; the others ended with it
-            self.processes[rank].exited(failures.get(rank, 0 if m["code"] == 0 else 1))
-        if m["code"] != 0 and not failures and not m.get("stopping"):
-            tail = "\n".join(m.get("output") or [])
-            self._deliver(link, "node_error", link, f"torchrun failed: {m.get('error')}" + (f"\n{tail}" if tail else ""))
+            self.processes[rank].exited(failures.get(rank, 0 if m.code == 0 else 1))
+        if m.code != 0 and not failures and not m.stopping:
+            tail = "\n".join(m.output)
+            self._deliver(link, "node_error", link, f"torchrun failed: {m.error}" + (f"\n{tail}" if tail else ""))
 
     def _profile_here(self, rank: int, event: dict) -> dict:
         """A rank's profiler trace, from its chunks into a file where this machine's session picks it up (and
@@ -363,7 +374,7 @@ class NodeRanks:
                     continue
                 try:
                     link.sent[k] = time.perf_counter()
-                    link.channel.send({"type": "ping", "id": k})
+                    messages.send(link.channel, messages.Ping(k))
                 except wire.WireError:
                     pass  # the reader says how the connection ended
                 silent = time.monotonic() - link.last_heard
@@ -380,7 +391,7 @@ class NodeRanks:
         for link in self.links:
             if not link.lost:
                 try:
-                    link.channel.send({"type": "stop"})
+                    messages.send(link.channel, messages.Stop())
                 except wire.WireError:
                     pass
         deadline = time.monotonic() + STOP_WAIT_S

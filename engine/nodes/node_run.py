@@ -30,6 +30,7 @@ from typing import Callable
 import psutil
 
 from engine.devices import Device
+from engine.nodes import messages
 from engine.rank_env import ROOT, rank_base_environment
 
 KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
@@ -52,16 +53,16 @@ def bind_rendezvous(host: str) -> socket.socket:
 class NodeRun:
     """Start with ``start()``; ``stop()`` ends every process of it and removes its folder (idempotent)."""
 
-    def __init__(self, launch: dict, *, host: str, interface: str, send: Callable[[dict], None],
+    def __init__(self, launch: messages.Launch, *, host: str, interface: str, send: Callable[[messages.Message], None],
                  rendezvous: socket.socket | None = None):
         self.launch = launch
         self.host = host
         self.interface = interface
         self.send = send
         self.rendezvous = rendezvous
-        self.devices = [Device(**d) for d in launch["devices"]]
-        first = launch["node_rank"] * launch["nproc"]
-        self.local_devices = self.devices[first:first + launch["nproc"]]
+        self.devices = [Device(**d) for d in launch.devices]
+        first = launch.node_rank * launch.nproc
+        self.local_devices = self.devices[first:first + launch.nproc]
         self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
         self.socket_path = os.path.join(self.dir, "ranks.sock")
         self.proc: subprocess.Popen | None = None
@@ -82,25 +83,26 @@ class NodeRun:
         self._server.listen(64)
         threading.Thread(target=self._accept, name="node-ranks-accept", daemon=True).start()
         self._start_telemetry()
-        config = dict(self.launch["config"], model_file=None)  # no path of this machine's is taken from afar
-        model = self.launch.get("model_file")
+        launch = self.launch
+        config = dict(launch.config, model_file=None)  # no path of this machine's is taken from afar
+        model = launch.model_file
         if model is not None:  # only when the user named one (the coordinator sends nothing else)
-            path = os.path.join(self.dir, os.path.basename(model["name"]) or "model.py")
+            path = os.path.join(self.dir, os.path.basename(model.name) or "model.py")
             with open(path, "w", encoding="utf-8") as f:
-                f.write(model["text"])
+                f.write(model.text)
             config["model_file"] = path
         env = rank_base_environment(os.environ, config_json=json.dumps(config, sort_keys=True),
-                                    devices_json=json.dumps(self.launch["devices"]), interface=self.interface)
-        env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=self.launch["rendezvous"],
-                   SPLITSCOPE_STORE_PREFIX=f"splitscope/{self.launch['run_id']}",
-                   SPLITSCOPE_NODE_RANK=str(self.launch["node_rank"]), SPLITSCOPE_AGENT_PID=str(os.getpid()),
+                                    devices_json=json.dumps(launch.devices), interface=self.interface)
+        env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=launch.rendezvous,
+                   SPLITSCOPE_STORE_PREFIX=f"splitscope/{launch.run_id}",
+                   SPLITSCOPE_NODE_RANK=str(launch.node_rank), SPLITSCOPE_AGENT_PID=str(os.getpid()),
                    # No second store: torch's would listen on every interface (engine.nodes.torchrun).
                    TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
         status_read, status_write = os.pipe()
         store_fd = self.rendezvous.fileno() if self.rendezvous is not None else -1
-        args = ["--nnodes", str(self.launch["nnodes"]), "--nproc-per-node", str(self.launch["nproc"]),
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", self.launch["rendezvous"],
-                "--rdzv-id", self.launch["run_id"],
+        args = ["--nnodes", str(launch.nnodes), "--nproc-per-node", str(launch.nproc),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", launch.rendezvous,
+                "--rdzv-id", launch.run_id,
                 # Nobody hosts by guessing from hostnames: the store is engine.nodes.torchrun's.
                 "--rdzv-conf", f"is_host=0,join_timeout={RENDEZVOUS_JOIN_S}",
                 "--local-addr", self.host, "--max-restarts", "0", "--monitor-interval", "0.1",
@@ -120,16 +122,16 @@ class NodeRun:
         return self.proc.pid
 
     def _start_telemetry(self) -> None:
-        hz = self.launch.get("telemetry_hz") or 0
+        hz = self.launch.telemetry_hz
         if not hz:
             return
         from engine.telemetry import TelemetrySampler, targets_for
         from engine.telemetry.sample import FIELD_NAMES
 
         def publish(samples):
-            self._send({"type": "samples", "rows": [[getattr(s, f) for f in FIELD_NAMES] for s in samples]})
+            self._send(messages.Samples([[getattr(s, f) for f in FIELD_NAMES] for s in samples]))
         self._sampler = TelemetrySampler(targets_for(self.local_devices), rate_hz=hz, on_samples=publish,
-                                         on_warning=lambda m: self._send({"type": "warning", "message": m}))
+                                         on_warning=lambda m: self._send(messages.Warned(m)))
         self._sampler.start()
 
     # ---- torchrun ----------------------------------------------------------------------------------
@@ -151,8 +153,8 @@ class NodeRun:
             report = {"error": f"torchrun exited with status {code} without a word"}
         with self._lock:
             output = list(self.output_tail)
-        self._send({"type": "torchrun_exit", "code": code, "failures": report.get("failures") or {},
-                    "error": report.get("error"), "output": output, "stopping": self._stopping.is_set()})
+        self._send(messages.TorchrunExit(code, failures=report.get("failures") or {}, error=report.get("error"),
+                                         output=output, stopping=self._stopping.is_set()))
 
     # ---- the ranks' streams ------------------------------------------------------------------------
     def _accept(self) -> None:
@@ -178,27 +180,27 @@ class NodeRun:
                 local = int(hello.get("local_rank", 0))
                 if self._sampler is not None and local < len(self.local_devices):
                     self._sampler.set_pid(self.local_devices[local].name, int(hello["pid"]))
-                self._send({"type": "rank_hello", "rank": rank, "local_rank": local, "pid": int(hello["pid"])})
+                self._send(messages.RankHello(rank, local, int(hello["pid"])))
             for raw in lines:
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 if stream == "events":
                     self._relay_event(rank, line)
                 elif line:
-                    self._send({"type": "rank_output", "rank": rank, "stream": stream, "line": line})
+                    self._send(messages.RankOutput(rank, stream, line))
             if stream == "events":
-                self._send({"type": "rank_closed", "rank": rank})
+                self._send(messages.RankClosed(rank))
 
     def _relay_event(self, rank: int, line: str) -> None:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
-            self._send({"type": "rank_output", "rank": rank, "stream": "garbled", "line": line[:200]})
+            self._send(messages.RankOutput(rank, "garbled", line[:200]))
             return
         if event.get("type") == "profile":
             self._send_file(rank, event)
-            self._send({"type": "rank_profile", "rank": rank, "event": event})
+            self._send(messages.RankProfile(rank, event))
             return
-        self._send({"type": "rank_event", "rank": rank, "event": event})
+        self._send(messages.RankEvent(rank, event))
 
     def _send_file(self, rank: int, event: dict) -> None:
         """A rank's profiler trace, in chunks, to the coordinator's store (removed here)."""
@@ -207,15 +209,14 @@ class NodeRun:
             if os.path.getsize(path) <= MAX_PROFILE_BYTES:
                 with open(path, "rb") as f:
                     while chunk := f.read(PROFILE_CHUNK):
-                        self._send({"type": "rank_profile_chunk", "rank": rank,
-                                    "data": base64.b64encode(chunk).decode()})
+                        self._send(messages.RankProfileChunk(rank, base64.b64encode(chunk).decode()))
         except OSError:
             pass  # the coordinator gets the event without the trace, and says it could not store it
         finally:
             if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
                 os.remove(path)
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: messages.Message) -> None:
         try:
             self.send(message)
         except ConnectionError:

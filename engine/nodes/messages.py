@@ -1,0 +1,248 @@
+"""What a coordinator and a node's agent say to each other after the handshake, typed (docs/nodes.md).
+
+Each message is a dataclass, tagged by ``type`` on the wire (one MAC'd JSON line each,
+engine/nodes/wire.py). ``encode`` makes the JSON object, ``decode`` reads one back and
+checks every field's type against its annotation: a message of a known type with a field
+missing or of another type is garbled (MessageError), one of a type this end does not know
+is None (a newer peer's: ignored). The handshake's own lines (challenge, auth, welcome,
+refused) are wire.py's, before any key exists.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class MessageError(ValueError):
+    """A message of a known type that no Splitscope end sends: a field missing or of another type."""
+
+
+# ---- the coordinator to an agent ------------------------------------------------------------
+@dataclass(frozen=True)
+class Ping:
+    id: int
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """The one file that travels, because the user named it: its name and its text."""
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Start this node's ranks under torchrun: ``nproc`` of them as node ``node_rank`` of ``nnodes``."""
+    run_id: str
+    config: dict                       # ExperimentConfig.to_dict(), without nodes and token file
+    devices: list[dict]                # every device of the run (Device.to_dict()), in rank order
+    node_rank: int
+    nnodes: int
+    nproc: int
+    rendezvous: str | None = None      # the rendezvous store's address; None: this node hosts it
+    model_file: ModelFile | None = None
+    telemetry_hz: float = 0.0
+    silence_s: float | None = None     # the coordinator silent this long is gone: the agent ends the run
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class Bye:
+    pass
+
+
+# ---- an agent to the coordinator -----------------------------------------------------------
+@dataclass(frozen=True)
+class Info:
+    """The node, before anything is launched: its devices and its versions."""
+    protocol: int
+    hostname: str
+    address: str
+    interface: str
+    cores: list[int]
+    gpus: int
+    torch: str | None
+    python: str
+    pid: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Busy:
+    message: str
+
+
+@dataclass(frozen=True)
+class Pong:
+    id: int | None
+    time: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The launch could not be done, or went wrong on the node."""
+    message: str
+
+
+@dataclass(frozen=True)
+class Launched:
+    pid: int
+    rendezvous: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run ended on the node; ``remaining``: rank pids still alive after the kill (none, normally)."""
+    remaining: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Samples:
+    rows: list[list]                  # DeviceSample's fields in order, ``t`` on the node's clock
+
+
+@dataclass(frozen=True)
+class Warned:
+    message: str
+
+
+@dataclass(frozen=True)
+class TorchrunExit:
+    code: int
+    failures: dict = field(default_factory=dict)    # rank -> exit code, as torchrun reports them
+    error: str | None = None
+    output: list[str] = field(default_factory=list)
+    stopping: bool = False                           # the run was being stopped
+
+
+@dataclass(frozen=True)
+class RankHello:
+    rank: int
+    local_rank: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class RankOutput:
+    rank: int
+    stream: str                        # stdout, stderr, or garbled (an events line that was not JSON)
+    line: str
+
+
+@dataclass(frozen=True)
+class RankClosed:
+    rank: int
+
+
+@dataclass(frozen=True)
+class RankEvent:
+    """A rank's event (engine.record.rank_events), as it wrote it, its times on the node's clock."""
+    rank: int
+    event: dict
+
+
+@dataclass(frozen=True)
+class RankProfile:
+    """A rank's profiler event, after the chunks of its trace file."""
+    rank: int
+    event: dict
+
+
+@dataclass(frozen=True)
+class RankProfileChunk:
+    rank: int
+    data: str                          # base64
+
+
+Message = (Ping | Launch | Stop | Bye | Info | Busy | Pong | Failed | Launched | Ended | Samples | Warned
+           | TorchrunExit | RankHello | RankOutput | RankClosed | RankEvent | RankProfile | RankProfileChunk)
+_TYPES: dict[str, type] = {
+    "ping": Ping, "launch": Launch, "stop": Stop, "bye": Bye, "info": Info, "busy": Busy, "pong": Pong,
+    "error": Failed, "launched": Launched, "ended": Ended, "samples": Samples, "warning": Warned,
+    "torchrun_exit": TorchrunExit, "rank_hello": RankHello, "rank_output": RankOutput, "rank_closed": RankClosed,
+    "rank_event": RankEvent, "rank_profile": RankProfile, "rank_profile_chunk": RankProfileChunk}
+_NAMES = {kind: name for name, kind in _TYPES.items()}
+
+
+def encode(message: Message) -> dict:
+    return {"type": _NAMES[type(message)], **dataclasses.asdict(message)}
+
+
+def decode(data: dict) -> Message | None:
+    """The message ``data`` is, None for a type this end does not know, MessageError for one garbled."""
+    name = data.get("type")
+    kind = _TYPES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        return None
+    return _build(kind, data, name)
+
+
+def _build(kind: type, data: dict, name: str):
+    values = {}
+    hints = _hints(kind)
+    for f in dataclasses.fields(kind):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise MessageError(f"a {name} message without {f.name}")
+            continue
+        values[f.name] = _checked(hints[f.name], data[f.name], f"{name}'s {f.name}")
+    return kind(**values)
+
+
+def _checked(hint, value, what: str):
+    """``value`` as ``hint`` declares it (a nested message built), or MessageError naming ``what``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _checked(inner, value, what)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise MessageError(f"{what} is not an object")
+        return _build(hint, value, what)
+    ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
+          list: lambda v: isinstance(v, list), dict: lambda v: isinstance(v, dict)}[origin or hint]
+    if not ok(value):
+        raise MessageError(f"{what} is not {getattr(hint, '__name__', hint)}")
+    if origin is list and args and args[0] in (int, str):
+        for item in value:
+            _checked(args[0], item, what)
+    return float(value) if hint is float else value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(kind: type) -> dict[str, Any]:
+    if kind not in _HINTS:
+        _HINTS[kind] = typing.get_type_hints(kind)
+    return _HINTS[kind]
+
+
+# Every field's annotation is one _checked reads: a field added with another type fails here, on both ends.
+for _kind in _TYPES.values():
+    for _hint in _hints(_kind).values():
+        _args = [a for a in typing.get_args(_hint) if a is not type(None)] or [_hint]
+        assert all(dataclasses.is_dataclass(a) or (typing.get_origin(a) or a) in (int, float, str, bool, list, dict)
+                   for a in _args), (_kind, _hint)
+
+
+def send(channel, message: Message) -> None:
+    """``message`` on a handshaken channel (wire.Channel.send); WireError when the connection is gone."""
+    channel.send(encode(message))
+
+
+def receive(channel) -> Message | None:
+    """The next message (None: a type this end does not know); WireError when the connection ends,
+    MessageError when it is garbled."""
+    return decode(channel.receive())
