@@ -94,7 +94,7 @@ def run_app(argv: list[str], t_start: float) -> int:
     if quit_after:
         def quit_now():
             report["torch_imported_at_quit"] = "torch" in sys.modules
-            window.quit_without_asking()  # the last window closing ends the loop
+            window.closing.quit_without_asking()  # the last window closing ends the loop
         QtCore.QTimer.singleShot(int(quit_after), quit_now)
     app.aboutToQuit.connect(window.shutdown)
     rc = app.exec()

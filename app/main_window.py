@@ -293,9 +293,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.split_problem.setText(split_text)
         self.split_problem.setVisible(bool(split_text))
 
-    def on_run_events(self, events: list) -> None:
-        self.runs.on_events(events)
-
     def follow_run(self, progress: RunProgress, take_view: bool, mark: str) -> None:
         """The live plots follow ``progress``'s run from its first event; ``take_view``: they come to the front;
         ``mark``: the text of the line where it starts on the telemetry plots."""
@@ -426,13 +423,6 @@ class MainWindow(QtWidgets.QMainWindow):
             event.accept()
         else:
             event.ignore()
-
-    def quit_without_asking(self) -> None:
-        """Close now; a run in progress is stopped first (timers and scripts use this, not users)."""
-        if self.is_busy():
-            self.closing.stop_then_close()
-        else:
-            self.close()
 
     @property
     def closed(self) -> bool:

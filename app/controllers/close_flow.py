@@ -37,6 +37,13 @@ class CloseFlow(QtCore.QObject):
             w.set_status(f"Stopping {what}, then closing…")
         return False
 
+    def quit_without_asking(self) -> None:
+        """Close now; a run in progress is stopped first (timers and scripts use this, not users)."""
+        if self.window.is_busy():
+            self.stop_then_close()
+        else:
+            self.window.close()
+
     def stop_then_close(self) -> None:
         self.requested = True
         self.window.stop_run()

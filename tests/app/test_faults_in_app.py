@@ -14,7 +14,7 @@ RUN_TIMEOUT_MS = 60_000
 
 def test_worker_killed_mid_run_shows_the_cause_and_the_next_run_completes(qtbot, window):
     # A garbled protocol line reaches the app as a warning event: it lands in the Log, nothing breaks.
-    window.on_run_events(list(protocol.read_events(["{oops"])))
+    window.runs.on_events(list(protocol.read_events(["{oops"])))
     assert "garbled protocol line ignored" in window.log_view.toPlainText()
 
     set_small_mlp(window, strategy="model-parallel", steps=100_000)
