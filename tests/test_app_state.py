@@ -3,9 +3,11 @@ status line's texts and the planner's state."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
+from app.state import planner_answers
 from app.state.live_data import RunProgress
 from app.state.run_rules import Activity, blocked_reason, ready_text
 from engine.config import ExperimentConfig
@@ -144,9 +146,11 @@ def small_config(**overrides):
                                         batch_size=64, steps=6), **overrides))
 
 
-BLOCKS = {"blocks": [{"name": f"layer{i}", "params": 10, "cost_s": c, "out_bytes": 4}
-                     for i, c in enumerate([1.0, 1.0, 1.0, 3.0])],
-          "costs_by_kind": {"cpu": [1.0, 1.0, 1.0, 3.0]}, "error": None}
+# The planner's answer as its line reads back (app/state/planner_answers.py).
+BLOCKS = planner_answers.decode(json.dumps({
+    "kind": "blocks", "id": 1, "blocks": [{"name": f"layer{i}", "params": 10, "cost_s": c, "out_bytes": 4}
+                                         for i, c in enumerate([1.0, 1.0, 1.0, 3.0])],
+    "costs_by_kind": {"cpu": [1.0, 1.0, 1.0, 3.0]}, "error": None}))
 
 
 def test_the_planner_is_asked_to_profile_a_model_once_and_checks_every_change():
@@ -190,7 +194,7 @@ def test_a_failed_profile_says_why_in_the_split_view_and_is_asked_again():
     from app.state.plan_state import PlanState, profile_key
     state = PlanState()
     state.select(profile_key(small_config()))
-    assert state.profiled({"blocks": None, "error": "RuntimeError: no memory"}) is None
+    assert state.profiled(planner_answers.Profiled(2, error="RuntimeError: no memory")) is None
     assert state.split_text() == "Could not profile the blocks: RuntimeError: no memory"
     assert state.needs_profile       # the next change tries again
     state.select(profile_key(small_config(width=128)))
@@ -199,13 +203,13 @@ def test_a_failed_profile_says_why_in_the_split_view_and_is_asked_again():
 
 def test_the_balanced_split_costs_each_stage_on_its_own_kind_of_device():
     from app.state.plan_state import BlockProfile
-    profile = BlockProfile.from_answer(dict(BLOCKS, costs_by_kind={"cpu": [1.0, 1.0, 1.0, 3.0],
+    profile = BlockProfile.from_answer(dataclasses.replace(BLOCKS, costs_by_kind={"cpu": [1.0, 1.0, 1.0, 3.0],
                                                                    "cuda": [0.1, 0.1, 0.1, 0.3]}))
     assert profile.balanced(["cpu", "cpu"], 2) == [3]      # 3 | 3: the last block alone
     assert profile.balanced(["cpu", "cuda"], 2) == [1]     # the GPU takes all it can
     assert profile.balanced(["cpu"], 2) == [3]             # kinds not settled: the first kind for every stage
     assert profile.balanced(["cpu"] * 5, 5) is None        # more stages than blocks
-    assert BlockProfile.from_answer({"blocks": [], "error": "no blocks"}) is None
+    assert BlockProfile.from_answer(planner_answers.Profiled(4, blocks=[], error="no blocks")) is None
 
 
 def test_before_a_run_the_bubble_box_previews_the_theory_of_the_configured_split():
@@ -251,7 +255,7 @@ def test_a_run_without_a_split_or_whose_profile_failed_does_not_wait_for_blocks(
     state.select(profile_key(staged))
     state.ask(staged, [], stages=2, planner_up=True)
     state.checked([])
-    state.profiled({"blocks": None, "error": "MemoryError"})
+    state.profiled(planner_answers.Profiled(3, error="MemoryError"))
     assert state.check == OK                             # the engine balances the split itself
 
 

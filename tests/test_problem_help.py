@@ -5,6 +5,7 @@ import pytest
 
 from app.state.problem_help import Fix, explain, explain_all, in_app_words, split_fixes
 from engine.config import ExperimentConfig
+from engine.problems import Problem
 from no_qt import run_without_qt
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
@@ -16,7 +17,7 @@ def config(**overrides) -> ExperimentConfig:
 
 
 def test_single_on_two_devices_is_said_in_the_apps_words_and_offers_one_device():
-    problem = {"option": "devices", "message": "single uses exactly one device, got 2 (cpu:0, cpu:1)"}
+    problem = Problem("devices", "single uses exactly one device, got 2 (cpu:0, cpu:1)")
     help = explain(problem, config(strategy="single"))
     assert help.text == "Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1)."
     assert help.fixes == (Fix("Use 1 device", {"devices": "cpu:1"}),)
@@ -28,7 +29,7 @@ def test_single_on_two_devices_is_said_in_the_apps_words_and_offers_one_device()
 
 
 def test_a_second_split_point_on_two_devices_offers_to_keep_either():
-    problem = {"option": "split", "message": "2 split point(s) make 3 stages, but there are 2 devices"}
+    problem = Problem("split", "2 split point(s) make 3 stages, but there are 2 devices")
     help = explain(problem, config(split=(2, 3)))
     assert help.text == ("2 split points make 3 stages, but Devices is set to 2 CPU devices (cpu:0, cpu:1), one "
                          "per stage: keep 1 split point.")
@@ -49,7 +50,7 @@ def test_split_fixes_fit_the_split_to_the_stages(split, stages, balanced, expect
 
 
 def test_micro_batches_that_do_not_divide_the_batch_offer_the_nearest_that_do():
-    problem = {"option": "micro_batches", "message": "must divide the batch size 64; 5 does not"}
+    problem = Problem("micro_batches", "must divide the batch size 64; 5 does not")
     help = explain(problem, config(strategy="pipeline", micro_batches=5))
     assert help.text == "Micro-batches: 5 does not divide the batch size 64."
     assert help.fixes == (Fix("Use 4 micro-batches", {"micro_batches": 4}),
@@ -57,20 +58,20 @@ def test_micro_batches_that_do_not_divide_the_batch_offer_the_nearest_that_do():
 
 
 def test_1f1b_with_too_few_micro_batches_offers_enough_or_gpipe():
-    problem = {"option": "micro_batches", "message": "the 1f1b schedule needs at least as many micro-batches as "
-                                                     "stages (2), got 1"}
+    problem = Problem("micro_batches", "the 1f1b schedule needs at least as many micro-batches as "
+                                                     "stages (2), got 1")
     help = explain(problem, config(strategy="pipeline", schedule="1f1b", micro_batches=1))
     assert [f.label for f in help.fixes] == ["Use 2 micro-batches", "Use gpipe"]
     assert help.fixes[1].changes == {"schedule": "gpipe"}
 
 
 def test_a_staged_run_on_one_device_offers_two():
-    problem = {"option": "devices", "message": "model-parallel needs at least 2 devices (one per stage), got 1"}
+    problem = Problem("devices", "model-parallel needs at least 2 devices (one per stage), got 1")
     help = explain(problem, config(devices="cpu:1"))
     assert help.text.startswith("Model-parallel puts each stage on a device of its own")
     assert help.text.endswith("Devices is set to 1 CPU device (cpu:0).")
     assert help.fixes == (Fix("Use 2 devices", {"devices": "cpu:2"}),)
-    more = explain({"option": "devices", "message": "8 stages but the model has only 5 blocks"},
+    more = explain(Problem("devices", "8 stages but the model has only 5 blocks"),
                    config(devices="cpu:8"), n_blocks=5)
     assert more.fixes == (Fix("Use 5 devices", {"devices": "cpu:5"}),)
 
@@ -80,7 +81,7 @@ def test_problems_without_words_of_their_own_name_the_controls_not_the_flags():
         "Micro-batches: give either Micro-batches or Split size, not both"
     assert in_app_words("config", "validation failed: boom") == "validation failed: boom"
     # explain_all keeps what the views and the Run rules read, and adds the words and fixes.
-    (shown,) = explain_all([{"option": "steps", "message": "must be from 1 to 10000000, got 0"}], config())
+    (shown,) = explain_all([Problem("steps", "must be from 1 to 10000000, got 0")], config())
     assert shown == {"option": "steps", "message": "must be from 1 to 10000000, got 0",
                      "text": "Steps: must be from 1 to 10000000, got 0", "fixes": []}
 

@@ -16,9 +16,11 @@ from PySide6 import QtCore
 from app.services.planner_client import PlannerClient
 from app.state import plan_state, problem_help
 from app.state.plan_state import BlockProfile, PlanState
+from app.state.planner_answers import Checked, Profiled
 from engine import config as config_mod
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
+from engine.problems import Problem
 from engine.models import MODELS
 from engine.strategies import STRATEGIES
 from engine.strategies.staged import stage_devices
@@ -74,7 +76,7 @@ class PlanFlow(QtCore.QObject):
 
     def request_check(self) -> None:
         config = self.window.current_config()
-        quick = self._explained([{"option": p.option, "message": p.message} for p in config_mod.problems(config)],
+        quick = self._explained(config_mod.problems(config),
                                 config)
         request = self.state.ask(config, quick, self.split_view.stages, self.planner.started)
         self._show_problems()
@@ -132,7 +134,7 @@ class PlanFlow(QtCore.QObject):
         finally:
             view.blockSignals(False)
 
-    def _explained(self, problems: list[dict], config: ExperimentConfig) -> list[dict]:
+    def _explained(self, problems: list[Problem], config: ExperimentConfig) -> list[dict]:
         """``problems`` in the app's words, with their fixes (app/state/problem_help.py)."""
         view = self.split_view
         return problem_help.explain_all(problems, config, gpus=len(cuda_visible(self.gpus)),
@@ -145,12 +147,12 @@ class PlanFlow(QtCore.QObject):
         self.split_view.show_problems(self.state.split_problems())
 
     # -- the planner answers --------------------------------------------------------------------
-    def _on_checked(self, _request_id: int, answer: dict) -> None:
-        self.state.checked(self._explained(list(answer.get("problems") or []), self.window.current_config()))
-        if not self.split_view.blocks and answer.get("block_names"):  # a check with problems has none
-            self.split_view.set_names(list(answer["block_names"]))
+    def _on_checked(self, _request_id: int, answer: Checked) -> None:
+        self.state.checked(self._explained(answer.problems, self.window.current_config()))
+        if not self.split_view.blocks and answer.block_names:  # a check with problems has none
+            self.split_view.set_names(list(answer.block_names))
         self._show_problems()
-        for warning in answer.get("warnings") or []:
+        for warning in answer.warnings:
             self.window.log(f"warning: {warning}", level="warning")
         self.window.update_run_controls()
         self.sigChecked.emit(self.state.problems)
@@ -160,7 +162,7 @@ class PlanFlow(QtCore.QObject):
         if not self.split_view.blocks:
             self.split_view.show_waiting(self.state.split_text(fraction))
 
-    def _on_profiled(self, _request_id: int, answer: dict) -> None:
+    def _on_profiled(self, _request_id: int, answer: Profiled) -> None:
         profile = self.state.profiled(answer)
         if profile is None:
             self.split_view.show_waiting(self.state.split_text())   # the names and a split chosen by them stay

@@ -12,6 +12,7 @@ import json
 from PySide6 import QtCore
 
 from app.services.forked_process import start_module
+from app.state import planner_answers
 
 
 _early: list["PlannerClient"] = []   # a planner started before the window was built (start_early)
@@ -19,8 +20,8 @@ _early: list["PlannerClient"] = []   # a planner started before the window was b
 
 class PlannerClient(QtCore.QObject):
     sigReady = QtCore.Signal()
-    sigChecked = QtCore.Signal(int, dict)     # request id, {"problems", "warnings", "stages", ...}
-    sigProfiled = QtCore.Signal(int, dict)    # request id, {"blocks", "costs_by_kind", "error"}
+    sigChecked = QtCore.Signal(int, object)   # request id, app.state.planner_answers.Checked
+    sigProfiled = QtCore.Signal(int, object)  # request id, app.state.planner_answers.Profiled
     sigProfiling = QtCore.Signal(int, float)  # request id, the share of its profile done
     sigCrashed = QtCore.Signal(str)
 
@@ -124,20 +125,18 @@ class PlannerClient(QtCore.QObject):
         self._buffer += bytes(self._proc.readAllStandardOutput().data())
         *lines, self._buffer = self._buffer.split(b"\n")
         for raw in lines:
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                continue
-            kind = msg.get("kind")
-            if kind == "ready":
+            answer = planner_answers.decode(raw)
+            if isinstance(answer, planner_answers.Ready):
                 self.ready = True
                 self.sigReady.emit()
-            elif kind == "check" and msg.get("id") == self.latest_id:
-                self.sigChecked.emit(msg["id"], msg)
-            elif kind == "blocks" and msg.get("id") == self.latest_id:
-                self.sigProfiled.emit(msg["id"], msg)
-            elif kind == "profiling" and msg.get("id") == self.latest_id:
-                self.sigProfiling.emit(msg["id"], float(msg.get("fraction") or 0.0))
+            elif getattr(answer, "id", None) != self.latest_id:
+                continue   # none, or an answer to a request since replaced
+            elif isinstance(answer, planner_answers.Checked):
+                self.sigChecked.emit(answer.id, answer)
+            elif isinstance(answer, planner_answers.Profiled):
+                self.sigProfiled.emit(answer.id, answer)
+            elif isinstance(answer, planner_answers.Profiling):
+                self.sigProfiling.emit(answer.id, answer.fraction)
 
     def _on_finished(self, code: int, status) -> None:
         err = b""

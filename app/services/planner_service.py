@@ -10,16 +10,13 @@ Protocol, JSON Lines both ways:
 - in:  ``{"id": n, "config": {...}, "profile": bool, "stages": int|None}``; only the newest pending
   request is served, older ones are skipped. EOF (the app closed or died) ends
   the process.
-- out: ``{"kind": "ready"}`` once torch is imported; then per request
-  ``{"id", "kind": "check", "problems": [{"option", "message"}], "warnings",
-  "stages", "n_blocks", "block_names"}`` and, when asked to profile and the
-  config is valid, ``{"id", "kind": "blocks", "blocks": [{"name", "params",
-  "cost_s", "out_bytes"}], "costs_by_kind": {"cpu": [...], "cuda": [...]}, "error"}``: the blocks as timed
-  on the first device's kind, and each block's time on every kind of device the config names (the app
-  balances each stage with its own device's times). While it profiles, ``{"id", "kind": "profiling",
-  "fraction"}`` at most every PROGRESS_EVERY_S (a heavy model's blocks take seconds); a newer request
-  arriving meanwhile ends that profile (``{"id", "kind": "blocks", "superseded": true}``) and is served at
-  once: the user moved on.
+- out: the typed answers of app/state/planner_answers.py, one JSON line each: ``Ready`` once torch is
+  imported; then per request ``Checked`` (its problems, warnings, stages and block names) and, when asked
+  to profile and the config is valid, ``Profiled``: the blocks as timed on the first device's kind, and
+  each block's time on every kind of device the config names (the app balances each stage with its own
+  device's times). While it profiles, ``Profiling`` at most every PROGRESS_EVERY_S (a heavy model's
+  blocks take seconds); a newer request arriving meanwhile ends that profile (``Profiled`` with
+  ``superseded``) and is served at once: the user moved on. A request it cannot read is said on stderr.
 """
 from __future__ import annotations
 
@@ -30,6 +27,7 @@ import threading
 import time
 import traceback
 
+from app.state.planner_answers import Answer, Checked, Profiled, Profiling, Ready, encode
 
 # Problems that make the model itself unbuildable: no profile then.
 PROFILE_BLOCKERS = {"model", "model_file", "width", "depth", "batch_size", "config"}
@@ -40,8 +38,8 @@ class Superseded(Exception):
     """A newer request came while a profile ran: that profile is of no use any more."""
 
 
-def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
+def _emit(answer: Answer) -> None:
+    sys.stdout.write(encode(answer) + "\n")
     sys.stdout.flush()
 
 
@@ -65,28 +63,25 @@ def _newest(lines: "queue.Queue[str | None]", first: str | None) -> tuple[str | 
             newest = line
     
 
-def check(config_dict: dict) -> dict:
+def check(req_id: int, config_dict: dict) -> Checked:
     from engine.config import ConfigError, ExperimentConfig, Problem
     try:
         config = ExperimentConfig.from_dict(config_dict)
     except ConfigError as exc:
-        return {"problems": [{"option": p.option, "message": p.message} for p in exc.problems],
-                "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
+        return Checked(req_id, problems=list(exc.problems))
     try:
         from engine.run import validate
         plan, problems = validate.plan(config)
     except Exception as exc:  # validation itself broke: say so rather than pass the config
         problems = [Problem("config", f"validation failed: {type(exc).__name__}: {exc}")]
         plan = None
-    out = {"problems": [{"option": p.option, "message": p.message} for p in problems],
-           "warnings": [], "stages": None, "n_blocks": None, "block_names": None}
-    if plan is not None:
-        out.update(warnings=list(plan.warnings), stages=len(plan.devices), n_blocks=plan.n_blocks,
-                   block_names=list(plan.block_names))
-    return out
+    if plan is None:
+        return Checked(req_id, problems=list(problems))
+    return Checked(req_id, problems=list(problems), warnings=list(plan.warnings), stages=len(plan.devices),
+                   n_blocks=plan.n_blocks, block_names=list(plan.block_names))
 
 
-def profile(config_dict: dict, progress=None) -> dict:
+def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     import torch
 
     from engine.plan import planning
@@ -103,9 +98,8 @@ def profile(config_dict: dict, progress=None) -> dict:
         devices = []
     timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices, progress)
     first = devices[0].kind if devices else "cpu"
-    blocks = [{"name": b.name, "params": int(b.params), "cost_s": float(b.cost_s), "out_bytes": int(b.out_bytes),
-               "kind": b.kind} for b in timed[first]]
-    return {"blocks": blocks, "costs_by_kind": {kind: [b.cost_s for b in infos] for kind, infos in timed.items()}}
+    return Profiled(req_id, blocks=list(timed[first]),
+                    costs_by_kind={kind: [b.cost_s for b in infos] for kind, infos in timed.items()})
 
 
 def _progress(req_id: int, lines: "queue.Queue[str | None]"):
@@ -118,13 +112,13 @@ def _progress(req_id: int, lines: "queue.Queue[str | None]"):
             raise Superseded
         if time.monotonic() - said[0] >= PROGRESS_EVERY_S:
             said[0] = time.monotonic()
-            _emit({"id": req_id, "kind": "profiling", "fraction": round(fraction, 3)})
+            _emit(Profiling(req_id, round(fraction, 3)))
     return report
 
 
 def main() -> int:
     import torch  # noqa: F401  the slow import, once, before saying ready
-    _emit({"kind": "ready"})
+    _emit(Ready())
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(lines,), name="planner-stdin", daemon=True).start()
     while True:
@@ -136,25 +130,21 @@ def main() -> int:
             req_id = request["id"]
             config = request["config"]
         except (ValueError, KeyError, TypeError):
-            _emit({"kind": "garbled", "line": line[:200]})
+            sys.stderr.write(f"planner: a request it cannot read: {line[:200]!r}\n")
             continue
-        result = check(config)
-        _emit({"id": req_id, "kind": "check", **result})
-        blocking = {p["option"] for p in result["problems"]} & PROFILE_BLOCKERS
+        result = check(req_id, config)
+        _emit(result)
+        blocking = {p.option for p in result.problems} & PROFILE_BLOCKERS
         if request.get("profile") and not blocking:
             if not lines.empty():  # a newer request is waiting: this profile would be stale
                 continue
             try:
                 # Blocks do not depend on the split: profile even while it is wrong.
-                _emit({"id": req_id, "kind": "blocks", "error": None,
-                       **profile(dict(config, split=None), _progress(req_id, lines))})
+                _emit(profile(req_id, dict(config, split=None), _progress(req_id, lines)))
             except Superseded:
-                _emit({"id": req_id, "kind": "blocks", "blocks": None, "costs_by_kind": None, "error": None,
-                       "superseded": True})
+                _emit(Profiled(req_id, superseded=True))
             except Exception as exc:
-                _emit({"id": req_id, "kind": "blocks", "blocks": None, "costs_by_kind": None,
-                       "error": f"{type(exc).__name__}: {exc}",
-                       "traceback": traceback.format_exc()})
+                _emit(Profiled(req_id, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()))
         if eof:
             return 0
 

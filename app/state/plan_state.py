@@ -12,11 +12,11 @@ import os
 from dataclasses import dataclass, field
 
 from app.state.live_data import RunProgress
+from app.state.planner_answers import Profiled
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.plan import planning
 from engine.plan.planning import BlockInfo
-from engine.results import from_json
 from engine.strategies import STRATEGIES
 
 # The check of the latest config: asked and not answered, passed, failed, or nobody to ask; or
@@ -33,13 +33,11 @@ class BlockProfile:
     costs_by_kind: dict[str, list[float]]
 
     @classmethod
-    def from_answer(cls, answer: dict) -> "BlockProfile | None":
-        """The planner's ``blocks`` answer (app/services/planner_service.py), or None when it has none."""
-        blocks = [from_json(BlockInfo, b) for b in answer.get("blocks") or []]
-        if not blocks or None in blocks:
+    def from_answer(cls, answer: Profiled) -> "BlockProfile | None":
+        """The planner's profile (app/services/planner_service.py), or None when it has no blocks."""
+        if not answer.blocks:
             return None
-        costs = answer.get("costs_by_kind") or {"cpu": [b.cost_s for b in blocks]}
-        return cls(blocks, dict(costs))
+        return cls(list(answer.blocks), dict(answer.costs_by_kind or {"cpu": [b.cost_s for b in answer.blocks]}))
 
     def balanced(self, stage_kinds: list[str], stages: int) -> list[int] | None:
         """The split that balances ``stages`` stages, each costed on its own kind of device; None when the
@@ -139,14 +137,14 @@ class PlanState:
         self.problems = list(problems)
         self.check = PROBLEMS if problems else PROFILING if self.profiling else OK
 
-    def profiled(self, answer: dict) -> BlockProfile | None:
+    def profiled(self, answer: Profiled) -> BlockProfile | None:
         """The blocks of the model in view, kept for when it comes back; None (and the reason kept) on failure."""
         profile = BlockProfile.from_answer(answer)
         if self.check == PROFILING:  # the check passed; what it waited for is here (or never will be)
             self.check = OK
         if profile is None:
             # Run goes on without the blocks: the engine balances the split itself.
-            self.profile_error = answer.get("error") or "no blocks"
+            self.profile_error = answer.error or "no blocks"
             return None
         self.profile_error = None
         self.profiles[self.profile_key] = profile

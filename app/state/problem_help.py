@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
+from engine.problems import Problem
 from engine.strategies import STRATEGIES
 
 # The controls' names, for the options the engine names by flag.
@@ -52,16 +53,16 @@ class Help:
                 "fixes": [f.to_dict() for f in self.fixes]}
 
 
-def explain_all(problems: list[dict], config: ExperimentConfig, *, gpus: int = 0,
+def explain_all(problems: list[Problem], config: ExperimentConfig, *, gpus: int = 0,
                 n_blocks: int | None = None, balanced: tuple[int, ...] | None = None) -> list[dict]:
     """``explain`` for each problem, as dicts; ``gpus``: how many GPUs CUDA sees."""
     return [explain(p, config, gpus=gpus, n_blocks=n_blocks, balanced=balanced).to_dict() for p in problems]
 
 
-def explain(problem: dict, config: ExperimentConfig, *, gpus: int = 0, n_blocks: int | None = None,
+def explain(problem: Problem, config: ExperimentConfig, *, gpus: int = 0, n_blocks: int | None = None,
             balanced: tuple[int, ...] | None = None) -> Help:
-    """One problem ({"option", "message"}) of ``config`` in the app's words, with its fixes."""
-    option, message = problem["option"], problem["message"]
+    """One problem of ``config`` (engine.problems) in the app's words, with its fixes."""
+    option, message = problem.option, problem.message
     devices = _devices(config, gpus)
     strategy = STRATEGIES.get(config.strategy)
     staged = bool(strategy and strategy.uses_split)

@@ -11,6 +11,7 @@ from app_helpers import shown
 from engine.devices import Device
 from engine.events import Started
 from engine.plan.planning import BlockInfo
+from engine.problems import Problem
 from engine.results import Step
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
@@ -84,7 +85,7 @@ def test_switching_models_keeps_the_batch_size_and_offers_the_models_own(qtbot, 
 
 def single_on_two_devices(panel) -> list[dict]:
     panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("single"))
-    return explain_all([{"option": "devices", "message": "single uses exactly one device, got 2 (cpu:0, cpu:1)"}],
+    return explain_all([Problem("devices", "single uses exactly one device, got 2 (cpu:0, cpu:1)")],
                        panel.config())
 
 
@@ -109,9 +110,9 @@ def test_the_form_does_not_move_when_problems_come_and_go(qtbot, panel):
 
     panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("pipeline"))
     before = where()
-    problems = [{"option": "model", "message": "could not build mlp"},
-                {"option": "micro_batches", "message": "must divide the batch size 2048; 5 does not"},
-                {"option": "steps", "message": "must be from 1 to 10000000, got 0"}]
+    problems = [Problem("model", "could not build mlp"),
+                Problem("micro_batches", "must divide the batch size 2048; 5 does not"),
+                Problem("steps", "must be from 1 to 10000000, got 0")]
     panel.show_problems(explain_all(problems, panel.config(split=None).replace(micro_batches=5)))
     assert panel.problems["micro_batches"].isVisible() and buttons_named(panel, "Use 4 micro-batches")
     assert where() == before
@@ -167,8 +168,8 @@ def test_a_split_point_too_many_offers_to_keep_one_and_a_click_keeps_it(qtbot, s
     assert split_view.split() == (1, 3)
     config = ExperimentConfig(strategy="model-parallel", model="mlp", width=64, depth=4, devices="cpu:2",
                               batch_size=64, split=(1, 3))
-    split_view.show_problems(explain_all([{"option": "split", "message": "2 split point(s) make 3 stages, but "
-                                                                        "there are 2 devices"}], config))
+    split_view.show_problems(explain_all([Problem("split", "2 split point(s) make 3 stages, but "
+                                                                        "there are 2 devices")], config))
     assert split_view.problem.isVisible() and "keep 1 split point" in split_view.problem.text()
     QtCore.QCoreApplication.processEvents()
     assert split_view.table.mapTo(split_view, QtCore.QPoint(0, 0)).y() == table_y   # the rows stay put
