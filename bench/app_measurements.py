@@ -59,6 +59,8 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
     import numpy as np
     from app.state.live_data import RunProgress
     from app.main_window import MainWindow
+    from engine.config import ExperimentConfig
+    from engine.results import Step
     app = _app()
     win = MainWindow(telemetry_hz=hz, start_services=False)
     win.resize(1600, 1000)
@@ -74,8 +76,8 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
         mem = 20e9 + 5e9 * np.sin(t / (50 + d))
         panel.telemetry._buffer(panel.telemetry.util, name).extend(np.column_stack([t, util]))
         panel.telemetry._buffer(panel.telemetry.mem, name).extend(np.column_stack([t, mem]))
-    progress = RunProgress(run_id="bench", config={"strategy": "pipeline"}, devices=names, steps_total=3600,
-                           micro_batches=8, split=list(range(1, devices)))
+    progress = RunProgress(run_id="bench", config=ExperimentConfig(strategy="pipeline"), devices=names,
+                           steps_total=3600, micro_batches=8, split=list(range(1, devices)))
     panel.begin_run(progress)
     for s in range(3600):
         base = s * 1.0
@@ -90,8 +92,8 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
                     spans.append(["backward", b0, b0 + 0.03])
                     spans.append(["transfer", f0 + 0.018, f0 + 0.02])
                 intervals[name] = spans
-        panel.steps.add({"step": s, "throughput": 5000 + 100 * np.sin(s / 50), "loss": 2.3 * np.exp(-s / 900),
-                         "time_s": 1.0, "intervals": intervals})
+        panel.steps.add(Step(step=s, throughput=float(5000 + 100 * np.sin(s / 50)), loss=float(2.3 * np.exp(-s / 900)),
+                             time_s=1.0, intervals=intervals))
     progress.busy = {name: 0.7 for name in names}
     panel.redraw(force=True)
     win.repaint()
@@ -106,7 +108,7 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
             now = time.perf_counter() - win.t0
             panel.telemetry.add([SimpleNamespace(t=now + win.t0, device=name, util=50.0, mem_used=2e10,
                                                  mem_total=8e10) for name in names])
-            panel.steps.add({"step": 3600 + f, "throughput": 5000.0, "loss": 0.1, "time_s": 1.0})
+            panel.steps.add(Step(step=3600 + f, throughput=5000.0, loss=0.1, time_s=1.0))
             t0 = time.perf_counter()
             panel.redraw(force=True)  # every group: the bench times a redraw of all plots
             win.repaint()  # synchronous paint of the whole window, plots included

@@ -122,10 +122,13 @@ class SimulatedAgent(threading.Thread):
                     elif isinstance(m, messages.Stop):
                         stop.set()
                         messages.send(channel, messages.Ended([]))
-            except wire.WireError:
+            except (wire.WireError, messages.MessageError):
                 stop.set()
+                launched.set()   # a launch never read ends the agent, rather than leave it waiting
         threading.Thread(target=read, daemon=True).start()
         launched.wait()
+        if not launches:
+            return
         launch = launches[0]
         first = launch.node_rank * launch.nproc
         ranks = range(first, first + launch.nproc)

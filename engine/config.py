@@ -98,7 +98,7 @@ class ExperimentConfig:
                                            "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
     input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=_names(INPUT_PREP))
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
-                                    "and exported with `export --format trace` (0: none)", form=True)
+                                    "and exported with `export --format trace` (default 0: none)", form=True)
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
                                        "(engine.record.timeline_keeper)", choices=_names(TIMELINE_MODES), form=True)
     optimizer: str = _option("sgd", "the optimizer every strategy builds", choices=_names(OPTIMIZERS))

@@ -21,7 +21,7 @@ def _help(o: Option) -> str:
     if o.choices:
         text += ": " + "; ".join(f"{name}: {description}" for name, description in o.choices.items())
     if o.default is not None and "default" not in text:
-        text += f" (default {o.default})"
+        text += f" (default {o.default:g})" if isinstance(o.default, float) else f" (default {o.default})"
     return text
 
 
@@ -49,7 +49,7 @@ def given_options(args) -> dict:
     for o in options():
         if o.name in vars(args):
             value = getattr(args, o.name)
-            values[o.name] = os.path.abspath(value) if o.path and value else value
+            values[o.name] = (os.path.abspath(value) if value else None) if o.path else value
     if values.get("model_file"):
         values["model"] = "custom"
     return values

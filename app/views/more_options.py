@@ -61,7 +61,8 @@ class MoreOptions(QtWidgets.QWidget):
             combo.currentIndexChanged.connect(self.sigChanged)
             return combo
         if o.type is int:
-            spin = QtWidgets.QSpinBox(minimum=UNSET if o.optional else 0, maximum=2 ** 31 - 1)
+            # Any value the command line takes (a seed may be negative); the engine's checks say what is wrong.
+            spin = QtWidgets.QSpinBox(minimum=UNSET if o.optional else -2 ** 31, maximum=2 ** 31 - 1)
             if o.optional:
                 spin.setSpecialValueText("default")
             spin.setKeyboardTracking(False)
@@ -70,7 +71,9 @@ class MoreOptions(QtWidgets.QWidget):
         edit = QtWidgets.QLineEdit()
         edit.setPlaceholderText("default" if o.optional else str(o.default))
         if o.type is float:
-            edit.setValidator(QtGui.QDoubleValidator(edit))
+            validator = QtGui.QDoubleValidator(edit)
+            validator.setLocale(QtCore.QLocale.c())   # "0.05" as float() reads it, whatever the system's locale
+            edit.setValidator(validator)
         edit.editingFinished.connect(self.sigChanged)
         return edit
 

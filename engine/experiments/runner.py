@@ -7,6 +7,7 @@ import threading
 from typing import Callable
 
 from engine.config import ExperimentConfig
+from engine.events import WorkerEvent
 from engine.experiments.presets import PRESETS, limits
 from engine.experiments.reduction import best_and_tied, failed_point, reduce_point, with_predictions
 from engine.results import ExperimentPoint, ExperimentResult
@@ -18,7 +19,7 @@ class ExperimentRunner:
     def __init__(self, name: str, base: ExperimentConfig, *, repeats: int = 3, db_path=None,
                  telemetry_hz: float = 10.0,
                  on_progress: Callable[[int, int, str], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None,
+                 on_event: Callable[[WorkerEvent], None] | None = None,
                  on_samples: Callable[[list], None] | None = None):
         if name not in PRESETS:
             raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(PRESETS)}")

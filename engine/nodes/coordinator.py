@@ -118,7 +118,8 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
         if isinstance(info, messages.Busy):
             raise NodeError(f"{label}: {info.message}")
         if not isinstance(info, messages.Info):
-            raise NodeError(f"{label}: the agent began with {type(info).__name__}, not its info")
+            said = type(info).__name__ if info is not None else "a message of a type this coordinator does not know"
+            raise NodeError(f"{label}: the agent began with {said}, not its info")
         trips = []
         for k in range(PINGS):
             t0 = time.perf_counter()

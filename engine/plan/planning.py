@@ -17,7 +17,8 @@ def block_clock(device: str):
     not the wait for a core that other programs share (with a busy loop on its core, wall-clock timing
     of 3 and 6 ms blocks read 3-8 and 15 ms, CPU time 4-5 and 9-10 ms, so a split balanced on wall-clock
     time followed whichever block the scheduler interrupted). On a GPU, wall time after a synchronize:
-    the kernels' time, which the host's CPU time does not see."""
+    the kernels' time, which the host's CPU time does not see. A split over a CPU and a GPU stage thus
+    compares a CPU stage's work without the contention its run may meet with a GPU stage's wall time."""
     return time.perf_counter if device.startswith("cuda") else time.process_time
 
 

@@ -38,11 +38,22 @@ def finite(value: Any) -> Any:
 
 def encode(event: WorkerEvent) -> str:
     """One event as one line of JSON (no trailing newline)."""
-    fields = dataclasses.asdict(event)
+    # Shallow: a step's intervals are plain lists already, and finite() copies them once; dataclasses.asdict
+    # copied every one first, three times the worker's cost per step at 200 intervals (1.5 ms against 0.45).
+    fields = {f.name: _plain(getattr(event, f.name)) for f in dataclasses.fields(event)}
     if fields["t"] is not None:
         fields["t"] = round(fields["t"], 6)
     return json.dumps(finite({"v": VERSION, "type": NAMES[type(event)], **fields}), separators=(",", ":"),
                       allow_nan=False)
+
+
+def _plain(value: Any) -> Any:
+    """A field as JSON values: the nested results (Started's devices and nodes, Finished's summary) as dicts."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        return [dataclasses.asdict(v) for v in value]
+    return value
 
 
 def decode(line: str | bytes) -> WorkerEvent | None:

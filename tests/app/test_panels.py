@@ -225,6 +225,8 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     assert "clip each step's gradient norm" in parser.format_help()
     config, _ = run_options.config_from_args(parser.parse_args(["--grad-clip", "0.5", "--steps", "3"]))
     assert (type(config), config.grad_clip, config.steps, config.warmup) == (WithClip, 0.5, 3, 2)
+    empty, _ = run_options.config_from_args(parser.parse_args(["--token-file", "", "--model-file", ""]))
+    assert (empty.token_file, empty.model_file, empty.model) == (None, None, "mlp")   # an empty path: none
     experiment = argparse.ArgumentParser()
     run_options.add_run_options(experiment, for_experiment=True)
     assert vars(experiment.parse_args(["--grad-clip", "1"])) == {"grad_clip": 1.0, "telemetry_hz": 10.0,
@@ -263,6 +265,18 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     assert (base.seed, base.lr, base.timeline, base.optimizer) == (7, 0.05, "all", "adamw")
     more.controls["lr"].setText("")
     assert panel.config().lr is None        # empty: the engine's default
+    # A number is typed as the command line writes it, whatever the system's locale ("0,05" in German).
+    from PySide6 import QtGui
+    from app.views.more_options import MoreOptions
+    from engine.config import options
+    before = QtCore.QLocale()
+    QtCore.QLocale.setDefault(QtCore.QLocale(QtCore.QLocale.Language.German))
+    try:
+        german = MoreOptions([o for o in options() if o.in_form])
+    finally:
+        QtCore.QLocale.setDefault(before)
+    assert german.controls["lr"].validator().validate("0.05", 0)[0] == QtGui.QValidator.State.Acceptable
+    assert german.controls["seed"].minimum() < 0        # any seed the command line takes
 
 
 def test_the_sharded_strategies_optimizer_and_precision_are_picked_in_the_panel(panel):
