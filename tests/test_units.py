@@ -274,7 +274,7 @@ def test_fork_server_messages_read_back_and_garbled_ones_are_named():
                            ({"op": "signal", "pid": 1, "signal": True}, "signal")):
         with pytest.raises(m.MessageError, match=field) as caught:
             m.decode(garbled)
-        assert caught.value.op == garbled["op"] and caught.value.ident == garbled.get("id")
+        assert caught.value.tag == garbled["op"] and caught.value.ident == garbled.get("id")
     assert m.decode({"op": "telepathy"}) is None and m.decode({"op": []}) is None and m.decode({"op": {}}) is None
     with pytest.raises(m.MessageError) as caught:
         m.decode({"op": "spawn", "id": True, "module": "x", "env": {"SECRET": 1}, "cwd": "/", "fds": [0, 1, 2]})

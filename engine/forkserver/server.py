@@ -101,7 +101,7 @@ class Server:
             message = messages.decode(data)
         except messages.MessageError as exc:
             _close(fds)
-            if exc.op == "spawn":   # its asker waits for an answer
+            if exc.tag == "spawn":   # its asker waits for an answer
                 self._tell(sock, Refused(exc.ident, f"garbled: {exc}"))
             return
         try:

@@ -2,22 +2,16 @@
 
 Each message is a dataclass, tagged by ``type`` on the wire (one MAC'd JSON line each,
 engine/nodes/wire.py). ``encode`` makes the JSON object, ``decode`` reads one back and
-checks every field's type against its annotation: a message of a known type with a field
-missing or of another type is garbled (MessageError), one of a type this end does not know
-is None (a newer peer's: ignored). The handshake's own lines (challenge, auth, welcome,
+checks every field's type against its annotation (engine/tagged.py): a message of a known
+type with a field missing or of another type is garbled (MessageError), one of a type this
+end does not know is None (a newer peer's: ignored). The handshake's own lines (challenge, auth, welcome,
 refused) are wire.py's, before any key exists.
 """
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any
 
-
-class MessageError(ValueError):
-    """A message of a known type that no Splitscope end sends: a field missing or of another type."""
+from engine.tagged import MessageError, Tagged  # noqa: F401 (MessageError: what decode raises)
 
 
 # ---- the coordinator to an agent ------------------------------------------------------------
@@ -163,78 +157,12 @@ class RankProfileChunk:
 
 Message = (Ping | Launch | Stop | Bye | Info | Busy | Pong | Failed | Launched | Ended | Samples | Warned
            | TorchrunExit | RankHello | RankOutput | RankClosed | RankEvent | RankProfile | RankProfileChunk)
-_TYPES: dict[str, type] = {
+CODEC = Tagged("type", {
     "ping": Ping, "launch": Launch, "stop": Stop, "bye": Bye, "info": Info, "busy": Busy, "pong": Pong,
     "error": Failed, "launched": Launched, "ended": Ended, "samples": Samples, "warning": Warned,
     "torchrun_exit": TorchrunExit, "rank_hello": RankHello, "rank_output": RankOutput, "rank_closed": RankClosed,
-    "rank_event": RankEvent, "rank_profile": RankProfile, "rank_profile_chunk": RankProfileChunk}
-_NAMES = {kind: name for name, kind in _TYPES.items()}
-
-
-def encode(message: Message) -> dict:
-    return {"type": _NAMES[type(message)], **dataclasses.asdict(message)}
-
-
-def decode(data: dict) -> Message | None:
-    """The message ``data`` is, None for a type this end does not know, MessageError for one garbled."""
-    name = data.get("type")
-    kind = _TYPES.get(name) if isinstance(name, str) else None
-    if kind is None:
-        return None
-    return _build(kind, data, name)
-
-
-def _build(kind: type, data: dict, name: str):
-    values = {}
-    hints = _hints(kind)
-    for f in dataclasses.fields(kind):
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise MessageError(f"a {name} message without {f.name}")
-            continue
-        values[f.name] = _checked(hints[f.name], data[f.name], f"{name}'s {f.name}")
-    return kind(**values)
-
-
-def _checked(hint, value, what: str):
-    """``value`` as ``hint`` declares it (a nested message built), or MessageError naming ``what``."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _checked(inner, value, what)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise MessageError(f"{what} is not an object")
-        return _build(hint, value, what)
-    ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
-          list: lambda v: isinstance(v, list), dict: lambda v: isinstance(v, dict)}[origin or hint]
-    if not ok(value):
-        raise MessageError(f"{what} is not {getattr(hint, '__name__', hint)}")
-    if origin is list and args and args[0] in (int, str):
-        for item in value:
-            _checked(args[0], item, what)
-    return float(value) if hint is float else value
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(kind: type) -> dict[str, Any]:
-    if kind not in _HINTS:
-        _HINTS[kind] = typing.get_type_hints(kind)
-    return _HINTS[kind]
-
-
-# Every field's annotation is one _checked reads: a field added with another type fails here, on both ends.
-for _kind in _TYPES.values():
-    for _hint in _hints(_kind).values():
-        _args = [a for a in typing.get_args(_hint) if a is not type(None)] or [_hint]
-        assert all(dataclasses.is_dataclass(a) or (typing.get_origin(a) or a) in (int, float, str, bool, list, dict)
-                   for a in _args), (_kind, _hint)
+    "rank_event": RankEvent, "rank_profile": RankProfile, "rank_profile_chunk": RankProfileChunk})
+encode, decode = CODEC.encode, CODEC.decode
 
 
 def send(channel, message: Message) -> None:
