@@ -32,6 +32,7 @@ from app.services.window_store import open_window_store
 from app.settings import make_settings
 from app.state import plan_state, run_rules, run_status
 from app.state.device_words import sampled_text
+from app.state.problem_help import Help
 from app.state.live_data import (RunData, RunProgress, TelemetryHistory, compared_memory_figures, memory_figures,
                                  physical_names)
 from app.views import theme
@@ -64,7 +65,7 @@ MEMORY_REDRAW_S = 0.5    # the Memory tab's bars change rarely after the first s
 class MainWindow(QtWidgets.QMainWindow):
     sigRunStarted = QtCore.Signal(str)
     sigRunFinished = QtCore.Signal(object)          # a RunResult (engine.run.session): finished, stopped or failed
-    sigChecked = QtCore.Signal(list)                # problems of the latest config (dicts); [] when valid
+    sigChecked = QtCore.Signal(list)                # problems of the latest config (problem_help.Help); [] when valid
     sigProfiled = QtCore.Signal()
     sigHistoryShown = QtCore.Signal(list)           # run ids now on the plots
     sigExperimentFinished = QtCore.Signal(object)   # an ExperimentResult, when it ends (finished/stopped/failed)
@@ -287,7 +288,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """The panel's run options, the split left to the engine."""
         return self.experiment.config()
 
-    def show_config_problems(self, problems: list[dict], split_text: str) -> None:
+    def show_config_problems(self, problems: list[Help], split_text: str) -> None:
         """``problems`` under the panel's options; ``split_text`` (the split's) under the split view."""
         self.experiment.show_problems(problems)
         self.split_problem.setText(split_text)

@@ -9,6 +9,7 @@ import pytest
 
 from app.state import planner_answers
 from app.state.live_data import RunProgress
+from app.state.problem_help import Help
 from app.state.run_rules import Activity, blocked_reason, ready_text
 from engine.config import ExperimentConfig
 from engine.devices import Device
@@ -18,7 +19,8 @@ from no_qt import run_without_qt
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
-STARTED = Started(t=1.0, devices=[Device("cuda:0", "cuda", 0), Device("cuda:0", "cuda", 0), Device("cuda:1", "cuda", 1)],
+STARTED = Started(t=1.0, devices=[Device("cuda:0", "cuda", 0), Device("cuda:0", "cuda", 0),
+                                  Device("cuda:1", "cuda", 1)],
                   theory_bubble=0.2, notes=["why"], split=[3], micro_batches=4)
 
 
@@ -52,10 +54,11 @@ def test_the_run_monitor_follows_a_run_from_its_events():
     (Activity(run=True, stopping=True), [], "ok", "Stopping the run…"),
     (Activity(experiment=True), [], "ok", "An experiment is in progress."),
     (Activity(experiment=True, stopping=True), [], "ok", "Stopping the experiment…"),
-    (Activity(), [{"option": "micro_batches", "message": "must divide 64"}, {"option": "split", "message": "x"}],
-     "problems", "Cannot run: --micro-batches: must divide 64 (and 1 more)"),
-    (Activity(), [{"option": "config", "message": "broken"}], "problems", "Cannot run: config: broken"),
-    (Activity(run=True), [{"option": "split", "message": "x"}], "problems", "A run is in progress."),
+    (Activity(), [Help("micro_batches", "must divide 64", "Micro-batches: must divide 64"),
+                  Help("split", "x", "Split points: x")],
+     "problems", "Cannot run: Micro-batches: must divide 64 (and 1 more)"),
+    (Activity(), [Help("config", "broken", "broken")], "problems", "Cannot run: broken"),
+    (Activity(run=True), [Help("split", "x", "Split points: x")], "problems", "A run is in progress."),
 ])
 def test_run_is_blocked_while_busy_checking_or_wrong_and_says_why(activity, problems, check, reason):
     assert blocked_reason(activity, problems, check) == reason
@@ -176,13 +179,14 @@ def test_the_planner_is_asked_to_profile_a_model_once_and_checks_every_change():
 def test_the_check_blocks_run_until_it_passes_and_places_the_split_problems_under_the_split():
     from app.state.plan_state import OK, PROBLEMS, UNAVAILABLE, PlanState
     state = PlanState()
-    quick = [{"option": "batch_size", "message": "must be positive"}]
+    quick = [Help("batch_size", "must be positive", "Batch size: must be positive")]
     assert state.ask(small_config(), quick, stages=2, planner_up=False) is None
     assert state.check == UNAVAILABLE and state.problems == quick    # nobody to ask: the quick check stands
     state.ask(small_config(), [], stages=2, planner_up=True)
-    state.checked([{"option": "split", "message": "needs 1 point"}, {"option": "devices", "message": "x"}])
+    state.checked([Help("split", "needs 1 point", "Split points: needs 1 point"),
+                   Help("devices", "x", "Devices: x")])
     assert state.check == PROBLEMS
-    assert state.panel_problems() == [{"option": "devices", "message": "x"}]
+    assert state.panel_problems() == [Help("devices", "x", "Devices: x")]
     assert state.split_problems_text() == "--split: needs 1 point"
     state.checked([])
     assert state.check == OK and state.split_problems_text() == ""
@@ -288,9 +292,8 @@ def test_a_skipped_profile_lets_run_go_on_until_asked_again_and_a_new_model_prof
 
 
 def test_run_says_a_problem_in_the_apps_words_when_it_has_them():
-    problems = [{"option": "devices", "message": "single uses exactly one device, got 2",
-                 "text": "Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1).",
-                 "fixes": []}]
+    problems = [Help("devices", "single uses exactly one device, got 2",
+                     "Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1).")]
     assert blocked_reason(Activity(), problems, "problems") == \
         "Cannot run: Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1)."
 

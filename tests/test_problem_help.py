@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.state.problem_help import Fix, explain, explain_all, in_app_words, split_fixes
+from app.state.problem_help import Fix, Help, explain, explain_all, in_app_words, split_fixes
 from engine.config import ExperimentConfig
 from engine.problems import Problem
 from no_qt import run_without_qt
@@ -82,8 +82,7 @@ def test_problems_without_words_of_their_own_name_the_controls_not_the_flags():
     assert in_app_words("config", "validation failed: boom") == "validation failed: boom"
     # explain_all keeps what the views and the Run rules read, and adds the words and fixes.
     (shown,) = explain_all([Problem("steps", "must be from 1 to 10000000, got 0")], config())
-    assert shown == {"option": "steps", "message": "must be from 1 to 10000000, got 0",
-                     "text": "Steps: must be from 1 to 10000000, got 0", "fixes": []}
+    assert shown == Help("steps", "must be from 1 to 10000000, got 0", "Steps: must be from 1 to 10000000, got 0")
 
 
 def test_the_devices_box_names_the_devices_a_run_will_have_and_says_when_they_share_cores():

@@ -16,6 +16,7 @@ from PySide6 import QtCore
 from app.services.planner_client import PlannerClient
 from app.state import plan_state, problem_help
 from app.state.plan_state import BlockProfile, PlanState
+from app.state.problem_help import Help
 from app.state.planner_answers import Checked, Profiled
 from engine import config as config_mod
 from engine.config import ExperimentConfig
@@ -27,7 +28,7 @@ from engine.strategies.staged import stage_devices
 
 
 class PlanFlow(QtCore.QObject):
-    sigChecked = QtCore.Signal(list)    # problems of the latest config (dicts); [] when valid
+    sigChecked = QtCore.Signal(list)    # problems of the latest config (problem_help.Help); [] when valid
     sigProfiled = QtCore.Signal()       # the split view shows the blocks, or why there are none
 
     def __init__(self, window, split_view):
@@ -134,7 +135,7 @@ class PlanFlow(QtCore.QObject):
         finally:
             view.blockSignals(False)
 
-    def _explained(self, problems: list[Problem], config: ExperimentConfig) -> list[dict]:
+    def _explained(self, problems: list[Problem], config: ExperimentConfig) -> list[Help]:
         """``problems`` in the app's words, with their fixes (app/state/problem_help.py)."""
         view = self.split_view
         return problem_help.explain_all(problems, config, gpus=len(cuda_visible(self.gpus)),

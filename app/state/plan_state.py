@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from app.state.live_data import RunProgress
 from app.state.planner_answers import Profiled
+from app.state.problem_help import Help
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.plan import planning
@@ -60,7 +61,7 @@ class PlannerRequest:
 @dataclass
 class PlanState:
     check: str = PENDING
-    problems: list[dict] = field(default_factory=list)   # {"option", "message"}, the latest config's
+    problems: list[Help] = field(default_factory=list)   # the latest config's, in the app's words
     profile_key: tuple | None = None                     # the model and device kinds in view
     profiles: dict[tuple, BlockProfile] = field(default_factory=dict)
     profile_error: str | None = None                     # why the blocks in view could not be profiled
@@ -109,7 +110,7 @@ class PlanState:
         model, model_file = self.profile_key[0], self.profile_key[1]
         return os.path.basename(model_file) if model_file else model
 
-    def ask(self, config: ExperimentConfig, quick_problems: list[dict], stages: int | None,
+    def ask(self, config: ExperimentConfig, quick_problems: list[Help], stages: int | None,
             planner_up: bool) -> PlannerRequest | None:
         """A check of ``config`` starts: the quick problems (engine.config's, no torch) show until the
         planner answers; None when there is no planner to ask (Run is then not held back)."""
@@ -133,7 +134,7 @@ class PlanState:
         self.skipped = False
 
     # -- the planner answers -----------------------------------------------------------------
-    def checked(self, problems: list[dict]) -> None:
+    def checked(self, problems: list[Help]) -> None:
         self.problems = list(problems)
         self.check = PROBLEMS if problems else PROFILING if self.profiling else OK
 
@@ -162,16 +163,16 @@ class PlanState:
             return "Blocks not timed (profiling skipped)"
         return PROFILING_TEXT + (f" {100 * fraction:.0f}%" if fraction is not None else "")
 
-    def panel_problems(self) -> list[dict]:
+    def panel_problems(self) -> list[Help]:
         """The problems the experiment panel places by its options (the split's show under the split view)."""
-        return [p for p in self.problems if p["option"] != "split"]
+        return [p for p in self.problems if p.option != "split"]
 
-    def split_problems(self) -> list[dict]:
+    def split_problems(self) -> list[Help]:
         """The problems the split view shows, with the fixes it applies itself."""
-        return [p for p in self.problems if p["option"] == "split"]
+        return [p for p in self.problems if p.option == "split"]
 
     def split_problems_text(self) -> str:
-        return "\n".join(f"--split: {p['message']}" for p in self.problems if p["option"] == "split")
+        return "\n".join(f"--split: {p.message}" for p in self.problems if p.option == "split")
 
 
 # -- what a config means for the split view, torch-free -----------------------------------------

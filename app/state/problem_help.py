@@ -35,28 +35,20 @@ class Fix:
     label: str
     changes: dict = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return {"label": self.label, "changes": dict(self.changes)}
-
 
 @dataclass(frozen=True)
 class Help:
-    """A problem as the app shows it."""
+    """A problem as the app shows it: the views, the Run rules and the window's sigChecked take these."""
     option: str
     message: str             # the engine's words (the command line's)
     text: str                # the app's words
     fixes: tuple[Fix, ...] = ()
 
-    def to_dict(self) -> dict:
-        """The problem dict the views and the Run rules take ({"option", "message"}), with "text" and "fixes"."""
-        return {"option": self.option, "message": self.message, "text": self.text,
-                "fixes": [f.to_dict() for f in self.fixes]}
-
 
 def explain_all(problems: list[Problem], config: ExperimentConfig, *, gpus: int = 0,
-                n_blocks: int | None = None, balanced: tuple[int, ...] | None = None) -> list[dict]:
-    """``explain`` for each problem, as dicts; ``gpus``: how many GPUs CUDA sees."""
-    return [explain(p, config, gpus=gpus, n_blocks=n_blocks, balanced=balanced).to_dict() for p in problems]
+                n_blocks: int | None = None, balanced: tuple[int, ...] | None = None) -> list[Help]:
+    """``explain`` for each problem; ``gpus``: how many GPUs CUDA sees."""
+    return [explain(p, config, gpus=gpus, n_blocks=n_blocks, balanced=balanced) for p in problems]
 
 
 def explain(problem: Problem, config: ExperimentConfig, *, gpus: int = 0, n_blocks: int | None = None,

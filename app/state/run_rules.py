@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.state.problem_help import Help
+
 
 @dataclass(frozen=True)
 class Activity:
@@ -22,10 +24,10 @@ class Activity:
         return self.run or self.experiment
 
 
-def blocked_reason(activity: Activity, problems: list[dict], check_state: str,
+def blocked_reason(activity: Activity, problems: list[Help], check_state: str,
                    model: str | None = None) -> str | None:
-    """Why Run is disabled, or None when it is enabled. ``problems``: the planner's [{"option", "message"}],
-    said in the app's words where they carry a "text" (app/state/problem_help.py); ``check_state``: "pending"
+    """Why Run is disabled, or None when it is enabled. ``problems``: the check's, in the app's words
+    (app/state/problem_help.py); ``check_state``: "pending"
     while the planner checks, "profiling" while the blocks the split needs are profiled, "ok", "problems" or
     "unavailable"; ``model``: the name of the model being profiled."""
     if activity.run:
@@ -35,10 +37,7 @@ def blocked_reason(activity: Activity, problems: list[dict], check_state: str,
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        if first.get("text"):
-            return f"Cannot run: {first['text']}{more}"
-        option = "--" + first["option"].replace("_", "-") if first["option"] != "config" else "config"
-        return f"Cannot run: {option}: {first['message']}{more}"
+        return f"Cannot run: {first.text}{more}"
     if check_state == "pending":
         return "Checking the configuration…"
     if check_state == "profiling":

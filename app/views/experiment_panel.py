@@ -14,7 +14,7 @@ import os
 from PySide6 import QtCore, QtWidgets
 
 from app.state.device_words import device_choices, sharing_warning
-from app.state.problem_help import in_app_words
+from app.state.problem_help import Help
 from app.views.batch_hint import BatchHint
 from app.views.devices_box import DevicesBox
 from app.views.model_box import ModelBox
@@ -392,17 +392,14 @@ class ExperimentPanel(QtWidgets.QWidget):
             **self.more.values(),
         )
 
-    def show_problems(self, problems: list[dict]) -> list[str]:
+    def show_problems(self, problems: list[Help]) -> list[str]:
         """Show the problems below the form, in the form's order, each fix a button; returns the texts shown.
-        ``problems``: {"option", "message"}, with the app's "text" and "fixes" where they have them
-        (app/state/problem_help.py)."""
-        by_row: dict[str, list[dict]] = {}
+        ``problems``: in the app's words, with their fixes (app/state/problem_help.py)."""
+        by_row: dict[str, list[Help]] = {}
         for p in problems:
-            row = self.OPTION_ROW.get(p["option"], "config")
-            text = p.get("text") or in_app_words(p["option"], p["message"])
-            by_row.setdefault(row, []).append({"text": text, "fixes": p.get("fixes") or []})
+            by_row.setdefault(self.OPTION_ROW.get(p.option, "config"), []).append(p)
         self.notices.show_problems(by_row)
-        return [p["text"] for key in self.notices.labels for p in by_row.get(key, [])]
+        return [p.text for key in self.notices.labels for p in by_row.get(key, [])]
 
     # -- settings --------------------------------------------------------------------
     # What the form shows that its config leaves out (a pipeline's micro-batching while another strategy is

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
+from app.state.problem_help import Fix, Help
+
 
 class FixButtons(QtWidgets.QWidget):
     """A button per fix ({"label", "changes"}), two to a row so a narrow side panel does not widen."""
@@ -26,15 +28,15 @@ class FixButtons(QtWidgets.QWidget):
         self.buttons: list[QtWidgets.QPushButton] = []
         self.hide()
 
-    def set_fixes(self, fixes: list[dict]) -> None:
+    def set_fixes(self, fixes: list[Fix]) -> None:
         for button in self.buttons:
             self.grid.removeWidget(button)
             button.deleteLater()
         self.buttons = []
         for k, fix in enumerate(fixes):
-            button = QtWidgets.QPushButton(fix["label"])
+            button = QtWidgets.QPushButton(fix.label)
             button.setObjectName("fixButton")
-            button.clicked.connect(lambda _checked=False, changes=fix["changes"]: self.sigChosen.emit(changes))
+            button.clicked.connect(lambda _checked=False, changes=fix.changes: self.sigChosen.emit(dict(changes)))
             self.grid.addWidget(button, k // self.COLUMNS, k % self.COLUMNS)
             self.buttons.append(button)
         self.setVisible(bool(self.buttons))
@@ -83,13 +85,13 @@ class NoticeArea(QtWidgets.QScrollArea):
         button_h = QtWidgets.QPushButton("Use").sizeHint().height()
         self.setFixedHeight(lines * self.fontMetrics().lineSpacing() + button_h + 8)
 
-    def show_problems(self, by_key: dict[str, list[dict]]) -> None:
-        """Each key's problems ({"text", "fixes": [{"label", "changes"}]}) under one another, a button per fix."""
+    def show_problems(self, by_key: dict[str, list[Help]]) -> None:
+        """Each key's problems under one another, in the app's words, a button per fix."""
         for key, label in self.labels.items():
             problems = by_key.get(key) or []
-            label.setText("\n".join(p["text"] for p in problems))
+            label.setText("\n".join(p.text for p in problems))
             label.setVisible(bool(problems))
-            self._fixes[key].set_fixes([f for p in problems for f in p.get("fixes") or []])
+            self._fixes[key].set_fixes([f for p in problems for f in p.fixes])
         self._show_all_clear()
 
     def show_warning(self, text: str | None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.state.plan_state import coarse_blocks_hint
+from app.state.problem_help import Help
 from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
@@ -253,12 +254,12 @@ class SplitView(QtWidgets.QWidget):
         if split is not None:
             self.set_split(split)
 
-    def show_problems(self, problems: list[dict]) -> None:
-        """The split's problems ({"option", "message"}, with "text" and "fixes" in the app's words:
-        app/state/problem_help.py); each fix that sets the split is a button that applies it."""
-        self.problem.setText("\n".join(p.get("text") or f"Split points: {p['message']}" for p in problems))
+    def show_problems(self, problems: list[Help]) -> None:
+        """The split's problems in the app's words (app/state/problem_help.py); each fix that sets the split is
+        a button that applies it."""
+        self.problem.setText("\n".join(p.text for p in problems))
         self.problem.setVisible(bool(problems))
-        self.fixes.set_fixes([f for p in problems for f in p.get("fixes") or [] if set(f["changes"]) == {"split"}])
+        self.fixes.set_fixes([f for p in problems for f in p.fixes if set(f.changes) == {"split"}])
 
     def _valid(self, split) -> bool:
         return len(split) == self.stages - 1 and all(0 < s < len(self.blocks) for s in split) \

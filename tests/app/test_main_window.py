@@ -212,7 +212,7 @@ def test_broken_model_file_shows_its_error_and_a_failing_run_its_traceback(qtbot
     broken.write_text(BROKEN_SYNTAX)
     set_small_mlp(window, strategy="single", devices="cpu:1")
     with qtbot.waitSignal(window.sigChecked, timeout=30_000,
-                          check_params_cb=lambda problems: any(p["option"] == "model_file" for p in problems)):
+                          check_params_cb=lambda problems: any(p.option == "model_file" for p in problems)):
         open_model_file(qtbot, window, monkeypatch, broken)
     label = window.experiment.problems["model"]
     assert label.isVisible()

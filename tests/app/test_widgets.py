@@ -394,8 +394,10 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
     panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("ddp"))
     assert not panel.mb_row.isVisible()
     assert panel.config(split=(2,)).split is None and panel.config().micro_batches is None
-    shown = panel.show_problems([{"option": "micro_batches", "message": "must divide the batch size 64"},
-                                 {"option": "devices", "message": "'cuda:3' does not exist"}])
+    from app.state.problem_help import explain_all
+    from engine.problems import Problem
+    shown = panel.show_problems(explain_all([Problem("micro_batches", "must divide the batch size 64"),
+                                             Problem("devices", "'cuda:3' does not exist")], panel.config()))
     assert panel.problems["devices"].isVisible()
     assert "Devices: 'cuda:3' does not exist" in panel.problems["devices"].text()
     assert len(shown) == 2
