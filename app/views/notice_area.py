@@ -15,7 +15,8 @@ from app.state.problem_help import Fix, Help
 
 
 class FixButtons(QtWidgets.QWidget):
-    """A button per fix ({"label", "changes"}), two to a row so a narrow side panel does not widen."""
+    """A button per fix (problem_help.Fix: its words, the options it sets), two to a row so a narrow side panel
+    does not widen."""
     sigChosen = QtCore.Signal(dict)   # the chosen fix's changes
 
     COLUMNS = 2
