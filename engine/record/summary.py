@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from engine.config import ExperimentConfig
 from engine.measure.timing import BUSY_KINDS, busy_time
 from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
@@ -225,7 +226,7 @@ class StepMerger:
         )
 
 
-def summarize(*, run_id: str | None, status: str, config: dict, devices: list[str], split, micro_batches: int,
+def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devices: list[str], split, micro_batches: int,
               batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
               change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
@@ -235,17 +236,17 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
     measured it."""
     devices_busy = totals.busy_shares()
-    per_stage = stage_busy(config["strategy"], devices, totals)
-    pipelined = STRATEGIES[config["strategy"]].uses_micro_batches
+    per_stage = stage_busy(config.strategy, devices, totals)
+    pipelined = STRATEGIES[config.strategy].uses_micro_batches
     return RunSummary(
         run_id=run_id,
         status=status,
-        strategy=config["strategy"],
-        model=config["model"] if not config.get("model_file") else "custom",
+        strategy=config.strategy,
+        model=config.model if not config.model_file else "custom",
         devices=devices,
         split=list(split) if split else None,
         micro_batches=micro_batches if pipelined else None,
-        schedule=config["schedule"] if pipelined else None,
+        schedule=config.schedule if pipelined else None,
         batch_size=batch_size,
         steps=totals.steps,
         steps_measured=totals.measured,
@@ -257,15 +258,15 @@ def summarize(*, run_id: str | None, status: str, config: dict, devices: list[st
         param_change=math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
         devices_busy=devices_busy,
         stage_busy=per_stage,
-        stage_balance=stage_balance(config["strategy"], devices, per_stage),
+        stage_balance=stage_balance(config.strategy, devices, per_stage),
         bubble=Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
                       theory=theory_bubble, formula=theory_text if theory_bubble is not None else None),
         batch_split=totals.batch_split_counts() if data_parallel else None,
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,
         communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
-        optimizer=config.get("optimizer", "sgd"),
-        dtype=config.get("dtype", "float32"),
+        optimizer=config.optimizer,
+        dtype=config.dtype,
         notes=list(notes or []),
         plan=plan,
         nodes=list(nodes) if nodes else None,

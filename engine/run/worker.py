@@ -330,7 +330,7 @@ class Worker:
         parts = [rr.param_sq for rr in self.ranks if rr.param_sq is not None] if finished else []
         changes = [rr.change_sq for rr in self.ranks if rr.change_sq is not None] if finished else []
         summary = summarize(
-            run_id=None, status=status, config=self.config.to_dict(), devices=self.device_names,
+            run_id=None, status=status, config=self.config, devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
             micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
