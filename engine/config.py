@@ -55,8 +55,9 @@ def _models_help() -> str:
             "model (`models --torchvision` lists them)")
 
 
-def _names(table: dict[str, Any]) -> Callable[[], dict[str, str]]:
-    return lambda: {name: str(getattr(text, "description", text)) for name, text in table.items()}
+def _token_help() -> str:
+    from engine.nodes.token import DEFAULT_TEXT
+    return f"with --nodes: the file holding the token the node agents share (default: {DEFAULT_TEXT})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +83,7 @@ class ExperimentConfig:
     micro_batches: int | None = _option(None, "pipeline: micro-batches per step (the batch must divide evenly)")
     split_size: int | None = _option(None, "pipeline: samples per micro-batch (the tutorial's way: micro-batches "
                                            "= batch / split size)")
-    schedule: str = _option("gpipe", "pipeline schedule", choices=lambda: dict(strategies.SCHEDULES))
+    schedule: str = _option("gpipe", "pipeline schedule", choices=lambda: strategies.SCHEDULES)
     stages_per_device: int | None = _option(None, "pipeline: stages each device runs, V (default: 1 for gpipe "
                                                   "and 1f1b, 2 for the others; zbv and dualpipev run exactly 2, "
                                                   "placed in a V)")
@@ -96,19 +97,17 @@ class ExperimentConfig:
                                      "for AdamW)", label="learning rate", form=True)
     hang_timeout_s: float = _option(120.0, "seconds without progress before a rank is declared hung and the "
                                            "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
-    input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=_names(INPUT_PREP))
+    input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=lambda: INPUT_PREP)
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
                                     "and exported with `export --format trace` (default 0: none)", form=True)
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
-                                       "(engine.record.timeline_keeper)", choices=_names(TIMELINE_MODES), form=True)
-    optimizer: str = _option("sgd", "the optimizer every strategy builds", choices=_names(OPTIMIZERS))
-    dtype: str = _option("float32", "the forward's compute dtype", choices=_names(DTYPES))
+                                       "(engine.record.timeline_keeper)", choices=lambda: TIMELINE_MODES, form=True)
+    optimizer: str = _option("sgd", "the optimizer every strategy builds", choices=lambda: OPTIMIZERS)
+    dtype: str = _option("float32", "the forward's compute dtype", choices=lambda: DTYPES)
     nodes: str | None = _option(None, "run over several machines, each running `main.py node`: "
                                       "ADDR:PORT,ADDR:PORT (each node runs --devices; ranks go node by node in "
                                       "address order)", experiment=False)
-    token_file: str | None = _option(None, "with --nodes: the file holding the token the node agents share "
-                                           "(default: SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/"
-                                           "node-token)", experiment=False, path=True)
+    token_file: str | None = _option(None, _token_help, experiment=False, path=True)
 
     # ---- derived values -------------------------------------------------
     @property

@@ -183,8 +183,8 @@ class RunProgress:
                 for device, kinds in (event.tensor_memory or {}).items():
                     self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
                 for device, operations in (event.communication or {}).items():
-                    self.communication[device] = Communication([Traffic(op, *values)
-                                                                for op, values in operations.items() if len(values) == 3])
+                    traffic = [Traffic(op, *values) for op, values in operations.items() if len(values) == 3]
+                    self.communication[device] = Communication(traffic)
                 if event.busy:
                     self.busy = dict(event.busy)
                     self.bubble_history.append(1.0 - sum(self.busy.values()) / len(self.busy))

@@ -226,12 +226,13 @@ class StepMerger:
         )
 
 
-def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devices: list[str], split, micro_batches: int,
-              batch_size: int, totals: RunTotals, param_sq_parts: list[float], data_parallel: bool,
-              change_sq_parts: list[float] | None = None,
+def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devices: list[str], split,
+              micro_batches: int, batch_size: int, totals: RunTotals, param_sq_parts: list[float],
+              data_parallel: bool, change_sq_parts: list[float] | None = None,
               theory_bubble: float | None = None, notes: list[str] | None = None,
               theory_text: str | None = None, plan: list[list[str]] | None = None,
-              nodes: list[NodeSummary] | None = None, split_backward_extra: dict[str, float] | None = None) -> RunSummary:
+              nodes: list[NodeSummary] | None = None,
+              split_backward_extra: dict[str, float] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
     measured it."""
