@@ -26,12 +26,13 @@ class Action:
 
 RUN = Action("Run", "start_run", "Ctrl+R", "Run the experiment (Ctrl+R)", Pixmap.SP_MediaPlay)
 STOP = Action("Stop", "stop_run", "Esc", "Stop the run (Esc)", Pixmap.SP_MediaStop)
-OPEN_MODEL = Action("Open model file…", "open_model_file",
+OPEN_MODEL = Action("Open model file…", "experiment.model_combo.open_model_file",
                     tip="A Python file defining build_model() and make_batch()")
 QUIT = Action("Quit", "close", "Ctrl+Q")
 BACK_TO_LIVE = Action("Back to live", "back_to_live", tip="This machine's telemetry and the current run")
-REFRESH_HISTORY = Action("Refresh history", "refresh_history", "F5")
-EXPERIMENT_RESULT = Action("Experiment result", "show_result_view", tip="The result of the experiment last shown")
+REFRESH_HISTORY = Action("Refresh history", "history.refresh", "F5")
+EXPERIMENT_RESULT = Action("Experiment result", "center.show_result_view",
+                           tip="The result of the experiment last shown")
 SHORTCUTS = Action("Keyboard shortcuts", "help.shortcuts", "F1", "Every shortcut of the window (F1)")
 DOCUMENTATION = Action("Documentation", "help.documentation", tip="README.md and docs/ in the repository")
 ABOUT = Action("About Splitscope", "help.about", tip="Splitscope's version, and torch's and Qt's it runs with")

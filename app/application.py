@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import sys
 import time
 
@@ -11,6 +10,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
+from engine.environment import variable
 
 
 def dark_palette() -> QtGui.QPalette:
@@ -90,7 +90,7 @@ def run_app(argv: list[str], t_start: float) -> int:
             report["run_ready_s"] = round(time.perf_counter() - t_start, 3)
             report["run_ready_at_unix"] = time.time()
     window.run_action.changed.connect(run_ready)
-    quit_after = os.environ.get("SPLITSCOPE_QUIT_AFTER_MS")
+    quit_after = variable("SPLITSCOPE_QUIT_AFTER_MS")
     if quit_after:
         def quit_now():
             report["torch_imported_at_quit"] = "torch" in sys.modules

@@ -9,12 +9,14 @@ import os
 
 from PySide6 import QtCore
 
+from engine.environment import variable
+
 ORGANIZATION = "Splitscope"
 APPLICATION = "Splitscope"
 
 
 def make_settings(parent: QtCore.QObject | None = None) -> QtCore.QSettings:
-    path = os.environ.get("SPLITSCOPE_SETTINGS")
+    path = variable("SPLITSCOPE_SETTINGS")
     if path:
         return QtCore.QSettings(path, QtCore.QSettings.Format.IniFormat, parent)
     return QtCore.QSettings(ORGANIZATION, APPLICATION, parent)

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from engine.environment import variable
+
 # Debian names a library's package lib<name><soversion>, with a "-" before the version when the name ends
 # in a digit (libxkbcommon-x11.so.0 -> libxkbcommon-x11-0); these few do not follow the rule.
 PACKAGE_EXCEPTIONS = {"libglib-2.0.so.0": "libglib2.0-0", "libgthread-2.0.so.0": "libglib2.0-0",
@@ -61,10 +63,10 @@ def missing_packages(plugin: Path, ldd: Callable[[Path], str] = run_ldd) -> list
 
 def uses_xcb(environ=os.environ) -> bool:
     """Whether Qt will try the xcb plugin: Linux, no other platform asked for, no Wayland session."""
-    platform = environ.get("QT_QPA_PLATFORM", "")
+    platform = variable("QT_QPA_PLATFORM", "", env=environ)
     if not sys.platform.startswith("linux"):
         return False
-    return platform.startswith("xcb") or (not platform and not environ.get("WAYLAND_DISPLAY"))
+    return platform.startswith("xcb") or (not platform and not variable("WAYLAND_DISPLAY", env=environ))
 
 
 def window_problem(environ=os.environ, plugin: Path | None = None,
@@ -80,7 +82,7 @@ def window_problem(environ=os.environ, plugin: Path | None = None,
         return ("the window needs system libraries that are not installed; on Debian or Ubuntu:\n"
                 f"    sudo apt-get install {' '.join(missing)}\n"
                 "(the command line needs none of them: python main.py run --help)")
-    if not environ.get("DISPLAY"):
+    if not variable("DISPLAY", env=environ):
         return ("no display to open the window on (DISPLAY is not set): run it in a desktop session, "
                 "under Xvfb (see the README), or use the command line: python main.py run --help")
     return None

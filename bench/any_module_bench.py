@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
+from engine.rules import effective_batch_size, effective_micro_batches  # noqa: E402
 
 CASES = {
     "tiny transformer": ExperimentConfig(model="custom", model_file=str(ROOT / "examples" / "tiny_transformer.py"),
@@ -45,7 +46,7 @@ def measure(config: ExperimentConfig, db: str) -> dict:
     t0 = time.perf_counter()
     spec = build(config)
     build_s = time.perf_counter() - t0
-    micro = config.effective_batch_size // config.effective_micro_batches
+    micro = effective_batch_size(config) // effective_micro_batches(config)
     t0 = time.perf_counter()
     infos = planning.block_costs(spec, micro)
     timing_s = time.perf_counter() - t0

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
 from engine.results import Step  # noqa: E402
+from engine.rules import effective_batch_size, effective_lr, effective_stages_per_device  # noqa: E402
 from engine.run.session import RunSession  # noqa: E402
 
 
@@ -92,7 +93,7 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
     rows = []
     for schedule in SCHEDULE_LIST:
         summary = run(base.replace(schedule=schedule.name), db)
-        rows.append({"schedule": schedule.name, "v": base.replace(schedule=schedule.name).effective_stages_per_device,
+        rows.append({"schedule": schedule.name, "v": effective_stages_per_device(base.replace(schedule=schedule.name)),
                      "measured": summary.bubble.measured, "theory": summary.bubble.theory,
                      "step_ms": step_times(summary) * 1000, "split": summary.split})
     return rows
@@ -117,7 +118,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
     predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
     rows = []
     for (schedule, v, m), step in predicted.items():
-        if m not in counts or v != base.replace(schedule=schedule).effective_stages_per_device:
+        if m not in counts or v != effective_stages_per_device(base.replace(schedule=schedule)):
             continue
         measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
         measured = step_times(measured_run)
@@ -180,11 +181,12 @@ PLAIN_LOOP = textwrap.dedent("""
     torch.set_num_threads(1)
     from engine.config import ExperimentConfig
     from engine.models.build import build
+    from engine.rules import effective_batch_size, effective_lr
     config = ExperimentConfig(model="mlp", width={width}, depth={depth}, batch_size={batch}, steps={steps})
     spec = build(config)
     model = spec.sequential()
-    opt = torch.optim.SGD(model.parameters(), lr=config.effective_lr)
-    batches = spec.data.batches(config.effective_batch_size)
+    opt = torch.optim.SGD(model.parameters(), lr=effective_lr(config))
+    batches = spec.data.batches(effective_batch_size(config))
     pool = [next(batches) for _ in range(min(16, config.steps))]  # prepared ahead, as the engine's default
     times = []
     for step in range(config.steps):

@@ -27,6 +27,7 @@ def main(argv: list[str]) -> None:
 
     from engine.config import ExperimentConfig
     from engine.models.build import build
+    from engine.rules import effective_lr
     torch.set_num_threads(1)
     dist.init_process_group("gloo", store=dist.FileStore(store_file, world), rank=rank, world_size=world)
     config = ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch, steps=steps)
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> None:
     module = spec.sequential(*bounds)
     stage = PipelineStage(module, rank, world, torch.device("cpu"))
     schedule = ScheduleGPipe(stage, n_microbatches=micro, loss_fn=spec.loss_fn, scale_grads=True)
-    optimizer = torch.optim.SGD(module.parameters(), lr=config.effective_lr)
+    optimizer = torch.optim.SGD(module.parameters(), lr=effective_lr(config))
     batches = spec.data.batches(batch)
     pool = [next(batches) for _ in range(min(16, steps))]
     ends = []

@@ -17,10 +17,12 @@ import threading
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.results import to_json
+from engine.rules import effective_batch_size
 from engine.run_options import add_run_options, config_from_args, given_options, split_tokens
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")  # build_parser's subcommands, in its order
+# build_parser's subcommands, in its order
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")
 
 
 class ArgumentError(Exception):
@@ -391,7 +393,7 @@ def cmd_models(args) -> int:
     if args.json:
         print(json.dumps({"split_points": rows, "balanced_split": list(split)}))
     else:
-        print(model_listing.split_points_text(rows, split, config.effective_batch_size, config.split_level))
+        print(model_listing.split_points_text(rows, split, effective_batch_size(config), config.split_level))
     return EXIT_OK
 
 
@@ -399,7 +401,7 @@ def cmd_devices(args) -> int:
     from engine.report import device_inventory, devices_table
     inventory = device_inventory()
     if args.json:
-        print(json.dumps(inventory))
+        print(json.dumps({**inventory, "gpus": [to_json(g) for g in inventory["gpus"]]}))
     else:
         print(devices_table(inventory))
     return EXIT_OK

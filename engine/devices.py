@@ -6,8 +6,12 @@ Torch-free: the app lists devices at start-up, so GPUs are counted through NVML
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.cores import usable_cores  # noqa: F401 (part of this module's interface)
+
+if TYPE_CHECKING:
+    from engine.telemetry.gpu_inventory import GpuInfo
 
 
 @dataclass(frozen=True)
@@ -63,16 +67,16 @@ def gpu_count() -> int:
     return len(visible_gpus())
 
 
-def gpu_label(gpu: dict) -> str:
+def gpu_label(gpu: GpuInfo) -> str:
     """How a run names a GPU of ``gpu_inventory.inventory()``: "cuda:K", or its NVML index when CUDA does not see it."""
-    if gpu.get("cuda_index") is None:
-        return f"GPU {gpu.get('index')} (hidden by CUDA_VISIBLE_DEVICES)"
-    return f"cuda:{gpu['cuda_index']}"
+    if gpu.cuda_index is None:
+        return f"GPU {gpu.index} (hidden by CUDA_VISIBLE_DEVICES)"
+    return f"cuda:{gpu.cuda_index}"
 
 
-def cuda_visible(gpus: list[dict]) -> list[dict]:
+def cuda_visible(gpus: list[GpuInfo]) -> list[GpuInfo]:
     """The inventory's GPUs a run can use, in the order of their names cuda:0, cuda:1, ..."""
-    return sorted((g for g in gpus if g.get("cuda_index") is not None), key=lambda g: g["cuda_index"])
+    return sorted((g for g in gpus if g.cuda_index is not None), key=lambda g: g.cuda_index)
 
 
 def cpu_devices(n: int, cores: list[int] | None = None) -> list[Device]:

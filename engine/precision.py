@@ -8,10 +8,9 @@ so the two optimizers are the two ends of that trade.
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from engine.config import ExperimentConfig
+from engine import models
+from engine.config import ExperimentConfig
 
 OPTIMIZERS = {
     "sgd": "plain SGD: no state of its own",
@@ -27,7 +26,17 @@ DTYPES = {
 _AUTOCAST_TYPES = ("cpu", "cuda")
 
 
-def make_optimizer(params, config: "ExperimentConfig"):
+def effective_lr(config: ExperimentConfig) -> float:
+    """The given lr; else AdamW's own default (torch's 1e-3), or the model's SGD rate."""
+    if config.lr is not None:
+        return config.lr
+    if config.optimizer in DEFAULT_LR:
+        return DEFAULT_LR[config.optimizer]
+    known = models.lookup(config.model)
+    return known.lr if known else 0.01
+
+
+def make_optimizer(params, config: ExperimentConfig):
     """The run's optimizer over ``params``, or None when there are none (a lone ReLU's stage):
     torch's optimizers refuse an empty list."""
     import torch
@@ -35,12 +44,12 @@ def make_optimizer(params, config: "ExperimentConfig"):
     if not params:
         return None
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=config.effective_lr)
-    return torch.optim.SGD(params, lr=config.effective_lr)
+        return torch.optim.AdamW(params, lr=effective_lr(config))
+    return torch.optim.SGD(params, lr=effective_lr(config))
 
 
 @contextmanager
-def autocast(config: "ExperimentConfig", device_types):
+def autocast(config: ExperimentConfig, device_types):
     """The run's compute dtype for what runs inside, on each of ``device_types`` (a no-op for float32)."""
     if config.dtype == "float32":
         yield

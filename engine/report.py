@@ -104,11 +104,11 @@ def device_inventory() -> dict:
 def devices_table(inv: dict) -> str:
     lines = []
     for g in inv["gpus"]:
-        mem = g.get("memory_total")
+        mem = g.memory_total
         size = f"  {mem / 2**30:.1f} GiB" if mem else ""
-        lost = "  (lost)" if g.get("lost") else ""
-        lines.append(f"{gpu_label(g)}  {g.get('name')}{size}  driver {g.get('driver_version') or '?'}{lost}")
-        fields = g.get("fields") or {}
+        lost = "  (lost)" if g.lost else ""
+        lines.append(f"{gpu_label(g)}  {g.name or 'unknown GPU'}{size}  driver {g.driver_version or '?'}{lost}")
+        fields = g.fields
         if fields:
             have = [k for k, v in fields.items() if v]
             missing = [k for k, v in fields.items() if not v]

@@ -294,6 +294,24 @@ class Sample(DeviceSample):
 
 # ---- an experiment ------------------------------------------------------------------------
 @dataclass(frozen=True)
+class PlannedPoint:
+    """A point an experiment set out to run: its label, its config as stored (ExperimentConfig.to_dict) and its
+    swept value."""
+    label: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    x: float | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """What an experiment set out to run, stored as it starts (the store's ``params``): the base config, the
+    runs per point and the points, so an experiment that never finished is rebuilt from the runs it kept."""
+    base: dict[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    points: list[PlannedPoint] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class ExperimentPoint:
     label: str
     strategy: str | None = None

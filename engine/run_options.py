@@ -1,15 +1,62 @@
-"""The run options of the command line (``run``, and ``experiment``'s overrides), and the config they give.
+"""Each run option as the command line (``run``, and ``experiment``'s overrides) and the app's form show it,
+and the config the command line's give.
 
 Each option is ExperimentConfig's (engine/config.py declares its flag, help,
-default and choices, read from the registries); ``config_from_args`` makes the
+default and choices); ``options()`` reads the declarations, with the choices a
+registry gives (the config imports none); ``config_from_args`` makes the
 ``ExperimentConfig`` every run is described by.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from engine.config import ConfigError, ExperimentConfig, Option, Problem, options
+from engine import models, strategies
+from engine.config import ConfigError, ExperimentConfig, Problem, declared_flag, field_types
+from engine.precision import DTYPES, OPTIMIZERS
+
+# The registries an option's choices may name (engine/config.py's ``choices="schedules"``): name -> description.
+REGISTRIES: dict[str, Callable[[], dict[Any, str]]] = {
+    "strategies": lambda: {name: s.description for name, s in strategies.STRATEGIES.items()},
+    "schedules": lambda: strategies.SCHEDULES,
+    "split levels": lambda: models.SPLIT_LEVELS,
+    "optimizers": lambda: OPTIMIZERS,
+    "dtypes": lambda: DTYPES,
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of ExperimentConfig as the command line, the app's form (app/views/more_options.py) and an
+    experiment's base (app/views/experiments_menu.py preset_base) show it."""
+    name: str
+    type: type                          # int, float, str, or tuple (the split's block indices)
+    optional: bool                      # None allowed: the engine chooses
+    default: Any
+    help: str
+    flag: str                           # "--hang-timeout"
+    label: str                          # "hang timeout (s)": how the app's form names it
+    choices: dict[Any, str] | None      # name -> description, where the value is one of some names
+    in_form: bool                       # the app's panel shows it among its further options
+    in_experiment: bool                 # an experiment's base takes it from the run options
+    path: bool                          # a file, made absolute
+
+
+def options() -> list[Option]:
+    """Every option, in declaration order, its choices read from the registries now."""
+    out = []
+    for f in dataclasses.fields(ExperimentConfig):
+        meta = f.metadata
+        base, optional = field_types(ExperimentConfig)[f.name]
+        choices = REGISTRIES[meta["choices"]]() if isinstance(meta["choices"], str) else meta["choices"]
+        out.append(Option(f.name, base, optional, f.default, meta["help"],
+                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices,
+                          meta["form"], meta["experiment"], meta["path"]))
+    return out
+
 
 # Options whose command-line default is "not given", for a rule that needs to know: the model (given
 # with --model-file, which says its own) and the warm-up (fewer than 2 steps on a run of 2 or less).

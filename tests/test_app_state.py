@@ -30,6 +30,8 @@ def step(k: int, time_s: float, busy: dict) -> Step:
 
 def test_the_run_monitor_follows_a_run_from_its_events():
     run = RunProgress(run_id="r1", steps_total=10)
+    announced: list = []   # what the live view draws from (app/views/center_area.py subscribes)
+    run.applied.connect(lambda event: announced.append((type(event).__name__, run.steps_done)))
     run.apply(Launched(t=0.5, pids={"0": 1}))          # known to the window, nothing to keep here
     assert run.status == "idle" and run.launched
     run.apply(STARTED)
@@ -44,6 +46,9 @@ def test_the_run_monitor_follows_a_run_from_its_events():
     run.apply(Finished(t=3.2, status="failed", summary=RunSummary(bubble=Bubble(measured=0.4, theory=None))))
     assert run.error.rank == 1 and run.summary.bubble.measured == 0.4  # a warning is the log's, not state
     assert run.measured_bubble() == 0.4 and run.theory_bubble() is None  # the summary's figures, once it ends
+    # Each event announced once, after it was applied (a listener reads the state it changed).
+    assert announced == [("Launched", 0), ("Started", 0), ("Step", 1), ("Step", 2), ("Step", 3), ("Step", 4),
+                         ("Warned", 4), ("Errored", 4), ("Finished", 4)]
 
 
 @pytest.mark.parametrize("activity, problems, check, reason", [

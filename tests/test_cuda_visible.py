@@ -70,8 +70,8 @@ def test_a_run_on_cuda_0_samples_the_gpu_cuda_visible_devices_names(four_gpus, m
 def test_the_inventory_names_each_gpu_as_a_run_would(four_gpus, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     inventory = gpu_inventory.inventory()
-    assert [g["cuda_index"] for g in inventory] == [None, 1, None, 0]
-    assert [g["uuid"] for g in devices.cuda_visible(inventory)] == ["GPU-dddd-3", "GPU-bbbb-1"]
+    assert [g.cuda_index for g in inventory] == [None, 1, None, 0]
+    assert [g.uuid for g in devices.cuda_visible(inventory)] == ["GPU-dddd-3", "GPU-bbbb-1"]
     table = devices_table(device_inventory())
     assert "GPU 0 (hidden by CUDA_VISIBLE_DEVICES)" in table and "cuda:0  NVIDIA Fake H200" in table
 

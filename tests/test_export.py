@@ -25,7 +25,7 @@ from no_qt import QT, run_without, run_without_qt
 from procs import ROOT
 from engine.export import ExportError, experiment_figures, export, run_figures
 from engine.figures import Axis, Bars, Figure, Mark, Series, palette
-from engine.results import ExperimentResult, RunSummary, Step, from_json
+from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Step, from_json
 from engine.store import Store
 
 MATPLOTLIB_MISSING = "png, svg, pdf and html export draw with matplotlib, which is not installed here"
@@ -81,7 +81,7 @@ SWEEP = [(4, 0.30), (8, 0.21), (16, 0.18), (32, 0.24)]
 
 @pytest.fixture
 def experiment_id(store):
-    exp_id = store.create_experiment("split-size", {"repeats": 3, "base": CONFIG})
+    exp_id = store.create_experiment("split-size", ExperimentPlan(repeats=3, base=CONFIG))
     points = [sweep_point(s, t) for s, t in SWEEP]
     points[1].pop("throughput")  # a point missing a field is skipped, not fatal
     store.finish_experiment(exp_id, from_json(ExperimentResult, {"experiment_id": exp_id, "name": "split-size",
@@ -271,7 +271,7 @@ def test_experiment_csv_and_html(store, experiment_id, tmp_path):
 
 
 def test_an_unfinished_experiment_is_rebuilt_from_its_runs(store, tmp_path):
-    exp_id = store.create_experiment("compare-strategies", {"repeats": 2})
+    exp_id = store.create_experiment("compare-strategies", ExperimentPlan(repeats=2))
     for label, step_time in [("single", 0.2), ("single", 0.22), ("pipeline", 0.15), ("ddp", 0.1)]:
         rid = store.create_run(CONFIG, experiment_id=exp_id, label=label)
         summary = {"run_id": rid, "strategy": label, "devices": ["cpu:0", "cpu:1"],
@@ -507,7 +507,7 @@ def test_trace_export_of_an_experiment_holds_its_runs_one_after_another(store, e
     with no runs is refused with the reason (the app disables the action for it)."""
     with pytest.raises(ExportError, match="has no runs to trace"):
         export(store, experiment_id, "trace", tmp_path)
-    exp_id = store.create_experiment("split-size", {"repeats": 1, "base": CONFIG})
+    exp_id = store.create_experiment("split-size", ExperimentPlan(repeats=1, base=CONFIG))
     runs = []
     for k, label in enumerate(("split size 8", "split size 16")):
         run_id = store.create_run(CONFIG, experiment_id=exp_id, label=label)

@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import cli
-from engine.config import ConfigError, ExperimentConfig, problems
+from engine.config import ConfigError, ExperimentConfig
 from engine.events import NAMES
+from engine.rules import problems
 from engine.run import protocol
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`

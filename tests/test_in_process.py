@@ -9,6 +9,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.measure.timing import StepTimer
 from engine.models.build import build
+from engine.rules import effective_batch_size
 from engine.strategies.base import RankContext
 from engine.strategies.in_process_stages import InProcessStages
 from engine.strategies.single import SingleDevice
@@ -19,7 +20,7 @@ def train(executor_factory, config, devices, split=None, steps=3):
     ctx = RankContext(config=config, rank=0, world_size=1, devices=devices, split=split, spec=spec,
                       timer=StepTimer())
     executor = executor_factory(ctx)
-    batches = spec.data.batches(config.effective_batch_size)
+    batches = spec.data.batches(effective_batch_size(config))
     intervals = {}
     for _ in range(steps):
         ctx.timer.begin_step()

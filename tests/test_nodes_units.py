@@ -8,13 +8,14 @@ import threading
 
 import pytest
 
-from engine.config import ExperimentConfig, problems
+from engine.config import ExperimentConfig
 from engine.devices import DeviceError
 from engine.nodes import messages, wire
 from engine.nodes.address import AddressError, allowed, parse_address, parse_networks, parse_nodes
 from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
 from engine.nodes.cluster import cluster_devices, node_devices
 from engine.nodes.token import TokenError, new_token, read_token
+from engine.rules import problems
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
@@ -122,6 +123,10 @@ def test_a_token_file_must_be_private_and_long_enough(tmp_path):
         read_token(short)
     with pytest.raises(TokenError, match="--new-token"):
         read_token(tmp_path / "missing")
+    # The run options' help names the same default the agents read (engine/config.py imports no node code).
+    from engine.nodes.token import DEFAULT_TEXT
+    from engine.run_options import options
+    assert DEFAULT_TEXT in next(o.help for o in options() if o.name == "token_file")
 
 
 def node_info(gpus: int, cores: list[int]) -> messages.Info:

@@ -97,7 +97,8 @@ def test_the_devices_box_names_the_devices_a_run_will_have_and_says_when_they_sh
     assert warning.startswith("4 CPU devices on 2 cores: devices share cores")
     assert "utilization reads per core" in warning and "busy shares and step times" in warning
     assert sharing_warning(config(devices="cpu:2"), cores=2) is None
-    gpus = [{"index": 0, "cuda_index": 0, "name": "H100"}, {"index": 1, "cuda_index": 1, "name": "H100"}]
+    from engine.telemetry.gpu_inventory import GpuInfo
+    gpus = [GpuInfo(0, cuda_index=0, name="H100"), GpuInfo(1, cuda_index=1, name="H100")]
     texts = {c.spec: c.text for c in device_choices(2, gpus)}
     assert texts["cuda:0,cuda:1"] == "2 GPUs (cuda:0, cuda:1)" and texts["cpu,cuda:0"].startswith("2 devices")
     # The status line counts what the machine has: a run's cpu:3 is a core's work, not a fifth device.

@@ -85,7 +85,7 @@ def test_not_supported_fields_are_none_and_probed_once(use_nvml):
         assert sample.util == 87.0 and sample.sm_clock_mhz == 1980.0
     assert gpu.calls.count("nvmlDeviceGetPowerUsage") == 1  # the probe, then never again
     assert warnings == []
-    fields = gpu_inventory.inventory()[0]["fields"]
+    fields = gpu_inventory.inventory()[0].fields
     assert fields["power_w"] is False and fields["temp_c"] is False and fields["pcie_rx_bps"] is False
     assert fields["util"] is True and fields["mem_total"] is True
 
@@ -94,10 +94,10 @@ def test_inventory_lists_each_gpu(use_nvml):
     use_nvml(make_fake_pynvml([FakeGpu(), FakeGpu(name="NVIDIA Fake L4", uuid="GPU-1", mem_total=24 * 2**30)]))
     assert nvml.device_count() == 2
     gpus = gpu_inventory.inventory()
-    assert [g["name"] for g in gpus] == ["NVIDIA Fake H200", "NVIDIA Fake L4"]
-    assert gpus[1] == {**gpus[1], "index": 1, "uuid": "GPU-1", "memory_total": 24 * 2**30,
-                       "driver_version": "580.82.07", "lost": False}
-    assert gpus[0]["fields"]["util_samples"] is True  # NOT_FOUND (empty ring) still means offered
+    assert [g.name for g in gpus] == ["NVIDIA Fake H200", "NVIDIA Fake L4"]
+    assert (gpus[1].index, gpus[1].uuid, gpus[1].memory_total, gpus[1].driver_version, gpus[1].lost) == \
+        (1, "GPU-1", 24 * 2**30, "580.82.07", False)
+    assert gpus[0].fields["util_samples"] is True  # NOT_FOUND (empty ring) still means offered
     assert [t.name for t in all_targets()][:2] == ["cuda:0", "cuda:1"]
 
 
@@ -184,7 +184,7 @@ def test_real_nvml_samples_at_10_hz():
     if nvml.device_count() == 0:
         pytest.skip(f"no GPU visible through NVML ({nvml.start_error()})")
     gpus = gpu_inventory.inventory()
-    assert gpus[0]["name"] and gpus[0]["memory_total"] > 0 and gpus[0]["fields"]["util"]
+    assert gpus[0].name and gpus[0].memory_total > 0 and gpus[0].fields["util"]
     done = threading.Event()
     full: list = []
 

@@ -10,12 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config import ConfigError, ExperimentConfig, problems
+from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device
 from engine.plan.planning import balanced_split
 from engine.record.rank_events import StepReport
 from engine.record.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, Step, from_json
+from engine.rules import effective_micro_batches, problems
 from engine.run import protocol
 from engine.store import Store
 
@@ -44,7 +45,7 @@ def test_config_problems_name_the_option():
 
 def test_split_size_gives_micro_batches():
     config = ExperimentConfig(strategy="pipeline", batch_size=120, split_size=20)
-    assert config.effective_micro_batches == 6
+    assert effective_micro_batches(config) == 6
 
 
 def test_protocol_round_trip_and_garbled_lines():

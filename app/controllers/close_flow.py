@@ -1,7 +1,7 @@
 """CloseFlow: closing the window while a run or an experiment goes.
 
 The user is asked first; a yes stops the work, and the window closes once it has
-ended (the window's ``after_busy``), so its last events are stored and nothing is
+ended (RunControls.after_busy), so its last events are stored and nothing is
 left running. Should the worker not answer in time, the window closes anyway and
 ``app.application.run_app`` reaps the worker after the event loop.
 """
@@ -23,11 +23,11 @@ class CloseFlow(QtCore.QObject):
     def may_close(self) -> bool:
         """Whether the window may close now; when busy, ask (once) to stop first."""
         w = self.window
-        if not w.is_busy():
+        if not w.controls.is_busy():
             return True
         if self.requested:
             return False
-        experiment = w.activity().experiment
+        experiment = w.controls.activity().experiment
         what = "an experiment" if experiment else "the run"
         question = ("An experiment is in progress (its finished runs are kept). Stop it and close Splitscope?"
                     if experiment else "A run is in progress. Stop it and close Splitscope?")
@@ -39,7 +39,7 @@ class CloseFlow(QtCore.QObject):
 
     def quit_without_asking(self) -> None:
         """Close now; a run in progress is stopped first (timers and scripts use this, not users)."""
-        if self.window.is_busy():
+        if self.window.controls.is_busy():
             self.stop_then_close()
         else:
             self.window.close()

@@ -30,9 +30,11 @@ from engine.results import ExperimentResult
 class ExperimentFlow(QtCore.QObject):
     sigFinished = QtCore.Signal(object)   # the ExperimentResult (status finished, stopped or failed)
 
-    def __init__(self, window, runs, run_box):
+    def __init__(self, window, runs, run_box, center, history):
         super().__init__(window)
         self.window = window
+        self.center = center        # app/views/center_area.py: the live view, the result, errors
+        self.history = history      # app/views/history_panel.py: lists the experiment while it runs
         self.runs = runs            # app/controllers/run_flow.py: each run of the experiment follows as one run does
         self.run_box = run_box      # app/views/run_box.py: the progress counts runs
         self.client = ExperimentClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
@@ -57,16 +59,16 @@ class ExperimentFlow(QtCore.QObject):
 
     def start(self, name: str) -> bool:
         w = self.window
-        if w.is_busy():
-            w.log(f"cannot start experiment {name}: {w.run_blocked_reason()}", status=True)
+        if w.controls.is_busy():
+            w.log(f"cannot start experiment {name}: {w.controls.blocked_reason()}", status=True)
             return False
         try:
             base = preset_base(w.panel_config())
         except Exception as exc:  # the panel's values do not make a config (e.g. an empty devices box)
-            w.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}")
+            self.center.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}")
             return False
         repeats = self.menu.repeats
-        w.hide_error()
+        self.center.hide_error()
         self.name = name
         self.started_at = time.perf_counter()
         self.runs.hold_devices()
@@ -75,7 +77,7 @@ class ExperimentFlow(QtCore.QObject):
         self.run_box.show_time_left("")
         w.set_status(f"Experiment {name}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
-        w.update_run_controls()
+        w.controls.update()
         return True
 
     def stop(self) -> None:
@@ -83,7 +85,7 @@ class ExperimentFlow(QtCore.QObject):
             self.client.stop()
             self.window.set_status(f"Stopping experiment {self.name}: the current run ends, finished runs are kept…")
             self.window.log("experiment stop requested")
-            self.window.update_run_controls()
+            self.window.controls.update()
 
     # -- progress ------------------------------------------------------------------
     def _on_started(self, name: str, total: int) -> None:
@@ -96,13 +98,13 @@ class ExperimentFlow(QtCore.QObject):
         w = self.window
         self.run_box.show_progress(k - 1, n, run.bar_text)
         # The first run takes the view; later ones only if the user still watches the live plots.
-        watching = w.watching_live()
+        watching = self.center.watching_live()
         if run.config is not None:
             self.runs.begin_live_run(None, run.config, run.header, take_view=k == 1 or watching, mark=label)
         self.show_status()
         w.log(f"experiment {run.header} (run {k} of {n})")
         if k == 1:   # the experiment is in the store now: list it
-            w.show_running_experiment(self.client.experiment_id)
+            self.history.mark_running_experiment(self.client.experiment_id)
 
     def _on_events(self, events: list[WorkerEvent]) -> None:
         w = self.window
@@ -113,10 +115,10 @@ class ExperimentFlow(QtCore.QObject):
                 status = event.status
                 w.log(f"run {event.run_id} {status}" + (f": {event.error}" if event.error else ""),
                       level="error" if status == "failed" else "info")
-                w.current_run().status = status
-                w.refresh_history()
+                self.center.current_run().status = status
+                self.history.refresh()
                 w.telemetry.add(self.client.take_samples())  # a point of a fraction of a second: all it sampled
-                w.settle_plots()   # the point's summary: its measured and theoretical bubble
+                self.center.settle_plots()   # the point's summary: its measured and theoretical bubble
 
     def status_text(self) -> str | None:
         """The status line while a run of the experiment goes (None before the runner says which):
@@ -124,7 +126,7 @@ class ExperimentFlow(QtCore.QObject):
         run = self.client.progress
         if run is None:
             return None
-        return experiment_status.running_text(run, self.window.current_run(), self.runs.first_run)
+        return experiment_status.running_text(run, self.center.current_run(), self.runs.first_run)
 
     def show_status(self) -> None:
         """The status line, the progress bar's count and beside it the experiment's time left (before the
@@ -133,7 +135,7 @@ class ExperimentFlow(QtCore.QObject):
         if not text or self.stopping:   # the status line says it stops
             return
         self.window.set_status(text)
-        progress = self.window.current_run()
+        progress = self.center.current_run()
         elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
         beside = (run_status.starting_phase(progress)
                   or experiment_status.time_left_text(self.client.progress, progress, elapsed)
@@ -149,20 +151,20 @@ class ExperimentFlow(QtCore.QObject):
         status = result.status
         if failed:
             first = failed[0]
-            w.show_error(f"Experiment {result.name}: point {first.label} failed: {first.error}")
+            self.center.show_error(f"Experiment {result.name}: point {first.label} failed: {first.error}")
         text = experiment_status.finished_text(result)
         w.set_status(f"{text} · took {format_duration(took)}")
         w.log(f"experiment {result.experiment_id} {status}: {text}")
         self.run_box.end_progress(f"{result.name} {status}", complete=status == "finished")
         self._settle(experiment_status.finished_title(result))
-        w.show_experiment_result(result)
-        w.select_experiment(result.experiment_id or "")
+        self.center.show_experiment_result(result)
+        self.history.select_experiment(result.experiment_id or "")
         self.sigFinished.emit(result)
-        w.after_busy()
+        w.controls.after_busy()
 
     def _on_failed(self, message: str, tb: str) -> None:
         w = self.window
-        w.show_error(f"Experiment {self.name} failed: {message}", tb)
+        self.center.show_error(f"Experiment {self.name} failed: {message}", tb)
         w.log(f"experiment {self.name} failed: {message}", level="error")
         if tb:
             w.log(tb, level="error")
@@ -171,15 +173,15 @@ class ExperimentFlow(QtCore.QObject):
         self._settle(experiment_status.failed_title(self.name or "the experiment"))
         self.sigFinished.emit(ExperimentResult(experiment_id=self.client.experiment_id, name=self.name or "",
                                                status="failed", error=message))
-        w.after_busy()
+        w.controls.after_busy()
 
     def _settle(self, title: str) -> None:
         """The experiment ended: the header says so (not its last run's), the devices go back to idle."""
         w = self.window
         w.telemetry.add(self.client.take_samples())
-        w.mark_telemetry("end")
-        w.title_live_view(title)
+        self.center.mark_telemetry("end")
+        self.center.title_live_view(title)
         self.runs.release_devices()
         self.run_box.show_time_left("")
-        w.show_running_experiment(None)
-        w.settle_plots()
+        self.history.mark_running_experiment(None)
+        self.center.settle_plots()

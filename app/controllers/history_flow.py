@@ -14,10 +14,11 @@ from app.state.live_data import RunData
 class HistoryFlow(QtCore.QObject):
     sigRunsShown = QtCore.Signal(list)   # run ids now on the plots
 
-    def __init__(self, window, history):
+    def __init__(self, window, history, center):
         super().__init__(window)
         self.window = window
         self.history = history
+        self.center = center        # app/views/center_area.py: where stored runs and results are drawn
         self.shown_runs: list[str] = []
         history.sigSelectionChanged.connect(self._on_selection)
         history.sigLoaded.connect(self._on_loaded)
@@ -49,13 +50,13 @@ class HistoryFlow(QtCore.QObject):
             return  # a newer selection is loading
         if error:
             self.window.log(error, status=True, level="error")
-            self.window.show_error(error)
+            self.center.show_error(error)
         if not runs:
             return
-        self.window.show_stored_runs(runs)
+        self.center.show_stored_runs(runs)
         self.shown_runs = [r.run_id for r in runs]
         if len(runs) == 1 and runs[0].status in ("failed", "interrupted") and runs[0].error:
-            self.window.show_error(f"Run {runs[0].label} {runs[0].status}: {runs[0].error}")
+            self.center.show_error(f"Run {runs[0].label} {runs[0].status}: {runs[0].error}")
         self.sigRunsShown.emit(self.shown_runs)
 
     def _on_experiment_selected(self, experiment_id: str) -> None:
@@ -63,4 +64,4 @@ class HistoryFlow(QtCore.QObject):
         store = self.history.store
         experiment = store.get_experiment(experiment_id)
         if experiment is not None:
-            self.window.show_experiment_result(stored_result(store, experiment))
+            self.center.show_experiment_result(stored_result(store, experiment))

@@ -7,7 +7,7 @@ experiment panel's options and the split view, in the app's words and with the f
 the views apply (app/state/problem_help.py); the blocks, with the balanced split for
 the configured devices, go to the split view; the bubble box previews the theory
 until a run gives a measurement. The Run button follows the check, and waits for the
-blocks a split is chosen on (the window's ``update_run_controls``).
+blocks a split is chosen on (app/controllers/run_controls.py).
 """
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from app.state import plan_state, problem_help
 from app.state.plan_state import BlockProfile, PlanState
 from app.state.problem_help import Help
 from app.state.planner_answers import Checked, Profiled
-from engine import config as config_mod
+from engine import rules
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
 from engine.problems import Problem
 from engine.models import MODELS
+from engine.rules import effective_stages_per_device
 from engine.strategies import STRATEGIES
 from engine.strategies.staged import stage_devices
 
@@ -31,12 +32,14 @@ class PlanFlow(QtCore.QObject):
     sigChecked = QtCore.Signal(list)    # problems of the latest config (problem_help.Help); [] when valid
     sigProfiled = QtCore.Signal()       # the split view shows the blocks, or why there are none
 
-    def __init__(self, window, split_view):
+    def __init__(self, window, split_view, panel, center):
         super().__init__(window)
         self.window = window
         self.split_view = split_view
+        self.panel = panel          # app/views/experiment_panel.py: the settings, and their problems under them
+        self.center = center        # app/views/center_area.py: the bubble box's preview
         self.state = PlanState()
-        self.gpus: list[dict] = []      # the GPU inventory: torch numbers the visible ones cuda:0, ...
+        self.gpus: list = []            # the GPU inventory (GpuInfo): torch numbers the visible ones cuda:0, ...
         self.planner = PlannerClient.taken(self)   # app.application started one while the window was built
         self.planner.sigChecked.connect(self._on_checked)
         self.planner.sigProfiled.connect(self._on_profiled)
@@ -58,7 +61,7 @@ class PlanFlow(QtCore.QObject):
     def config_changed(self) -> None:
         config = self.window.panel_config()
         strategy = STRATEGIES.get(config.strategy)
-        stages = (plan_state.stage_count(config, self.gpus) or 2) * config.effective_stages_per_device
+        stages = (plan_state.stage_count(config, self.gpus) or 2) * effective_stages_per_device(config)
         view = self.split_view
         view.set_context(bool(strategy and strategy.uses_split), stages, plan_state.micro_batch_size(config))
         model = MODELS.get(config.model) if not config.model_file else None
@@ -77,14 +80,14 @@ class PlanFlow(QtCore.QObject):
 
     def request_check(self) -> None:
         config = self.window.current_config()
-        quick = self._explained(config_mod.problems(config),
+        quick = self._explained(rules.problems(config),
                                 config)
         request = self.state.ask(config, quick, self.split_view.stages, self.planner.started)
         self._show_problems()
         if request is not None:
             self.planner.request(request.config, profile=request.profile, stages=request.stages)
         self.split_view.show_profile_action(self.state.profile_action)
-        self.window.update_run_controls()
+        self.window.controls.update()
 
     def _on_split_changed(self) -> None:
         view = self.split_view
@@ -113,13 +116,12 @@ class PlanFlow(QtCore.QObject):
 
     def _preview_bubble(self) -> None:
         """Before the first run, the bubble box shows the theory for the configured experiment."""
-        w = self.window
-        progress = w.current_run()
-        if progress.run_id is not None or w.is_busy():
+        progress = self.center.current_run()
+        if progress.run_id is not None or self.window.controls.is_busy():
             return
-        config = w.current_config()
+        config = self.window.current_config()
         plan_state.preview_run(progress, config, plan_state.stage_count(config, self.gpus) or 0)
-        w.refresh_bubble()
+        self.center.refresh_bubble()
 
     def _show_blocks(self, profile: BlockProfile, keep_choice: bool) -> None:
         """The blocks in the split view, with the balanced split for the configured stage devices."""
@@ -127,7 +129,8 @@ class PlanFlow(QtCore.QObject):
         balanced = None
         if view.uses_split:
             config = self.window.panel_config()
-            kinds = [d.kind for d in stage_devices(config, plan_state.config_devices(config))]
+            kinds = [d.kind for d in stage_devices(config, plan_state.config_devices(config),
+                                                      effective_stages_per_device(config))]
             balanced = profile.balanced(kinds, view.stages)
         view.blockSignals(True)  # the check that follows is asked once, by the caller
         try:
@@ -144,7 +147,7 @@ class PlanFlow(QtCore.QObject):
     def _show_problems(self) -> None:
         # The split's problems under the split view, with the fixes it applies; the window's line under
         # it stays empty.
-        self.window.show_config_problems(self.state.panel_problems(), "")
+        self.panel.show_problems(self.state.panel_problems())
         self.split_view.show_problems(self.state.split_problems())
 
     # -- the planner answers --------------------------------------------------------------------
@@ -155,7 +158,7 @@ class PlanFlow(QtCore.QObject):
         self._show_problems()
         for warning in answer.warnings:
             self.window.log(f"warning: {warning}", level="warning")
-        self.window.update_run_controls()
+        self.window.controls.update()
         self.sigChecked.emit(self.state.problems)
 
     def _on_profiling(self, _request_id: int, fraction: float) -> None:
@@ -169,7 +172,7 @@ class PlanFlow(QtCore.QObject):
             self.split_view.show_waiting(self.state.split_text())   # the names and a split chosen by them stay
             self.split_view.show_profile_action(self.state.profile_action)
             self.window.log(f"block profiling failed: {self.state.profile_error}", level="warning")
-            self.window.update_run_controls()   # Run waited for the blocks; the engine balances the split
+            self.window.controls.update()   # Run waited for the blocks; the engine balances the split
             self.sigProfiled.emit()
             return
         # A split the user chose by the blocks' names stays; otherwise (none, or the even one Skip chose) the
@@ -184,4 +187,4 @@ class PlanFlow(QtCore.QObject):
     def _on_planner_crashed(self, message: str) -> None:
         self.window.log(message, level="error")
         self.state.planner_lost()
-        self.window.update_run_controls()
+        self.window.controls.update()

@@ -2,8 +2,8 @@
 
 Run starts the configured experiment through the worker client (the idle telemetry
 stops: the run samples its own devices). Each batch of the worker's events updates the
-live view's run monitor (``RunProgress.apply``) and the plots; the status line, the
-progress bar and the time left follow. At the end the status line says how it went
+live view's run monitor (``RunProgress.apply``), which the window's middle draws from
+(app/views/center_area.py); the status line, the progress bar and the time left follow. At the end the status line says how it went
 (app/state/run_status.py), the history lists the run and the idle telemetry goes on.
 An experiment's runs (app/controllers/experiment_flow.py) come through
 ``hold_devices``, ``begin_live_run`` and ``on_events`` too: the same plots, memory,
@@ -26,8 +26,8 @@ from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.live_data import RunProgress
 from engine.config import ExperimentConfig
-from engine.events import Finished, Launched, Started, WorkerEvent
-from engine.results import Step
+from engine.events import Launched, Started, WorkerEvent
+from engine.rules import effective_micro_batches
 from engine.run.session import RunResult
 
 
@@ -35,9 +35,11 @@ class RunFlow(QtCore.QObject):
     sigStarted = QtCore.Signal(str)       # run id
     sigFinished = QtCore.Signal(object)   # the RunResult (status finished, stopped or failed)
 
-    def __init__(self, window, idle: IdleTelemetry, run_box):
+    def __init__(self, window, idle: IdleTelemetry, run_box, center, what_if):
         super().__init__(window)
         self.window = window
+        self.center = center        # app/views/center_area.py: the live view, errors
+        self.what_if = what_if      # app/controllers/what_if_flow.py: the Plan tab's rows for the run that ended
         self.idle = idle
         self.run_box = run_box      # app/views/run_box.py: the progress bar and the time left
         self.started_at: float | None = None
@@ -64,24 +66,24 @@ class RunFlow(QtCore.QObject):
     def start(self) -> str | None:
         """Run the configured experiment; its run id, or None when Run is held back or the start failed."""
         w = self.window
-        if w.run_blocked_reason() is not None:
+        if w.controls.blocked_reason() is not None:
             return None
         config = w.current_config()
-        w.hide_error()
+        self.center.hide_error()
         self.hold_devices()
         try:
             run_id = self.worker.start(config)
         except Exception as exc:
-            w.show_error(f"Could not start the run: {type(exc).__name__}: {exc}", traceback.format_exc())
+            self.center.show_error(f"Could not start the run: {type(exc).__name__}: {exc}", traceback.format_exc())
             w.log(f"could not start the run: {exc}", level="error")
             self.release_devices()
-            w.update_run_controls()
+            w.controls.update()
             return None
         self.begin_live_run(run_id, config, f"run {run_status.short_id(run_id)}")
         self.run_box.show_time_left("")
         self.show_progress()
         w.log(f"run {run_id}: {config.to_json()}")
-        w.update_run_controls()
+        w.controls.update()
         self.sigStarted.emit(run_id)
         return run_id
 
@@ -93,8 +95,8 @@ class RunFlow(QtCore.QObject):
     def release_devices(self) -> None:
         """The run or the experiment ended: this machine's idle telemetry goes on."""
         self.window.set_redraw_busy(False)
-        self.window.show_timeline_hint(None)
-        if not self.window.closing_requested():
+        self.center.show_timeline_hint(None)
+        if not self.window.closing.requested:
             self.idle.start()
 
     def begin_live_run(self, run_id: str | None, config: ExperimentConfig, label: str,
@@ -105,13 +107,12 @@ class RunFlow(QtCore.QObject):
         self.started_at = time.perf_counter()
         self.runs_begun += 1
         progress = RunProgress(run_id=run_id, config=config, steps_total=config.steps,
-                               micro_batches=config.effective_micro_batches,
+                               micro_batches=effective_micro_batches(config),
                                split=list(config.split) if config.split else None,
                                status="starting", label=label)
-        w = self.window
-        w.follow_run(progress, take_view, mark or label.split(",")[0])
-        w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
-        w.refresh_bubble()   # the figures of this run's configuration, not the last run's
+        self.center.follow_run(progress, take_view, mark or label.split(",")[0])
+        self.center.show_timeline_hint(run_status.starting_text(progress, self.first_run))
+        self.center.refresh_bubble()   # the figures of this run's configuration, not the last run's
 
     def stop(self) -> None:
         if not self.worker.is_running() or self.worker.stopping:
@@ -119,28 +120,16 @@ class RunFlow(QtCore.QObject):
         self.worker.stop()
         self.window.set_status("Stopping the run… (the worker ends within 3 s)")
         self.window.log("stop requested")
-        self.window.update_run_controls()
+        self.window.controls.update()
 
     # -- the worker's events (UI thread, batched) ---------------------------------------------
     def on_events(self, events: list[WorkerEvent]) -> None:
         w = self.window
-        progress = w.current_run()
+        progress = self.center.current_run()
         for event in events:
-            progress.apply(event)
+            progress.apply(event)   # the live view draws what it changed (CenterArea follows the monitor)
             if isinstance(event, (Launched, Started)):
-                w.show_timeline_hint(run_status.starting_text(progress, self.first_run))
-            match event:
-                case Launched() if not progress.devices:
-                    w.show_run_devices(event.devices or list(event.device_pids))   # the lanes, in stage order
-                case Started():
-                    w.show_run_devices(progress.devices)
-                    w.show_plan(event.plan, progress.devices, progress.config.schedule)
-                    w.title_live_view(run_status.live_title(progress))
-                    w.refresh_bubble()   # the worker's theoretical bubble for this run
-                case Step():
-                    w.plot_step(event)
-                case Finished():
-                    w.telemetry.end_run()
+                self.center.show_timeline_hint(run_status.starting_text(progress, self.first_run))
             line = run_status.event_log_line(event, progress)
             if line is not None:
                 w.log(line[0], level=line[1])
@@ -150,7 +139,7 @@ class RunFlow(QtCore.QObject):
         """The progress bar, the time left and the status line, from the run monitor: before the first
         step, what the run is doing (run_status.starting_text)."""
         w = self.window
-        progress = w.current_run()
+        progress = self.center.current_run()
         starting = run_status.starting_text(progress, self.first_run)
         steps = min(progress.steps_done, progress.steps_total)
         self.run_box.show_progress(steps, progress.steps_total, starting or "step %v / %m")
@@ -164,30 +153,30 @@ class RunFlow(QtCore.QObject):
     # -- the end --------------------------------------------------------------------------
     def _on_finished(self, result: RunResult) -> None:
         w = self.window
-        progress = w.current_run()
+        progress = self.center.current_run()
         progress.status = result.status
         progress.summary = result.summary or progress.summary
         w.telemetry.add(self.worker.take_samples())
-        w.mark_telemetry("end")
+        self.center.mark_telemetry("end")
         took = time.perf_counter() - (self.started_at or time.perf_counter())
         w.set_status(run_status.finished_text(result, progress, took))
         # A run that ended before its first step no longer says "starting".
         self.run_box.end_progress(None if progress.steps_done else result.status,
                                   complete=result.status == "finished")
         self.run_box.show_time_left("")
-        w.title_live_view(run_status.last_run_title(result))
+        self.center.title_live_view(run_status.last_run_title(result))
         w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
-        w.refresh_history()
-        w.show_run_in_plan_tab(result.run_id if result.status == "finished" else None, runnable=True)
-        w.settle_plots()
+        w.history.refresh()
+        self.what_if.show_run(result.run_id if result.status == "finished" else None, runnable=True)
+        self.center.settle_plots()
         self.release_devices()
-        w.update_run_controls()
+        w.controls.update()
         self.sigFinished.emit(result)
-        w.after_busy()
+        w.controls.after_busy()
 
     def _on_failed(self, message: str, tb: str) -> None:
         # The cause in words first ("the worker (pid 123) was killed by SIGKILL"), the traceback behind a button.
-        self.window.show_error(f"Run failed: {message}", tb)
+        self.center.show_error(f"Run failed: {message}", tb)
         self.window.log(f"run failed: {message}", level="error")
         if tb:
             self.window.log(tb, level="error")

@@ -37,7 +37,7 @@ class StoreFlow(QtCore.QObject):
         self.notice = None
         self.error_panel.hide()
         self.window.log(text, status=True)
-        self.window.refresh_history()
+        self.window.history.refresh()
 
     def _failed(self, text: str) -> None:
         self.error_panel.set_action_enabled(True)

@@ -66,7 +66,7 @@ class WhatIfFlow(QtCore.QObject):
                                               "stages_per_device": stages_per_device,
                                               "micro_batches": micro_batches})
         self.start_when_ready = True
-        self.window.update_run_controls()
+        self.window.controls.update()
 
     def take_start(self, problems: bool, ready: bool) -> bool:
         """Whether a row's run starts now: its config checked and Run enabled (``ready``); one found to have

@@ -13,7 +13,7 @@ from PySide6 import QtCore
 
 
 class IdleTelemetry(QtCore.QObject):
-    sigInventory = QtCore.Signal(list)     # the GPUs (gpu_inventory.inventory() dicts), read once
+    sigInventory = QtCore.Signal(list)     # the GPUs (gpu_inventory.GpuInfo), read once
     sigUnavailable = QtCore.Signal(str)    # why there is no idle telemetry (the sampler could not start)
 
     def __init__(self, rate_hz: float, parent: QtCore.QObject | None = None):

@@ -88,6 +88,7 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     from engine.config import ExperimentConfig
     from engine.devices import DeviceError, parse
     from engine.models.build import build
+    from engine.rules import effective_batch_size
     from engine.run.validate import devices_needed
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
     config = ExperimentConfig.from_dict(config_dict)
@@ -96,7 +97,7 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
         devices = parse(config.devices, devices_needed(config))
     except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
         devices = []
-    timed = planning.time_blocks_per_kind(spec, config.effective_batch_size, devices, progress)
+    timed = planning.time_blocks_per_kind(spec, effective_batch_size(config), devices, progress)
     first = devices[0].kind if devices else "cpu"
     return Profiled(req_id, blocks=list(timed[first]),
                     costs_by_kind={kind: [b.cost_s for b in infos] for kind, infos in timed.items()})

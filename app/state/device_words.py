@@ -22,7 +22,7 @@ class DeviceChoice:
 AUTO_TEXT = "auto: GPUs when there are enough for the strategy, else CPU devices"
 
 
-def device_choices(cores: int, gpus: list[dict]) -> list[DeviceChoice]:
+def device_choices(cores: int, gpus: list) -> list[DeviceChoice]:
     """The choices offered on a machine of ``cores`` cores and ``gpus`` (the GPU inventory)."""
     core_list = list(range(max(1, cores)))
     choices = [DeviceChoice("auto", AUTO_TEXT, "GPUs when there are enough for the strategy, else CPU virtual "
@@ -42,7 +42,7 @@ def device_choices(cores: int, gpus: list[dict]) -> list[DeviceChoice]:
         spec = ",".join(devices_mod.gpu_label(g) for g in usable[:k])
         devices = devices_mod.parse(spec, k, gpus=len(usable), cores=core_list)
         choices.append(DeviceChoice(spec, devices_mod.describe(devices),
-                                    " + ".join(str(g.get("name") or "GPU") for g in usable[:k])))
+                                    " + ".join(g.name or "GPU" for g in usable[:k])))
     if usable:
         spec = "cpu,cuda:0"
         devices = devices_mod.parse(spec, 2, gpus=len(usable), cores=core_list)

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from app.state.announcer import Announcer
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
@@ -158,9 +159,16 @@ class RunProgress:
     nodes: list[NodeSummary] = field(default_factory=list)  # a run over several machines (RunSummary.nodes)
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
     communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's
+    # Each event once applied (the live view draws what it changed: app/views/center_area.py).
+    applied: Announcer = field(default_factory=Announcer, repr=False, compare=False)
 
     def apply(self, event: WorkerEvent) -> None:
-        """A worker event (engine.events) changes what is known about the run; no Qt, no drawing."""
+        """A worker event (engine.events) changes what is known about the run, and ``applied`` announces it;
+        no Qt, no drawing."""
+        self._take(event)
+        self.applied.announce(event)
+
+    def _take(self, event: WorkerEvent) -> None:
         match event:
             case Launched():
                 self.launched = True

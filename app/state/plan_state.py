@@ -18,6 +18,7 @@ from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.plan import planning
 from engine.plan.planning import BlockInfo
+from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.strategies import STRATEGIES
 
 # The check of the latest config: asked and not answered, passed, failed, or nobody to ask; or
@@ -185,7 +186,7 @@ def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
         return []
 
 
-def stage_count(config: ExperimentConfig, gpus: list[dict]) -> int | None:
+def stage_count(config: ExperimentConfig, gpus: list) -> int | None:
     """How many devices (stages, for a split model) the config places work on; None while its spec is wrong.
     ``gpus``: the GPU inventory; torch numbers the ones CUDA sees cuda:0, cuda:1, ..."""
     from engine.run.validate import devices_needed, run_devices
@@ -199,7 +200,7 @@ def stage_count(config: ExperimentConfig, gpus: list[dict]) -> int | None:
 
 
 def micro_batch_size(config: ExperimentConfig) -> float:
-    return config.effective_batch_size / max(1, config.effective_micro_batches)
+    return effective_batch_size(config) / max(1, effective_micro_batches(config))
 
 
 def profile_key(config: ExperimentConfig) -> tuple:
@@ -215,7 +216,7 @@ def profile_key(config: ExperimentConfig) -> tuple:
     # The split level and image size change which submodules are the blocks, and what they cost.
     return (config.model, config.model_file, mtime, config.width if mlp else None, config.depth if mlp else None,
             config.split_level, config.image_size,
-            config.effective_batch_size, tuple(sorted({d.kind for d in config_devices(config)})))
+            effective_batch_size(config), tuple(sorted({d.kind for d in config_devices(config)})))
 
 
 def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) -> None:
@@ -224,7 +225,7 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
     progress.config = config
     progress.devices = []
     progress.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)
-    progress.micro_batches = config.effective_micro_batches
+    progress.micro_batches = effective_micro_batches(config)
     progress.theory, progress.theory_text, progress.notes = None, None, []
     devices = config_devices(config)
     strategy = STRATEGIES.get(config.strategy)
@@ -233,9 +234,9 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
         names = [d.name for d in devices]
         own = strategy.world_size(config, devices) > 1
         progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own, config.schedule,
-                                             config.effective_stages_per_device)
+                                             effective_stages_per_device(config))
         progress.theory_text = theory_formula(config.schedule, len(dict.fromkeys(names)), progress.micro_batches,
-                                              config.effective_stages_per_device)
+                                              effective_stages_per_device(config))
         progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own,
                                                     config.schedule)] if n]
 

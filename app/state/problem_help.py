@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.problems import Problem
+from engine.rules import effective_batch_size, effective_micro_batches
 from engine.strategies import STRATEGIES
 
 # The controls' names, for the options the engine names by flag.
@@ -76,7 +77,7 @@ def explain(problem: Problem, config: ExperimentConfig, *, gpus: int = 0, n_bloc
         return Help(option, message, f"{_points(k)} make {k + 1} stages, but {said}, one per stage: keep "
                                      f"{_points(stages - 1)}.", tuple(split_fixes(config.split, stages, balanced)))
     if option == "micro_batches" and strategy and strategy.uses_micro_batches:
-        batch, m = config.effective_batch_size, config.effective_micro_batches
+        batch, m = effective_batch_size(config), effective_micro_batches(config)
         if "1f1b" in message:
             need = next((d for d in _divisors(batch) if d >= len(devices)), None)
             fixes = [Fix(f"Use {need} micro-batches", {"micro_batches": need})] if need else []
@@ -88,7 +89,7 @@ def explain(problem: Problem, config: ExperimentConfig, *, gpus: int = 0, n_bloc
                                          f"{batch}.", _nearest("micro-batches", "micro_batches",
                                                                config.micro_batches, batch))
     if option == "split_size" and config.split_size:
-        batch = config.effective_batch_size
+        batch = effective_batch_size(config)
         if config.split_size > batch or batch % config.split_size:
             return Help(option, message, f"Split size: {config.split_size} does not divide the batch size "
                                          f"{batch}.", _nearest("split size", "split_size",

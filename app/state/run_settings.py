@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.config import ExperimentConfig
 from engine.figures import run_names
 from engine.results import RunSummary
+from engine.rules import effective_batch_size
 from engine.strategies import STRATEGIES
 
 # Config keys that have a column of their own (model_file, width and depth are the model's).
@@ -54,7 +55,7 @@ def schedule_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
 def batch_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     if summary is not None and summary.batch_size:
         return str(summary.batch_size)
-    return str(config.effective_batch_size)
+    return str(effective_batch_size(config))
 
 
 def differing(configs: list[ExperimentConfig]) -> list[str]:

@@ -22,11 +22,13 @@ from app.views.more_options import MoreOptions
 from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
 from app.views.tips import add_described
-from engine.config import INPUT_PREP, ExperimentConfig, options
+from engine.config import INPUT_PREP, ExperimentConfig
+from engine.run_options import options
 from engine.devices import cuda_visible, gpu_label
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
+from engine.telemetry.gpu_inventory import GpuInfo
 
 
 class ExperimentPanel(QtWidgets.QWidget):
@@ -41,7 +43,7 @@ class ExperimentPanel(QtWidgets.QWidget):
                   "split_size": "micro_batches", "schedule": "schedule", "stages_per_device": "schedule", "batch_size": "batch_size",
                   "steps": "steps", "warmup": "steps", "nodes": "nodes", "token_file": "nodes"}
 
-    def __init__(self, cores: int, gpus: list[dict] | None = None, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, cores: int, gpus: list[GpuInfo] | None = None, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.cores = max(1, cores)
         self.gpus = list(gpus or [])
@@ -226,14 +228,14 @@ class ExperimentPanel(QtWidgets.QWidget):
         parts = [f"{self.cores} core{'s' if self.cores != 1 else ''} for CPU virtual devices"]
         if self.gpus:
             for g in self.gpus:
-                mem = g.get("memory_total")
+                mem = g.memory_total
                 mem_text = f", {mem / 2**30:.0f} GiB" if mem else ""
-                parts.append(f"{gpu_label(g)} {g.get('name') or 'GPU'}{mem_text}")
+                parts.append(f"{gpu_label(g)} {g.name or 'GPU'}{mem_text}")
         else:
             parts.append("no CUDA GPU")
         return " · ".join(parts)
 
-    def set_gpus(self, gpus: list[dict]) -> None:
+    def set_gpus(self, gpus: list[GpuInfo]) -> None:
         """GPU inventory arrived (it is read off the UI thread): offer them."""
         self.gpus = list(gpus)
         self._updating = True

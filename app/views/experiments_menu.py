@@ -16,11 +16,11 @@ DEFAULT_REPEATS = 3
 def preset_base(config: ExperimentConfig) -> ExperimentConfig:
     """The preset's defaults for this machine, overridden by every setting of the experiment panel.
 
-    All an experiment's base takes (engine.config.Option.in_experiment: not the strategy, which every
+    All an experiment's base takes (engine.run_options.Option.in_experiment: not the strategy, which every
     preset chooses for each point, nor the nodes); what the panel leaves to the engine (None) stays the
     preset's. What else a preset sets itself it says (``Preset.sets``, in the menu).
     """
-    from engine.config import options
+    from engine.run_options import options
     from engine.experiments import default_config
     return default_config({o.name: getattr(config, o.name) for o in options()
                            if o.in_experiment and getattr(config, o.name) is not None})

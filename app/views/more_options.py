@@ -13,7 +13,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views.tips import add_described, wrapped
-from engine.config import Option
+from engine.run_options import Option
 
 UNSET = -1   # a number box's value for "the engine's default", where the option may be left to it
 

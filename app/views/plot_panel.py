@@ -18,6 +18,7 @@ from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHisto
                                  node_lines, tensor_lines)
 from app.views import theme
 from app.views.elided_label import ElidedLabel
+from app.views.live_plots import LIVE_PLOTS
 from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
@@ -26,7 +27,7 @@ from app.views.timeline_view import TimelineView
 from engine.figures import RunView, comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
 from engine.figures.gaps import broken, gap_after
-from engine.figures.run import LOSS, MEMORY, MIB, STEP_COLORS, THROUGHPUT, UTILIZATION
+from engine.figures.run import STEP_COLORS
 from engine.record.summary import theory_formula
 from engine.results import RunSummary, Step
 from engine.telemetry.smooth import core_total_apart
@@ -98,34 +99,29 @@ class PlotPanel(QtWidgets.QWidget):
         header.addWidget(self.live_button)
         layout.addLayout(header)
 
-        self.util_axis = RelativeTimeAxis()
-        self.mem_axis = RelativeTimeAxis()
-        self.util_plot = SeriesPlot.of_frame(UTILIZATION, x_axis=self.util_axis)
-        self.mem_plot = SeriesPlot.of_frame(MEMORY, x_axis=self.mem_axis)
-        # Steps are whole: a 5-step run's axis must not read 2.5.
-        self.thr_plot = SeriesPlot.of_frame(THROUGHPUT, x_axis=WholeNumberAxis())
-        self.loss_plot = SeriesPlot.of_frame(LOSS, x_axis=WholeNumberAxis())
-        for plot in (self.util_plot, self.mem_plot):
-            # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
-            plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
-            plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
-            plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
-        self.run_marks = RunMarks([self.util_plot, self.mem_plot])
-        self.util_plot.setYRange(0, 100, padding=0.02)
-        self.util_plot.getPlotItem().enableAutoRange(y=False)
-        self.mem_plot.getPlotItem().enableAutoRange(y=True)
-        for plot in (self.util_plot, self.mem_plot):
-            plot.getPlotItem().enableAutoRange(x=False)
-            plot.getPlotItem().setXRange(-self.window_s, 0, padding=0)
-
+        # The live plots, from their definitions (app/views/live_plots.py), two to a row.
+        self.series_plots: dict[str, SeriesPlot] = {}
+        self.time_axes: list[RelativeTimeAxis] = []
         grid = QtWidgets.QGridLayout()
         grid.setSpacing(6)
-        grid.addWidget(self.util_plot, 0, 0)
-        grid.addWidget(self.mem_plot, 0, 1)
-        grid.addWidget(self.thr_plot, 1, 0)
-        grid.addWidget(self.loss_plot, 1, 1)
-        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+        for index, spec in enumerate(LIVE_PLOTS):
+            # Telemetry scrolls in time; steps are whole (a 5-step run's axis must not read 2.5).
+            axis = RelativeTimeAxis() if spec.per_device else WholeNumberAxis()
+            plot = self.series_plots[spec.name] = SeriesPlot.of_frame(spec.figure, x_axis=axis)
             plot.setMinimumHeight(PLOT_MIN_HEIGHT)
+            grid.addWidget(plot, index // 2, index % 2)
+            if spec.per_device:
+                self.time_axes.append(axis)
+                # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
+                plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
+                plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
+                plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
+                fixed = spec.figure.y_range if spec.figure.y_range and None not in spec.figure.y_range else None
+                if fixed:
+                    plot.setYRange(*fixed, padding=0.02)
+                plot.getPlotItem().enableAutoRange(x=False, y=fixed is None)
+                plot.getPlotItem().setXRange(-self.window_s, 0, padding=0)
+        self.run_marks = RunMarks(self._plots(per_device=True))
         layout.addLayout(grid, 5)
 
         bottom = QtWidgets.QHBoxLayout()
@@ -138,8 +134,11 @@ class PlotPanel(QtWidgets.QWidget):
 
     @property
     def plots(self) -> dict[str, QtWidgets.QWidget]:
-        return {"utilization": self.util_plot, "memory": self.mem_plot, "throughput": self.thr_plot,
-                "loss": self.loss_plot, "timeline": self.timeline}
+        """Every plot by its figure's name, the timeline last (File › Export's submenus)."""
+        return {**self.series_plots, "timeline": self.timeline}
+
+    def _plots(self, per_device: bool) -> list[SeriesPlot]:
+        return [self.series_plots[spec.name] for spec in LIVE_PLOTS if spec.per_device == per_device]
 
     # -- modes -------------------------------------------------------------------
     def set_mode(self, mode: str, label: str | None = None) -> None:
@@ -150,9 +149,9 @@ class PlotPanel(QtWidgets.QWidget):
                                     + (" and the current run" if self.progress.run_id else ""))
             self._drawn.clear()
             self._timeline_drawn = -1
-            for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
+            for plot in self.series_plots.values():
                 plot.clear_series()
-            for plot in (self.util_plot, self.mem_plot):
+            for plot in self._plots(per_device=True):
                 plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
                 plot.getPlotItem().enableAutoRange(x=False)
             self._fit_step_axes()
@@ -185,12 +184,13 @@ class PlotPanel(QtWidgets.QWidget):
         """
         self.progress = progress
         self.steps = StepHistory()
-        for plot in (self.thr_plot, self.loss_plot):
+        for plot in self._plots(per_device=False):
             plot.clear_series()
             # The last run's range goes with its curve: a run that fails before its first step shows none.
             plot.getPlotItem().setYRange(0, 1, padding=0)
             plot.getPlotItem().enableAutoRange(y=True)
-        self._drawn = {k: v for k, v in self._drawn.items() if k[0] not in ("thr", "loss")}
+        steps = {spec.name for spec in LIVE_PLOTS if not spec.per_device}
+        self._drawn = {k: v for k, v in self._drawn.items() if k[0] not in steps}
         self._timeline_drawn = -1
         self.timeline.set_devices(progress.devices)
         self.timeline.clear_steps()
@@ -207,7 +207,7 @@ class PlotPanel(QtWidgets.QWidget):
         from its cache, and the curve still fills at least 40 % of the width.
         """
         self._step_axis_end.clear()
-        for plot in (self.thr_plot, self.loss_plot):
+        for plot in self._plots(per_device=False):
             plot.legend.setVisible(False)  # one curve, named by the title; it would hide the first steps
             plot.getPlotItem().enableAutoRange(x=False, y=True)
             self._set_step_axis(plot, step_axis_end(0, self.progress.steps_total))
@@ -259,23 +259,24 @@ class PlotPanel(QtWidgets.QWidget):
         if now - self._group_drawn_at[group] < self.step_frame_s:
             return False
         if group == "steps":
-            return any(self._drawn.get((kind, "")) != buf.version
-                       for kind, buf in (("thr", self.steps.throughput), ("loss", self.steps.loss)) if len(buf))
+            return any(self._drawn.get((spec.name, "")) != buf.version
+                       for spec in LIVE_PLOTS if not spec.per_device and len(buf := spec.data(self.steps)))
         return self._timeline_drawn != self.steps.timeline_version
 
     def _redraw_telemetry(self, now: float, force: bool) -> int:
         updated = 0
         window_start = now - self.window_s
-        for axis in (self.util_axis, self.mem_axis):
+        for axis in self.time_axes:
             axis.now = now
         telemetry = self.telemetry
-        for kind, plot, buffers in (("util", self.util_plot, telemetry.util), ("mem", self.mem_plot, telemetry.mem)):
+        for spec in (spec for spec in LIVE_PLOTS if spec.per_device):
+            plot, buffers = self.series_plots[spec.name], spec.data(telemetry)
             # The range moves first, then the changed data comes: one pass per curve.
             with plot.frame():
                 plot.getPlotItem().setXRange(window_start, now, padding=0)
                 for device in buffers:
                     buf = buffers[device]
-                    key = (kind, device)
+                    key = (spec.name, device)
                     if not len(buf):
                         continue
                     last = buf.last(0)
@@ -286,7 +287,7 @@ class PlotPanel(QtWidgets.QWidget):
                                 plot.remove_series(series)
                         self._drawn.pop(key, None)
                         continue
-                    label = telemetry.label(device) if kind == "util" else device
+                    label = telemetry.label(device) if spec.named_by_run else device
                     if plot.has_series(device) and plot.series_name(device) != label:
                         # a run began or ended on this device: renamed, and coloured as its run's device
                         for series in (device, RAW_PREFIX + device, CORE_PREFIX + device):
@@ -298,10 +299,10 @@ class PlotPanel(QtWidgets.QWidget):
                         gaps = gap_after(x)   # no line across time without samples (engine/figures/gaps.py)
                         name = self._color_name(device)
                         color = palette.device_color(name, self._run_position(name))
-                        if kind == "util":
-                            self._draw_utilization(device, label, x, y, gaps, color)
+                        if spec.smoothed:
+                            self._draw_smoothed(plot, device, label, x, y * spec.scale, gaps, color)
                         else:
-                            plot.set_series(device, *broken(x, y / MIB, gaps), color, label)  # bytes kept, MiB drawn
+                            plot.set_series(device, *broken(x, y * spec.scale, gaps), color, label)
                         self._drawn[key] = buf.version
                         updated += 1
         return updated
@@ -319,20 +320,19 @@ class PlotPanel(QtWidgets.QWidget):
             return next((d for d, physical in telemetry.physical.items() if physical == key), key)
         return key
 
-    def _draw_utilization(self, device: str, label: str, x, y, gaps, color: str) -> None:
+    def _draw_smoothed(self, plot: SeriesPlot, device: str, label: str, x, y, gaps, color: str) -> None:
         """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
-        a core's 10 ms ticks make the raw line swing 0-100 % at 10 Hz."""
-        plot = self.util_plot
+        a core's 10 ms ticks make the raw utilization swing 0-100 % at 10 Hz."""
         plot.set_series(RAW_PREFIX + device, *broken(x, y, gaps), color, name=f"{label} raw", width=1.0, faint=True)
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
         plot.set_series(device, *broken(x, means, gaps), color, label)
-        self._draw_core_total(device, label, x, means, color)
+        self._draw_core_total(plot, device, label, x, means, color)
 
-    def _draw_core_total(self, device: str, label: str, x, own_means, color: str) -> None:
+    def _draw_core_total(self, plot: SeriesPlot, device: str, label: str, x, own_means, color: str) -> None:
         """A run's CPU device reads its own threads' work; its core's total (other programs and steal time
         too) is drawn dashed beside it once they come apart (engine/telemetry/smooth.py core_total_apart),
         so a busy machine is seen, not mistaken for the run's work."""
-        plot, key = self.util_plot, CORE_PREFIX + device
+        key = CORE_PREFIX + device
         buf = self.telemetry.core.get(device)
         if buf is None or not len(buf):
             if plot.has_series(key):
@@ -351,14 +351,13 @@ class PlotPanel(QtWidgets.QWidget):
 
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
-        for kind, plot, buf in (("thr", self.thr_plot, self.steps.throughput),
-                                ("loss", self.loss_plot, self.steps.loss)):
-            key = (kind, "")
+        for spec in (spec for spec in LIVE_PLOTS if not spec.per_device):
+            plot, buf, key = self.series_plots[spec.name], spec.data(self.steps), (spec.name, "")
             if len(buf) and (force or self._drawn.get(key) != buf.version):
                 with plot.frame():
                     self._set_step_axis(plot, step_axis_end(buf.last(0), self.progress.steps_total))
-                    plot.set_series(kind, buf.column(0), buf.column(1), STEP_COLORS[plot.spec.name],
-                                    plot.spec.y.label)
+                    plot.set_series(spec.name, buf.column(0), buf.column(1) * spec.scale,
+                                    STEP_COLORS[plot.spec.name], plot.spec.y.label)
                 self._drawn[key] = buf.version
                 updated += 1
         return updated
@@ -395,14 +394,15 @@ class PlotPanel(QtWidgets.QWidget):
         single = len(runs) == 1
         self.set_mode("history", f"Run {runs[0].label} ({runs[0].status})" if single
                       else f"Comparing {len(runs)} runs")
-        for axis in (self.util_axis, self.mem_axis):
+        for axis in self.time_axes:
             axis.now = None
         self.run_marks.hide()
         views = [run_view(run) for run in runs]
         figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
-        for plot in (self.util_plot, self.mem_plot, self.thr_plot, self.loss_plot):
-            plot.draw_figure(figures[plot.spec.name])
-            plot.legend.setVisible(not single or plot in (self.util_plot, self.mem_plot))  # devices, or runs
+        for spec in LIVE_PLOTS:
+            plot = self.series_plots[spec.name]
+            plot.draw_figure(figures[spec.name])
+            plot.legend.setVisible(not single or spec.per_device)  # devices, or runs
         # The timeline and the bubble show the first (newest) selected run.
         first = runs[0] if runs else None
         if first is None:

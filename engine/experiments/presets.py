@@ -7,6 +7,7 @@ from typing import Callable
 
 from engine.config import ExperimentConfig
 from engine.devices import gpu_count, usable_cores
+from engine.rules import effective_batch_size
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
 
 
@@ -91,7 +92,7 @@ def _micro_batching(base: ExperimentConfig) -> dict:
 
 def _micro_batch_count(base: ExperimentConfig) -> int:
     if base.split_size:
-        return max(1, -(-base.effective_batch_size // base.split_size))
+        return max(1, -(-effective_batch_size(base) // base.split_size))
     return base.micro_batches or 4
 
 
@@ -146,7 +147,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def split_size(base: ExperimentConfig) -> list[Point]:
-    batch = base.effective_batch_size
+    batch = effective_batch_size(base)
     if batch == 120:  # the tutorial's sweep (only the sizes that divide the batch)
         sizes = [s for s in (1, 3, 5, 8, 10, 12, 20, 40, 60, 120) if batch % s == 0]
     else:             # about eight sizes spread over the divisors

@@ -106,21 +106,21 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
     went down), the result rebuilt from the runs it kept, by the same reduction (status "incomplete")."""
     if experiment.result is not None:
         return experiment.result
-    planned = {p["label"]: p for p in experiment.params.get("points", []) if isinstance(p, dict) and "label" in p}
+    planned = {p.label: p for p in experiment.plan.points}
     groups: dict[str, list] = {}
     for run in reversed(store.list_runs(experiment_id=experiment.id)):  # oldest first: the preset's order
         if run.status == "finished" and run.summary:
             groups.setdefault(run.label or run.id, []).append(run)
     points = []
     for label, runs in groups.items():
-        x = planned.get(label, {}).get("x")
+        x = planned[label].x if label in planned else None
         measured = [r.summary for r in runs if r.summary.step_time_s and r.summary.throughput]
         if not measured:
             points.append(failed_point(label, runs[0].summary.strategy, x, "its runs have no measured step",
                                        [r.id for r in runs]))
             continue
         try:
-            stored = planned.get(label, {}).get("config")
+            stored = planned[label].config if label in planned else None
             point = Point(label, ExperimentConfig.from_dict(stored) if stored else runs[0].config, x)
             points.append(reduce_point(point, measured))
         except (AttributeError, KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:

@@ -10,7 +10,7 @@ from engine.config import ExperimentConfig
 from engine.events import WorkerEvent
 from engine.experiments.presets import PRESETS, limits
 from engine.experiments.reduction import best_and_tied, failed_point, reduce_point, with_predictions
-from engine.results import ExperimentPoint, ExperimentResult
+from engine.results import ExperimentPlan, ExperimentPoint, ExperimentResult, PlannedPoint
 
 
 class ExperimentRunner:
@@ -70,9 +70,9 @@ class ExperimentRunner:
         from engine.run.session import RunSession
         from engine.store import open_store
         with open_store(self.db_path) as store:
-            self.experiment_id = store.create_experiment(self.preset.name, {
-                "base": self.base.to_dict(), "repeats": self.repeats,
-                "points": [{"label": p.label, "config": p.config.to_dict(), "x": p.x} for p in self.points]})
+            self.experiment_id = store.create_experiment(self.preset.name, ExperimentPlan(
+                base=self.base.to_dict(), repeats=self.repeats,
+                points=[PlannedPoint(p.label, p.config.to_dict(), p.x) for p in self.points]))
         results: list[ExperimentPoint] = []
         k = 0
         for point in self.points:

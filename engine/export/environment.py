@@ -28,9 +28,9 @@ def _gpus() -> str:
         return "none" + (f" (NVML: {why})" if why else "")
     described = []
     for gpu in gpus:
-        memory = gpu.get("memory_total")
+        memory = gpu.memory_total
         size = f", {memory / 2 ** 30:.1f} GiB" if isinstance(memory, (int, float)) else ""
-        described.append(f"{gpu_label(gpu)} {gpu.get('name') or 'unknown GPU'}{size}")
+        described.append(f"{gpu_label(gpu)} {gpu.name or 'unknown GPU'}{size}")
     return "; ".join(described)
 
 

@@ -122,15 +122,11 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
 
 # ---- what an experiment's report says ---------------------------------------------------------
 def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, object]]:
-    params = experiment.params
-    rows = [("preset", experiment.name), ("repeats per point", params.get("repeats"))]
-    points = params.get("points")
-    if isinstance(points, list):
-        rows.append(("points", ", ".join(str(p.get("label")) for p in points if isinstance(p, dict))))
-    base = params.get("base")
-    if isinstance(base, dict):
-        rows += [(f"base {k}", v) for k, v in sorted(base.items())]
-    rows += [(k, v) for k, v in sorted(params.items()) if k not in ("repeats", "points", "base")]
+    plan = experiment.plan
+    rows: list[tuple[str, object]] = [("preset", experiment.name), ("repeats per point", plan.repeats)]
+    if plan.points:
+        rows.append(("points", ", ".join(p.label for p in plan.points)))
+    rows += [(f"base {k}", v) for k, v in sorted(plan.base.items())]
     return rows
 
 

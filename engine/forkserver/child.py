@@ -19,6 +19,7 @@ import tempfile
 import traceback
 from typing import NoReturn
 
+from engine.environment import variable
 from engine.forkserver.messages import Spawn
 from engine.forkserver.title import set_title
 from engine.parent_death import die_with_parent
@@ -38,9 +39,9 @@ def become(request: Spawn, fds: list[int], server_pid: int, server_sockets: list
         os.environ.update(request.env)
         os.chdir(request.cwd)
         tempfile.tempdir = None  # read TMPDIR anew
-        _fresh_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
+        _fresh_streams(unbuffered=bool(variable("PYTHONUNBUFFERED")))
         sys.path[0] = os.getcwd()  # as `python -m` has it
-        for entry in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        for entry in reversed(variable("PYTHONPATH", "").split(os.pathsep)):
             if entry and entry not in sys.path:
                 sys.path.insert(1, entry)
         _reseed()

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
+from engine.environment import ROOT, variable, with_project_path
 from engine.forkserver import messages, wire
 from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 
-ROOT = Path(__file__).resolve().parents[2]
 TITLE_ROOM = 96            # bytes of command line kept for each child's own (engine/forkserver/title.py)
 CONNECTION_ENV = "SPLITSCOPE_FORKSERVER_FD"  # a worker's connection: the descriptor its session passed it
 SWITCH_ENV = "SPLITSCOPE_FORKSERVER"         # "0": no fork server; every process starts fresh
@@ -293,10 +292,9 @@ class ForkServer:
 
     def __init__(self):
         mine, theirs = wire.pair()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                   # libgomp and OpenBLAS read these once, when torch loads: one intra-op thread, as every rank
-                   # has (engine/rank_env.py), and no thread pool in the server.
-                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        # libgomp and OpenBLAS read these once, when torch loads: one intra-op thread, as every rank has
+        # (engine/environment.py), and no thread pool in the server.
+        env = with_project_path(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         # Its own session, as the worker's: a Ctrl-C in the terminal reaches the CLI alone, which stops the run
         # in order. The last argument is room for the children's titles.
         command = [sys.executable, "-m", "engine.forkserver", str(os.getpid()), " " * TITLE_ROOM]
@@ -380,7 +378,7 @@ _shared_lock = threading.Lock()
 
 
 def enabled() -> bool:
-    return (os.environ.get(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux")
+    return (variable(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux")
             and hasattr(socket, "send_fds") and hasattr(os, "fork"))
 
 

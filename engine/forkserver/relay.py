@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 
+from engine.environment import variable
 from engine.forkserver.client import ForkServerError, worker_connection
 
 
@@ -27,7 +28,7 @@ def main(argv: list[str]) -> int:
     if connection is not None:
         try:
             pid = connection.spawn(module, env=dict(os.environ), cwd=os.getcwd(), fds={0: 0, 1: 1, 2: 2},
-                                   argv=args, title=os.environ.get("SPLITSCOPE_RELAY_TITLE", ""))
+                                   argv=args, title=variable("SPLITSCOPE_RELAY_TITLE", ""))
         except ForkServerError:
             connection.close()
         else:

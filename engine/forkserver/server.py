@@ -38,7 +38,7 @@ PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.
            "engine.strategies.sharded_executor", "engine.models.tracing")
 # Variables read once, by the interpreter's start or by torch's and its libraries' loading: a child whose
 # environment differs in one of them would not be what `python -m` starts, so it is refused (and started
-# fresh). Those the child sets up itself are left out; the thread counts are every rank's (engine/rank_env.py).
+# fresh). Those the child sets up itself are left out; the thread counts are every rank's (engine/environment.py).
 READ_AT_START = ("PYTHON", "TORCH", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "LD_")
 SET_UP_BY_THE_CHILD = {"PYTHONPATH", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                        "OPENBLAS_NUM_THREADS",

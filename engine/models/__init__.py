@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.config import ExperimentConfig
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -63,6 +65,14 @@ SPLIT_LEVELS = {1: "the model's children (layer3)", 2: "one level deeper (layer3
 def torchvision_name(model: str) -> str | None:
     """"resnet18" for "torchvision:resnet18"; None for any other model name."""
     return model[len(TORCHVISION):] if model.startswith(TORCHVISION) else None
+
+
+def effective_batch_size(config: ExperimentConfig) -> int:
+    """The run's global batch: the given one, else the model's (32 for a model file)."""
+    if config.batch_size is not None:
+        return config.batch_size
+    known = lookup(config.model)
+    return known.batch_size if known else 32
 
 
 def lookup(model: str) -> ModelInfo | None:

@@ -1,15 +1,11 @@
 """Build a config's model: seeded blocks (or module), data and loss (imports torch)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
+from engine.config import ExperimentConfig
 from engine.models import custom, torchvision_name, zoo
 from engine.models.spec import ModelSpec
-
-if TYPE_CHECKING:
-    from engine.config import ExperimentConfig
 
 
 def build(config: ExperimentConfig) -> ModelSpec:

@@ -31,7 +31,7 @@ import psutil
 
 from engine.devices import Device
 from engine.nodes import messages
-from engine.rank_env import ROOT, rank_base_environment
+from engine.environment import ROOT, rank_base_environment
 
 KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
 HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped

@@ -10,6 +10,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from engine.environment import variable
+
 MIN_LENGTH = 16  # characters; `new_token` writes 64 (32 random bytes in hex)
 DEFAULT_TEXT = "SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token"  # default_token_file, in words
 
@@ -21,10 +23,10 @@ class TokenError(ValueError):
 def default_token_file() -> Path:
     """SPLITSCOPE_NODE_TOKEN_FILE, else the user's config folder (the XDG location): where --token-file looks
     when it is not given."""
-    env = os.environ.get("SPLITSCOPE_NODE_TOKEN_FILE")
+    env = variable("SPLITSCOPE_NODE_TOKEN_FILE")
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "splitscope" / "node-token"
+    return Path(variable("XDG_CONFIG_HOME") or Path.home() / ".config") / "splitscope" / "node-token"
 
 
 def read_token(path: str | os.PathLike) -> bytes:

@@ -19,6 +19,7 @@ import os
 import sys
 from datetime import timedelta
 
+from engine.environment import variable
 from engine.parent_death import die_with_parent
 
 STORE_TIMEOUT_S = 300.0
@@ -34,7 +35,7 @@ def _endpoint(args: list[str]) -> tuple[str, int]:
 def main(argv: list[str]) -> int:
     status_fd, store_fd = int(argv[0]), int(argv[1])
     args = argv[argv.index("--") + 1:]
-    die_with_parent(int(os.environ.get("SPLITSCOPE_AGENT_PID", "0")) or None)
+    die_with_parent(int(variable("SPLITSCOPE_AGENT_PID", "0")) or None)
     status = os.fdopen(status_fd, "w")
     report: dict = {}
     try:

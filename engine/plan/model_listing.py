@@ -10,6 +10,7 @@ from __future__ import annotations
 from engine import models
 from engine.config import ExperimentConfig
 from engine.plan.planning import PROFILE_MAX_BATCH
+from engine.rules import effective_batch_size
 
 
 def builtin_rows() -> list[dict]:
@@ -38,7 +39,7 @@ def split_point_rows(config: ExperimentConfig, stages: int = 2) -> tuple[list[di
     from engine.models.build import build
     torch.set_num_threads(1)  # as on one CPU virtual device
     spec = build(config)
-    infos = planning.block_costs(spec, config.effective_batch_size)
+    infos = planning.block_costs(spec, effective_batch_size(config))
     split = planning.balanced_split([b.cost_s for b in infos], min(stages, len(infos)))
     rows = [{"index": i, "name": b.name, "kind": b.kind, "params": b.params, "cost_ms": b.cost_s * 1e3,
              "out_bytes": b.out_bytes} for i, b in enumerate(infos)]

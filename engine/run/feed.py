@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from itertools import cycle, islice
 
 from engine.devices import Device
+from engine.rules import effective_batch_size
 from engine.strategies.base import Executor, RankContext
 
 POOL_BATCHES = 16          # distinct batches at most: enough that training is not one batch repeated
@@ -34,7 +35,7 @@ class BatchFeed:
         self._executor = executor
         self._timer = ctx.timer
         self._data_device = data_device
-        self._drawn = ctx.spec.data.batches(config.effective_batch_size)
+        self._drawn = ctx.spec.data.batches(effective_batch_size(config))
         self._pool = None
         if config.input_prep == "ahead":
             first = next(self._drawn)

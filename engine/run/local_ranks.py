@@ -22,12 +22,12 @@ from typing import Callable
 from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.devices import Device
-from engine.rank_env import ROOT, rank_base_environment
+from engine.environment import ROOT, rank_base_environment, variable
 from engine.record import rank_events
 
 # The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
 # the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
-RANK_MODULE = os.environ.get("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
+RANK_MODULE = variable("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
 
 
 def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,

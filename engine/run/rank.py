@@ -21,8 +21,9 @@ from datetime import timedelta
 
 from engine import strategies
 from engine.parent_death import die_with_parent
-from engine.rank_env import RankEnvironment
+from engine.environment import RankEnvironment
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
+from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run.protocol import finite
 
 
@@ -191,8 +192,8 @@ def resolve_split(config, spec, devices, rank, world):
     if rank == 0:
         from engine.plan.planning import plan_balanced
         from engine.strategies.staged import stage_devices
-        micro = max(1, config.effective_batch_size // config.effective_micro_batches)
-        split = plan_balanced(spec, micro, stage_devices(config, devices))[1]
+        micro = max(1, effective_batch_size(config) // effective_micro_batches(config))
+        split = plan_balanced(spec, micro, stage_devices(config, devices, effective_stages_per_device(config)))[1]
     if world > 1:
         import torch.distributed as dist
         box = [split]

@@ -25,7 +25,7 @@ from typing import Callable
 
 from engine import forkserver
 from engine.config import ExperimentConfig
-from engine.rank_env import ROOT
+from engine.environment import ROOT, with_project_path
 from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.results import RunSummary, Step
 from engine.run import protocol
@@ -90,8 +90,7 @@ class RunSession:
         self._origin = time.perf_counter()
         try:
             self._start_sampler()
-            env = dict(os.environ, PYTHONUNBUFFERED="1",
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+            env = with_project_path(PYTHONUNBUFFERED="1")
             forks = _fork_server_connection()
             env.pop(forkserver.CONNECTION_ENV, None)  # one this process was handed is not the worker's
             if forks is not None:

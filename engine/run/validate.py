@@ -1,6 +1,6 @@
 """Full validation of a config, before anything launches.
 
-``config.problems`` checks the options on their own; here the devices are
+``engine.rules.problems`` checks the options on their own; here the devices are
 resolved and the model is built (it imports torch), so split points, stages and
 model files are checked too. Every problem is reported at once.
 
@@ -16,11 +16,10 @@ import os
 import sys
 from dataclasses import dataclass
 
-from engine import config as config_mod
-from engine import forkserver
 from engine import devices as devices_mod
-from engine import strategies
-from engine.config import ExperimentConfig, Problem
+from engine import forkserver, models, rules, strategies
+from engine.config import ConfigError, ExperimentConfig, Problem
+from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,9 @@ def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool =
         else:
             try:
                 config = config.replace(split=resolve_split_names(config, tokens))
-            except config_mod.ConfigError as exc:
+            except ConfigError as exc:
                 # Every problem at once: the names could not be resolved, and whatever else is wrong.
-                others = [] if names_only else config_mod.problems(config.replace(split=None))
+                others = [] if names_only else rules.problems(config.replace(split=None))
                 return Checked(config, None, exc.problems + [p for p in others if p not in exc.problems])
     if names_only:
         return Checked(config, None, [])
@@ -86,10 +85,10 @@ def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool =
 
 
 def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_only: bool) -> list[Checked]:
-    from engine.rank_env import ROOT as root
+    from engine.environment import ROOT as root, with_project_path
     request = json.dumps({"names_only": names_only,
                           "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    env = with_project_path()
     done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root)
     try:
         answers = json.loads(done.stdout)
@@ -145,7 +144,7 @@ def batch_norm_note(config: ExperimentConfig, has_batch_norm: bool, devices: int
         return None
     if strategy.data_parallel and devices > 1:
         part = "each replica's slice of the batch"
-    elif strategy.uses_micro_batches and config.effective_micro_batches > 1:
+    elif strategy.uses_micro_batches and effective_micro_batches(config) > 1:
         part = "each micro-batch"
     else:
         return None
@@ -158,17 +157,17 @@ def check(config: ExperimentConfig) -> list[Problem]:
 
 
 def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
-    found = config_mod.problems(config)
+    found = rules.problems(config)
     devices: list[devices_mod.Device] = []
     try:
-        # --nodes and --devices problems are named already (config.node_problems)
+        # --nodes and --devices problems are named already (rules.node_problems)
         devices = run_devices(config) if not any(p.option in ("nodes", "devices") for p in found) else []
     except devices_mod.DeviceError as exc:
         found.append(Problem("devices", str(exc)))
     spec = None
     if found:  # building a model from invalid options could fail or take all memory
         return None, found
-    if config.model_file or config_mod.models.lookup(config.model):
+    if config.model_file or models.lookup(config.model):
         spec, problem = _build_model(config)
         if problem:
             found.append(problem)
@@ -203,12 +202,12 @@ def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tu
     inside layer3 (the tutorial's ``seq2`` starts there). Raises ConfigError naming what exists."""
     # Only what building the model reads: an experiment's base names blocks for points whose
     # strategies differ from its own.
-    found = [p for p in config_mod.problems(config.replace(split=None)) if p.option in MODEL_OPTIONS]
+    found = [p for p in rules.problems(config.replace(split=None)) if p.option in MODEL_OPTIONS]
     if found:
-        raise config_mod.ConfigError(found)
+        raise ConfigError(found)
     spec, problem = _build_model(config)
     if problem:
-        raise config_mod.ConfigError([problem])
+        raise ConfigError([problem])
     names = spec.block_names
     points = []
     for token in tokens:
@@ -220,7 +219,7 @@ def resolve_split_names(config: ExperimentConfig, tokens: list[int | str]) -> tu
             deeper = " (a submodule inside one of them: add --split-level 2)" if (
                 spec.traced and config.split_level == 1 and "." in token) else ""
             what = "split point" if spec.traced else "block"
-            raise config_mod.ConfigError([Problem("split", f"no {what} named {token!r} in {spec.name}; its "
+            raise ConfigError([Problem("split", f"no {what} named {token!r} in {spec.name}; its "
                                                            f"{what}s: {', '.join(names)}{deeper}")])
         points.append(index)
     return tuple(points)
@@ -238,9 +237,9 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
         return []
     from engine.models import tracing
     from engine.models.units import module_device
-    stages = len(devices) * config.effective_stages_per_device
+    stages = len(devices) * effective_stages_per_device(config)
     split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
-    micro = max(1, config.effective_batch_size // config.effective_micro_batches)
+    micro = max(1, effective_batch_size(config) // effective_micro_batches(config))
     try:
         tracing.cut(spec, split, spec.data.example_inputs(micro, module_device(spec.module)))
     except tracing.TraceError as exc:

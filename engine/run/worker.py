@@ -32,6 +32,7 @@ from engine.record.summary import StepMerger, summarize, theoretical_bubble, the
 from engine.record.totals import RunTotals
 from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
                            WorkerEvent)
+from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, noted
 from engine.run.local_ranks import LocalRanks, Rank
@@ -62,10 +63,10 @@ class Worker:
         self.ranks: list[Rank] = []
         self.device_names = unique_devices([d.name for d in devices])
         self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
-                                                config.effective_micro_batches, self.world > 1, config.schedule,
-                                                config.effective_stages_per_device)
-        self.theory_text = theory_formula(config.schedule, len(self.device_names), config.effective_micro_batches,
-                                          config.effective_stages_per_device)
+                                                effective_micro_batches(config), self.world > 1, config.schedule,
+                                                effective_stages_per_device(config))
+        self.theory_text = theory_formula(config.schedule, len(self.device_names), effective_micro_batches(config),
+                                          effective_stages_per_device(config))
         self.merger = StepMerger(self.world, self.device_names, origin,
                                  pair_collectives=strategies.get(config.strategy).collectives_span_all_ranks)
         self.totals = RunTotals(self.device_names, config.warmup)
@@ -270,7 +271,7 @@ class Worker:
                   worker_pid=os.getpid(), devices=list(self.devices),
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
-                  micro_batches=self.config.effective_micro_batches, clock_origin=self.origin,
+                  micro_batches=effective_micro_batches(self.config), clock_origin=self.origin,
                   theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
                   **self._nodes_field())
 
@@ -283,7 +284,7 @@ class Worker:
                     if self.config.profile_steps else None)
         notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
-                               self.config.effective_micro_batches, self.world > 1, self.config.schedule)]
+                               effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "
                   "what-if takes it as free there" for rr in self.ranks if rr.split_backward_problem]
         return [note for note in notes if note]
@@ -332,7 +333,7 @@ class Worker:
         summary = summarize(
             run_id=None, status=status, config=self.config, devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
-            micro_batches=self.config.effective_micro_batches, batch_size=self.config.effective_batch_size,
+            micro_batches=effective_micro_batches(self.config), batch_size=effective_batch_size(self.config),
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
             theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links

@@ -26,10 +26,10 @@ import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from engine.environment import ROOT, with_project_path
 from engine.store.database import Store, default_path
 from engine.store.server import CONTROL_ENV, PUBLIC
 
-ROOT = Path(__file__).resolve().parents[2]
 
 _serve_from_child = False
 
@@ -85,8 +85,7 @@ class _StoreProcess:
         if self._proc is not None:
             self._proc.wait()
         control, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = dict(os.environ, **{CONTROL_ENV: str(child_end.fileno())},
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        env = with_project_path(**{CONTROL_ENV: str(child_end.fileno())})
         try:
             # Its own session: a signal to the app's terminal group must not end it before the app's
             # stores are closed; it ends when the control socket does (the app exited, however).

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Collection, Iterable
 
 from engine.config import ExperimentConfig
-from engine.results import ExperimentResult, RunSummary, Sample, Step, from_json, to_json
+from engine.environment import variable
+from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
 from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
 
@@ -52,13 +53,13 @@ def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
 
 
 def default_path() -> Path:
-    env = os.environ.get("SPLITSCOPE_DB")
+    env = variable("SPLITSCOPE_DB")
     if env:
         return Path(env)
     try:
         import platformdirs
     except ImportError:  # an engine-only machine (a GPU box with torch alone): the XDG location platformdirs uses
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        base = Path(variable("XDG_DATA_HOME") or Path.home() / ".local" / "share")
         return base / "splitscope" / "splitscope.sqlite3"
     return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
 
@@ -90,7 +91,7 @@ class ExperimentRecord:
     id: str
     name: str
     created: float
-    params: dict                       # the preset's options and planned points
+    plan: ExperimentPlan               # the base, repeats and planned points (the table's params)
     result: ExperimentResult | None    # None until it finished
 
 
@@ -281,11 +282,11 @@ class Store:
                 (status, time.time(), json.dumps(to_json(summary)) if summary is not None else None, error, traceback,
                  run_id))
 
-    def create_experiment(self, name: str, params: dict) -> str:
+    def create_experiment(self, name: str, plan: ExperimentPlan) -> str:
         exp_id = "exp-" + time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
         with self._tx():
             self._db.execute("INSERT INTO experiments (id, name, created, params) VALUES (?, ?, ?, ?)",
-                             (exp_id, name, time.time(), json.dumps(params, sort_keys=True)))
+                             (exp_id, name, time.time(), json.dumps(to_json(plan), sort_keys=True)))
         return exp_id
 
     def finish_experiment(self, exp_id: str, result: ExperimentResult) -> None:
@@ -333,7 +334,8 @@ class Store:
         row = self._db.execute("SELECT * FROM experiments WHERE id=?", (exp_id,)).fetchone()
         if row is None:
             return None
-        return ExperimentRecord(row["id"], row["name"], row["created"], json.loads(row["params"]),
+        return ExperimentRecord(row["id"], row["name"], row["created"],
+                                from_json(ExperimentPlan, json.loads(row["params"])) or ExperimentPlan(),
                                 from_json(ExperimentResult, json.loads(row["result"])) if row["result"] else None)
 
     def list_experiments(self) -> list[ExperimentRecord]:

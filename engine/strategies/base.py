@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.measure.communication import CommLedger
 from engine.measure.tensor_memory import Placement
@@ -21,8 +22,6 @@ from engine.problems import Problem
 
 if TYPE_CHECKING:
     import torch
-
-    from engine.config import ExperimentConfig
 
     from engine.models.spec import ModelSpec
 

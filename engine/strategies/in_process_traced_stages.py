@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.models import traced_chain, tracing
+from engine.models import effective_batch_size, traced_chain, tracing
 from engine.precision import make_optimizer
 from engine.strategies.base import RankContext, StepResult
 from engine.strategies.in_process_stages import InProcessStages, move_between
@@ -27,7 +27,7 @@ class InProcessTracedStages(InProcessStages):
         self.timer = ctx.timer
         self.micro_batches = micro_batches
         self.loss_fn = ctx.spec.loss_fn
-        micro = ctx.config.effective_batch_size // micro_batches  # the tracer specializes on the shape
+        micro = effective_batch_size(ctx.config) // micro_batches  # the tracer specializes on the shape
         self.pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
         self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
         self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)

@@ -8,6 +8,7 @@ tutorial's split-size loop (GPipe order).
 """
 from __future__ import annotations
 
+from engine.models import effective_batch_size
 from engine.problems import Problem
 from engine.strategies import staged
 from engine.strategies.schedules import SCHEDULE_INFO
@@ -38,7 +39,7 @@ class Pipeline(Strategy):
             value = getattr(config, name)
             if value is not None and value < 1:
                 found.append(Problem(name, f"must be at least 1, got {value}"))
-        batch = config.effective_batch_size
+        batch = effective_batch_size(config)
         if batch and batch >= 1:
             if config.micro_batches and config.micro_batches >= 1 and batch % config.micro_batches:
                 found.append(Problem("micro_batches", f"must divide the batch size {batch}; {config.micro_batches} "
@@ -53,12 +54,12 @@ class Pipeline(Strategy):
         return found
 
     def check(self, config, devices, n_blocks) -> list[Problem]:
-        v = config.effective_stages_per_device
+        v = self.stages_per_device(config)
         found = staged.check_stages(config, devices, n_blocks, v)
         schedule = SCHEDULE_INFO.get(config.schedule)
         if schedule is None:
             return found  # named by the config's own check
-        problem = schedule.micro_batch_problem(config.effective_micro_batches, len(devices), v)
+        problem = schedule.micro_batch_problem(self.micro_batches(config), len(devices), v)
         if problem:
             found.append(Problem("micro_batches", problem))
         if schedule.name != "gpipe" and not staged.distinct_processes(devices):
@@ -70,10 +71,10 @@ class Pipeline(Strategy):
         """One per stage, or per V stages with a schedule that places several on each device."""
         if config.split is None:
             return 2
-        return max(2, (len(config.split) + 1) // config.effective_stages_per_device)
+        return max(2, (len(config.split) + 1) // self.stages_per_device(config))
 
     def build(self, ctx):
-        return self._stages(ctx, ctx.config.effective_micro_batches, ctx.config.schedule)
+        return self._stages(ctx, self.micro_batches(ctx.config), ctx.config.schedule)
 
     @staticmethod
     def _stages(ctx, micro_batches: int, schedule: str):

@@ -20,7 +20,7 @@ import torch.distributed.pipelining
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as _schedules
 
-from engine.models import tracing
+from engine.models import effective_batch_size, tracing
 from engine.precision import autocast, make_optimizer
 from engine.strategies.schedule_actions import tick_plan
 from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
@@ -94,7 +94,7 @@ class ScheduledStages(Executor):
         self.timer = ctx.timer
         info = self.schedule_info = SCHEDULE_INFO[schedule]
         self.micro_batches = micro_batches
-        per_device = ctx.config.effective_stages_per_device if info.multi_stage else 1
+        per_device = info.per_device(ctx.config.stages_per_device) if info.multi_stage else 1
         n_stages = self.world * per_device
         mine = info.stages_of(self.rank, self.world, per_device)
         # This rank reads the inputs if it runs the first stage, the targets if it runs the last (both, in a V).
@@ -102,7 +102,7 @@ class ScheduledStages(Executor):
         torch_device = torch.device(self.device.torch_device)
         stages, modules = [], []
         if ctx.spec.traced:
-            micro = ctx.config.effective_batch_size // micro_batches  # the tracer specializes on the shape
+            micro = effective_batch_size(ctx.config) // micro_batches  # the tracer specializes on the shape
             pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
             for index in mine:
                 modules.append(pipe.get_stage_module(index).to(torch_device))

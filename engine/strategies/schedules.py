@@ -31,6 +31,10 @@ class Schedule:
     def multi_stage(self) -> bool:
         return self.stages_per_device != (1,)
 
+    def per_device(self, given: int | None) -> int:
+        """The stages it runs on each device: the given V (--stages-per-device), else its default."""
+        return given or self.stages_per_device[0]
+
     def stage_device(self, stage: int, devices: int) -> int:
         """Which device (rank) runs ``stage`` of ``devices * V`` stages."""
         if self.placement == "v":

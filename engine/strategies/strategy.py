@@ -5,8 +5,10 @@ A strategy is a class registered in ``engine.strategies.STRATEGIES`` under its
 show, and what it can do (``uses_split``, ``uses_micro_batches``,
 ``data_parallel``, ``needs_process_group``). It answers these questions:
 
+- ``micro_batches(config)``, ``stages_per_device(config)``: what it makes of the options left open
+  (engine.rules asks it);
 - ``option_problems(config)``: what is wrong with the options it reads, or those given that it does not
-  read, from the config alone (engine.config.problems asks it);
+  read, from the config alone (engine.rules.problems asks it);
 - ``world_size(config, devices)``: how many rank processes the run needs;
 - ``check(config, devices, n_blocks)``: what it cannot do with these (before launch);
 - ``model_problems(config, spec, devices)``: what it cannot do with the model itself;
@@ -17,8 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.config import ExperimentConfig
+from engine.models import effective_batch_size
+from engine.strategies.schedules import SCHEDULE_INFO
+
 if TYPE_CHECKING:
-    from engine.config import ExperimentConfig
     from engine.devices import Device
     from engine.problems import Problem
     from engine.strategies.base import Executor, RankContext
@@ -35,6 +40,22 @@ class Strategy:
 
     def world_size(self, config: ExperimentConfig, devices: list[Device]) -> int:
         return 1
+
+    def micro_batches(self, config: ExperimentConfig) -> int:
+        """Micro-batches per step: 1 unless the strategy cuts the batch; then the given count, or as many as
+        the split size makes, or 4."""
+        if not self.uses_micro_batches:
+            return 1
+        if config.micro_batches is not None:
+            return config.micro_batches
+        if config.split_size:
+            return max(1, -(-effective_batch_size(config) // config.split_size))
+        return 4
+
+    def stages_per_device(self, config: ExperimentConfig) -> int:
+        """Stages per device: 1 unless the strategy cuts micro-batches and its schedule places several on each."""
+        known = SCHEDULE_INFO.get(config.schedule)
+        return known.per_device(config.stages_per_device) if self.uses_micro_batches and known else 1
 
     def option_problems(self, config: ExperimentConfig) -> list[Problem]:
         from engine.problems import Problem

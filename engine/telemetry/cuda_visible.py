@@ -19,10 +19,10 @@ empty value.
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import Mapping
 
+from engine.environment import variable
 from engine.telemetry import nvml
 
 _LEADING_NUMBER = re.compile(r"[+-]?[0-9]+")
@@ -30,9 +30,8 @@ _LEADING_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 def visible_gpus(environ: Mapping[str, str] | None = None) -> list[int | None]:
     """The NVML index of ``cuda:0``, ``cuda:1``, ...; None for a MIG instance (no NVML telemetry here)."""
-    environ = os.environ if environ is None else environ
     count = nvml.device_count()
-    spec = environ.get("CUDA_VISIBLE_DEVICES")
+    spec = variable("CUDA_VISIBLE_DEVICES", env=environ)
     if spec is None:
         return list(range(count))
     for prefix in ("GPU-", "MIG-"):

@@ -6,11 +6,26 @@ fields it offers; ``reset()`` forgets everything NVML-related in this process
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from engine.telemetry import gpu_fields, nvml
 from engine.telemetry.cuda_visible import visible_gpus
 
 
-def inventory() -> list[dict]:
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as NVML describes it."""
+    index: int                  # NVML's index
+    cuda_index: int | None      # what a run calls it, cuda:K; None: hidden by CUDA_VISIBLE_DEVICES
+    name: str | None = None
+    uuid: str | None = None
+    memory_total: int | None = None
+    driver_version: str | None = None
+    fields: dict[str, bool] = field(default_factory=dict)   # each DeviceSample field: whether NVML offers it
+    lost: bool = False          # fell off the bus (NVML_ERROR_GPU_IS_LOST)
+
+
+def inventory() -> list[GpuInfo]:
     """Per GPU: NVML index, CUDA index, name, uuid, memory total, driver, and which fields NVML offers.
 
     For ``python main.py devices``. ``fields`` maps each DeviceSample field (and
@@ -23,16 +38,11 @@ def inventory() -> list[dict]:
     gpus = []
     for index in range(nvml.device_count()):
         memory = nvml.device_query(index, "nvmlDeviceGetMemoryInfo")
-        gpus.append({
-            "index": index,
-            "cuda_index": cuda_index.get(index),  # what a run calls it, cuda:K; None: hidden by CUDA_VISIBLE_DEVICES
-            "name": nvml.text(nvml.device_query(index, "nvmlDeviceGetName")),
-            "uuid": nvml.text(nvml.device_query(index, "nvmlDeviceGetUUID")),
-            "memory_total": getattr(memory, "total", None),
-            "driver_version": driver,
-            "fields": gpu_fields.probe(index).sample_fields(),
-            "lost": nvml.is_lost(index),
-        })
+        gpus.append(GpuInfo(index=index, cuda_index=cuda_index.get(index),
+                            name=nvml.text(nvml.device_query(index, "nvmlDeviceGetName")),
+                            uuid=nvml.text(nvml.device_query(index, "nvmlDeviceGetUUID")),
+                            memory_total=getattr(memory, "total", None), driver_version=driver,
+                            fields=gpu_fields.probe(index).sample_fields(), lost=nvml.is_lost(index)))
     return gpus
 
 

@@ -7,9 +7,9 @@ are None), so the utilization curve is finer than the poll interval.
 """
 from __future__ import annotations
 
-import os
 import time
 
+from engine.environment import variable
 from engine.telemetry import gpu_fields, nvml
 from engine.telemetry.gpu_fields import FieldSupport
 from engine.telemetry.poll import Poll
@@ -73,7 +73,7 @@ class GpuTarget:
         if not self._reported_gone:
             self._reported_gone = True
             if self.index is None:
-                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                visible = variable("CUDA_VISIBLE_DEVICES")
                 poll.warn(f"{self.name}: NVML has no GPU for it "
                           f"({nvml.start_error() or f'{nvml.device_count()} GPUs seen by NVML'}"
                           + (f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "")

@@ -1,20 +1,27 @@
 """Which targets to sample: a run's devices, or everything for the idle view."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+from typing import Protocol, Union
 
 from engine.cores import usable_cores
 from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.gpu_target import GpuTarget
 
-if TYPE_CHECKING:
-    from engine.devices import Device
-
 Target = Union[CpuTarget, GpuTarget]
 
 
-def targets_for(devices: list[Device]) -> list[Target]:
+class Sampled(Protocol):
+    """What telemetry reads of a run's device (engine.devices.Device has it; engine.devices asks telemetry for
+    the GPUs CUDA sees, so telemetry does not import it back)."""
+    name: str
+    kind: str
+    index: int
+    core: int | None
+    node: str | None
+
+
+def targets_for(devices: list[Sampled]) -> list[Target]:
     """One target per device of a run, named like the device ("cpu:0", "cuda:1").
 
     A device listed twice (two stages sharing cuda:0) is one device to sample.
@@ -38,7 +45,7 @@ def targets_for(devices: list[Device]) -> list[Target]:
     return targets
 
 
-def physical_name(device: Device) -> str:
+def physical_name(device: Sampled) -> str:
     """The name of what a device's utilization measures: its core ("core 3") for a CPU virtual device,
     the GPU itself ("cuda:1") otherwise. The idle view samples the same names, so a core is one series.
     A device of another machine (a run over nodes) is its own series: this machine's cores are not its."""

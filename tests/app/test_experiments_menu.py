@@ -41,7 +41,8 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
             elif isinstance(event, Step):
                 shown[label]["time left"] = window.time_left.text()
             elif isinstance(event, Finished) and event.run_id:   # the point's run is stored
-                shown[label].update(memory=set(plots.mem_plot.series_keys()), lanes=list(plots.timeline.devices),
+                shown[label].update(memory=set(plots.series_plots["memory"].series_keys()),
+                                    lanes=list(plots.timeline.devices),
                                     rows={row[1] for row in plots.timeline.rows}, theory=plots.bubble.theory.text())
 
     window.experiments.client.sigProgress.connect(on_progress)
@@ -78,13 +79,13 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     assert window.status_label.text().startswith(ended)
 
     # The result view is in front, with a bar per point and a table row per point.
-    assert window.center_tabs.currentWidget() is window.results
-    assert window.results.point_labels() == labels
-    assert window.results.table.rowCount() == 3
-    assert window.results.experiment_id == result.experiment_id
-    assert result.verdict() in window.results.title.text()
-    assert window.results.best_marks() == {"bars": result.winner, "table": result.winner, "sweep": None}
-    assert all(text.strip("…\n") for text in window.results.bars.tick_texts)   # every bar labelled
+    assert window.center_tabs.currentWidget() is window.center.results
+    assert window.center.results.point_labels() == labels
+    assert window.center.results.table.rowCount() == 3
+    assert window.center.results.experiment_id == result.experiment_id
+    assert result.verdict() in window.center.results.title.text()
+    assert window.center.results.best_marks() == {"bars": result.winner, "table": result.winner, "sweep": None}
+    assert all(text.strip("…\n") for text in window.center.results.bars.tick_texts)   # every bar labelled
     assert "finished" in window.status_label.text() and window.run_action.isEnabled()
 
     # The history lists the experiment, and its runs with their point.
@@ -104,7 +105,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     with qtbot.waitSignal(window.sigExperimentShown, timeout=5_000) as shown:
         history.experiments.selectRow(0)
     assert shown.args[0] == result.experiment_id
-    assert window.center_tabs.currentWidget() is window.results
+    assert window.center_tabs.currentWidget() is window.center.results
     assert window.export_target() == ("experiment", result.experiment_id)
 
 

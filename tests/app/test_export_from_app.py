@@ -7,7 +7,7 @@ import struct
 import pytest
 from PySide6 import QtWidgets
 
-from engine.results import RunSummary, Step, from_json
+from engine.results import ExperimentPlan, RunSummary, Step, from_json
 from engine.store import Store
 
 
@@ -104,7 +104,7 @@ def test_plot_context_menu_export_asks_before_overwriting(qtbot, window, monkeyp
     asked, answers = questions
     target = tmp_path / "throughput.csv"
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
-    plot = window.plots.thr_plot
+    plot = window.plots.series_plots["throughput"]
     written = []
     plot.sigExported.connect(written.append)
     plot.export_actions["csv"].trigger()        # the context menu's "Export CSV…"
@@ -142,8 +142,8 @@ def test_a_trace_of_an_experiment_in_view_is_written_or_refused_before_a_file_is
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName",
                         lambda *a, **k: asked.append(a[1]) or (str(target), ""))
     with Store(window.db_path) as store:
-        empty = store.create_experiment("compare-strategies", {"repeats": 1})
-        experiment = store.create_experiment("compare-strategies", {"repeats": 1})
+        empty = store.create_experiment("compare-strategies", ExperimentPlan(repeats=1))
+        experiment = store.create_experiment("compare-strategies", ExperimentPlan(repeats=1))
     store_a_run(window.db_path, experiment_id=experiment, label="naive")
     window.exporter.target = lambda: ("experiment", empty)
     assert not window.exporter.export_interactive("trace")

@@ -27,7 +27,7 @@ def test_worker_killed_mid_run_shows_the_cause_and_the_next_run_completes(qtbot,
         os.kill(worker_pid, signal.SIGKILL)
     info = finished.args[0]
     assert info.status == "failed"
-    panel = window.error_panel
+    panel = window.center.error_panel
     assert panel.isVisible()
     message = panel.message.text()
     assert "Run failed" in message and "SIGKILL" in message and str(worker_pid) in message, message

@@ -48,8 +48,8 @@ def test_the_cli_export_and_the_history_view_draw_the_same_series(qtbot, qapp_co
     qtbot.addWidget(panel)
     panel.show_runs(load_runs(str(db), [run_id]))
 
-    for name, plot in (("utilization", panel.util_plot), ("memory", panel.mem_plot),
-                       ("throughput", panel.thr_plot), ("loss", panel.loss_plot)):
+    for name, plot in (("utilization", panel.series_plots["utilization"]), ("memory", panel.series_plots["memory"]),
+                       ("throughput", panel.series_plots["throughput"]), ("loss", panel.series_plots["loss"])):
         exported = ET.parse(out / f"{run_id}-{name}.svg").getroot()
         in_file = {series: points(curve) for series, curve in drawn(exported, "series").items()}
         on_screen = {key: len(plot.series_data(key)[0]) for key in plot.series_keys()}
@@ -59,5 +59,6 @@ def test_the_cli_export_and_the_history_view_draw_the_same_series(qtbot, qapp_co
         assert {left, bottom, plot.figure.title} <= set(texts(exported)), name
         assert list(drawn(exported, "mark")) == [m.label for m in plot.figure.marks], name
     # The device that missed a sample has one point less, in both; the warm-up's end is marked in both.
-    assert len(panel.util_plot.series_data("cpu:1")[0]) == 14 and len(panel.util_plot.series_data("cpu:0")[0]) == 15
-    assert [m.label for m in panel.thr_plot.figure.marks] == ["warm-up ends"]
+    utilization = panel.series_plots["utilization"]
+    assert len(utilization.series_data("cpu:1")[0]) == 14 and len(utilization.series_data("cpu:0")[0]) == 15
+    assert [m.label for m in panel.series_plots["throughput"].figure.marks] == ["warm-up ends"]

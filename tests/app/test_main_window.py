@@ -46,22 +46,22 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert starting == [(f"model-parallel on cpu:2 · {built}", built, built)], starting
 
     plots = window.plots
-    assert plots.thr_plot.point_count() == 6
-    assert plots.loss_plot.point_count() == 6
+    assert plots.series_plots["throughput"].point_count() == 6
+    assert plots.series_plots["loss"].point_count() == 6
     # The run's devices' telemetry: utilization per core (the idle view's series), memory per process.
-    assert {"core 0", "core 1"} <= set(plots.util_plot.series_keys())
-    assert {"cpu:0", "cpu:1"} <= set(plots.mem_plot.series_keys())
+    assert {"core 0", "core 1"} <= set(plots.series_plots["utilization"].series_keys())
+    assert {"cpu:0", "cpu:1"} <= set(plots.series_plots["memory"].series_keys())
     assert {r[1] for r in plots.timeline.rows} == {"cpu:0", "cpu:1"}
     assert plots.bubble.measured.text() not in ("", "—")
     assert window.progress_bar.value() == window.progress_bar.maximum() == 6
     assert "Finished" in window.status_label.text()
     assert window.run_action.isEnabled()
     # The Memory tab, drawn when it comes into view: each stage holds its own blocks' parameters.
-    window.center_tabs.setCurrentWidget(window.memory_view)
-    memory = window.memory_view.memory_plot.segment_heights
+    window.center_tabs.setCurrentWidget(window.center.memory_view)
+    memory = window.center.memory_view.memory_plot.segment_heights
     assert set(memory) == {"params", "grads", "optimizer", "activations"}
     assert all(v > 0 for v in memory["params"]) and len(memory["params"]) == 2
-    sent = window.memory_view.comm_plot.segment_heights   # the activation forward, its gradient back
+    sent = window.center.memory_view.comm_plot.segment_heights   # the activation forward, its gradient back
     assert set(sent) == {"send", "recv"} and all(v > 0 for v in sent["send"] + sent["recv"])
     window.center_tabs.setCurrentWidget(plots)
 
@@ -71,8 +71,8 @@ def test_model_parallel_run_from_clicks(qtbot, window):
         window.history.table.selectRow(0)
     assert shown.args[0] == [info.run_id]
     assert plots.mode == "history"
-    assert plots.thr_plot.point_count() == 6
-    assert plots.util_plot.point_count() > 0
+    assert plots.series_plots["throughput"].point_count() == 6
+    assert plots.series_plots["utilization"].point_count() > 0
     window.back_to_live()
     assert plots.mode == "live"
 
@@ -93,10 +93,11 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         last_step = window.plots.now()
         # A core's total beside its device's own work, where others ran there too (the window itself: this
         # machine has two cores), is an entry of its own.
-        legend = sorted(n for n in window.plots.util_plot.legend_names() if not n.endswith("core total (all programs)"))
+        legend = sorted(n for n in window.plots.series_plots["utilization"].legend_names()
+                        if not n.endswith("core total (all programs)"))
     assert legend == ["core 0 · cpu:0", "core 1 · cpu:1"]  # while the run goes; "core 0" alone after it
     busy = dict(zip(done.args[0].summary.devices, done.args[0].summary.devices_busy))
-    plot = window.plots.util_plot
+    plot = window.plots.series_plots["utilization"]
     for core, device in (("core 0", "cpu:0"), ("core 1", "cpu:1")):
         x, smooth = plot.series_data(core)
         raw = plot.series_data("raw " + core)[1]
@@ -230,7 +231,7 @@ def test_broken_model_file_shows_its_error_and_a_failing_run_its_traceback(qtbot
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
         window.run_action.trigger()
     assert finished.args[0].status == "failed"
-    panel = window.error_panel
+    panel = window.center.error_panel
     assert panel.isVisible()
     assert "data loader broke" in panel.message.text()
     assert "RuntimeError" in panel.traceback.toPlainText()

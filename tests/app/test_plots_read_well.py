@@ -80,25 +80,26 @@ def pen_color(plot, key: str) -> str:
 
 # -- 1. a gap is a gap ------------------------------------------------------------------------------
 def test_live_lines_break_where_no_samples_came(panel):
-    for plot, key in ((panel.util_plot, "core 0"), (panel.util_plot, "raw core 0"), (panel.mem_plot, "cpu:0")):
+    utilization, memory = panel.series_plots["utilization"], panel.series_plots["memory"]
+    for plot, key in ((utilization, "core 0"), (utilization, "raw core 0"), (memory, "cpu:0")):
         x, y = plot.series_data(key)
         assert gap_broken(y), key
         i = int(np.flatnonzero(~np.isfinite(y))[0])
         assert x[i - 1] < x[i] < x[i + 1] and x[i + 1] - x[i - 1] > 30, key   # the break is in the 40-s hole
         connect = plot._curves[key].opts["connect"]   # what pyqtgraph draws: the two sides unjoined
         assert isinstance(connect, np.ndarray) and list(np.flatnonzero(~connect[:-1])) == [i - 1], key
-    assert panel.mem_plot.point_count() == 180   # the samples; the break is none
+    assert panel.series_plots["memory"].point_count() == 180   # the samples; the break is none
 
 
 def test_stored_lines_break_where_no_samples_were_taken(panel):
     panel.show_runs([stored_run("r1", "12:00:00 pipeline", 4, gap=True)])
-    for plot in (panel.util_plot, panel.mem_plot):
+    for plot in (panel.series_plots["utilization"], panel.series_plots["memory"]):
         for device in ("cpu:0", "cpu:1"):
             assert gap_broken(plot.series_data(device)[1]), (plot.spec.name, device)
 
 
 def test_an_exported_live_plot_keeps_the_gap(panel, tmp_path):
-    root = ET.parse(panel.mem_plot.export("svg", tmp_path / "memory.svg")).getroot()
+    root = ET.parse(panel.series_plots["memory"].export("svg", tmp_path / "memory.svg")).getroot()
     curve = drawn(root, "series")["cpu:0"]
     assert next(curve.iter(f"{SVG}path")).get("d").count("M") == 2   # two pieces: before and after the gap
 
@@ -114,7 +115,7 @@ def test_close_run_markers_stack_and_never_overprint(panel, qapp_configured):
     panel.mark_run(now - 29.5, "end")
     panel.redraw(force=True)
     qapp_configured.processEvents()
-    start, end = visible_labels(panel, panel.util_plot)
+    start, end = visible_labels(panel, panel.series_plots["utilization"])
     assert start.orthoPos != end.orthoPos
     assert not start.sceneBoundingRect().intersects(end.sceneBoundingRect())
     # an experiment's short runs: a start and an end every two seconds
@@ -123,7 +124,7 @@ def test_close_run_markers_stack_and_never_overprint(panel, qapp_configured):
         panel.mark_run(now - 19 + 2 * k, "end")
     panel.redraw(force=True)
     qapp_configured.processEvents()
-    for plot in (panel.util_plot, panel.mem_plot):
+    for plot in (panel.series_plots["utilization"], panel.series_plots["memory"]):
         labels = visible_labels(panel, plot)
         assert 0 < len(labels) < len(panel.run_marks.lines[plot])   # some left out, their lines kept
         rects = [label.sceneBoundingRect() for label in labels]
@@ -131,7 +132,7 @@ def test_close_run_markers_stack_and_never_overprint(panel, qapp_configured):
 
 
 def test_the_legend_has_its_own_row_and_can_be_hidden(panel, qapp_configured):
-    plot = panel.util_plot
+    plot = panel.series_plots["utilization"]
     view = plot.getPlotItem().getViewBox()
     assert plot.legend.isVisible() and plot.legend_names() == ["core 0"]
     legend = plot.legend.sceneBoundingRect()
@@ -182,8 +183,8 @@ def test_on_a_1280x800_screen_many_notes_scroll_and_the_window_keeps_its_size(qt
 
 def test_runs_compared_name_what_differs(panel):
     panel.show_runs([stored_run("r1", "18:29:22 pipeline", 8), stored_run("r2", "18:22:33 pipeline", 4)])
-    assert panel.thr_plot.legend_names() == ["pipeline m=8", "pipeline m=4"]
-    assert panel.util_plot.legend_names()[0] == "pipeline m=8 cpu:0"
+    assert panel.series_plots["throughput"].legend_names() == ["pipeline m=8", "pipeline m=4"]
+    assert panel.series_plots["utilization"].legend_names()[0] == "pipeline m=8 cpu:0"
 
 
 # -- 3. hover ------------------------------------------------------------------------------------------
@@ -196,17 +197,17 @@ def hover(plot, x: float, y: float) -> str:
 
 
 def test_hover_names_the_point_under_the_cursor(panel):
-    x, y = panel.util_plot.series_data("core 0")
-    text = hover(panel.util_plot, x[-3], y[-3])
+    x, y = panel.series_plots["utilization"].series_data("core 0")
+    text = hover(panel.series_plots["utilization"], x[-3], y[-3])
     assert text.startswith("core 0\n") and re.search(r"\ntime from now -[\d.]+ s\n", text), text
     assert text.endswith("\nutilization 100 %"), text
-    assert panel.util_plot.hover.label.isVisible()
-    text = hover(panel.mem_plot, x[10], 700.0)
+    assert panel.series_plots["utilization"].hover.label.isVisible()
+    text = hover(panel.series_plots["memory"], x[10], 700.0)
     assert text.startswith("cpu:0\n") and text.endswith("memory used 700 MiB")
-    (left, right), (bottom, top) = panel.mem_plot.getPlotItem().getViewBox().viewRange()
-    assert hover(panel.mem_plot, (left + right) / 2, (bottom + top) / 2) == ""   # in the gap: nothing
+    (left, right), (bottom, top) = panel.series_plots["memory"].getPlotItem().getViewBox().viewRange()
+    assert hover(panel.series_plots["memory"], (left + right) / 2, (bottom + top) / 2) == ""   # in the gap: nothing
     panel.show_runs([stored_run("r1", "12:00:00 pipeline", 4)])
-    assert hover(panel.thr_plot, 3, 103.0) == "throughput\nstep 3\nthroughput 103 samples/s"
+    assert hover(panel.series_plots["throughput"], 3, 103.0) == "throughput\nstep 3\nthroughput 103 samples/s"
 
 
 def test_hover_names_the_timeline_interval_under_the_cursor(qtbot, qapp_configured):
@@ -233,10 +234,11 @@ def test_a_device_has_one_colour_live_stored_and_exported(panel, tmp_path):
     now = time.perf_counter()
     panel.telemetry.add([sample(now - 1 + 0.1 * k, "cpu:1", util=None) for k in range(10)])   # a run on cpu:1 alone
     panel.redraw(force=True)
-    live = pen_color(panel.mem_plot, "cpu:1")
+    live = pen_color(panel.series_plots["memory"], "cpu:1")
     panel.show_runs([stored_run("r1", "12:00:00 pipeline", 4)])                             # a run on cpu:0, cpu:1
-    stored = pen_color(panel.mem_plot, "cpu:1")
-    exported = stroke(drawn(ET.parse(panel.mem_plot.export("svg", tmp_path / "m.svg")).getroot(), "series")["cpu:1"])
+    stored = pen_color(panel.series_plots["memory"], "cpu:1")
+    svg = panel.series_plots["memory"].export("svg", tmp_path / "m.svg")
+    exported = stroke(drawn(ET.parse(svg).getroot(), "series")["cpu:1"])
     assert live == stored == exported == palette.device_color("cpu:1")
 
 
@@ -246,7 +248,7 @@ def test_a_five_step_run_has_whole_steps_on_its_axis(panel):
     for s in range(5):
         panel.add_step(Step(step=s, throughput=100.0 + s, loss=1.0))
     panel.redraw(force=True)
-    for plot in (panel.thr_plot, panel.loss_plot):
+    for plot in (panel.series_plots["throughput"], panel.series_plots["loss"]):
         axis = plot.getPlotItem().getAxis("bottom")
         (low, high), _ = plot.getPlotItem().getViewBox().viewRange()
         ticks = [v for _, values in axis.tickValues(low, high, axis.width() or 400) for v in values]
@@ -260,10 +262,10 @@ def test_a_new_run_starts_its_step_plots_with_a_fresh_range(panel):
     for s in range(5):
         panel.add_step(Step(step=s, throughput=5000.0 + s, loss=40.0))
     panel.redraw(force=True)
-    assert panel.thr_plot.getPlotItem().getViewBox().viewRange()[1][1] > 4000
+    assert panel.series_plots["throughput"].getPlotItem().getViewBox().viewRange()[1][1] > 4000
     panel.begin_run(RunProgress(run_id="b", devices=["cpu:0"], steps_total=5))   # it fails before a step
     panel.redraw(force=True)
-    for plot in (panel.thr_plot, panel.loss_plot):
+    for plot in (panel.series_plots["throughput"], panel.series_plots["loss"]):
         assert plot.getPlotItem().getViewBox().viewRange()[1][1] <= 1.5, plot.spec.name
 
 
@@ -341,7 +343,7 @@ def test_the_export_dialog_opens_in_the_last_folder(qtbot, panel, tmp_path, monk
         return str(chosen / f"{len(starts)}.csv"), ""
 
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", save_dialog)
-    panel.util_plot.export_actions["csv"].trigger()
+    panel.series_plots["utilization"].export_actions["csv"].trigger()
     panel.timeline.export_actions["csv"].trigger()    # another plot: where the last export went
     later = SeriesPlot("t", "y", export_name="later")  # a plot made afterwards, as in the next launch
     qtbot.addWidget(later)

@@ -25,7 +25,7 @@ def test_a_damaged_store_opens_the_window_with_a_notice_and_recover_brings_its_r
     win = shown(qtbot, MainWindow(start_services=False))
     kept = [p for p in private_state.iterdir() if p.name.startswith("runs.damaged-") and p.suffix == ".sqlite3"]
     assert len(kept) == 1 and db.exists()
-    panel = win.error_panel
+    panel = win.center.error_panel
     assert panel.isVisible() and panel.action_button.isVisible() and panel.action_button.text() == "Recover runs"
     assert f"the run store {db} is damaged" in panel.message.text() and str(kept[0]) in panel.message.text()
     assert win.history.records == []
@@ -58,7 +58,7 @@ def test_the_window_holds_no_lock_on_its_store_so_a_file_dialog_beside_it_loses_
     assert locks_held(os.getpid(), db) == [] and locks_held(store_process_pid(), db)
     theirs = write_runs_elsewhere(db, 2)
     ours.append(win.store.create_run({"by": "window"}))
-    win.refresh_history()
+    win.history.refresh()
     assert {r.id for r in win.history.records} == set(ours + theirs)
     assert read_elsewhere(db) == (set(ours + theirs), True)
     win.shutdown()
@@ -83,7 +83,7 @@ def test_a_store_error_in_an_experiments_thread_shows_in_the_window_and_run_come
     with qtbot.waitSignal(window.sigExperimentFinished, timeout=30_000) as ended:
         window.experiments.menu.preset_actions["schedules"].trigger()
     assert ended.args[0].status == "failed"
-    panel = window.error_panel
+    panel = window.center.error_panel
     assert panel.isVisible() and "database disk image is malformed" in panel.message.text()
     assert "cannot write the run store" in panel.message.text()
     qtbot.waitUntil(window.run_action.isEnabled, timeout=5_000)
@@ -136,8 +136,8 @@ def test_a_history_load_that_fails_on_its_thread_is_said_in_the_window(qtbot, qa
     row = win.history.run_ids().index(bad)
     with qtbot.waitSignal(win.history.sigLoaded, timeout=10_000):
         win.history.table.selectRow(row)
-    qtbot.waitUntil(win.error_panel.isVisible, timeout=5_000)
-    assert "could not read the runs" in win.error_panel.message.text()
+    qtbot.waitUntil(win.center.error_panel.isVisible, timeout=5_000)
+    assert "could not read the runs" in win.center.error_panel.message.text()
     assert "could not read the runs" in win.log_view.toPlainText()
     with qtbot.waitSignal(win.sigHistoryShown, timeout=10_000) as shown_runs:
         win.history.table.selectRow(win.history.run_ids().index(good))

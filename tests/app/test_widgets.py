@@ -110,10 +110,10 @@ def test_plot_panel_draws_telemetry_steps_and_timeline(panel):
     panel.show()
     panel.redraw(force=True)
     # Each core: its raw samples (faint, no legend entry) and their one-second mean, named once.
-    assert set(panel.util_plot.series_keys()) == {"core 0", "core 1", "raw core 0", "raw core 1"}
-    assert panel.util_plot.legend_names() == ["core 0", "core 1"]
-    assert len(panel.util_plot.series_data("raw core 0")[0]) == 590
-    assert panel.thr_plot.point_count() == 6 and panel.loss_plot.point_count() == 6
+    assert set(panel.series_plots["utilization"].series_keys()) == {"core 0", "core 1", "raw core 0", "raw core 1"}
+    assert panel.series_plots["utilization"].legend_names() == ["core 0", "core 1"]
+    assert len(panel.series_plots["utilization"].series_data("raw core 0")[0]) == 590
+    assert panel.series_plots["throughput"].point_count() == 6 and panel.series_plots["loss"].point_count() == 6
     assert panel.timeline.devices == ["cpu:0", "cpu:1"]
     kinds = {row[2] for row in panel.timeline.rows}
     assert {"forward", "backward", "transfer", "wait"} <= kinds
@@ -133,12 +133,13 @@ def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
     panel.steps.add(step_event(6))
     panel.telemetry_frame_s = panel.step_frame_s = 0.0
     def samples_drawn():  # the samples (the new one may come after a gap: its break is no sample)
-        return int(np.isfinite(panel.util_plot.series_data("raw core 0")[1]).sum())
+        return int(np.isfinite(panel.series_plots["utilization"].series_data("raw core 0")[1]).sum())
 
     telemetry_points = samples_drawn()
 
     def drawn_state():  # what each group last handed to its plots
-        return (samples_drawn(), panel.thr_plot.series_data("thr")[0][-1], max(r[0] for r in panel.timeline.rows))
+        return (samples_drawn(), panel.series_plots["throughput"].series_data("throughput")[0][-1],
+                max(r[0] for r in panel.timeline.rows))
 
     drawn = []
     for _ in range(3):
@@ -245,7 +246,8 @@ def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
     for step in range(6, 19):
         panel.steps.add(step_event(step))
         panel.redraw(force=True)
-        ranges.add(tuple(round(v, 6) for v in panel.thr_plot.getPlotItem().getViewBox().viewRange()[0]))
+        x_range = panel.series_plots["throughput"].getPlotItem().getViewBox().viewRange()[0]
+        ranges.add(tuple(round(v, 6) for v in x_range))
     assert ranges == {(-0.2, 10.2), (-0.4, 20.4)}  # two ranges over 13 steps
 
 
@@ -297,10 +299,11 @@ def test_a_failed_plot_export_is_a_message_never_a_crash(panel, tmp_path, monkey
     monkeypatch.setattr(drawing, "write", missing)
     panel.redraw(force=True)
     failed = []
-    panel.util_plot.sigExportFailed.connect(failed.append)
-    assert panel.util_plot.export("png", tmp_path / "util.png") is None
+    panel.series_plots["utilization"].sigExportFailed.connect(failed.append)
+    assert panel.series_plots["utilization"].export("png", tmp_path / "util.png") is None
     assert len(failed) == 1 and "matplotlib" in failed[0] and not (tmp_path / "util.png").exists()
-    assert panel.util_plot.export("csv", tmp_path / "util.csv") is not None  # the table needs no drawing
+    # the table needs no drawing
+    assert panel.series_plots["utilization"].export("csv", tmp_path / "util.csv") is not None
 
 
 def test_history_mode_overlays_several_runs(panel):
@@ -318,13 +321,13 @@ def test_history_mode_overlays_several_runs(panel):
                      for k in range(30) for d in range(2)]))
     panel.show_runs(runs)
     assert panel.mode == "history"
-    assert len(panel.thr_plot.series_keys()) == 2
-    assert len(panel.util_plot.series_keys()) == 4  # 2 runs x 2 devices, their one-second means alone
-    assert len(panel.util_plot.legend_names()) == 4
+    assert len(panel.series_plots["throughput"].series_keys()) == 2
+    assert len(panel.series_plots["utilization"].series_keys()) == 4  # 2 runs x 2 devices, their one-second means alone
+    assert len(panel.series_plots["utilization"].legend_names()) == 4
     assert panel.bubble.theory.text() == "20.0%"
     assert "Comparing 2 runs" in panel.mode_label.text()
     panel.set_mode("live")
-    assert panel.mode == "live" and panel.util_plot.legend_names() == ["core 0", "core 1"]
+    assert panel.mode == "live" and panel.series_plots["utilization"].legend_names() == ["core 0", "core 1"]
 
 
 # -- split view -------------------------------------------------------------------------------
@@ -528,7 +531,8 @@ def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configu
     assert [r.run_id for r in runs] == emitted[-1]
     assert all(len(r.steps) == 6 and len(r.samples) == 40 and r.timeline for r in runs)
     panel.show_runs(runs)
-    assert len(panel.thr_plot.series_keys()) == 2 and len(panel.util_plot.series_keys()) == 4
+    assert len(panel.series_plots["throughput"].series_keys()) == 2
+    assert len(panel.series_plots["utilization"].series_keys()) == 4
     store.close()
 
 
@@ -539,9 +543,10 @@ def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
     panel = ExperimentPanel(cores=16)
     qtbot.addWidget(panel)
     # As with CUDA_VISIBLE_DEVICES=1,0: NVML's GPU 1 is cuda:0, and its GPU 2 is hidden from runs.
-    panel.set_gpus([{"index": 0, "cuda_index": 1, "name": "NVIDIA H200", "memory_total": 141 * 2**30},
-                    {"index": 1, "cuda_index": 0, "name": "NVIDIA H100", "memory_total": 80 * 2**30},
-                    {"index": 2, "cuda_index": None, "name": "NVIDIA L4", "memory_total": 24 * 2**30}])
+    from engine.telemetry.gpu_inventory import GpuInfo
+    panel.set_gpus([GpuInfo(0, cuda_index=1, name="NVIDIA H200", memory_total=141 * 2**30),
+                    GpuInfo(1, cuda_index=0, name="NVIDIA H100", memory_total=80 * 2**30),
+                    GpuInfo(2, cuda_index=None, name="NVIDIA L4", memory_total=24 * 2**30)])
     choices = [panel.devices_combo.itemData(i) for i in range(panel.devices_combo.count())]
     assert {"auto", "cpu:2", "cpu:16", "cuda:0", "cuda:0,cuda:1", "cpu,cuda:0"} <= set(choices)
     assert not any("cuda:2" in choice for choice in choices)

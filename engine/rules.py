@@ -1,0 +1,106 @@
+"""What the registries decide about a config: the values the engine takes where an option is left to it, and
+what is wrong with a config on its own (no model built, no torch).
+
+engine.config is plain data and imports no registry; this module asks the strategies, models and
+precisions for it (each value is its registry's rule: ``Strategy.micro_batches``, ``models.effective_batch_size``,
+``precision.effective_lr``). The checks that need the model's blocks or the devices live in
+``engine.run.validate``; a strategy's own rules in its ``option_problems``.
+"""
+from __future__ import annotations
+
+from engine import models, strategies
+from engine.config import INPUT_PREP, TIMELINE_MODES, ExperimentConfig
+from engine.models import effective_batch_size  # noqa: F401 (each value the engine chooses, from here)
+from engine.precision import DTYPES, OPTIMIZERS, effective_lr  # noqa: F401
+from engine.problems import Problem
+
+
+def effective_micro_batches(config: ExperimentConfig) -> int:
+    """Micro-batches per step, by the strategy's rule (engine.strategies.strategy); 1 for an unknown one."""
+    known = strategies.STRATEGIES.get(config.strategy)
+    return known.micro_batches(config) if known else 1
+
+
+def effective_stages_per_device(config: ExperimentConfig) -> int:
+    """Stages per device, by the strategy's rule; 1 for an unknown one."""
+    known = strategies.STRATEGIES.get(config.strategy)
+    return known.stages_per_device(config) if known else 1
+
+
+def problems(config: ExperimentConfig) -> list[Problem]:
+    """What is wrong with the config on its own (no model built, no torch)."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
+
+    if config.strategy not in strategies.STRATEGIES:
+        add("strategy", f"unknown strategy {config.strategy!r}; allowed: {', '.join(strategies.STRATEGIES)}")
+    if config.model_file is None:
+        if models.lookup(config.model) is None:
+            add("model", f"unknown model {config.model!r}; allowed: {', '.join(models.MODELS)}, "
+                         f"{models.TORCHVISION}NAME (any torchvision classification model), or --model-file PATH")
+    elif config.model not in (models.CUSTOM, "mlp"):
+        # "mlp" is the default; a model file overrides it.
+        add("model", "give either --model or --model-file, not both")
+    if config.timeline not in TIMELINE_MODES:
+        add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
+    if config.input_prep not in INPUT_PREP:
+        add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
+    if config.optimizer not in OPTIMIZERS:
+        add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    if config.dtype not in DTYPES:
+        add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
+    if config.schedule not in strategies.SCHEDULES:
+        add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
+    for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
+        value = getattr(config, name)
+        if not 1 <= value <= most:
+            add(name, f"must be from 1 to {most}, got {value}")
+    if config.image_size is not None:
+        if not models.torchvision_name(config.model):
+            add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
+        elif not 1 <= config.image_size <= 4096:
+            add("image_size", f"must be from 1 to 4096, got {config.image_size}")
+    if config.split_level not in models.SPLIT_LEVELS:
+        add("split_level", "allowed: " + "; ".join(f"{k}: {text}" for k, text in models.SPLIT_LEVELS.items())
+            + f"; got {config.split_level}")
+    elif config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
+        add("split_level", f"applies to {models.TORCHVISION}NAME models and model files; {config.model}'s split "
+                           "points are its blocks")
+    if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
+        add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
+    if not 0 <= config.profile_steps <= 20:
+        add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
+    elif config.profile_steps > config.steps - config.warmup:
+        add("profile_steps", f"must be at most the measured steps ({config.steps - config.warmup}: --steps less "
+                             f"--warmup), got {config.profile_steps}")
+    if config.warmup < 0:
+        add("warmup", f"must be 0 or more, got {config.warmup}")
+    elif config.steps >= 1 and config.warmup >= config.steps:
+        add("warmup", f"must be less than --steps ({config.steps}) so some steps are measured, got {config.warmup}")
+    if config.lr is not None and not config.lr > 0:
+        add("lr", f"must be a positive number, got {config.lr}")
+    if not config.hang_timeout_s > 0:
+        add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
+
+    found.extend(node_problems(config))
+    known = strategies.STRATEGIES.get(config.strategy)
+    if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
+        found.extend(known.option_problems(config))
+    return found
+
+
+def node_problems(config: ExperimentConfig) -> list[Problem]:
+    """``--nodes`` and its token file, checked without asking any node (engine.nodes.coordinator.preflight
+    asks them)."""
+    if not config.nodes:
+        if config.token_file is not None:
+            return [Problem("token_file", "applies only with --nodes")]
+        return []
+    from engine.nodes.cluster import config_problems
+    from engine.nodes.token import TokenError, token_for
+    found = config_problems(config)
+    try:
+        token_for(config.token_file)
+    except TokenError as exc:
+        found.append(Problem("token_file", str(exc)))
+    return found
