@@ -22,7 +22,7 @@ from engine.run_options import add_run_options, config_from_args, given_options,
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 # build_parser's subcommands, in its order
-COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node")
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node", "watch")
 
 
 class ArgumentError(Exception):
@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: the subnet of --listen)")
     node.add_argument("--new-token", default=None, metavar="FILE",
                       help="write a new random token to FILE (readable by you alone), then exit")
+    from engine.watch.command import add_parser as add_watch_command
+    add_watch_command(sub)
     return parser
 
 
@@ -117,6 +119,9 @@ def _dispatch(args, parser) -> int:
     if args.command == "node":
         from engine.nodes.command import cmd_node
         return cmd_node(args)
+    if args.command == "watch":
+        from engine.watch.command import cmd_watch
+        return cmd_watch(args)
     commands = {"run": cmd_run, "runs": cmd_runs, "models": cmd_models, "devices": cmd_devices,
                 "experiment": cmd_experiment, "export": cmd_export, "what-if": cmd_what_if}
     if args.command in commands:

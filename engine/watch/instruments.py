@@ -1,0 +1,188 @@
+"""Instruments: an unmodified training script's steps, timed from torch's public hooks.
+
+Installed in a rank process before the script's first line (engine/watch/bootstrap.py):
+- **forward**: the outermost module call (global forward pre- and post-hooks: a DDP
+  wrapper's call, or a pipeline stage's per micro-batch; a loss module's call too),
+  not a forward that activation checkpointing reruns inside a backward;
+- **backward**: ``torch.autograd.backward``, which ``Tensor.backward`` and torch's
+  pipelining schedules call; the loss is the scalar it is given;
+- **optimizer**: the global optimizer step pre- and post-hooks; the first optimizer that
+  steps ends each step (a script with several steps each of them inside that step);
+- **communication**: DistributedDataParallel's all-reduce, through a comm hook set as each
+  DDP module is built (the reducer's own arithmetic: times 1/world, then summed), from
+  the bucket's launch to its completion, overlapping the backward it runs under;
+- **wait**: a pipeline stage waiting for its peer's activation or gradient (torch's
+  pipelining schedules wait on their sends and receives in one module-level function,
+  wrapped here as the engine's own pipeline wraps it: engine/strategies/scheduled_stages.py);
+- **data**: from a step's end to the next step's first forward (the input pipeline, and
+  whatever else the script does between steps), less any wait for a peer in it.
+The samples of a step are the first dimension of the first tensor argument of the module
+the script called first, summed over its calls in the step (a pipeline's micro-batches).
+Host clocks: this is for CPU virtual devices (a GPU's work would need CUDA events).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from engine.record.rank_events import StepReport
+
+
+class WatchEnded(BaseException):
+    """Raised from the optimizer's post-hook once the watch has its steps: a BaseException, so the script's own
+    ``except Exception`` does not swallow it."""
+
+
+class Instruments:
+    def __init__(self, device: str, emit: Callable[[StepReport], None], steps: int | None = None):
+        self.device = device
+        self.emit = emit
+        self.max_steps = steps
+        self.step = 0
+        self._lock = threading.Lock()      # a DDP bucket completes on gloo's thread
+        self._intervals: list[list] = []
+        self._depth = 0                    # module calls open on the main thread
+        self._in_backward = 0
+        self._forward_start: float | None = None
+        self._optimizer_start: float | None = None
+        self._step_start: float | None = None   # the previous step's end; None before the first forward
+        self._waited_until = 0.0           # the end of the last wait for a peer
+        self._forwarded = False            # this step has had its first forward
+        self._counted = None               # the module whose calls count the samples (the first one called)
+        self._samples = 0
+        self._losses: list = []
+        self._stepper = None               # the optimizer whose step ends a step
+        self._handles: list = []
+        self._undo: list[Callable[[], None]] = []
+
+    # ---- installing ------------------------------------------------------------------
+    def install(self) -> None:
+        import torch
+        import torch.autograd
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim
+        self._handles += [nn_module.register_module_forward_pre_hook(self._before_forward),
+                          nn_module.register_module_forward_hook(self._after_forward),
+                          optim.register_optimizer_step_pre_hook(self._before_optimizer),
+                          optim.register_optimizer_step_post_hook(self._after_optimizer)]
+        original_backward = torch.autograd.backward
+
+        def backward(tensors, *args, **kwargs):
+            self._in_backward += 1
+            t0 = time.perf_counter()
+            try:
+                return original_backward(tensors, *args, **kwargs)
+            finally:
+                self._add("backward", t0, time.perf_counter())
+                self._in_backward -= 1
+                # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
+                alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
+                if isinstance(alone, torch.Tensor) and alone.dim() == 0:
+                    self._losses.append(alone.detach())
+        torch.autograd.backward = backward
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._time_ddp_buckets()
+        self._time_peer_waits()
+
+    def _time_peer_waits(self) -> None:
+        from torch.distributed.pipelining import schedules
+        original = schedules._wait_batch_p2p
+
+        def timed_wait(work):
+            t0 = time.perf_counter()
+            try:
+                return original(work)
+            finally:
+                self._waited_until = time.perf_counter()
+                self._add("wait", t0, self._waited_until)
+        schedules._wait_batch_p2p = timed_wait
+        self._undo.append(lambda: setattr(schedules, "_wait_batch_p2p", original))
+
+    def _time_ddp_buckets(self) -> None:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        original_init = DistributedDataParallel.__init__
+        instruments = self
+
+        def timed_allreduce(process_group, bucket):
+            group = process_group if process_group is not None else dist.group.WORLD
+            tensor = bucket.buffer()
+            tensor.mul_(1.0 / group.size())   # as DDP scales a bucket without a hook: the same arithmetic
+            t0 = time.perf_counter()
+
+            def done(future):
+                instruments._add("communication", t0, time.perf_counter())
+                return future.value()[0]
+            return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(done)
+
+        def init(ddp, *args, **kwargs):
+            original_init(ddp, *args, **kwargs)
+            ddp.register_comm_hook(ddp.process_group, timed_allreduce)
+        DistributedDataParallel.__init__ = init
+        self._undo.append(lambda: setattr(DistributedDataParallel, "__init__", original_init))
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        for undo in reversed(self._undo):
+            undo()
+        self._handles, self._undo = [], []
+
+    # ---- the hooks -------------------------------------------------------------------
+    def _add(self, kind: str, t0: float, t1: float) -> None:
+        with self._lock:
+            self._intervals.append([kind, t0, t1])
+
+    def _before_forward(self, module, args) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._in_backward:
+            return
+        self._depth += 1
+        if self._depth > 1:
+            return
+        now = time.perf_counter()
+        if not self._forwarded:
+            self._forwarded = True
+            if self._step_start is not None:
+                # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
+                self._add("data", max(self._step_start, min(self._waited_until, now)), now)
+            else:
+                self._step_start = now                     # the first step starts at its first forward
+        if self._counted is None:
+            self._counted = module
+        if module is self._counted:
+            first = next((a for a in args if hasattr(a, "shape") and len(a.shape) > 0), None)
+            self._samples += int(first.shape[0]) if first is not None else 0
+        self._forward_start = now
+
+    def _after_forward(self, module, args, output) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._in_backward:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and self._forward_start is not None:
+            self._add("forward", self._forward_start, time.perf_counter())
+            self._forward_start = None
+
+    def _before_optimizer(self, optimizer, args, kwargs) -> None:
+        self._optimizer_start = time.perf_counter()
+
+    def _after_optimizer(self, optimizer, args, kwargs) -> None:
+        end = time.perf_counter()
+        if self._optimizer_start is not None:
+            self._add("optimizer", self._optimizer_start, end)
+        if self._stepper is None:
+            self._stepper = optimizer
+        if optimizer is self._stepper:
+            self._end_step(end)
+
+    def _end_step(self, end: float) -> None:
+        with self._lock:
+            intervals, self._intervals = self._intervals, []
+        losses, self._losses = self._losses, []
+        loss = sum(float(x) for x in losses) / len(losses) if losses else None
+        start = self._step_start if self._step_start is not None else end
+        self.emit(StepReport(self.step, start, end, {self.device: intervals}, loss, self._samples))
+        self.step += 1
+        self._step_start, self._forwarded, self._samples = end, False, 0
+        if self.max_steps is not None and self.step >= self.max_steps:
+            raise WatchEnded(f"{self.step} steps watched")

@@ -1,0 +1,150 @@
+"""The ranks of a watched script: started as torchrun starts them, one per device, and read to their end.
+
+Each rank is ``python -m engine.watch.bootstrap SCRIPT ARGS`` with torchrun's variables (RANK,
+LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR/MASTER_PORT on loopback, gloo kept on
+``lo``), one intra-op thread and, on a CPU virtual device, its core. A rank that fails ends the
+others (their collectives would wait for it); Ctrl+C or ``stop()`` ends them all. No process
+outlives the watch: each rank has its own process group, killed whole, and dies with us.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from engine.devices import Device
+from engine.environment import with_project_path
+from engine.record.rank_events import Done, Failed, StepReport, decode
+from engine.watch.summary import WatchSummary, device_times, diagnosis
+
+KILL_GRACE_S = 1.0
+
+
+@dataclass
+class _Rank:
+    rank: int
+    device: Device
+    proc: subprocess.Popen
+    reports: list[StepReport] = field(default_factory=list)
+    done: bool = False
+    failed: Failed | None = None
+    reader: threading.Thread | None = None
+
+
+def free_port() -> int:
+    """A port on loopback nobody listens on now (the script's rendezvous binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Watch:
+    def __init__(self, script: str, args: list[str], devices: list[Device], *, steps: int | None = None,
+                 warmup: int = 1, instruments: bool = True):
+        self.script, self.args, self.devices = os.path.abspath(script), list(args), devices
+        self.steps, self.warmup, self.instruments = steps, warmup, instruments
+        self.ranks: list[_Rank] = []
+        self._stopped = threading.Event()
+
+    def run(self) -> WatchSummary:
+        try:
+            self._launch()
+            self._wait()
+        except KeyboardInterrupt:
+            self._stopped.set()
+        finally:
+            self._end_all()
+        return self._summary()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _launch(self) -> None:
+        port, world = free_port(), len(self.devices)
+        for rank, device in enumerate(self.devices):
+            read_end, write_end = os.pipe()
+            ours = dict(SPLITSCOPE_EVENT_FD=str(write_end), SPLITSCOPE_WATCH_DEVICE=device.name,
+                        SPLITSCOPE_WATCH_INSTRUMENTS="1" if self.instruments else "0")
+            if self.steps:
+                ours["SPLITSCOPE_WATCH_STEPS"] = str(self.steps)
+            if device.core is not None:
+                ours["SPLITSCOPE_WATCH_CORE"] = str(device.core)
+            env = with_project_path(
+                RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
+                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **ours)
+            # The script runs where the user started us: it may read files beside it by relative paths.
+            proc = subprocess.Popen([sys.executable, "-m", "engine.watch.bootstrap", self.script, *self.args],
+                                    env=env, pass_fds=(write_end,), start_new_session=True)
+            os.close(write_end)
+            r = _Rank(rank, device, proc)
+            r.reader = threading.Thread(target=self._read, args=(r, read_end), name=f"watch-rank-{rank}",
+                                        daemon=True)
+            r.reader.start()
+            self.ranks.append(r)
+
+    def _read(self, r: _Rank, fd: int) -> None:
+        with os.fdopen(fd, encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    event = decode(json.loads(line))
+                except (ValueError, TypeError, KeyError):
+                    continue
+                match event:
+                    case StepReport():
+                        r.reports.append(event)
+                    case Done():
+                        r.done = True
+                    case Failed():
+                        r.failed = event
+
+    def _wait(self) -> None:
+        while not self._stopped.is_set():
+            running = [r for r in self.ranks if r.proc.poll() is None]
+            ended_badly = [r for r in self.ranks if r.proc.poll() not in (None, 0) or r.failed]
+            if not running or ended_badly:
+                return
+            time.sleep(0.05)
+
+    def _end_all(self) -> None:
+        for r in self.ranks:
+            if r.proc.poll() is None:
+                _signal_group(r.proc, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE_S
+        for r in self.ranks:
+            try:
+                r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(r.proc, signal.SIGKILL)   # the script's own children (DataLoader workers) too
+            r.proc.wait()
+            if r.reader is not None:
+                r.reader.join(timeout=5.0)
+
+    def _summary(self) -> WatchSummary:
+        failed = next((r for r in self.ranks if r.failed), None)
+        died = next((r for r in self.ranks if not r.done and not r.failed and r.proc.returncode not in (0, None)
+                     and not self._stopped.is_set()), None)
+        status = "failed" if failed or died else "stopped" if self._stopped.is_set() else "finished"
+        steps = min((len(r.reports) for r in self.ranks), default=0)
+        last = [r.reports[steps - 1].loss_part for r in self.ranks if steps and r.reports[steps - 1].loss_part
+                is not None]
+        times = [t for r in self.ranks if (t := device_times(r.device.name, r.reports[:steps], self.warmup))]
+        error = (f"rank {failed.rank} ({failed.device.name}): {failed.failed.message}" if failed else
+                 f"rank {died.rank} ({died.device.name}) ended with status {died.proc.returncode}" if died else None)
+        return WatchSummary(self.script, self.args, [d.name for d in self.devices], status, steps, self.warmup,
+                            sum(last) / len(last) if last else None, times, diagnosis(times), error,
+                            failed.failed.traceback if failed else None)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

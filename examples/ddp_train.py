@@ -1,0 +1,72 @@
+"""Data-parallel training with a DataLoader, as one writes it for torchrun:
+
+    torchrun --nproc-per-node 2 examples/ddp_train.py --steps 20 --decode-ms 0.5 --workers 2
+
+Nothing of Splitscope's in it; ``python main.py watch --devices cpu:2 -- examples/ddp_train.py ...``
+runs it unmodified and shows each device's time by kind. ``--decode-ms`` is the CPU time each sample
+costs the loader (an image decode stands in for it), ``--workers`` the DataLoader's worker processes.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+class SyntheticImages(Dataset):
+    """Samples made from their index, so every run sees the same data; ``decode_ms`` of CPU work each."""
+
+    def __init__(self, size: int, features: int, decode_ms: float):
+        self.size, self.features, self.decode_ms = size, features, decode_ms
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        until = time.perf_counter() + self.decode_ms / 1e3
+        while time.perf_counter() < until:   # decoding: work, not sleep
+            pass
+        g = torch.Generator().manual_seed(index)
+        x = torch.randn(self.features, generator=g)
+        return x, (x.sum() > 0).long()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--decode-ms", type=float, default=0.0)
+    parser.add_argument("--workers", type=int, default=0)
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(args.features, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 2))
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    data = SyntheticImages(args.steps * args.batch_size * dist.get_world_size(), args.features, args.decode_ms)
+    loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers,
+                        sampler=DistributedSampler(data, shuffle=False))
+    loss = None
+    for step, (inputs, targets) in enumerate(loader):
+        if step == args.steps:
+            break
+        optimizer.zero_grad()
+        loss = loss_fn(ddp(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    if rank == 0 and loss is not None:
+        print(f"final loss {loss.item():.9f} (pid {os.getpid()})")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
