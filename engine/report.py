@@ -5,6 +5,7 @@ import os
 import time
 
 from engine.devices import gpu_label
+from engine.record import time_by_kind
 from engine.results import ExperimentResult, RunSummary
 
 
@@ -54,6 +55,11 @@ def summary_table(s: RunSummary) -> str:
     if s.bubble.measured is not None:
         theory = f" (theory {s.bubble.theory:.2f})" if s.bubble.theory is not None else ""
         rows.append(("bubble", f"{s.bubble.measured:.2f}{theory}"))
+    if s.time_by_kind:
+        first, *more = time_by_kind.table(s.time_by_kind)
+        rows += [("ms per step", first), *(("", line) for line in more)]
+    if s.diagnosis:
+        rows.append(("diagnosis", s.diagnosis))
     tel = s.telemetry
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))

@@ -223,6 +223,23 @@ class NodeSummary:
 
 
 @dataclass(frozen=True)
+class DeviceKinds:
+    """One device's mean seconds per measured step: in all, by kind (kinds may overlap: DDP's all-reduce runs
+    under its backward) and in none of the busy kinds (``idle``: waiting on a peer included)."""
+    device: str
+    step_s: float
+    by_kind: dict[str, float] = field(default_factory=dict)
+    idle_s: float = 0.0
+
+    @property
+    def idle_share(self) -> float:
+        return self.idle_s / self.step_s if self.step_s > 0 else 0.0
+
+    def share(self, kind: str) -> float:
+        return self.by_kind.get(kind, 0.0) / self.step_s if self.step_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str | None = None
     status: str = "finished"
@@ -257,6 +274,9 @@ class RunSummary:
     # per device, seconds a micro-batch's backward takes longer split into input and weight gradient than
     # whole, measured after a pipeline run's last step (engine/strategies/split_backward_probe.py)
     split_backward_extra_s: list[float | None] | None = None
+    # per device, in ``devices`` order: mean seconds per measured step by kind, and idle (DeviceKinds)
+    time_by_kind: list[DeviceKinds] | None = None
+    diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

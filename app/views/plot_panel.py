@@ -373,7 +373,8 @@ class PlotPanel(QtWidgets.QWidget):
         p = self.progress
         self.timeline.set_busy(p.busy)   # the last step's, also once the run ended
         self.bubble.show_legend(self._timeline_splits_backward())
-        notes = [*((p.summary.notes if p.summary else None) or p.notes),
+        notes = [*([p.summary.diagnosis] if p.summary and p.summary.diagnosis else []),
+                 *((p.summary.notes if p.summary else None) or p.notes),
                  *(run_status.measurement_notes(p.summary) if p.summary else [])]
         when = (run_status.covers_note(p.summary) if p.summary else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
@@ -421,7 +422,8 @@ class PlotPanel(QtWidgets.QWidget):
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
-                                 note="\n".join(filter(None, [note, *node_lines(summary), *summary.notes,
+                                 note="\n".join(filter(None, [note, summary.diagnosis, *node_lines(summary),
+                                                               *summary.notes,
                                                                *run_status.measurement_notes(summary),
                                                                *tensor_lines(summary)])))
 

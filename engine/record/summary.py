@@ -6,6 +6,7 @@ import statistics
 
 from engine.config import ExperimentConfig
 from engine.measure.timing import BUSY_KINDS, busy_time
+from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
@@ -238,6 +239,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
     measured it."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
+    kinds = totals.time_by_kind()
     pipelined = STRATEGIES[config.strategy].uses_micro_batches
     return RunSummary(
         run_id=run_id,
@@ -272,4 +274,6 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         plan=plan,
         nodes=list(nodes) if nodes else None,
         split_backward_extra_s=[split_backward_extra.get(d) for d in devices] if split_backward_extra else None,
+        time_by_kind=kinds,
+        diagnosis=time_by_kind.diagnosis(kinds) if kinds else None,
     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from engine.measure.communication import OPERATIONS
-from engine.results import BatchSplit, Communication, MeanStd, Step, Traffic
+from engine.record.time_by_kind import ordered
+from engine.results import BatchSplit, Communication, DeviceKinds, MeanStd, Step, Traffic
 
 
 class RunningStat:
@@ -53,6 +54,7 @@ class RunTotals:
         self.tensor_memory_peak: dict[str, dict[str, int]] = {}  # and its most over the measured steps
         self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
         self.communication_steps: dict[str, int] = {}  # measured steps each device reported its collectives on
+        self.kind_time = {d: {} for d in self.devices}    # device -> kind -> seconds, measured steps
 
     def add(self, step: Step) -> None:
         self.steps += 1
@@ -89,6 +91,18 @@ class RunTotals:
         for d in self.devices:
             self.busy_time[d] += busy.get(d, 0.0) * time_s
             self.work_time[d] += work.get(d, 0.0) * time_s
+        for d, intervals in (step.intervals or {}).items():
+            kinds = self.kind_time.setdefault(d, {})
+            for kind, t0, t1 in intervals:
+                kinds[kind] = kinds.get(kind, 0.0) + (t1 - t0)
+
+    def time_by_kind(self) -> list[DeviceKinds] | None:
+        """Each device's mean seconds per measured step by kind, and idle (engine/record/time_by_kind.py)."""
+        if not self.measured or self.total_time <= 0 or not any(self.kind_time.values()):
+            return None
+        n, step = self.measured, self.total_time / self.measured
+        return [DeviceKinds(d, step, {k: self.kind_time[d][k] / n for k in ordered(self.kind_time[d])},
+                            max(0.0, self.total_time - self.busy_time[d]) / n) for d in self.devices]
 
     def busy_shares(self, work_only: bool = False) -> list[float] | None:
         """Each device's busy time over the measured steps' time (``work_only``: leaving out "data")."""

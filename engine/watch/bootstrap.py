@@ -3,7 +3,9 @@
 torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) come from the
 launcher; so do the rank's device (SPLITSCOPE_WATCH_DEVICE), its core (SPLITSCOPE_WATCH_CORE:
 pinned as the engine pins its own ranks), the steps to watch (SPLITSCOPE_WATCH_STEPS; none: until
-the script ends), whether to instrument at all (SPLITSCOPE_WATCH_INSTRUMENTS="0": the same
+the script ends), the cores its DataLoader workers may use (SPLITSCOPE_WATCH_LOADER_CORES: the
+machine's cores no device holds; a worker would otherwise inherit its rank's one core and take
+turns with it), whether to instrument at all (SPLITSCOPE_WATCH_INSTRUMENTS="0": the same
 process, untimed, to compare with) and the pipe for its events (SPLITSCOPE_EVENT_FD: the engine's
 rank events, engine/record/rank_events.py, one JSON line each). The script runs as ``__main__``
 with its own arguments, and imports nothing of ours.
@@ -36,6 +38,9 @@ def main() -> int:
     from engine.watch.instruments import Instruments, WatchEnded
     instruments = Instruments(variable("SPLITSCOPE_WATCH_DEVICE", "cpu:0"), emit, int(steps) if steps else None)
     emit(Ready(os.getpid()))
+    loader_cores = variable("SPLITSCOPE_WATCH_LOADER_CORES")
+    if loader_cores:
+        _place_loader_workers({int(c) for c in loader_cores.split(",")})
     if variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0":
         instruments.install()
     sys.argv = [script, *args]
@@ -53,6 +58,30 @@ def main() -> int:
         return 1
     emit(Done())
     return 0
+
+
+class _OnCores:
+    """A DataLoader's worker_init_fn: the worker moves to ``cores``, then the script's own runs (a class, not a
+    closure: a loader that spawns its workers pickles it)."""
+
+    def __init__(self, cores: set[int], theirs):
+        self.cores, self.theirs = cores, theirs
+
+    def __call__(self, worker_id: int) -> None:
+        os.sched_setaffinity(0, self.cores)
+        if self.theirs is not None:
+            self.theirs(worker_id)
+
+
+def _place_loader_workers(cores: set[int]) -> None:
+    """Each DataLoader worker moves to ``cores`` before the script's own worker_init_fn runs."""
+    from torch.utils.data import DataLoader
+    original_init = DataLoader.__init__
+
+    def init(loader, *args, **kwargs):
+        original_init(loader, *args, **kwargs)
+        loader.worker_init_fn = _OnCores(cores, loader.worker_init_fn)
+    DataLoader.__init__ = init
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from engine.devices import Device
+from engine.devices import Device, usable_cores
 from engine.environment import with_project_path
 from engine.record.rank_events import Done, Failed, StepReport, decode
-from engine.watch.summary import WatchSummary, device_times, diagnosis
+from engine.record.time_by_kind import diagnosis
+from engine.watch.summary import WatchSummary, device_times
 
 KILL_GRACE_S = 1.0
 
@@ -51,6 +52,9 @@ class Watch:
         self.steps, self.warmup, self.instruments = steps, warmup, instruments
         self.ranks: list[_Rank] = []
         self._stopped = threading.Event()
+        # DataLoader workers go to the cores no device holds (none spare: they share their rank's, as under torchrun)
+        held = {d.core for d in devices if d.core is not None}
+        self.loader_cores = sorted(set(usable_cores()) - held)
 
     def run(self) -> WatchSummary:
         try:
@@ -75,6 +79,8 @@ class Watch:
                 ours["SPLITSCOPE_WATCH_STEPS"] = str(self.steps)
             if device.core is not None:
                 ours["SPLITSCOPE_WATCH_CORE"] = str(device.core)
+            if self.loader_cores:
+                ours["SPLITSCOPE_WATCH_LOADER_CORES"] = ",".join(map(str, self.loader_cores))
             env = with_project_path(
                 RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                 GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
@@ -140,7 +146,7 @@ class Watch:
                  f"rank {died.rank} ({died.device.name}) ended with status {died.proc.returncode}" if died else None)
         return WatchSummary(self.script, self.args, [d.name for d in self.devices], status, steps, self.warmup,
                             sum(last) / len(last) if last else None, times, diagnosis(times), error,
-                            failed.failed.traceback if failed else None)
+                            failed.failed.traceback if failed else None, self.loader_cores)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -1,31 +1,22 @@
-"""What a watched script's steps add up to: each device's time per step by kind, its idle time, and the one
-line that says which device idles most and on what."""
+"""What a watched script's steps add up to: each device's time per step by kind and its idle time
+(engine/record/time_by_kind.py, as an engine run's summary has them), and the line that says which device
+idles or waits most and on what."""
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
 
 from engine.measure.timing import busy_time
+from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
-
-# The order a table lists kinds in (engine/measure/timing.py names them; figures colour them alike).
-KIND_ORDER = ("forward", "backward", "communication", "wait", "optimizer", "data")
+from engine.results import DeviceKinds
 
 
 @dataclass(frozen=True)
-class DeviceTimes:
-    """One device's measured steps: mean seconds per step, in all and by kind (kinds may overlap: DDP's
-    all-reduce runs under the backward), and the part of the step in none of them."""
-    device: str
-    steps: int
-    step_s: float
-    by_kind: dict[str, float] = field(default_factory=dict)
-    idle_s: float = 0.0
+class DeviceTimes(DeviceKinds):
+    """A device's measured steps (DeviceKinds: their mean, by kind and idle), how many, and its samples a second."""
+    steps: int = 0
     samples_per_s: float | None = None
-
-    @property
-    def idle_share(self) -> float:
-        return self.idle_s / self.step_s if self.step_s > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +33,7 @@ class WatchSummary:
     diagnosis: str | None = None
     error: str | None = None
     traceback: str | None = None
+    loader_cores: list[int] = field(default_factory=list)   # where DataLoader workers ran (none: their rank's core)
 
 
 def device_times(device: str, reports: list[StepReport], warmup: int) -> DeviceTimes | None:
@@ -58,28 +50,9 @@ def device_times(device: str, reports: list[StepReport], warmup: int) -> DeviceT
         idle.append(max(0.0, (report.end - report.start) - busy_time(intervals)))
     step = statistics.fmean(r.end - r.start for r in measured)
     samples = sum(r.samples for r in measured)
-    return DeviceTimes(device, len(measured), step, {k: kinds[k] for k in sorted(kinds, key=_kind_rank)},
-                       statistics.fmean(idle), samples / (step * len(measured)) if samples and step > 0 else None)
-
-
-def _kind_rank(kind: str) -> tuple[int, str]:
-    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
-
-
-def diagnosis(times: list[DeviceTimes]) -> str | None:
-    """The device that idles or waits most, and on what, in words: "cpu:1 waits 52 % of each step on data
-    (the input pipeline)"."""
-    if not times:
-        return None
-    waits = []
-    for t in times:
-        waits += [(t.idle_share, t.device, "idle (waiting on a peer: the split, the schedule or a slower rank)")]
-        waits += [(t.by_kind.get("data", 0.0) / t.step_s, t.device, "on data (the input pipeline)")] \
-            if t.step_s > 0 else []
-    share, device, what = max(waits)
-    if share < 0.1:
-        return f"every device busy at least {100 * (1 - share):.0f} % of each step"
-    return f"{device} is {'' if what.startswith('idle') else 'waiting '}{what}: {100 * share:.0f} % of each step"
+    return DeviceTimes(device, step, {k: kinds[k] for k in time_by_kind.ordered(kinds)}, statistics.fmean(idle),
+                       steps=len(measured),
+                       samples_per_s=samples / (step * len(measured)) if samples and step > 0 else None)
 
 
 def table(summary: WatchSummary) -> str:
@@ -89,16 +62,15 @@ def table(summary: WatchSummary) -> str:
                 " (the first left out of the figures)" if summary.warmup == 1 else "")]
     if summary.loss is not None:
         lines.append(f"loss (last step): {summary.loss:.6g}")
-    kinds = [k for k in KIND_ORDER if any(k in t.by_kind for t in summary.times)]
-    kinds += sorted({k for t in summary.times for k in t.by_kind} - set(kinds))
+    lines.append("DataLoader workers: " + (f"on core{'s' if len(summary.loader_cores) > 1 else ''} "
+                                           f"{', '.join(map(str, summary.loader_cores))}, which no device holds"
+                                           if summary.loader_cores else "on their rank's core (no core is spare)"))
     if summary.times:
-        lines.append(f"{'device':<8} {'step ms':>8} " + " ".join(f"{k:>13}" for k in kinds) + f" {'idle':>8}"
-                     + f" {'samples/s':>10}")
-        for t in summary.times:
-            lines.append(f"{t.device:<8} {1e3 * t.step_s:>8.1f} "
-                         + " ".join(f"{1e3 * t.by_kind.get(k, 0.0):>10.1f} ms" for k in kinds)
-                         + f" {100 * t.idle_share:>7.0f}%"
-                         + (f" {t.samples_per_s:>10.0f}" if t.samples_per_s else f" {'':>10}"))
+        lines.append("ms per step by kind:")
+        lines += time_by_kind.table(summary.times)
+        if any(t.samples_per_s for t in summary.times):
+            lines.append("samples/s: " + "  ".join(f"{t.device} {t.samples_per_s:.0f}" for t in summary.times
+                                                   if t.samples_per_s))
     if summary.diagnosis:
         lines.append(summary.diagnosis)
     if summary.error:

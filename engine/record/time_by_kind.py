@@ -1,0 +1,41 @@
+"""Each device's time per step by kind, and the one line that says which device idles or waits most and on
+what: the same figures for an engine run (engine.record.totals) and a watched script (engine.watch.summary)."""
+from __future__ import annotations
+
+from engine.results import DeviceKinds
+
+# The order tables list kinds in (engine/measure/timing.py names them; engine/figures/palette.py colours them).
+KIND_ORDER = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
+              "wait", "optimizer")
+
+
+def ordered(kinds) -> list[str]:
+    """``kinds`` in table order, unknown ones (a newer engine's) after the known."""
+    return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))
+
+
+def diagnosis(devices: list[DeviceKinds]) -> str | None:
+    """The device that idles or waits on its input most, in words: "cpu:1 waits on data (the input pipeline)
+    77 % of each step", "cpu:0 idles 52 % of each step (waiting on a peer: ...)"; None without steps."""
+    if not devices:
+        return None
+    candidates = [(d.idle_share, d.device, "idle") for d in devices] + \
+                 [(d.share("data"), d.device, "data") for d in devices]
+    share, device, what = max(candidates)
+    if share < 0.1:
+        return f"every device busy at least {100 * (1 - max(d.idle_share for d in devices)):.0f} % of each step"
+    if what == "data":
+        return f"{device} waits on data (the input pipeline) {100 * share:.0f} % of each step"
+    return f"{device} idles {100 * share:.0f} % of each step (waiting on a peer: the split, the schedule or a " \
+           "slower rank)"
+
+
+def table(devices: list[DeviceKinds]) -> list[str]:
+    """One line per device: its step and each kind in ms, its idle share."""
+    kinds = ordered({k for d in devices for k in d.by_kind})
+    lines = [f"{'device':<10} {'step ms':>8} " + " ".join(f"{k:>{max(9, len(k))}}" for k in kinds) + f" {'idle':>6}"]
+    for d in devices:
+        lines.append(f"{d.device:<10} {1e3 * d.step_s:>8.1f} "
+                     + " ".join(f"{1e3 * d.by_kind.get(k, 0.0):>{max(9, len(k))}.1f}" for k in kinds)
+                     + f" {100 * d.idle_share:>5.0f}%")
+    return lines
