@@ -64,31 +64,51 @@ def test_a_watched_naive_split_idles_as_much_as_the_engines_own_naive_split(tmp_
     assert all({"forward", "backward"} <= set(d["by_kind"]) for d in summary["time_by_kind"])
     assert " idles " in summary["diagnosis"]
     watched_bubble = sum(t.idle_share for t in watched.times) / len(watched.times)
-    for t in watched.times:
-        assert "wait" in t.by_kind and 0.3 < t.idle_share < 0.7, t   # the other stage's half, and the hand-overs
+    for t in watched.times:   # the other stage's part of each step, and the hand-overs (a sanity bound)
+        assert "wait" in t.by_kind and 0.15 < t.idle_share < 0.85, t
     assert abs(watched_bubble - engine_bubble) < 0.05, (watched_bubble, engine_bubble)
 
 
+LOADER = """
+import argparse, os, sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Where(Dataset):
+    def __len__(self):
+        return 10_000
+
+    def __getitem__(self, index):
+        if index == 0:   # the first sample says where its worker runs
+            with open(sys.argv[-1], "w") as f:
+                f.write(",".join(map(str, sorted(os.sched_getaffinity(0)))))
+        return torch.ones(4), torch.zeros(1)
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for inputs, targets in DataLoader(Where(), batch_size=8, num_workers=1):
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(inputs), targets).backward()
+    optimizer.step()
+"""
+
+
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")
-def test_more_loader_workers_on_the_spare_core_cut_the_wait_for_data():
-    """One rank on cpu:0 (core 0), its DataLoader's workers placed on the core no device holds: decoding in a
-    worker beside the rank leaves it less of each step waiting for data than decoding in its own process. The
-    second watch is the command's: stopped after its --steps, the summary printed as JSON."""
-    args = ["--decode-ms", "1", "--batch-size", "32"]
-    alone = Watch(str(EXAMPLE), [*args, "--steps", "6", "--workers", "0"], cpu_devices(1)).run()
-    assert alone.status == "finished", alone.error
-    assert alone.loader_cores == [c for c in usable_cores() if c != cpu_devices(1)[0].core]
-    proc = subprocess.run([sys.executable, "main.py", "watch", "--devices", "cpu:1", "--steps", "6", "--json", "--",
-                           str(EXAMPLE), *args, "--steps", "1000", "--workers", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+def test_the_command_places_loader_workers_off_the_devices_cores_and_stops_after_its_steps(tmp_path):
+    """One rank on cpu:0: its DataLoader's worker runs on the cores no device holds, not on the rank's own (as
+    it would by inheriting the rank's pinning); the script, which would read 1,250 batches, is stopped after
+    --steps 4 and the summary printed as JSON."""
+    script, where = tmp_path / "loader.py", tmp_path / "where.txt"
+    script.write_text(LOADER)
+    proc = subprocess.run([sys.executable, "main.py", "watch", "--devices", "cpu:1", "--steps", "4", "--json", "--",
+                           str(script), str(where)], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    helped = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert helped["status"] == "finished" and helped["steps"] == 6 and helped["warmup"] == 1
-    (times,) = helped["times"]
-    assert times["device"] == "cpu:0" and times["steps"] == 5 and "backward" in times["by_kind"]
-    data_share = times["by_kind"]["data"] / times["step_s"]
-    assert alone.times[0].share("data") > 0.5 and data_share < alone.times[0].share("data"), \
-        (alone.times[0].share("data"), data_share)   # 32 ms of decoding a step, then beside the rank
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    spare = [c for c in usable_cores() if c != cpu_devices(1)[0].core]
+    assert summary["loader_cores"] == spare and where.read_text() == ",".join(map(str, spare))
+    assert summary["status"] == "finished" and summary["steps"] == 4 and summary["warmup"] == 1
+    (times,) = summary["times"]
+    assert times["device"] == "cpu:0" and times["steps"] == 3 and {"data", "backward"} <= set(times["by_kind"])
 
 
 def test_a_failing_script_ends_every_rank_and_says_why_with_its_traceback(tmp_path):

@@ -1,7 +1,7 @@
 """A watched rank: ``python -m engine.watch.bootstrap SCRIPT [ARGS...]``, started by engine/watch/launcher.py.
 
 torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) come from the
-launcher; so do the rank's device (SPLITSCOPE_WATCH_DEVICE), its core (SPLITSCOPE_WATCH_CORE:
+launcher; so do its pid (SPLITSCOPE_WATCH_PARENT: the rank dies with it), the rank's device (SPLITSCOPE_WATCH_DEVICE), its core (SPLITSCOPE_WATCH_CORE:
 pinned as the engine pins its own ranks), the steps to watch (SPLITSCOPE_WATCH_STEPS; none: until
 the script ends), the cores its DataLoader workers may use (SPLITSCOPE_WATCH_LOADER_CORES: the
 machine's cores no device holds; a worker would otherwise inherit its rank's one core and take
@@ -23,9 +23,12 @@ from engine.environment import variable
 from engine.parent_death import die_with_parent
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 
+STOPPED_BY_US = -1   # main's answer when --steps ended the script
+
 
 def main() -> int:
-    die_with_parent()
+    parent = variable("SPLITSCOPE_WATCH_PARENT")
+    die_with_parent(int(parent) if parent else None)   # a launcher gone before this line: gone now too
     out = os.fdopen(int(variable("SPLITSCOPE_EVENT_FD")), "w", buffering=1, encoding="utf-8")
 
     def emit(event: RankEvent) -> None:
@@ -40,7 +43,8 @@ def main() -> int:
     emit(Ready(os.getpid()))
     loader_cores = variable("SPLITSCOPE_WATCH_LOADER_CORES")
     if loader_cores:
-        _place_loader_workers({int(c) for c in loader_cores.split(",")})
+        from engine.watch.loader_cores import place_loader_workers
+        place_loader_workers({int(c) for c in loader_cores.split(",")})
     if variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0":
         instruments.install()
     sys.argv = [script, *args]
@@ -48,7 +52,8 @@ def main() -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except WatchEnded:
-        pass   # the steps asked for are watched: the script is stopped there
+        emit(Done())
+        return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
             emit(Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
@@ -60,32 +65,12 @@ def main() -> int:
     return 0
 
 
-class _OnCores:
-    """A DataLoader's worker_init_fn: the worker moves to ``cores``, then the script's own runs (a class, not a
-    closure: a loader that spawns its workers pickles it)."""
-
-    def __init__(self, cores: set[int], theirs):
-        self.cores, self.theirs = cores, theirs
-
-    def __call__(self, worker_id: int) -> None:
-        os.sched_setaffinity(0, self.cores)
-        if self.theirs is not None:
-            self.theirs(worker_id)
-
-
-def _place_loader_workers(cores: set[int]) -> None:
-    """Each DataLoader worker moves to ``cores`` before the script's own worker_init_fn runs."""
-    from torch.utils.data import DataLoader
-    original_init = DataLoader.__init__
-
-    def init(loader, *args, **kwargs):
-        original_init(loader, *args, **kwargs)
-        loader.worker_init_fn = _OnCores(cores, loader.worker_init_fn)
-    DataLoader.__init__ = init
-
-
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)   # the script's process group and threads end with us, without torch's slow teardown
+    if code == STOPPED_BY_US:
+        # Stopped mid-training: its process group would wait on peers at teardown, so no teardown (as Ctrl+C
+        # would end it); every event is written (the channel is line-buffered).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    sys.exit(code)   # it ended by itself: a normal exit, as unwatched (its atexit handlers run, files flush)

@@ -22,6 +22,7 @@ Host clocks: this is for CPU virtual devices (a GPU's work would need CUDA event
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Callable
@@ -63,7 +64,8 @@ class Instruments:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim
         self._handles += [nn_module.register_module_forward_pre_hook(self._before_forward),
-                          nn_module.register_module_forward_hook(self._after_forward),
+                          # also after a forward that raised (a script may catch it and go on)
+                          nn_module.register_module_forward_hook(self._after_forward, always_call=True),
                           optim.register_optimizer_step_pre_hook(self._before_optimizer),
                           optim.register_optimizer_step_post_hook(self._after_optimizer)]
         original_backward = torch.autograd.backward
@@ -74,7 +76,8 @@ class Instruments:
             try:
                 return original_backward(tensors, *args, **kwargs)
             finally:
-                self._add("backward", t0, time.perf_counter())
+                if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
+                    self._add("backward", t0, time.perf_counter())
                 self._in_backward -= 1
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
                 alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
@@ -116,9 +119,21 @@ class Instruments:
                 return future.value()[0]
             return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(done)
 
+        def time_buckets(ddp, args) -> None:
+            """At the module's first forward, after the script had its chance to set a comm hook of its own
+            (fp16 compression, PowerSGD; DDP takes one): the timed all-reduce only where none is set."""
+            ddp._splitscope_first_call.remove()
+            if getattr(ddp, "_comm_hooks", None):
+                return
+            try:
+                ddp.register_comm_hook(ddp.process_group, timed_allreduce)
+            except RuntimeError:   # a built-in hook (mixed precision) took the place: its all-reduce goes untimed
+                pass
+
+        @functools.wraps(original_init)
         def init(ddp, *args, **kwargs):
             original_init(ddp, *args, **kwargs)
-            ddp.register_comm_hook(ddp.process_group, timed_allreduce)
+            ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
         DistributedDataParallel.__init__ = init
         self._undo.append(lambda: setattr(DistributedDataParallel, "__init__", original_init))
 

@@ -25,6 +25,7 @@ from engine.record.time_by_kind import diagnosis
 from engine.watch.summary import WatchSummary, device_times
 
 KILL_GRACE_S = 1.0
+HANG_AFTER_END_S = 120.0   # how long the other ranks may run on once one ended cleanly
 
 
 @dataclass
@@ -35,6 +36,7 @@ class _Rank:
     reports: list[StepReport] = field(default_factory=list)
     done: bool = False
     failed: Failed | None = None
+    failed_at: float | None = None       # when its Failed came, or when we saw it end badly (monotonic)
     reader: threading.Thread | None = None
 
 
@@ -51,6 +53,7 @@ class Watch:
         self.script, self.args, self.devices = os.path.abspath(script), list(args), devices
         self.steps, self.warmup, self.instruments = steps, warmup, instruments
         self.ranks: list[_Rank] = []
+        self.hung: list[int] = []   # ranks still running long after another ended cleanly
         self._stopped = threading.Event()
         # DataLoader workers go to the cores no device holds (none spare: they share their rank's, as under torchrun)
         held = {d.core for d in devices if d.core is not None}
@@ -74,6 +77,7 @@ class Watch:
         for rank, device in enumerate(self.devices):
             read_end, write_end = os.pipe()
             ours = dict(SPLITSCOPE_EVENT_FD=str(write_end), SPLITSCOPE_WATCH_DEVICE=device.name,
+                        SPLITSCOPE_WATCH_PARENT=str(os.getpid()),
                         SPLITSCOPE_WATCH_INSTRUMENTS="1" if self.instruments else "0")
             if self.steps:
                 ours["SPLITSCOPE_WATCH_STEPS"] = str(self.steps)
@@ -100,7 +104,7 @@ class Watch:
             for line in lines:
                 try:
                     event = decode(json.loads(line))
-                except (ValueError, TypeError, KeyError):
+                except Exception:   # a line the bootstrap did not write whole: not an event
                     continue
                 match event:
                     case StepReport():
@@ -108,14 +112,25 @@ class Watch:
                     case Done():
                         r.done = True
                     case Failed():
-                        r.failed = event
+                        r.failed, r.failed_at = event, r.failed_at or time.monotonic()
 
     def _wait(self) -> None:
+        """Until every rank ended, one ended badly (its peers would wait for it in their collectives), or the
+        rest outlived the first clean end by HANG_AFTER_END_S (a script whose ranks run unequal steps)."""
+        first_end = None
         while not self._stopped.is_set():
+            now = time.monotonic()
+            for r in self.ranks:
+                if r.failed_at is None and r.proc.poll() not in (None, 0):
+                    r.failed_at = now   # ended badly before we signalled anything: its own doing
             running = [r for r in self.ranks if r.proc.poll() is None]
-            ended_badly = [r for r in self.ranks if r.proc.poll() not in (None, 0) or r.failed]
-            if not running or ended_badly:
+            if not running or any(r.failed_at is not None for r in self.ranks):
                 return
+            if len(running) < len(self.ranks):
+                first_end = first_end or now
+                if now - first_end > HANG_AFTER_END_S:
+                    self.hung = [r.rank for r in running]
+                    return
             time.sleep(0.05)
 
     def _end_all(self) -> None:
@@ -134,16 +149,20 @@ class Watch:
                 r.reader.join(timeout=5.0)
 
     def _summary(self) -> WatchSummary:
-        failed = next((r for r in self.ranks if r.failed), None)
-        died = next((r for r in self.ranks if not r.done and not r.failed and r.proc.returncode not in (0, None)
-                     and not self._stopped.is_set()), None)
-        status = "failed" if failed or died else "stopped" if self._stopped.is_set() else "finished"
+        # The first rank to fail, by when: its peers' errors ("connection closed by peer") follow from it.
+        culprits = sorted((r for r in self.ranks if r.failed_at is not None), key=lambda r: r.failed_at)
+        first = culprits[0] if culprits else None
+        failed = first if first is not None and first.failed else None
+        died = first if first is not None and not first.failed else None
+        status = "failed" if first or self.hung else "stopped" if self._stopped.is_set() else "finished"
         steps = min((len(r.reports) for r in self.ranks), default=0)
         last = [r.reports[steps - 1].loss_part for r in self.ranks if steps and r.reports[steps - 1].loss_part
                 is not None]
         times = [t for r in self.ranks if (t := device_times(r.device.name, r.reports[:steps], self.warmup))]
         error = (f"rank {failed.rank} ({failed.device.name}): {failed.failed.message}" if failed else
-                 f"rank {died.rank} ({died.device.name}) ended with status {died.proc.returncode}" if died else None)
+                 f"rank {died.rank} ({died.device.name}) ended with status {died.proc.returncode}" if died else
+                 f"rank {', '.join(map(str, self.hung))} still running {HANG_AFTER_END_S:.0f} s after another "
+                 "ended: stopped" if self.hung else None)
         return WatchSummary(self.script, self.args, [d.name for d in self.devices], status, steps, self.warmup,
                             sum(last) / len(last) if last else None, times, diagnosis(times), error,
                             failed.failed.traceback if failed else None, self.loader_cores)
