@@ -99,35 +99,52 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
     return rows
 
 
-def prediction_error(db: str, counts=(2, 4, 8), steps: int = 10) -> list[dict]:
-    """Every schedule at each m (its default V) predicted from one GPipe run at m=4 (engine.plan.what_if), then run:
-    the error, with the base run's own spread and the measured run's beside it: an error within them is noise.
-    Each row also has the error without the base's measured split-backward cost (``split_backward_extra_s``,
+def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
+    """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.plan.what_if: the median
+    step's), then run; ``rounds`` alternating rounds (a base run, then every setting), and per setting the
+    median prediction against the median of the runs' median steps: one run of a setting differs from the next by up to 20 % on this
+    machine, as much as the errors looked for. Each row keeps every round's error, the runs' own spreads, and
+    the error without the base's measured split-backward cost (``split_backward_extra_s``,
     engine/strategies/split_backward_probe.py), which only the zero-bubble schedules' predictions use."""
     from engine.store import Store
     from engine.plan.what_if import predict
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
-    ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
-    with Store(db) as store:
-        rows_of_ref = store.timeline(ref.run_id)
+    settings: dict[tuple, dict] = {}
+    for _ in range(rounds):
+        ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
+        with Store(db) as store:
+            rows_of_ref, times_of_ref = store.timeline(ref.run_id), store.step_times(ref.run_id, range(3, steps))
 
-    def by_key(summary):
-        return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
-                for p in predict(summary, rows_of_ref, 3)}
-    predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
-    rows = []
-    for (schedule, v, m), step in predicted.items():
-        if m not in counts or v != effective_stages_per_device(base.replace(schedule=schedule)):
-            continue
-        measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
-        measured = step_times(measured_run)
-        rows.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": step * 1000,
-                     "measured_ms": measured * 1000, "error": step / measured - 1,
-                     "error_without_probe": without_probe[(schedule, v, m)] / measured - 1,
-                     "base_split_extra_ms": [round((x or 0.0) * 1000, 2) for x in ref.split_backward_extra_s or []],
-                     "base_spread": spread(ref), "measured_spread": spread(measured_run)})
-    return rows
+        def by_key(summary):
+            return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
+                    for p in predict(summary, rows_of_ref, 3, step_times=times_of_ref)}
+        predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
+        for (schedule, v, m), step in predicted.items():
+            if m not in counts or v != effective_stages_per_device(base.replace(schedule=schedule)):
+                continue
+            measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
+            row = settings.setdefault((schedule, v, m), {"predicted": [], "without_probe": [], "measured": [],
+                                                         "base_spread": [], "measured_spread": [],
+                                                         "base_split_extra_ms": []})
+            row["predicted"].append(step)
+            row["without_probe"].append(without_probe[(schedule, v, m)])
+            with Store(db) as store:   # the median step, as the what-if predicts it
+                row["measured"].append(statistics.median(store.step_times(measured_run.run_id, range(3, steps))))
+            row["base_spread"].append(spread(ref))
+            row["measured_spread"].append(spread(measured_run))
+            row["base_split_extra_ms"].append([round((x or 0.0) * 1000, 2) for x in ref.split_backward_extra_s or []])
+    out = []
+    for (schedule, v, m), row in settings.items():
+        measured = statistics.median(row["measured"])
+        out.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": statistics.median(row["predicted"]) * 1000,
+                    "measured_ms": measured * 1000, "error": statistics.median(row["predicted"]) / measured - 1,
+                    "error_without_probe": statistics.median(row["without_probe"]) / measured - 1,
+                    "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
+                    "measured_ms_each": [x * 1000 for x in row["measured"]],
+                    "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
+                    "base_split_extra_ms": row["base_split_extra_ms"]})
+    return out
 
 
 def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup) -> list[float]:
@@ -329,14 +346,15 @@ def main(db: str | None = None) -> dict:
         theory = f"{r['theory']:.3f}" if r["theory"] is not None else "none (zero bubble)"
         print(f"  {r['schedule']:<16} V={r['v']}: measured {r['measured']:.3f}, theory {theory}, step "
               f"{r['step_ms']:.0f} ms (split {r['split']})", flush=True)
-    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs:", flush=True)
+    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 alternating "
+          "rounds, medians:", flush=True)
     results["predictions"] = prediction_error(db)
     for r in results["predictions"]:
         print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
-              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (without the split-backward probe "
-              f"{r['error_without_probe']:+.1%}; spread of the base run ±{r['base_spread']:.1%}, "
-              f"of this run ±{r['measured_spread']:.1%}; the base's split cost {r['base_split_extra_ms']} ms)",
-              flush=True)
+              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (rounds "
+              f"{', '.join(f'{e:+.1%}' for e in r['round_errors'])}; without the split-backward probe "
+              f"{r['error_without_probe']:+.1%}; largest spread of a base run ±{r['base_spread']:.1%}, "
+              f"of a run of this setting ±{r['measured_spread']:.1%})", flush=True)
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
     results["staged_overhead"] = staged_overhead(db)

@@ -86,8 +86,8 @@ class Prediction:
 def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
                  split_extra: list[float] | None = None, incurred: list[float] | None = None
                  ) -> list[DeviceTimes] | None:
-    """Per device (in stage order), the mean per-micro-batch forward and backward and per-step optimizer time
-    over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
+    """Per device (in stage order), the per-micro-batch forward and backward and per-step optimizer time of the
+    median measured step among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
     device, what splitting a micro-batch's backward on its stages adds; ``incurred``: the part of it the run's
     own split backwards spent (taken out of the backward it timed); both None: nothing."""
     per_step: dict[tuple[str, str], dict[int, float]] = {}
@@ -102,8 +102,10 @@ def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
         return None
 
     def mean(device: str, kind: str) -> float:
+        # the median step's: a step that load slowed (on a shared machine, up to twice the others) moves a
+        # mean over a dozen steps by several per cent, and with it every prediction
         values = per_step.get((device, kind), {})
-        return statistics.fmean(values.get(s, 0.0) for s in steps)
+        return statistics.median(values.get(s, 0.0) for s in steps)
     out = []
     for index, d in enumerate(devices):
         own_extra = incurred[index] if incurred else 0.0
@@ -233,10 +235,13 @@ def _one_process_per_device(strategy: str, devices: list[str]) -> bool:
     return known is not None and len(set(devices)) == len(devices) and known.world_size(None, placed) == len(devices)
 
 
-def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True) -> list[Prediction]:
+def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
+            step_times: list[float] | None = None) -> list[Prediction]:
     """Every candidate (``candidates``) simulated from this run's device times over the timeline ``rows``;
     [] for a run these do not describe (``unpredictable``). Without ``multi_stage``, GPipe and 1F1B only, from a
-    run of either: their lists need no torch, the multi-stage schedules' come from torch's classes."""
+    run of either: their lists need no torch, the multi-stage schedules' come from torch's classes. The fit
+    reproduces the median of ``step_times`` (the measured steps'), or without them the run's mean step: the
+    predictions are of a step that load did not slow, as the device times are the median step's."""
     if unpredictable(summary):
         return []
     # the naive split (model-parallel) is GPipe with one micro-batch
@@ -249,7 +254,8 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True) ->
     times = device_times(rows, devices, m, warmup, *split_extras(summary, own, own_per_device))
     if times is None:
         return []
-    overhead = fit_overhead(own, own_per_device, times, m, summary.step_time_s.mean)
+    measured_step = statistics.median(step_times) if step_times else summary.step_time_s.mean
+    overhead = fit_overhead(own, own_per_device, times, m, measured_step)
     out = []
     for schedule, per_device, count in candidates(summary, p, own_per_device, multi_stage):
         model = _Model(schedule, p, per_device, times, m / count, overhead)
@@ -268,5 +274,7 @@ def predict_stored(store, run_id: str, last_steps: int = 50, multi_stage: bool =
     record = store.get_run(run_id)
     if record is None or record.summary is None or record.status != "finished":
         return []
-    rows = store.timeline(run_id, steps=store.timeline_steps(run_id, last=last_steps))
-    return predict(record.summary, rows, record.config.warmup, multi_stage)
+    kept = store.timeline_steps(run_id, last=last_steps)
+    measured = [step for step in kept if step >= record.config.warmup]
+    return predict(record.summary, store.timeline(run_id, steps=kept), record.config.warmup, multi_stage,
+                   store.step_times(run_id, measured))

@@ -358,6 +358,13 @@ class Store:
                      tensor_memory=json.loads(r["tensor_mem"]) if r["tensor_mem"] else None)
                 for r in self._db.execute(sql + " ORDER BY step", args)]
 
+    def step_times(self, run_id: str, steps: Iterable[int]) -> list[float]:
+        """The time of each of ``steps`` that has one, in step order."""
+        wanted = sorted(set(steps))
+        return [r[0] for r in self._db.execute(
+            f"SELECT time_s FROM steps WHERE run_id=? AND time_s IS NOT NULL AND step IN "
+            f"({', '.join('?' * len(wanted))}) ORDER BY step", (run_id, *wanted))] if wanted else []
+
     def step_count(self, run_id: str) -> int:
         return self._db.execute("SELECT COUNT(*) FROM steps WHERE run_id=?", (run_id,)).fetchone()[0]
 
