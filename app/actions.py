@@ -28,6 +28,8 @@ RUN = Action("Run", "start_run", "Ctrl+R", "Run the experiment (Ctrl+R)", Pixmap
 STOP = Action("Stop", "stop_run", "Esc", "Stop the run (Esc)", Pixmap.SP_MediaStop)
 OPEN_MODEL = Action("Open model file…", "experiment.model_combo.open_model_file",
                     tip="A Python file defining build_model() and make_batch()")
+WATCH = Action("Watch a script…", "runs.watch_script", "Ctrl+Shift+W",
+               "Run your own training script, unmodified, and watch each device (as main.py watch)")
 QUIT = Action("Quit", "close", "Ctrl+Q")
 BACK_TO_LIVE = Action("Back to live", "back_to_live", tip="This machine's telemetry and the current run")
 REFRESH_HISTORY = Action("Refresh history", "history.refresh", "F5")
@@ -51,16 +53,16 @@ def make(window: QtWidgets.QMainWindow, spec: Action) -> QtGui.QAction:
     return action
 
 
-def run_actions(window: QtWidgets.QMainWindow) -> tuple[QtGui.QAction, QtGui.QAction]:
-    """Run and Stop: their shortcuts work wherever the focus is in the window."""
-    run, stop = make(window, RUN), make(window, STOP)
-    for action in (run, stop):
+def run_actions(window: QtWidgets.QMainWindow) -> tuple[QtGui.QAction, QtGui.QAction, QtGui.QAction]:
+    """Run, Stop and Watch a script…: their shortcuts work wherever the focus is in the window."""
+    run, stop, watch = make(window, RUN), make(window, STOP), make(window, WATCH)
+    for action in (run, stop, watch):
         action.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
         window.addAction(action)
-    return run, stop
+    return run, stop, watch
 
 
-def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QAction,
+def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QAction, watch: QtGui.QAction,
             report_actions: list[QtGui.QAction], plot_actions: dict[str, list[QtGui.QAction]],
             experiments_menu: QtWidgets.QMenu) -> QtWidgets.QMenu:
     """File, Run, Experiments, View and Help; returns File › Export (its report formats, then one submenu per
@@ -84,6 +86,8 @@ def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QActi
     run_menu = bar.addMenu("&Run")
     run_menu.addAction(run)
     run_menu.addAction(stop)
+    run_menu.addSeparator()
+    run_menu.addAction(watch)
     bar.addMenu(experiments_menu)
     view = bar.addMenu("&View")
     for spec in (BACK_TO_LIVE, REFRESH_HISTORY, EXPERIMENT_RESULT):

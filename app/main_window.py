@@ -83,7 +83,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._warmed_up = False   # the fork server asked to start (start_services)
 
         self.idle = IdleTelemetry(self.telemetry_hz, self)
-        self.run_action, self.stop_action = actions.run_actions(self)
+        self.run_action, self.stop_action, self.watch_action = actions.run_actions(self)
         self._build_ui()
         self.what_if = WhatIfFlow(self, self.plan_view, self.center_tabs, self.store, self.db_path)
         self.runs = RunFlow(self, self.idle, self.run_box, self.center, self.what_if)
@@ -94,14 +94,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.controls = RunControls(
             self, dict(runs=self.runs, experiments=self.experiments, plans=self.plans, what_if=self.what_if,
                        closing=self.closing),
-            dict(run=self.run_action, stop=self.stop_action, panel=self.experiment, split=self.split_view,
+            dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment, split=self.split_view,
                  what_if_rows=self.plan_view.what_if, run_box=self.run_box))
         self.exporter = ReportExporter(self, self.db_path, self.export_target)
         self.help = HelpMenu(self)
         self.store_flow = StoreFlow(self, self.center.error_panel, store_notice)
         self._wire()
         self.export_menu = actions.install(
-            self, self.run_action, self.stop_action, list(self.exporter.actions.values()),
+            self, self.run_action, self.stop_action, self.watch_action, list(self.exporter.actions.values()),
             {name: list(plot.export_actions.values()) for name, plot in self.plots.plots.items()},
             self.experiments.menu)
         window_settings.restore(self)

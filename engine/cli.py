@@ -119,9 +119,12 @@ def _dispatch(args, parser) -> int:
     if args.command == "node":
         from engine.nodes.command import cmd_node
         return cmd_node(args)
-    if args.command == "watch":
-        from engine.watch.command import cmd_watch
-        return cmd_watch(args)
+    if args.command == "watch":   # run's short way for --strategy script
+        from engine.watch.command import watch_config
+        config, _ = validate_or_report(lambda: watch_config(args))
+        if config is None or not store_usable(args.db):
+            return EXIT_INVALID
+        return cmd_run_validated(config, args)
     commands = {"run": cmd_run, "runs": cmd_runs, "models": cmd_models, "devices": cmd_devices,
                 "experiment": cmd_experiment, "export": cmd_export, "what-if": cmd_what_if}
     if args.command in commands:

@@ -99,6 +99,14 @@ class ExperimentConfig:
                                            "(default: SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token, as `main.py node` "
                                            "reads it)", experiment=False, path=True)
 
+    script: str | None = _option(None, "strategy script: your own training script, run unmodified on each device "
+                                       "as torchrun would start it (`main.py watch` is the short way)",
+                                 experiment=False, path=True)
+    script_args: str | None = _option(None, "strategy script: the script's own arguments, one shell-quoted string",
+                                      experiment=False)
+    script_cwd: str | None = _option(None, "strategy script: the folder it runs in, as the one torchrun is started "
+                                           "in (default: the script's own)", experiment=False, path=True)
+
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -51,8 +51,12 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
+    known = strategies.STRATEGIES.get(config.strategy)
+    ours = known is None or known.builds_model   # else the user's own script runs (engine/strategies/script.py)
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
         value = getattr(config, name)
+        if name == "steps" and value == 0 and not ours:
+            continue   # a script's steps are the most it may run: 0 lets it end by itself
         if not 1 <= value <= most:
             add(name, f"must be from 1 to {most}, got {value}")
     if config.image_size is not None:
@@ -70,7 +74,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
     if not 0 <= config.profile_steps <= 20:
         add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
-    elif config.profile_steps > config.steps - config.warmup:
+    elif config.profile_steps and config.profile_steps > config.steps - config.warmup:
         add("profile_steps", f"must be at most the measured steps ({config.steps - config.warmup}: --steps less "
                              f"--warmup), got {config.profile_steps}")
     if config.warmup < 0:
@@ -82,8 +86,10 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     if not config.hang_timeout_s > 0:
         add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
 
+    if ours:
+        found += [Problem(name, "applies only to a script of your own (--strategy script)")
+                  for name in ("script", "script_args", "script_cwd") if getattr(config, name)]
     found.extend(node_problems(config))
-    known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
         found.extend(known.option_problems(config))
     return found

@@ -1,22 +1,27 @@
-"""Watching a user's own script, unmodified (engine/watch/): its ranks started as torchrun starts them, each
-device's time by kind from torch's hooks, and the hooks changing nothing the script computes.
+"""Watching a user's own script, unmodified (`main.py watch`, `--strategy script`: engine/watch/,
+engine/strategies/script.py): its ranks started as torchrun starts them, each device's time by kind from
+torch's hooks, the hooks changing nothing the script computes, and the run stored as any run.
 
 Every test here leaves no process behind (conftest's check after each test)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from engine.devices import cpu_devices, usable_cores
-from engine.watch.launcher import Watch
+from engine.store import Store
+from helpers import cli
 from procs import ROOT
 
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 PIPELINE = ROOT / "examples" / "pipeline_train.py"
+FSDP = ROOT / "examples" / "fsdp_train.py"
 
 
 def final_loss(out: str) -> str:
@@ -25,54 +30,96 @@ def final_loss(out: str) -> str:
     return found.group(1)
 
 
-def test_a_watched_script_trains_exactly_as_unwatched_and_shows_each_devices_time_by_kind(capfd):
-    """The same DDP script with a DataLoader, once untimed and once watched: the same final loss to the last
-    digit printed, and on both devices every step's forward, backward, all-reduce, optimizer and data."""
+def watch(db, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, dict]:
+    """``main.py watch --json --db DB ARGS``: the process and its JSON summary."""
+    proc = cli("watch", "--json", "--db", str(db), *args, timeout=timeout)
+    return proc, json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+
+
+def by_device(summary: dict) -> dict[str, dict]:
+    return {d["device"]: d for d in summary["time_by_kind"]}
+
+
+def test_a_watched_script_trains_exactly_as_under_torchrun_and_is_stored_as_a_run(tmp_path):
+    """The same DDP script with a DataLoader under torch's own torchrun, and watched: the same final loss to the
+    last digit printed; on both devices every step's forward, backward, all-reduce, optimizer and data; the run
+    in the store with its script, and its output in the run's log."""
     args = ["--steps", "4", "--decode-ms", "0.3", "--batch-size", "32"]
-    plain = Watch(str(EXAMPLE), args, cpu_devices(2), instruments=False).run()
-    plain_out = capfd.readouterr().out
-    watched = Watch(str(EXAMPLE), args, cpu_devices(2)).run()
-    watched_out = capfd.readouterr().out
-    assert (plain.status, watched.status) == ("finished", "finished"), (plain.error, watched.error)
-    assert final_loss(watched_out) == final_loss(plain_out)
-    assert watched.steps == 4 and [t.device for t in watched.times] == ["cpu:0", "cpu:1"]
-    for t in watched.times:
-        assert {"forward", "backward", "communication", "optimizer", "data"} <= set(t.by_kind), t.by_kind
-        assert t.steps == 3 and t.step_s > 0 and 0 <= t.idle_share < 1
-        assert t.samples_per_s == pytest.approx(32 / t.step_s, rel=1e-6)   # the model's batch, per step
+    plain = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            str(EXAMPLE), *args], cwd=ROOT, capture_output=True, text=True, timeout=240,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:2", "--", str(EXAMPLE), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert final_loss(proc.stderr) == final_loss(plain.stdout)   # the script's print, in the run's log
+    assert summary["strategy"] == "script" and summary["model"] == "ddp_train.py" and summary["steps"] == 4
+    times = by_device(summary)
+    assert list(times) == ["cpu:0", "cpu:1"]
+    for t in times.values():
+        assert {"forward", "backward", "communication", "optimizer", "data"} <= set(t["by_kind"]), t
         # decoding 32 samples at 0.3 ms in the rank's own process (no loader workers): about 10 ms of data
-        assert t.by_kind["data"] >= 32 * 0.3e-3
-    assert watched.loss is not None and watched.diagnosis
+        assert t["by_kind"]["data"] >= 32 * 0.3e-3
+    assert summary["loss"]["last"] is not None and summary["diagnosis"]
+    with Store(tmp_path / "runs.db") as store:
+        (record,) = store.list_runs()
+        assert record.status == "finished" and record.config.strategy == "script"
+        assert record.config.script == str(EXAMPLE) and record.config.script_args == " ".join(args)
+        assert [s.samples for s in store.steps(record.id)] == [64] * 4   # 32 per rank, from the model's calls
+        assert {row[2] for row in store.timeline(record.id)} >= {"forward", "backward", "data"}
 
 
 def test_a_watched_naive_split_idles_as_much_as_the_engines_own_naive_split(tmp_path):
     """The pipelining example with one micro-batch (the naive split) watched on cpu:2, and the engine's own
-    model-parallel run of the same model and split, in this test: each device waits on the other about half of
-    every step, and the two bubbles agree within 0.05."""
+    model-parallel run of the same model and split, in this test: each device waits on the other a good part
+    of every step, and the two bubbles (the same summary's figure) agree within 0.05."""
     model = ["--width", "512", "--depth", "8", "--split", "4", "--batch-size", "1024"]
-    watched = Watch(str(PIPELINE), [*model, "--steps", "6", "--micro-batches", "1"], cpu_devices(2)).run()
-    assert watched.status == "finished", watched.error
-    engine = subprocess.run([sys.executable, "main.py", "run", "--strategy", "model-parallel", "--model", "mlp",
-                             *model, "--steps", "6", "--warmup", "1", "--devices", "cpu:2", "--json",
-                             "--db", str(tmp_path / "runs.db")], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
-    assert engine.returncode == 0, engine.stderr[-3000:]
-    summary = json.loads(engine.stdout)
-    engine_bubble = summary["bubble"]["measured"]
-    # The engine's run says its time by kind the same way (engine/record/time_by_kind.py), and names the idling.
-    assert [d["device"] for d in summary["time_by_kind"]] == ["cpu:0", "cpu:1"]
-    assert all({"forward", "backward"} <= set(d["by_kind"]) for d in summary["time_by_kind"])
-    assert " idles " in summary["diagnosis"]
-    watched_bubble = sum(t.idle_share for t in watched.times) / len(watched.times)
-    for t in watched.times:   # the other stage's part of each step, and the hand-overs (a sanity bound)
-        assert "wait" in t.by_kind and 0.15 < t.idle_share < 0.85, t
-    assert abs(watched_bubble - engine_bubble) < 0.05, (watched_bubble, engine_bubble)
+    proc, watched = watch(tmp_path / "runs.db", "--devices", "cpu:2", "--steps", "6", "--", str(PIPELINE), *model,
+                          "--micro-batches", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, engine = cli("run", "--strategy", "model-parallel", "--model", "mlp", *model, "--steps", "6", "--warmup",
+                    "1", "--devices", "cpu:2", "--json", "--db", str(tmp_path / "runs.db"), check_json=True,
+                    timeout=300)
+    assert [d["device"] for d in engine["time_by_kind"]] == ["cpu:0", "cpu:1"]
+    assert all({"forward", "backward"} <= set(d["by_kind"]) for d in engine["time_by_kind"])
+    assert " idles " in engine["diagnosis"] and " idles " in watched["diagnosis"]
+    for t in watched["time_by_kind"]:   # the other stage's part of each step, and the hand-overs (a sanity bound)
+        assert "wait" in t["by_kind"] and 0.15 < t["idle_s"] / t["step_s"] < 0.85, t
+    assert abs(watched["bubble"]["measured"] - engine["bubble"]["measured"]) < 0.05, (watched["bubble"],
+                                                                                       engine["bubble"])
+
+
+def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_every_device(tmp_path):
+    """FSDP2 (fully_shard per block) calls torch.distributed's collectives itself, no DDP hook: each device's
+    steps show communication beside its forward, backward and optimizer."""
+    proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:2", "--", str(FSDP), "--steps", "4", "--width",
+                          "128", "--depth", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(by_device(summary)) == ["cpu:0", "cpu:1"]
+    for t in summary["time_by_kind"]:
+        assert {"forward", "backward", "communication", "optimizer"} <= set(t["by_kind"]), t
+        assert 0 < t["by_kind"]["communication"] < t["step_s"]
+
+
+@pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")
+def test_more_loader_workers_on_the_spare_core_cut_the_input_wait(tmp_path):
+    """The DDP example with slow decoding on one device (cpu:1): decoding in the rank's own process, the wait
+    for data is at least half of each step; with a loader worker, which the watch places on the core no device
+    holds, the wait falls (the order asserted, not the values)."""
+    shares = []
+    for workers in ("0", "1"):
+        proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:1", "--", str(EXAMPLE), "--steps", "8",
+                              "--decode-ms", "0.2", "--batch-size", "64", "--workers", workers)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (times,) = summary["time_by_kind"]
+        shares.append(times["by_kind"]["data"] / times["step_s"])
+    assert shares[0] >= 0.5 and shares[1] < shares[0], shares
 
 
 LOADER = """
 import argparse, os, sys
 import torch
 from torch.utils.data import DataLoader, Dataset
+from splitscope import watch
 
 class Where(Dataset):
     def __len__(self):
@@ -86,29 +133,37 @@ class Where(Dataset):
 
 model = torch.nn.Linear(4, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for inputs, targets in DataLoader(Where(), batch_size=8, num_workers=1):
+batches = iter(DataLoader(Where(), batch_size=8, num_workers=1))
+while True:
+    with watch.phase("data"):   # the script times its own data
+        inputs, targets = next(batches)
     optimizer.zero_grad()
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
+    watch.step(samples=16, loss=0.25)   # what it says overrides what the hooks saw (8 samples, the mse)
     optimizer.step()
 """
 
 
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")
 def test_the_command_places_loader_workers_off_the_devices_cores_and_stops_after_its_steps(tmp_path):
-    """One rank on cpu:0: its DataLoader's worker runs on the cores no device holds, not on the rank's own (as
-    it would by inheriting the rank's pinning); the script, which would read 1,250 batches, is stopped after
-    --steps 4 and the summary printed as JSON."""
+    """One rank on cpu:0 (torchrun's form: --nproc_per_node 1 is the devices): its DataLoader's worker runs on
+    the cores no device holds, not on the rank's own (as it would by inheriting the rank's pinning); the
+    script, which would read 1,250 batches, is stopped after --steps 4. The script uses splitscope.watch to say
+    its samples and loss and time its data."""
     script, where = tmp_path / "loader.py", tmp_path / "where.txt"
     script.write_text(LOADER)
-    proc = subprocess.run([sys.executable, "main.py", "watch", "--devices", "cpu:1", "--steps", "4", "--json", "--",
-                           str(script), str(where)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    proc, summary = watch(tmp_path / "runs.db", "--steps", "4", "--", "torchrun", "--standalone",
+                          "--nproc_per_node", "1", str(script), str(where))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
     spare = [c for c in usable_cores() if c != cpu_devices(1)[0].core]
-    assert summary["loader_cores"] == spare and where.read_text() == ",".join(map(str, spare))
-    assert summary["status"] == "finished" and summary["steps"] == 4 and summary["warmup"] == 1
-    (times,) = summary["times"]
-    assert times["device"] == "cpu:0" and times["steps"] == 3 and {"data", "backward"} <= set(times["by_kind"])
+    assert where.read_text() == ",".join(map(str, spare))
+    assert summary["status"] == "finished" and summary["steps"] == 4 and summary["steps_measured"] == 3
+    (times,) = summary["time_by_kind"]
+    assert times["device"] == "cpu:0" and {"data", "backward"} <= set(times["by_kind"])
+    # splitscope.watch: the samples and loss the script said, its own data phase
+    assert summary["loss"]["last"] == 0.25
+    with Store(tmp_path / "runs.db") as store:
+        assert [s.samples for s in store.steps(summary["run_id"])] == [16] * 4
 
 
 def test_a_failing_script_ends_every_rank_and_says_why_with_its_traceback(tmp_path):
@@ -116,21 +171,108 @@ def test_a_failing_script_ends_every_rank_and_says_why_with_its_traceback(tmp_pa
     script.write_text("import os\n\n\ndef main():\n    if os.environ['RANK'] == '1':\n"
                       "        raise ValueError('rank 1 has no data')\n    import time\n    time.sleep(60)\n\n\n"
                       "main()\n")
-    summary = Watch(str(script), [], cpu_devices(2)).run()
-    assert summary.status == "failed" and "rank 1 (cpu:1): ValueError: rank 1 has no data" == summary.error
-    assert "broken.py" in summary.traceback and "line 6" in summary.traceback
+    proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:2", "--", str(script))
+    assert proc.returncode == 1 and summary["status"] == "failed"
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert "rank 1 (cpu:1" in said and "ValueError: rank 1 has no data" in said, said
+    with Store(tmp_path / "runs.db") as store:
+        (record,) = store.list_runs()
+        assert record.status == "failed" and record.error == said[len("error: "):]
+        assert "broken.py" in record.traceback and "line 6" in record.traceback
 
 
-@pytest.mark.parametrize("options, script, script_args, says", [
-    ([], "missing.py", [], "SCRIPT: no such file: missing.py"),
-    ([], "torchrun", ["train.py"], "SCRIPT: give the script itself"),
-    ([], "{bad}", [], "line 2: invalid syntax: def main(:"),
-    (["--devices", "cuda:0"], str(EXAMPLE), [], "--devices: watch runs on CPU virtual devices for now"),
-    (["--steps", "0"], str(EXAMPLE), [], "--steps: must be at least 1, got 0"),
+FOREVER = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+while True:   # never ends by itself; its loader's worker is a process of its own
+    for inputs, targets in DataLoader(data, batch_size=8, num_workers=1, persistent_workers=True):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+"""
+
+
+def test_stop_mid_run_ends_every_rank_and_its_loader_workers(tmp_path):
+    """A script that would never end, stopped after its first steps as the app's Stop does: the run is
+    stopped with its steps kept, and no process is left (the ranks and their DataLoader workers: conftest)."""
+    from engine.config import ExperimentConfig
+    from engine.events import Step
+    from engine.run.session import RunSession
+    script = tmp_path / "forever.py"
+    script.write_text(FOREVER)
+    stepped = threading.Event()
+    config = ExperimentConfig(strategy="script", script=str(script), devices="cpu:2", steps=0, warmup=1)
+    session = RunSession(config, db_path=str(tmp_path / "runs.db"),
+                         on_event=lambda event: isinstance(event, Step) and event.step >= 2 and stepped.set())
+    session.start()
+    assert stepped.wait(120), "no third step in 120 s"
+    session.stop()
+    result = session.wait(60)
+    assert result is not None and result.status == "stopped"
+    with Store(tmp_path / "runs.db") as store:
+        assert len(store.steps(result.run_id)) >= 3
+
+
+@pytest.mark.parametrize("options, script, says", [
+    ([], "missing.py", "--script: no such file:"),
+    ([], "{bad}", "line 2: invalid syntax: def main(:"),
+    (["--steps", "0"], str(EXAMPLE), "--steps: must be at least 1, got 0"),
 ])
-def test_bad_input_is_refused_before_anything_starts(tmp_path, options, script, script_args, says):
+def test_bad_input_is_refused_before_anything_starts(tmp_path, options, script, says):
     bad = tmp_path / "bad.py"
     bad.write_text("import torch\ndef main(:\n    pass\n")
-    proc = subprocess.run([sys.executable, "main.py", "watch", *options, "--", script.replace("{bad}", str(bad)),
-                           *script_args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = cli("watch", "--db", str(tmp_path / "runs.db"), *options, "--", script.replace("{bad}", str(bad)),
+               timeout=60)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs.db").exists() or not Store(tmp_path / "runs.db").list_runs()
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("words, devices, says", [
+    (["--standalone", "--nproc-per-node", "1", "--master_port", "29512", "{script}", "--steps", "4"], "cpu:1", None),
+    (["--nnodes", "1", "--rdzv-endpoint", "localhost:29400", "{script}"], "cpu:2", None),
+    (["--nnodes", "2", "{script}"], None, "torchrun --nnodes 2: watch -- torchrun runs on this machine"),
+    (["--nproc-per-node", "gpu", "{script}"], None, "torchrun --nproc-per-node: a number of ranks"),
+    (["--max-restarts", "3", "{script}"], None, "torchrun --max-restarts 3: a watch does not restart"),
+    (["-m", "train"], None, "torchrun -m/--no-python: watch runs a Python script file"),
+    (["--log-dir", "logs", "{script}"], None, "torchrun: unrecognized arguments: --log-dir"),
+])
+def test_torchruns_command_line_is_read_for_what_it_means_to_a_watch(words, devices, says):
+    """`watch -- torchrun [options] SCRIPT [ARGS]`: --nproc-per-node gives the devices, the one-machine options
+    are accepted, the rest refused naming the option (engine/watch/torchrun_form.py)."""
+    from engine.cli import build_parser
+    from engine.config import ConfigError
+    from engine.watch.command import watch_config
+    words = [w.replace("{script}", str(EXAMPLE)) for w in words]
+
+    def config_of(*argv):
+        return watch_config(build_parser().parse_args(["watch", *argv]))[0]
+    if says is None:
+        config = config_of("--", "torchrun", *words)
+        assert (config.strategy, config.script, config.devices) == ("script", str(EXAMPLE), devices)
+        assert config.script_args == " ".join(words[words.index(str(EXAMPLE)) + 1:])
+    else:
+        with pytest.raises(ConfigError) as refused:
+            config_of("--", "torchrun", *words)
+        assert any(says in p.message for p in refused.value.problems), refused.value.problems
+    with pytest.raises(ConfigError, match="cpu:1 and torchrun --nproc-per-node 2: give one of them"):
+        config_of("--devices", "cpu:1", "--", "torchrun", "--nproc-per-node", "2", str(EXAMPLE))
+
+
+@pytest.mark.quick
+def test_the_scripts_own_api_does_nothing_unwatched_and_imports_neither_torch_nor_qt():
+    code = ("import sys\nfrom splitscope import watch\n"
+            "assert not watch.watched() and not {'torch', 'PySide6'} & set(sys.modules)\n"
+            "watch.step(samples=3, loss=1.5)\nwith watch.phase('data'):\n    pass\nprint('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "ok", proc.stderr
+    from splitscope import watch
+    with pytest.raises(ValueError, match="kind must be one of data, forward"):
+        with watch.phase("loading"):
+            pass
+    with pytest.raises(ValueError, match="samples must be a whole number"):
+        watch.step(samples=-1)

@@ -44,6 +44,7 @@ class RunControls(QtCore.QObject):
         if self.what_if.take_start(problems, ready=reason is None and not activity.busy):
             QtCore.QTimer.singleShot(0, self.runs.start)   # a what-if row's run, as a click on Run would
         views["stop"].setEnabled(activity.busy and not activity.stopping)
+        views["watch"].setEnabled(not activity.busy)
         self.experiments.menu.set_presets_enabled(not activity.busy)
         for view in (views["panel"], views["split"]):
             view.setEnabled(not activity.busy)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import time
 import traceback
 
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
 from app.services.idle_telemetry import IdleTelemetry
 from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.live_data import RunProgress
+from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
 from engine.events import Launched, Started, WorkerEvent
 from engine.rules import effective_micro_batches
@@ -44,6 +45,7 @@ class RunFlow(QtCore.QObject):
         self.run_box = run_box      # app/views/run_box.py: the progress bar and the time left
         self.started_at: float | None = None
         self.runs_begun = 0         # runs begun since the app started, an experiment's too
+        self.last_watch: dict[str, str] = {}   # the watch dialog's fields, as last accepted
         self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
         self.worker.sigEvents.connect(self.on_events)
         self.worker.sigFinished.connect(self._on_finished)
@@ -63,12 +65,24 @@ class RunFlow(QtCore.QObject):
         return self.worker.stopping
 
     # -- control -----------------------------------------------------------------------
-    def start(self) -> str | None:
-        """Run the configured experiment; its run id, or None when Run is held back or the start failed."""
-        w = self.window
-        if w.controls.blocked_reason() is not None:
+    def watch_script(self) -> str | None:
+        """Run › Watch a script…: the user's own script as a run (--strategy script); its run id, or None when
+        cancelled, busy, or the start failed."""
+        if self.window.controls.activity().busy:
             return None
-        config = w.current_config()
+        dialog = WatchDialog(self.window, **self.last_watch)
+        if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
+            return None
+        self.last_watch = dict(script=dialog.script.text(), args=dialog.args.text(), devices=dialog.devices.text())
+        return self.start(dialog.config())
+
+    def start(self, config: ExperimentConfig | None = None) -> str | None:
+        """Run the configured experiment (or ``config``: a watched script's); its run id, or None when Run is held
+        back or the start failed."""
+        w = self.window
+        if config is None and w.controls.blocked_reason() is not None:
+            return None
+        config = config or w.current_config()
         self.center.hide_error()
         self.hold_devices()
         try:

@@ -122,7 +122,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.strategy_combo = QtWidgets.QComboBox()
         self.strategy_combo.setObjectName("strategyCombo")
         for name, info in STRATEGIES.items():
-            add_described(self.strategy_combo, name, name, info.description)
+            if info.in_picker:   # a watched script comes from Run › Watch a script…
+                add_described(self.strategy_combo, name, name, info.description)
         self.strategy_desc = QtWidgets.QLabel()
         self.strategy_desc.setObjectName("muted")
         self.strategy_desc.setWordWrap(True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 
 from engine.config import ExperimentConfig
@@ -241,16 +242,17 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
     pipelined = STRATEGIES[config.strategy].uses_micro_batches
+    ours = STRATEGIES[config.strategy].builds_model   # else a script of the user's: its file, its own batches
     return RunSummary(
         run_id=run_id,
         status=status,
         strategy=config.strategy,
-        model=config.model if not config.model_file else "custom",
+        model=(config.model if not config.model_file else "custom") if ours else os.path.basename(config.script or ""),
         devices=devices,
         split=list(split) if split else None,
         micro_batches=micro_batches if pipelined else None,
         schedule=config.schedule if pipelined else None,
-        batch_size=batch_size,
+        batch_size=batch_size if ours else None,
         steps=totals.steps,
         steps_measured=totals.measured,
         step_time_s=totals.step_time.summary(),

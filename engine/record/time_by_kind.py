@@ -1,5 +1,6 @@
 """Each device's time per step by kind, and the one line that says which device idles or waits most and on
-what: the same figures for an engine run (engine.record.totals) and a watched script (engine.watch.summary)."""
+what: the same figures for an engine run (engine.record.totals), a watched script's among them (--strategy
+script, engine/watch/)."""
 from __future__ import annotations
 
 from engine.results import DeviceKinds

@@ -14,20 +14,22 @@ import json
 import os
 import queue
 import shutil
+import socket
 import tempfile
 import threading
 import time
 from typing import Callable
 
-from engine import forkserver
+from engine import forkserver, strategies
 from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.environment import ROOT, rank_base_environment, variable
 from engine.record import rank_events
 
-# The rank processes' entry point. Tests that stream hundreds of thousands of steps through the worker,
-# the session and the store without torch name a synthetic rank here (tests/synthetic_rank.py).
-RANK_MODULE = variable("SPLITSCOPE_RANK_MODULE", "engine.run.rank")
+# The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
+# hundreds of thousands of steps through the worker, the session and the store without torch name a synthetic
+# rank here (tests/synthetic_rank.py).
+RANK_MODULE = variable("SPLITSCOPE_RANK_MODULE")
 
 
 def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
@@ -37,6 +39,13 @@ def rank_environment(base, *, rank: int, world: int, config_json: str, devices_j
     return dict(rank_base_environment(base, config_json=config_json, devices_json=devices_json, interface="lo"),
                 RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                 SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file)
+
+
+def free_port() -> int:
+    """A port on loopback nobody listens on now (a watched script's rendezvous binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class _LaunchStopped(Exception):
@@ -73,6 +82,10 @@ class LocalRanks:
         self.queue, self.stop_event, self.warn = events, stop_event, warn
         self.rendezvous_dir: str | None = None
         self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
+        strategy = strategies.get(config.strategy)
+        self.module = RANK_MODULE or strategy.rank_module
+        # A script of the user's meets its peers as under torchrun (MASTER_ADDR/PORT); our ranks through a file.
+        self.torchrun_rendezvous = not strategy.builds_model
 
     def launch(self, ranks: list[Rank]) -> None:
         """Start each rank, appending it to ``ranks`` as it starts (a stop meanwhile leaves the ones started
@@ -81,12 +94,15 @@ class LocalRanks:
         self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-")
         store_file = os.path.join(self.rendezvous_dir, "store")
         device_json = json.dumps([d.to_dict() for d in self.devices])
+        torchrun = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), LOCAL_WORLD_SIZE=str(self.world),
+                        GROUP_RANK="0") if self.torchrun_rendezvous else {}
         for rank in range(self.world):
             if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
                 return
             read_fd, write_fd = os.pipe()
-            env = rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
-                                   devices_json=device_json, event_fd=write_fd, store_file=store_file)
+            env = dict(rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
+                                        devices_json=device_json, event_fd=write_fd, store_file=store_file),
+                       **torchrun)
             device = self.devices[rank] if self.world > 1 else self.devices[0]
             on = device.name if self.world > 1 else ", ".join(self.device_names)
             try:
@@ -108,7 +124,7 @@ class LocalRanks:
         if self.forks is not None:
             try:
                 # A stop while the server still imports torch (the first run of a session) ends the wait.
-                return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,),
+                return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,),
                                                 connection=self.forks, title=title, cancel=self.stop_event)
             except forkserver.ForkServerError as exc:
                 forks, self.forks = self.forks, None
@@ -121,7 +137,7 @@ class LocalRanks:
                 if self.stop_event.is_set():
                     raise _LaunchStopped() from exc
                 self.warn(f"ranks start as fresh processes: {exc}")
-        return forkserver.start_process(RANK_MODULE, env=env, cwd=ROOT, pass_fds=(event_fd,))
+        return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,))
 
     def _read_events(self, r: Rank) -> None:
         for line in r.events:

@@ -33,6 +33,11 @@ class Progress:
 
     def _step(self, event: Step) -> None:
         done = event.step + 1
+        if not self.total:   # a watched script that ends by itself: no end to show, a line every 10 steps
+            if done == 1 or done % 10 == 0:
+                self._line(f"step {done}  {event.throughput or 0:.0f} samples/s"
+                           + (f"  loss {event.loss:.4f}" if event.loss is not None else ""))
+            return
         elapsed = time.monotonic() - self._start
         left = elapsed / done * (self.total - done)
         loss = event.loss

@@ -27,14 +27,16 @@ from engine.rules import effective_batch_size, effective_micro_batches, effectiv
 from engine.run.protocol import finite
 
 
-def _die_with_parent() -> None:
+def die_with_worker() -> None:
     die_with_parent()  # SIGKILL when the worker (or torchrun) dies, even by SIGKILL
 
     def watch_stdin():
+        # The raw descriptor, not sys.stdin: a thread blocked in a buffered read holds the buffer's lock, and a
+        # process forked meanwhile (a DataLoader's worker, whose start closes sys.stdin) would wait on it forever.
         try:
-            while sys.stdin.buffer.read(1024):
+            while os.read(0, 1024):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         os._exit(3)  # the worker closed our stdin or died
     threading.Thread(target=watch_stdin, name="parent-watch", daemon=True).start()
@@ -91,14 +93,14 @@ def own_device(devices, rank: int, world: int):
     return devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
 
 
-def _pin(device) -> None:
+def pin(device) -> None:
     """One pinned core and one intra-op thread per CPU virtual device."""
     if device.kind == "cpu" and device.core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {device.core})
 
 
 def main() -> int:
-    _die_with_parent()
+    die_with_worker()
     env = RankEnvironment.read()
     channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)
     rank, world = env.rank, env.world_size
@@ -108,7 +110,7 @@ def main() -> int:
         config = ExperimentConfig.from_json(env.config_json)
         devices = [Device(**d) for d in json.loads(env.devices_json)]
         own = own_device(devices, rank, world)
-        _pin(own)
+        pin(own)
         import torch
         torch.set_num_threads(1)
         import torch.distributed as dist

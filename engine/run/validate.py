@@ -167,6 +167,10 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     spec = None
     if found:  # building a model from invalid options could fail or take all memory
         return None, found
+    impl = strategies.get(config.strategy)
+    if not impl.builds_model:   # a script of the user's: no model of ours to build
+        found = impl.check(config, devices, 0)
+        return (None, found) if found else (RunPlan(devices, impl.world_size(config, devices), 0, [], []), [])
     if config.model_file or models.lookup(config.model):
         spec, problem = _build_model(config)
         if problem:
@@ -174,7 +178,6 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     if found or spec is None:
         return None, found
     n_blocks = len(spec.blocks)
-    impl = strategies.get(config.strategy)
     from engine.nodes.cluster import strategy_problems
     found.extend(strategy_problems(config, impl, devices))
     found.extend(impl.check(config, devices, n_blocks))

@@ -11,11 +11,12 @@ from engine.strategies.ddp import Ddp
 from engine.strategies.pipeline import ModelParallel, Pipeline
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
 from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
+from engine.strategies.script import Script
 from engine.strategies.single import Single
 from engine.strategies.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline(),
-                                                        Fsdp(), TensorParallel(), FsdpTp())}
+                                                        Fsdp(), TensorParallel(), FsdpTp(), Script())}
 
 
 class UnknownStrategy(ValueError):

@@ -1,67 +1,72 @@
-"""A watched rank: ``python -m engine.watch.bootstrap SCRIPT [ARGS...]``, started by engine/watch/launcher.py.
+"""A watched rank: the process engine/run/local_ranks.py starts for ``--strategy script`` in place of
+engine/run/rank.py (``Script.rank_module``), with the same environment.
 
-torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) come from the
-launcher; so do its pid (SPLITSCOPE_WATCH_PARENT: the rank dies with it), the rank's device (SPLITSCOPE_WATCH_DEVICE), its core (SPLITSCOPE_WATCH_CORE:
-pinned as the engine pins its own ranks), the steps to watch (SPLITSCOPE_WATCH_STEPS; none: until
-the script ends), the cores its DataLoader workers may use (SPLITSCOPE_WATCH_LOADER_CORES: the
-machine's cores no device holds; a worker would otherwise inherit its rank's one core and take
-turns with it), whether to instrument at all (SPLITSCOPE_WATCH_INSTRUMENTS="0": the same
-process, untimed, to compare with) and the pipe for its events (SPLITSCOPE_EVENT_FD: the engine's
-rank events, engine/record/rank_events.py, one JSON line each). The script runs as ``__main__``
-with its own arguments, and imports nothing of ours.
+torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT on loopback) come
+from the worker; the run's config (SPLITSCOPE_CONFIG: the script, its arguments and folder, the
+most steps to watch) and devices (SPLITSCOPE_DEVICES) as every rank gets them. The rank pins itself
+to its device's core as engine/run/rank.py does, sends DataLoader workers to the cores no device
+holds (a worker would otherwise inherit its rank's one core and take turns with it), installs the
+instruments (engine/watch/instruments.py) and runs the script as ``__main__`` with its own
+arguments, in its folder; the script imports nothing of ours (splitscope/watch.py, if it does, reaches
+the instruments). Its steps go to the worker as the engine's rank events (Ready, StepReport per
+optimizer step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD.
 """
 from __future__ import annotations
 
 import json
 import os
 import runpy
+import shlex
 import sys
-import time
 import traceback
 
-from engine.environment import variable
-from engine.parent_death import die_with_parent
-from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
+from engine.config import ExperimentConfig
+from engine.devices import Device, usable_cores
+from engine.environment import RankEnvironment
+from engine.record.rank_events import Done, Failed, Ready
+from engine.run.rank import EventChannel, describe_exception, die_with_worker, own_device, pin
 
-STOPPED_BY_US = -1   # main's answer when --steps ended the script
+STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
 
 def main() -> int:
-    parent = variable("SPLITSCOPE_WATCH_PARENT")
-    die_with_parent(int(parent) if parent else None)   # a launcher gone before this line: gone now too
-    out = os.fdopen(int(variable("SPLITSCOPE_EVENT_FD")), "w", buffering=1, encoding="utf-8")
-
-    def emit(event: RankEvent) -> None:
-        out.write(json.dumps({**encode(event), "time": time.perf_counter()}, separators=(",", ":")) + "\n")
-    core = variable("SPLITSCOPE_WATCH_CORE")
-    if core is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {int(core)})
-    script, args = sys.argv[1], sys.argv[2:]
-    steps = variable("SPLITSCOPE_WATCH_STEPS")
+    die_with_worker()
+    env = RankEnvironment.read()
+    channel = EventChannel(env.event_fd)
+    config = ExperimentConfig.from_json(env.config_json)
+    devices = [Device(**d) for d in json.loads(env.devices_json)]
+    own = own_device(devices, env.rank, env.world_size)
+    # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
+    spare = sorted(set(usable_cores()) - {d.core for d in devices if d.core is not None})
+    pin(own)
+    import torch
+    torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
     from engine.watch.instruments import Instruments, WatchEnded
-    instruments = Instruments(variable("SPLITSCOPE_WATCH_DEVICE", "cpu:0"), emit, int(steps) if steps else None)
-    emit(Ready(os.getpid()))
-    loader_cores = variable("SPLITSCOPE_WATCH_LOADER_CORES")
-    if loader_cores:
+    instruments = Instruments(own.name, channel.emit, config.steps or None)
+    channel.emit(Ready(os.getpid()))
+    if spare:
         from engine.watch.loader_cores import place_loader_workers
-        place_loader_workers({int(c) for c in loader_cores.split(",")})
-    if variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0":
-        instruments.install()
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))   # as `python SCRIPT` puts the script's folder
+        place_loader_workers(set(spare))
+    instruments.install()
+    import splitscope.watch   # what the script says of its steps (watch.step, watch.phase) reaches them
+    splitscope.watch._instruments = instruments
+    script = config.script
+    sys.argv = [script, *shlex.split(config.script_args or "")]
+    os.chdir(config.script_cwd or os.path.dirname(script))
+    sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
     try:
         runpy.run_path(script, run_name="__main__")
     except WatchEnded:
-        emit(Done())
+        channel.emit(Done())
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            emit(Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
+            channel.emit(Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
             return 1
     except BaseException as exc:  # the script's own error: reported with its traceback
-        emit(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
         return 1
-    emit(Done())
+    channel.emit(Done())
     return 0
 
 

@@ -1,71 +1,63 @@
-"""``main.py watch [--devices cpu:N] [--steps N] [--json] -- SCRIPT.py [ARGS]``: a user's own training script,
-unmodified, run as the ranks of one job and timed by kind per device (engine/watch/)."""
+"""``main.py watch [--devices cpu:N] [--steps N] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
+options] SCRIPT.py [ARGS]``, engine/watch/torchrun_form.py): a user's own training script, unmodified, run as the
+ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device. It is
+``run``'s short way: the same worker, store, summary and exports (engine/cli.py runs the config made here)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shlex
 
-from engine.results import to_json
+from engine.config import ConfigError, ExperimentConfig
+from engine.problems import Problem
 
 WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: left out of the figures
+DEFAULT_DEVICES = "cpu:2"
 
 
 def add_parser(sub) -> None:
     watch = sub.add_parser("watch", help="run your own training script (torchrun-style, one rank per device) and "
                                          "see each device's time by kind: forward, backward, communication, "
-                                         "optimizer, data, idle")
-    watch.add_argument("--devices", default="cpu:2",
-                       help='"cpu:N": N ranks, each pinned to a core of its own (default cpu:2); GPUs: not yet')
+                                         "optimizer, data, idle; stored as a run")
+    watch.add_argument("--devices", default=None,
+                       help=f'"cpu:N": N ranks, each pinned to a core of its own (default: torchrun\'s '
+                            f'--nproc-per-node, else {DEFAULT_DEVICES}); GPUs: not yet')
     watch.add_argument("--steps", type=int, default=None,
                        help="stop the script after this many optimizer steps (default: let it end)")
+    watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=120.0,
+                       help="seconds without a step before a rank is declared hung (default 120)")
+    watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
+    watch.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     watch.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
-    watch.add_argument("script", help="the training script, as you would give it to torchrun")
+    watch.add_argument("script", help="the training script, as you would give it to torchrun, or `torchrun` "
+                                      "and its options before the script")
     watch.add_argument("script_args", nargs=argparse.REMAINDER, help="its own arguments")
 
 
-def problems(args) -> list[str]:
-    """What is wrong before anything starts: each names the option and what it allows."""
-    from engine.devices import DeviceError, parse
-    found = []
-    if os.path.basename(args.script) == "torchrun":
-        found.append("SCRIPT: give the script itself (`watch --devices cpu:2 -- train.py`); watch starts its ranks "
-                     "as torchrun does")
-    elif not os.path.isfile(args.script):
-        found.append(f"SCRIPT: no such file: {args.script}")
-    else:
-        try:
-            with open(args.script, "rb") as f:
-                compile(f.read(), args.script, "exec")
-        except SyntaxError as exc:
-            found.append(f"SCRIPT: {exc.filename}, line {exc.lineno}: {exc.msg}: {(exc.text or '').strip()}")
-    if args.steps is not None and args.steps < 1:
-        found.append(f"--steps: must be at least 1, got {args.steps}")
-    if "cuda" in args.devices.lower():   # timing a GPU's work needs CUDA events, which the instruments lack yet
-        found.append(f"--devices: watch runs on CPU virtual devices for now (cpu:N), got {args.devices}")
-    else:
-        try:
-            parse(args.devices, 2, gpus=0)
-        except DeviceError as exc:
-            found.append(f"--devices: {exc}")
-    return found
-
-
-def cmd_watch(args) -> int:
-    import sys
-
-    from engine.devices import parse
-    from engine.watch.launcher import Watch
-    from engine.watch.summary import table
-    found = problems(args)
-    if found:
-        for line in found:
-            print(line, file=sys.stderr)
-        return 2
+def watch_config(args) -> tuple[ExperimentConfig, None]:
+    """The run's config (as ``run_options.config_from_args`` makes one: the split tokens none), or ConfigError
+    naming each option that is wrong, torchrun's form read first."""
+    from engine.watch import torchrun_form
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
-    summary = Watch(args.script, script_args, parse(args.devices, 2, gpus=0), steps=args.steps,
-                    warmup=WARMUP_STEPS).run()
-    print(json.dumps(to_json(summary)) if args.json else table(summary))
-    if summary.traceback and not args.json:
-        print(summary.traceback, file=sys.stderr)
-    return 0 if summary.status == "finished" else 1
+    script, devices, nproc, found = args.script, args.devices, None, []
+    if os.path.basename(args.script) == "torchrun":
+        form, refused = torchrun_form.read(script_args)
+        found += [Problem("script", text) for text in refused]
+        if form is None:
+            raise ConfigError(found)
+        script, script_args, nproc = form.script, form.args, form.nproc_per_node
+    if devices is None:
+        devices = f"cpu:{nproc}" if nproc else DEFAULT_DEVICES
+    elif nproc is not None and devices.startswith("cpu:") and devices[4:].isdigit() and int(devices[4:]) != nproc:
+        found.append(Problem("devices", f"{devices} and torchrun --nproc-per-node {nproc}: give one of them "
+                                        "(or the same count)"))
+    if args.steps is not None and args.steps < 1:
+        found.append(Problem("steps", f"must be at least 1, got {args.steps}"))
+    if not 0 < args.telemetry_hz <= 50:
+        found.append(Problem("telemetry_hz", f"must be more than 0 and at most 50, got {args.telemetry_hz:g}"))
+    if found:
+        raise ConfigError(found)
+    return ExperimentConfig(strategy="script", script=os.path.abspath(script), script_args=shlex.join(script_args),
+                            script_cwd=os.getcwd(), devices=devices, steps=args.steps or 0,
+                            warmup=min(WARMUP_STEPS, max(0, (args.steps or 2) - 1)),
+                            hang_timeout_s=args.hang_timeout_s), None

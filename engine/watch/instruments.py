@@ -10,7 +10,11 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
   steps ends each step (a script with several steps each of them inside that step);
 - **communication**: DistributedDataParallel's all-reduce, through a comm hook set as each
   DDP module is built (the reducer's own arithmetic: times 1/world, then summed), from
-  the bucket's launch to its completion, overlapping the backward it runs under;
+  the bucket's launch to its completion, overlapping the backward it runs under; and every
+  collective called through ``torch.distributed`` (``COLLECTIVES``: FSDP2's all-gathers and
+  reduce-scatters, a script's own all-reduce), from its call to its completion (an
+  ``async_op`` one's Work future), the outermost call only (an object collective calls others).
+  A barrier is ``wait``. Tensor parallel's functional collectives are not timed;
 - **wait**: a pipeline stage waiting for its peer's activation or gradient (torch's
   pipelining schedules wait on their sends and receives in one module-level function,
   wrapped here as the engine's own pipeline wraps it: engine/strategies/scheduled_stages.py);
@@ -18,6 +22,9 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
   whatever else the script does between steps), less any wait for a peer in it.
 The samples of a step are the first dimension of the first tensor argument of the module
 the script called first, summed over its calls in the step (a pipeline's micro-batches).
+What the hooks cannot know the script may say (splitscope/watch.py: ``watch.step(samples=,
+loss=)`` for the step under way, ``with watch.phase(kind):``; a script that times its own
+``data`` replaces the guess above).
 Host clocks: this is for CPU virtual devices (a GPU's work would need CUDA events).
 """
 from __future__ import annotations
@@ -28,6 +35,13 @@ import time
 from typing import Callable
 
 from engine.record.rank_events import StepReport
+
+
+COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_single",
+               "all_gather_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
+               "reduce_scatter_single", "broadcast", "broadcast_object_list", "reduce", "all_to_all",
+               "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier")
+"""The ``torch.distributed`` functions timed as communication (the barriers as wait)."""
 
 
 class WatchEnded(BaseException):
@@ -53,8 +67,11 @@ class Instruments:
         self._counted = None               # the module whose calls count the samples (the first one called)
         self._samples = 0
         self._losses: list = []
+        self._declared: dict = {}          # the step's samples and loss as the script said them (watch.step)
+        self._own_data = False             # the script times its data itself (watch.phase("data"))
         self._stepper = None               # the optimizer whose step ends a step
         self._handles: list = []
+        self._calling = threading.local()  # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
 
     # ---- installing ------------------------------------------------------------------
@@ -85,6 +102,7 @@ class Instruments:
                     self._losses.append(alone.detach())
         torch.autograd.backward = backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._time_collectives()   # before the DDP hook takes the untimed all-reduce
         self._time_ddp_buckets()
         self._time_peer_waits()
 
@@ -102,11 +120,47 @@ class Instruments:
         schedules._wait_batch_p2p = timed_wait
         self._undo.append(lambda: setattr(schedules, "_wait_batch_p2p", original))
 
+    def _time_collectives(self) -> None:
+        import torch.distributed as dist
+        self._untimed_all_reduce = dist.all_reduce
+        for name in COLLECTIVES:
+            original = getattr(dist, name, None)
+            if original is not None:
+                setattr(dist, name, self._timed_collective(original, "wait" if "barrier" in name else "communication"))
+                self._undo.append(functools.partial(setattr, dist, name, original))
+
+    def _timed_collective(self, original, kind: str):
+        import torch.distributed as dist
+
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            if getattr(self._calling, "depth", 0):
+                return original(*args, **kwargs)
+            self._calling.depth = 1
+            t0 = time.perf_counter()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                self._calling.depth = 0
+            if isinstance(result, dist.Work):
+                try:
+                    result.get_future().then(lambda future: self._add(kind, t0, time.perf_counter()))
+                    return result
+                except RuntimeError:   # a backend without futures: timed to its return
+                    pass
+            end = time.perf_counter()
+            self._add(kind, t0, end)
+            if not self._depth and not self._in_backward:   # between steps: not the input pipeline's time
+                self._waited_until = end
+            return result
+        return timed
+
     def _time_ddp_buckets(self) -> None:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
         original_init = DistributedDataParallel.__init__
         instruments = self
+        all_reduce = self._untimed_all_reduce   # the bucket is timed here, as one
 
         def timed_allreduce(process_group, bucket):
             group = process_group if process_group is not None else dist.group.WORLD
@@ -117,7 +171,7 @@ class Instruments:
             def done(future):
                 instruments._add("communication", t0, time.perf_counter())
                 return future.value()[0]
-            return dist.all_reduce(tensor, group=group, async_op=True).get_future().then(done)
+            return all_reduce(tensor, group=group, async_op=True).get_future().then(done)
 
         def time_buckets(ddp, args) -> None:
             """At the module's first forward, after the script had its chance to set a comm hook of its own
@@ -149,6 +203,20 @@ class Instruments:
         with self._lock:
             self._intervals.append([kind, t0, t1])
 
+    # ---- what the script says (splitscope/watch.py) ------------------------------------
+    def declare(self, samples: int | None = None, loss: float | None = None) -> None:
+        if samples is not None:
+            self._declared["samples"] = samples
+        if loss is not None:
+            self._declared["loss"] = loss
+
+    def declare_phase(self, kind: str, t0: float, t1: float) -> None:
+        if kind == "data":
+            self._own_data = True
+        if self._step_start is None:   # the first step starts at whatever the script does first
+            self._step_start = t0
+        self._add(kind, t0, t1)
+
     def _before_forward(self, module, args) -> None:
         if threading.current_thread() is not threading.main_thread() or self._in_backward:
             return
@@ -158,11 +226,11 @@ class Instruments:
         now = time.perf_counter()
         if not self._forwarded:
             self._forwarded = True
-            if self._step_start is not None:
+            if self._step_start is None:
+                self._step_start = now                     # the first step starts at its first forward
+            elif not self._own_data:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self._add("data", max(self._step_start, min(self._waited_until, now)), now)
-            else:
-                self._step_start = now                     # the first step starts at its first forward
         if self._counted is None:
             self._counted = module
         if module is self._counted:
@@ -194,9 +262,11 @@ class Instruments:
         with self._lock:
             intervals, self._intervals = self._intervals, []
         losses, self._losses = self._losses, []
+        declared, self._declared = self._declared, {}
         loss = sum(float(x) for x in losses) / len(losses) if losses else None
         start = self._step_start if self._step_start is not None else end
-        self.emit(StepReport(self.step, start, end, {self.device: intervals}, loss, self._samples))
+        self.emit(StepReport(self.step, start, end, {self.device: intervals}, declared.get("loss", loss),
+                             declared.get("samples", self._samples)))
         self.step += 1
         self._step_start, self._forwarded, self._samples = end, False, 0
         if self.max_steps is not None and self.step >= self.max_steps:

@@ -1,0 +1,102 @@
+"""Run › Watch a script…: the user's own training script, its arguments, the devices and how many steps to
+watch, as ``main.py watch`` takes them; the config it makes is ``--strategy script``'s
+(engine/strategies/script.py), checked by the engine's torch-free rules as it is typed, so Watch is
+enabled only for a config that can launch and a problem names its field."""
+from __future__ import annotations
+
+import os
+import shlex
+
+from PySide6 import QtWidgets
+
+from app.views import theme
+from engine import devices as devices_mod
+from engine.config import ExperimentConfig
+from engine.environment import ROOT
+from engine.rules import problems
+from engine.strategies import STRATEGIES
+
+FIELD_OF = {"script": "script", "script_args": "arguments", "script_cwd": "script", "devices": "devices",
+            "steps": "steps"}
+
+
+class WatchDialog(QtWidgets.QDialog):
+    def __init__(self, parent=None, script: str = "", args: str = "", devices: str = "cpu:2"):
+        super().__init__(parent)
+        self.setWindowTitle("Watch a script")
+        self.setMinimumWidth(560)
+        self.script = QtWidgets.QLineEdit(script)
+        self.script.setPlaceholderText("train.py: your script, as you would give it to torchrun")
+        browse = QtWidgets.QPushButton("Browse…")
+        browse.clicked.connect(self.browse)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(self.script, 1)
+        row.addWidget(browse)
+        self.args = QtWidgets.QLineEdit(args)
+        self.args.setPlaceholderText("--epochs 1 --batch-size 64 (its own arguments, as on a command line)")
+        self.devices = QtWidgets.QLineEdit(devices)
+        self.devices.setToolTip('"cpu:N": one rank per CPU virtual device, each pinned to a core of its own')
+        self.steps = QtWidgets.QSpinBox()
+        self.steps.setRange(0, 10_000_000)
+        self.steps.setSpecialValueText("until the script ends")
+        self.steps.setToolTip("Stop the script after this many optimizer steps")
+        form = QtWidgets.QFormLayout()
+        form.addRow("Script", row)
+        form.addRow("Arguments", self.args)
+        form.addRow("Devices", self.devices)
+        form.addRow("Stop after steps", self.steps)
+        self.problem = QtWidgets.QLabel()
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet(f"color: {theme.ERROR};")
+        note = QtWidgets.QLabel("The script runs unmodified, one rank per device with torchrun's variables; "
+                                "its output goes to the Log tab and the run to the history.")
+        note.setWordWrap(True)
+        self.buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        self.watch_button = self.buttons.addButton("Watch", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(self.problem)
+        layout.addWidget(self.buttons)
+        for edit in (self.script, self.args, self.devices):
+            edit.textChanged.connect(self.check)
+        self.steps.valueChanged.connect(self.check)
+        self.check()
+
+    def browse(self) -> None:
+        current = self.script.text().strip()
+        start = os.path.dirname(current) if current else str(ROOT / "examples")
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Watch a script", start,
+                                                        "Python script (*.py);;All files (*)")
+        if path:
+            self.script.setText(path)
+
+    def config(self) -> ExperimentConfig:
+        """The run the fields describe (raises ValueError for arguments a shell could not split)."""
+        script = self.script.text().strip()
+        args = shlex.join(shlex.split(self.args.text()))
+        return ExperimentConfig(strategy="script", script=os.path.abspath(script) if script else None,
+                                script_args=args or None, script_cwd=os.path.dirname(os.path.abspath(script))
+                                if script else None, devices=self.devices.text().strip() or "cpu:2",
+                                steps=self.steps.value(), warmup=min(1, max(0, self.steps.value() - 1))
+                                if self.steps.value() else 1)
+
+    def problems(self) -> list[str]:
+        try:
+            config = self.config()
+        except ValueError as exc:   # shlex: an unclosed quote
+            return [f"arguments: {exc}"]
+        found = [f"{FIELD_OF.get(p.option, p.option)}: {p.message}" for p in problems(config)]
+        try:
+            placed = devices_mod.parse(config.devices, 2, gpus=0)
+        except devices_mod.DeviceError as exc:
+            return found + [f"devices: {exc}"]
+        return found + [f"devices: {p.message}" for p in STRATEGIES["script"].check(config, placed, 0)]
+
+    def check(self) -> None:
+        found = self.problems()
+        self.problem.setText("\n".join(found))
+        self.problem.setVisible(bool(found))
+        self.watch_button.setEnabled(not found)

@@ -1,0 +1,57 @@
+"""script: the user's own training script, unmodified, on each device as torchrun would start it.
+
+The script spreads its training itself (DDP, FSDP2, a pipeline, ...): each rank runs it under
+engine/watch/bootstrap.py, which times its steps from torch's hooks (engine/watch/instruments.py)
+and reports them as any rank does, so the worker, the store, the app and the exports take a watched
+script like any run. It builds no model of ours: the model options are not read, and ``build`` is
+never called. ``steps`` is the most it may run (0: until the script ends).
+"""
+from __future__ import annotations
+
+import os
+
+from engine.problems import Problem
+from engine.strategies.strategy import Strategy
+
+UNTIL_THE_END = 0   # config.steps for a script: no limit
+
+
+class Script(Strategy):
+    name = "script"
+    description = ("Your own training script, unmodified: one rank per device, started as torchrun starts them, "
+                   "timed from torch's hooks (main.py watch).")
+    rank_module = "engine.watch.bootstrap"
+    builds_model = False
+    in_picker = False   # the app starts one from File > Watch a script…, which asks for the script
+    # A script's collectives are its own: their order on each rank is not known to match the others'.
+    collectives_span_all_ranks = False
+
+    def world_size(self, config, devices) -> int:
+        return len(devices)
+
+    def option_problems(self, config) -> list[Problem]:
+        found = super().option_problems(config)
+        if config.profile_steps:
+            found.append(Problem("profile_steps", "a watched script is not profiled (run it under torch.profiler "
+                                                  "yourself)"))
+        if config.nodes:
+            found.append(Problem("nodes", "a watched script runs on this machine (node agents run no scripts)"))
+        if config.script_cwd and not os.path.isdir(config.script_cwd):
+            found.append(Problem("script_cwd", f"no such folder: {config.script_cwd}"))
+        if not config.script:
+            return found + [Problem("script", "give the training script to run (--script PATH)")]
+        if not os.path.isfile(config.script):
+            return found + [Problem("script", f"no such file: {config.script}")]
+        try:
+            with open(config.script, "rb") as f:
+                compile(f.read(), config.script, "exec")
+        except SyntaxError as exc:
+            found.append(Problem("script", f"{exc.filename}, line {exc.lineno}: {exc.msg}: "
+                                           f"{(exc.text or '').strip()}"))
+        return found
+
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        if any(d.kind != "cpu" for d in devices):   # a GPU's work needs CUDA events, which the instruments lack
+            return [Problem("devices", "a watched script runs on CPU virtual devices for now (cpu:N), got "
+                                       + ", ".join(d.name for d in devices))]
+        return []

@@ -1,0 +1,58 @@
+"""Fully sharded data-parallel training (FSDP2, ``fully_shard``), as one writes it for torchrun:
+
+    torchrun --nproc-per-node 2 examples/fsdp_train.py --steps 20
+
+Each rank keeps a shard of every layer's parameters, gathers a layer's whole parameters just before
+its forward and backward, and reduce-scatters its gradients after. Nothing of Splitscope's in it;
+``python main.py watch --devices cpu:2 -- examples/fsdp_train.py`` runs it unmodified and shows the
+all-gathers and reduce-scatters as each device's communication.
+"""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--depth", type=int, default=4)
+    args = parser.parse_args()
+
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    torch.manual_seed(0)
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU()) for _ in range(args.depth)),
+                          nn.Linear(args.width, 10)).to(device)
+    for block in model[:-1]:   # one all-gather per block, so the next block's can overlap this one's compute
+        fully_shard(block)
+    fully_shard(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = torch.Generator().manual_seed(1 + rank)   # each rank its own samples
+    loss = None
+    for _ in range(args.steps):
+        inputs = torch.randn(args.batch_size, args.width, generator=data).to(device)
+        targets = torch.randint(0, 10, (args.batch_size,), generator=data).to(device)
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    if loss is not None:
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        if rank == 0:
+            print(f"final loss {mean.item() / world:.9f} (pid {os.getpid()})")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""What torch's hooks cannot know about a watched script's step, said by the script itself; a no-op when the
+script is not watched (``python main.py watch -- SCRIPT.py``), and importable without Qt or torch.
+
+    from splitscope import watch
+
+    for batch in loader:
+        with watch.phase("data"):                 # time this block as the step's data
+            inputs, targets = prepare(batch)
+        loss = step(inputs, targets)
+        watch.step(samples=len(batch["ids"]), loss=loss.item())   # where the hooks would count otherwise
+
+The watch counts a step's samples from the first dimension of the first tensor its outermost module call
+gets, and its loss from the scalar given to backward (engine/watch/instruments.py); ``step`` overrides
+either for the step under way. ``phase`` times a block as one of the timeline's kinds (``KINDS``); a
+script that times its own ``data`` replaces the watch's guess (the time from a step's end to its first
+forward).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+KINDS = ("data", "forward", "backward", "transfer", "communication", "wait", "optimizer")
+
+# Set by the watched rank's bootstrap (engine/watch/bootstrap.py) before the script's first line: the
+# instruments that time its steps. None: not watched, and every call here does nothing.
+_instruments = None
+
+
+def watched() -> bool:
+    """Whether this process is a rank of a watch."""
+    return _instruments is not None
+
+
+def step(samples: int | None = None, loss: float | None = None) -> None:
+    """The step under way has ``samples`` samples and this ``loss`` (either may be left out)."""
+    if samples is not None and (not isinstance(samples, int) or samples < 0):
+        raise ValueError(f"watch.step: samples must be a whole number of at least 0, got {samples!r}")
+    if _instruments is not None:
+        _instruments.declare(samples=samples, loss=None if loss is None else float(loss))
+
+
+@contextlib.contextmanager
+def phase(kind: str):
+    """Time the block as ``kind`` on this device's timeline (one of ``KINDS``)."""
+    if kind not in KINDS:
+        raise ValueError(f"watch.phase: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if _instruments is None:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _instruments.declare_phase(kind, start, time.perf_counter())
