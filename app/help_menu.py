@@ -31,10 +31,11 @@ def package_version(name: str) -> str | None:
 
 
 def splitscope_version() -> str:
+    """The checkout's pyproject.toml, else the installed package's (``pip install .``)."""
     try:
         return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return "unknown"
+        return package_version("splitscope") or "unknown"
 
 
 def torch_build() -> str | None:

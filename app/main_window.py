@@ -94,8 +94,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.controls = RunControls(
             self, dict(runs=self.runs, experiments=self.experiments, plans=self.plans, what_if=self.what_if,
                        closing=self.closing),
-            dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment, split=self.split_view,
-                 what_if_rows=self.plan_view.what_if, run_box=self.run_box))
+            dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment,
+                 split=self.split_view, what_if_rows=self.plan_view.what_if, run_box=self.run_box))
         self.exporter = ReportExporter(self, self.db_path, self.export_target)
         self.help = HelpMenu(self)
         self.store_flow = StoreFlow(self, self.center.error_panel, store_notice)

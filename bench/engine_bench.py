@@ -102,9 +102,9 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
     """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.plan.what_if: the median
     step's), then run; ``rounds`` alternating rounds (a base run, then every setting), and per setting the
-    median prediction against the median of the runs' median steps: one run of a setting differs from the next by up to 20 % on this
-    machine, as much as the errors looked for. Each row keeps every round's error, the runs' own spreads, and
-    the error without the base's measured split-backward cost (``split_backward_extra_s``,
+    median prediction against the median of the runs' median steps: one run of a setting differs from the
+    next by up to 20 % on this machine, as much as the errors looked for. Each row keeps every round's error,
+    the runs' own spreads, and the error without the base's measured split-backward cost (``split_backward_extra_s``,
     engine/strategies/split_backward_probe.py), which only the zero-bubble schedules' predictions use."""
     from engine.store import Store
     from engine.plan.what_if import predict

@@ -9,6 +9,7 @@ all-gathers and reduce-scatters as each device's communication.
 """
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -38,19 +39,23 @@ def main():
     fully_shard(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = torch.Generator().manual_seed(1 + rank)   # each rank its own samples
-    loss = None
-    for _ in range(args.steps):
+    loss, timed_from, timed = None, None, 0
+    for step in range(args.steps):
+        if step == min(2, args.steps - 1):   # the steps after the first two: caches warm
+            timed_from = time.perf_counter()
         inputs = torch.randn(args.batch_size, args.width, generator=data).to(device)
         targets = torch.randint(0, 10, (args.batch_size,), generator=data).to(device)
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(inputs), targets)
         loss.backward()
         optimizer.step()
+        timed += timed_from is not None
     if loss is not None:
         mean = loss.detach().clone()
         dist.all_reduce(mean)
         if rank == 0:
-            print(f"final loss {mean.item() / world:.9f} (pid {os.getpid()})")
+            print(f"final loss {mean.item() / world:.9f} (pid {os.getpid()}); "
+                  f"{1e3 * (time.perf_counter() - timed_from) / timed:.2f} ms per step")
     dist.destroy_process_group()
 
 

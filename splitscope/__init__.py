@@ -1,5 +1,4 @@
-"""Splitscope's importable side for a user's own script: ``from splitscope import watch`` (splitscope/watch.py).
-
-The app and the command line live in app/ and engine/ (``python main.py``); this package holds only what a
-training script may import, and imports neither Qt nor torch.
+"""Splitscope as installed (``pip install .``): the ``splitscope`` command (splitscope/command.py, the same as
+``python main.py``) and what a user's own training script may import, ``from splitscope import watch``
+(splitscope/watch.py: neither torch nor Qt). The app and the engine are the app/ and engine/ packages.
 """

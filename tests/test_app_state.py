@@ -90,7 +90,7 @@ def test_the_window_finds_its_style_sheet_icon_and_planner():
 
     from app.services import forked_process
     from app.views import theme
-    assert theme.style_sheet()  # "" when resources/style.qss is not where the theme looks
+    assert theme.style_sheet()  # "" when app/resources/style.qss is not where the theme looks
     assert Path(theme.icon_path("splitscope.svg")).is_file()
     assert (forked_process.ROOT / "app" / "services" / "planner_service.py").is_file()
 

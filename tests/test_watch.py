@@ -97,7 +97,7 @@ def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_ever
     assert list(by_device(summary)) == ["cpu:0", "cpu:1"]
     for t in summary["time_by_kind"]:
         assert {"forward", "backward", "communication", "optimizer"} <= set(t["by_kind"]), t
-        assert 0 < t["by_kind"]["communication"] < t["step_s"]
+        assert t["by_kind"]["communication"] > 0   # summed: prefetched all-gathers overlap each other
 
 
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")

@@ -22,7 +22,7 @@ import traceback
 
 from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
-from engine.environment import RankEnvironment
+from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
 from engine.run.rank import EventChannel, describe_exception, die_with_worker, own_device, pin
 
@@ -47,7 +47,8 @@ def main() -> int:
     if spare:
         from engine.watch.loader_cores import place_loader_workers
         place_loader_workers(set(spare))
-    instruments.install()
+    if variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0":   # "0": untimed, for bench/watch_bench.py only
+        instruments.install()
     import splitscope.watch   # what the script says of its steps (watch.step, watch.phase) reaches them
     splitscope.watch._instruments = instruments
     script = config.script
