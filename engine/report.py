@@ -7,6 +7,7 @@ import time
 from engine.devices import gpu_label
 from engine.record import time_by_kind
 from engine.results import ExperimentResult, RunSummary
+from engine.rules import model_label
 
 
 def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
@@ -88,7 +89,7 @@ def runs_table(runs) -> str:
         cfg = r.config
         lines.append(
             f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<11} "
-            f"{cfg.strategy:<15} {cfg.model:<14} {cfg.devices:<12} "
+            f"{cfg.strategy:<15} {model_label(cfg):<14} {cfg.devices:<12} "
             f"{_fmt(st * 1000 if st else None, '.1f'):>8} {_fmt(tp, '.0f'):>10}")
     return "\n".join(lines)
 

@@ -27,6 +27,15 @@ def effective_stages_per_device(config: ExperimentConfig) -> int:
     return known.stages_per_device(config) if known else 1
 
 
+def model_label(config: ExperimentConfig) -> str:
+    """What the run trains, in a word: the model's name, "custom" for a model file, a watched script's file
+    name (the summary's ``model``, the runs table's column)."""
+    known = strategies.STRATEGIES.get(config.strategy)
+    if known is not None and not known.builds_model:
+        return (config.script or "").rsplit("/", 1)[-1]
+    return config.model if not config.model_file else models.CUSTOM
+
+
 def problems(config: ExperimentConfig) -> list[Problem]:
     """What is wrong with the config on its own (no model built, no torch)."""
     found: list[Problem] = []

@@ -66,6 +66,15 @@ def test_a_watched_script_trains_exactly_as_under_torchrun_and_is_stored_as_a_ru
         assert record.config.script == str(EXAMPLE) and record.config.script_args == " ".join(args)
         assert [s.samples for s in store.steps(record.id)] == [64] * 4   # 32 per rank, from the model's calls
         assert {row[2] for row in store.timeline(record.id)} >= {"forward", "backward", "data"}
+    # `runs` and `export` take it as any run: its script in the model column, its timeline in the trace
+    listed = cli("runs", "--db", str(tmp_path / "runs.db"))
+    assert f"{record.id}  " in listed.stdout and " script " in listed.stdout and " ddp_train.py " in listed.stdout
+    exported = cli("export", record.id, "--format", "trace", "--out", str(tmp_path / "run.trace"), "--db",
+                   str(tmp_path / "runs.db"))
+    assert exported.returncode == 0, exported.stderr
+    trace = json.loads((tmp_path / "run.trace").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    assert {"forward", "backward", "communication", "data"} <= {e.get("name") for e in events if e.get("ph") == "X"}
 
 
 def test_a_watched_naive_split_idles_as_much_as_the_engines_own_naive_split(tmp_path):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from engine.config import ExperimentConfig
 from engine.figures import run_names
 from engine.results import RunSummary
-from engine.rules import effective_batch_size
+from engine.rules import effective_batch_size, model_label
 from engine.strategies import STRATEGIES
 
 # Config keys that have a column of their own (model_file, width and depth are the model's).
@@ -23,7 +23,11 @@ NAMES = {"warmup": "warm-up"}
 
 
 def model_text(config: ExperimentConfig) -> str:
-    """"mlp 64×4", "resnet18" or "file: my_model.py"."""
+    """"mlp 64×4", "resnet18", "file: my_model.py" or "script: train.py --epochs 1" (a watched script, with
+    its arguments)."""
+    strategy = STRATEGIES.get(config.strategy)
+    if strategy is not None and not strategy.builds_model:
+        return " ".join(filter(None, ["script:", model_label(config), config.script_args]))
     if config.model_file:
         return "file: " + config.model_file.rsplit("/", 1)[-1]
     return f"{config.model} {config.width}×{config.depth}" if config.model == "mlp" else config.model
@@ -55,7 +59,8 @@ def schedule_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
 def batch_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     if summary is not None and summary.batch_size:
         return str(summary.batch_size)
-    return str(effective_batch_size(config))
+    strategy = STRATEGIES.get(config.strategy)
+    return str(effective_batch_size(config)) if strategy is None or strategy.builds_model else "—"
 
 
 def differing(configs: list[ExperimentConfig]) -> list[str]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 import statistics
 
 from engine.config import ExperimentConfig
@@ -11,6 +10,7 @@ from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
+from engine.rules import model_label
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 
 
@@ -242,12 +242,12 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
     pipelined = STRATEGIES[config.strategy].uses_micro_batches
-    ours = STRATEGIES[config.strategy].builds_model   # else a script of the user's: its file, its own batches
+    ours = STRATEGIES[config.strategy].builds_model   # else a script of the user's: its own batches
     return RunSummary(
         run_id=run_id,
         status=status,
         strategy=config.strategy,
-        model=(config.model if not config.model_file else "custom") if ours else os.path.basename(config.script or ""),
+        model=model_label(config),
         devices=devices,
         split=list(split) if split else None,
         micro_batches=micro_batches if pipelined else None,
