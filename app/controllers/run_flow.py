@@ -155,8 +155,11 @@ class RunFlow(QtCore.QObject):
         w = self.window
         progress = self.center.current_run()
         starting = run_status.starting_text(progress, self.first_run)
-        steps = min(progress.steps_done, progress.steps_total)
-        self.run_box.show_progress(steps, progress.steps_total, starting or "step %v / %m")
+        if progress.steps_total:
+            steps = min(progress.steps_done, progress.steps_total)
+            self.run_box.show_progress(steps, progress.steps_total, starting or "step %v / %m")
+        else:   # a watched script that ends by itself: a busy bar and the count
+            self.run_box.show_progress(0, 0, starting or f"step {progress.steps_done}")
         left = run_status.time_left_text(progress)
         if left is not None:
             self.run_box.show_time_left(left)

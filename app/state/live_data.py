@@ -223,6 +223,10 @@ class RunProgress:
                 communication_figure(devices, [self.communication.get(d) for d in devices]))
 
     def time_left_s(self) -> float | None:
+        """Seconds left at the mean step so far; None before a step, or for a run with no set end (a watched
+        script that ends by itself: steps_total 0)."""
+        if not self.steps_total:
+            return None
         if not self.step_times or self.steps_total <= self.steps_done:
             return None if self.steps_total > self.steps_done else 0.0
         mean = sum(self.step_times) / len(self.step_times)

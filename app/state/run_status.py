@@ -77,8 +77,9 @@ def running_text(progress: RunProgress) -> str | None:
     mean = sum(progress.step_times) / len(progress.step_times) if progress.step_times else 0.0
     bubble = progress.measured_bubble()
     extra = f" · bubble {100 * bubble:.0f}%" if bubble is not None else ""
+    of = f"/{progress.steps_total}" if progress.steps_total else ""   # 0: a watched script ends by itself
     return (f"Running {progress.config.strategy} on {', '.join(progress.devices)} · step "
-            f"{progress.steps_done}/{progress.steps_total} · {mean * 1000:.1f} ms/step{extra}")
+            f"{progress.steps_done}{of} · {mean * 1000:.1f} ms/step{extra}")
 
 
 def time_left_text(progress: RunProgress) -> str | None:
@@ -104,7 +105,8 @@ def finished_text(result: RunResult, progress: RunProgress, took_s: float) -> st
             parts.append(f"bubble {100 * summary.bubble.measured:.0f}%")
         return " · ".join(parts)
     if result.status == "stopped":
-        return f"Stopped after {progress.steps_done} of {progress.steps_total} steps"
+        of = f" of {progress.steps_total}" if progress.steps_total else ""   # 0: a watched script's own end
+        return f"Stopped after {progress.steps_done}{of} steps"
     return f"Failed: {result.error or 'the run failed'}"
 
 

@@ -63,6 +63,9 @@ class RunBox(QtWidgets.QFrame):
 
     def end_progress(self, text: str | None, complete: bool) -> None:
         """The work ended: the bar full when it completed; ``text`` replaces the label (None keeps it)."""
+        if self.progress_bar.maximum() == 0:   # a busy bar (a watched script's open end) stops moving
+            self.progress_bar.setRange(0, 1)
+            self.progress_bar.setValue(0)
         if complete:
             self.progress_bar.setValue(self.progress_bar.maximum())
         if text is not None:

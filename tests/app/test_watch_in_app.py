@@ -54,6 +54,8 @@ def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_
         action.trigger()
         qtbot.waitUntil(lambda: not action.isEnabled() and not window.run_action.isEnabled(), timeout=10_000)
         wait_steps(qtbot, window, 2)
+        assert window.progress_bar.maximum() == 0 and "step " in window.progress_bar.format()
+        assert "/0 ·" not in window.status_label.text()   # not "step 2/0"
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.strategy == "script" and info.summary.model == "ddp_train.py"
@@ -63,4 +65,7 @@ def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_
     assert {"forward", "backward", "communication", "data"} <= {r[2] for r in plots.timeline.rows}
     assert "final loss" in window.log_view.toPlainText()
     assert window.history.run_ids()[0] == info.run_id and action.isEnabled()
+    # a script that ends by itself: no count to reach, no time left guessed; the bar stops full
+    assert window.progress_bar.maximum() == window.progress_bar.value() == 1 and window.run_box.time_left.text() == ""
+    assert window.status_label.text().startswith("Finished 30 steps")
     assert window.runs.last_watch["script"] == str(EXAMPLE)   # the dialog opens with it next time
