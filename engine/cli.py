@@ -120,8 +120,8 @@ def _dispatch(args, parser) -> int:
         from engine.nodes.command import cmd_node
         return cmd_node(args)
     if args.command == "watch":   # run's short way for --strategy script
-        from engine.watch.command import watch_config
-        config, _ = validate_or_report(lambda: watch_config(args))
+        from engine.watch.command import NAMES, watch_config
+        config, _ = validate_or_report(lambda: watch_config(args), NAMES)
         if config is None or not store_usable(args.db):
             return EXIT_INVALID
         return cmd_run_validated(config, args)
@@ -134,19 +134,23 @@ def _dispatch(args, parser) -> int:
 
 
 # ---- run ------------------------------------------------------------------------
-def validate_or_report(config_factory) -> tuple[ExperimentConfig | None, object]:
-    """The checked config and its plan, or None after printing every problem (exit 2)."""
+def validate_or_report(config_factory, names: dict[str, str] | None = None) -> tuple[ExperimentConfig | None, object]:
+    """The checked config and its plan, or None after printing every problem (exit 2). ``names``: how this
+    command names an option where it is not `run`'s flag (watch's SCRIPT)."""
     from engine.run.validate import check_all
+
+    def said(p) -> str:
+        return f"{names[p.option]}: {p.message}" if names and p.option in names else str(p)
     try:
         config, tokens = config_factory()
     except ConfigError as exc:
         for p in exc.problems:
-            print(f"error: {p}", file=sys.stderr)
+            print(f"error: {said(p)}", file=sys.stderr)
         return None, None
     (checked,) = check_all([(config, tokens)])
     if checked.problems:
         for p in checked.problems:
-            print(f"error: {p}", file=sys.stderr)
+            print(f"error: {said(p)}", file=sys.stderr)
         return None, None
     for w in checked.plan.warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -64,8 +64,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     ours = known is None or known.builds_model   # else the user's own script runs (engine/strategies/script.py)
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
         value = getattr(config, name)
-        if name == "steps" and value == 0 and not ours:
-            continue   # a script's steps are the most it may run: 0 lets it end by itself
+        if name == "steps" and value <= 0 and not ours:
+            continue   # a script's steps are the most it may run, 0 until it ends: its strategy says
         if not 1 <= value <= most:
             add(name, f"must be from 1 to {most}, got {value}")
     if config.image_size is not None:

@@ -11,16 +11,16 @@ script is not watched (``python main.py watch -- SCRIPT.py``), and importable wi
 
 The watch counts a step's samples from the first dimension of the first tensor its outermost module call
 gets, and its loss from the scalar given to backward (engine/watch/instruments.py); ``step`` overrides
-either for the step under way. ``phase`` times a block as one of the timeline's kinds (``KINDS``); a
-script that times its own ``data`` replaces the watch's guess (the time from a step's end to its first
-forward).
+either for the step under way. ``phase`` times a block as ``data`` or ``transfer`` (``KINDS``: forward,
+backward, communication and the optimizer the hooks time already); a script that times its own ``data``
+replaces the watch's guess (the time from a step's end to its first forward).
 """
 from __future__ import annotations
 
 import contextlib
 import time
 
-KINDS = ("data", "forward", "backward", "transfer", "communication", "wait", "optimizer")
+KINDS = ("data", "transfer")   # what the hooks cannot see; the others they time themselves (a second would double)
 
 # Set by the watched rank's bootstrap (engine/watch/bootstrap.py) before the script's first line: the
 # instruments that time its steps. None: not watched, and every call here does nothing.

@@ -17,7 +17,7 @@ import pytest
 from engine.devices import cpu_devices, usable_cores
 from engine.store import Store
 from helpers import cli
-from procs import ROOT
+from procs import ROOT, wait_for_no_tagged
 
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 PIPELINE = ROOT / "examples" / "pipeline_train.py"
@@ -95,6 +95,9 @@ def test_a_watched_naive_split_idles_as_much_as_the_engines_own_naive_split(tmp_
         assert "wait" in t["by_kind"] and 0.15 < t["idle_s"] / t["step_s"] < 0.85, t
     assert abs(watched["bubble"]["measured"] - engine["bubble"]["measured"]) < 0.05, (watched["bubble"],
                                                                                        engine["bubble"])
+    with Store(tmp_path / "runs.db") as store:   # the first stage's inputs, not the second's activations too
+        # (the first step, a warm-up one, also counts torch's first call that finds the stages' shapes)
+        assert [s.samples for s in store.steps(watched["run_id"])][1:] == [1024] * 5
 
 
 def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_every_device(tmp_path):
@@ -104,6 +107,8 @@ def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_ever
                           "128", "--depth", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(by_device(summary)) == ["cpu:0", "cpu:1"]
+    # each rank's own loss, averaged (as the script's own all-reduce averages them), not summed
+    assert summary["loss"]["last"] == pytest.approx(float(final_loss(proc.stderr)), rel=1e-5)
     for t in summary["time_by_kind"]:
         assert {"forward", "backward", "communication", "optimizer"} <= set(t["by_kind"]), t
         assert t["by_kind"]["communication"] > 0   # summed: prefetched all-gathers overlap each other
@@ -222,12 +227,14 @@ def test_stop_mid_run_ends_every_rank_and_its_loader_workers(tmp_path):
     session.stop()
     result = session.wait(60)
     assert result is not None and result.status == "stopped"
+    # the rank's group and its loader's worker end with it, before torch's own check of a worker's parent (5 s)
+    assert wait_for_no_tagged(timeout=3.0) == []
     with Store(tmp_path / "runs.db") as store:
         assert len(store.steps(result.run_id)) >= 3
 
 
 @pytest.mark.parametrize("options, script, says", [
-    ([], "missing.py", "--script: no such file:"),
+    ([], "missing.py", "error: SCRIPT: no such file:"),
     ([], "{bad}", "line 2: invalid syntax: def main(:"),
     (["--steps", "0"], str(EXAMPLE), "--steps: must be at least 1, got 0"),
 ])
@@ -244,11 +251,12 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, options, script, 
 @pytest.mark.parametrize("words, devices, says", [
     (["--standalone", "--nproc-per-node", "1", "--master_port", "29512", "{script}", "--steps", "4"], "cpu:1", None),
     (["--nnodes", "1", "--rdzv-endpoint", "localhost:29400", "{script}"], "cpu:2", None),
-    (["--nnodes", "2", "{script}"], None, "torchrun --nnodes 2: watch -- torchrun runs on this machine"),
-    (["--nproc-per-node", "gpu", "{script}"], None, "torchrun --nproc-per-node: a number of ranks"),
-    (["--max-restarts", "3", "{script}"], None, "torchrun --max-restarts 3: a watch does not restart"),
-    (["-m", "train"], None, "torchrun -m/--no-python: watch runs a Python script file"),
-    (["--log-dir", "logs", "{script}"], None, "torchrun: unrecognized arguments: --log-dir"),
+    (["--nnodes", "2", "{script}"], None, "--nnodes 2: watch -- torchrun runs on this machine"),
+    (["--nproc-per-node", "gpu", "{script}"], None, "--nproc-per-node: a number of ranks"),
+    (["--max-restarts", "3", "{script}"], None, "--max-restarts 3: a watch does not restart"),
+    (["-m", "train"], None, "-m/--no-python: watch runs a Python script file"),
+    (["--log-dir", "logs", "{script}"], None, "unrecognized arguments: --log-dir"),
+    (["--node-rank", "1", "{script}"], None, "--node-rank 1: watch -- torchrun runs on this machine"),
 ])
 def test_torchruns_command_line_is_read_for_what_it_means_to_a_watch(words, devices, says):
     """`watch -- torchrun [options] SCRIPT [ARGS]`: --nproc-per-node gives the devices, the one-machine options
@@ -280,8 +288,46 @@ def test_the_scripts_own_api_does_nothing_unwatched_and_imports_neither_torch_no
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
     from splitscope import watch
-    with pytest.raises(ValueError, match="kind must be one of data, forward"):
-        with watch.phase("loading"):
+    with pytest.raises(ValueError, match="kind must be one of data, transfer, got 'forward'"):
+        with watch.phase("forward"):   # the hooks time it: a second interval would count it twice
             pass
     with pytest.raises(ValueError, match="samples must be a whole number"):
         watch.step(samples=-1)
+
+
+@pytest.mark.quick
+def test_a_parameterless_module_before_the_model_is_input_work_not_the_forward():
+    """torchvision's transforms are modules without parameters, called in the rank's own DataLoader before the
+    model: neither the step's forward nor the module whose inputs count the samples."""
+    import torch
+
+    from engine.watch.instruments import Instruments
+    reports = []
+    instruments = Instruments("cpu:0", reports.append)
+    instruments.install()
+    try:
+        transform, model = torch.nn.Flatten(0), torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            batch = torch.stack([transform(torch.ones(2, 2)) for _ in range(5)])   # 5 samples of 4 features
+            model(batch).sum().backward()
+            optimizer.step()
+    finally:
+        instruments.uninstall()
+    assert [r.samples for r in reports] == [5, 5]
+    assert [kind for kind, *_ in reports[1].intervals["cpu:0"]].count("forward") == 1
+
+
+@pytest.mark.quick
+def test_a_script_config_refuses_what_it_cannot_run_naming_the_option():
+    from engine.config import ExperimentConfig
+    from engine.rules import problems
+    script = ExperimentConfig(strategy="script", script=str(EXAMPLE))
+    assert problems(script) == [] and problems(script.replace(steps=0)) == []
+    said = {p.option: p.message for p in problems(script.replace(script_args="--name 'unclosed", batch_size=64,
+                                                                 dtype="bfloat16", steps=-1))}
+    assert said["script_args"].startswith("cannot be split as a shell would")
+    assert said["batch_size"] == said["dtype"] == ("applies to the engine's own model, not a watched script (give "
+                                                   "it to the script)")
+    assert said["steps"] == "must be 0 (until the script ends) or more, got -1"
+    assert {p.option for p in problems(ExperimentConfig(script=str(EXAMPLE)))} == {"script"}   # not for ddp & co

@@ -86,8 +86,8 @@ class Prediction:
 def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
                  split_extra: list[float] | None = None, incurred: list[float] | None = None
                  ) -> list[DeviceTimes] | None:
-    """Per device (in stage order), the per-micro-batch forward and backward and per-step optimizer time of the
-    median measured step among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
+    """Per device (in stage order), the per-micro-batch forward and backward and per-step optimizer time: each
+    kind's median over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
     device, what splitting a micro-batch's backward on its stages adds; ``incurred``: the part of it the run's
     own split backwards spent (taken out of the backward it timed); both None: nothing."""
     per_step: dict[tuple[str, str], dict[int, float]] = {}
@@ -102,8 +102,8 @@ def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
         return None
 
     def mean(device: str, kind: str) -> float:
-        # the median step's: a step that load slowed (on a shared machine, up to twice the others) moves a
-        # mean over a dozen steps by several per cent, and with it every prediction
+        # the kind's median over the steps: a step that load slowed (on a shared machine, up to twice the
+        # others) moves a mean over a dozen steps by several per cent, and with it every prediction
         values = per_step.get((device, kind), {})
         return statistics.median(values.get(s, 0.0) for s in steps)
     out = []
@@ -241,7 +241,7 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
     [] for a run these do not describe (``unpredictable``). Without ``multi_stage``, GPipe and 1F1B only, from a
     run of either: their lists need no torch, the multi-stage schedules' come from torch's classes. The fit
     reproduces the median of ``step_times`` (the measured steps'), or without them the run's mean step: the
-    predictions are of a step that load did not slow, as the device times are the median step's."""
+    predictions are of a step that load did not slow, as each kind's device time is its median over the steps."""
     if unpredictable(summary):
         return []
     # the naive split (model-parallel) is GPipe with one micro-batch

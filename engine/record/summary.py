@@ -167,10 +167,14 @@ class StepMerger:
     different moments (a pipeline's later stage starts waiting early).
     """
 
-    def __init__(self, world_size: int, device_names: list[str], origin: float, pair_collectives: bool = True):
+    def __init__(self, world_size: int, device_names: list[str], origin: float, pair_collectives: bool = True,
+                 loss_parts: bool = True):
         """``pair_collectives``: every collective takes every rank, so the k-th of each rank's is one
-        (separate_collective_waits); off where they run in subgroups (fsdp+tp's 2-D mesh)."""
+        (separate_collective_waits); off where they run in subgroups (fsdp+tp's 2-D mesh). ``loss_parts``: each
+        rank reports its share of the step's loss (our ranks), summed; off, each reports the loss it saw (a
+        watched script's: its own batch's mean, or a pipeline's last stage's), averaged."""
         self.pair_collectives = pair_collectives
+        self.loss_parts = loss_parts
         self.world_size = world_size
         self.device_names = device_names
         self.origin = origin
@@ -216,7 +220,7 @@ class StepMerger:
             time_s=time_s,
             samples=samples,
             throughput=samples / time_s,
-            loss=sum(losses) if losses else None,
+            loss=(sum(losses) if self.loss_parts else sum(losses) / len(losses)) if losses else None,
             busy=busy,
             work=work,
             intervals={d: [[k, t0 - self.origin, t1 - self.origin] for k, t0, t1 in sorted(v, key=lambda s: s[1])]

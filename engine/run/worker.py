@@ -68,7 +68,8 @@ class Worker:
         self.theory_text = theory_formula(config.schedule, len(self.device_names), effective_micro_batches(config),
                                           effective_stages_per_device(config))
         self.merger = StepMerger(self.world, self.device_names, origin,
-                                 pair_collectives=strategies.get(config.strategy).collectives_span_all_ranks)
+                                 pair_collectives=self.strategy.collectives_span_all_ranks,
+                                 loss_parts=self.strategy.builds_model)
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
         self.plan = None         # the schedule's action list per rank (rank 0 says it when ready)

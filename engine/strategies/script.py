@@ -9,7 +9,9 @@ never called. ``steps`` is the most it may run (0: until the script ends).
 from __future__ import annotations
 
 import os
+import shlex
 
+from engine.config import ExperimentConfig
 from engine.problems import Problem
 from engine.strategies.strategy import Strategy
 
@@ -36,6 +38,17 @@ class Script(Strategy):
                                                   "yourself)"))
         if config.nodes:
             found.append(Problem("nodes", "a watched script runs on this machine (node agents run no scripts)"))
+        if config.steps < 0:
+            found.append(Problem("steps", f"must be 0 (until the script ends) or more, got {config.steps}"))
+        # the options of our own model and loop, which a script does not read, where given (not their defaults)
+        default = ExperimentConfig()
+        found += [Problem(name, "applies to the engine's own model, not a watched script (give it to the script)")
+                  for name in ("batch_size", "lr", "model_file", "dtype", "optimizer")
+                  if getattr(config, name) != getattr(default, name)]
+        try:
+            shlex.split(config.script_args or "")
+        except ValueError as exc:
+            found.append(Problem("script_args", f"cannot be split as a shell would: {exc}"))
         if config.script_cwd and not os.path.isdir(config.script_cwd):
             found.append(Problem("script_cwd", f"no such folder: {config.script_cwd}"))
         if not config.script:

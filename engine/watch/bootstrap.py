@@ -17,6 +17,7 @@ import json
 import os
 import runpy
 import shlex
+import signal
 import sys
 import traceback
 
@@ -29,8 +30,24 @@ from engine.run.rank import EventChannel, describe_exception, die_with_worker, o
 STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
 
+def end_with_everything_started() -> None:
+    """This rank and whatever the script starts (mp.spawn, a server, a loader's workers) are one process group,
+    ended whole when the worker ends the rank (SIGTERM; its SIGKILL after the grace period leaves the loader's
+    workers to their parent-death signal, engine/watch/loader_cores.py)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:   # already a group's (or a session's) leader: its group is its own
+        pass
+
+    def end_group(_signum, _frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.killpg(0, signal.SIGKILL)
+    signal.signal(signal.SIGTERM, end_group)
+
+
 def main() -> int:
     die_with_worker()
+    end_with_everything_started()
     env = RankEnvironment.read()
     channel = EventChannel(env.event_fd)
     config = ExperimentConfig.from_json(env.config_json)
@@ -42,22 +59,28 @@ def main() -> int:
     import torch
     torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
     from engine.watch.instruments import Instruments, WatchEnded
-    instruments = Instruments(own.name, channel.emit, config.steps or None)
-    channel.emit(Ready(os.getpid()))
-    if spare:
-        from engine.watch.loader_cores import place_loader_workers
-        place_loader_workers(set(spare))
-    if variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0":   # "0": untimed, for bench/watch_bench.py only
+    from engine.watch.loader_cores import place_loader_workers
+    timed = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0"   # "0": untimed, for bench/watch_bench.py only
+    # Ready at the script's first forward: its start-up (imports, datasets, the rendezvous) has the worker's
+    # start-up allowance, not the hang timeout of a step.
+    def ready() -> None:
+        channel.emit(Ready(os.getpid()))
+    instruments = Instruments(own.name, channel.emit, config.steps or None, on_training=ready if timed else None)
+    if not timed:
+        ready()
+    place_loader_workers(set(spare) or None)
+    if timed:
         instruments.install()
     import splitscope.watch   # what the script says of its steps (watch.step, watch.phase) reaches them
     splitscope.watch._instruments = instruments
     script = config.script
-    sys.argv = [script, *shlex.split(config.script_args or "")]
-    os.chdir(config.script_cwd or os.path.dirname(script))
-    sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
     try:
+        sys.argv = [script, *shlex.split(config.script_args or "")]
+        os.chdir(config.script_cwd or os.path.dirname(script))
+        sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
         runpy.run_path(script, run_name="__main__")
     except WatchEnded:
+        instruments.training()
         channel.emit(Done())
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
@@ -67,6 +90,7 @@ def main() -> int:
     except BaseException as exc:  # the script's own error: reported with its traceback
         channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
         return 1
+    instruments.training()   # a script that never ran a forward still says it ran
     channel.emit(Done())
     return 0
 

@@ -13,6 +13,9 @@ from engine.problems import Problem
 
 WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: left out of the figures
 DEFAULT_DEVICES = "cpu:2"
+HANG_TIMEOUT_S = 600.0   # a script may evaluate or checkpoint for minutes between its optimizer steps
+# How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
+NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun"}
 
 
 def add_parser(sub) -> None:
@@ -24,8 +27,8 @@ def add_parser(sub) -> None:
                             f'--nproc-per-node, else {DEFAULT_DEVICES}); GPUs: not yet')
     watch.add_argument("--steps", type=int, default=None,
                        help="stop the script after this many optimizer steps (default: let it end)")
-    watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=120.0,
-                       help="seconds without a step before a rank is declared hung (default 120)")
+    watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
+                       help=f"seconds without a step before a rank is declared hung (default {HANG_TIMEOUT_S:g})")
     watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     watch.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     watch.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
@@ -42,7 +45,7 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     script, devices, nproc, found = args.script, args.devices, None, []
     if os.path.basename(args.script) == "torchrun":
         form, refused = torchrun_form.read(script_args)
-        found += [Problem("script", text) for text in refused]
+        found += [Problem("torchrun", text) for text in refused]
         if form is None:
             raise ConfigError(found)
         script, script_args, nproc = form.script, form.args, form.nproc_per_node

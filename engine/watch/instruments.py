@@ -50,14 +50,20 @@ class WatchEnded(BaseException):
 
 
 class Instruments:
-    def __init__(self, device: str, emit: Callable[[StepReport], None], steps: int | None = None):
+    def __init__(self, device: str, emit: Callable[[StepReport], None], steps: int | None = None,
+                 on_training: Callable[[], None] | None = None):
+        """``on_training``: called once, at the script's first forward (the worker's start-up allowance covers
+        everything before it: imports, datasets, the rendezvous)."""
         self.device = device
         self.emit = emit
         self.max_steps = steps
+        self._on_training = on_training
+        self._stages: list[int] = []       # the torch.distributed.pipelining stages this rank holds
         self.step = 0
         self._lock = threading.Lock()      # a DDP bucket completes on gloo's thread
         self._intervals: list[list] = []
         self._depth = 0                    # module calls open on the main thread
+        self._skipped: set[int] = set()    # parameterless calls let through before a step's first forward
         self._in_backward = 0
         self._forward_start: float | None = None
         self._optimizer_start: float | None = None
@@ -105,6 +111,21 @@ class Instruments:
         self._time_collectives()   # before the DDP hook takes the untimed all-reduce
         self._time_ddp_buckets()
         self._time_peer_waits()
+        self._note_pipeline_stages()
+
+    def _note_pipeline_stages(self) -> None:
+        """A pipeline's stages: only the first stage's inputs are the step's samples (a later stage's module
+        gets activations, a micro-batch each)."""
+        from torch.distributed.pipelining import stage
+        original_init = stage._PipelineStageBase.__init__
+        stages = self._stages
+
+        @functools.wraps(original_init)
+        def init(pipeline_stage, *args, **kwargs):
+            original_init(pipeline_stage, *args, **kwargs)
+            stages.append(pipeline_stage.stage_index)
+        stage._PipelineStageBase.__init__ = init
+        self._undo.append(lambda: setattr(stage._PipelineStageBase, "__init__", original_init))
 
     def _time_peer_waits(self) -> None:
         from torch.distributed.pipelining import schedules
@@ -149,6 +170,8 @@ class Instruments:
                 except RuntimeError:   # a backend without futures: timed to its return
                     pass
             end = time.perf_counter()
+            if self._step_start is None:   # before the first forward (a start-up barrier): the first step's
+                self._step_start = t0
             self._add(kind, t0, end)
             if not self._depth and not self._in_backward:   # between steps: not the input pipeline's time
                 self._waited_until = end
@@ -203,6 +226,12 @@ class Instruments:
         with self._lock:
             self._intervals.append([kind, t0, t1])
 
+    def training(self) -> None:
+        """The script trains (its first forward): ``on_training``, once."""
+        if self._on_training is not None:
+            callback, self._on_training = self._on_training, None
+            callback()
+
     # ---- what the script says (splitscope/watch.py) ------------------------------------
     def declare(self, samples: int | None = None, loss: float | None = None) -> None:
         if samples is not None:
@@ -220,10 +249,16 @@ class Instruments:
     def _before_forward(self, module, args) -> None:
         if threading.current_thread() is not threading.main_thread() or self._in_backward:
             return
+        if not self._depth and not self._forwarded and next(iter(module.parameters()), None) is None:
+            # a module without parameters before the step's model (torchvision's transforms in the rank's own
+            # DataLoader): the input pipeline's work, not a forward
+            self._skipped.add(id(module))
+            return
         self._depth += 1
         if self._depth > 1:
             return
         now = time.perf_counter()
+        self.training()
         if not self._forwarded:
             self._forwarded = True
             if self._step_start is None:
@@ -240,6 +275,9 @@ class Instruments:
 
     def _after_forward(self, module, args, output) -> None:
         if threading.current_thread() is not threading.main_thread() or self._in_backward:
+            return
+        if not self._depth and id(module) in self._skipped:
+            self._skipped.discard(id(module))
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and self._forward_start is not None:
@@ -265,8 +303,9 @@ class Instruments:
         declared, self._declared = self._declared, {}
         loss = sum(float(x) for x in losses) / len(losses) if losses else None
         start = self._step_start if self._step_start is not None else end
+        samples = self._samples if not self._stages or 0 in self._stages else 0   # a later stage's: activations
         self.emit(StepReport(self.step, start, end, {self.device: intervals}, declared.get("loss", loss),
-                             declared.get("samples", self._samples)))
+                             declared.get("samples", samples)))
         self.step += 1
         self._step_start, self._forwarded, self._samples = end, False, 0
         if self.max_steps is not None and self.step >= self.max_steps:

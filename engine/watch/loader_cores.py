@@ -1,5 +1,5 @@
-"""A watched script's DataLoader workers on the cores no device holds (engine/watch/bootstrap.py chooses them):
-each worker moves there before the script's own worker_init_fn runs. Its own module, not the bootstrap's
+"""A watched script's DataLoader workers on the cores no device holds (engine/watch/bootstrap.py chooses them),
+dying with their rank: each worker does both before the script's own worker_init_fn runs. Its own module, not the bootstrap's
 ``__main__``: a loader whose workers spawn pickles the worker_init_fn by its module's name."""
 from __future__ import annotations
 
@@ -8,19 +8,24 @@ import os
 
 
 class OnCores:
-    """A DataLoader's worker_init_fn: the worker moves to ``cores``, then the script's own runs."""
+    """A DataLoader's worker_init_fn: the worker dies with its rank (torch's own check of its parent comes
+    every few seconds, after the run has ended) and moves to ``cores`` (None: stays where it is), then the
+    script's own runs."""
 
-    def __init__(self, cores: set[int], theirs):
+    def __init__(self, cores: set[int] | None, theirs):
         self.cores, self.theirs = cores, theirs
 
     def __call__(self, worker_id: int) -> None:
-        os.sched_setaffinity(0, self.cores)
+        from engine.parent_death import die_with_parent
+        die_with_parent()
+        if self.cores:
+            os.sched_setaffinity(0, self.cores)
         if self.theirs is not None:
             self.theirs(worker_id)
 
 
-def place_loader_workers(cores: set[int]) -> None:
-    """Every DataLoader built from now on starts its workers on ``cores``."""
+def place_loader_workers(cores: set[int] | None) -> None:
+    """Every DataLoader built from now on starts its workers on ``cores`` (None: their rank's), dying with it."""
     from torch.utils.data import DataLoader
     original_init = DataLoader.__init__
 

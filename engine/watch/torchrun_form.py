@@ -1,9 +1,9 @@
 """``watch -- torchrun [torchrun options] SCRIPT.py [ARGS]``: a torchrun command line as the user already types it.
 
-The one-machine options are read for what they mean to a watch (``--nproc-per-node``: the devices,
-``--master-port``: the rendezvous port); the ones that only say "one machine, rendezvous here"
-(``--standalone``, ``--nnodes 1``, ``--node-rank 0``, the ``--rdzv-*`` ones on loopback) are accepted
-and change nothing, since the watch starts the ranks itself. Anything that would make torchrun do
+The one-machine options are read for what they mean to a watch (``--nproc-per-node``: the devices); the
+ones that only say "one machine, rendezvous here" (``--standalone``, ``--nnodes 1``, ``--node-rank 0``,
+``--master-port`` and the ``--rdzv-*`` ones on loopback) are accepted and change nothing, since the watch
+starts the ranks itself and picks a free port on loopback. Anything that would make torchrun do
 more than start N ranks of a script here (several nodes, restarts, a module, no python) is refused
 with the reason, before anything starts.
 """
@@ -20,7 +20,6 @@ class TorchrunForm:
     script: str
     args: list[str]
     nproc_per_node: int | None = None
-    master_port: int | None = None
 
 
 class _Refused(Exception):
@@ -60,22 +59,24 @@ def read(words: list[str]) -> tuple[TorchrunForm | None, list[str]]:
     try:
         parsed = _parser().parse_args(words)
     except _Refused as exc:
-        return None, [f"torchrun: {exc}; watch reads torchrun's one-machine options: --nproc-per-node, "
-                      "--master-port, --standalone, --nnodes 1"]
+        return None, [f"{exc}; watch reads torchrun's one-machine options: --nproc-per-node, --standalone, "
+                      "--nnodes 1, --node-rank 0, --master-port and the --rdzv ones on loopback"]
     found = []
-    if parsed.nnodes not in ("1", "1:1") or parsed.node_rank != 0:
-        found.append(f"torchrun --nnodes {parsed.nnodes}: watch -- torchrun runs on this machine (--nnodes 1)")
+    if parsed.nnodes not in ("1", "1:1"):
+        found.append(f"--nnodes {parsed.nnodes}: watch -- torchrun runs on this machine (--nnodes 1)")
+    if parsed.node_rank != 0:
+        found.append(f"--node-rank {parsed.node_rank}: watch -- torchrun runs on this machine (--node-rank 0)")
     if parsed.master_addr not in LOOPBACK or parsed.rdzv_endpoint.rpartition(":")[0] not in ("", *LOOPBACK):
-        found.append("torchrun --master-addr/--rdzv-endpoint: watch -- torchrun meets on loopback, on this machine")
+        found.append("--master-addr/--rdzv-endpoint: watch -- torchrun meets on loopback, on this machine")
     if parsed.max_restarts:
-        found.append(f"torchrun --max-restarts {parsed.max_restarts}: a watch does not restart ranks (0 only)")
+        found.append(f"--max-restarts {parsed.max_restarts}: a watch does not restart ranks (0 only)")
     if parsed.module or parsed.no_python:
-        found.append("torchrun -m/--no-python: watch runs a Python script file (give its path)")
+        found.append("-m/--no-python: watch runs a Python script file (give its path)")
     nproc = None
     if parsed.nproc_per_node is not None:
         if parsed.nproc_per_node.isdigit() and int(parsed.nproc_per_node) >= 1:
             nproc = int(parsed.nproc_per_node)
         else:
-            found.append(f"torchrun --nproc-per-node: a number of ranks (1 or more), got {parsed.nproc_per_node}")
+            found.append(f"--nproc-per-node: a number of ranks (1 or more), got {parsed.nproc_per_node}")
     args = parsed.args[1:] if parsed.args[:1] == ["--"] else parsed.args
-    return TorchrunForm(parsed.script, args, nproc, parsed.master_port), found
+    return TorchrunForm(parsed.script, args, nproc), found
