@@ -70,6 +70,7 @@ LONGEST_FIRST = ("test_nodes.py",           # 140 s (with a node run more than n
                  "test_any_module_in_app.py",  # 74
                  "test_long_runs.py",       # 58
                  "test_export.py",          # 45
+                 "test_watch.py",           # 40 (2026-12-04)
                  "test_training.py",        # 33
                  "test_experiments.py",     # 30
                  "test_gpu_check.py")       # 30
