@@ -10,8 +10,8 @@ app's settings file, app/settings.py), SPLITSCOPE_NODE_TOKEN_FILE (engine/nodes/
 (engine/forkserver/client.py: "0" turns it off; SPLITSCOPE_FORKSERVER_FD, a connection handed down),
 SPLITSCOPE_QUIT_AFTER_MS (app/application.py, for tools and tests), SPLITSCOPE_RANK_MODULE (engine/run/local_ranks.py:
 the module each rank runs, for tests), SPLITSCOPE_RELAY_TITLE (engine/forkserver/relay.py),
-SPLITSCOPE_WATCH_INSTRUMENTS (engine/watch/bootstrap.py: "0" runs a watched script untimed, for
-bench/watch_bench.py), SPLITSCOPE_AGENT_PID
+SPLITSCOPE_WATCH_INSTRUMENTS (engine/watch/bootstrap.py: "0" runs a watched script untimed, "silent" timed
+without reporting steps, for bench/watch_bench.py), SPLITSCOPE_AGENT_PID
 (engine/nodes/torchrun.py), the store's control descriptor (engine/store/server.py CONTROL_ENV), and those a rank
 reads (RankEnvironment below).
 """

@@ -15,6 +15,7 @@ from engine.config import ExperimentConfig
 from engine.environment import ROOT
 from engine.rules import problems
 from engine.strategies import STRATEGIES
+from engine.strategies.script import HANG_TIMEOUT_S
 
 FIELD_OF = {"script": "script", "script_args": "arguments", "script_cwd": "script", "devices": "devices",
             "steps": "steps"}
@@ -81,7 +82,7 @@ class WatchDialog(QtWidgets.QDialog):
                                 script_args=args or None, script_cwd=os.path.dirname(os.path.abspath(script))
                                 if script else None, devices=self.devices.text().strip() or "cpu:2",
                                 steps=self.steps.value(), warmup=min(1, max(0, self.steps.value() - 1))
-                                if self.steps.value() else 1)
+                                if self.steps.value() else 1, hang_timeout_s=HANG_TIMEOUT_S)
 
     def problems(self) -> list[str]:
         try:

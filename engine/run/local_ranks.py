@@ -68,6 +68,7 @@ class Rank:
         self.stderr_tail: list[str] = []
         self.exit_seen = False
         self.events_closed = False
+        self.output_closed = False   # its stdout read to the end (local ranks)
 
     @property
     def label(self) -> str:
@@ -150,6 +151,7 @@ class LocalRanks:
     def _read_stdout(self, r: Rank) -> None:
         for line in r.proc.stdout:
             self.queue.put(("stdout", r, line.decode("utf-8", "replace").rstrip()))
+        self.queue.put(("stdout_eof", r, None))
 
     def _read_stderr(self, r: Rank) -> None:
         for line in r.proc.stderr:

@@ -41,6 +41,7 @@ KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
+OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
 
 
 class Worker:
@@ -158,6 +159,8 @@ class Worker:
                 self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
             elif kind == "eof":
                 r.events_closed = True
+            elif kind == "stdout_eof":
+                r.output_closed = True
             elif kind == "samples":
                 self.emit(NodeSamples, rows=payload)
             elif kind == "warning":
@@ -185,6 +188,7 @@ class Worker:
                 self.emit(Errored, **failure.root().error_fields())
                 return self.finish("failed")
             if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
+                self._read_last_output()
                 return self.finish("finished")
             if all(rr.done for rr in self.ranks) and self.nodes is not None:
                 # Done everywhere: each node's torchrun ends once every node's has (its exit barrier).
@@ -203,6 +207,24 @@ class Worker:
                     except subprocess.TimeoutExpired:
                         rr.proc.kill()
                         rr.proc.wait()
+
+    def _read_last_output(self) -> None:
+        """What the ranks printed as they ended (a script's last line, its final loss, comes as it exits): their
+        output read to its end, within OUTPUT_DRAIN_S, and said, before the run is finished."""
+        if self.local is None:
+            return
+        deadline = time.monotonic() + OUTPUT_DRAIN_S
+        while not all(rr.output_closed for rr in self.ranks) and time.monotonic() < deadline:
+            try:
+                kind, r, payload = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if kind == "stdout" and payload:
+                self.emit(Log, message=payload, rank=r.rank)
+            elif kind == "stdout_eof":
+                r.output_closed = True
+            elif kind == "event":
+                self._on_rank_message(r, payload, None, steps_only=True)
 
     def _merge_what_is_queued(self) -> None:
         """Steps the ranks finished before a stop are the run's too: merge the events still queued."""

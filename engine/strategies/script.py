@@ -16,6 +16,7 @@ from engine.problems import Problem
 from engine.strategies.strategy import Strategy
 
 UNTIL_THE_END = 0   # config.steps for a script: no limit
+HANG_TIMEOUT_S = 600.0   # a script may evaluate or checkpoint for minutes between its optimizer steps
 
 
 class Script(Strategy):

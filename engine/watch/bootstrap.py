@@ -60,12 +60,16 @@ def main() -> int:
     torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
     from engine.watch.instruments import Instruments, WatchEnded
     from engine.watch.loader_cores import place_loader_workers
-    timed = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1") != "0"   # "0": untimed, for bench/watch_bench.py only
+    # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
+    # hooks' own cost, apart from recording the steps in the worker, the session and the store).
+    mode = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1")
+    timed = mode != "0"
     # Ready at the script's first forward: its start-up (imports, datasets, the rendezvous) has the worker's
     # start-up allowance, not the hang timeout of a step.
     def ready() -> None:
         channel.emit(Ready(os.getpid()))
-    instruments = Instruments(own.name, channel.emit, config.steps or None, on_training=ready if timed else None)
+    instruments = Instruments(own.name, channel.emit if mode != "silent" else (lambda _report: None),
+                              config.steps or None, on_training=ready if timed else None)
     if not timed:
         ready()
     place_loader_workers(set(spare) or None)

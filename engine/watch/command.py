@@ -10,10 +10,10 @@ import shlex
 
 from engine.config import ConfigError, ExperimentConfig
 from engine.problems import Problem
+from engine.strategies.script import HANG_TIMEOUT_S, UNTIL_THE_END
 
 WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: left out of the figures
 DEFAULT_DEVICES = "cpu:2"
-HANG_TIMEOUT_S = 600.0   # a script may evaluate or checkpoint for minutes between its optimizer steps
 # How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
 NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun"}
 
@@ -61,6 +61,6 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     if found:
         raise ConfigError(found)
     return ExperimentConfig(strategy="script", script=os.path.abspath(script), script_args=shlex.join(script_args),
-                            script_cwd=os.getcwd(), devices=devices, steps=args.steps or 0,
+                            script_cwd=os.getcwd(), devices=devices, steps=args.steps or UNTIL_THE_END,
                             warmup=min(WARMUP_STEPS, max(0, (args.steps or 2) - 1)),
                             hang_timeout_s=args.hang_timeout_s), None

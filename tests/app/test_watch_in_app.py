@@ -33,6 +33,7 @@ def test_the_watch_dialog_checks_as_it_is_typed_and_makes_the_scripts_run(qtbot,
     assert (config.strategy, config.script, config.script_args, config.devices, config.steps) == \
         ("script", str(EXAMPLE), "--steps 4 --decode-ms 0.5", "cpu:2", 0)
     assert config.script_cwd == str(EXAMPLE.parent)   # relative paths in its arguments read beside it
+    assert config.hang_timeout_s == 600   # as main.py watch: evaluation between steps is no hang
 
 
 def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_history(qtbot, window,
