@@ -42,6 +42,21 @@ def test_between_run_and_the_first_step_the_texts_follow_launched_and_started():
     assert starting_text(ended) is None
 
 
+def test_a_watched_script_is_named_by_its_file_and_its_open_end_shows_no_total():
+    from app.state.run_status import finished_text, live_title, running_text, time_left_text
+    from engine.run.session import RunResult
+    run = RunProgress(run_id="r2", config=ExperimentConfig(strategy="script", script="/work/train.py",
+                                                           devices="cpu:2"), steps_total=0, status="starting",
+                      label="run r2")
+    run.apply(STARTED)
+    run.apply(Step(step=0, time_s=0.01, busy={"cpu:0": 0.5, "cpu:1": 0.5}))
+    run.status = "running"
+    assert live_title(run) == "Live: run r2, script train.py on cpu:0, cpu:1"
+    assert running_text(run).startswith("Running script train.py on cpu:0, cpu:1 · step 1 · ")
+    assert time_left_text(run) is None   # no end to count down to
+    assert finished_text(RunResult(run_id="r2", status="stopped", summary=None), run, 1.0) == "Stopped after 1 steps"
+
+
 def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     from app.state.experiment_status import PointRun, finished_text, finished_title, running_text, time_left_text
     from engine.results import ExperimentPoint, ExperimentResult, MeanStd

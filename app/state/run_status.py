@@ -9,7 +9,9 @@ from app.state.live_data import RunProgress
 from app.state.units import format_duration
 from engine.events import Errored, Log, Started, Warned, WorkerEvent
 from engine.results import RunSummary
+from engine.rules import model_label
 from engine.run.session import RunResult
+from engine.strategies import STRATEGIES
 
 
 def short_id(run_id: str) -> str:
@@ -17,12 +19,19 @@ def short_id(run_id: str) -> str:
     return run_id.split("-")[1] if "-" in run_id else run_id
 
 
+def what_runs(config) -> str:
+    """What the status line says runs: the strategy ("model-parallel"), or a watched script by its file
+    ("script ddp_train.py")."""
+    strategy = STRATEGIES.get(config.strategy)
+    return config.strategy if strategy is None or strategy.builds_model else f"{config.strategy} {model_label(config)}"
+
+
 def live_title(progress: RunProgress) -> str:
     """The live plots' title while a run goes: its label, strategy and devices (the configured ones until
     the ranks say which they got)."""
     label = progress.label or f"run {short_id(progress.run_id or '')}"
     devices = ", ".join(progress.devices) if progress.devices else progress.config.devices
-    return f"Live: {label}, {progress.config.strategy} on {devices}"
+    return f"Live: {label}, {what_runs(progress.config)} on {devices}"
 
 
 def last_run_title(result: RunResult) -> str:
@@ -31,7 +40,7 @@ def last_run_title(result: RunResult) -> str:
 
 
 def started_text(progress: RunProgress) -> str:
-    return f"Running {progress.config.strategy} on {', '.join(progress.devices)}{_split(progress)}"
+    return f"Running {what_runs(progress.config)} on {', '.join(progress.devices)}{_split(progress)}"
 
 
 FIRST_RUN_NOTE = "the first run after start takes longer"
@@ -67,7 +76,7 @@ def starting_status(progress: RunProgress, first_run: bool = False) -> str | Non
     if text is None:
         return None
     devices = ", ".join(progress.devices) if progress.devices else progress.config.devices
-    return f"{progress.config.strategy} on {devices} · {text}"
+    return f"{what_runs(progress.config)} on {devices} · {text}"
 
 
 def running_text(progress: RunProgress) -> str | None:
@@ -78,7 +87,7 @@ def running_text(progress: RunProgress) -> str | None:
     bubble = progress.measured_bubble()
     extra = f" · bubble {100 * bubble:.0f}%" if bubble is not None else ""
     of = f"/{progress.steps_total}" if progress.steps_total else ""   # 0: a watched script ends by itself
-    return (f"Running {progress.config.strategy} on {', '.join(progress.devices)} · step "
+    return (f"Running {what_runs(progress.config)} on {', '.join(progress.devices)} · step "
             f"{progress.steps_done}{of} · {mean * 1000:.1f} ms/step{extra}")
 
 
