@@ -25,7 +25,7 @@ class Script(Strategy):
                    "timed from torch's hooks (main.py watch).")
     rank_module = "engine.watch.bootstrap"
     builds_model = False
-    in_picker = False   # the app starts one from File > Watch a script…, which asks for the script
+    in_picker = False   # the app starts one from Run › Watch a script…, which asks for the script
     # A script's collectives are its own: their order on each rank is not known to match the others'.
     collectives_span_all_ranks = False
 
