@@ -27,11 +27,16 @@ def effective_stages_per_device(config: ExperimentConfig) -> int:
     return known.stages_per_device(config) if known else 1
 
 
+def watches_script(config: ExperimentConfig) -> bool:
+    """The run is a user's own script (engine/strategies/script.py), not our model under a strategy."""
+    known = strategies.STRATEGIES.get(config.strategy)
+    return known is not None and not known.builds_model
+
+
 def model_label(config: ExperimentConfig) -> str:
     """What the run trains, in a word: the model's name, "custom" for a model file, a watched script's file
     name (the summary's ``model``, the runs table's column)."""
-    known = strategies.STRATEGIES.get(config.strategy)
-    if known is not None and not known.builds_model:
+    if watches_script(config):
         return (config.script or "").rsplit("/", 1)[-1]
     return config.model if not config.model_file else models.CUSTOM
 
@@ -60,8 +65,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
-    known = strategies.STRATEGIES.get(config.strategy)
-    ours = known is None or known.builds_model   # else the user's own script runs (engine/strategies/script.py)
+    ours = not watches_script(config)
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
         value = getattr(config, name)
         if name == "steps" and value <= 0 and not ours:
@@ -99,6 +103,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         found += [Problem(name, "applies only to a script of your own (--strategy script)")
                   for name in ("script", "script_args", "script_cwd") if getattr(config, name)]
     found.extend(node_problems(config))
+    known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
         found.extend(known.option_problems(config))
     return found

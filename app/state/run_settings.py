@@ -13,7 +13,7 @@ from __future__ import annotations
 from engine.config import ExperimentConfig
 from engine.figures import run_names
 from engine.results import RunSummary
-from engine.rules import effective_batch_size, model_label
+from engine.rules import effective_batch_size, model_label, watches_script
 from engine.strategies import STRATEGIES
 
 # Config keys that have a column of their own (model_file, width and depth are the model's).
@@ -25,8 +25,7 @@ NAMES = {"warmup": "warm-up"}
 def model_text(config: ExperimentConfig) -> str:
     """"mlp 64×4", "resnet18", "file: my_model.py" or "script: train.py --epochs 1" (a watched script, with
     its arguments)."""
-    strategy = STRATEGIES.get(config.strategy)
-    if strategy is not None and not strategy.builds_model:
+    if watches_script(config):
         return " ".join(filter(None, ["script:", model_label(config), config.script_args]))
     if config.model_file:
         return "file: " + config.model_file.rsplit("/", 1)[-1]
@@ -59,8 +58,7 @@ def schedule_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
 def batch_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     if summary is not None and summary.batch_size:
         return str(summary.batch_size)
-    strategy = STRATEGIES.get(config.strategy)
-    return str(effective_batch_size(config)) if strategy is None or strategy.builds_model else "—"
+    return "—" if watches_script(config) else str(effective_batch_size(config))
 
 
 def differing(configs: list[ExperimentConfig]) -> list[str]:

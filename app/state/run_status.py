@@ -9,9 +9,8 @@ from app.state.live_data import RunProgress
 from app.state.units import format_duration
 from engine.events import Errored, Log, Started, Warned, WorkerEvent
 from engine.results import RunSummary
-from engine.rules import model_label
+from engine.rules import model_label, watches_script
 from engine.run.session import RunResult
-from engine.strategies import STRATEGIES
 
 
 def short_id(run_id: str) -> str:
@@ -22,8 +21,7 @@ def short_id(run_id: str) -> str:
 def what_runs(config) -> str:
     """What the status line says runs: the strategy ("model-parallel"), or a watched script by its file
     ("script ddp_train.py")."""
-    strategy = STRATEGIES.get(config.strategy)
-    return config.strategy if strategy is None or strategy.builds_model else f"{config.strategy} {model_label(config)}"
+    return f"{config.strategy} {model_label(config)}" if watches_script(config) else config.strategy
 
 
 def live_title(progress: RunProgress) -> str:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RESOURCES = Path(__file__).resolve().parents[1] / "resources"  # the app's own, installed with it (this file is in app/views/)
+# The app's own, installed with it (pyproject's package data; this file is in app/views/).
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
 BACKGROUND = "#14171c"
 PANEL = "#1b1f26"

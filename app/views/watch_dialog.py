@@ -15,14 +15,14 @@ from engine.config import ExperimentConfig
 from engine.environment import ROOT
 from engine.rules import problems
 from engine.strategies import STRATEGIES
-from engine.strategies.script import HANG_TIMEOUT_S
+from engine.strategies.script import DEFAULT_DEVICES, script_config
 
 FIELD_OF = {"script": "script", "script_args": "arguments", "script_cwd": "script", "devices": "devices",
             "steps": "steps"}
 
 
 class WatchDialog(QtWidgets.QDialog):
-    def __init__(self, parent=None, script: str = "", args: str = "", devices: str = "cpu:2"):
+    def __init__(self, parent=None, script: str = "", args: str = "", devices: str = DEFAULT_DEVICES):
         super().__init__(parent)
         self.setWindowTitle("Watch a script")
         self.setMinimumWidth(560)
@@ -75,14 +75,12 @@ class WatchDialog(QtWidgets.QDialog):
             self.script.setText(path)
 
     def config(self) -> ExperimentConfig:
-        """The run the fields describe (raises ValueError for arguments a shell could not split)."""
+        """The run the fields describe, in the script's own folder (raises ValueError for arguments a shell could
+        not split)."""
         script = self.script.text().strip()
-        args = shlex.join(shlex.split(self.args.text()))
-        return ExperimentConfig(strategy="script", script=os.path.abspath(script) if script else None,
-                                script_args=args or None, script_cwd=os.path.dirname(os.path.abspath(script))
-                                if script else None, devices=self.devices.text().strip() or "cpu:2",
-                                steps=self.steps.value(), warmup=min(1, max(0, self.steps.value() - 1))
-                                if self.steps.value() else 1, hang_timeout_s=HANG_TIMEOUT_S)
+        return script_config(script, shlex.split(self.args.text()),
+                             devices=self.devices.text().strip() or DEFAULT_DEVICES, steps=self.steps.value(),
+                             cwd=os.path.dirname(os.path.abspath(script)) if script else None)
 
     def problems(self) -> list[str]:
         try:

@@ -10,7 +10,7 @@ from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
-from engine.rules import model_label
+from engine.rules import model_label, watches_script
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 
 
@@ -246,7 +246,6 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
     pipelined = STRATEGIES[config.strategy].uses_micro_batches
-    ours = STRATEGIES[config.strategy].builds_model   # else a script of the user's: its own batches
     return RunSummary(
         run_id=run_id,
         status=status,
@@ -256,7 +255,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         split=list(split) if split else None,
         micro_batches=micro_batches if pipelined else None,
         schedule=config.schedule if pipelined else None,
-        batch_size=batch_size if ours else None,
+        batch_size=None if watches_script(config) else batch_size,   # a script's batches are its own
         steps=totals.steps,
         steps_measured=totals.measured,
         step_time_s=totals.step_time.summary(),

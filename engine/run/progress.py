@@ -33,16 +33,14 @@ class Progress:
 
     def _step(self, event: Step) -> None:
         done = event.step + 1
+        text = (f"step {done}{f'/{self.total}' if self.total else ''}  {event.throughput or 0:.0f} samples/s"
+                + (f"  loss {event.loss:.4f}" if event.loss is not None else ""))
         if not self.total:   # a watched script that ends by itself: no end to show, a line every 10 steps
             if done == 1 or done % 10 == 0:
-                self._line(f"step {done}  {event.throughput or 0:.0f} samples/s"
-                           + (f"  loss {event.loss:.4f}" if event.loss is not None else ""))
+                self._line(text)
             return
-        elapsed = time.monotonic() - self._start
-        left = elapsed / done * (self.total - done)
-        loss = event.loss
-        text = (f"step {done}/{self.total}  {event.throughput or 0:.0f} samples/s"
-                + (f"  loss {loss:.4f}" if loss is not None else "") + f"  ~{left:.0f}s left")
+        left = (time.monotonic() - self._start) / done * (self.total - done)
+        text += f"  ~{left:.0f}s left"
         if self.tty:
             width = 24
             filled = int(width * done / self.total)

@@ -153,14 +153,12 @@ class Worker:
             stop_requested = stop_requested or self.stop_event.is_set()
             if kind == "event":
                 failure = self._on_rank_message(r, payload, failure)
-            elif kind == "stdout" and payload:
-                self.emit(Log, message=payload, rank=r.rank)
+            elif kind in ("stdout", "stdout_eof"):
+                self._on_output(kind, r, payload)
             elif kind == "garbled":
                 self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
             elif kind == "eof":
                 r.events_closed = True
-            elif kind == "stdout_eof":
-                r.output_closed = True
             elif kind == "samples":
                 self.emit(NodeSamples, rows=payload)
             elif kind == "warning":
@@ -219,12 +217,17 @@ class Worker:
                 kind, r, payload = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
-            if kind == "stdout" and payload:
-                self.emit(Log, message=payload, rank=r.rank)
-            elif kind == "stdout_eof":
-                r.output_closed = True
+            if kind in ("stdout", "stdout_eof"):
+                self._on_output(kind, r, payload)
             elif kind == "event":
                 self._on_rank_message(r, payload, None, steps_only=True)
+
+    def _on_output(self, kind: str, r: Rank, line: str | None) -> None:
+        """A line a rank printed (the run's log), or the end of its output."""
+        if kind == "stdout_eof":
+            r.output_closed = True
+        elif line:
+            self.emit(Log, message=line, rank=r.rank)
 
     def _merge_what_is_queued(self) -> None:
         """Steps the ranks finished before a stop are the run's too: merge the events still queued."""

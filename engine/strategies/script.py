@@ -17,6 +17,18 @@ from engine.strategies.strategy import Strategy
 
 UNTIL_THE_END = 0   # config.steps for a script: no limit
 HANG_TIMEOUT_S = 600.0   # a script may evaluate or checkpoint for minutes between its optimizer steps
+WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: left out of the figures
+DEFAULT_DEVICES = "cpu:2"
+
+
+def script_config(script: str, args: list[str], *, devices: str = DEFAULT_DEVICES, steps: int = UNTIL_THE_END,
+                  cwd: str | None = None, hang_timeout_s: float = HANG_TIMEOUT_S) -> ExperimentConfig:
+    """A watched script's run as `main.py watch` and the app's Run › Watch a script… describe it: ``args`` its
+    own arguments, ``cwd`` the folder it runs in (None: its own), ``steps`` the most it may run."""
+    return ExperimentConfig(strategy="script", script=os.path.abspath(script) if script else None,
+                            script_args=shlex.join(args), script_cwd=cwd, devices=devices, steps=steps,
+                            warmup=min(WARMUP_STEPS, max(0, (steps or WARMUP_STEPS + 1) - 1)),
+                            hang_timeout_s=hang_timeout_s)
 
 
 class Script(Strategy):

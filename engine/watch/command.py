@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 
 from engine.config import ConfigError, ExperimentConfig
 from engine.problems import Problem
-from engine.strategies.script import HANG_TIMEOUT_S, UNTIL_THE_END
-
-WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: left out of the figures
-DEFAULT_DEVICES = "cpu:2"
+from engine.strategies.script import DEFAULT_DEVICES, HANG_TIMEOUT_S, UNTIL_THE_END, script_config
 # How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
 NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun"}
 
@@ -60,7 +56,5 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
         found.append(Problem("telemetry_hz", f"must be more than 0 and at most 50, got {args.telemetry_hz:g}"))
     if found:
         raise ConfigError(found)
-    return ExperimentConfig(strategy="script", script=os.path.abspath(script), script_args=shlex.join(script_args),
-                            script_cwd=os.getcwd(), devices=devices, steps=args.steps or UNTIL_THE_END,
-                            warmup=min(WARMUP_STEPS, max(0, (args.steps or 2) - 1)),
-                            hang_timeout_s=args.hang_timeout_s), None
+    return script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
+                         hang_timeout_s=args.hang_timeout_s), None

@@ -108,7 +108,7 @@ class Instruments:
                     self._losses.append(alone.detach())
         torch.autograd.backward = backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
-        self._time_collectives()   # before the DDP hook takes the untimed all-reduce
+        self._time_collectives()
         self._time_ddp_buckets()
         self._time_peer_waits()
         self._note_pipeline_stages()
@@ -143,7 +143,6 @@ class Instruments:
 
     def _time_collectives(self) -> None:
         import torch.distributed as dist
-        self._untimed_all_reduce = dist.all_reduce
         for name in COLLECTIVES:
             original = getattr(dist, name, None)
             if original is not None:
@@ -183,7 +182,7 @@ class Instruments:
         from torch.nn.parallel import DistributedDataParallel
         original_init = DistributedDataParallel.__init__
         instruments = self
-        all_reduce = self._untimed_all_reduce   # the bucket is timed here, as one
+        from torch.distributed.distributed_c10d import all_reduce   # untimed: torch.distributed's name is wrapped
 
         def timed_allreduce(process_group, bucket):
             group = process_group if process_group is not None else dist.group.WORLD

@@ -1,6 +1,6 @@
 """A watched script's DataLoader workers on the cores no device holds (engine/watch/bootstrap.py chooses them),
-dying with their rank: each worker does both before the script's own worker_init_fn runs. Its own module, not the bootstrap's
-``__main__``: a loader whose workers spawn pickles the worker_init_fn by its module's name."""
+dying with their rank: each worker does both before the script's own worker_init_fn runs. Its own module, not
+the bootstrap's ``__main__``: a loader whose workers spawn pickles the worker_init_fn by its module's name."""
 from __future__ import annotations
 
 import functools

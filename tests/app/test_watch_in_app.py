@@ -55,7 +55,6 @@ def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_
         action.trigger()
         qtbot.waitUntil(lambda: not action.isEnabled() and not window.run_action.isEnabled(), timeout=10_000)
         wait_steps(qtbot, window, 2)
-        assert "/0 ·" not in window.status_label.text()   # not "step 2/0"
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.strategy == "script" and info.summary.model == "ddp_train.py"
