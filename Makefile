@@ -16,11 +16,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: $(STAMP)
 	$(PY) main.py
 
-# Two phases: the tests that compare figures load moves (marked solo) run alone, after the rest has run on two
+# Two phases: the tests that compare figures load moves (marked solo) run alone, after the rest has run on three
 # workers (pytest-xdist, a test file to a worker so that its shared runs are made once; the longest files first,
-# tests/conftest.py LONGEST_FIRST). Both phases always run.
+# tests/conftest.py LONGEST_FIRST). Three on two cores: many tests wait (on a process's start, a rendezvous, a
+# hang timeout), and a third worker fills those waits (tests/README.md). Both phases always run.
 test: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not soak and not solo" --durations=15; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not soak and not solo" --durations=15; \
 	rest=$$?; echo "--- the solo tests, one at a time"; \
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "solo and not soak" --durations=5; \
 	solo=$$?; exit $$(( rest ? rest : solo ))

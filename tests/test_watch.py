@@ -114,6 +114,7 @@ def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_ever
         assert t["by_kind"]["communication"] > 0   # summed: prefetched all-gathers overlap each other
 
 
+@pytest.mark.solo   # the spare core's time is the loader's only when no other test's runs take it
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")
 def test_more_loader_workers_on_the_spare_core_cut_the_input_wait(tmp_path):
     """The DDP example with slow decoding on one device (cpu:1): decoding in the rank's own process, the wait
