@@ -16,7 +16,7 @@ from engine.telemetry import CpuTarget, DeviceSample, TelemetrySampler, disagree
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
 
-SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); print('spinning', flush=True)\nwhile True: pass"
 
 
 def wait_for_samples(device: str, count: int, rate_hz: float, **kwargs) -> tuple[TelemetrySampler, list]:
@@ -40,8 +40,10 @@ def wait_for_samples(device: str, count: int, rate_hz: float, **kwargs) -> tuple
 
 @pytest.fixture
 def spinner():
-    """A Python process busy-looping on core 0."""
-    proc = subprocess.Popen([sys.executable, "-c", SPIN, "0"])
+    """A Python process busy-looping on core 0, once it is (its interpreter loaded: the RSS read is its own, not
+    that of a process still starting, under 1 MB once in a suite's run)."""
+    proc = subprocess.Popen([sys.executable, "-c", SPIN, "0"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "spinning"
     yield proc
     proc.kill()
     proc.wait()
