@@ -22,6 +22,9 @@ INPUT_PREP = {
     "ahead": "batches prepared before the first step and placed on the devices that read them, as a "
              "DataLoader with prefetching delivers them: the measured step holds the model's work only",
     "in-step": "each step draws a fresh batch on the host (timed as data) and copies it to the devices",
+    "loader": "a torch DataLoader reads the samples, decoding and augmenting each (JPEG images for image models, "
+              "--decode-cost of CPU work for any), on --loader-workers worker processes: the rank's wait for "
+              "its next batch is timed as data (engine.run.loader)",
 }
 # What a run stores of its steps' intervals (engine.record.timeline_keeper keeps them).
 TIMELINE_MODES = {
@@ -86,6 +89,19 @@ class ExperimentConfig:
     hang_timeout_s: float = _option(120.0, "seconds without progress before a rank is declared hung and the "
                                            "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
     input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=INPUT_PREP)
+    loader_workers: int = _option(0, "input prep loader: the DataLoader's worker processes (0, torch's default: "
+                                     "the rank decodes each batch itself)", form=True)
+    loader_cores: str | None = _option(None, "input prep loader: the cores its workers run on, e.g. 2,3 or 2-5 "
+                                             "(default: the cores no device of the run holds)", form=True)
+    pin_memory: bool = _option(False, "input prep loader: batches in page-locked memory, copied to GPUs "
+                                      "asynchronously", form=True)
+    prefetch_factor: int | None = _option(None, "input prep loader: batches each worker prepares ahead "
+                                                "(default: torch's, 2)", form=True)
+    persistent_workers: bool = _option(False, "input prep loader: workers kept between passes over the samples "
+                                              "(else started again each pass, as torch's default does)", form=True)
+    decode_cost_ms: float = _option(0.0, "input prep loader: CPU milliseconds of further work per sample, beside "
+                                         "an image's JPEG decode and augmentation", flag="--decode-cost",
+                                    label="decode cost (ms per sample)", form=True)
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
                                     "and exported with `export --format trace` (default 0: none)", form=True)
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
@@ -197,6 +213,10 @@ def _coerce(declared: tuple[type, bool], value: Any) -> Any:
     if base is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"must be a whole number, got {value!r}")
+        return value
+    if base is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"must be true or false, got {value!r}")
         return value
     if base is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -356,6 +356,9 @@ class ExperimentPoint:
     tensor_memory: list[TensorMemory | None] | None = None   # per device, its first run's (memory repeats)
     communication: list[Communication | None] | None = None  # per device, per step, its first run's
     disturbed: str | None = None         # a run of the point was disturbed (TelemetrySummary.disturbed): which, how
+    input_wait: float | None = None      # the share of its step the device waiting most on its input spends so
+                                         # (time by kind's "data"), mean over the runs; None where none waits
+    series: str | None = None            # the sweep's line it belongs to (default: its strategy's)
 
     def spread(self) -> tuple[float, float] | None:
         """The step times this point's measurement cannot tell apart: mean ± std, widened to its runs'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from engine import models, strategies
 from engine.config import INPUT_PREP, TIMELINE_MODES, ExperimentConfig
+from engine.cores import parse_cores
 from engine.models import effective_batch_size  # noqa: F401 (each value the engine chooses, from here)
 from engine.precision import DTYPES, OPTIMIZERS, effective_lr  # noqa: F401
 from engine.problems import Problem
@@ -59,6 +60,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
     if config.input_prep not in INPUT_PREP:
         add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
+    found.extend(loader_problems(config))
     if config.optimizer not in OPTIMIZERS:
         add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
     if config.dtype not in DTYPES:
@@ -106,6 +108,41 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
         found.extend(known.option_problems(config))
+    return found
+
+
+LOADER_OPTIONS = ("loader_workers", "loader_cores", "pin_memory", "prefetch_factor", "persistent_workers",
+                  "decode_cost_ms")
+
+
+def loader_problems(config: ExperimentConfig) -> list[Problem]:
+    """The DataLoader's options (--input-prep loader, engine.run.loader): each in its range, and given only
+    with the loader. The cores are checked against the machine's by engine.run.validate."""
+    default = ExperimentConfig()
+    if config.input_prep != "loader":
+        return [Problem(name, "applies only with --input-prep loader") for name in LOADER_OPTIONS
+                if getattr(config, name) != getattr(default, name)]
+    found = []
+    if not 0 <= config.loader_workers <= 64:
+        found.append(Problem("loader_workers", f"must be from 0 to 64, got {config.loader_workers}"))
+    if not 0 <= config.decode_cost_ms <= 1000:
+        found.append(Problem("decode_cost_ms", f"must be from 0 to 1000 ms per sample, got {config.decode_cost_ms:g}"))
+    # torch's DataLoader refuses these without workers (they are about the workers)
+    if config.prefetch_factor is not None:
+        if config.loader_workers < 1:
+            found.append(Problem("prefetch_factor", "needs --loader-workers 1 or more (batches are prefetched by "
+                                                    "the workers)"))
+        elif not 1 <= config.prefetch_factor <= 64:
+            found.append(Problem("prefetch_factor", f"must be from 1 to 64, got {config.prefetch_factor}"))
+    if config.persistent_workers and config.loader_workers < 1:
+        found.append(Problem("persistent_workers", "needs --loader-workers 1 or more"))
+    if config.loader_cores is not None:
+        try:
+            parse_cores(config.loader_cores)
+        except ValueError as exc:
+            found.append(Problem("loader_cores", str(exc)))
+        if config.loader_workers < 1:
+            found.append(Problem("loader_cores", "needs --loader-workers 1 or more (the cores are the workers')"))
     return found
 
 

@@ -33,7 +33,7 @@ class Option:
     """One field of ExperimentConfig as the command line, the app's form (app/views/more_options.py) and an
     experiment's base (app/views/experiments_menu.py preset_base) show it."""
     name: str
-    type: type                          # int, float, str, or tuple (the split's block indices)
+    type: type                          # int, float, bool, str, or tuple (the split's block indices)
     optional: bool                      # None allowed: the engine chooses
     default: Any
     help: str
@@ -67,7 +67,7 @@ def _help(o: Option) -> str:
     text = o.help
     if o.choices:
         text += ": " + "; ".join(f"{name}: {description}" for name, description in o.choices.items())
-    if o.default is not None and "default" not in text:
+    if o.default is not None and "default" not in text and o.type is not bool:  # argparse says a switch's
         text += f" (default {o.default:g})" if isinstance(o.default, float) else f" (default {o.default})"
     return text
 
@@ -80,8 +80,11 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False)
     for o in options():
         if for_experiment and not o.in_experiment:
             continue
-        kind = {int: int, float: float}.get(o.type)   # text otherwise: --split takes indices or names
         default = argparse.SUPPRESS if for_experiment else None if o.name in NOT_GIVEN else o.default
+        if o.type is bool:   # --pin-memory, --no-pin-memory
+            g.add_argument(o.flag, dest=o.name, default=default, help=_help(o), action=argparse.BooleanOptionalAction)
+            continue
+        kind = {int: int, float: float}.get(o.type)   # text otherwise: --split takes indices or names
         g.add_argument(o.flag, dest=o.name, metavar=o.flag[2:].upper().replace("-", "_"), default=default,
                        help=_help(o), **({"type": kind} if kind else {}))
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")

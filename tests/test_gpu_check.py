@@ -56,4 +56,8 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
     assert {t["operation"] for t in fsdp["communication"][0]["traffic"]} == {"all-gather", "reduce-scatter"}
     assert set(report["compare_strategies"]["points"]) == {"single", "model-parallel", "pipeline", "data-parallel",
                                                           "ddp"}
+    # the DataLoader's workers: both points ran, and the rank that decodes its own batches waits on them
+    loader = report["input_pipeline"]
+    assert loader["ok"] and [p["workers"] for p in loader["points"]] == [0, 1]
+    assert loader["points"][0]["input_wait"] > 0
     assert "figures in" in proc.stdout

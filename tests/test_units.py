@@ -288,7 +288,10 @@ def test_the_diagnosis_names_the_device_that_idles_or_waits_on_its_input_most():
     fed = DeviceKinds("cpu:0", 0.1, {"forward": 0.05, "backward": 0.045}, 0.005)
     starved = DeviceKinds("cpu:1", 0.1, {"data": 0.07, "forward": 0.03}, 0.0)
     waiting = DeviceKinds("cpu:1", 0.1, {"forward": 0.03, "wait": 0.06}, 0.06)
-    assert diagnosis([fed, starved]) == "cpu:1 waits on data (the input pipeline) 70 % of each step"
+    # ... with what shortens the wait
+    assert diagnosis([fed, starved]) == "cpu:1 waits on data (the input pipeline) 70 % of each step: more loader " \
+        "workers on cores of their own (--loader-workers, --loader-cores), pinned memory on GPUs (--pin-memory), " \
+        "or a cheaper decode"
     assert diagnosis([fed, waiting]).startswith("cpu:1 idles 60 % of each step (waiting on a peer")
     assert diagnosis([fed]) == "every device busy at least 95 % of each step" and diagnosis([]) is None
     assert table([fed, starved])[0].split() == ["device", "step", "ms", "data", "forward", "backward", "idle"]

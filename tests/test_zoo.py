@@ -1,7 +1,11 @@
 """Every built-in model with every strategy its blocks allow, on CPU virtual devices (issue: the whole zoo).
 
 One module-scoped pass runs the matrix (tiny batch, two steps) through RunSession,
-as the CLI and the app do; the tests read its results. Models without BatchNorm
+as the CLI and the app do; the tests read its results. Every run reads its batches
+through a DataLoader (--input-prep loader: the ResNets' images decoded from JPEG and
+augmented), so every strategy runs with the loader; its worker processes are
+tests/test_input_loader.py's, and the batches prepared ahead, the default, every
+other test's. Models without BatchNorm
 must train exactly what one device trains; models with BatchNorm must say why
 they cannot.
 """
@@ -30,7 +34,7 @@ NO_LINEAR_PAIR = {"seed-linear", "seed-embedding", "resnet18", "resnet50"}
 BATCH_NORM = {"resnet18", "resnet50"}
 # The matrix runs in the first test's setup: about 65 s here, room for a slower machine.
 pytestmark = pytest.mark.timeout(900)
-TINY = dict(batch_size=4, steps=2, warmup=1, width=32, depth=3)
+TINY = dict(batch_size=4, steps=2, warmup=1, width=32, depth=3, input_prep="loader")
 # The ResNets split where the tutorial does (its seq2 starts at layer3): no block timing needed.
 TUTORIAL_SPLIT = {"resnet18": (5,), "resnet50": (8,)}
 

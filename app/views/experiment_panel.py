@@ -192,12 +192,12 @@ class ExperimentPanel(QtWidgets.QWidget):
             add_described(self.dtype_combo, name, name, description)
         self.dtype_combo.currentIndexChanged.connect(self._changed)
         form.addRow("Precision", self.dtype_combo)
-        self.in_step_check = QtWidgets.QCheckBox("Draw each batch inside the step")
-        self.in_step_check.setObjectName("inStepCheck")
-        self.in_step_check.setToolTip("Off: " + INPUT_PREP["ahead"] + ".\nOn: " + INPUT_PREP["in-step"]
-                                      + ", to see what input preparation costs.")
-        self.in_step_check.toggled.connect(self._changed)
-        form.addRow("Input", self.in_step_check)
+        self.input_combo = QtWidgets.QComboBox()
+        self.input_combo.setObjectName("inputPrepCombo")
+        for name, description in INPUT_PREP.items():
+            add_described(self.input_combo, name, name, description)
+        self.input_combo.currentIndexChanged.connect(self._changed)
+        form.addRow("Input", self.input_combo)
         self.more = MoreOptions([o for o in options() if o.in_form])
         self.more.sigChanged.connect(self._changed)
         form.addRow(self.more)
@@ -331,15 +331,13 @@ class ExperimentPanel(QtWidgets.QWidget):
                 if value is not None:
                     self.mb_mode.setCurrentIndex(self.mb_mode.findData(option))
                     self.mb_spin.setValue(int(value))
-            elif option in ("schedule", "strategy", "optimizer", "dtype"):
+            elif option in ("schedule", "strategy", "optimizer", "dtype", "input_prep"):
                 combo = self._combos[option]
                 combo.setCurrentIndex(max(0, combo.findData(value)))
             elif option == "image_size":
                 self.image_spin.setValue(int(value or 0))
             elif option == "split_level":
                 self.level_combo.setCurrentIndex(max(0, self.level_combo.findData(int(value))))
-            elif option == "input_prep":
-                self.in_step_check.setChecked(value == "in-step")
             elif option == "nodes":
                 self.nodes_row.set_nodes(value)
             elif option == "token_file":
@@ -356,7 +354,7 @@ class ExperimentPanel(QtWidgets.QWidget):
     @property
     def _combos(self) -> dict:
         return {"schedule": self.schedule_combo, "strategy": self.strategy_combo,
-                "optimizer": self.optimizer_combo, "dtype": self.dtype_combo}
+                "optimizer": self.optimizer_combo, "dtype": self.dtype_combo, "input_prep": self.input_combo}
 
     # -- the config ------------------------------------------------------------------
     @property
@@ -387,7 +385,7 @@ class ExperimentPanel(QtWidgets.QWidget):
             batch_size=self.batch_spin.value(),
             steps=steps,
             warmup=min(2, steps - 1) if steps > 1 else 0,
-            input_prep="in-step" if self.in_step_check.isChecked() else "ahead",
+            input_prep=self.input_combo.currentData(),
             optimizer=self.optimizer_combo.currentData(),
             dtype=self.dtype_combo.currentData(),
             nodes=self.nodes_row.nodes(),

@@ -203,9 +203,10 @@ class StepTimeBars(SeriesPlot):
 class SweepPlot(SeriesPlot):
     """The swept value against step time (or throughput): one line per strategy, error bars, the best marked."""
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None):
-        super().__init__("Over the sweep (mean ± std)", "step time", "ms", x_label="swept value", x_units=None,
-                         export_name="experiment-sweep", parent=parent)
+    def __init__(self, parent: QtWidgets.QWidget | None = None, *, title: str = "Over the sweep (mean ± std)",
+                 y_label: str = "step time", y_units: str = "ms", export_name: str = "experiment-sweep"):
+        super().__init__(title, y_label, y_units, x_label="swept value", x_units=None, export_name=export_name,
+                         parent=parent)
         self.getPlotItem().setClipToView(False)
         self.getPlotItem().setDownsampling(auto=False)
         self.best_xy: tuple[float, float] | None = None
@@ -271,10 +272,16 @@ class ExperimentResultsView(QtWidgets.QWidget):
         charts = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
         self.bars = StepTimeBars()
         self.sweep = SweepPlot()
+        # the input-pipeline sweep's second question: how long the most starved device waits on its batches
+        self.input_wait = SweepPlot(title="Input wait over the sweep", y_label="input wait", y_units="%",
+                                    export_name="experiment-input-wait")
+        self.input_wait.setObjectName("inputWaitPlot")
         charts.addWidget(self.bars)
         charts.addWidget(self.sweep)
+        charts.addWidget(self.input_wait)
         self.sweep.hide()
-        for plot in (self.bars, self.sweep):
+        self.input_wait.hide()
+        for plot in (self.bars, self.sweep, self.input_wait):
             plot.sigExported.connect(self.sigExported)
             plot.sigExportFailed.connect(self.sigExportFailed)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
@@ -331,6 +338,8 @@ class ExperimentResultsView(QtWidgets.QWidget):
         figures = {f.name: f for f in experiment_figures(result)}
         self.bars.show_figure(figures["step-time"])
         self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep"), off_sweep_best(result)))
+        waits = figures.get("input-wait")
+        self.input_wait.setVisible(self.input_wait.show_figure(waits if waits is not None and waits.series else None))
         self._fill_table(points, best, [result.best, *result.tied] if result.tied else [])
 
     def _fill_table(self, points: list[ExperimentPoint], best: str | None, tied: list[str]) -> None:

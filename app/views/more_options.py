@@ -60,6 +60,10 @@ class MoreOptions(QtWidgets.QWidget):
                 add_described(combo, name, name, description)
             combo.currentIndexChanged.connect(self.sigChanged)
             return combo
+        if o.type is bool:
+            check = QtWidgets.QCheckBox()
+            check.toggled.connect(self.sigChanged)
+            return check
         if o.type is int:
             # Any value the command line takes (a seed may be negative); the engine's checks say what is wrong.
             spin = QtWidgets.QSpinBox(minimum=UNSET if o.optional else -2 ** 31, maximum=2 ** 31 - 1)
@@ -86,6 +90,8 @@ class MoreOptions(QtWidgets.QWidget):
         o, control = self.options[name], self.controls[name]
         if isinstance(control, QtWidgets.QComboBox):
             return control.currentData()
+        if isinstance(control, QtWidgets.QCheckBox):
+            return control.isChecked()
         if isinstance(control, QtWidgets.QSpinBox):
             return None if control.value() == UNSET else control.value()
         text = control.text().strip()
@@ -105,6 +111,8 @@ class MoreOptions(QtWidgets.QWidget):
         control = self.controls[name]
         if isinstance(control, QtWidgets.QComboBox):
             control.setCurrentIndex(max(0, control.findData(value)))
+        elif isinstance(control, QtWidgets.QCheckBox):
+            control.setChecked(bool(value))
         elif isinstance(control, QtWidgets.QSpinBox):
             control.setValue(UNSET if value is None else int(value))
         else:

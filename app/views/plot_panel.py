@@ -29,6 +29,7 @@ from engine.figures.figure import Axis
 from engine.figures.gaps import broken, gap_after
 from engine.figures.run import STEP_COLORS
 from engine.record.summary import theory_formula
+from engine.record.time_by_kind import input_wait_line
 from engine.results import RunSummary, Step
 from engine.telemetry.smooth import core_total_apart
 
@@ -422,7 +423,9 @@ class PlotPanel(QtWidgets.QWidget):
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
-                                 note="\n".join(filter(None, [note, summary.diagnosis, *node_lines(summary),
+                                 note="\n".join(filter(None, [note, summary.diagnosis,
+                                                               input_wait_line(summary.time_by_kind or []),
+                                                               *node_lines(summary),
                                                                *summary.notes,
                                                                *run_status.measurement_notes(summary),
                                                                *tensor_lines(summary)])))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.config import ExperimentConfig
-from engine.devices import gpu_count, usable_cores
+from engine.devices import cpu_devices, gpu_count, usable_cores
 from engine.rules import effective_batch_size
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
 
@@ -16,6 +16,7 @@ class Point:
     label: str
     config: ExperimentConfig
     x: float | None = None   # the swept value, for line plots
+    series: str | None = None   # the line of the sweep it is on (default: its strategy's)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class Preset:
         interleaved schedule still compares single, model-parallel and the replicas)."""
         from engine.strategies import STRATEGIES
         return [p if STRATEGIES[p.config.strategy].uses_micro_batches
-                else Point(p.label, p.config.replace(stages_per_device=None), x=p.x) for p in self.points(base)]
+                else Point(p.label, p.config.replace(stages_per_device=None), x=p.x, series=p.series)
+                for p in self.points(base)]
 
 
 # ---- scale ------------------------------------------------------------------------
@@ -239,6 +241,28 @@ def memory_scaling(base: ExperimentConfig) -> list[Point]:
     return [p for p in points if p.label not in refused]
 
 
+LOADER_WORKERS = (0, 1, 2, 4)
+DEFAULT_DECODE_COST_MS = 1.0   # a sample's further CPU work where the base gives none: a wait worth a sweep
+
+
+def input_pipeline(base: ExperimentConfig) -> list[Point]:
+    """The base's model, strategy and devices fed by a DataLoader with 0, 1, 2 and 4 workers, as far as the
+    cores no device holds allow (on GPUs: with pageable and with pinned memory)."""
+    from engine.run.loader_placement import held_cores
+    kind, n = _devices_of(base)
+    loader = base.replace(input_prep="loader", decode_cost_ms=base.decode_cost_ms or DEFAULT_DECODE_COST_MS,
+                          loader_cores=None, prefetch_factor=None, pin_memory=False)
+    cores = usable_cores()
+    # CPU devices hold the first cores (engine.devices.cpu_devices): the rest are the workers'
+    spare = len(set(cores) - held_cores(cpu_devices(n, cores))) if kind == "cpu" else len(cores)
+    workers = [w for w in LOADER_WORKERS if w <= max(1, spare)]
+    memories = (False, True) if kind == "cuda" else (False,)
+    return [Point(f"{w} worker{'s' if w != 1 else ''}" + (", pinned" if pinned else ""),
+                  loader.replace(loader_workers=w, pin_memory=pinned), x=w,
+                  series=("pinned" if pinned else "pageable") if kind == "cuda" else None)
+            for pinned in memories for w in workers]
+
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-strategies", "single vs model-parallel vs pipeline (and data-parallel, ddp): step time "
            "mean and std over repeats, as in the tutorial's bar chart", compare_strategies,
@@ -258,4 +282,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "tensor memory per device by kind, step time, bytes moved per step", memory_scaling,
            sets="the strategy, the devices (1 up to every core or GPU) and the optimizer (adamw, whose state "
                 "sharding saves most); no split or micro-batching"),
+    Preset("input-pipeline", "the base fed by a DataLoader with 0, 1, 2 and 4 workers (as the cores no device "
+           "holds allow; on GPUs, pageable and pinned memory): throughput and the input wait against workers",
+           input_pipeline,
+           sets=f"the input (--input-prep loader), its workers and pinned memory (it sweeps them); a "
+                f"--decode-cost of {DEFAULT_DECODE_COST_MS:g} ms a sample where the base gives none"),
 )}

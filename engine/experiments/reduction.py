@@ -48,7 +48,15 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         tensor_memory=first.tensor_memory,
         communication=first.communication,
         disturbed=_disturbed(runs),
+        input_wait=_input_wait(runs),
+        series=point.series,
     )
+
+
+def _input_wait(runs: list[RunSummary]) -> float | None:
+    """The mean over the runs of the largest share of a step a device waits on its input ("data")."""
+    shares = [max(d.share("data") for d in r.time_by_kind) for r in runs if r.time_by_kind]
+    return statistics.fmean(shares) if shares and any(shares) else None
 
 
 def _disturbed(runs: list[RunSummary]) -> str | None:

@@ -17,13 +17,15 @@ POINT = Axis("point")
 # What each sweep preset sweeps, as its axis says (a sweep of another name: "swept value").
 SWEEP_AXES = {"split-size": "split size (samples per micro-batch)",
               "split-point": "split point (first block of stage 2)",
-              "dp-scaling": "devices"}
+              "dp-scaling": "devices",
+              "input-pipeline": "loader workers"}
 IDENT_COLUMNS = ["label", "strategy", "split", "micro-batches"]
 
 
 def sweep_metric(name: str) -> tuple[str, str]:
-    """(ExperimentPoint field, its label): dp-scaling is about throughput, the other sweeps about time."""
-    return ("throughput", "throughput") if name == "dp-scaling" else ("step_time_s", "step time")
+    """(ExperimentPoint field, its label): dp-scaling and input-pipeline are about throughput, the other sweeps
+    about time."""
+    return ("throughput", "throughput") if name in ("dp-scaling", "input-pipeline") else ("step_time_s", "step time")
 
 
 def experiment_figures(result: ExperimentResult) -> list[Figure]:
@@ -38,6 +40,8 @@ def experiment_figures(result: ExperimentResult) -> list[Figure]:
                          "samples/s", points, ident, best, "throughput")]
     if any(is_number(p.x) for p in points):
         figures.append(sweep_figure(result))
+    if any(is_number(p.input_wait) for p in points):
+        figures.append(input_wait_figure(result))
     if any(is_number(p.bubble.measured) for p in points):
         figures.append(bubble_figure(name, points, ident))
     if any(is_number(p.stage_balance) for p in points):
@@ -101,13 +105,10 @@ def sweep_figure(result: ExperimentResult) -> Figure:
     key, label = sweep_metric(name)
     unit, factor = ("samples/s", 1.0) if key == "throughput" else time_unit(stat(p, key, "mean") for p in points)
     swept = sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
-    by_strategy: dict[str, list[ExperimentPoint]] = {}
-    for _, i in swept:
-        by_strategy.setdefault(str(points[i].strategy or "points"), []).append(points[i])
-    series = [Series(strategy, [p.x for p in group], scaled([stat(p, key, "mean") for p in group], factor),
+    series = [Series(line, [p.x for p in group], scaled([stat(p, key, "mean") for p in group], factor),
                      palette.series_color(i), width=2.0, yerr=scaled([stat(p, key, "std") for p in group], factor),
                      markers=True)
-              for i, (strategy, group) in enumerate(by_strategy.items())]
+              for i, (line, group) in enumerate(_lines(points, swept).items())]
     marks = []
     best = result.point(result.winner) if result.winner else None   # none marked when tied
     if best is not None and is_number(best.x):
@@ -123,6 +124,33 @@ def sweep_figure(result: ExperimentResult) -> Figure:
              *scaled([stat(points[i], key, "mean"), stat(points[i], key, "std")], to_table)] for x, i in swept]
     return Figure("sweep", f"{label.capitalize()} over the sweep · {name} (mean ± std)", Axis(x_label),
                   Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
+
+
+def _lines(points: Sequence[ExperimentPoint], swept: list[tuple[float, int]]) -> dict[str, list[ExperimentPoint]]:
+    """The swept points by the line they are on (their series, else their strategy), in the sweep's order."""
+    lines: dict[str, list[ExperimentPoint]] = {}
+    for _, i in swept:
+        lines.setdefault(str(points[i].series or points[i].strategy or "points"), []).append(points[i])
+    return lines
+
+
+def input_wait_figure(result: ExperimentResult) -> Figure:
+    """The share of its step the most starved device waits on its input, over the sweep (the loader's workers)
+    or per point."""
+    points, name = result.points, result.name
+    swept = sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
+    axis = Axis("input wait", "% of step time")
+    columns = ["label", "strategy", SWEEP_AXES.get(name, "swept value"), "input wait (%)"]
+    rows = [[points[i].label, points[i].strategy, x, *scaled([points[i].input_wait], 100)] for x, i in swept]
+    title = f"Input wait (the device waiting most on data) · {name}"
+    if not swept:
+        return value_bars("input-wait", title, axis, scaled([p.input_wait for p in points], 100),
+                          [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points])
+    series = [Series(line, [p.x for p in group], scaled([p.input_wait for p in group], 100),
+                     palette.series_color(i), width=2.0, markers=True)
+              for i, (line, group) in enumerate(_lines(points, swept).items())]
+    return Figure("input-wait", title, Axis(SWEEP_AXES.get(name, "swept value")), axis, series=series,
+                  columns=columns, rows=rows)
 
 
 def bubble_figure(name: str, points: Sequence[ExperimentPoint], ident) -> Figure:

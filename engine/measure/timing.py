@@ -14,7 +14,8 @@ from contextlib import contextmanager
 # Kinds of interval, in a step's order, and what each means (the timeline's legend and
 # the README read this). "wait" is recorded but not busy.
 KIND_MEANING = {
-    "data": "drawing the batch inside the step (--input-prep in-step), on the process's CPU device",
+    "data": "drawing the batch inside the step (--input-prep in-step), on the process's CPU device, or waiting "
+            "for a DataLoader's next batch (--input-prep loader), on the device that idles meanwhile",
     "forward": "a stage's or replica's forward pass, the loss included",
     "backward": "a backward pass: gradients of this device's part of the model",
     "backward-input": "a zero-bubble schedule's first half of a backward: the gradient of the stage's input, "

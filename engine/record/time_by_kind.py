@@ -15,9 +15,15 @@ def ordered(kinds) -> list[str]:
     return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))
 
 
+# What shortens an input wait, said with it (the loader's options: engine/config.py).
+INPUT_FIX = ("more loader workers on cores of their own (--loader-workers, --loader-cores), pinned memory on "
+             "GPUs (--pin-memory), or a cheaper decode")
+
+
 def diagnosis(devices: list[DeviceKinds]) -> str | None:
     """The device that idles or waits on its input most, in words: "cpu:1 waits on data (the input pipeline)
-    77 % of each step", "cpu:0 idles 52 % of each step (waiting on a peer: ...)"; None without steps."""
+    77 % of each step: more loader workers ...", "cpu:0 idles 52 % of each step (waiting on a peer: ...)";
+    None without steps."""
     if not devices:
         return None
     candidates = [(d.idle_share, d.device, "idle") for d in devices] + \
@@ -26,9 +32,17 @@ def diagnosis(devices: list[DeviceKinds]) -> str | None:
     if share < 0.1:
         return f"every device busy at least {100 * (1 - max(d.idle_share for d in devices)):.0f} % of each step"
     if what == "data":
-        return f"{device} waits on data (the input pipeline) {100 * share:.0f} % of each step"
+        return (f"{device} waits on data (the input pipeline) {100 * share:.0f} % of each step: {INPUT_FIX}")
     return f"{device} idles {100 * share:.0f} % of each step (waiting on a peer: the split, the schedule or a " \
            "slower rank)"
+
+
+def input_wait_line(devices: list[DeviceKinds]) -> str | None:
+    """Each device's share of its step spent waiting on its input ("data"), where any waits: the bubble box
+    says it beside the bubble. None where no device waits on data."""
+    if not any(d.by_kind.get("data") for d in devices):
+        return None
+    return "input wait (data) per step: " + ", ".join(f"{d.device} {100 * d.share('data'):.0f} %" for d in devices)
 
 
 def table(devices: list[DeviceKinds]) -> list[str]:

@@ -11,9 +11,15 @@ the same batches.
 Drawn inside the step (``--input-prep in-step``) draws a fresh batch on the host
 each step, timed as ``data`` on the process's CPU device, and copies it to the
 devices inside the step: for seeing what input preparation costs.
+
+Through a DataLoader (``--input-prep loader``, engine.run.loader) the pool's samples
+are decoded and augmented as they are read, on the loader's workers or (with none)
+by the rank itself; the rank's wait for each batch is ``data`` on its own device,
+on the host's clock (a GPU idles meanwhile), and the copy to a GPU is ``transfer``.
 """
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from itertools import cycle, islice
 
@@ -30,25 +36,46 @@ def batch_bytes(batch) -> int:
 
 
 class BatchFeed:
-    def __init__(self, ctx: RankContext, executor: Executor, data_device: Device | None):
+    """``data_device``: the device a wait for the batch idles (the process's own); ``loader_cores``: where a
+    DataLoader's workers run (engine.run.loader_placement)."""
+
+    def __init__(self, ctx: RankContext, executor: Executor, data_device: Device | None,
+                 loader_cores: list[int] = ()):
         config = ctx.config
         self._executor = executor
         self._timer = ctx.timer
         self._data_device = data_device
         self._drawn = ctx.spec.data.batches(effective_batch_size(config))
         self._pool = None
-        if config.input_prep == "ahead":
+        self._loader = None
+        if config.input_prep in ("ahead", "loader"):
             first = next(self._drawn)
             size = max(1, min(POOL_BATCHES, config.steps, POOL_BYTES // max(1, batch_bytes(first))))
             batches = [first, *islice(self._drawn, size - 1)]
             self.pool_size = len(batches)
+        if config.input_prep == "ahead":
             self._pool = cycle([executor.place_batch(*batch) for batch in batches])
+        elif config.input_prep == "loader":
+            from engine.run.loader import BatchLoader
+            gpus = any(d.kind == "cuda" for d in ctx.devices)
+            self._loader = BatchLoader(config, batches, executor.input_rows(len(first[0])), list(loader_cores),
+                                       pin_memory=config.pin_memory and gpus)
 
     def next(self):
         """This step's (inputs, targets), as the executor's step takes them."""
         if self._pool is not None:
             return next(self._pool)
+        if self._loader is not None:
+            waited = time.perf_counter()
+            inputs, targets = self._loader.next()
+            if self._data_device is not None:   # the host's clock, on a GPU too: it idles while the host waits
+                self._timer.add(self._data_device.name, "data", waited, time.perf_counter())
+            return self._executor.place_batch(inputs, targets)
         data = self._timer.span(self._data_device, "data") if self._data_device is not None else nullcontext()
         with data:
             inputs, targets = next(self._drawn)
         return self._executor.place_batch(inputs, targets)
+
+    def close(self) -> None:
+        if self._loader is not None:
+            self._loader.close()

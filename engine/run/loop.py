@@ -19,10 +19,10 @@ from engine.strategies.base import Executor, RankContext
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None],
-          data_device: Device | None = None) -> None:
-    """Run the steps. ``data_device``: the CPU device whose core this process draws batches on when they
-    are drawn inside the step (timed there as "data"); None: a process on GPUs only, whose GPUs idle meanwhile."""
-    feed = BatchFeed(ctx, executor, data_device)
+          data_device: Device | None = None, loader_cores: list[int] = ()) -> None:
+    """Run the steps. ``data_device``: the device this process's wait for its batch idles, timed there as
+    "data" (engine.run.feed); ``loader_cores``: where a DataLoader's workers run (--input-prep loader)."""
+    feed = BatchFeed(ctx, executor, data_device, loader_cores)
     timer = ctx.timer
     # The peak tracker (fsdp's) on the last warm-up step, its per-op cost out of the measured steps; not on the
     # first step, whose peak is the optimizer's state being made, not that of the steps after it.
@@ -54,5 +54,6 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
             if trace is not None:
                 emit(Profiled(trace, profiler.started_at))
     finally:
+        feed.close()
         meter.close()
         profiler.close()

@@ -20,10 +20,12 @@ import traceback
 from datetime import timedelta
 
 from engine import strategies
+from engine.cores import usable_cores
 from engine.parent_death import die_with_parent
 from engine.environment import RankEnvironment
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
+from engine.run.loader_placement import worker_cores
 from engine.run.protocol import finite
 
 
@@ -110,6 +112,7 @@ def main() -> int:
         config = ExperimentConfig.from_json(env.config_json)
         devices = [Device(**d) for d in json.loads(env.devices_json)]
         own = own_device(devices, rank, world)
+        loader_cores = worker_cores(config, devices, usable_cores(), own.node)   # before this process is pinned
         pin(own)
         import torch
         torch.set_num_threads(1)
@@ -132,7 +135,7 @@ def main() -> int:
                                         world_size=world, timeout=timeout)
             else:  # launched by torchrun or similar: MASTER_ADDR/MASTER_PORT from the environment
                 dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
-        run_rank(config, devices, rank, world, channel, own)
+        run_rank(config, devices, rank, world, channel, own, loader_cores)
         if needs_group:
             dist.destroy_process_group()
         return 0
@@ -159,8 +162,9 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
-def run_rank(config, devices, rank, world, channel, own) -> None:
-    """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``)."""
+def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> None:
+    """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``),
+    ``loader_cores`` where its DataLoader's workers run (engine.run.loader_placement)."""
     from engine.run import loop
     from engine.models.build import build
     from engine.strategies.base import ParameterChange, RankContext
@@ -176,7 +180,9 @@ def run_rank(config, devices, rank, world, channel, own) -> None:
     channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
                        executor.plan() if rank == 0 else None))
     try:
-        loop.train(ctx, executor, channel.emit, data_device=own if own.kind == "cpu" else None)
+        # A batch drawn inside the step is drawn on the CPU device's core; a loader's wait idles any device.
+        waits = own.kind == "cpu" or config.input_prep == "loader"
+        loop.train(ctx, executor, channel.emit, data_device=own if waits else None, loader_cores=loader_cores)
         param_sq, change_sq = executor.param_sq(), change.sq()   # before the probe's backwards touch anything
         extra, why_not = executor.split_backward_extra_s()
         channel.emit(Done(param_sq, change_sq, extra, why_not))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from engine import devices as devices_mod
 from engine import forkserver, models, rules, strategies
 from engine.config import ConfigError, ExperimentConfig, Problem
+from engine.cores import usable_cores
+from engine.run import loader_placement
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 
 
@@ -164,6 +166,11 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
         devices = run_devices(config) if not any(p.option in ("nodes", "devices") for p in found) else []
     except devices_mod.DeviceError as exc:
         found.append(Problem("devices", str(exc)))
+    if devices and not found:
+        found.extend(loader_placement.placement_problems(config, usable_cores()))
+        if config.pin_memory and not any(d.kind == "cuda" for d in devices):
+            found.append(Problem("pin_memory", "applies to runs on GPUs (page-locked memory is what a copy to a "
+                                               "GPU reads asynchronously); these devices are CPUs"))
     spec = None
     if found:  # building a model from invalid options could fail or take all memory
         return None, found
@@ -194,6 +201,9 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     sharing = devices_mod.sharing_note(devices) if not config.nodes else None
     if sharing:
         warnings.append(sharing)
+    loader = loader_placement.placement_note(config, devices, usable_cores())
+    if loader:
+        warnings.append(loader)
     return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []
 
 

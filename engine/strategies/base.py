@@ -63,6 +63,11 @@ class Executor(ABC):
         the step for batches drawn there (engine.run.feed)."""
         return inputs, targets
 
+    def input_rows(self, batch_size: int) -> range:
+        """The rows of a global batch whose inputs this rank's step reads: a DataLoader on this rank decodes
+        only these (engine.run.loader), as a DistributedSampler gives each replica its own samples."""
+        return range(batch_size)
+
     @abstractmethod
     def step(self, inputs: "torch.Tensor", targets: "torch.Tensor") -> StepResult:
         """One optimizer update on the global batch (each rank takes its part)."""
@@ -106,8 +111,8 @@ def place_on(timer: StepTimer, device: Device, *tensors):
     """The tensors copied to ``device``, timed there as "transfer" (a no-op for CPU devices)."""
     if device.kind != "cuda":
         return tensors
-    with timer.span(device, "transfer"):
-        return tuple(t.to(device.torch_device) for t in tensors)
+    with timer.span(device, "transfer"):   # from page-locked memory (a loader's --pin-memory) asynchronously
+        return tuple(t.to(device.torch_device, non_blocking=t.is_pinned()) for t in tensors)
 
 
 def replica_batch(inputs, targets, replicas: int, index: int):
@@ -118,6 +123,13 @@ def replica_batch(inputs, targets, replicas: int, index: int):
     if index < len(chunks_x):
         return chunks_x[index], chunks_y[index], sizes
     return inputs[:0], targets[:0], sizes
+
+
+def replica_rows(batch_size: int, replicas: int, index: int) -> range:
+    """The rows ``replica_batch`` gives replica ``index``: torch.chunk's (ceil(batch / replicas) each, the last
+    ones short or empty)."""
+    size = -(-batch_size // replicas)
+    return range(min(batch_size, index * size), min(batch_size, (index + 1) * size))
 
 
 def replica_loss(loss_fn, out, targets, total: int, replicas: int):

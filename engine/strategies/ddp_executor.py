@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss, replica_rows
 
 
 class Ddp(Executor):
@@ -54,6 +54,9 @@ class Ddp(Executor):
 
     def place_batch(self, inputs, targets):
         return place_on(self.timer, self.device, inputs, targets)
+
+    def input_rows(self, batch_size: int) -> range:
+        return replica_rows(batch_size, self.world, self.rank)
 
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer

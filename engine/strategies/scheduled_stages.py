@@ -155,6 +155,9 @@ class ScheduledStages(Executor):
             return [[str(action) if action is not None else "" for action in order[rank]] for rank in sorted(order)]
         return tick_plan(self.schedule_info.name, self.world, self.micro_batches)
 
+    def input_rows(self, batch_size: int) -> range:
+        return range(batch_size) if self.first else range(0)
+
     def place_batch(self, inputs, targets):
         """The first stage reads the inputs, the last the targets; a middle stage neither."""
         placed_inputs = place_on(self.timer, self.device, inputs)[0] if self.first else None

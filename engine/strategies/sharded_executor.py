@@ -19,7 +19,7 @@ from torch.distributed.tensor.parallel import parallelize_module
 from engine.measure.communication import collective_meter
 from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss, replica_rows
 from engine.strategies.tensor_parallel_plan import parallelize_plan
 
 
@@ -48,6 +48,9 @@ class ShardedExecutor(Executor):
 
     def place_batch(self, inputs, targets):
         return place_on(self.timer, self.device, inputs, targets)
+
+    def input_rows(self, batch_size: int) -> range:
+        return replica_rows(batch_size, self.dp, self.dp_rank)
 
     def step(self, inputs, targets) -> StepResult:
         dev, timer = self.device, self.timer

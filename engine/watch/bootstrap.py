@@ -33,7 +33,7 @@ STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 def end_with_everything_started() -> None:
     """This rank and whatever the script starts (mp.spawn, a server, a loader's workers) are one process group,
     ended whole when the worker ends the rank (SIGTERM; its SIGKILL after the grace period leaves the loader's
-    workers to their parent-death signal, engine/watch/loader_cores.py)."""
+    workers to their parent-death signal, engine/run/loader_workers.py)."""
     try:
         os.setpgid(0, 0)
     except OSError:   # already a group's (or a session's) leader: its group is its own
@@ -59,7 +59,7 @@ def main() -> int:
     import torch
     torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
     from engine.watch.instruments import Instruments, WatchEnded
-    from engine.watch.loader_cores import place_loader_workers
+    from engine.run.loader_workers import place_loader_workers
     # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
     # hooks' own cost, apart from recording the steps in the worker, the session and the store).
     mode = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1")

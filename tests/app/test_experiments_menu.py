@@ -183,3 +183,24 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     texts = view.bars.tick_texts
     assert view.bars.getPlotItem().getAxis("bottom")._tickLevels == [list(enumerate(texts))]
     assert [text.replace("\n", " ") for text in texts] == ["split 4", "balanced (automatic)"]
+
+
+def test_the_input_pipeline_preset_runs_from_the_menu_and_plots_the_input_wait_over_workers(qtbot, window,
+                                                                                          tmp_path):
+    """The loader's workers swept for the panel's model on one device: throughput and the input wait each
+    over the workers, the best marked, and the wait's plot exported as its table."""
+    set_small_mlp(window, strategy="single", devices="cpu:1", **TINY)
+    menu = window.experiments.menu
+    assert "DataLoader with 0, 1, 2 and 4 workers" in menu.preset_actions["input-pipeline"].statusTip()
+    menu.repeats_spin.setValue(1)
+    with qtbot.waitSignal(window.sigExperimentFinished, timeout=EXPERIMENT_TIMEOUT_MS) as done:
+        menu.preset_actions["input-pipeline"].trigger()
+    result = done.args[0]
+    assert result.status == "finished", (result, window.log_view.toPlainText()[-2000:])
+    assert [p.x for p in result.points][:2] == [0, 1] and all(p.input_wait for p in result.points)
+    view = window.center.results
+    assert not view.sweep.isHidden() and not view.input_wait.isHidden()
+    assert view.best_marks()["sweep"] == result.winner
+    path = view.input_wait.export("csv", tmp_path / "wait.csv")
+    rows = path.read_text().splitlines()
+    assert rows[0].startswith("label,strategy,loader workers,input wait") and len(rows) == 1 + len(result.points)

@@ -126,7 +126,7 @@ def test_the_tutorial_split_of_a_resnet_is_one_click_before_its_blocks_are_timed
     e.strategy_combo.setCurrentIndex(e.strategy_combo.findData("model-parallel"))
     e.batch_spin.setValue(4)
     e.steps_spin.setValue(2)
-    e.in_step_check.setChecked(True)
+    e.input_combo.setCurrentIndex(e.input_combo.findData("in-step"))
     view = window.split_view
 
     def named_not_timed():

@@ -102,7 +102,7 @@ def test_a_problem_offers_its_fix_and_a_click_applies_it(qtbot, panel):
 
 def test_the_form_does_not_move_when_problems_come_and_go(qtbot, panel):
     fields = (panel.model_combo, panel.devices_combo, panel.strategy_combo, panel.mb_spin, panel.batch_spin,
-              panel.steps_spin, panel.in_step_check, panel.notices)
+              panel.steps_spin, panel.input_combo, panel.notices)
 
     def where():
         QtCore.QCoreApplication.processEvents()
@@ -186,7 +186,7 @@ def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qt
     from engine.experiments import PRESETS
     panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("pipeline"))
     panel.schedule_combo.setCurrentIndex(panel.schedule_combo.findData("1f1b"))
-    panel.in_step_check.setChecked(True)
+    panel.input_combo.setCurrentIndex(panel.input_combo.findData("in-step"))
     base = preset_base(panel.config())
     assert (base.schedule, base.input_prep, base.micro_batches) == ("1f1b", "in-step", 4)
     pipeline = next(p for p in PRESETS["compare-strategies"].points(base) if p.label == "pipeline")
@@ -251,7 +251,8 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     experiment's base as the panel's other settings do."""
     from app.views.experiments_menu import preset_base
     more = panel.more
-    assert more.names == ["seed", "lr", "hang_timeout_s", "profile_steps", "timeline"]
+    assert more.names == ["seed", "lr", "hang_timeout_s", "loader_workers", "loader_cores", "pin_memory",
+                          "prefetch_factor", "persistent_workers", "decode_cost_ms", "profile_steps", "timeline"]
     assert not more.body.isVisible()
     more.toggle.click()
     assert more.body.isVisible()
@@ -265,6 +266,15 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     assert (base.seed, base.lr, base.timeline, base.optimizer) == (7, 0.05, "all", "adamw")
     more.controls["lr"].setText("")
     assert panel.config().lr is None        # empty: the engine's default
+    # the DataLoader's: a whole number, a switch, a number of milliseconds, with the input that reads them
+    panel.input_combo.setCurrentIndex(panel.input_combo.findData("loader"))
+    more.controls["loader_workers"].setValue(2)
+    more.controls["persistent_workers"].setChecked(True)
+    more.controls["decode_cost_ms"].setText("1.5")
+    config = panel.config()
+    assert (config.input_prep, config.loader_workers, config.persistent_workers, config.decode_cost_ms,
+            config.pin_memory) == ("loader", 2, True, 1.5, False)
+    assert preset_base(config).persistent_workers is True
     # A number is typed as the command line writes it, whatever the system's locale ("0,05" in German).
     from PySide6 import QtGui
     from app.views.more_options import MoreOptions

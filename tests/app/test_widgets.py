@@ -424,7 +424,7 @@ def test_settings_round_trip(qtbot, qapp_configured):
     a.model_combo.set_torchvision_model("torchvision:resnet18")
     a.image_spin.setValue(64)
     a.schedule_combo.setCurrentIndex(a.schedule_combo.findData("zbv"))
-    a.in_step_check.setChecked(True)
+    a.input_combo.setCurrentIndex(a.input_combo.findData("in-step"))
     a.optimizer_combo.setCurrentIndex(a.optimizer_combo.findData("adamw"))
     a.batch_spin.setValue(96)
     settings = make_settings()

@@ -1,6 +1,7 @@
-"""A watched script's DataLoader workers on the cores no device holds (engine/watch/bootstrap.py chooses them),
-dying with their rank: each worker does both before the script's own worker_init_fn runs. Its own module, not
-the bootstrap's ``__main__``: a loader whose workers spawn pickles the worker_init_fn by its module's name."""
+"""DataLoader workers on the cores no device holds, dying with their rank: a watched script's (the cores
+engine/watch/bootstrap.py chooses) and the engine's own loader's (engine/run/loader.py). Each worker does both
+before any worker_init_fn of the script's runs. Its own module, not the bootstrap's ``__main__``: a loader whose
+workers spawn pickles the worker_init_fn by its module's name."""
 from __future__ import annotations
 
 import functools
