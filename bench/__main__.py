@@ -8,7 +8,8 @@ import importlib
 import sys
 
 BENCHES = ["bench.engine_bench", "bench.any_module_bench", "bench.telemetry_bench", "bench.app_bench",
-           "bench.long_run_bench", "bench.sharding_bench", "bench.nodes_bench", "bench.watch_bench"]
+           "bench.long_run_bench", "bench.sharding_bench", "bench.nodes_bench", "bench.watch_bench",
+           "bench.loader_bench"]
 
 
 def main(names: list[str]) -> int:

@@ -12,7 +12,8 @@ would from the command line:
    classes) with single, model-parallel and pipeline on cuda:0,cuda:0 (the
    tutorial's split, ``--split layer3``), seed-embedding on cpu,cuda:0,
    data-parallel and ddp on cuda:0;
-3. compare-strategies on one GPU;
+3. compare-strategies on one GPU; the DataLoader's workers (0, 2, 4, 8, pageable and pinned memory) feeding
+   resnet50, with the input wait each leaves;
 4. NVML sampled at 10 and at 50 Hz during a resnet50 run, each beside
    ``nvidia-smi --query-gpu=utilization.gpu,memory.used -lms 100`` over the same
    steps: the mean utilizations must agree within 10 points.
@@ -172,6 +173,36 @@ def compare_strategies(db: Path, cpu: bool) -> dict:
             "best": result.get("best"), "notes": result.get("notes"), "points": points}
 
 
+def input_pipeline(db: Path, cpu: bool) -> dict:
+    """Throughput and the input wait against DataLoader workers (--input-prep loader: JPEG decode and augment per
+    sample): resnet50 at the tutorial's setup on cuda:0 with 0, 2, 4 and 8 workers, pageable and pinned memory;
+    on CPU, resnet18 on cpu:1 with 0 and 1."""
+    if cpu:
+        base, settings = ["--model", "resnet18", "--batch-size", "8", "--steps", "3", "--devices", "cpu:1"], \
+            [(0, False), (1, False)]
+    else:
+        base = ["--model", "resnet50", "--steps", "10", "--devices", "cuda:0"]
+        settings = [(w, pinned) for pinned in (False, True) for w in (0, 2, 4, 8)]
+    points = []
+    for workers, pinned in settings:
+        args = ["run", *base, "--input-prep", "loader", "--loader-workers", str(workers),
+                *(["--pin-memory"] if pinned else []), "--json"]
+        proc, wall = cli(args, db)
+        try:
+            summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            summary = {"error": proc.stderr.strip()[-2000:]}
+        kinds = summary.get("time_by_kind") or []
+        waits = [d["by_kind"].get("data", 0.0) / d["step_s"] for d in kinds if d.get("step_s")]
+        points.append({"workers": workers, "pin_memory": pinned, "status": summary.get("status"),
+                       "error": summary.get("error"), "wall_s": round(wall, 1),
+                       "throughput": (summary.get("throughput") or {}).get("mean"),
+                       "input_wait": round(max(waits), 4) if waits else None,
+                       "transfer_ms": round(1000 * max((d["by_kind"].get("transfer", 0.0) for d in kinds),
+                                                       default=0.0), 3)})
+    return {"ok": all(p["status"] == "finished" for p in points), "points": points}
+
+
 # ---- NVML against nvidia-smi ------------------------------------------------------------------
 def smi_rows(path: Path) -> list[tuple[float, float, float]]:
     """(wall-clock s, utilization %, memory MiB) rows of nvidia-smi's CSV log."""
@@ -283,16 +314,22 @@ def main(argv: list[str]) -> int:
             save()
         report["compare_strategies"] = guarded("compare-strategies", lambda: compare_strategies(db, args.cpu))
         save()
+        report["input_pipeline"] = guarded("input-pipeline", lambda: input_pipeline(db, args.cpu))
+        save()
         if not args.cpu:
             report["nvml_vs_nvidia_smi"] = [guarded(f"NVML at {hz} Hz", lambda: nvml_against_smi(db, hz)) | {"hz": hz}
                                             for hz in (10, 50)]
-    parts = [report.get("pytest"), *report["runs"], report["compare_strategies"],
+    parts = [report.get("pytest"), *report["runs"], report["compare_strategies"], report["input_pipeline"],
              *report.get("nvml_vs_nvidia_smi", [])]
     report["ok"] = all(p["ok"] for p in parts if p is not None)
     save()
     for run in report["runs"]:
         print(f"{'ok  ' if run['ok'] else 'FAIL'} {run['name']:<48} {run.get('step_ms')} ms/step "
               f"bubble {(run.get('bubble') or {}).get('measured')} {run.get('error') or ''}")
+    for point in report["input_pipeline"].get("points", []):
+        print(f"{'ok  ' if point['status'] == 'finished' else 'FAIL'} loader {point['workers']} workers"
+              f"{', pinned' if point['pin_memory'] else ''}: {point['throughput']} samples/s, input wait "
+              f"{point['input_wait']} of the step {point.get('error') or ''}")
     for line in report.get("nvml_vs_nvidia_smi", []):
         print(f"{'ok  ' if line['ok'] else 'FAIL'} NVML at {line['hz']} Hz {line.get('nvml_util_mean')} % vs "
               f"nvidia-smi {line.get('nvidia_smi_util_mean')} % {line.get('error') or ''}")
