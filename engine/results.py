@@ -315,11 +315,12 @@ class Sample(DeviceSample):
 # ---- an experiment ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlannedPoint:
-    """A point an experiment set out to run: its label, its config as stored (ExperimentConfig.to_dict) and its
-    swept value."""
+    """A point an experiment set out to run: its label, its config as stored (ExperimentConfig.to_dict), its
+    swept value and line."""
     label: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     x: float | None = None
+    series: str | None = None     # the sweep's line it is on (ExperimentPoint.series)
 
 
 @dataclass(frozen=True)

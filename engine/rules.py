@@ -143,6 +143,9 @@ def loader_problems(config: ExperimentConfig) -> list[Problem]:
             found.append(Problem("loader_cores", str(exc)))
         if config.loader_workers < 1:
             found.append(Problem("loader_cores", "needs --loader-workers 1 or more (the cores are the workers')"))
+        if config.nodes:
+            found.append(Problem("loader_cores", "not with --nodes: on each node the workers take the cores its "
+                                                 "devices leave"))
     return found
 
 

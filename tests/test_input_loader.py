@@ -38,21 +38,23 @@ def data_share(result) -> float:
 # ---- the dataset ----------------------------------------------------------------------------------------------
 @pytest.mark.quick
 def test_an_image_is_decoded_from_jpeg_and_augmented_alike_on_every_rank_and_other_rows_cost_nothing():
-    from engine.run.loader import SampleSet, spend_cpu
-    images = torch.rand(8, 3, 32, 32)
-    targets = torch.arange(8)
-    mine = SampleSet(images, targets, batch_size=4, rows=range(2), length=8, decode_cost_ms=0, seed=0)
-    theirs = SampleSet(images, targets, batch_size=4, rows=range(4), length=8, decode_cost_ms=0, seed=0)
-    assert mine.image and len(mine.stored) == 4   # rows 0, 1 of both batches kept, as JPEG bytes
-    sample, target = mine[5]
-    assert sample.shape == (3, 32, 32) and sample.dtype == torch.float32 and int(target) == 5
-    assert torch.equal(sample, theirs[5][0])   # the same crop and flip on another rank
-    assert -3 < float(sample.min()) < float(sample.max()) < 3 and abs(float(sample.mean())) < 1.5   # normalized
-    assert not torch.equal(mine[0][0], mine[1][0])   # each sample its own
-    assert torch.count_nonzero(mine[2][0]) == 0 and int(mine[2][1]) == 2   # a row another rank reads: zeros
-    features = SampleSet(torch.randn(8, 5), targets, batch_size=4, rows=range(4), length=12, decode_cost_ms=0,
-                         seed=0)
-    assert not features.image and len(features) == 12 and torch.equal(features[9][0], features[1][0])
+    from engine.run.loader import PoolOrder, SampleSet, spend_cpu
+    pool = [(torch.rand(4, 3, 32, 32), torch.arange(4) + 4 * k) for k in range(2)]
+    mine = SampleSet(pool, rows=lambda size: range(2), decode_cost_ms=0, seed=0)
+    theirs = SampleSet(pool, rows=lambda size: range(size), decode_cost_ms=0, seed=0)
+    assert mine.image and [sorted(batch) for batch in mine.stored] == [[0, 1], [0, 1]]   # kept as JPEG bytes
+    inputs, targets = mine[1]
+    assert inputs.shape == (4, 3, 32, 32) and inputs.dtype == torch.float32 and targets.tolist() == [4, 5, 6, 7]
+    assert torch.equal(inputs[:2], theirs[1][0][:2])   # the same crops and flips on another rank
+    assert -3 < float(inputs[:2].min()) < float(inputs[:2].max()) < 3   # normalized as ImageNet's
+    assert not torch.equal(inputs[0], inputs[1])   # each sample its own
+    assert torch.count_nonzero(inputs[2:]) == 0   # rows another rank reads: zeros
+    later_stage = SampleSet(pool, rows=lambda size: range(0), decode_cost_ms=0, seed=0)
+    assert later_stage[0][0].numel() == 0 and later_stage[0][1].tolist() == [0, 1, 2, 3]   # no inputs at all
+    # a short batch (seed-linear's last of 100 rows in 30s) stays short, and the batches come in turn
+    uneven = SampleSet([(torch.randn(30, 5), torch.randn(30, 2)), (torch.randn(10, 5), torch.randn(10, 2))],
+                       rows=lambda size: range(size), decode_cost_ms=0, seed=0)
+    assert not uneven.image and [len(uneven[k][0]) for k in PoolOrder(2, 5)] == [30, 10, 30, 10, 30]
     started = time.thread_time()
     spend_cpu(20)
     assert time.thread_time() - started >= 0.02   # CPU time, not a sleep
@@ -73,6 +75,9 @@ def test_the_loader_options_are_checked_before_anything_launches(capsys):
     assert cli.main(["run", "--input-prep", "loader", "--pin-memory", "--devices", "cpu:1", "--steps", "1"]) \
         == cli.EXIT_INVALID
     assert "--pin-memory: applies to runs on GPUs" in capsys.readouterr().err
+    from engine import rules   # on each node, the cores its devices leave
+    over_nodes = ExperimentConfig(**LOADER, loader_workers=1, loader_cores="1", nodes="10.0.0.2:29400")
+    assert any(p.option == "loader_cores" and "not with --nodes" in p.message for p in rules.problems(over_nodes))
     absent = max(usable_cores()) + 1
     cores = plan(ExperimentConfig(**LOADER, loader_workers=1, loader_cores=str(absent), devices="cpu:1"))[1]
     assert [p.option for p in cores] == ["loader_cores"] and f"core {absent} is not among" in cores[0].message
@@ -142,9 +147,16 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
             assert all(sorted(w.cpu_affinity()) == spare for w in workers), [w.cpu_affinity() for w in workers]
     finally:
         session.stop()
-    assert session.wait(60).status == "stopped"
+    stopped = session.wait(60)
+    assert stopped.status == "stopped"
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, alive
+    if spare:   # the workers' own core is sampled beside the device, as the loader's
+        with Store(fresh_store) as store:
+            loader = [s for s in store.samples(stopped.run_id) if s.device == f"loader (core {spare[0]})"]
+        assert loader and all(s.util is not None and s.mem_used is None for s in loader)
+        from app.state.live_data import physical_names   # the window draws it as the core's series
+        assert physical_names(config)[f"loader (core {spare[0]})"] == f"core {spare[0]}"
 
     # a model that raises at its third step: the run fails, and its loader's workers are gone with its rank
     broken = faulty_model("raise", tmp_path, at_step=3)

@@ -258,7 +258,8 @@ def input_pipeline(base: ExperimentConfig) -> list[Point]:
     workers = [w for w in LOADER_WORKERS if w <= max(1, spare)]
     memories = (False, True) if kind == "cuda" else (False,)
     return [Point(f"{w} worker{'s' if w != 1 else ''}" + (", pinned" if pinned else ""),
-                  loader.replace(loader_workers=w, pin_memory=pinned), x=w,
+                  loader.replace(loader_workers=w, pin_memory=pinned,
+                                 persistent_workers=base.persistent_workers and w > 0), x=w,
                   series=("pinned" if pinned else "pageable") if kind == "cuda" else None)
             for pinned in memories for w in workers]
 

@@ -104,9 +104,10 @@ def _mean_of(values: list) -> float | None:
     return statistics.fmean(measured) if measured else None
 
 
-def failed_point(label: str, strategy: str | None, x: float | None, error: str, run_ids: list[str]) -> ExperimentPoint:
+def failed_point(label: str, strategy: str | None, x: float | None, error: str, run_ids: list[str],
+                 series: str | None = None) -> ExperimentPoint:
     """A point none of whose runs could be measured: shown, so a sweep never hides a point that could not run."""
-    return ExperimentPoint(label=label, strategy=strategy, x=x, error=error, run_ids=run_ids)
+    return ExperimentPoint(label=label, strategy=strategy, x=x, error=error, run_ids=run_ids, series=series)
 
 
 def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
@@ -125,17 +126,18 @@ def stored_result(store, experiment: ExperimentRecord) -> ExperimentResult:
         measured = [r.summary for r in runs if r.summary.step_time_s and r.summary.throughput]
         if not measured:
             points.append(failed_point(label, runs[0].summary.strategy, x, "its runs have no measured step",
-                                       [r.id for r in runs]))
+                                       [r.id for r in runs], planned[label].series if label in planned else None))
             continue
         try:
             stored = planned[label].config if label in planned else None
-            point = Point(label, ExperimentConfig.from_dict(stored) if stored else runs[0].config, x)
+            point = Point(label, ExperimentConfig.from_dict(stored) if stored else runs[0].config, x,
+                          planned[label].series if label in planned else None)
             points.append(reduce_point(point, measured))
         except (AttributeError, KeyError, TypeError, ValueError, statistics.StatisticsError) as exc:
             # Runs stored by another version: shown as a point that could not be read, not a broken history.
             points.append(failed_point(label, runs[0].summary.strategy, x,
                                        f"could not be rebuilt from its runs: {type(exc).__name__}: {exc}",
-                                       [r.id for r in runs]))
+                                       [r.id for r in runs], planned[label].series if label in planned else None))
     best, tied = best_and_tied(points)
     return ExperimentResult(experiment_id=experiment.id, name=experiment.name, status="incomplete",
                             best=best, tied=tied, points=points)

@@ -72,7 +72,7 @@ class ExperimentRunner:
         with open_store(self.db_path) as store:
             self.experiment_id = store.create_experiment(self.preset.name, ExperimentPlan(
                 base=self.base.to_dict(), repeats=self.repeats,
-                points=[PlannedPoint(p.label, p.config.to_dict(), p.x) for p in self.points]))
+                points=[PlannedPoint(p.label, p.config.to_dict(), p.x, p.series) for p in self.points]))
         results: list[ExperimentPoint] = []
         k = 0
         for point in self.points:
@@ -107,7 +107,7 @@ class ExperimentRunner:
                 results.append(reduce_point(point, runs))
             elif failures:
                 results.append(failed_point(point.label, point.config.strategy, point.x, failures[0][1],
-                                            [r for r, _ in failures]))
+                                            [r for r, _ in failures], point.series))
             if self._stop.is_set():
                 break
         results = with_predictions(results, self.db_path)

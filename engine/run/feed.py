@@ -58,7 +58,7 @@ class BatchFeed:
         elif config.input_prep == "loader":
             from engine.run.loader import BatchLoader
             gpus = any(d.kind == "cuda" for d in ctx.devices)
-            self._loader = BatchLoader(config, batches, executor.input_rows(len(first[0])), list(loader_cores),
+            self._loader = BatchLoader(config, batches, executor.input_rows, list(loader_cores),
                                        pin_memory=config.pin_memory and gpus)
 
     def next(self):

@@ -9,17 +9,19 @@ cropped at random to a resized square, flipped at random and normalized, as torc
 ``--decode-cost`` CPU milliseconds more. The random choices are seeded by the sample's index: every rank decodes a sample alike.
 
 A rank decodes only the rows of the global batch its step reads (``Executor.input_rows``: a replica's chunk, a
-pipeline's first stage), as a DistributedSampler gives each replica its own; the other rows are zeros that cost
-nothing. One pass over the samples covers the run (a real dataset's epoch is thousands of steps), so workers
-start once, before the first step, and prefetch from then on.
+pipeline's first stage), as a DistributedSampler gives each replica its own; the other rows are zeros (one
+buffer a batch), and a rank that reads no inputs gets none. One pass over the batches covers the run (a real
+dataset's epoch is thousands of steps), so workers start once, before the first step, and prefetch from then on.
 """
 from __future__ import annotations
 
 import io
+import os
 import time
+from typing import Callable
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from engine.config import ExperimentConfig
 from engine.run.loader_workers import OnCores
@@ -45,38 +47,65 @@ def spend_cpu(ms: float) -> None:
 
 
 class SampleSet(Dataset):
-    """The pool's samples as a dataset: ``length`` samples, sample i being the pool's i modulo its size; rows
-    of a batch outside ``rows`` are zeros."""
+    """The pool's batches as a dataset of batches: item ``k`` is pool batch ``k``, its rows in ``rows(size)``
+    decoded and the others zeros (one buffer, not a sample each). A batch an item, as each worker makes a whole
+    batch anyway; kept whole, a pool's short batch (seed-linear's last) stays as the prepared batches have it."""
 
-    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int, rows: range, length: int,
+    def __init__(self, pool: list[tuple[torch.Tensor, torch.Tensor]], rows: Callable[[int], range],
                  decode_cost_ms: float, seed: int):
-        self.targets, self.batch_size, self.rows, self.length = targets, batch_size, rows, length
+        self.targets = [y for _, y in pool]
+        self.rows = [rows(len(x)) for x, _ in pool]
         self.decode_cost_ms, self.seed = decode_cost_ms, seed
-        self.image = is_image(inputs)
-        self.shape, self.dtype = inputs.shape[1:], inputs.dtype
-        reads = [i for i in range(len(inputs)) if i % batch_size in rows]
+        first = pool[0][0]
+        self.image = is_image(first)
+        self.shape, self.dtype = first.shape[1:], first.dtype
+        self.offsets = [0]   # each batch's first sample's number among the pool's: its samples' seeds
+        for x, _ in pool[:-1]:
+            self.offsets.append(self.offsets[-1] + len(x))
         if self.image:
-            self.stored = {i: _jpeg(inputs[i]) for i in reads}
+            self.stored = [{r: _jpeg(x[r]) for r in rows_k} for (x, _), rows_k in zip(pool, self.rows)]
             self.augment = _augmentation(tuple(self.shape[1:]))
         else:
-            self.stored = {i: inputs[i] for i in reads}
+            self.stored = [{r: x[r] for r in rows_k} for (x, _), rows_k in zip(pool, self.rows)]
 
     def __len__(self) -> int:
-        return self.length
+        return len(self.targets)
 
-    def __getitem__(self, index: int):
-        i = index % len(self.targets)
-        if i not in self.stored:
-            return torch.zeros(self.shape, dtype=self.dtype), self.targets[i]
+    def __getitem__(self, k: int):
+        targets, rows = self.targets[k], self.rows[k]
+        if not rows:   # a rank that reads no inputs (a pipeline's later stage): nothing to make
+            return torch.zeros((0, *self.shape), dtype=self.dtype), targets
+        inputs = torch.zeros((len(targets), *self.shape), dtype=self.dtype)
+        for r in rows:
+            inputs[r] = self.sample(k, r)
+        return inputs, targets
+
+    def sample(self, k: int, r: int) -> torch.Tensor:
+        """Row ``r`` of batch ``k``, read: decoded and augmented (an image), plus the decode cost."""
+        stored = self.stored[k][r]
         if self.image:
             from PIL import Image
-            with torch.random.fork_rng(devices=[]):   # the sample's own draws, leaving the process's alone
-                torch.manual_seed(self.seed * 1_000_003 + i)
-                sample = self.augment(Image.open(io.BytesIO(self.stored[i])).convert("RGB"))
-        else:
-            sample = self.stored[i]
+            # The sample's own draws, leaving the process's generators alone (the CPU's only: seeding through
+            # torch.manual_seed would reseed every GPU's too, on a rank that decodes itself).
+            with torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(self.seed * 1_000_003 + self.offsets[k] + r)
+                stored = self.augment(Image.open(io.BytesIO(stored)).convert("RGB"))
         spend_cpu(self.decode_cost_ms)
-        return sample, self.targets[i]
+        return stored
+
+
+class PoolOrder(Sampler):
+    """The pool's batches in turn, ``steps`` of them: one pass covers the run (a real dataset's epoch is
+    thousands of steps)."""
+
+    def __init__(self, batches: int, steps: int):
+        self.batches, self.steps = batches, max(1, steps)
+
+    def __iter__(self):
+        return (k % self.batches for k in range(self.steps))
+
+    def __len__(self) -> int:
+        return self.steps
 
 
 def _jpeg(image: torch.Tensor) -> bytes:
@@ -99,25 +128,22 @@ class BatchLoader:
     """The run's DataLoader over its ``SampleSet``: ``next()`` gives the next global batch (rows outside the
     rank's zero), waiting for a worker as a training loop does."""
 
-    def __init__(self, config: ExperimentConfig, pool: list[tuple[torch.Tensor, torch.Tensor]], rows: range,
-                 cores: list[int], pin_memory: bool):
-        batch_size = len(pool[0][0])
-        inputs = torch.cat([x for x, _ in pool])
-        targets = torch.cat([y for _, y in pool])
-        samples = SampleSet(inputs, targets, batch_size, rows, max(1, config.steps) * batch_size,
-                            config.decode_cost_ms, config.seed)
+    def __init__(self, config: ExperimentConfig, pool: list[tuple[torch.Tensor, torch.Tensor]],
+                 rows: Callable[[int], range], cores: list[int], pin_memory: bool):
+        samples = SampleSet(pool, rows, config.decode_cost_ms, config.seed)
         workers = config.loader_workers
-        self.loader = DataLoader(samples, batch_size=batch_size, shuffle=False, drop_last=True,
+        # batch_size=None: each item is a batch already (SampleSet), handed on as it is
+        self.loader = DataLoader(samples, batch_size=None, sampler=PoolOrder(len(pool), config.steps),
                                  num_workers=workers, pin_memory=pin_memory,
                                  prefetch_factor=config.prefetch_factor if workers else None,
                                  persistent_workers=config.persistent_workers and workers > 0,
-                                 worker_init_fn=OnCores(set(cores) or None, None) if workers else None)
+                                 worker_init_fn=OnCores(set(cores) or None, None, os.getpid()) if workers else None)
         self._batches = iter(self.loader)   # workers start now and prefetch before the first step
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         try:
             return next(self._batches)
-        except StopIteration:   # a run longer than its pass (steps counted from a later start): another pass
+        except StopIteration:   # past the pass (a run longer than its steps: none of ours): another pass
             self._batches = iter(self.loader)
             return next(self._batches)
 

@@ -13,12 +13,16 @@ class OnCores:
     every few seconds, after the run has ended) and moves to ``cores`` (None: stays where it is), then the
     script's own runs."""
 
-    def __init__(self, cores: set[int] | None, theirs):
+    def __init__(self, cores: set[int] | None, theirs, rank_pid: int | None = None):
         self.cores, self.theirs = cores, theirs
+        # The process that iterates the loader, where known (the engine's own): a worker whose rank died
+        # before it could ask to die with it ends at once. A script's loader may be built in one process and
+        # iterated in another: its workers' parent is not known ahead.
+        self.rank_pid = rank_pid
 
     def __call__(self, worker_id: int) -> None:
         from engine.parent_death import die_with_parent
-        die_with_parent()
+        die_with_parent(expected_parent=self.rank_pid)
         if self.cores:
             os.sched_setaffinity(0, self.cores)
         if self.theirs is not None:

@@ -22,7 +22,6 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
           data_device: Device | None = None, loader_cores: list[int] = ()) -> None:
     """Run the steps. ``data_device``: the device this process's wait for its batch idles, timed there as
     "data" (engine.run.feed); ``loader_cores``: where a DataLoader's workers run (--input-prep loader)."""
-    feed = BatchFeed(ctx, executor, data_device, loader_cores)
     timer = ctx.timer
     # The peak tracker (fsdp's) on the last warm-up step, its per-op cost out of the measured steps; not on the
     # first step, whose peak is the optimizer's state being made, not that of the steps after it.
@@ -32,6 +31,7 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
                             ctx.rank)
     reported = None
     device_types = sorted({d.kind for d in ctx.devices})
+    feed = BatchFeed(ctx, executor, data_device, loader_cores)   # last: a loader's workers start here
     try:
         for step in range(ctx.config.steps):
             timer.begin_step()
