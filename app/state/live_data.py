@@ -328,13 +328,18 @@ def _tensor_lines(by_device) -> list[str]:
 
 def physical_names(config: ExperimentConfig) -> dict[str, str]:
     """A run's devices and the physical devices their utilization measures (torch-free: engine.devices)."""
+    from engine.cores import usable_cores
     from engine.devices import DeviceError
+    from engine.run.loader_placement import LOADER_SERIES, sampled_cores
     from engine.telemetry.targets import physical_name
     from engine.run.validate import run_devices
     try:
-        return {d.name: physical_name(d) for d in run_devices(config)}
+        devices = run_devices(config)
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map
         return {}
+    # a DataLoader's workers' own cores are sampled as the loader's (engine/run/session.py): the core's series
+    loader = {LOADER_SERIES.format(core): f"core {core}" for core in sampled_cores(config, devices, usable_cores())}
+    return {**{d.name: physical_name(d) for d in devices}, **loader}
 
 
 def node_lines(summary: RunSummary) -> list[str]:

@@ -51,3 +51,15 @@ def placement_note(config: ExperimentConfig, devices: list[Device], usable: list
         return (f"{workers} share core {', '.join(map(str, shared))} with the run's devices: that time is "
                 "theirs too")
     return None
+
+
+def sampled_cores(config: ExperimentConfig, devices: list[Device], usable: list[int]) -> list[int]:
+    """The cores the workers have to themselves on this machine, which telemetry samples beside the devices
+    (``LOADER_SERIES``): their load is the loader's (and any other program's there)."""
+    if config.input_prep != "loader" or config.loader_workers < 1 or config.nodes:
+        return []
+    held = held_cores(devices)
+    return [c for c in worker_cores(config, devices, usable) if c not in held and c in usable]
+
+
+LOADER_SERIES = "loader (core {})"   # the name its cores are sampled under: "loader (core 1)", beside the devices

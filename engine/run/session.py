@@ -162,8 +162,14 @@ class RunSession:
         # A run over nodes is sampled by each node's agent: its samples come with the worker's events.
         if not self.telemetry_hz or self.config.nodes:
             return
-        from engine.telemetry import TelemetrySampler, targets_for
-        self._sampler = TelemetrySampler(targets_for(self._devices()), rate_hz=self.telemetry_hz)
+        from engine.cores import usable_cores
+        from engine.run.loader_placement import LOADER_SERIES, sampled_cores
+        from engine.telemetry import CpuTarget, TelemetrySampler, targets_for
+        devices = self._devices()
+        # A DataLoader's workers on cores of their own: those cores are sampled too, as the loader's series.
+        loader = [CpuTarget(LOADER_SERIES.format(core), core)
+                  for core in sampled_cores(self.config, devices, usable_cores())]
+        self._sampler = TelemetrySampler(targets_for(devices) + loader, rate_hz=self.telemetry_hz)
         self._sampler.start()
 
     def _devices(self) -> list:
