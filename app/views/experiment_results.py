@@ -340,6 +340,9 @@ class ExperimentResultsView(QtWidgets.QWidget):
         self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep"), off_sweep_best(result)))
         waits = figures.get("input-wait")
         self.input_wait.setVisible(self.input_wait.show_figure(waits if waits is not None and waits.series else None))
+        # Two sweeps say what the loader's workers do; the step times are the table's then (three plots do not
+        # fit the window's width).
+        self.bars.setVisible(self.input_wait.isHidden())
         self._fill_table(points, best, [result.best, *result.tied] if result.tied else [])
 
     def _fill_table(self, points: list[ExperimentPoint], best: str | None, tied: list[str]) -> None:

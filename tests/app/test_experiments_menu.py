@@ -199,7 +199,7 @@ def test_the_input_pipeline_preset_runs_from_the_menu_and_plots_the_input_wait_o
     assert result.status == "finished", (result, window.log_view.toPlainText()[-2000:])
     assert [p.x for p in result.points][:2] == [0, 1] and all(p.input_wait for p in result.points)
     view = window.center.results
-    assert not view.sweep.isHidden() and not view.input_wait.isHidden()
+    assert not view.sweep.isHidden() and not view.input_wait.isHidden() and view.bars.isHidden()   # the table's
     assert view.best_marks()["sweep"] == result.winner
     path = view.input_wait.export("csv", tmp_path / "wait.csv")
     rows = path.read_text().splitlines()
