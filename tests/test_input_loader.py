@@ -154,7 +154,8 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
     if spare:   # the workers' own core is sampled beside the device, as the loader's
         with Store(fresh_store) as store:
             loader = [s for s in store.samples(stopped.run_id) if s.device == f"loader (core {spare[0]})"]
-        assert loader and all(s.util is not None and s.mem_used is None for s in loader)
+        # a core's busy share (a poll within one tick of the last has none), no memory: no process is its own
+        assert any(s.util is not None for s in loader) and all(s.mem_used is None for s in loader)
         from app.state.live_data import physical_names   # the window draws it as the core's series
         assert physical_names(config)[f"loader (core {spare[0]})"] == f"core {spare[0]}"
 

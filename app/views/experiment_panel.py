@@ -180,24 +180,9 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.steps_spin.setObjectName("stepsSpin")
         self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
         form.addRow("Steps", self.steps_spin)
-        self.optimizer_combo = QtWidgets.QComboBox()
-        self.optimizer_combo.setObjectName("optimizerCombo")
-        for name, description in OPTIMIZERS.items():
-            add_described(self.optimizer_combo, name, name, description)
-        self.optimizer_combo.currentIndexChanged.connect(self._changed)
-        form.addRow("Optimizer", self.optimizer_combo)
-        self.dtype_combo = QtWidgets.QComboBox()
-        self.dtype_combo.setObjectName("dtypeCombo")
-        for name, description in DTYPES.items():
-            add_described(self.dtype_combo, name, name, description)
-        self.dtype_combo.currentIndexChanged.connect(self._changed)
-        form.addRow("Precision", self.dtype_combo)
-        self.input_combo = QtWidgets.QComboBox()
-        self.input_combo.setObjectName("inputPrepCombo")
-        for name, description in INPUT_PREP.items():
-            add_described(self.input_combo, name, name, description)
-        self.input_combo.currentIndexChanged.connect(self._changed)
-        form.addRow("Input", self.input_combo)
+        self.optimizer_combo = self._choice(form, "Optimizer", "optimizerCombo", OPTIMIZERS)
+        self.dtype_combo = self._choice(form, "Precision", "dtypeCombo", DTYPES)
+        self.input_combo = self._choice(form, "Input", "inputPrepCombo", INPUT_PREP)
         self.more = MoreOptions([o for o in options() if o.in_form])
         self.more.sigChanged.connect(self._changed)
         form.addRow(self.more)
@@ -350,6 +335,17 @@ class ExperimentPanel(QtWidgets.QWidget):
     def _spins(self) -> dict:
         return {"width": self.width_spin, "depth": self.depth_spin, "batch_size": self.batch_spin,
                 "steps": self.steps_spin, "stages_per_device": self.per_device_spin}
+
+    def _choice(self, form: QtWidgets.QFormLayout, label: str, object_name: str,
+                choices: dict[str, str]) -> QtWidgets.QComboBox:
+        """A row choosing one of ``choices`` (name -> description, each item's tooltip)."""
+        combo = QtWidgets.QComboBox()
+        combo.setObjectName(object_name)
+        for name, description in choices.items():
+            add_described(combo, name, name, description)
+        combo.currentIndexChanged.connect(self._changed)
+        form.addRow(label, combo)
+        return combo
 
     @property
     def _combos(self) -> dict:
