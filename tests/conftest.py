@@ -61,8 +61,8 @@ def fresh_store(tmp_path, monkeypatch):
 
 
 # The files that take longest (seconds of one worker's time in a clean-clone run, 2026-12-03), started first:
-# xdist hands files to its two workers in collection order, and a long file handed out last leaves the other
-# worker idle until it ends. The rest keep their order.
+# xdist hands files to its three workers in collection order, and a long file handed out last leaves the
+# others idle until it ends. The rest keep their order.
 LONGEST_FIRST = ("test_nodes.py",           # 140 s (with a node run more than now)
                  "test_any_module.py",      # 104
                  "test_forkserver.py",      # 87
