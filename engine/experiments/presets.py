@@ -248,13 +248,13 @@ DEFAULT_DECODE_COST_MS = 1.0   # a sample's further CPU work where the base give
 def input_pipeline(base: ExperimentConfig) -> list[Point]:
     """The base's model, strategy and devices fed by a DataLoader with 0, 1, 2 and 4 workers, as far as the
     cores no device holds allow (on GPUs: with pageable and with pinned memory)."""
-    from engine.run.loader_placement import held_cores
+    from engine.run.loader_placement import worker_cores
     kind, n = _devices_of(base)
     loader = base.replace(input_prep="loader", decode_cost_ms=base.decode_cost_ms or DEFAULT_DECODE_COST_MS,
                           loader_cores=None, prefetch_factor=None, pin_memory=False)
     cores = usable_cores()
-    # CPU devices hold the first cores (engine.devices.cpu_devices): the rest are the workers'
-    spare = len(set(cores) - held_cores(cpu_devices(n, cores))) if kind == "cpu" else len(cores)
+    # CPU devices hold the first cores (engine.devices.cpu_devices): the rest are the workers'; GPUs hold none
+    spare = len(worker_cores(loader, cpu_devices(n, cores) if kind == "cpu" else [], cores))
     workers = [w for w in LOADER_WORKERS if w <= max(1, spare)]
     memories = (False, True) if kind == "cuda" else (False,)
     return [Point(f"{w} worker{'s' if w != 1 else ''}" + (", pinned" if pinned else ""),

@@ -104,7 +104,7 @@ def sweep_figure(result: ExperimentResult) -> Figure:
     points, name = result.points, result.name
     key, label = sweep_metric(name)
     unit, factor = ("samples/s", 1.0) if key == "throughput" else time_unit(stat(p, key, "mean") for p in points)
-    swept = sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
+    swept = _swept(points)
     series = [Series(line, [p.x for p in group], scaled([stat(p, key, "mean") for p in group], factor),
                      palette.series_color(i), width=2.0, yerr=scaled([stat(p, key, "std") for p in group], factor),
                      markers=True)
@@ -126,6 +126,11 @@ def sweep_figure(result: ExperimentResult) -> Figure:
                   Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
 
 
+def _swept(points: Sequence[ExperimentPoint]) -> list[tuple[float, int]]:
+    """(swept value, index) of the points that have one, in the sweep's order."""
+    return sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
+
+
 def _lines(points: Sequence[ExperimentPoint], swept: list[tuple[float, int]]) -> dict[str, list[ExperimentPoint]]:
     """The swept points by the line they are on (their series, else their strategy), in the sweep's order."""
     lines: dict[str, list[ExperimentPoint]] = {}
@@ -138,7 +143,7 @@ def input_wait_figure(result: ExperimentResult) -> Figure:
     """The share of its step the most starved device waits on its input, over the sweep (the loader's workers)
     or per point."""
     points, name = result.points, result.name
-    swept = sorted((p.x, i) for i, p in enumerate(points) if is_number(p.x))
+    swept = _swept(points)
     axis = Axis("input wait", "% of step time")
     columns = ["label", "strategy", SWEEP_AXES.get(name, "swept value"), "input wait (%)"]
     rows = [[points[i].label, points[i].strategy, x, *scaled([points[i].input_wait], 100)] for x, i in swept]

@@ -141,11 +141,7 @@ class BatchLoader:
         self._batches = iter(self.loader)   # workers start now and prefetch before the first step
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        try:
-            return next(self._batches)
-        except StopIteration:   # past the pass (a run longer than its steps: none of ours): another pass
-            self._batches = iter(self.loader)
-            return next(self._batches)
+        return next(self._batches)   # the pass has the run's steps (PoolOrder)
 
     def close(self) -> None:
         """End the workers now (a pass left unfinished keeps them until the iterator goes)."""

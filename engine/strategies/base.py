@@ -115,21 +115,20 @@ def place_on(timer: StepTimer, device: Device, *tensors):
         return tuple(t.to(device.torch_device, non_blocking=t.is_pinned()) for t in tensors)
 
 
-def replica_batch(inputs, targets, replicas: int, index: int):
-    """Replica ``index``'s torch.chunk of the batch, as DataParallel would scatter it, and every replica's size
-    (a small last batch leaves later replicas without samples: they get an empty slice)."""
-    chunks_x, chunks_y = inputs.chunk(replicas), targets.chunk(replicas)
-    sizes = [len(c) for c in chunks_x] + [0] * (replicas - len(chunks_x))
-    if index < len(chunks_x):
-        return chunks_x[index], chunks_y[index], sizes
-    return inputs[:0], targets[:0], sizes
-
-
 def replica_rows(batch_size: int, replicas: int, index: int) -> range:
-    """The rows ``replica_batch`` gives replica ``index``: torch.chunk's (ceil(batch / replicas) each, the last
-    ones short or empty)."""
+    """The rows of a batch replica ``index`` takes: torch.chunk's (ceil(batch / replicas) each, as DataParallel
+    would scatter it; a small last batch leaves later replicas short or without samples)."""
     size = -(-batch_size // replicas)
     return range(min(batch_size, index * size), min(batch_size, (index + 1) * size))
+
+
+def replica_batch(inputs, targets, replicas: int, index: int):
+    """Replica ``index``'s part of the batch (``replica_rows``: an empty slice for one without samples), and
+    every replica's size."""
+    total = len(inputs)
+    sizes = [len(replica_rows(total, replicas, i)) for i in range(replicas)]
+    rows = replica_rows(total, replicas, index)
+    return inputs[rows.start:rows.stop], targets[rows.start:rows.stop], sizes
 
 
 def replica_loss(loss_fn, out, targets, total: int, replicas: int):

@@ -23,6 +23,7 @@ import traceback
 
 from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
+from engine.run.loader_placement import held_cores
 from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
 from engine.run.rank import EventChannel, describe_exception, die_with_worker, own_device, pin
@@ -54,7 +55,7 @@ def main() -> int:
     devices = [Device(**d) for d in json.loads(env.devices_json)]
     own = own_device(devices, env.rank, env.world_size)
     # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
-    spare = sorted(set(usable_cores()) - {d.core for d in devices if d.core is not None})
+    spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
     pin(own)
     import torch
     torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
