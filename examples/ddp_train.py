@@ -7,6 +7,7 @@ runs it unmodified and shows each device's time by kind. ``--decode-ms`` is the 
 costs the loader (an image decode stands in for it), ``--workers`` the DataLoader's worker processes.
 """
 import argparse
+import gc
 import os
 import time
 
@@ -69,6 +70,10 @@ def main():
     if rank == 0 and loss is not None:
         print(f"final loss {loss.item():.9f} (pid {os.getpid()}); "
               f"{1e3 * (time.perf_counter() - timed_from) / timed:.2f} ms per step")
+    # DDP's reducer holds the process group, and gloo's threads end only with it: released here, while the
+    # interpreter is whole (at exit, a thread still freeing a finished all-reduce aborts the process)
+    del ddp, optimizer, loss
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -9,6 +9,7 @@ tracker, the whole batch tracked as its input. Prints this rank's bytes by torch
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -68,3 +69,4 @@ def main(rank: int, world: int, port: int, width: int, depth: int, batch: int) -
 
 if __name__ == "__main__":
     main(*(int(a) for a in sys.argv[1:]))
+    gc.collect()   # gloo's threads joined while the interpreter is whole (see examples/ddp_train.py)

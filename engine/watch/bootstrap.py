@@ -13,6 +13,7 @@ optimizer step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import runpy
@@ -96,6 +97,12 @@ def main() -> int:
         channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
         return 1
     instruments.training()   # a script that never ran a forward still says it ran
+    # What the script leaves in reference cycles (a DDP module, whose reducer holds the process group) is freed
+    # now, while the interpreter is whole: freed at exit instead, gloo's worker threads can still be releasing a
+    # finished all-reduce, which needs the interpreter's lock and aborts the process (SIGABRT, "terminate called
+    # without an active exception"): 7 of 45 torchrun runs of a DDP script that left its module to the exit, on two
+    # cores, none of 30 with this collection.
+    gc.collect()
     channel.emit(Done())
     return 0
 
