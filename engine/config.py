@@ -26,6 +26,11 @@ INPUT_PREP = {
               "--decode-cost of CPU work for any), on --loader-workers worker processes: the rank's wait for "
               "its next batch is timed as data (engine.run.loader)",
 }
+# Which peak FLOP/s a device's MFU is against (engine.measure.peak finds both).
+PEAK_SOURCES = {
+    "measured": "a matrix multiply's best on the device itself, in the run's dtype (measured once a machine)",
+    "datasheet": "the GPU maker's dense figure for the dtype (known GPUs; a CPU device keeps the measured one)",
+}
 # What a run stores of its steps' intervals (engine.record.timeline_keeper keeps them).
 TIMELINE_MODES = {
     "sampled": "every step's summary row; the intervals of the first and last 200 steps, an even sample "
@@ -108,6 +113,8 @@ class ExperimentConfig:
                                        "(engine.record.timeline_keeper)", choices=TIMELINE_MODES, form=True)
     optimizer: str = _option("sgd", "the optimizer every strategy builds", choices="optimizers")
     dtype: str = _option("float32", "the forward's compute dtype", choices="dtypes")
+    peak: str = _option("measured", "the peak FLOP/s each device's MFU is against (both are shown)",
+                        choices=PEAK_SOURCES, label="MFU against", form=True)
     nodes: str | None = _option(None, "run over several machines, each running `main.py node`: "
                                       "ADDR:PORT,ADDR:PORT (each node runs --devices; ranks go node by node in "
                                       "address order)", experiment=False)

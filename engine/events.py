@@ -43,6 +43,8 @@ class Started:
     notes: list[str] = field(default_factory=list)
     plan: list[list[str]] | None = None                         # the schedule's action list per rank
     nodes: list[NodeSummary] | None = None
+    # device -> {"measured": Peak, "datasheet": Peak or None} as JSON: its peak FLOP/s (engine/measure/peak.py)
+    peaks: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -61,6 +61,9 @@ def summary_table(s: RunSummary) -> str:
         rows += [("ms per step", first), *(("", line) for line in more)]
     if s.diagnosis:
         rows.append(("diagnosis", s.diagnosis))
+    if s.efficiency:
+        first, *more = s.efficiency.lines()
+        rows += [("efficiency", first), *(("", line) for line in more)]
     tel = s.telemetry
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
@@ -122,6 +125,7 @@ def devices_table(inv: dict) -> str:
             lines.append("    available: " + (", ".join(have) or "none"))
             if missing:
                 lines.append("    not available: " + ", ".join(missing))
+        lines += [f"    note: {note}" for note in g.notes]
     if not inv["gpus"]:
         lines.append("no CUDA GPUs (no NVIDIA driver, or none visible)")
     cpu = inv["cpu"]

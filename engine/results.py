@@ -240,6 +240,116 @@ class DeviceKinds:
 
 
 @dataclass(frozen=True)
+class Peak:
+    """A device's peak FLOP/s in the run's compute dtype, and where the figure comes from
+    (engine/measure/peak.py: "measured: ..." or "datasheet: ...")."""
+    flops_per_s: float
+    source: str
+
+
+@dataclass(frozen=True)
+class DeviceEfficiency:
+    """How much of one device a run used: the FLOPs of its work in a step (torch's FLOP formulas, counted on
+    the first step: engine/measure/flops.py) over the measured steps' mean time, over its busy time, and
+    against its peak (docs/summary.md)."""
+    device: str
+    flops_per_step: float
+    step_s: float                        # the measured steps' mean time
+    busy_s: float                        # the device's mean busy seconds in those steps
+    measured_peak: Peak | None = None
+    datasheet_peak: Peak | None = None   # a known GPU's
+    peak_used: str = "measured"          # which MFU is against (--peak); the other where this one is missing
+    energy_j_per_step: float | None = None   # the device's energy counter over the measured steps, per step
+
+    @property
+    def peak(self) -> Peak | None:
+        chosen = self.datasheet_peak if self.peak_used == "datasheet" else self.measured_peak
+        return chosen or self.measured_peak or self.datasheet_peak
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        """FLOP/s over the whole step: what MFU divides by the peak."""
+        return self.flops_per_step / self.step_s if self.step_s > 0 else None
+
+    @property
+    def busy_flops_per_s(self) -> float | None:
+        """FLOP/s while the device was busy: how fast its work ran, apart from its idle time."""
+        return self.flops_per_step / self.busy_s if self.busy_s > 0 else None
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOPs utilization: achieved FLOP/s over the peak."""
+        achieved, peak = self.achieved_flops_per_s, self.peak
+        return achieved / peak.flops_per_s if achieved is not None and peak and peak.flops_per_s > 0 else None
+
+    def text(self) -> str:
+        """"cpu:0 24.8 GFLOP a step, 85.1 GFLOP/s (busy: 85.3), MFU 88.0% of 96.7 GFLOP/s (measured ...)"."""
+        parts = [f"{self.device} {si(self.flops_per_step, 'FLOP')} a step"]
+        if self.achieved_flops_per_s is not None:
+            busy = f" (busy: {si(self.busy_flops_per_s, 'FLOP/s')})" if self.busy_flops_per_s is not None else ""
+            parts.append(f"{si(self.achieved_flops_per_s, 'FLOP/s')}{busy}")
+        peak = self.peak
+        if self.mfu is not None:
+            parts.append(f"MFU {self.mfu:.1%} of {si(peak.flops_per_s, 'FLOP/s')} ({peak.source})")
+        other = self.datasheet_peak if peak is self.measured_peak else self.measured_peak
+        if other is not None and other is not peak:
+            parts.append(f"beside {si(other.flops_per_s, 'FLOP/s')} ({other.source})")
+        if self.energy_j_per_step is not None:
+            parts.append(f"{self.energy_j_per_step:.3g} J a step")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """A run's devices' efficiency, and the run's as a whole."""
+    devices: list[DeviceEfficiency] = field(default_factory=list)
+    samples_per_step: float | None = None
+    notes: list[str] = field(default_factory=list)   # what could not be measured, and why (once each)
+
+    @property
+    def mfu(self) -> float | None:
+        """The run's MFU: every device's FLOPs over the step time and the sum of their peaks."""
+        peaks = [d.peak for d in self.devices]
+        if not self.devices or any(p is None for p in peaks):
+            return None
+        step = self.devices[0].step_s
+        total = sum(p.flops_per_s for p in peaks)
+        return sum(d.flops_per_step for d in self.devices) / (step * total) if step > 0 and total > 0 else None
+
+    @property
+    def energy_j_per_step(self) -> float | None:
+        """Every device's energy per step together; None unless each has one."""
+        energies = [d.energy_j_per_step for d in self.devices]
+        return sum(energies) if energies and all(e is not None for e in energies) else None
+
+    @property
+    def samples_per_joule(self) -> float | None:
+        energy = self.energy_j_per_step
+        return self.samples_per_step / energy if energy and self.samples_per_step else None
+
+    def device(self, name: str) -> DeviceEfficiency | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    def lines(self) -> list[str]:
+        """How the CLI and the report say it: a line per device, then the run's MFU and energy."""
+        out = [d.text() for d in self.devices]
+        whole = [f"run MFU {self.mfu:.1%}" if self.mfu is not None else None,
+                 f"{self.energy_j_per_step:.3g} J a step, {self.samples_per_joule:.3g} samples/J"
+                 if self.samples_per_joule is not None else None]
+        if any(whole):
+            out.append(", ".join(w for w in whole if w))
+        return out + list(self.notes)
+
+
+def si(value: float, unit: str) -> str:
+    """"24.8 GFLOP", "96.7 TFLOP/s": three digits and the SI prefix that keeps them."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str | None = None
     status: str = "finished"
@@ -277,6 +387,7 @@ class RunSummary:
     # per device, in ``devices`` order: mean seconds per measured step by kind, and idle (DeviceKinds)
     time_by_kind: list[DeviceKinds] | None = None
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)
+    efficiency: Efficiency | None = None  # FLOPs, MFU and energy per device (engine.record.efficiency)
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)
@@ -303,6 +414,7 @@ class Step:
     work: dict[str, float] | None = None         # device -> share without drawing the batch, where a step drew one
     intervals: dict[str, list[list]] | None = None          # device -> [[kind, t0, t1], ...], run clock
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
+    flops: dict[str, float] | None = None        # device -> FLOPs of its work in this step, where counted (the first)
 
 
 @dataclass(frozen=True, slots=True)

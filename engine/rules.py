@@ -9,7 +9,7 @@ precisions for it (each value is its registry's rule: ``Strategy.micro_batches``
 from __future__ import annotations
 
 from engine import models, strategies
-from engine.config import INPUT_PREP, TIMELINE_MODES, ExperimentConfig
+from engine.config import INPUT_PREP, PEAK_SOURCES, TIMELINE_MODES, ExperimentConfig
 from engine.cores import parse_cores
 from engine.models import effective_batch_size  # noqa: F401 (each value the engine chooses, from here)
 from engine.precision import DTYPES, OPTIMIZERS, effective_lr  # noqa: F401
@@ -60,6 +60,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
     if config.input_prep not in INPUT_PREP:
         add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
+    if config.peak not in PEAK_SOURCES:
+        add("peak", f"unknown value {config.peak!r}; allowed: {', '.join(PEAK_SOURCES)}")
     found.extend(loader_problems(config))
     if config.optimizer not in OPTIMIZERS:
         add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")

@@ -13,9 +13,12 @@ after each test, on the main thread, what the automatic collector would have by 
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -26,6 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procs import wait_for_no_tagged  # noqa: E402
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The peak FLOP/s the ranks measure (engine/measure/peak.py) are cached in a folder of the suite's own, not the
+# user's: measured once per test process, as on a fresh machine.
+if "SPLITSCOPE_CACHE_DIR" not in os.environ:
+    os.environ["SPLITSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="splitscope-cache-")
+    atexit.register(shutil.rmtree, os.environ["SPLITSCOPE_CACHE_DIR"], True)
 gc.disable()
 
 

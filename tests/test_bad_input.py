@@ -24,6 +24,7 @@ CASES = {
     "unknown strategy": (["--strategy", "zero3"], "--strategy"),
     "unknown optimizer": (["--optimizer", "adam"], "--optimizer"),
     "unknown dtype": (["--dtype", "float16"], "--dtype"),
+    "unknown peak": (["--peak", "vendor"], "--peak"),
     "tensor parallel without linear pairs": (["--model", "resnet18", "--strategy", "tensor-parallel", "--devices",
                                               "cpu:2"], "--model"),
     "tensor parallel on a traced module": (["--model", "torchvision:resnet18", "--image-size", "32", "--strategy",

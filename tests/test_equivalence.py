@@ -9,7 +9,7 @@ from helpers import cli, small_mlp
 
 CASES = {
     "data-parallel": ["--strategy", "data-parallel", "--devices", "cpu:2"],
-    "ddp": ["--strategy", "ddp", "--devices", "cpu:2"],
+    "ddp": ["--strategy", "ddp", "--devices", "cpu:2", "--peak", "datasheet"],
     "model-parallel": ["--strategy", "model-parallel", "--devices", "cpu:2"],
     "pipeline-gpipe": ["--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches", "4"],
     "pipeline-1f1b": ["--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches", "4", "--schedule", "1f1b"],
@@ -145,3 +145,34 @@ def test_the_first_step_times_each_micro_batchs_work_as_the_next_does(name, toge
                                                   for k in ("from", "to"))
             assert mb == mb_to and int(b) - int(a) == (1 if kind == "F" else -1), (name, flow)
             assert (kind == "F") == (kind_to == "F"), (name, flow)   # a forward to a forward, a backward to one
+
+
+def flops_by_device(summary: dict) -> dict[str, float]:
+    return {d["device"]: d["flops_per_step"] for d in summary["efficiency"]["devices"]}
+
+
+def test_every_strategy_counts_the_models_flops_once_over_its_devices(together):
+    """Issue 33: a step's FLOPs by device (torch's formulas, engine/measure/flops.py): a replica does its share
+    of the batch (data-parallel and ddp: half of one device's each), the stages of every schedule add up to the
+    whole model's, each stage's device doing some."""
+    whole = flops_by_device(together["single"])["cpu:0"]
+    assert whole > 0
+    for name, summary in together.items():
+        counted = flops_by_device(summary)
+        assert list(counted) == summary["devices"], name
+        if name in ("data-parallel", "ddp"):
+            assert all(count == whole / 2 for count in counted.values()), (name, counted)
+        else:
+            assert sum(counted.values()) == whole, (name, counted)
+            assert all(count > 0 for count in counted.values()), (name, counted)
+
+
+def test_mfu_against_the_datasheet_keeps_the_measured_peak_on_cpu_devices_and_says_so(together):
+    """--peak datasheet (the ddp case): a CPU device has no datasheet figure, so its MFU stays against the
+    measured peak, and the summary says which devices and why."""
+    efficiency = together["ddp"]["efficiency"]
+    assert efficiency["devices"][0]["peak_used"] == "datasheet"
+    assert all(d["datasheet_peak"] is None and d["measured_peak"]["flops_per_s"] > 0 for d in efficiency["devices"])
+    (note,) = efficiency["notes"]
+    assert note.startswith("cpu:0, cpu:1: no datasheet figure") and "measured peak" in note
+    assert together["single"]["efficiency"]["notes"] == []

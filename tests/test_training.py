@@ -29,3 +29,11 @@ def test_loss_falls_on_a_default_run(model, fresh_store):
     first, last = statistics.fmean(losses[:tenth]), statistics.fmean(losses[-tenth:])
     assert len(losses) == config.steps == 20
     assert last < 0.8 * first, (model, first, last, losses)
+    (device,) = result.summary.efficiency.devices
+    # Issue 33: the device's achieved FLOP/s against its measured peak (a matrix multiply's best on its core, in
+    # thread CPU time: load slows the run, never the peak). Bounds of sanity only: the exact MFU is make bench's.
+    assert device.measured_peak.source.startswith("measured:") and device.peak is device.measured_peak
+    assert 0 < device.mfu <= 1, device
+    if model == "mlp":   # matrix multiplies the most of its work: far above a tenth of a core's peak when alone
+        assert device.mfu > 0.02, device
+    assert device.busy_flops_per_s >= device.achieved_flops_per_s

@@ -33,6 +33,15 @@ BUSY_KINDS = ("data", "forward", "backward", "backward-input", "backward-weight"
 KINDS = BUSY_KINDS + ("wait",)
 
 
+_open_spans = threading.local()   # per thread: the devices of the spans it is inside, innermost last
+
+
+def span_device() -> str | None:
+    """The device of the innermost span this thread is timing (``StepTimer.span``), or None outside any."""
+    stack = getattr(_open_spans, "devices", None)
+    return stack[-1] if stack else None
+
+
 class StepTimer:
     """Collects (kind, t0, t1) intervals per device for one step at a time. Thread-safe."""
 
@@ -111,11 +120,15 @@ class StepTimer:
 
     @contextmanager
     def span(self, device, kind: str):
-        """Time the block as ``kind`` on ``device`` (an engine Device or a name)."""
+        """Time the block as ``kind`` on ``device`` (an engine Device or a name); meanwhile ``span_device()``
+        on this thread names it (the FLOP counter credits the block's work to it: engine.measure.flops)."""
         start = self.mark(device)
+        stack = _open_spans.__dict__.setdefault("devices", [])
+        stack.append(getattr(device, "name", device))
         try:
             yield
         finally:
+            stack.pop()
             self.between(device, kind, start, self.mark(device))
 
     def end_step(self) -> dict[str, list[list]]:

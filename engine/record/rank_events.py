@@ -21,6 +21,7 @@ class Ready:
     split: list[int] | None = None             # the split it resolved (staged strategies)
     batch_norm: bool = False                   # the model has BatchNorm
     plan: list[list[str]] | None = None        # the schedule's action list per rank (rank 0 only)
+    peaks: dict[str, dict] | None = None       # its devices' peaks: {"measured": Peak, "datasheet": Peak}, as JSON
 
 
 @dataclass
@@ -36,6 +37,7 @@ class StepReport:
     batch_split: list[int] | None = None
     tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
+    flops: dict[str, int] | None = None      # device -> FLOPs of this step's work, on the step counted (the first)
 
     def __post_init__(self):
         # A rank may write null for "none" (a synthetic one does): the merger reads them as empty.

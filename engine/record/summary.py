@@ -8,6 +8,7 @@ from engine.config import ExperimentConfig
 from engine.measure.timing import BUSY_KINDS, busy_time
 from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
+from engine.record.efficiency import efficiency
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
 from engine.rules import model_label, watches_script
@@ -228,6 +229,7 @@ class StepMerger:
             batch_split=split,
             # Each device's collectives belong to the one rank that runs it.
             communication={d: ops for r in reports for d, ops in (r.communication or {}).items()} or None,
+            flops={d: count for r in reports for d, count in (r.flops or {}).items()} or None,
             tensor_memory={d: dict(k) for d, k in self._tensor_memory.items()} if changed else None,
         )
 
@@ -238,10 +240,11 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               theory_bubble: float | None = None, notes: list[str] | None = None,
               theory_text: str | None = None, plan: list[list[str]] | None = None,
               nodes: list[NodeSummary] | None = None,
-              split_backward_extra: dict[str, float] | None = None) -> RunSummary:
+              split_backward_extra: dict[str, float] | None = None,
+              peaks: dict[str, dict] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
-    measured it."""
+    measured it; ``peaks``: each device's peak FLOP/s as its rank reported it (engine.record.efficiency)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
@@ -281,4 +284,5 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         split_backward_extra_s=[split_backward_extra.get(d) for d in devices] if split_backward_extra else None,
         time_by_kind=kinds,
         diagnosis=time_by_kind.diagnosis(kinds) if kinds else None,
+        efficiency=efficiency(totals, peaks or {}, config.peak),
     )

@@ -45,6 +45,7 @@ class RunTotals:
         self.step_time = RunningStat()
         self.throughput = RunningStat()
         self.total_time = 0.0                            # seconds of measured steps
+        self.samples = 0                                 # samples of measured steps
         self.busy_time = dict.fromkeys(self.devices, 0.0)  # busy seconds per device, measured steps
         self.work_time = dict.fromkeys(self.devices, 0.0)  # the same without drawing the batch ("data")
         self.first_loss: float | None = None
@@ -55,6 +56,7 @@ class RunTotals:
         self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
         self.communication_steps: dict[str, int] = {}  # measured steps each device reported its collectives on
         self.kind_time = {d: {} for d in self.devices}    # device -> kind -> seconds, measured steps
+        self.flops: dict[str, float] | None = None        # device -> FLOPs a step, from the step counted
 
     def add(self, step: Step) -> None:
         self.steps += 1
@@ -67,6 +69,8 @@ class RunTotals:
             self.batch_splits[key] = self.batch_splits.get(key, 0) + 1
         if step.tensor_memory:
             self.tensor_memory = step.tensor_memory
+        if step.flops is not None:
+            self.flops = {d: step.flops.get(d, 0.0) for d in self.devices}
         if step.step < self.warmup:
             return
         for device, kinds in self.tensor_memory.items():
@@ -86,6 +90,7 @@ class RunTotals:
         self.step_time.add(time_s)
         self.throughput.add(step.throughput)
         self.total_time += time_s
+        self.samples += step.samples or 0
         busy = step.busy or {}
         work = step.work or busy
         for d in self.devices:

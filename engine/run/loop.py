@@ -7,9 +7,11 @@ Stop requests are the worker's: it ends the rank processes between or during ste
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Callable
 
 from engine.devices import Device
+from engine.measure.flops import DeviceFlops
 from engine.measure.profiling import StepProfiler
 from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
@@ -18,10 +20,20 @@ from engine.run.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
 
 
+# The step whose FLOPs are counted: a warm-up step by default (the counter slows it), and not the first, in
+# which torch's pipelining runs an extra forward and loss to infer its stages' shapes.
+COUNTED_STEP = 1
+
+
+def counted_step(steps: int) -> int:
+    return min(COUNTED_STEP, steps - 1)
+
+
 def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None],
-          data_device: Device | None = None, loader_cores: list[int] = ()) -> None:
+          data_device: Device | None = None, loader_cores: list[int] = (), flops: DeviceFlops | None = None) -> None:
     """Run the steps. ``data_device``: the device this process's wait for its batch idles, timed there as
-    "data" (engine.run.feed); ``loader_cores``: where a DataLoader's workers run (--input-prep loader)."""
+    "data" (engine.run.feed); ``loader_cores``: where a DataLoader's workers run (--input-prep loader);
+    ``flops``: counts the FLOPs of step ``counted_step`` by device (engine.measure.flops)."""
     timer = ctx.timer
     # The peak tracker (fsdp's) on the last warm-up step, its per-op cost out of the measured steps; not on the
     # first step, whose peak is the optimizer's state being made, not that of the steps after it.
@@ -39,7 +51,9 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
             start = time.perf_counter()
             profiler.before_step(step, start)
             inputs, targets = feed.next()
-            with autocast(ctx.config, device_types), meter.step_context((inputs, targets)):
+            counted = flops is not None and step == counted_step(ctx.config.steps)
+            with autocast(ctx.config, device_types), meter.step_context((inputs, targets)), \
+                    (flops.counting() if counted else nullcontext()):
                 result = executor.step(inputs, targets)
             intervals = timer.end_step()
             communication = ctx.comm.take()
@@ -48,7 +62,8 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
             # Sent when it changes (it rarely does after the first steps): events stay small at 1,000s of steps/s.
             emit(StepReport(step, start, end, intervals, result.loss_part, result.samples, result.batch_split,
                             tensor_memory=memory if memory != reported else None,
-                            communication=communication or None))
+                            communication=communication or None,
+                            flops=dict(flops.by_device) if counted else None))
             reported = memory
             trace = profiler.after_step(step)
             if trace is not None:

@@ -169,6 +169,7 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
     from engine.models.build import build
     from engine.strategies.base import ParameterChange, RankContext
     from engine.measure.timing import StepTimer
+    from engine.measure.flops import DeviceFlops
     spec = build(config)
     split = resolve_split(config, spec, devices, rank, world)
     # The GPUs this process works on: its own, or every listed one when it is alone.
@@ -178,16 +179,38 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
     executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
     channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
-                       executor.plan() if rank == 0 else None))
+                       executor.plan() if rank == 0 else None, peaks=device_peaks(mine, config.dtype)))
+    flops = DeviceFlops(own.name, {d.index: d.name for d in mine if d.kind == "cuda"})
     try:
         # A batch drawn inside the step is drawn on the CPU device's core; a loader's wait idles any device.
         waits = own.kind == "cpu" or config.input_prep == "loader"
-        loop.train(ctx, executor, channel.emit, data_device=own if waits else None, loader_cores=loader_cores)
+        loop.train(ctx, executor, channel.emit, data_device=own if waits else None, loader_cores=loader_cores,
+                   flops=flops)
         param_sq, change_sq = executor.param_sq(), change.sq()   # before the probe's backwards touch anything
         extra, why_not = executor.split_backward_extra_s()
         channel.emit(Done(param_sq, change_sq, extra, why_not))
     finally:
         executor.close()
+
+
+def device_peaks(mine, dtype: str) -> dict[str, dict]:
+    """Each of this process's devices' peak FLOP/s in ``dtype``, measured (cached once a machine: on the first
+    run, a few tenths of a second on this process's core or GPU) and, for a known GPU, the datasheet's."""
+    from engine.measure.peak import datasheet_peak, measured_peak
+    import dataclasses
+    import torch
+    peaks = {}
+    for device in mine:
+        if device.kind == "cuda":
+            with torch.cuda.device(device.index):
+                measured = measured_peak(device, dtype)
+            datasheet = datasheet_peak(torch.cuda.get_device_name(device.index), dtype,
+                                       tf32=torch.backends.cuda.matmul.allow_tf32)
+        else:
+            measured, datasheet = measured_peak(device, dtype), None
+        peaks[device.name] = {"measured": dataclasses.asdict(measured),
+                              "datasheet": dataclasses.asdict(datasheet) if datasheet else None}
+    return peaks
 
 
 def resolve_split(config, spec, devices, rank, world):

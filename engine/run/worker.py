@@ -74,6 +74,7 @@ class Worker:
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
         self.plan = None         # the schedule's action list per rank (rank 0 says it when ready)
+        self.peaks: dict[str, dict] = {}   # each device's peak FLOP/s, as its rank measured it when ready
         self.started_sent = False
         self.split = None
         self.local: LocalRanks | None = None   # the ranks on this machine, once launched
@@ -257,6 +258,7 @@ class Worker:
             r.ready, r.split = True, event.split
             self.batch_norm = self.batch_norm or event.batch_norm
             self.plan = self.plan or event.plan
+            self.peaks.update(event.peaks or {})
             if all(rr.ready for rr in self.ranks) and not self.started_sent:
                 self._send_started()
         elif isinstance(event, rank_events.StepReport):
@@ -299,7 +301,7 @@ class Worker:
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=effective_micro_batches(self.config), clock_origin=self.origin,
                   theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
-                  **self._nodes_field())
+                  peaks=dict(self.peaks), **self._nodes_field())
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
@@ -364,7 +366,8 @@ class Worker:
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
             theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links
             else None, split_backward_extra={rr.device.name: rr.split_backward_extra_s for rr in self.ranks
-                                             if finished and rr.split_backward_extra_s is not None})
+                                             if finished and rr.split_backward_extra_s is not None},
+            peaks=self.peaks)
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

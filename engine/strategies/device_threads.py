@@ -12,6 +12,7 @@ import threading
 from concurrent.futures import Future
 from typing import Callable
 
+from engine.measure.flops import carried
 from engine.precision import current_autocast
 
 
@@ -32,19 +33,20 @@ class DeviceThread:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, autocast, future = job
+            fn, autocast, counting, future = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                with autocast():
+                with autocast(), counting():
                     future.set_result(fn())
             except BaseException as exc:
                 future.set_exception(exc)
 
     def submit(self, fn: Callable) -> Future:
-        """Run ``fn`` on the device's thread, under the submitting thread's autocast (torch keeps it per thread)."""
+        """Run ``fn`` on the device's thread, under the submitting thread's autocast (torch keeps it per thread)
+        and FLOP counter (engine.measure.flops: a dispatch mode is per thread too)."""
         future: Future = Future()
-        self._jobs.put((fn, current_autocast(), future))
+        self._jobs.put((fn, current_autocast(), carried(), future))
         return future
 
     def close(self) -> None:

@@ -56,7 +56,7 @@ class Script(Strategy):
         # the options of our own model and loop, which a script does not read, where given (not their defaults)
         default = ExperimentConfig()
         found += [Problem(name, "applies to the engine's own model, not a watched script (give it to the script)")
-                  for name in ("batch_size", "lr", "model_file", "dtype", "optimizer", "input_prep")
+                  for name in ("batch_size", "lr", "model_file", "dtype", "optimizer", "input_prep", "peak")
                   if getattr(config, name) != getattr(default, name)]
         try:
             shlex.split(config.script_args or "")

@@ -1,0 +1,176 @@
+"""A device's peak FLOP/s in a run's compute dtype: measured by a matrix multiply, and for known GPUs the
+datasheet's figure beside it.
+
+MFU (engine.results.DeviceEfficiency) divides achieved FLOP/s by a peak, and a peak is
+only as honest as its source, so each comes with one:
+
+- **measured**: the best of repeated square matrix multiplies on the device itself, the
+  size doubled from 128 until one multiply takes ``MIN_REPEAT_S`` (so a slow dtype, bfloat16
+  on a CPU without its instructions, costs milliseconds, not seconds), repeated for
+  ``BUDGET_S``. A CPU device's multiply is timed in its thread's CPU time, so another
+  program taking the core meanwhile does not lower the peak; a GPU's with CUDA events.
+  Cached per device model, dtype and torch version (``cache_path``): measured once a machine.
+- **datasheet**: NVIDIA's dense (no sparsity) figure for the GPUs in ``DATASHEET``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.environment import variable
+
+MIN_REPEAT_S = 0.002
+BUDGET_S = 0.2
+LARGEST = {"cpu": 512, "cuda": 8192}   # a single core reaches its peak by 256 (float32, 93 GFLOP/s here)
+
+
+@dataclass(frozen=True)
+class DatasheetEntry:
+    pattern: str                    # a regular expression on the name NVML and torch give the GPU
+    tflops: dict[str, float]        # "float32", "tf32", "bfloat16" -> dense TFLOP/s
+    source: str
+
+
+# Dense figures: NVIDIA's datasheets print the tensor cores' with sparsity (marked *), halved here.
+DATASHEET = (
+    DatasheetEntry(r"H200 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5},
+                   "NVIDIA H200 NVL datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"H200", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
+                   "NVIDIA H200 SXM datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"H100 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5},
+                   "NVIDIA H100 NVL datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.5},
+                   "NVIDIA H100 PCIe datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"H100", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
+                   "NVIDIA H100 SXM datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"A100", {"float32": 19.5, "tf32": 156.0, "bfloat16": 312.0},
+                   "NVIDIA A100 datasheet (dense)"),
+    DatasheetEntry(r"L40S", {"float32": 91.6, "tf32": 183.0, "bfloat16": 366.5},
+                   "NVIDIA L40S datasheet (tensor figures with sparsity halved)"),
+    DatasheetEntry(r"\bL4\b", {"float32": 30.3, "tf32": 60.0, "bfloat16": 121.0},
+                   "NVIDIA L4 datasheet (tensor figures with sparsity halved)"),
+)
+
+
+@dataclass(frozen=True)
+class PeakFigure:
+    flops_per_s: float
+    source: str
+
+
+def datasheet_peak(gpu_name: str, dtype: str, tf32: bool = False) -> PeakFigure | None:
+    """The datasheet's dense peak of ``gpu_name`` in ``dtype`` (float32 matmuls on TF32 tensor cores when
+    ``tf32``: torch.backends.cuda.matmul.allow_tf32), or None for a GPU the table does not know."""
+    entry = next((e for e in DATASHEET if re.search(e.pattern, gpu_name)), None)
+    if entry is None:
+        return None
+    key = "tf32" if dtype == "float32" and tf32 else dtype
+    if key not in entry.tflops:
+        return None
+    return PeakFigure(entry.tflops[key] * 1e12, f"datasheet: {entry.tflops[key]:g} TFLOP/s {key} dense, "
+                                                f"{entry.source}")
+
+
+def device_model(device) -> str:
+    """What the cache knows a device by: the GPU's name, or the CPU's model (/proc/cpuinfo)."""
+    if device.kind == "cuda":
+        import torch
+        return torch.cuda.get_device_name(device.index)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def cache_path() -> Path:
+    """SPLITSCOPE_CACHE_DIR, else the XDG cache directory (~/.cache/splitscope), as platformdirs would say."""
+    base = variable("SPLITSCOPE_CACHE_DIR")
+    if base:
+        return Path(base) / "peaks.json"
+    return Path(variable("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitscope" / "peaks.json"
+
+
+def measured_peak(device, dtype: str) -> PeakFigure:
+    """The device's measured peak in ``dtype``: from the cache, else measured now (on the calling thread,
+    which is pinned to the device's core or has the GPU current) and cached."""
+    import torch
+    tf32 = device.kind == "cuda" and dtype == "float32" and torch.backends.cuda.matmul.allow_tf32
+    model = device_model(device)
+    key = f"{device.kind}|{model}|{dtype}{'|tf32' if tf32 else ''}|torch {torch.__version__}"
+    cached = _read_cache().get(key)
+    if isinstance(cached, dict) and isinstance(cached.get("flops_per_s"), (int, float)):
+        return PeakFigure(float(cached["flops_per_s"]), cached.get("source") or "measured")
+    flops, size = _measure(device, getattr(torch, dtype))
+    unit = "thread CPU time" if device.kind == "cpu" else "CUDA events"
+    figure = PeakFigure(flops, f"measured: {size}x{size} {dtype} matrix multiply, best over "
+                               f"{BUDGET_S:g} s ({unit}), {model}")
+    _write_cache(key, {"flops_per_s": flops, "source": figure.source,
+                       "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    return figure
+
+
+def _measure(device, dtype) -> tuple[float, int]:
+    """(FLOP/s, matrix size): the best repeat of the largest size tried."""
+    import torch
+    timed = _gpu_seconds if device.kind == "cuda" else _cpu_seconds
+    n = 128
+    while True:
+        a = torch.randn(n, n, dtype=dtype, device=device.torch_device)
+        b = torch.randn(n, n, dtype=dtype, device=device.torch_device)
+        timed(a, b)   # the first call's set-up (a GPU's handle, a CPU's packing buffers) left out
+        seconds = timed(a, b)
+        if seconds >= MIN_REPEAT_S or n >= LARGEST[device.kind]:
+            break
+        n *= 2
+    best, spent = seconds, 0.0
+    while spent < BUDGET_S:
+        s = timed(a, b)
+        best, spent = min(best, s), spent + max(s, 1e-6)
+    return 2.0 * n ** 3 / best, n
+
+
+def _cpu_seconds(a, b) -> float:
+    start = time.thread_time()
+    a @ b
+    return time.thread_time() - start
+
+
+def _gpu_seconds(a, b) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    a @ b
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def _read_cache() -> dict:
+    try:
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(key: str, entry: dict) -> None:
+    """Added to the cache file by an atomic replace: ranks measuring at once each leave a whole file."""
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_cache()
+        data[key] = entry
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass   # a read-only home: measured again next time

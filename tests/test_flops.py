@@ -1,0 +1,92 @@
+"""The FLOP counter against the analytic count (issue 33): torch's formulas, credited to the device that ran
+the work (engine/measure/flops.py)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from engine.config import ExperimentConfig
+from engine.measure.flops import DeviceFlops, carried
+from engine.measure.timing import StepTimer
+from engine.models.build import build
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
+
+def analytic_mlp_flops(model: nn.Module, batch: int) -> int:
+    """A step of Linear layers: forward 2*B*in*out each; backward the weights' gradient (2*B*in*out) and the
+    input's (2*B*in*out), except the first layer's input, which needs none."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    return sum(2 * batch * m.in_features * m.out_features * (2 if i == 0 else 3) for i, m in enumerate(linears))
+
+
+def test_the_counted_mlp_step_is_the_analytic_count():
+    config = ExperimentConfig(model="mlp", width=256, depth=4, batch_size=64)
+    spec = build(config)
+    model = spec.whole()
+    inputs, targets = next(spec.data.batches(64))
+    flops = DeviceFlops("cpu:0")
+    with flops.counting():
+        spec.loss_fn(model(inputs), targets).backward()
+    expected = analytic_mlp_flops(model, 64)
+    assert abs(flops.by_device["cpu:0"] - expected) <= 0.01 * expected, (flops.by_device, expected)
+
+
+def test_each_operation_is_credited_to_the_span_its_thread_times_and_threads_carry_the_counter():
+    """Two CPU virtual devices' work on two threads (as data-parallel's device threads): each device gets its
+    own multiply's FLOPs; work outside any span is the rank's own device's."""
+    timer, flops = StepTimer(), DeviceFlops("cpu:0")
+    a = torch.randn(32, 64)
+    b = torch.randn(64, 16)
+
+    def on_device(name: str, job):
+        with timer.span(name, "forward"):
+            job()
+
+    with flops.counting():
+        run_there = carried()
+
+        def other_thread():
+            with run_there():
+                on_device("cpu:1", lambda: a @ b @ b.T)
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        on_device("cpu:0", lambda: a @ b)
+        a @ b   # outside any span
+    one = 2 * 32 * 64 * 16
+    assert flops.by_device == {"cpu:1": one + 2 * 32 * 16 * 64, "cpu:0": 2 * one}
+    a @ b   # after counting: not counted
+    assert flops.by_device["cpu:0"] == 2 * one
+
+
+def test_known_gpus_have_their_datasheet_figure_and_others_none():
+    from engine.measure.peak import datasheet_peak
+    h200 = datasheet_peak("NVIDIA H200", "bfloat16")
+    assert h200.flops_per_s == 989.5e12 and "H200 SXM" in h200.source and "dense" in h200.source
+    assert datasheet_peak("NVIDIA H200 NVL", "bfloat16").flops_per_s == 835.5e12
+    assert datasheet_peak("NVIDIA H100 80GB HBM3", "float32").flops_per_s == 67e12
+    assert datasheet_peak("NVIDIA H100 80GB HBM3", "float32", tf32=True).flops_per_s == 494.5e12
+    assert datasheet_peak("NVIDIA L4", "bfloat16").flops_per_s == 121e12
+    assert datasheet_peak("NVIDIA L40S", "bfloat16").flops_per_s == 366.5e12
+    assert datasheet_peak("NVIDIA GeForce GTX 1080", "float32") is None
+
+
+def test_a_cpu_devices_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    import time
+
+    from engine.devices import Device
+    from engine.measure import peak
+    monkeypatch.setenv("SPLITSCOPE_CACHE_DIR", str(tmp_path))
+    device = Device("cpu:0", "cpu", 0, core=None)
+    started = time.perf_counter()
+    first = peak.measured_peak(device, "float32")
+    took = time.perf_counter() - started
+    assert first.flops_per_s > 1e8 and first.source.startswith("measured: ")
+    assert took < 1.0   # a run's first step waits for it on a fresh machine
+    assert (tmp_path / "peaks.json").exists()
+    monkeypatch.setattr(peak, "_measure", lambda *a: (_ for _ in ()).throw(AssertionError("measured again")))
+    assert peak.measured_peak(device, "float32") == first
