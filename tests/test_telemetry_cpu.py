@@ -238,7 +238,8 @@ def test_samples_are_frozen_and_json_ready():
     with pytest.raises(AttributeError):
         sample.util = 1.0
     assert list(sample.to_dict()) == ["t", "device", "util", "wait_util", "core_util", "mem_util", "mem_used", "mem_total",
-                                      "power_w", "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps"]
+                                      "power_w", "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps",
+                                      "energy_j", "sm_active", "sm_occupancy", "tensor_active", "dram_bw_util"]
     assert sample.to_dict()["util"] == 50.0 and sample.to_dict()["power_w"] is None
 
 

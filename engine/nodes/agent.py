@@ -31,7 +31,7 @@ from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.node_run import NodeRun, bind_rendezvous
 
-PROTOCOL = 2   # 2: the samples' rows carry wait_util (DeviceSample's fields, in order)
+PROTOCOL = 3   # 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order)
 IDLE_SILENCE_S = 60.0   # a connected coordinator that says nothing before launching is dropped after this
 PING_EVERY_S = 1.0      # the coordinator pings this often during a run; the agent answers (engine.nodes.coordinator)
 MAX_HANDSHAKES = 8      # connections not yet authenticated, at most: more are refused at once

@@ -50,6 +50,8 @@ CREATE TABLE IF NOT EXISTS samples (
     device TEXT NOT NULL,
     util REAL, wait_util REAL, core_util REAL, mem_util REAL, mem_used INTEGER, mem_total INTEGER, power_w REAL,
     sm_clock_mhz REAL, temp_c REAL, pcie_rx_bps REAL, pcie_tx_bps REAL,
+    energy_j REAL,                 -- joules since the sampler's first reading of the GPU: cumulative
+    sm_active REAL, sm_occupancy REAL, tensor_active REAL, dram_bw_util REAL,  -- GPM percentages
     span_s REAL                    -- NULL: one sample; else the seconds an aggregate row covers (its means,
 );                                 -- memory its maxima), older telemetry thinned as a time-series store does
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t);
@@ -64,11 +66,15 @@ CREATE TABLE IF NOT EXISTS profiles (
 
 # The samples table's measurement columns: engine.telemetry.sample.FIELD_NAMES after t and device.
 SAMPLE_FIELDS = ("util", "wait_util", "core_util", "mem_util", "mem_used", "mem_total", "power_w",
-                 "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps")
+                 "sm_clock_mhz", "temp_c", "pcie_rx_bps", "pcie_tx_bps",
+                 "energy_j", "sm_active", "sm_occupancy", "tensor_active", "dram_bw_util")
 
+# Kept by their maximum when rows aggregate: memory's peak, and energy, a running total whose bucket ends at
+# its largest value (a mean would put it half a bucket back).
+AGGREGATED_BY_MAX = ("mem_used", "mem_total", "energy_j")
 
-# How rows of samples aggregate: means of the measurements, the most memory used.
-AGGREGATES = ", ".join(f"MAX({f}) AS {f}" if f in ("mem_used", "mem_total") else f"AVG({f}) AS {f}"
+# How rows of samples aggregate: means of the measurements, the maxima of the ones above.
+AGGREGATES = ", ".join(f"MAX({f}) AS {f}" if f in AGGREGATED_BY_MAX else f"AVG({f}) AS {f}"
                        for f in SAMPLE_FIELDS)
 
 
@@ -81,7 +87,10 @@ def migrate(db) -> None:
     """Columns added after a store was created: added to one created before them."""
     for table, column, kind in (("runs", "traceback", "TEXT"), ("steps", "busy", "TEXT"),
                                 ("samples", "span_s", "REAL"), ("steps", "tensor_mem", "TEXT"),
-                                ("samples", "core_util", "REAL"), ("samples", "wait_util", "REAL")):
+                                ("samples", "core_util", "REAL"), ("samples", "wait_util", "REAL"),
+                                ("samples", "energy_j", "REAL"), ("samples", "sm_active", "REAL"),
+                                ("samples", "sm_occupancy", "REAL"), ("samples", "tensor_active", "REAL"),
+                                ("samples", "dram_bw_util", "REAL")):
         columns = {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}
         if column not in columns:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

@@ -66,6 +66,9 @@ class CpuTarget:
             else:
                 self._own_shares(poll)  # the baseline of a process named before the first poll
 
+    def close(self) -> None:
+        """Nothing to give back: a core's counters are read from /proc, held by no one."""
+
     def read(self, poll: Poll) -> list[DeviceSample]:
         t, _ = poll.cpu_times()
         current = self._core_times(poll)

@@ -23,6 +23,7 @@ class GpuInfo:
     driver_version: str | None = None
     fields: dict[str, bool] = field(default_factory=dict)   # each DeviceSample field: whether NVML offers it
     lost: bool = False          # fell off the bus (NVML_ERROR_GPU_IS_LOST)
+    notes: list[str] = field(default_factory=list)          # why fields are not offered (gpu_fields.gpu_counter_notes)
 
 
 def inventory() -> list[GpuInfo]:
@@ -30,7 +31,8 @@ def inventory() -> list[GpuInfo]:
 
     For ``python main.py devices``. ``fields`` maps each DeviceSample field (and
     ``util_samples``, the driver-buffered utilization) to whether this GPU
-    supports it; each field is probed once per process. An empty list without NVML.
+    supports it; each field is probed once per process, and ``notes`` says why GPM's are not
+    (``gpu_fields.gpu_counter_notes``). An empty list without NVML.
     nvidia-smi equivalent: ``nvidia-smi -q`` (``--query-gpu=name,uuid,memory.total``).
     """
     driver = nvml.driver_version()
@@ -42,7 +44,8 @@ def inventory() -> list[GpuInfo]:
                             name=nvml.text(nvml.device_query(index, "nvmlDeviceGetName")),
                             uuid=nvml.text(nvml.device_query(index, "nvmlDeviceGetUUID")),
                             memory_total=getattr(memory, "total", None), driver_version=driver,
-                            fields=gpu_fields.probe(index).sample_fields(), lost=nvml.is_lost(index)))
+                            fields=gpu_fields.probe(index).sample_fields(), lost=nvml.is_lost(index),
+                            notes=gpu_fields.gpu_counter_notes(index)))
     return gpus
 
 

@@ -3,7 +3,9 @@
 Each poll gives one full sample (every field the GPU offers). Where the driver
 buffers utilization samples, the ones that arrived since the last poll are
 added as utilization-only samples at their own timestamps (their other fields
-are None), so the utilization curve is finer than the poll interval.
+are None), so the utilization curve is finer than the poll interval. Energy
+and GPM come from counters read at open and at each poll (gpu_counters.py);
+``close()`` gives GPM's sample buffers back to NVML.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import time
 
 from engine.environment import variable
 from engine.telemetry import gpu_fields, nvml
+from engine.telemetry.gpu_counters import NO_GPM, EnergyTotal, GpmInterval
 from engine.telemetry.gpu_fields import FieldSupport
 from engine.telemetry.poll import Poll
 from engine.telemetry.sample import DeviceSample
@@ -32,6 +35,8 @@ class GpuTarget:
         self._last_sample_us = 0          # newest driver-buffered sample already taken
         self._last_counters: tuple[int, int, int] | None = None
         self._last_throughput_t = float("-inf")
+        self._energy = EnergyTotal()
+        self._gpm: GpmInterval | None = None
         self._reported_gone = False
 
     def __repr__(self) -> str:
@@ -46,6 +51,16 @@ class GpuTarget:
         self._last_sample_us = int(time.time() * 1e6)
         if self._support.pcie_counters:
             self._last_counters = self._counters()
+        if self._support.energy:
+            self._energy.add(gpu_fields.total_energy_mj(self.index))
+        if self._support.gpm:
+            self._gpm = GpmInterval(self.index)
+            self._gpm.start(time.perf_counter())
+
+    def close(self) -> None:
+        """The sampler is done with this GPU: give back what NVML holds for it."""
+        if self._gpm is not None:
+            self._gpm.close()
 
     def read(self, poll: Poll) -> list[DeviceSample]:
         if self._gone(poll):
@@ -57,13 +72,15 @@ class GpuTarget:
         clock = gpu_fields.sm_clock_mhz(self.index) if support.sm_clock else None
         temp = gpu_fields.temperature_c(self.index) if support.temperature else None
         rx, tx = self._pcie(support)
+        energy = self._energy.add(gpu_fields.total_energy_mj(self.index)) if support.energy else None
         t = time.perf_counter()
+        gpm = self._gpm.read(t) if self._gpm is not None else NO_GPM
         extra = self._buffered_utilization(poll) if support.utilization_samples else []
         if self._gone(poll):  # lost during this pass: what was read is not trustworthy
             return []
         full = DeviceSample(t=t, device=self.name, util=util, mem_util=mem_util, mem_used=mem_used,
                             mem_total=mem_total, power_w=power, sm_clock_mhz=clock, temp_c=temp,
-                            pcie_rx_bps=rx, pcie_tx_bps=tx)
+                            pcie_rx_bps=rx, pcie_tx_bps=tx, energy_j=energy, **gpm)
         return extra + [full]
 
     def _gone(self, poll: Poll) -> bool:

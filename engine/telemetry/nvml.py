@@ -1,7 +1,8 @@
 """The one door to NVML: lazy start-up, every call wrapped, lost GPUs remembered.
 
 Every NVML call in Splitscope goes through ``query``/``call`` (system-wide) or
-``device_query``/``device_call`` (one GPU), like nvitop's ``nvmlQuery``:
+``device_query``/``device_call`` (one GPU), like nvitop's ``nvmlQuery``; the
+structures some calls take come from ``structure``:
 
 - any ``NVMLError`` becomes "not available" (``None``, or the default asked for);
 - ``NVML_ERROR_GPU_IS_LOST`` or ``NVML_ERROR_UNKNOWN`` from a GPU marks that GPU
@@ -103,6 +104,22 @@ def call(func: str, *args: Any) -> tuple[Any, int | None]:
         return fn(*args), None
     except lib.NVMLError as exc:
         return None, getattr(exc, "value", NVML_ERROR_UNKNOWN)
+
+
+def structure(type_name: str) -> tuple[Any, int | None]:
+    """A new, zeroed ``pynvml.<type_name>()``: (structure, None), or (None, NVML error code).
+
+    For the calls that take a ctypes structure the caller fills in (GPM's
+    ``c_nvmlGpmMetricsGet_t``). A name, as in ``call``: an nvidia-ml-py too
+    old to have the type is "function not found", like its functions.
+    """
+    lib = _nvml()
+    if lib is None:
+        return None, NO_LIBRARY
+    kind = getattr(lib, type_name, None)
+    if kind is None:
+        return None, NVML_ERROR_FUNCTION_NOT_FOUND
+    return kind(), None
 
 
 def query(func: str, *args: Any, default: Any = None) -> Any:

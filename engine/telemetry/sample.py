@@ -40,6 +40,25 @@ class DeviceSample:
     """Bytes per second the GPU received over PCIe."""
     pcie_tx_bps: float | None = None
     """Bytes per second the GPU sent over PCIe."""
+    # The fields below came after the others: they stay last, so rows of DeviceSample's fields in order from an
+    # older agent (engine.nodes) still fill the fields they had.
+    energy_j: float | None = None
+    """Joules the GPU used since the sampler's first reading of it (NVML's total-energy counter, millijoules
+    since the driver loaded, counted from that reading): cumulative, 0.0 at the start; a counter reset adds
+    nothing for its interval, a 64-bit wrap what was used across it. GPUs from Volta on; None elsewhere."""
+    sm_active: float | None = None
+    """Percent of the GPU's SMs that were busy over the interval since the previous GPM sample (NVML GPM
+    SM_UTIL, like DCGM's SM_ACTIVE). The GPM fields: Hopper and newer GPUs. None until there is an interval
+    (the first GPM sample is taken when the sampler starts on the GPU), on polls less than 90 ms after the
+    last GPM sample (the interval goes on to a later poll), and where GPM is missing or refused
+    (``gpu_fields.gpu_counter_notes`` says why)."""
+    sm_occupancy: float | None = None
+    """Percent of the SMs' warp slots holding active warps (of the theoretical maximum), same interval (GPM
+    SM_OCCUPANCY)."""
+    tensor_active: float | None = None
+    """Percent of the interval the SMs ran tensor-core operations of any kind (GPM ANY_TENSOR_UTIL)."""
+    dram_bw_util: float | None = None
+    """Percent of the device memory's theoretical bandwidth used over the interval (GPM DRAM_BW_UTIL)."""
 
     def to_dict(self) -> dict:
         """Plain dict in field order, ready for json.dumps or a database row."""

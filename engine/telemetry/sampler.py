@@ -66,6 +66,7 @@ class TelemetrySampler(threading.Thread):
         self._stop_event = threading.Event()
         self._memory_due = threading.Event()  # set_pid: read the new processes' memory now, not a period later
         self._opened = False
+        self._close_lock = threading.Lock()
         self._warned: set[str] = set()
         self.warnings: list[str] = []
         self.cpu_time_s = 0.0
@@ -97,15 +98,24 @@ class TelemetrySampler(threading.Thread):
         raise ValueError(f"no telemetry target named {name!r}; targets: {names}")
 
     def stop(self, timeout: float = 5.0) -> None:
-        """End the thread within one pass and wait for it (at most ``timeout`` s)."""
+        """End the thread within one pass and wait for it (at most ``timeout`` s); the targets give back what
+        they hold (GPM's sample buffers)."""
         self._stop_event.set()
         self._memory_due.set()
         if self.is_alive():
             self.join(timeout)
+        if not self.is_alive():  # a thread still in a pass (a stalled driver) closes them as it ends
+            self._close()
 
     # -- the sampler thread --------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._poll_until_stopped()
+        finally:
+            self._close()
+
+    def _poll_until_stopped(self) -> None:
         period = 1.0 / self.rate_hz
         if not self._opened:
             self._open()
@@ -169,6 +179,18 @@ class TelemetrySampler(threading.Thread):
             except Exception as exc:
                 self._warn(f"{target.name}: telemetry start failed: {type(exc).__name__}: {exc}",
                            key=f"open:{target.name}")
+
+    def _close(self) -> None:
+        with self._close_lock:  # stop() and the thread's end may both get here
+            if not self._opened:
+                return
+            self._opened = False
+            for target in self.targets:
+                try:
+                    target.close()
+                except Exception as exc:
+                    self._warn(f"{target.name}: telemetry close failed: {type(exc).__name__}: {exc}",
+                               key=f"close:{target.name}")
 
     def _publish(self, samples: list[DeviceSample]) -> None:
         if not samples:
