@@ -139,7 +139,7 @@ def devices_table(inv: dict) -> str:
 def experiment_table(result: ExperimentResult) -> str:
     lines = [f"experiment {result.experiment_id}: {result.name} ({result.status})",
              f"{'point':<24} {'step ms':>9} {'± std':>8} {'pred ms':>8} {'samples/s':>10} {'± std':>8} "
-             f"{'bubble':>7} {'balance':>7}  runs"]
+             f"{'bubble':>7} {'balance':>7} {'MFU':>6} {'smp/J':>7}  runs"]
     for p in result.points:
         if p.step_time_s is None:
             lines.append(f"{p.label:<24} failed: {p.error}")
@@ -151,9 +151,14 @@ def experiment_table(result: ExperimentResult) -> str:
         predicted = _fmt(p.predicted_step_s * 1000 if p.predicted_step_s else None, '.1f')
         lines.append(f"{p.label:<24} {st.mean * 1000:>9.1f} {st.std * 1000:>8.1f} {predicted:>8} {tp.mean:>10.0f} "
                      f"{tp.std:>8.0f} {_fmt(p.bubble.measured, '.2f'):>7} "
-                     f"{_fmt(p.stage_balance, '.2f'):>7}  {len(p.run_ids)}{mark}")
+                     f"{_fmt(p.stage_balance, '.2f'):>7} {_fmt(p.mfu, '.1%'):>6} {_fmt(p.samples_per_joule, '.3g'):>7}"
+                     f"  {len(p.run_ids)}{mark}")
     if result.tied:
         lines.append(result.verdict())
+    for key, name in (("mfu", "MFU"), ("samples_per_joule", "samples per joule")):
+        ranked = result.ranked_by(key)
+        if len(ranked) > 1:
+            lines.append(f"by {name}: " + " > ".join(p.label for p in ranked))
     lines += [f"{p.label}: {p.disturbed}" for p in result.points if p.disturbed]
     if result.automatic_split is not None:
         lines.append(f"automatic balanced split: {result.automatic_split}")

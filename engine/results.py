@@ -278,9 +278,12 @@ class DeviceEfficiency:
 
     @property
     def mfu(self) -> float | None:
-        """Model FLOPs utilization: achieved FLOP/s over the peak."""
-        achieved, peak = self.achieved_flops_per_s, self.peak
-        return achieved / peak.flops_per_s if achieved is not None and peak and peak.flops_per_s > 0 else None
+        """Model FLOPs utilization: achieved FLOP/s over the peak (``mfu``), over the measured steps."""
+        return mfu(self.flops_per_step, self.step_s, self.peak)
+
+    def step_mfu(self, step_s: float | None) -> float | None:
+        """One step's MFU, from its own time."""
+        return mfu(self.flops_per_step, step_s, self.peak)
 
     def text(self) -> str:
         """"cpu:0 24.8 GFLOP a step, 85.1 GFLOP/s (busy: 85.3), MFU 88.0% of 96.7 GFLOP/s (measured ...)"."""
@@ -339,6 +342,14 @@ class Efficiency:
         if any(whole):
             out.append(", ".join(w for w in whole if w))
         return out + list(self.notes)
+
+
+def mfu(flops: float, seconds: float | None, peak: Peak | None) -> float | None:
+    """Model FLOPs utilization: ``flops`` done in ``seconds``, over the peak FLOP/s (torchtitan's and the PaLM
+    paper's measure, per device); None without a time or a peak."""
+    if not seconds or seconds <= 0 or peak is None or peak.flops_per_s <= 0:
+        return None
+    return flops / seconds / peak.flops_per_s
 
 
 def si(value: float, unit: str) -> str:
@@ -472,6 +483,8 @@ class ExperimentPoint:
     input_wait: float | None = None      # the share of its step the device waiting most on its input spends so
                                          # (time by kind's "data"), mean over the runs; None where none waits
     series: str | None = None            # the sweep's line it belongs to (default: its strategy's)
+    mfu: float | None = None             # the run's MFU (Efficiency.mfu), mean over the runs that have one
+    samples_per_joule: float | None = None   # likewise (Efficiency.samples_per_joule: GPUs' energy counters)
 
     def spread(self) -> tuple[float, float] | None:
         """The step times this point's measurement cannot tell apart: mean ± std, widened to its runs'
@@ -511,6 +524,10 @@ class ExperimentResult:
     def winner(self) -> str | None:
         """The best point's label when it beats every other beyond their spread; None when tied."""
         return None if self.tied else self.best
+
+    def ranked_by(self, key: str) -> list[ExperimentPoint]:
+        """The measured points that have ``key`` ("mfu", "samples_per_joule"), most first."""
+        return sorted((p for p in self.measured if getattr(p, key) is not None), key=lambda p: -getattr(p, key))
 
     def verdict(self) -> str | None:
         """How views name the outcome: "best pipeline", or "tied: pipeline, ddp (within their spread)"."""

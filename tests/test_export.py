@@ -65,7 +65,11 @@ def run_id(store):
         "step_time_s": {"mean": 0.1, "std": 0.004}, "throughput": {"mean": 640.0, "std": 20.0},
         "loss": {"first": 2.3, "last": 2.23}, "param_norm": 9.5, "devices_busy": [0.6, 0.45],
         "bubble": {"measured": 0.475, "theory": 0.2}, "batch_split": None,
-        "telemetry": {"rate_hz": 10, "util_mean": [55.0, 48.0], "samples": 50}}))
+        "telemetry": {"rate_hz": 10, "util_mean": [55.0, 48.0], "samples": 50},
+        "efficiency": {"samples_per_step": 64, "devices": [
+            {"device": d, "flops_per_step": flops, "step_s": 0.1, "busy_s": busy,
+             "measured_peak": {"flops_per_s": 1e10, "source": "measured: test"}}
+            for d, flops, busy in (("cpu:0", 4e8, 0.06), ("cpu:1", 2e8, 0.045))]}}))
     return run_id
 
 
@@ -119,6 +123,9 @@ def test_svg_files_parse_and_hold_every_curve(store, run_id, tmp_path):
     assert list(drawn(throughput, "mark")) == ["warm-up ends"]  # CONFIG's warm-up of 2 steps
 
     assert list(drawn(parse_svg(names["busy"]), "bar")) == DEVICES
+    # Each device's MFU per step: its counted FLOPs over each step's 0.1 s and its peak (40 % and 20 %).
+    efficiency = drawn(parse_svg(names["efficiency"]), "series")
+    assert list(efficiency) == DEVICES and all(points(c) == STEPS for c in efficiency.values())
 
     intervals = drawn(parse_svg(names["timeline"]), "interval")
     assert {key.split("/")[0] for key in intervals} == set(DEVICES)
@@ -151,6 +158,8 @@ def test_csv_has_units_in_the_header_and_every_row(store, run_id, tmp_path):
     assert len(timeline) - 1 == 3 * 6 and {r[0] for r in timeline[1:]} == {"5", "6", "7"}  # the last 3, as on screen
     busy = read_csv(paths["busy.csv"])
     assert busy == [["device", "busy (%)", "idle (%)"], ["cpu:0", "60", "40"], ["cpu:1", "45", "55"]]
+    mfu = read_csv(paths["efficiency.csv"])
+    assert mfu[0] == ["step", "MFU cpu:0 (%)", "MFU cpu:1 (%)"] and mfu[1] == ["0", "40", "20"]
 
 
 def test_png_is_1600_pixels_wide_and_not_blank(store, run_id, tmp_path):
@@ -185,6 +194,7 @@ def test_html_report_embeds_every_figure_config_and_environment(store, run_id, t
     assert all(f'id="{f.name}/' in html for f in figures if f.has_data)  # matplotlib's SVG of each, inline
     assert "Configuration" in html and "micro_batches" in html and "gpipe" in html
     assert "Summary" in html and "47.5%" in html and "100 ± 4 ms" in html
+    assert "cpu:0 400 MFLOP a step, 4 GFLOP/s" in html and "MFU 40.0% of 10 GFLOP/s (measured: test)" in html
     assert "Environment" in html and version("torch") in html and "CPU cores" in html and "NVIDIA driver" in html
     # nothing fetched from anywhere: the only addresses are the SVG's XML namespaces
     namespaces = ('xmlns="http://www.w3.org/2000/svg"', 'xmlns:xlink="http://www.w3.org/1999/xlink"')

@@ -90,3 +90,33 @@ def test_a_cpu_devices_peak_is_measured_once_then_read_from_the_cache(tmp_path, 
     assert (tmp_path / "peaks.json").exists()
     monkeypatch.setattr(peak, "_measure", lambda *a: (_ for _ in ()).throw(AssertionError("measured again")))
     assert peak.measured_peak(device, "float32") == first
+
+
+def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over_the_measured_steps():
+    """A GPU's energy counter (DeviceSample.energy_j) read over the measured steps: its mean power times the mean
+    step is the energy a step, and the samples a step over it the samples per joule; a device without a counter
+    has none, said once."""
+    from engine.record.efficiency import with_energy
+    from engine.results import DeviceEfficiency, Efficiency, Peak
+    from engine.telemetry.sample import DeviceSample
+    from engine.telemetry.summary import TelemetryTotals
+    totals = TelemetryTotals(["cuda:0", "cpu:0"], warmup=1, rate_hz=10)
+    # 300 W during the measured steps (t 1..3 s); the warm-up step's samples (t < 1) are not counted
+    totals.add_samples([DeviceSample(t=t / 10, device="cuda:0", energy_j=(50.0 if t < 10 else 300.0 * t / 10))
+                        for t in range(31)] + [DeviceSample(t=1.5, device="cpu:0", util=50.0)])
+    totals.add_step(0, 0.0, 1.0)
+    totals.add_step(1, 1.0, 2.0)
+    totals.add_step(2, 2.0, 3.0)
+    totals.finish()
+    telemetry = totals.summary()
+    assert telemetry.power_w[0] == pytest.approx(300.0) and telemetry.power_w[1] is None
+    peak = Peak(1e12, "measured: test")
+    efficiency = Efficiency([DeviceEfficiency("cuda:0", 1e11, 0.5, 0.4, measured_peak=peak),
+                             DeviceEfficiency("cpu:0", 1e9, 0.5, 0.4, measured_peak=peak)], samples_per_step=600)
+    gpu, cpu = with_energy(efficiency, ["cuda:0", "cpu:0"], telemetry).devices
+    assert gpu.energy_j_per_step == pytest.approx(150.0) and cpu.energy_j_per_step is None
+    (note,) = with_energy(efficiency, ["cuda:0", "cpu:0"], telemetry).notes
+    assert note.startswith("energy: not measured on cpu:0")
+    both = with_energy(Efficiency([efficiency.devices[0]], samples_per_step=600), ["cuda:0"], telemetry)
+    assert both.samples_per_joule == pytest.approx(600 / 150.0) and both.notes == []
+    assert both.mfu == pytest.approx(1e11 / 0.5 / 1e12)

@@ -193,17 +193,20 @@ def test_store_keeps_steps_timeline_and_samples(tmp_path):
 def test_experiment_table_shows_each_point_with_its_stage_balance():
     from engine.report import experiment_table
 
-    def point(label, ms, balance):
+    def point(label, ms, balance, mfu=None):
         return {"label": label, "step_time_s": {"mean": ms / 1000, "std": 0.001},
                 "throughput": {"mean": 1000.0, "std": 5.0}, "bubble": {"measured": 0.3}, "stage_balance": balance,
-                "run_ids": ["a"]}
+                "run_ids": ["a"], "mfu": mfu}
     table = experiment_table(from_json(ExperimentResult, {
         "experiment_id": "exp-1", "name": "split-point", "status": "finished", "best": "split 2",
-        "automatic_split": [2], "points": [point("split 1", 80, 0.31), point("split 2", 60, 0.9),
+        "automatic_split": [2], "points": [point("split 1", 80, 0.31, 0.25), point("split 2", 60, 0.9, 0.4),
                                            {"label": "split 3", "error": "rank 1 failed"}]})).splitlines()
-    assert table[1].split()[-2:] == ["balance", "runs"]
-    assert table[3].split()[-4:] == ["0.90", "1", "<-", "best"] and table[2].split()[-2:] == ["0.31", "1"]
-    assert table[4].endswith("failed: rank 1 failed") and table[5] == "automatic balanced split: [2]"
+    assert table[1].split()[-4:] == ["balance", "MFU", "smp/J", "runs"]
+    assert table[3].split()[-6:] == ["0.90", "40.0%", "-", "1", "<-", "best"]
+    assert table[2].split()[-4:] == ["0.31", "25.0%", "-", "1"]
+    assert table[4].endswith("failed: rank 1 failed")
+    assert table[5] == "by MFU: split 2 > split 1"   # the ranking by MFU (no point has samples per joule)
+    assert table[6] == "automatic balanced split: [2]"
 
 
 @settings(max_examples=200, deadline=None)

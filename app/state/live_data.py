@@ -19,7 +19,9 @@ from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
 from engine.config import ExperimentConfig
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
-from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
+from engine.record.efficiency import device_efficiency
+from engine.results import (Communication, DeviceEfficiency, NodeSummary, RunSummary, Sample, Step, TensorMemory,
+                            Traffic, from_json)
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device
@@ -159,6 +161,8 @@ class RunProgress:
     nodes: list[NodeSummary] = field(default_factory=list)  # a run over several machines (RunSummary.nodes)
     tensor_memory: dict[str, TensorMemory] = field(default_factory=dict)   # per device, as last reported
     communication: dict[str, Communication] = field(default_factory=dict)  # per device, the last step's
+    peaks: dict[str, dict] = field(default_factory=dict)   # per device, its peak FLOP/s (the `started` event)
+    efficiency: dict[str, DeviceEfficiency] = field(default_factory=dict)  # per device, once its FLOPs are counted
     # Each event once applied (the live view draws what it changed: app/views/center_area.py).
     applied: Announcer = field(default_factory=Announcer, repr=False, compare=False)
 
@@ -184,8 +188,11 @@ class RunProgress:
                 self.notes = list(event.notes)
                 self.split = event.split or self.split
                 self.micro_batches = event.micro_batches or self.micro_batches
+                self.peaks = dict(event.peaks)
             case Step():
                 self.steps_done = event.step + 1
+                for device, flops in (event.flops or {}).items():
+                    self.efficiency[device] = device_efficiency(device, flops, self.peaks, self.config.peak)
                 if event.time_s is not None:
                     self.step_times.append(event.time_s)
                 for device, kinds in (event.tensor_memory or {}).items():
@@ -200,6 +207,11 @@ class RunProgress:
                 self.error = event
             case Finished():
                 self.summary = event.summary
+
+    def step_mfu(self, step: Step) -> dict[str, float]:
+        """Each device's MFU in this step, once its FLOPs are counted (DeviceEfficiency.step_mfu)."""
+        shares = {device: e.step_mfu(step.time_s) for device, e in self.efficiency.items()}
+        return {device: share for device, share in shares.items() if share is not None}
 
     def node_lines(self) -> list[str]:
         """Each node of a run over several machines: "node1 10.0.0.3:29400 (gpu-07): ranks 2-3, clock +1.2 ms"."""
@@ -257,15 +269,18 @@ class StepHistory:
         self.capacity = max(2, int(capacity))
         self.throughput = ThinningBuffer(self.capacity)
         self.loss = ThinningBuffer(self.capacity)
+        self.mfu: dict[str, ThinningBuffer] = {}   # per device, percent (RunProgress.step_mfu)
         self.timeline: deque[tuple[int, dict]] = deque(maxlen=TIMELINE_STEPS)
         self.timeline_version = 0
 
-    def add(self, event: Step) -> None:
+    def add(self, event: Step, mfu: dict[str, float] | None = None) -> None:
         step = float(event.step)
         if event.throughput is not None:
             self.throughput.append(step, event.throughput)
         if event.loss is not None:
             self.loss.append(step, event.loss)
+        for device, share in (mfu or {}).items():
+            self.mfu.setdefault(device, ThinningBuffer(self.capacity)).append(step, share * 100)
         if event.intervals:
             self.timeline.append((event.step, event.intervals))
             self.timeline_version += 1

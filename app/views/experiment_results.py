@@ -31,7 +31,7 @@ from engine.results import ExperimentPoint, ExperimentResult
 
 BEST_COLOR = palette.BEST
 TABLE_COLUMNS = ("point", "strategy", "devices", "split", "µ-batches", "step time (ms)", "predicted (ms)", "samples/s",
-                 "bubble meas. / theory", "stage balance", "runs", "note")
+                 "bubble meas. / theory", "stage balance", "MFU", "samples/J", "runs", "note")
 STEP_TIME_COLUMN = TABLE_COLUMNS.index("step time (ms)")
 
 
@@ -366,6 +366,8 @@ class ExperimentResultsView(QtWidgets.QWidget):
                 _pm(stat(p, "throughput", "mean"), stat(p, "throughput", "std"), 1.0, ",.0f"),
                 bubble_text,
                 _balance_text(p),
+                "—" if not _number(p.mfu) else format(p.mfu, ".1%"),
+                "—" if not _number(p.samples_per_joule) else format(p.samples_per_joule, ".3g"),
                 str(len(p.run_ids)),
                 p.error.splitlines()[0][:160] if p.error else "",
             ]

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.figures.figure import Figure
-from engine.figures.run import LOSS, MEMORY, MIB, THROUGHPUT, UTILIZATION
+from engine.figures.run import EFFICIENCY, LOSS, MEMORY, MIB, THROUGHPUT, UTILIZATION
 
 
 @dataclass(frozen=True)
 class LivePlot:
     figure: Figure
-    per_device: bool            # a curve per device over time (telemetry), or one curve over the steps
-    data: Callable[[Any], Any]  # TelemetryHistory -> {device: RingBuffer}, or StepHistory -> RingBuffer
+    per_device: bool            # a curve per device over time (telemetry), or curves over the steps
+    data: Callable[[Any], Any]  # TelemetryHistory -> {device: RingBuffer}; StepHistory -> a buffer, or one a device
     scale: float = 1.0          # drawn value per stored value (memory: bytes kept, MiB drawn)
     smoothed: bool = False      # raw samples faint under their one-second trailing mean, the core's total beside
     named_by_run: bool = False  # its series are cores, named in the legend by the run's device on each
@@ -33,4 +33,5 @@ LIVE_PLOTS = (
     LivePlot(MEMORY, True, lambda telemetry: telemetry.mem, scale=1 / MIB),
     LivePlot(THROUGHPUT, False, lambda steps: steps.throughput),
     LivePlot(LOSS, False, lambda steps: steps.loss),
+    LivePlot(EFFICIENCY, False, lambda steps: steps.mfu),
 )

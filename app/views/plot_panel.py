@@ -47,6 +47,7 @@ FRAME_GROUPS = ("telemetry", "steps", "timeline")
 # 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
 # the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
 PLOT_MIN_HEIGHT = 135
+GRID_COLUMNS = 6   # the plots' grid: two telemetry plots of three columns, three step plots of two
 
 
 STEP_AXIS_PAD = 0.02
@@ -105,12 +106,18 @@ class PlotPanel(QtWidgets.QWidget):
         self.time_axes: list[RelativeTimeAxis] = []
         grid = QtWidgets.QGridLayout()
         grid.setSpacing(6)
+        telemetry_plots = [spec for spec in LIVE_PLOTS if spec.per_device]
         for index, spec in enumerate(LIVE_PLOTS):
             # Telemetry scrolls in time; steps are whole (a 5-step run's axis must not read 2.5).
             axis = RelativeTimeAxis() if spec.per_device else WholeNumberAxis()
             plot = self.series_plots[spec.name] = SeriesPlot.of_frame(spec.figure, x_axis=axis)
             plot.setMinimumHeight(PLOT_MIN_HEIGHT)
-            grid.addWidget(plot, index // 2, index % 2)
+            # A row of the telemetry plots above, a row of the step plots below, each row as wide as the panel.
+            row = 0 if spec.per_device else 1
+            place = index if spec.per_device else index - len(telemetry_plots)
+            per_row = len(telemetry_plots) if spec.per_device else len(LIVE_PLOTS) - len(telemetry_plots)
+            span = GRID_COLUMNS // per_row
+            grid.addWidget(plot, row, place * span, 1, span)
             if spec.per_device:
                 self.time_axes.append(axis)
                 # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
@@ -170,8 +177,8 @@ class PlotPanel(QtWidgets.QWidget):
             self.mode_label.setText(text)
 
     def add_step(self, event: Step) -> None:
-        """A merged step as the worker reported it: its throughput, loss and intervals."""
-        self.steps.add(event)
+        """A merged step as the worker reported it: its throughput, loss, devices' MFU and intervals."""
+        self.steps.add(event, self.progress.step_mfu(event))
 
     def set_run_devices(self, devices: list[str]) -> None:
         """The timeline's lanes: the run's devices, in stage order."""
@@ -208,8 +215,10 @@ class PlotPanel(QtWidgets.QWidget):
         from its cache, and the curve still fills at least 40 % of the width.
         """
         self._step_axis_end.clear()
-        for plot in self._plots(per_device=False):
-            plot.legend.setVisible(False)  # one curve, named by the title; it would hide the first steps
+        for spec in (spec for spec in LIVE_PLOTS if not spec.per_device):
+            plot = self.series_plots[spec.name]
+            # One curve is named by the title (a legend would hide the first steps); a curve a device, by it.
+            plot.legend.setVisible(isinstance(spec.data(self.steps), dict))
             plot.getPlotItem().enableAutoRange(x=False, y=True)
             self._set_step_axis(plot, step_axis_end(0, self.progress.steps_total))
 
@@ -260,8 +269,9 @@ class PlotPanel(QtWidgets.QWidget):
         if now - self._group_drawn_at[group] < self.step_frame_s:
             return False
         if group == "steps":
-            return any(self._drawn.get((spec.name, "")) != buf.version
-                       for spec in LIVE_PLOTS if not spec.per_device and len(buf := spec.data(self.steps)))
+            return any(self._drawn.get((spec.name, name)) != buf.version
+                       for spec in LIVE_PLOTS if not spec.per_device
+                       for name, buf in self._step_curves(spec).items() if len(buf))
         return self._timeline_drawn != self.steps.timeline_version
 
     def _redraw_telemetry(self, now: float, force: bool) -> int:
@@ -350,15 +360,25 @@ class PlotPanel(QtWidgets.QWidget):
         plot.set_series(key, *broken(core_x, core_means, gap_after(core_x)), color,
                         name=f"{label} core total (all programs)", dash=2, width=1.0)
 
+    def _step_curves(self, spec) -> dict:
+        """A step plot's curves: {series name: buffer}, its one curve under its own name, or one per device."""
+        data = spec.data(self.steps)
+        return data if isinstance(data, dict) else {spec.name: data}
+
     def _redraw_steps(self, force: bool) -> int:
         updated = 0
         for spec in (spec for spec in LIVE_PLOTS if not spec.per_device):
-            plot, buf, key = self.series_plots[spec.name], spec.data(self.steps), (spec.name, "")
-            if len(buf) and (force or self._drawn.get(key) != buf.version):
+            plot, curves = self.series_plots[spec.name], self._step_curves(spec)
+            for position, (name, buf) in enumerate(curves.items()):
+                key = (spec.name, name)
+                if not len(buf) or not (force or self._drawn.get(key) != buf.version):
+                    continue
+                single = name == spec.name
+                color = STEP_COLORS[plot.spec.name] if single else palette.device_color(name, position)
                 with plot.frame():
                     self._set_step_axis(plot, step_axis_end(buf.last(0), self.progress.steps_total))
-                    plot.set_series(spec.name, buf.column(0), buf.column(1) * spec.scale,
-                                    STEP_COLORS[plot.spec.name], plot.spec.y.label)
+                    plot.set_series(name, buf.column(0), buf.column(1) * spec.scale, color,
+                                    plot.spec.y.label if single else name)
                 self._drawn[key] = buf.version
                 updated += 1
         return updated
@@ -404,7 +424,8 @@ class PlotPanel(QtWidgets.QWidget):
         for spec in LIVE_PLOTS:
             plot = self.series_plots[spec.name]
             plot.draw_figure(figures[spec.name])
-            plot.legend.setVisible(not single or spec.per_device)  # devices, or runs
+            # devices, or runs; a step plot's one curve is named by its title
+            plot.legend.setVisible(not single or spec.per_device or isinstance(spec.data(self.steps), dict))
         # The timeline and the bubble show the first (newest) selected run.
         first = runs[0] if runs else None
         if first is None:

@@ -50,6 +50,8 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         disturbed=_disturbed(runs),
         input_wait=_input_wait(runs),
         series=point.series,
+        mfu=_mean_of([r.efficiency.mfu if r.efficiency else None for r in runs]),
+        samples_per_joule=_mean_of([r.efficiency.samples_per_joule if r.efficiency else None for r in runs]),
     )
 
 

@@ -106,6 +106,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
                                     if c is not None) or None),
         ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),
         ("bubble", f"measured {pct(s.bubble.measured)}, theory {pct(s.bubble.theory)}"),
+        ("efficiency", "; ".join(s.efficiency.lines()) if s.efficiency else None),
     ]
     if s.telemetry:
         rows.append(("telemetry", f"{s.telemetry.samples} samples at {s.telemetry.rate_hz} Hz; mean util "
@@ -132,12 +133,13 @@ def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, obje
 
 def experiment_points_table(result: ExperimentResult) -> str:
     columns = ["point", "strategy", "split", "micro-batches", "step time", "predicted (what-if)", "throughput",
-               "bubble", "stage balance", "runs"]
+               "bubble", "stage balance", "MFU", "samples/J", "runs"]
     rows = [[f"{p.label}{' (best)' if p.label == result.winner else ''}", p.strategy, p.split, p.micro_batches,
              _duration(p.step_time_s), _duration(MeanStd(p.predicted_step_s, None)) if p.predicted_step_s else "—",
              _mean_std(p.throughput, "samples/s"),
              pct(p.bubble.measured),
-             _ratio(p.stage_balance), len(p.run_ids)] for p in result.points]
+             _ratio(p.stage_balance), pct(p.mfu), format_value(p.samples_per_joule), len(p.run_ids)]
+            for p in result.points]
     return table(columns, rows)
 
 

@@ -47,6 +47,12 @@ def experiment_figures(result: ExperimentResult) -> list[Figure]:
     if any(is_number(p.stage_balance) for p in points):
         figures.append(value_bars("stage-balance", f"Stage balance per point · {name}", Axis("stage balance"),
                                   [p.stage_balance for p in points], ident))
+    if any(is_number(p.mfu) for p in points):
+        figures.append(value_bars("mfu", f"MFU per point · {name} (model FLOP/s over the devices' peaks)",
+                                  Axis("MFU", "%"), scaled([p.mfu for p in points], 100.0), ident))
+    if any(is_number(p.samples_per_joule) for p in points):
+        figures.append(value_bars("samples-per-joule", f"Samples per joule per point · {name}",
+                                  Axis("samples per joule"), [p.samples_per_joule for p in points], ident))
     if any(p.tensor_memory for p in points):
         figures.append(memory_by_kind_figure(name, points))
     if any(_peak(p) is not None for p in points):

@@ -11,6 +11,7 @@ a title says when its figure holds every k-th step or bucketed telemetry.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -43,6 +44,8 @@ COMMUNICATION = Figure("communication", "Communication per device per step, by c
 # allocator or fsdp's peak tracker saw beyond them, TensorMemory.other).
 MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
 PEAK_PREFIX = "step peak: "   # the tensor memory table's columns of fsdp's tracked step, one per torch kind
+EFFICIENCY = Figure("efficiency", "MFU per device per step (model FLOP/s over the device's peak)", STEP,
+                    Axis("MFU", "%"), y_range=(0, None))
 BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
 # A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
 STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
@@ -89,7 +92,7 @@ def run_figures(run: RunView) -> list[Figure]:
         step_figure(THROUGHPUT, run, "throughput"), step_time_figure(run), step_figure(LOSS, run, "loss"),
         timeline_figure(run.timeline, devices, steps=run.steps, bubble=run.summary.bubble,
                         kept=(run.timeline_steps, run.step_count), last=TIMELINE_STEPS, plan=run.summary.plan),
-        busy_figure(run.summary, devices),
+        busy_figure(run.summary, devices), efficiency_figure(run),
     ]
     if any(s.batch_split for s in run.steps):
         figures.append(batch_split_figure(run.steps, devices))
@@ -188,6 +191,24 @@ def step_time_figure(run: RunView) -> Figure:
                                rows=[[s.step, t] for s, t in zip(run.steps, scaled(times, 1000.0))])  # tables: ms
 
 
+def efficiency_figure(run: RunView) -> Figure:
+    """Each device's MFU step by step: the FLOPs of its work in a step (the summary's, counted once) over the
+    step's time and its peak (DeviceEfficiency.step_mfu). Empty for a run
+    without the count (a watched script, a run stopped in its warm-up, one stored before it)."""
+    efficiency = run.summary.efficiency
+    devices = efficiency.devices if efficiency else []
+    rows = [[s.step, *(_percent(d.step_mfu(s.time_s)) for d in devices)] for s in run.steps]
+    series = [Series(d.device, [r[0] for r in rows], [r[1 + i] for r in rows], palette.device_color(d.device, i))
+              for i, d in enumerate(devices)]
+    return EFFICIENCY.with_data(title=EFFICIENCY.title + run.of_steps, series=series,
+                                marks=warmup_marks(run.warmup, run.steps),
+                                columns=["step", *(f"MFU {d.device} (%)" for d in devices)], rows=rows)
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else share * 100
+
+
 def batch_split_figure(steps: Sequence[Step], devices: list[str]) -> Figure:
     split_steps = [s for s in steps if s.batch_split]
     width = max(len(s.batch_split) for s in split_steps)
@@ -259,9 +280,11 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
     """Several runs over each other: a colour per run, a dash per device, the utilization means alone
     (the raw samples of several runs are noise). Each run is named by what sets it apart (run_names.py)."""
     names = run_names([run.config for run in runs], [run.label for run in runs], [run.summary for run in runs])
-    util, memory, throughput, loss = [], [], [], []
+    util, memory, throughput, loss, efficiency = [], [], [], [], []
     for r, (run, name) in enumerate(zip(runs, names)):
         color = palette.series_color(r)
+        for d, mfu_series in enumerate(efficiency_figure(run).series):
+            efficiency.append(dataclasses.replace(mfu_series, name=f"{name} {mfu_series.name}", color=color, dash=d))
         for d, device in enumerate(run.devices):
             t, values, spans = _measured(run.samples, device, "util", 1.0)
             if t:
@@ -276,4 +299,5 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
     of_runs = f" · {len(runs)} runs"
     return [frame.with_data(title=frame.title + of_runs, series=series,
                             **dict(zip(("columns", "rows"), series_table(series, frame.x, frame.y))))
-            for frame, series in ((UTILIZATION, util), (MEMORY, memory), (THROUGHPUT, throughput), (LOSS, loss))]
+            for frame, series in ((UTILIZATION, util), (MEMORY, memory), (THROUGHPUT, throughput), (LOSS, loss),
+                                  (EFFICIENCY, efficiency))]

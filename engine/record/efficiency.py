@@ -7,8 +7,11 @@ the session, which has the telemetry (engine.telemetry.summary).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from engine.record.totals import RunTotals
 from engine.results import DeviceEfficiency, Efficiency, Peak, from_json
+from engine.telemetry.summary import TelemetrySummary
 
 
 def efficiency(totals: RunTotals, peaks: dict[str, dict], peak_used: str) -> Efficiency | None:
@@ -16,11 +19,8 @@ def efficiency(totals: RunTotals, peaks: dict[str, dict], peak_used: str) -> Eff
     if totals.flops is None or not totals.measured or totals.total_time <= 0:
         return None
     n = totals.measured
-    devices = [DeviceEfficiency(d, totals.flops.get(d, 0.0), totals.total_time / n, totals.busy_time[d] / n,
-                                measured_peak=from_json(Peak, peaks.get(d, {}).get("measured")),
-                                datasheet_peak=from_json(Peak, peaks.get(d, {}).get("datasheet")),
-                                peak_used=peak_used)
-               for d in totals.devices]
+    devices = [device_efficiency(d, totals.flops.get(d, 0.0), peaks, peak_used, totals.total_time / n,
+                                 totals.busy_time[d] / n) for d in totals.devices]
     notes = []
     if peak_used == "datasheet":
         without = [d.device for d in devices if d.datasheet_peak is None]
@@ -28,3 +28,26 @@ def efficiency(totals: RunTotals, peaks: dict[str, dict], peak_used: str) -> Eff
             notes.append(f"{', '.join(without)}: no datasheet figure (a CPU device, or a GPU the table in "
                          "engine/measure/peak.py does not know): MFU against the measured peak there")
     return Efficiency(devices, totals.samples / n, notes)
+
+
+def device_efficiency(device: str, flops: float, peaks: dict[str, dict], peak_used: str, step_s: float = 0.0,
+                      busy_s: float = 0.0) -> DeviceEfficiency:
+    """One device's, from its counted FLOPs and the peaks its rank reported (as JSON: the ``started`` event
+    and the ranks' ``ready`` carry them); the app's live view makes one per device to read each step's MFU."""
+    reported = peaks.get(device) or {}
+    return DeviceEfficiency(device, flops, step_s, busy_s, measured_peak=from_json(Peak, reported.get("measured")),
+                            datasheet_peak=from_json(Peak, reported.get("datasheet")), peak_used=peak_used)
+
+
+def with_energy(efficiency: Efficiency, devices: list[str], telemetry: TelemetrySummary | None) -> Efficiency:
+    """Each device's energy per step from its mean power over the measured steps (the telemetry's, which the
+    session has), and a note, once, for the devices without an energy counter."""
+    power = dict(zip(devices, telemetry.power_w)) if telemetry and telemetry.power_w else {}
+    measured = [dataclasses.replace(d, energy_j_per_step=power[d.device] * d.step_s)
+                if power.get(d.device) is not None else d for d in efficiency.devices]
+    without = [d.device for d in measured if d.energy_j_per_step is None]
+    notes = list(efficiency.notes)
+    if without:
+        notes.append(f"energy: not measured on {', '.join(without)} (a GPU's NVML total-energy counter gives it; "
+                     "a CPU core has no counter of its own: RAPL's counts a whole package, so it is not read)")
+    return dataclasses.replace(efficiency, devices=measured, notes=notes)

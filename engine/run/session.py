@@ -27,6 +27,7 @@ from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.environment import ROOT, with_project_path
 from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
+from engine.record.efficiency import with_energy
 from engine.results import RunSummary, Step
 from engine.run import protocol
 from engine.store import default_path, open_store
@@ -367,4 +368,6 @@ class RunSession:
         sampled = self._sampler is not None or (self.config.nodes and self.telemetry_hz)
         if sampled and recorder is not None and recorder.steps:
             summary = summary.replace(telemetry=recorder.telemetry_summary(summary.devices_busy, summary.devices))
+        if summary.efficiency is not None:
+            summary = summary.replace(efficiency=with_energy(summary.efficiency, summary.devices, summary.telemetry))
         return summary

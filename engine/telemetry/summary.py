@@ -29,6 +29,9 @@ class TelemetrySummary:
     """Percent of each device's core that other programs and the hypervisor's steal time took (its core's
     total less the run's own work), mean over the measured steps; None where not measured (GPUs)."""
     disturbed: str | None = None        # which devices others took more than DISTURBED_POINTS of, and how much
+    power_w: list[float | None] = field(default_factory=list)
+    """Watts per device over the measured steps, from its energy counter (DeviceSample.energy_j: a GPU's NVML
+    total energy); None where the device has none."""
 
 
 class TelemetryTotals:
@@ -57,6 +60,9 @@ class TelemetryTotals:
         self._other_count = [[0] * len(self.names) for _ in range(2)]
         self._in_window = [[0] * len(self.names) for _ in range(2)]
         self._first = [None, None]   # window start per kind
+        # per kind and device, the first and last (t, energy_j) reading in the window
+        self._energy_first = [[None] * len(self.names) for _ in range(2)]
+        self._energy_last = [[None] * len(self.names) for _ in range(2)]
         self._last = [None, None]    # window end per kind
         self._last_kind: int | None = None
 
@@ -94,6 +100,11 @@ class TelemetryTotals:
                 continue  # before this kind's window (start-up, or the warm-up before the measured steps)
             i = self._index[sample.device]
             self._in_window[kind][i] += 1
+            energy = getattr(sample, "energy_j", None)
+            if energy is not None:
+                if self._energy_first[kind][i] is None:
+                    self._energy_first[kind][i] = (t, energy)
+                self._energy_last[kind][i] = (t, energy)
             if sample.util is not None:
                 self._util_sum[kind][i] += sample.util
                 self._util_count[kind][i] += 1
@@ -119,7 +130,15 @@ class TelemetryTotals:
             mem_peak_bytes=list(self.mem_peak),
             other_mean=other_mean,
             disturbed=disturbance(other_mean, self.names),
+            power_w=[_power(first, last) for first, last in zip(self._energy_first[kind], self._energy_last[kind])],
         )
+
+
+def _power(first: tuple[float, float] | None, last: tuple[float, float] | None) -> float | None:
+    """Mean watts between two (t, joules) readings of a counter; None without two readings apart in time."""
+    if first is None or last is None or last[0] <= first[0]:
+        return None
+    return (last[1] - first[1]) / (last[0] - first[0])
 
 
 def summarize(samples: Iterable[DeviceSample], device_names: list[str],

@@ -48,6 +48,12 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     plots = window.plots
     assert plots.series_plots["throughput"].point_count() == 6
     assert plots.series_plots["loss"].point_count() == 6
+    # Efficiency: each device's MFU from the step its FLOPs were counted (the second) on, in (0, 100] %.
+    efficiency = plots.series_plots["efficiency"]
+    assert set(efficiency.series_keys()) == {"cpu:0", "cpu:1"} and efficiency.point_count() == 2 * 5
+    assert efficiency.legend.isVisible()
+    mfu = [e.mfu for e in info.summary.efficiency.devices]
+    assert all(0 < share <= 1 for share in mfu), mfu
     # The run's devices' telemetry: utilization per core (the idle view's series), memory per process.
     assert {"core 0", "core 1"} <= set(plots.series_plots["utilization"].series_keys())
     assert {"cpu:0", "cpu:1"} <= set(plots.series_plots["memory"].series_keys())
@@ -73,6 +79,7 @@ def test_model_parallel_run_from_clicks(qtbot, window):
     assert plots.mode == "history"
     assert plots.series_plots["throughput"].point_count() == 6
     assert plots.series_plots["utilization"].point_count() > 0
+    assert plots.series_plots["efficiency"].point_count() == 2 * 6   # the stored run's: every step from its count
     window.back_to_live()
     assert plots.mode == "live"
 

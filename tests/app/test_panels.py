@@ -252,16 +252,19 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     from app.views.experiments_menu import preset_base
     more = panel.more
     assert more.names == ["seed", "lr", "hang_timeout_s", "loader_workers", "loader_cores", "pin_memory",
-                          "prefetch_factor", "persistent_workers", "decode_cost_ms", "profile_steps", "timeline"]
+                          "prefetch_factor", "persistent_workers", "decode_cost_ms", "profile_steps", "timeline",
+                          "peak"]
     assert not more.body.isVisible()
     more.toggle.click()
     assert more.body.isVisible()
     more.controls["seed"].setValue(7)
     more.controls["lr"].setText("0.05")
     more.controls["timeline"].setCurrentIndex(more.controls["timeline"].findData("all"))
+    more.controls["peak"].setCurrentIndex(more.controls["peak"].findData("datasheet"))
     panel.optimizer_combo.setCurrentIndex(panel.optimizer_combo.findData("adamw"))
     config = panel.config()
     assert (config.seed, config.lr, config.timeline, config.hang_timeout_s) == (7, 0.05, "all", 120.0)
+    assert config.peak == "datasheet"
     base = preset_base(config)
     assert (base.seed, base.lr, base.timeline, base.optimizer) == (7, 0.05, "all", "adamw")
     more.controls["lr"].setText("")
