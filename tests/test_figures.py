@@ -196,3 +196,14 @@ def test_table_files_keep_six_digits_and_a_thousandth_of_the_unit():
     assert [table_value(v) for v in (800.0, 1.00042, 0.000123456789, 3600123.4567, 12.3456789, -0.0, 7, None)] \
         == ["800", "1.00042", "0.000123457", "3600123.457", "12.3457", "0", 7, ""]
     assert table_value(float("nan")) == "" and table_value("cpu:0") == "cpu:0"
+
+
+def test_a_gpus_sm_activity_is_dotted_beside_its_utilization_on_the_same_axis():
+    """Issue 33: "utilization" is the time any kernel ran; SM activity (NVML's GPM) is how much of the GPU
+    worked: a GPU at 100 % utilization and 20 % SM activity is mostly unused, and both read on one axis."""
+    samples = [Sample(t=0.1 * k, device="cuda:0", util=100.0, sm_active=20.0 if k else None) for k in range(5)]
+    util = run_figures(RunView(summary=RunSummary(devices=["cuda:0"]), samples=samples))[0]
+    sm = util.series_named("cuda:0 SM activity")
+    assert sm is not None and sm.dash == 1 and sm.color == util.series_named("cuda:0").color
+    assert sm.y == [20.0] * 4 and util.y_range == (0, 100)
+    assert util.columns[-1] == "SM activity cuda:0 (%)" and [r[-1] for r in util.rows] == [None] + [20.0] * 4

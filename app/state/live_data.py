@@ -44,6 +44,8 @@ class TelemetryHistory:
         self.mem: dict[str, RingBuffer] = {}
         # A run's CPU device's whole core (DeviceSample.core_util), beside its own work in ``util``.
         self.core: dict[str, RingBuffer] = {}
+        # A GPU's SM activity (DeviceSample.sm_active, NVML's GPM), beside its utilization.
+        self.sm: dict[str, RingBuffer] = {}
         self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
         self.run_names: dict[str, str] = {}  # physical device -> the current run's names for it
         self.last_t = 0.0
@@ -92,6 +94,8 @@ class TelemetryHistory:
                 buf = self._buffer(self.core, self.physical.get(s.device, s.device))
                 if not len(buf) or buf.last(0) < x:
                     buf.append(x, float(s.core_util))
+            if getattr(s, "sm_active", None) is not None:
+                self._buffer(self.sm, s.device).append(x, float(s.sm_active))
             if s.mem_used is not None:
                 self._buffer(self.mem, s.device).append(x, float(s.mem_used))
             self.last_t = max(self.last_t, x)
@@ -99,11 +103,12 @@ class TelemetryHistory:
         return n
 
     def clear(self) -> None:
-        for buf in (*self.util.values(), *self.mem.values(), *self.core.values()):
+        for buf in (*self.util.values(), *self.mem.values(), *self.core.values(), *self.sm.values()):
             buf.clear()
         self.util.clear()
         self.mem.clear()
         self.core.clear()
+        self.sm.clear()
 
 
 class TrailingMeans:

@@ -35,6 +35,7 @@ from engine.telemetry.smooth import core_total_apart
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
 CORE_PREFIX = "core total "  # the key of a run's CPU device's whole-core reading, where it departs from its own
+SM_PREFIX = "SM activity "   # the key of a GPU's GPM SM activity, dotted beside its utilization
 CORE_CHECKED = 64  # the newest samples a redraw compares for it
 
 LIVE_WINDOW_S = 60.0
@@ -293,7 +294,7 @@ class PlotPanel(QtWidgets.QWidget):
                     last = buf.last(0)
                     if last is not None and last < window_start:
                         # Nothing in the window: drop the curve (and its legend entry) until data returns.
-                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device):
+                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device, SM_PREFIX + device):
                             if plot.has_series(series):
                                 plot.remove_series(series)
                         self._drawn.pop(key, None)
@@ -301,7 +302,7 @@ class PlotPanel(QtWidgets.QWidget):
                     label = telemetry.label(device) if spec.named_by_run else device
                     if plot.has_series(device) and plot.series_name(device) != label:
                         # a run began or ended on this device: renamed, and coloured as its run's device
-                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device):
+                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device, SM_PREFIX + device):
                             if plot.has_series(series):
                                 plot.remove_series(series)
                         self._drawn.pop(key, None)
@@ -338,6 +339,17 @@ class PlotPanel(QtWidgets.QWidget):
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
         plot.set_series(device, *broken(x, means, gaps), color, label)
         self._draw_core_total(plot, device, label, x, means, color)
+        self._draw_sm_activity(plot, device, label, color)
+
+    def _draw_sm_activity(self, plot: SeriesPlot, device: str, label: str, color: str) -> None:
+        """A GPU's SM activity (NVML's GPM, Hopper and later) dotted beside its utilization, on the same axis:
+        "utilization" is the time any kernel ran, so 100 % of it at 20 % SM activity is a GPU mostly unused."""
+        buf = self.telemetry.sm.get(device)
+        if buf is None or not len(buf):
+            return
+        sm_x, sm_y = buf.column(0), buf.column(1)
+        plot.set_series(SM_PREFIX + device, *broken(sm_x, sm_y, gap_after(sm_x)), color,
+                        name=f"{label} SM activity", dash=1, width=1.2)
 
     def _draw_core_total(self, plot: SeriesPlot, device: str, label: str, x, own_means, color: str) -> None:
         """A run's CPU device reads its own threads' work; its core's total (other programs and steal time

@@ -147,13 +147,21 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
         if core_t and core_total_apart(t, mean, core_t, core_mean):
             cores.append(telemetry_series(f"{device} core total (all programs)", core_t, core_mean, core_spans,
                                           color, dash=2, width=1.0))
+        # A GPU's SM activity (NVML's GPM), dotted on the same axis: busy is not the same as used.
+        sm_t, sm_values, sm_spans = _measured(run.samples, device, "sm_active", 1.0)
+        if sm_t:
+            cores.append(telemetry_series(f"{device} SM activity", sm_t, sm_values, sm_spans, color, dash=1,
+                                          width=1.2))
     mean_at = [dict(zip(s.x, s.y)) for s in means]
     core_devices = [d for d in devices if any(d in values for values in core_by_t.values())]
+    sm_by_t = _by_time(run.samples, "sm_active", 1.0)
+    sm_devices = [d for d in devices if any(d in values for values in sm_by_t.values())]
     columns = (["t (ms)"] + [f"util {d} (%)" for d in devices]
                + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices]
-               + [f"core total {d} (%)" for d in core_devices])
+               + [f"core total {d} (%)" for d in core_devices] + [f"SM activity {d} (%)" for d in sm_devices])
     rows = [[t * 1000] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at]
-            + [core_by_t.get(t, {}).get(d) for d in core_devices] for t, values in by_t.items()]
+            + [core_by_t.get(t, {}).get(d) for d in core_devices] + [sm_by_t.get(t, {}).get(d) for d in sm_devices]
+            for t, values in by_t.items()]
     return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means + cores,
                                  columns=columns, rows=rows)
 

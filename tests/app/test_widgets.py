@@ -576,3 +576,22 @@ def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
     replicas = panel.bubble.formula.text()
     assert "tensors cpu:0: 2 MiB (params 1, grads 1" in split and "tensors cpu:1: 2 MiB" in split
     assert "tensors cpu:0: 4 MiB (params 2, grads 2" in replicas and "tensors cpu:1: 4 MiB" in replicas
+
+
+def test_a_gpus_sm_activity_is_drawn_dotted_beside_its_utilization_live(qtbot, qapp_configured):
+    """A GPU whose telemetry has GPM's SM activity: the live Utilization plot draws it beside the GPU's
+    utilization, in its colour, named in the legend; a CPU device has none."""
+    from app.state.live_data import TelemetryHistory
+    from app.views.plot_panel import SM_PREFIX, PlotPanel
+    now = time.perf_counter()
+    telemetry = TelemetryHistory(10.0, origin=now - 10)
+    telemetry.add([SimpleNamespace(t=now - 10 + k * 0.1, device=device, util=100.0, mem_used=1e9, mem_total=8e9,
+                                   sm_active=20.0 if device == "cuda:0" else None)
+                   for k in range(50) for device in ("cuda:0", "core 1")])
+    panel = PlotPanel(telemetry)
+    qtbot.addWidget(panel)
+    panel.redraw(force=True)
+    plot = panel.series_plots["utilization"]
+    assert SM_PREFIX + "cuda:0" in plot.series_keys() and SM_PREFIX + "core 1" not in plot.series_keys()
+    assert "cuda:0 SM activity" in plot.legend_names()
+    assert set(plot.series_data(SM_PREFIX + "cuda:0")[1]) == {20.0}
