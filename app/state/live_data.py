@@ -215,7 +215,9 @@ class RunProgress:
 
     def step_mfu(self, step: Step) -> dict[str, float]:
         """Each device's MFU in this step, once its FLOPs are counted (DeviceEfficiency.step_mfu)."""
-        shares = {device: e.step_mfu(step.time_s) for device, e in self.efficiency.items()}
+        order = [*self.devices, *(d for d in self.efficiency if d not in self.devices)]   # the legend's order
+        shares = {device: self.efficiency[device].step_mfu(step.time_s) for device in order
+                  if device in self.efficiency}
         return {device: share for device, share in shares.items() if share is not None}
 
     def node_lines(self) -> list[str]:

@@ -44,8 +44,8 @@ COMMUNICATION = Figure("communication", "Communication per device per step, by c
 # allocator or fsdp's peak tracker saw beyond them, TensorMemory.other).
 MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
 PEAK_PREFIX = "step peak: "   # the tensor memory table's columns of fsdp's tracked step, one per torch kind
-EFFICIENCY = Figure("efficiency", "MFU per device per step (model FLOP/s over the device's peak)", STEP,
-                    Axis("MFU", "%"), y_range=(0, None))
+# MFU: model FLOP/s over the device's peak (engine.results.mfu); a short title, as the plot shares its row.
+EFFICIENCY = Figure("efficiency", "MFU per device per step", STEP, Axis("MFU", "%"), y_range=(0, None))
 BATCH_SPLIT = Figure("batch-split", "Samples each device got per step", STEP, Axis("samples"), y_range=(0, None))
 # A run's one curve per step figure, in its own colour (the throughput and loss plots sit side by side).
 STEP_COLORS = {"throughput": palette.series_color(0), "loss": palette.series_color(1),
