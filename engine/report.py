@@ -67,6 +67,9 @@ def summary_table(s: RunSummary) -> str:
     tel = s.telemetry
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
+        if any(m is not None for m in tel.sm_active_mean):
+            rows.append(("SM activity (GPM)", "  ".join(f"{d} {_fmt(m, '.0f')}%"
+                                                        for d, m in zip(s.devices, tel.sm_active_mean))))
         if any(o is not None for o in tel.other_mean):
             others = [f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean) if o is not None]
             rows.append(("others on cores", "  ".join(others)))

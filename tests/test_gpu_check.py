@@ -44,7 +44,7 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
 
     out = tmp_path / "cpu-check.json"
     proc = subprocess.run([sys.executable, "tools/gpu_check.py", "--cpu", "--out", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=280)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
     assert report["ok"] and report["mode"] == "cpu"
@@ -60,4 +60,10 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
     loader = report["input_pipeline"]
     assert loader["ok"] and [p["workers"] for p in loader["points"]] == [0, 1]
     assert loader["points"][0]["input_wait"] > 0
+    # MFU in both dtypes, from the engine's types read back from the JSON; no energy counter on a CPU device
+    efficiency = report["efficiency"]
+    assert efficiency["ok"] and [r["name"] for r in efficiency["runs"]] == ["mlp single cpu:1 float32",
+                                                                            "mlp single cpu:1 bfloat16"]
+    assert all(0 < r["mfu"] <= 1 and r["efficiency"][0]["measured_peak"] > 0 for r in efficiency["runs"])
+    assert all(r["samples_per_joule"] is None for r in efficiency["runs"])
     assert "figures in" in proc.stdout

@@ -13,7 +13,8 @@ would from the command line:
    tutorial's split, ``--split layer3``), seed-embedding on cpu,cuda:0,
    data-parallel and ddp on cuda:0;
 3. compare-strategies on one GPU; the DataLoader's workers (0, 2, 4, 8, pageable and pinned memory) feeding
-   resnet50, with the input wait each leaves;
+   resnet50, with the input wait each leaves; resnet50's MFU in float32 and bfloat16, its SM activity (GPM)
+   beside its utilization and its energy per sample;
 4. NVML sampled at 10 and at 50 Hz during a resnet50 run, each beside
    ``nvidia-smi --query-gpu=utilization.gpu,memory.used -lms 100`` over the same
    steps: the mean utilizations must agree within 10 points.
@@ -133,7 +134,26 @@ def figures(summary: dict) -> dict:
         "util_mean": telemetry.get("util_mean"), "mem_peak_bytes": telemetry.get("mem_peak_bytes"),
         "param_norm": summary.get("param_norm"), "notes": summary.get("notes"),
         "tensor_memory": summary.get("tensor_memory"), "communication": summary.get("communication"),
+        **efficiency_figures(summary),
     }
+
+
+def efficiency_figures(summary: dict) -> dict:
+    """MFU and what it is made of, per device (engine.results.DeviceEfficiency, read back from the JSON), the
+    GPUs' SM activity beside their utilization, and the energy."""
+    from engine.results import RunSummary, from_json
+    run = from_json(RunSummary, summary) or RunSummary()
+    telemetry, efficiency = run.telemetry, run.efficiency
+    devices = [{"device": d.device, "flops_per_step": d.flops_per_step, "mfu": d.mfu,
+                "achieved_flops_per_s": d.achieved_flops_per_s, "busy_flops_per_s": d.busy_flops_per_s,
+                "measured_peak": d.measured_peak and d.measured_peak.flops_per_s,
+                "measured_peak_source": d.measured_peak and d.measured_peak.source,
+                "datasheet_peak": d.datasheet_peak and d.datasheet_peak.flops_per_s,
+                "energy_j_per_step": d.energy_j_per_step} for d in (efficiency.devices if efficiency else [])]
+    return {"mfu": efficiency.mfu if efficiency else None, "efficiency": devices,
+            "samples_per_joule": efficiency.samples_per_joule if efficiency else None,
+            "sm_active_mean": telemetry.sm_active_mean if telemetry else None,
+            "efficiency_notes": efficiency.notes if efficiency else None}
 
 
 def run_check(check: Check, db: Path) -> dict:
@@ -171,6 +191,20 @@ def compare_strategies(db: Path, cpu: bool) -> dict:
               for p in result.get("points", [])}
     return {"ok": proc.returncode == 0 and all(p["error"] is None for p in points.values()), "wall_s": round(wall, 1),
             "best": result.get("best"), "notes": result.get("notes"), "points": points}
+
+
+def efficiency(db: Path, cpu: bool) -> dict:
+    """MFU in float32 and bfloat16: resnet50 at the tutorial's setup on cuda:0 (its SM activity beside its
+    utilization, its energy per sample); on CPU, the mlp on cpu:1."""
+    base = (["--model", "mlp", "--width", "256", "--depth", "4", "--steps", "4", "--devices", "cpu:1"] if cpu
+            else [*RESNET50, "--devices", "cuda:0"])
+    runs = []
+    for dtype in ("float32", "bfloat16"):
+        check = Check(f"{base[1]} single {base[-1]} {dtype}", [*base, "--strategy", "single", "--dtype", dtype])
+        result = run_check(check, db)
+        result["ok"] = result["ok"] and result.get("mfu") is not None and 0 < result["mfu"] <= 1
+        runs.append(result)
+    return {"ok": all(r["ok"] for r in runs), "runs": runs}
 
 
 def input_pipeline(db: Path, cpu: bool) -> dict:
@@ -316,11 +350,13 @@ def main(argv: list[str]) -> int:
         save()
         report["input_pipeline"] = guarded("input-pipeline", lambda: input_pipeline(db, args.cpu))
         save()
+        report["efficiency"] = guarded("efficiency", lambda: efficiency(db, args.cpu))
+        save()
         if not args.cpu:
             report["nvml_vs_nvidia_smi"] = [guarded(f"NVML at {hz} Hz", lambda: nvml_against_smi(db, hz)) | {"hz": hz}
                                             for hz in (10, 50)]
     parts = [report.get("pytest"), *report["runs"], report["compare_strategies"], report["input_pipeline"],
-             *report.get("nvml_vs_nvidia_smi", [])]
+             report["efficiency"], *report.get("nvml_vs_nvidia_smi", [])]
     report["ok"] = all(p["ok"] for p in parts if p is not None)
     save()
     for run in report["runs"]:
@@ -330,6 +366,10 @@ def main(argv: list[str]) -> int:
         print(f"{'ok  ' if point['status'] == 'finished' else 'FAIL'} loader {point['workers']} workers"
               f"{', pinned' if point['pin_memory'] else ''}: {point['throughput']} samples/s, input wait "
               f"{point['input_wait']} of the step {point.get('error') or ''}")
+    for run in report["efficiency"].get("runs", []):
+        print(f"{'ok  ' if run['ok'] else 'FAIL'} {run['name']:<48} MFU {run.get('mfu')}, SM activity "
+              f"{run.get('sm_active_mean')} % at utilization {run.get('util_mean')} %, "
+              f"{run.get('samples_per_joule')} samples/J {run.get('error') or ''}")
     for line in report.get("nvml_vs_nvidia_smi", []):
         print(f"{'ok  ' if line['ok'] else 'FAIL'} NVML at {line['hz']} Hz {line.get('nvml_util_mean')} % vs "
               f"nvidia-smi {line.get('nvidia_smi_util_mean')} % {line.get('error') or ''}")

@@ -29,6 +29,9 @@ class TelemetrySummary:
     """Percent of each device's core that other programs and the hypervisor's steal time took (its core's
     total less the run's own work), mean over the measured steps; None where not measured (GPUs)."""
     disturbed: str | None = None        # which devices others took more than DISTURBED_POINTS of, and how much
+    sm_active_mean: list[float | None] = field(default_factory=list)
+    """Percent, per device: a GPU's SM activity (NVML's GPM, DeviceSample.sm_active) over the measured steps,
+    beside ``util_mean``; None where not sampled (CPU devices, GPUs before Hopper)."""
     power_w: list[float | None] = field(default_factory=list)
     """Watts per device over the measured steps, from its energy counter (DeviceSample.energy_j: a GPU's NVML
     total energy); None where the device has none."""
@@ -60,6 +63,8 @@ class TelemetryTotals:
         self._other_count = [[0] * len(self.names) for _ in range(2)]
         self._in_window = [[0] * len(self.names) for _ in range(2)]
         self._first = [None, None]   # window start per kind
+        self._sm_sum = [[0.0] * len(self.names) for _ in range(2)]
+        self._sm_count = [[0] * len(self.names) for _ in range(2)]
         # per kind and device, the first and last (t, energy_j) reading in the window
         self._energy_first = [[None] * len(self.names) for _ in range(2)]
         self._energy_last = [[None] * len(self.names) for _ in range(2)]
@@ -100,6 +105,9 @@ class TelemetryTotals:
                 continue  # before this kind's window (start-up, or the warm-up before the measured steps)
             i = self._index[sample.device]
             self._in_window[kind][i] += 1
+            if getattr(sample, "sm_active", None) is not None:
+                self._sm_sum[kind][i] += sample.sm_active
+                self._sm_count[kind][i] += 1
             energy = getattr(sample, "energy_j", None)
             if energy is not None:
                 if self._energy_first[kind][i] is None:
@@ -130,6 +138,8 @@ class TelemetryTotals:
             mem_peak_bytes=list(self.mem_peak),
             other_mean=other_mean,
             disturbed=disturbance(other_mean, self.names),
+            sm_active_mean=[round(total / n, 1) if n else None
+                            for total, n in zip(self._sm_sum[kind], self._sm_count[kind])],
             power_w=[_power(first, last) for first, last in zip(self._energy_first[kind], self._energy_last[kind])],
         )
 
