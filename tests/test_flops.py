@@ -76,17 +76,12 @@ def test_known_gpus_have_their_datasheet_figure_and_others_none():
 
 
 def test_a_cpu_devices_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
-    import time
-
     from engine.devices import Device
     from engine.measure import peak
     monkeypatch.setenv("SPLITSCOPE_CACHE_DIR", str(tmp_path))
     device = Device("cpu:0", "cpu", 0, core=None)
-    started = time.perf_counter()
-    first = peak.measured_peak(device, "float32")
-    took = time.perf_counter() - started
+    first = peak.measured_peak(device, "float32")   # its time is make bench's (bench/efficiency_bench.py)
     assert first.flops_per_s > 1e8 and first.source.startswith("measured: ")
-    assert took < 1.0   # a run's first step waits for it on a fresh machine
     assert (tmp_path / "peaks.json").exists()
     monkeypatch.setattr(peak, "_measure", lambda *a: (_ for _ in ()).throw(AssertionError("measured again")))
     assert peak.measured_peak(device, "float32") == first
