@@ -5,7 +5,7 @@ MFU (engine.results.DeviceEfficiency) divides achieved FLOP/s by a peak, and a p
 only as honest as its source, so each comes with one:
 
 - **measured**: the best of repeated square matrix multiplies on the device itself, in the
-  forms a model's work takes, the size doubled from 128 while the rate grows (so a slow
+  forms a model's work takes, the size doubled from 128 while a multiply is quick (so a slow
   dtype, bfloat16 on a CPU without its instructions, costs a tenth of a second, not
   seconds), the best repeated for ``BUDGET_S``. A CPU device's multiply is timed in its
   thread's CPU time, so another program taking the core meanwhile does not lower the
@@ -26,7 +26,6 @@ from engine.environment import variable
 
 BUDGET_S = 0.2         # the best size's multiply repeated this long, its fastest kept
 SLOW_REPEAT_S = 0.02   # a form slower than this is not tried at the next (8 times the work) size
-GROWTH = 1.05          # a larger size is tried while the rate still grows by this much
 LARGEST = {"cpu": 2048, "cuda": 8192}
 
 
@@ -123,8 +122,8 @@ def measured_peak(device, dtype: str) -> PeakFigure:
 def _measure(device, dtype) -> tuple[float, int, str]:
     """(FLOP/s, matrix size, form): the best repeat of the fastest multiply found. Both forms a model's work takes
     are tried, ``a @ b`` (a backward's) and ``a @ b.T`` (nn.Linear's forward): on a CPU they run different
-    kernels (bfloat16: 1.3 against 9.8 GFLOP/s at 512 on a core here). The size doubles while the rate still
-    grows by ``GROWTH``; a form whose multiply took over ``SLOW_REPEAT_S`` is not tried larger."""
+    kernels (bfloat16: 1.3 against 9.8 GFLOP/s at 512 on a core here). The size doubles until every form's
+    multiply takes over ``SLOW_REPEAT_S`` (it is not tried larger) or ``LARGEST``."""
     import torch
     timed = _gpu_seconds if device.kind == "cuda" else _cpu_seconds
     forms = {"a @ b": lambda a, b: a @ b, "a @ b.T": lambda a, b: torch.nn.functional.linear(a, b)}
@@ -133,7 +132,6 @@ def _measure(device, dtype) -> tuple[float, int, str]:
     while len(slow) < len(forms):
         a = torch.randn(n, n, dtype=dtype, device=device.torch_device)
         b = torch.randn(n, n, dtype=dtype, device=device.torch_device)
-        smaller = best_rate
         for name, form in forms.items():
             if name in slow:
                 continue
@@ -143,7 +141,7 @@ def _measure(device, dtype) -> tuple[float, int, str]:
                 best_rate, best = 2.0 * n ** 3 / seconds, (name, a, b, n)
             if seconds > SLOW_REPEAT_S:
                 slow.add(name)
-        if n >= LARGEST[device.kind] or best_rate < smaller * GROWTH:
+        if n >= LARGEST[device.kind]:
             break
         n *= 2
     name, a, b, n = best
