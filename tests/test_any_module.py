@@ -186,6 +186,9 @@ def test_models_command_lists_split_points_and_torchvision(capsys):
     assert cli_mod.main(["models", "--model-file", TRANSFORMER, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in listed["split_points"]][:3] == ["embed", "layers.0", "layers.1"]
+    # each block's FLOPs per sample: the four equal layers alike, the embedding's lookup none
+    flops = [r["flops_per_sample"] for r in listed["split_points"]]
+    assert flops[0] == 0 and flops[1] == flops[2] == flops[3] == flops[4] > 0
     assert len(listed["balanced_split"]) == 1
     assert cli_mod.main(["models", "--torchvision", "--json"]) == 0
     names = {r["name"] for r in json.loads(capsys.readouterr().out)}

@@ -115,3 +115,15 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
     both = with_energy(Efficiency([efficiency.devices[0]], samples_per_step=600), ["cuda:0"], telemetry)
     assert both.samples_per_joule == pytest.approx(600 / 150.0) and both.notes == []
     assert both.mfu == pytest.approx(1e11 / 0.5 / 1e12)
+
+
+def test_the_split_views_blocks_carry_their_flops_per_sample():
+    """The planner's block profile counts each block's forward+backward FLOPs per sample (the split view's
+    FLOPs column): the analytic count of its Linear layers, the first block's input needing no gradient."""
+    from engine.plan.planning import block_costs
+    spec = build(ExperimentConfig(model="mlp", width=128, depth=4, batch_size=32))
+    blocks = block_costs(spec, 32)
+    for i, ((_, module), info) in enumerate(zip(spec.blocks, blocks)):
+        linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        expected = sum(2 * m.in_features * m.out_features * (2 if i == 0 else 3) for m in linears)
+        assert info.flops == expected, (info.name, info.flops, expected)

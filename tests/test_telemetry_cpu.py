@@ -254,7 +254,8 @@ def test_summary_counts_only_the_steps_window():
     summary = summarize(samples, ["cpu:0", "cpu:1", "cpu:2"], t_first_step=1.0, t_last_step=3.0, rate_hz=10)
     assert summary == TelemetrySummary(rate_hz=10, util_mean=[60.0, 90.0, None], samples=8,
                                        samples_per_s=[1.5, 1.0, 0.0], mem_peak_bytes=[None, None, None],
-                                       other_mean=[None, None, None])
+                                       other_mean=[None, None, None], sm_active_mean=[None, None, None],
+                                       power_w=[None, None, None])
     empty = summarize(samples, ["cpu:0"], t_first_step=None, t_last_step=None, rate_hz=10)
     assert empty.util_mean == [None] and empty.samples_per_s == [None] and empty.samples == 8
 

@@ -119,6 +119,8 @@ class PlotPanel(QtWidgets.QWidget):
             per_row = len(telemetry_plots) if spec.per_device else len(LIVE_PLOTS) - len(telemetry_plots)
             span = GRID_COLUMNS // per_row
             grid.addWidget(plot, row, place * span, 1, span)
+            # A row no wider at its least than the two telemetry plots above it: the window fits a laptop.
+            plot.setMinimumWidth(2 * plot.minimumWidth() // per_row)
             if spec.per_device:
                 self.time_axes.append(axis)
                 # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.

@@ -42,7 +42,7 @@ def split_point_rows(config: ExperimentConfig, stages: int = 2) -> tuple[list[di
     infos = planning.block_costs(spec, effective_batch_size(config))
     split = planning.balanced_split([b.cost_s for b in infos], min(stages, len(infos)))
     rows = [{"index": i, "name": b.name, "kind": b.kind, "params": b.params, "cost_ms": b.cost_s * 1e3,
-             "out_bytes": b.out_bytes} for i, b in enumerate(infos)]
+             "flops_per_sample": b.flops, "out_bytes": b.out_bytes} for i, b in enumerate(infos)]
     return rows, split
 
 
@@ -65,14 +65,16 @@ def torchvision_text(rows: list[dict]) -> str:
 def split_points_text(rows: list[dict], split: tuple[int, ...], batch: int, split_level: int = 1) -> str:
     width = max(len("split point"), max(len(r["name"]) for r in rows))
     kinds = max(len("module"), max(len(r["kind"]) for r in rows))
-    lines = [f"{'#':>3}  {'split point':<{width}}  {'module':<{kinds}}  {'params':>10}  {'ms':>8}  {'out/sample':>10}"]
+    lines = [f"{'#':>3}  {'split point':<{width}}  {'module':<{kinds}}  {'params':>10}  {'ms':>8}  "
+             f"{'MFLOP/sample':>12}  {'out/sample':>10}"]
     for r in rows:
         mark = "  <- balanced split" if r["index"] in split else ""
         lines.append(f"{r['index']:>3}  {r['name']:<{width}}  {r['kind']:<{kinds}}  {r['params']:>10,}  "
-                     f"{r['cost_ms']:>8.2f}  "
+                     f"{r['cost_ms']:>8.2f}  {r['flops_per_sample'] / 1e6:>12.3g}  "
                      f"{r['out_bytes']:>9,}B{mark}")
     level = f" --split-level {split_level}" if split_level != 1 else ""
-    lines.append(f"ms: forward+backward of a batch of {min(batch, PROFILE_MAX_BATCH)} on one CPU core; "
+    lines.append(f"ms: forward+backward of a batch of {min(batch, PROFILE_MAX_BATCH)} on one CPU core; MFLOP: "
+                 "its FLOPs per sample by torch's formulas; "
                  f"--split {','.join(rows[k]['name'] for k in split)}{level} gives the balanced {len(split) + 1} "
                  "stages")
     return "\n".join(lines)

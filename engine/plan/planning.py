@@ -6,10 +6,11 @@ stage is as fast as it can be (a pipeline runs at the pace of its slowest stage)
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 PROFILE_MAX_BATCH = 256  # costs scale with the batch; a slice keeps the timing quick
-PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine
+PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine (the first, counted, not among them)
 
 
 def block_clock(device: str):
@@ -29,6 +30,7 @@ class BlockInfo:
     cost_s: float        # forward+backward seconds for the profiled batch, on block_clock(device)
     out_bytes: int       # bytes of activation leaving the block, per sample
     kind: str = ""       # the block's module class ("BasicBlock", "Linear")
+    flops: float = 0.0   # its forward+backward's FLOPs per sample (torch's formulas: engine/measure/flops.py)
 
 
 def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> list[BlockInfo]:
@@ -37,6 +39,8 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
     import copy
 
     import torch
+
+    from engine.measure.flops import DeviceFlops
     n = max(1, min(batch_size, PROFILE_MAX_BATCH))
     inputs, _ = spec.data.sample(n)
     report = progress or (lambda fraction: None)
@@ -46,6 +50,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
     blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
     best = [float("inf")] * len(blocks)
     out_bytes = [0] * len(blocks)
+    flops = [DeviceFlops(device) for _ in blocks]
     clock = block_clock(device)
     for repeat in range(PROFILE_REPEATS):
         h = inputs.to(device)
@@ -54,19 +59,29 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
             # As in training: the model's input needs no gradient, so the first block's backward
             # skips one matmul per layer that every later block's does (a quarter of a 4-layer stage's work).
             cut = h.detach().requires_grad_(h.is_floating_point() and i > 0)
-            t0 = clock()
-            out = block(cut)
-            if out.requires_grad:
-                # A gradient of ones, as the sum's: backward(ones) would import torch's symbolic shapes and
-                # sympy on first use (0.7 s of the app's first profile), for a shape check a sum does not need.
-                out.sum().backward()
-            if device.startswith("cuda"):
-                torch.cuda.synchronize(device)
-            best[i] = min(best[i], clock() - t0)
+            with counted_once(flops[i], repeat):   # the first repeat, a warm-up the best leaves out
+                t0 = clock()
+                out = block(cut)
+                if out.requires_grad:
+                    # A gradient of ones, as the sum's: backward(ones) would import torch's symbolic shapes and
+                    # sympy on first use (0.7 s of the app's first profile), for a shape check a sum does not need.
+                    out.sum().backward()
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize(device)
+                seconds = clock() - t0
+            if repeat > 0 or PROFILE_REPEATS == 1:
+                best[i] = min(best[i], seconds)
             out_bytes[i] = out.numel() * out.element_size() // n
             h = out.detach()
-    return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__)
-            for (name, _), block, cost, size in zip(spec.blocks, blocks, best, out_bytes)]
+    return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__,
+                      count.by_device.get(device, 0) / n)
+            for (name, _), block, cost, size, count in zip(spec.blocks, blocks, best, out_bytes, flops)]
+
+
+def counted_once(flops, repeat: int):
+    """Count a block's FLOPs on the first repeat of its profile (engine/measure/flops.py), which its first
+    calls' set-up slows anyway: the best time is the other repeats'."""
+    return flops.counting() if repeat == 0 else nullcontext()
 
 
 def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
@@ -76,6 +91,7 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
 
     import torch
 
+    from engine.measure.flops import DeviceFlops
     from engine.models import tracing, traced_chain
     model = copy.deepcopy(spec.module)  # tracing annotates the module it traces
     units = [(name, dict(model.named_modules())[name]) for name, _ in spec.blocks]
@@ -86,22 +102,27 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
     n = inputs.shape[0]
     best = [float("inf")] * len(units)
     out_bytes = [0] * len(units)
+    flops = [DeviceFlops(device) for _ in units]
     clock = block_clock(device)
 
     def timed(k, call):
         report((repeat * len(units) + k) / (PROFILE_REPEATS * len(units)))
-        t0 = clock()
-        out = call()
-        traced_chain.backward_with_ones(out)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-        best[k] = min(best[k], clock() - t0)
+        with counted_once(flops[k], repeat):
+            t0 = clock()
+            out = call()
+            traced_chain.backward_with_ones(out)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize(device)
+            seconds = clock() - t0
+        if repeat > 0 or PROFILE_REPEATS == 1:
+            best[k] = min(best[k], seconds)
         out_bytes[k] = traced_chain.output_bytes(out) // n
         return out
     for repeat in range(PROFILE_REPEATS):
         traced_chain.run_each_stage(pipe, inputs.to(device), timed)
-    return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__)
-            for (name, unit), cost, size in zip(spec.blocks, best, out_bytes)]
+    return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__,
+                      count.by_device.get(device, 0) / n)
+            for (name, unit), cost, size, count in zip(spec.blocks, best, out_bytes, flops)]
 
 
 def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:

@@ -595,3 +595,15 @@ def test_a_gpus_sm_activity_is_drawn_dotted_beside_its_utilization_live(qtbot, q
     assert SM_PREFIX + "cuda:0" in plot.series_keys() and SM_PREFIX + "core 1" not in plot.series_keys()
     assert "cuda:0 SM activity" in plot.legend_names()
     assert set(plot.series_data(SM_PREFIX + "cuda:0")[1]) == {20.0}
+
+
+def test_a_blocks_flops_are_in_its_time_cells_tooltip(qtbot, qapp_configured):
+    """The planner's per-block FLOPs (engine/plan/planning.py BlockInfo.flops, per sample) reach the split view,
+    per micro-batch, in the tooltip of the block's time (the panel has no room for another column)."""
+    from app.views.split_view import SplitView
+    from engine.plan.planning import BlockInfo
+    view = SplitView()
+    qtbot.addWidget(view)
+    view.set_context(True, 2, micro_batch_size=8)
+    view.set_blocks([BlockInfo("layer0", 10, 0.002, 64, "Linear", 1.5e6), BlockInfo("layer1", 10, 0.002, 64)], [1])
+    assert "12 MFLOP per micro-batch of 8" in view.table.item(0, 3).toolTip()
