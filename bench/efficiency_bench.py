@@ -50,12 +50,22 @@ def step_cost(model: str, **options) -> tuple[float, float]:
 
 
 def calibration_s(dtype: str) -> float:
+    import shutil
+
     from engine.devices import Device
     from engine.measure import peak
-    os.environ["SPLITSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="splitscope-peak-bench-")
-    started = time.perf_counter()
-    figure = peak.measured_peak(Device("cpu:0", "cpu", 0), dtype)
-    took = time.perf_counter() - started
+    before, scratch = os.environ.get("SPLITSCOPE_CACHE_DIR"), tempfile.mkdtemp(prefix="splitscope-peak-bench-")
+    os.environ["SPLITSCOPE_CACHE_DIR"] = scratch   # a fresh machine's first run
+    try:
+        started = time.perf_counter()
+        figure = peak.measured_peak(Device("cpu:0", "cpu", 0), dtype)
+        took = time.perf_counter() - started
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if before is None:
+            os.environ.pop("SPLITSCOPE_CACHE_DIR", None)
+        else:
+            os.environ["SPLITSCOPE_CACHE_DIR"] = before
     print(f"  calibration {dtype}: {took:.2f} s wall on a fresh cache, {figure.flops_per_s / 1e9:.1f} GFLOP/s "
           f"({figure.source})", flush=True)
     return took

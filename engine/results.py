@@ -250,7 +250,7 @@ class Peak:
 @dataclass(frozen=True)
 class DeviceEfficiency:
     """How much of one device a run used: the FLOPs of its work in a step (torch's FLOP formulas, counted on
-    the first step: engine/measure/flops.py) over the measured steps' mean time, over its busy time, and
+    the second step: engine/measure/flops.py) over the measured steps' mean time, over its busy time, and
     against its peak (docs/summary.md)."""
     device: str
     flops_per_step: float
@@ -425,7 +425,7 @@ class Step:
     work: dict[str, float] | None = None         # device -> share without drawing the batch, where a step drew one
     intervals: dict[str, list[list]] | None = None          # device -> [[kind, t0, t1], ...], run clock
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
-    flops: dict[str, float] | None = None        # device -> FLOPs of its work in this step, where counted (the first)
+    flops: dict[str, float] | None = None        # device -> FLOPs of its work in this step, where counted (the second)
 
 
 @dataclass(frozen=True, slots=True)

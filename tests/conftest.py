@@ -30,7 +30,7 @@ from procs import wait_for_no_tagged  # noqa: E402
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # The peak FLOP/s the ranks measure (engine/measure/peak.py) are cached in a folder of the suite's own, not the
-# user's: measured once per test process, as on a fresh machine.
+# user's: measured once per suite (its xdist workers inherit the folder), as on a fresh machine.
 if "SPLITSCOPE_CACHE_DIR" not in os.environ:
     os.environ["SPLITSCOPE_CACHE_DIR"] = tempfile.mkdtemp(prefix="splitscope-cache-")
     atexit.register(shutil.rmtree, os.environ["SPLITSCOPE_CACHE_DIR"], True)

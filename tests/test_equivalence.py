@@ -177,3 +177,5 @@ def test_mfu_against_the_datasheet_keeps_the_measured_peak_on_cpu_devices_and_sa
     assert datasheet.startswith("cpu:0, cpu:1: no datasheet figure") and "measured peak" in datasheet
     assert energy.startswith("energy: not measured on cpu:0, cpu:1")   # a CPU core has no counter of its own
     assert [n.split(":")[0] for n in together["single"]["efficiency"]["notes"]] == ["energy"]
+    # --warmup 1 (these runs'): the counted step is measured, and the summary says so
+    assert any(n.startswith("step 1's FLOPs were counted") for n in together["single"]["notes"])

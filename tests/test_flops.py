@@ -111,7 +111,7 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
     gpu, cpu = with_energy(efficiency, ["cuda:0", "cpu:0"], telemetry).devices
     assert gpu.energy_j_per_step == pytest.approx(150.0) and cpu.energy_j_per_step is None
     (note,) = with_energy(efficiency, ["cuda:0", "cpu:0"], telemetry).notes
-    assert note.startswith("energy: not measured on cpu:0")
+    assert note.startswith("energy: not measured on cpu:0 (a CPU core has no energy counter of its own")
     both = with_energy(Efficiency([efficiency.devices[0]], samples_per_step=600), ["cuda:0"], telemetry)
     assert both.samples_per_joule == pytest.approx(600 / 150.0) and both.notes == []
     assert both.mfu == pytest.approx(1e11 / 0.5 / 1e12)
@@ -127,3 +127,46 @@ def test_the_split_views_blocks_carry_their_flops_per_sample():
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
         expected = sum(2 * m.in_features * m.out_features * (2 if i == 0 else 3) for m in linears)
         assert info.flops == expected, (info.name, info.flops, expected)
+
+
+def test_measuring_the_peak_leaves_the_runs_random_numbers_as_they_were(tmp_path, monkeypatch):
+    """A machine's first run measures the peak after the model is built and seeded: the run's random draws
+    (dropout, data) must be those of every later run, which reads the peak from the cache."""
+    from engine.devices import Device
+    from engine.measure import peak
+    monkeypatch.setenv("SPLITSCOPE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(7)
+    expected = torch.randn(4)
+    torch.manual_seed(7)
+    peak.measured_peak(Device("cpu:0", "cpu", 0), "float32")
+    assert torch.equal(torch.randn(4), expected)
+
+
+def test_a_gpu_slice_or_another_gpus_name_gets_no_datasheet_figure():
+    from engine.measure.peak import datasheet_peak
+    assert datasheet_peak("NVIDIA RTX A1000", "float32") is None          # not an A100
+    assert datasheet_peak("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "bfloat16") is None   # a seventh of one
+    assert "GH200" in datasheet_peak("NVIDIA GH200 480GB", "bfloat16").source
+
+
+def test_attention_on_a_cpu_is_counted_and_a_formula_that_fails_counts_nothing_without_failing_the_step(monkeypatch):
+    from torch.nn.functional import scaled_dot_product_attention
+
+    from engine.measure import flops as flops_module
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    counted = DeviceFlops("cpu:0")
+    with counted.counting():
+        scaled_dot_product_attention(q, q, q).sum().backward()
+    # torch's formulas for the CUDA kernels: forward QK^T and AV (2 * 2 * b * h * s * s * d), backward 2.5 times that
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+    shape = tuple(q.shape)
+    expected = sdpa_flop_count(shape, shape, shape) + sdpa_backward_flop_count(shape, shape, shape, shape)
+    assert counted.by_device["cpu:0"] == expected == 2 * 2 * 2 * 4 * 16 * 16 * 8 * 3.5, counted.by_device
+    # a formula that cannot take its arguments: the step runs on, the operation is named, its count is 0
+    def broken(*args, **kwargs):
+        raise AssertionError("shapes a formula cannot take")
+    monkeypatch.setitem(flops_module.FORMULAS, torch.ops.aten.mm, broken)
+    counted = DeviceFlops("cpu:0")
+    with counted.counting():
+        out = torch.randn(3, 4) @ torch.randn(4, 5)
+    assert out.shape == (3, 5) and counted.by_device == {} and "aten.mm" in counted.uncounted

@@ -41,6 +41,14 @@ except ImportError:   # a torch built without distributed
 _counting = threading.local()   # per thread: the DeviceFlops it is counting for, while it does
 
 
+aten = torch.ops.aten
+# torch's registry has the CUDA attention kernels' formulas; a CPU's are the same operation under another name.
+FORMULAS = {**flop_registry, **{cpu: flop_registry[gpu] for cpu, gpu in (
+    (getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None), aten._scaled_dot_product_flash_attention),
+    (getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None),
+     getattr(aten, "_scaled_dot_product_flash_attention_backward", None))) if cpu is not None and gpu in flop_registry}}
+
+
 class DeviceFlops:
     """The FLOPs of what runs while ``counting()`` is entered, by device name. Thread-safe."""
 
@@ -48,6 +56,7 @@ class DeviceFlops:
         self.own_device = own_device
         self.gpu_names = dict(gpu_names or {})   # CUDA ordinal -> the engine's device name
         self.by_device: dict[str, int] = {}
+        self.uncounted: dict[str, str] = {}   # operation -> why its formula failed (counted as 0), once each
         self._lock = threading.Lock()
 
     @contextmanager
@@ -89,7 +98,10 @@ def _tensors(value):
 
 
 class _CreditingMode(TorchDispatchMode):
-    """FlopCounterMode's dispatch rule (torch/utils/flop_counter.py), crediting each count to a device."""
+    """FlopCounterMode's dispatch rule (torch/utils/flop_counter.py), crediting each count to a device. The
+    count never fails the step it watches: an operation whose formula cannot read its arguments counts 0 and is
+    named in ``DeviceFlops.uncounted``."""
+    supports_higher_order_operators = True
 
     def __init__(self, flops: DeviceFlops):
         super().__init__()
@@ -97,17 +109,25 @@ class _CreditingMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):   # flex attention and the like: not counted
+            self.flops.uncounted.setdefault(str(func), "a higher-order operator, without a formula here")
+            return func(*args, **kwargs)
         packet = func._overloadpacket
-        if packet not in flop_registry and func is not torch.ops.prim.device.default:
+        if packet not in FORMULAS and func is not torch.ops.prim.device.default:
             # As FlopCounterMode: an operation without a formula may decompose into some with one.
             with self:
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
                 return decomposed
         out = func(*args, **kwargs)
-        if packet in flop_registry:
-            local_args, local_kwargs, local_out = tree_map(_shard, (args, kwargs, out))
-            self.flops.credit(flop_registry[packet](*local_args, **local_kwargs, out_val=local_out), local_out)
+        if packet in FORMULAS:
+            try:
+                local_args, local_kwargs, local_out = tree_map(_shard, (args, kwargs, out))
+                count = FORMULAS[packet](*local_args, **local_kwargs, out_val=local_out)
+            except Exception as exc:  # noqa: BLE001  (a shard's shapes a formula cannot take: counted as 0)
+                self.flops.uncounted.setdefault(str(packet), f"{type(exc).__name__}: {exc}")
+            else:
+                self.flops.credit(count, local_out)
         return out
 
 

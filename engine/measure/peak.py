@@ -15,6 +15,7 @@ only as honest as its source, so each comes with one:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -38,17 +39,19 @@ class DatasheetEntry:
 
 # Dense figures: NVIDIA's datasheets print the tensor cores' with sparsity (marked *), halved here.
 DATASHEET = (
+    DatasheetEntry(r"GH200", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
+                   "NVIDIA GH200 Grace Hopper datasheet (its H100/H200 GPU; tensor figures with sparsity halved)"),
     DatasheetEntry(r"H200 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5},
                    "NVIDIA H200 NVL datasheet (tensor figures with sparsity halved)"),
-    DatasheetEntry(r"H200", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
+    DatasheetEntry(r"\bH200\b", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
                    "NVIDIA H200 SXM datasheet (tensor figures with sparsity halved)"),
     DatasheetEntry(r"H100 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5},
                    "NVIDIA H100 NVL datasheet (tensor figures with sparsity halved)"),
     DatasheetEntry(r"H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.5},
                    "NVIDIA H100 PCIe datasheet (tensor figures with sparsity halved)"),
-    DatasheetEntry(r"H100", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
+    DatasheetEntry(r"\bH100\b", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5},
                    "NVIDIA H100 SXM datasheet (tensor figures with sparsity halved)"),
-    DatasheetEntry(r"A100", {"float32": 19.5, "tf32": 156.0, "bfloat16": 312.0},
+    DatasheetEntry(r"\bA100\b", {"float32": 19.5, "tf32": 156.0, "bfloat16": 312.0},
                    "NVIDIA A100 datasheet (dense)"),
     DatasheetEntry(r"L40S", {"float32": 91.6, "tf32": 183.0, "bfloat16": 366.5},
                    "NVIDIA L40S datasheet (tensor figures with sparsity halved)"),
@@ -66,6 +69,8 @@ class PeakFigure:
 def datasheet_peak(gpu_name: str, dtype: str, tf32: bool = False) -> PeakFigure | None:
     """The datasheet's dense peak of ``gpu_name`` in ``dtype`` (float32 matmuls on TF32 tensor cores when
     ``tf32``: torch.backends.cuda.matmul.allow_tf32), or None for a GPU the table does not know."""
+    if "MIG" in gpu_name:   # a slice of a GPU: the whole GPU's figure would not be its own
+        return None
     entry = next((e for e in DATASHEET if re.search(e.pattern, gpu_name)), None)
     if entry is None:
         return None
@@ -100,33 +105,67 @@ def cache_path() -> Path:
     return Path(variable("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitscope" / "peaks.json"
 
 
-def measured_peak(device, dtype: str) -> PeakFigure:
-    """The device's measured peak in ``dtype``: from the cache, else measured now (on the calling thread,
-    which is pinned to the device's core or has the GPU current) and cached."""
+def measured_peak(device, dtype: str, tf32: bool = False) -> PeakFigure:
+    """The device's measured peak in ``dtype`` (``tf32``: a GPU's float32 work on TF32 tensor cores, as
+    ``run_tf32`` decides): from the cache, else measured now on the calling thread (pinned to a core, or with
+    the GPU current; a process's other CPU devices are cores of the same model) and cached. The run's random
+    numbers are not touched: the measurement draws from generators of its own."""
     import torch
-    tf32 = device.kind == "cuda" and dtype == "float32" and torch.backends.cuda.matmul.allow_tf32
+    tf32 = device.kind == "cuda" and dtype == "float32" and tf32
     model = device_model(device)
     key = f"{device.kind}|{model}|{dtype}{'|tf32' if tf32 else ''}|torch {torch.__version__}"
     cached = _read_cache().get(key)
     if isinstance(cached, dict) and isinstance(cached.get("flops_per_s"), (int, float)):
         return PeakFigure(float(cached["flops_per_s"]), cached.get("source") or "measured")
-    flops, size, form = _measure(device, getattr(torch, dtype))
+    with torch.random.fork_rng(devices=[device.index] if device.kind == "cuda" else []), \
+            _matmul_tf32(device, tf32):
+        flops, size, form = _measure(device, getattr(torch, dtype))
+    if device.kind == "cuda":   # the multiplies' memory back to the GPU, not held in this process's cache
+        torch.cuda.empty_cache()
     unit = "thread CPU time" if device.kind == "cpu" else "CUDA events"
-    figure = PeakFigure(flops, f"measured: {size}x{size} {dtype} matrix multiply ({form}), best over "
-                               f"{BUDGET_S:g} s ({unit}), {model}")
+    figure = PeakFigure(flops, f"measured: {size}x{size} {'tf32' if tf32 else dtype} matrix multiply ({form}), "
+                               f"best over {BUDGET_S:g} s ({unit}), {model}")
     _write_cache(key, {"flops_per_s": flops, "source": figure.source,
                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return figure
 
 
+def run_tf32(dtype: str, module) -> bool:
+    """Whether a float32 run's work is on a GPU's TF32 tensor cores: its matrix multiplies where torch allows
+    TF32 there (torch.backends.cuda.matmul.allow_tf32, off by default), its convolutions where cuDNN does
+    (torch.backends.cudnn.allow_tf32, on by default) and the model has any."""
+    import torch
+    if dtype != "float32":
+        return False
+    convolutions = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
+    return torch.backends.cuda.matmul.allow_tf32 or (convolutions and torch.backends.cudnn.allow_tf32)
+
+
+@contextlib.contextmanager
+def _matmul_tf32(device, tf32: bool):
+    """A GPU's float32 multiplies on TF32 while measuring a TF32 peak, as the run's work is."""
+    import torch
+    if device.kind != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def _measure(device, dtype) -> tuple[float, int, str]:
     """(FLOP/s, matrix size, form): the best repeat of the fastest multiply found. Both forms a model's work takes
-    are tried, ``a @ b`` (a backward's) and ``a @ b.T`` (nn.Linear's forward): on a CPU they run different
+    are tried, ``a @ b`` (an input's gradient), ``a @ b.T`` (nn.Linear's forward) and ``a.T @ b`` (a weight's
+    gradient): on a CPU they run different
     kernels (bfloat16: 1.3 against 9.8 GFLOP/s at 512 on a core here). The size doubles until every form's
     multiply takes over ``SLOW_REPEAT_S`` (it is not tried larger) or ``LARGEST``."""
     import torch
     timed = _gpu_seconds if device.kind == "cuda" else _cpu_seconds
-    forms = {"a @ b": lambda a, b: a @ b, "a @ b.T": lambda a, b: torch.nn.functional.linear(a, b)}
+    forms = {"a @ b": lambda a, b: a @ b, "a @ b.T": lambda a, b: torch.nn.functional.linear(a, b),
+             "a.T @ b": lambda a, b: a.T @ b}
     best_rate, best = 0.0, None
     n, slow = 128, set()
     while len(slow) < len(forms):

@@ -46,8 +46,14 @@ def with_energy(efficiency: Efficiency, devices: list[str], telemetry: Telemetry
     measured = [dataclasses.replace(d, energy_j_per_step=power[d.device] * d.step_s)
                 if power.get(d.device) is not None else d for d in efficiency.devices]
     without = [d.device for d in measured if d.energy_j_per_step is None]
+    cores = [d for d in without if d.rpartition("/")[2].startswith("cpu")]
+    gpus = [d for d in without if d not in cores]
     notes = list(efficiency.notes)
-    if without:
-        notes.append(f"energy: not measured on {', '.join(without)} (a GPU's NVML total-energy counter gives it; "
-                     "a CPU core has no counter of its own: RAPL's counts a whole package, so it is not read)")
+    if cores:
+        notes.append(f"energy: not measured on {', '.join(cores)} (a CPU core has no energy counter of its own: "
+                     "RAPL's counts a whole package, so it is not read)")
+    if gpus:
+        why = "no telemetry sampled" if telemetry is None else \
+            "NVML's total-energy counter not offered, or fewer than two readings over the measured steps"
+        notes.append(f"energy: not measured on {', '.join(gpus)} ({why})")
     return dataclasses.replace(efficiency, devices=measured, notes=notes)

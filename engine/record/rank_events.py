@@ -37,7 +37,7 @@ class StepReport:
     batch_split: list[int] | None = None
     tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
-    flops: dict[str, int] | None = None      # device -> FLOPs of this step's work, on the step counted (the first)
+    flops: dict[str, int] | None = None      # device -> FLOPs of this step's work, on the step counted (the second)
 
     def __post_init__(self):
         # A rank may write null for "none" (a synthetic one does): the merger reads them as empty.

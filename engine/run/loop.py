@@ -6,11 +6,13 @@ Stop requests are the worker's: it ends the rank processes between or during ste
 """
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import nullcontext
 from typing import Callable
 
 from engine.devices import Device
+from engine.measure.counted_step import counted_step
 from engine.measure.flops import DeviceFlops
 from engine.measure.profiling import StepProfiler
 from engine.measure.tensor_memory import TensorMeter
@@ -18,15 +20,6 @@ from engine.precision import autocast
 from engine.record.rank_events import Profiled, RankEvent, StepReport
 from engine.run.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
-
-
-# The step whose FLOPs are counted: a warm-up step by default (the counter slows it), and not the first, in
-# which torch's pipelining runs an extra forward and loss to infer its stages' shapes.
-COUNTED_STEP = 1
-
-
-def counted_step(steps: int) -> int:
-    return min(COUNTED_STEP, steps - 1)
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None],
@@ -65,6 +58,9 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
                             communication=communication or None,
                             flops=dict(flops.by_device) if counted else None))
             reported = memory
+            if counted and flops.uncounted:
+                print(f"FLOPs not counted (as 0) for {', '.join(flops.uncounted)}: "
+                      f"{'; '.join(flops.uncounted.values())}", file=sys.stderr, flush=True)
             trace = profiler.after_step(step)
             if trace is not None:
                 emit(Profiled(trace, profiler.started_at))

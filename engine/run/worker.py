@@ -305,12 +305,14 @@ class Worker:
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
+        from engine.measure.counted_step import counted_step_note
         from engine.record.summary import why_no_theory
         from engine.run.validate import batch_norm_note
         profiled = (f"steps {self.config.warmup} to {self.config.warmup + self.config.profile_steps - 1} ran under "
                     "torch.profiler (--profile-steps): its overhead is in their times"
                     if self.config.profile_steps else None)
-        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
+        counted = counted_step_note(self.config.steps, self.config.warmup) if self.strategy.builds_model else None
+        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled, counted,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "

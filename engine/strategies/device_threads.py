@@ -38,7 +38,9 @@ class DeviceThread:
                 continue
             try:
                 with autocast(), counting():
-                    future.set_result(fn())
+                    result = fn()
+                # Resolved once this thread left its modes: the submitter may leave its own at once.
+                future.set_result(result)
             except BaseException as exc:
                 future.set_exception(exc)
 
