@@ -158,10 +158,7 @@ def experiment_table(result: ExperimentResult) -> str:
                      f"  {len(p.run_ids)}{mark}")
     if result.tied:
         lines.append(result.verdict())
-    for key, name in (("mfu", "MFU"), ("samples_per_joule", "samples per joule")):
-        ranked = result.ranked_by(key)
-        if len(ranked) > 1:
-            lines.append(f"by {name}: " + " > ".join(p.label for p in ranked))
+    lines += result.rankings()
     lines += [f"{p.label}: {p.disturbed}" for p in result.points if p.disturbed]
     if result.automatic_split is not None:
         lines.append(f"automatic balanced split: {result.automatic_split}")

@@ -529,6 +529,15 @@ class ExperimentResult:
         """The measured points that have ``key`` ("mfu", "samples_per_joule"), most first."""
         return sorted((p for p in self.measured if getattr(p, key) is not None), key=lambda p: -getattr(p, key))
 
+    def rankings(self) -> list[str]:
+        """"by MFU: pipeline > ddp > single", and by samples per joule, where two points or more have one."""
+        lines = []
+        for key, name in (("mfu", "MFU"), ("samples_per_joule", "samples per joule")):
+            ranked = self.ranked_by(key)
+            if len(ranked) > 1:
+                lines.append(f"by {name}: " + " > ".join(p.label for p in ranked))
+        return lines
+
     def verdict(self) -> str | None:
         """How views name the outcome: "best pipeline", or "tied: pipeline, ddp (within their spread)"."""
         if self.best is None:

@@ -332,6 +332,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
         bits.append(result.experiment_id or "")
         if result.automatic_split:
             bits.append(f"automatic balanced split: {_compact(result.automatic_split)}")
+        bits += result.rankings()   # how much of the hardware each point used, beside how fast it was
         bits += result.notes
         self.subtitle.setText(" · ".join(b for b in bits if b))
 

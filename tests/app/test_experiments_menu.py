@@ -141,7 +141,8 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
         return {"label": f"split size {size}", "strategy": "pipeline", "x": size, "devices": ["cpu:0", "cpu:1"],
                 "split": [2], "micro_batches": 32 // size, "step_time_s": {"mean": ms / 1000, "std": std / 1000},
                 "throughput": {"mean": 32 / (ms / 1000), "std": 10.0}, "bubble": {"measured": 0.3, "theory": 0.2},
-                "stage_busy": [0.6, 0.8], "stage_balance": 0.75, "run_ids": ["a", "b", "c"], "mfu": 0.41}
+                "stage_busy": [0.6, 0.8], "stage_balance": 0.75, "run_ids": ["a", "b", "c"],
+                "mfu": 0.4 + size / 100}
 
     failed = {"label": "split size 1", "strategy": "pipeline", "x": 1, "step_time_s": None, "throughput": None,
               "error": "rank 1 failed: boom", "run_ids": ["d"]}
@@ -169,8 +170,9 @@ def test_results_view_draws_bars_table_and_a_sweep_with_the_best_marked(qtbot, q
     headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
     assert view.table.item(2, headers.index("stage balance")).text() == "0.75 (60% | 80%)"
     assert view.table.item(0, headers.index("stage balance")).text() == "—"
-    assert view.table.item(2, headers.index("MFU")).text() == "41.0%"   # Efficiency.mfu, its runs' mean
+    assert view.table.item(2, headers.index("MFU")).text() == "48.0%"   # Efficiency.mfu, its runs' mean
     assert view.table.item(2, headers.index("samples/J")).text() == "—"  # no energy counter on CPU devices
+    assert "by MFU: split size 16 > split size 8 > split size 4" in view.subtitle.text()   # beside the fastest
     # A comparison without a swept number has bars and no sweep.
     view.show_result(from_json(ExperimentResult, {"experiment_id": "exp-2", "name": "compare-strategies",
                                                   "best": "pipeline",
