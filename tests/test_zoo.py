@@ -91,7 +91,8 @@ def test_models_without_batch_norm_match_one_device_with_every_strategy(matrix, 
         assert summary.param_change == pytest.approx(single.param_change, rel=1e-4), strategy
         assert summary.param_change > 0
         assert summary.loss.last == pytest.approx(single.loss.last, rel=1e-4), strategy
-        assert not summary.notes, summary.notes
+        # nothing to warn of but the FLOP count on a measured step (these runs' --warmup 1)
+        assert [n for n in summary.notes if not n.startswith("step 1's FLOPs were counted")] == [], summary.notes
 
 
 @pytest.mark.parametrize("model", sorted(BATCH_NORM))

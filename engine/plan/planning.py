@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 PROFILE_MAX_BATCH = 256  # costs scale with the batch; a slice keeps the timing quick
-PROFILE_REPEATS = 4      # the minimum of a few repeats resists a noisy machine (the first, counted, not among them)
+PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine (the first, counted, not among them)
 
 
 def block_clock(device: str):
