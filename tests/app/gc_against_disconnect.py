@@ -71,8 +71,12 @@ def main(mode: str, dump_after_s: float | None = None) -> int:
     gc.collect()
     item = Item()
     view.sigRangeChanged.connect(item.viewRangeChanged)
-    others = [View() for _ in range(4 * POOL)]
-    peer = next(o for o in others if mutex_of(o) == mutex_of(item))
+    # Views until one shares the item's mutex (kept alive, so none is reused): 4 x 131 of them missed every
+    # time about one run in fifty ((130/131)^524), and the script ended in StopIteration instead of its race.
+    others = []
+    while not others or mutex_of(others[-1]) != mutex_of(item):
+        others.append(View())
+    peer = others[-1]
     peer_item = Item()
     peer.sigRangeChanged.connect(peer_item.viewRangeChanged)
     del item
