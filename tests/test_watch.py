@@ -332,3 +332,25 @@ def test_a_script_config_refuses_what_it_cannot_run_naming_the_option():
                                                    "it to the script)")
     assert said["steps"] == "must be 0 (until the script ends) or more, got -1"
     assert {p.option for p in problems(ExperimentConfig(script=str(EXAMPLE)))} == {"script"}   # not for ddp & co
+
+
+def test_a_script_that_never_steps_an_optimizer_is_watched_a_forward_call_a_step(tmp_path):
+    """Inference or evaluation: no optimizer step ends a step, so each outermost forward call is one (the last
+    when the script ends), with its samples, and the summary says so."""
+    script = tmp_path / "evaluate.py"
+    script.write_text("import torch\nfrom torch import nn\n"
+                      "model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).eval()\n"
+                      "with torch.no_grad():\n"
+                      "    for _ in range(6):\n"
+                      "        model(torch.randn(32, 64))\n"
+                      "print('evaluated', flush=True)\n")
+    proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:1", "--", str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["status"] == "finished" and summary["steps"] == 6
+    assert any(n.startswith("no optimizer stepped: each of the script's outermost forward calls is a step")
+               for n in summary["notes"]), summary["notes"]
+    (device,) = summary["time_by_kind"]
+    assert device["by_kind"]["forward"] > 0 and "backward" not in device["by_kind"]
+    with Store(tmp_path / "runs.db") as store:
+        (record,) = store.list_runs()
+        assert [s.samples for s in store.steps(record.id)] == [32] * 6

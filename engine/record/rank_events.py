@@ -59,6 +59,7 @@ class Done:
     change_sq: float | None = None
     split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
     split_backward_problem: str | None = None     # why a pipeline rank could not measure it
+    note: str | None = None                       # what a reader must know of its steps (a watched script's)
 
 
 @dataclass(frozen=True)

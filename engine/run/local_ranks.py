@@ -64,6 +64,7 @@ class Rank:
         self.change_sq: float | None = None
         self.split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
         self.split_backward_problem: str | None = None
+        self.note: str | None = None   # what it said of its steps when done (a watched script's)
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False

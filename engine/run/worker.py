@@ -274,6 +274,7 @@ class Worker:
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
             r.split_backward_extra_s = event.split_backward_extra_s
             r.split_backward_problem = event.split_backward_problem
+            r.note = event.note
         elif isinstance(event, rank_events.Failed):
             r.error = event
             failure = noted(failure, Cause("error", r, event))
@@ -317,6 +318,7 @@ class Worker:
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "
                   "what-if takes it as free there" for rr in self.ranks if rr.split_backward_problem]
+        notes += list(dict.fromkeys(rr.note for rr in self.ranks if rr.note))   # each said once, of every rank
         return [note for note in notes if note]
 
     def _check_hang(self, failure: Failure | None) -> Failure | None:

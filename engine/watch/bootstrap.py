@@ -87,7 +87,7 @@ def main() -> int:
         runpy.run_path(script, run_name="__main__")
     except WatchEnded:
         instruments.training()
-        channel.emit(Done())
+        channel.emit(Done(note=instruments.note()))
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -97,13 +97,17 @@ def main() -> int:
         channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
         return 1
     instruments.training()   # a script that never ran a forward still says it ran
+    try:
+        instruments.finish()
+    except WatchEnded:   # its last forward was the last step asked for: the script has ended anyway
+        pass
     # What the script leaves in reference cycles (a DDP module, whose reducer holds the process group) is freed
     # now, while the interpreter is whole: freed at exit instead, gloo's worker threads can still be releasing a
     # finished all-reduce, which needs the interpreter's lock and aborts the process (SIGABRT, "terminate called
     # without an active exception"): 7 of 45 torchrun runs of a DDP script that left its module to the exit, on two
     # cores, none of 30 with this collection.
     gc.collect()
-    channel.emit(Done())
+    channel.emit(Done(note=instruments.note()))
     return 0
 
 

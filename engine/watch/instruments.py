@@ -76,6 +76,8 @@ class Instruments:
         self._declared: dict = {}          # the step's samples and loss as the script said them (watch.step)
         self._own_data = False             # the script times its data itself (watch.phase("data"))
         self._stepper = None               # the optimizer whose step ends a step
+        self._backward_seen = False        # this step has had a backward
+        self.forward_steps = False         # no optimizer steps: each outermost forward was a step
         self._handles: list = []
         self._calling = threading.local()  # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
@@ -101,6 +103,7 @@ class Instruments:
             finally:
                 if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
                     self._add("backward", t0, time.perf_counter())
+                    self._backward_seen = True
                 self._in_backward -= 1
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
                 alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
@@ -258,11 +261,17 @@ class Instruments:
             return
         now = time.perf_counter()
         self.training()
+        if self._stepper is None and self._forwarded and not self._backward_seen and module is self._counted:
+            # The step's model called again with no optimizer ever stepped and no backward since: an inference or
+            # evaluation script, whose steps are its model's calls (a training script's first step has its
+            # backward; its loss module, called after the model, is not the model).
+            self.forward_steps = True
+            self._end_step(now)
         if not self._forwarded:
             self._forwarded = True
             if self._step_start is None:
                 self._step_start = now                     # the first step starts at its first forward
-            elif not self._own_data:
+            elif not self._own_data and now > self._step_start:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self._add("data", max(self._step_start, min(self._waited_until, now)), now)
         if self._counted is None:
@@ -295,6 +304,17 @@ class Instruments:
         if optimizer is self._stepper:
             self._end_step(end)
 
+    def finish(self) -> None:
+        """The script ended: an inference script's last forward is its last step."""
+        if self._stepper is None and self._forwarded and not self._backward_seen:
+            self.forward_steps = True
+            self._end_step(time.perf_counter())
+
+    def note(self) -> str | None:
+        """What a reader must know of this rank's steps."""
+        return ("no optimizer stepped: each of the script's outermost forward calls is a step (inference or "
+                "evaluation)") if self.forward_steps and self._stepper is None else None
+
     def _end_step(self, end: float) -> None:
         with self._lock:
             intervals, self._intervals = self._intervals, []
@@ -306,6 +326,6 @@ class Instruments:
         self.emit(StepReport(self.step, start, end, {self.device: intervals}, declared.get("loss", loss),
                              declared.get("samples", samples)))
         self.step += 1
-        self._step_start, self._forwarded, self._samples = end, False, 0
+        self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
         if self.max_steps is not None and self.step >= self.max_steps:
             raise WatchEnded(f"{self.step} steps watched")
