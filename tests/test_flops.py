@@ -92,7 +92,7 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
     step is the energy a step, and the samples a step over it the samples per joule; a device without a counter
     has none, said once."""
     from engine.record.efficiency import with_energy
-    from engine.results import DeviceEfficiency, Efficiency, Peak
+    from engine.efficiency import DeviceEfficiency, Efficiency, Peak
     from engine.telemetry.sample import DeviceSample
     from engine.telemetry.summary import TelemetryTotals
     totals = TelemetryTotals(["cuda:0", "cpu:0"], warmup=1, rate_hz=10)

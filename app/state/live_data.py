@@ -20,8 +20,8 @@ from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows,
 from engine.config import ExperimentConfig
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.record.efficiency import device_efficiency
-from engine.results import (Communication, DeviceEfficiency, NodeSummary, RunSummary, Sample, Step, TensorMemory,
-                            Traffic, from_json)
+from engine.efficiency import DeviceEfficiency
+from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
 HISTORY_S = 3600          # one hour of telemetry per device

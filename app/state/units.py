@@ -15,7 +15,7 @@ def human_bytes(n: float | None) -> str:
 def human_count(n: float | None) -> str:
     if n is None:
         return "—"
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= div:
             return f"{n / div:.2f} {unit}"
     return f"{n:.0f}"

@@ -19,7 +19,7 @@ from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.notice_area import FixButtons
 from engine.plan.planning import BlockInfo, stage_shares
-from engine.results import si
+from engine.efficiency import si
 
 
 class StageBar(QtWidgets.QWidget):

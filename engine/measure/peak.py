@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.efficiency import Peak
 from engine.environment import variable
 
 BUDGET_S = 0.2         # the best size's multiply repeated this long, its fastest kept
@@ -60,13 +61,7 @@ DATASHEET = (
 )
 
 
-@dataclass(frozen=True)
-class PeakFigure:
-    flops_per_s: float
-    source: str
-
-
-def datasheet_peak(gpu_name: str, dtype: str, tf32: bool = False) -> PeakFigure | None:
+def datasheet_peak(gpu_name: str, dtype: str, tf32: bool = False) -> Peak | None:
     """The datasheet's dense peak of ``gpu_name`` in ``dtype`` (float32 matmuls on TF32 tensor cores when
     ``tf32``: torch.backends.cuda.matmul.allow_tf32), or None for a GPU the table does not know."""
     if "MIG" in gpu_name:   # a slice of a GPU: the whole GPU's figure would not be its own
@@ -77,7 +72,7 @@ def datasheet_peak(gpu_name: str, dtype: str, tf32: bool = False) -> PeakFigure 
     key = "tf32" if dtype == "float32" and tf32 else dtype
     if key not in entry.tflops:
         return None
-    return PeakFigure(entry.tflops[key] * 1e12, f"datasheet: {entry.tflops[key]:g} TFLOP/s {key} dense, "
+    return Peak(entry.tflops[key] * 1e12, f"datasheet: {entry.tflops[key]:g} TFLOP/s {key} dense, "
                                                 f"{entry.source}")
 
 
@@ -105,7 +100,7 @@ def cache_path() -> Path:
     return Path(variable("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitscope" / "peaks.json"
 
 
-def measured_peak(device, dtype: str, tf32: bool = False) -> PeakFigure:
+def measured_peak(device, dtype: str, tf32: bool = False) -> Peak:
     """The device's measured peak in ``dtype`` (``tf32``: a GPU's float32 work on TF32 tensor cores, as
     ``run_tf32`` decides): from the cache, else measured now on the calling thread (pinned to a core, or with
     the GPU current; a process's other CPU devices are cores of the same model) and cached. The run's random
@@ -116,14 +111,14 @@ def measured_peak(device, dtype: str, tf32: bool = False) -> PeakFigure:
     key = f"{device.kind}|{model}|{dtype}{'|tf32' if tf32 else ''}|torch {torch.__version__}"
     cached = _read_cache().get(key)
     if isinstance(cached, dict) and isinstance(cached.get("flops_per_s"), (int, float)):
-        return PeakFigure(float(cached["flops_per_s"]), cached.get("source") or "measured")
+        return Peak(float(cached["flops_per_s"]), cached.get("source") or "measured")
     with torch.random.fork_rng(devices=[device.index] if device.kind == "cuda" else []), \
             _matmul_tf32(device, tf32):
         flops, size, form = _measure(device, getattr(torch, dtype))
     if device.kind == "cuda":   # the multiplies' memory back to the GPU, not held in this process's cache
         torch.cuda.empty_cache()
     unit = "thread CPU time" if device.kind == "cpu" else "CUDA events"
-    figure = PeakFigure(flops, f"measured: {size}x{size} {'tf32' if tf32 else dtype} matrix multiply ({form}), "
+    figure = Peak(flops, f"measured: {size}x{size} {'tf32' if tf32 else dtype} matrix multiply ({form}), "
                                f"best over {BUDGET_S:g} s ({unit}), {model}")
     _write_cache(key, {"flops_per_s": flops, "source": figure.source,
                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")})

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 from engine.record.totals import RunTotals
-from engine.results import DeviceEfficiency, Efficiency, Peak, from_json
+from engine.efficiency import DeviceEfficiency, DevicePeaks, Efficiency
+from engine.results import from_json
 from engine.telemetry.summary import TelemetrySummary
 
 
@@ -34,9 +35,9 @@ def device_efficiency(device: str, flops: float, peaks: dict[str, dict], peak_us
                       busy_s: float = 0.0) -> DeviceEfficiency:
     """One device's, from its counted FLOPs and the peaks its rank reported (as JSON: the ``started`` event
     and the ranks' ``ready`` carry them); the app's live view makes one per device to read each step's MFU."""
-    reported = peaks.get(device) or {}
-    return DeviceEfficiency(device, flops, step_s, busy_s, measured_peak=from_json(Peak, reported.get("measured")),
-                            datasheet_peak=from_json(Peak, reported.get("datasheet")), peak_used=peak_used)
+    reported = from_json(DevicePeaks, peaks.get(device)) or DevicePeaks()
+    return DeviceEfficiency(device, flops, step_s, busy_s, measured_peak=reported.measured,
+                            datasheet_peak=reported.datasheet, peak_used=peak_used)
 
 
 def with_energy(efficiency: Efficiency, devices: list[str], telemetry: TelemetrySummary | None) -> Efficiency:

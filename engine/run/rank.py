@@ -197,6 +197,7 @@ def device_peaks(mine, dtype: str, spec) -> dict[str, dict]:
     """Each of this process's devices' peak FLOP/s in ``dtype``, measured (cached once a machine: on the first
     run, a few tenths of a second on this process's core or GPU) and, for a known GPU, the datasheet's; a
     float32 run's on a GPU are TF32's where its work runs on TF32 tensor cores (engine.measure.peak.run_tf32)."""
+    from engine.efficiency import DevicePeaks
     from engine.measure.peak import datasheet_peak, measured_peak, run_tf32
     import dataclasses
     import torch
@@ -209,8 +210,7 @@ def device_peaks(mine, dtype: str, spec) -> dict[str, dict]:
             datasheet = datasheet_peak(torch.cuda.get_device_name(device.index), dtype, tf32=tf32)
         else:
             measured, datasheet = measured_peak(device, dtype), None
-        peaks[device.name] = {"measured": dataclasses.asdict(measured),
-                              "datasheet": dataclasses.asdict(datasheet) if datasheet else None}
+        peaks[device.name] = dataclasses.asdict(DevicePeaks(measured, datasheet))
     return peaks
 
 
