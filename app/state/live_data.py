@@ -39,6 +39,7 @@ class TelemetryHistory:
     def __init__(self, rate_hz: float = 10.0, history_s: float = HISTORY_S, origin: float = 0.0):
         # Room for the driver-buffered GPU samples too, which can come faster than the poll rate.
         self.capacity = max(16, int(rate_hz * history_s * 1.25))
+        self.rate_hz = rate_hz
         self.origin = origin  # perf_counter seconds that map to x = 0
         self.util: dict[str, RingBuffer] = {}
         self.mem: dict[str, RingBuffer] = {}

@@ -14,29 +14,27 @@ import time
 from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
-from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHistory, TelemetryHistory, TrailingMeans,
-                                 node_lines, tensor_lines)
+from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHistory, TelemetryHistory, node_lines,
+                                 tensor_lines)
 from app.views import theme
 from app.views.elided_label import ElidedLabel
+from app.views.heatmap_plot import HeatmapPlot
+from app.views.outlier_list import OutlierList
 from app.views.live_plots import LIVE_PLOTS
 from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
+from app.views.telemetry_redraw import TelemetryRedraw
 from app.views.bubble_box import BubbleBox
 from app.views.timeline_view import TimelineView
 from engine.figures import RunView, comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
-from engine.figures.gaps import broken, gap_after
+from engine.figures.heatmap import uses_heatmap
 from engine.figures.run import STEP_COLORS
 from engine.record.summary import theory_formula
+from engine.record.outliers import alike, outliers, step_kinds
 from engine.record.time_by_kind import input_wait_line
 from engine.results import RunSummary, Step
-from engine.telemetry.smooth import core_total_apart
-
-RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
-CORE_PREFIX = "core total "  # the key of a run's CPU device's whole-core reading, where it departs from its own
-SM_PREFIX = "SM activity "   # the key of a GPU's GPM SM activity, dotted beside its utilization
-CORE_CHECKED = 64  # the newest samples a redraw compares for it
 
 LIVE_WINDOW_S = 60.0
 # Live telemetry's x values are seconds since the app started; its axis, its hover and its exports count
@@ -48,6 +46,7 @@ FRAME_GROUPS = ("telemetry", "steps", "timeline")
 # 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
 # the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
 PLOT_MIN_HEIGHT = 135
+HEAT_FRAME_S = 1.0  # seconds between live heatmap redraws (see _is_due)
 GRID_COLUMNS = 6   # the plots' grid: two telemetry plots of three columns, three step plots of two
 
 
@@ -83,8 +82,8 @@ class PlotPanel(QtWidgets.QWidget):
         self.telemetry_frame_s = 0.5
         self.step_frame_s = 0.5
         self._drawn: dict[tuple[str, str], int] = {}
-        self._means: dict[str, TrailingMeans] = {}  # per utilization series, kept across redraws
         self._timeline_drawn = -1
+        self._kinds: tuple[int, list] = (-1, [])   # the live timeline's time by kind, at its version
         self._group_drawn_at = dict.fromkeys(FRAME_GROUPS, -1e9)
         self._step_axis_end: dict[str, float] = {}  # per step plot, while live
         self.history_runs: list[RunData] = []
@@ -104,6 +103,7 @@ class PlotPanel(QtWidgets.QWidget):
 
         # The live plots, from their definitions (app/views/live_plots.py), two to a row.
         self.series_plots: dict[str, SeriesPlot] = {}
+        self.heatmaps: dict[str, HeatmapPlot] = {}   # in the telemetry plots' places, with many devices
         self.time_axes: list[RelativeTimeAxis] = []
         grid = QtWidgets.QGridLayout()
         grid.setSpacing(6)
@@ -122,7 +122,14 @@ class PlotPanel(QtWidgets.QWidget):
             # A row no wider at its least than the two telemetry plots above it: the window fits a laptop.
             plot.setMinimumWidth(2 * plot.minimumWidth() // per_row)
             if spec.per_device:
-                self.time_axes.append(axis)
+                heat_axis = RelativeTimeAxis()
+                heatmap = self.heatmaps[spec.name] = HeatmapPlot(spec.figure, x_axis=heat_axis)
+                heatmap.x_origin = self.now
+                heatmap.setMinimumHeight(PLOT_MIN_HEIGHT)
+                heatmap.setVisible(False)
+                heatmap.sigDeviceClicked.connect(self._device_clicked)
+                grid.addWidget(heatmap, row, place * span, 1, span)
+                self.time_axes += [axis, heat_axis]
                 # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
                 plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
                 plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
@@ -133,11 +140,19 @@ class PlotPanel(QtWidgets.QWidget):
                 plot.getPlotItem().enableAutoRange(x=False, y=fixed is None)
                 plot.getPlotItem().setXRange(-self.window_s, 0, padding=0)
         self.run_marks = RunMarks(self._plots(per_device=True))
+        self.telemetry_redraw = TelemetryRedraw(telemetry, [spec for spec in LIVE_PLOTS if spec.per_device],
+                                                {spec.name: self.series_plots[spec.name] for spec in telemetry_plots},
+                                                self.heatmaps)
         layout.addLayout(grid, 5)
 
         bottom = QtWidgets.QHBoxLayout()
         self.timeline = TimelineView()
+        self.timeline.sigDeviceClicked.connect(self._device_clicked)
         bottom.addWidget(self.timeline, 1)
+        self.outliers = OutlierList()
+        self.outliers.sigDeviceClicked.connect(self._device_clicked)
+        self.outliers.setVisible(False)
+        bottom.addWidget(self.outliers)
         self.bubble = BubbleBox()
         bottom.addWidget(self.bubble)
         layout.addLayout(bottom, 2)
@@ -159,6 +174,7 @@ class PlotPanel(QtWidgets.QWidget):
             self.mode_label.setText(label or "Live: this machine's telemetry"
                                     + (" and the current run" if self.progress.run_id else ""))
             self._drawn.clear()
+            self.telemetry_redraw.reset()
             self._timeline_drawn = -1
             for plot in self.series_plots.values():
                 plot.clear_series()
@@ -195,6 +211,7 @@ class PlotPanel(QtWidgets.QWidget):
         """
         self.progress = progress
         self.steps = StepHistory()
+        self._kinds = (-1, [])
         for plot in self._plots(per_device=False):
             plot.clear_series()
             # The last run's range goes with its curve: a run that fails before its first step shows none.
@@ -265,7 +282,10 @@ class PlotPanel(QtWidgets.QWidget):
 
     def _is_due(self, group: str, now: float) -> bool:
         if group == "telemetry":
-            return now - self._group_drawn_at["telemetry"] >= self.telemetry_frame_s
+            # Many devices' heatmaps: once a second (a column is at least 0.2 s wide, and DCGM's dashboards
+            # refresh slower still); each is an image the size of the plot, whatever the devices.
+            frame = max(self.telemetry_frame_s, HEAT_FRAME_S) if self.telemetry_redraw.heat else self.telemetry_frame_s
+            return now - self._group_drawn_at["telemetry"] >= frame
         # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has new
         # steps every tick; repainting them ten times a second took a tenth of a core from the ranks'
         # cores, which their utilization then showed).
@@ -278,101 +298,9 @@ class PlotPanel(QtWidgets.QWidget):
         return self._timeline_drawn != self.steps.timeline_version
 
     def _redraw_telemetry(self, now: float, force: bool) -> int:
-        updated = 0
-        window_start = now - self.window_s
         for axis in self.time_axes:
             axis.now = now
-        telemetry = self.telemetry
-        for spec in (spec for spec in LIVE_PLOTS if spec.per_device):
-            plot, buffers = self.series_plots[spec.name], spec.data(telemetry)
-            # The range moves first, then the changed data comes: one pass per curve.
-            with plot.frame():
-                plot.getPlotItem().setXRange(window_start, now, padding=0)
-                for device in buffers:
-                    buf = buffers[device]
-                    key = (spec.name, device)
-                    if not len(buf):
-                        continue
-                    last = buf.last(0)
-                    if last is not None and last < window_start:
-                        # Nothing in the window: drop the curve (and its legend entry) until data returns.
-                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device, SM_PREFIX + device):
-                            if plot.has_series(series):
-                                plot.remove_series(series)
-                        self._drawn.pop(key, None)
-                        continue
-                    label = telemetry.label(device) if spec.named_by_run else device
-                    if plot.has_series(device) and plot.series_name(device) != label:
-                        # a run began or ended on this device: renamed, and coloured as its run's device
-                        for series in (device, RAW_PREFIX + device, CORE_PREFIX + device, SM_PREFIX + device):
-                            if plot.has_series(series):
-                                plot.remove_series(series)
-                        self._drawn.pop(key, None)
-                    if force or self._drawn.get(key) != buf.version:
-                        x, y = buf.column(0), buf.column(1)
-                        gaps = gap_after(x)   # no line across time without samples (engine/figures/gaps.py)
-                        name = self._color_name(device)
-                        color = palette.device_color(name, self._run_position(name))
-                        if spec.smoothed:
-                            self._draw_smoothed(plot, device, label, x, y * spec.scale, gaps, color)
-                        else:
-                            plot.set_series(device, *broken(x, y * spec.scale, gaps), color, label)
-                        self._drawn[key] = buf.version
-                        updated += 1
-        return updated
-
-    def _run_position(self, name: str) -> int:
-        """A device's place among the current run's (the colour of a name without its own number)."""
-        devices = list(self.telemetry.physical)
-        return devices.index(name) if name in devices else 0
-
-    def _color_name(self, key: str) -> str:
-        """The device whose colour a live series takes (engine/figures/palette.py device_color): the run's
-        device for a core it runs on ("core 2" of "cpu:0"), as the run's stored plots and exports draw it."""
-        telemetry = self.telemetry
-        if key in telemetry.run_names:
-            return next((d for d, physical in telemetry.physical.items() if physical == key), key)
-        return key
-
-    def _draw_smoothed(self, plot: SeriesPlot, device: str, label: str, x, y, gaps, color: str) -> None:
-        """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
-        a core's 10 ms ticks make the raw utilization swing 0-100 % at 10 Hz."""
-        plot.set_series(RAW_PREFIX + device, *broken(x, y, gaps), color, name=f"{label} raw", width=1.0, faint=True)
-        means = self._means.setdefault(device, TrailingMeans()).of(x, y)
-        plot.set_series(device, *broken(x, means, gaps), color, label)
-        self._draw_core_total(plot, device, label, x, means, color)
-        self._draw_sm_activity(plot, device, label, color)
-
-    def _draw_sm_activity(self, plot: SeriesPlot, device: str, label: str, color: str) -> None:
-        """A GPU's SM activity (NVML's GPM, Hopper and later) dotted beside its utilization, on the same axis:
-        "utilization" is the time any kernel ran, so 100 % of it at 20 % SM activity is a GPU mostly unused."""
-        buf = self.telemetry.sm.get(device)
-        if buf is None or not len(buf):
-            return
-        sm_x, sm_y = buf.column(0), buf.column(1)
-        plot.set_series(SM_PREFIX + device, *broken(sm_x, sm_y, gap_after(sm_x)), color,
-                        name=f"{label} SM activity", dash=1, width=1.2)
-
-    def _draw_core_total(self, plot: SeriesPlot, device: str, label: str, x, own_means, color: str) -> None:
-        """A run's CPU device reads its own threads' work; its core's total (other programs and steal time
-        too) is drawn dashed beside it once they come apart (engine/telemetry/smooth.py core_total_apart),
-        so a busy machine is seen, not mistaken for the run's work."""
-        key = CORE_PREFIX + device
-        buf = self.telemetry.core.get(device)
-        if buf is None or not len(buf):
-            if plot.has_series(key):
-                plot.remove_series(key)
-            return
-        core_x, core_y = buf.column(0), buf.column(1)
-        core_means = self._means.setdefault(key, TrailingMeans()).of(core_x, core_y)
-        # The newest samples alone are compared: the redraws come faster than CORE_CHECKED of them, and once
-        # drawn the series stays for the run.
-        newest = slice(-CORE_CHECKED, None)
-        if not plot.has_series(key) and not core_total_apart(x[newest].tolist(), own_means[newest].tolist(),
-                                                             core_x[newest].tolist(), core_means[newest].tolist()):
-            return
-        plot.set_series(key, *broken(core_x, core_means, gap_after(core_x)), color,
-                        name=f"{label} core total (all programs)", dash=2, width=1.0)
+        return self.telemetry_redraw.redraw(now - self.window_s, now, force)
 
     def _step_curves(self, spec) -> dict:
         """A step plot's curves: {series name: buffer}, its one curve under its own name, or one per device."""
@@ -398,15 +326,24 @@ class PlotPanel(QtWidgets.QWidget):
         return updated
 
     def _redraw_timeline(self, force: bool) -> None:
-        if force or self._timeline_drawn != self.steps.timeline_version:
+        """The timeline's steps when new ones came (what changed only: with 64 devices its bars are
+        thousands), and the bubble box."""
+        changed = self._timeline_drawn != self.steps.timeline_version
+        if changed:
             self._timeline_drawn = self.steps.timeline_version
             if self.steps.timeline:
                 self.timeline.set_steps(list(self.steps.timeline))
+        if force or changed:
             self._update_bubble()
 
     def _update_bubble(self) -> None:
         p = self.progress
         self.timeline.set_busy(p.busy)   # the last step's, also once the run ended
+        if self._kinds[0] != self.steps.timeline_version:
+            self._kinds = (self.steps.timeline_version, step_kinds(self.steps.timeline))
+        run_devices = set(p.devices)
+        memory = {d: buf.last(1) for d, buf in self.telemetry.mem.items() if d in run_devices and len(buf)}
+        self._show_outliers(p.devices, self._kinds[1], memory)
         self.bubble.show_legend(self._timeline_splits_backward())
         notes = [*([p.summary.diagnosis] if p.summary and p.summary.diagnosis else []),
                  *((p.summary.notes if p.summary else None) or p.notes),
@@ -415,6 +352,22 @@ class PlotPanel(QtWidgets.QWidget):
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(),
                                  note="\n".join(filter(None, [when, *p.node_lines(), *notes, *p.tensor_lines()])))
+
+    def _show_outliers(self, devices: list[str], kinds: list, memory: dict[str, float]) -> None:
+        """The ranked list beside the timeline, for runs of many devices (engine/record/outliers.py)."""
+        many = uses_heatmap(len(devices))
+        self.outliers.setVisible(many)
+        if many:
+            self.outliers.show_outliers(outliers(kinds, memory), alike(kinds) if kinds else "")
+
+    def _device_clicked(self, device: str) -> None:
+        """A device picked in a heatmap, the timeline or the outlier list: highlighted in all of them."""
+        self.highlight(device or None)
+
+    def highlight(self, device: str | None) -> None:
+        self.telemetry_redraw.highlight(device)
+        self.timeline.highlight(device)
+        self.outliers.pick(device)
 
     def _timeline_splits_backward(self) -> bool:
         return any(row[2] in ("backward-input", "backward-weight") for row in self.timeline.rows)
@@ -435,8 +388,13 @@ class PlotPanel(QtWidgets.QWidget):
         self.run_marks.hide()
         views = [run_view(run) for run in runs]
         figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
+        heat = any(figures[name].heat is not None for name in self.heatmaps)
+        self.telemetry_redraw.set_heat(heat)
         for spec in LIVE_PLOTS:
             plot = self.series_plots[spec.name]
+            if figures[spec.name].heat is not None:
+                self.heatmaps[spec.name].draw_figure(figures[spec.name])
+                continue
             plot.draw_figure(figures[spec.name])
             # devices, or runs; a step plot's one curve is named by its title
             plot.legend.setVisible(not single or spec.per_device or isinstance(spec.data(self.steps), dict))
@@ -454,6 +412,11 @@ class PlotPanel(QtWidgets.QWidget):
         note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
         note = "\n".join(filter(None, [run_status.covers_note(summary), note, first.timeline_note()]))
         self.timeline.set_busy(busy, run_status.measured_steps(summary))
+        memory: dict[str, float] = {}
+        for sample in first.samples:
+            if sample.mem_used is not None and sample.device in busy:
+                memory[sample.device] = max(memory.get(sample.device, 0.0), sample.mem_used)
+        self._show_outliers(devices, summary.time_by_kind or [], memory)
         self.bubble.show_legend(self._timeline_splits_backward())
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,

@@ -99,6 +99,9 @@ class SeriesPlot(pg.PlotWidget):
         self.export_dir = ""
         self.spec = Figure(export_name, title, Axis(x_label, x_units), Axis(y_label, y_units))
         self.figure: Figure | None = None   # the definition drawn by draw_figure, until live series replace it
+        # What shows in this plot's place while it is hidden (a heatmap of many devices): exported as this.
+        self.stand_in = None
+        self.emphasized: str | None = None  # a series drawn wider (a device picked elsewhere)
         # The x shown as 0 (live: now), as a function: the live axis counts back from a moving now.
         self.x_origin: Callable[[], float] | None = None
         item = self.getPlotItem()
@@ -163,6 +166,22 @@ class SeriesPlot(pg.PlotWidget):
         return QtCore.QSize(420, 210)
 
     # -- series ----------------------------------------------------------------
+    def set_plain_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
+                         width: float = 1.6) -> None:
+        """A short curve (a few hundred points: a heatmap's node means) as a bare PlotCurveItem: no clipping
+        or downsampling to redo, an eighth of a PlotDataItem's cost an update; named by the hover as any."""
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = pg.PlotCurveItem(pen=pg.mkPen(color, width=width * (3 if key == self.emphasized else 1)),
+                                     name=name or key, antialias=True)
+            self.getPlotItem().addItem(curve)
+            self._curves[key] = curve
+            self._styles[key] = {"name": name or key, "color": color, "dash": 0, "width": width, "faint": False}
+            self.legend.add(key, name or key, color, 0)
+        self._data[key] = (x, y)
+        x, y, connect = _drawn(x, y)
+        curve.setData(x, y, connect=connect)
+
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
                    dash: int = 0, width: float = 1.6, faint: bool = False) -> None:
         """``faint``: the raw samples behind their mean, translucent, without a legend entry and drawn without
@@ -174,7 +193,8 @@ class SeriesPlot(pg.PlotWidget):
         curve = self._curves.get(key)
         if curve is None:
             style = palette.DASHES[dash % len(palette.DASHES)]
-            pen = pg.mkPen(palette.rgba(color, palette.FAINT_ALPHA) if faint else color, width=width)
+            pen = pg.mkPen(palette.rgba(color, palette.FAINT_ALPHA) if faint else color,
+                           width=width * (3 if key == self.emphasized else 1))
             if style is not None:
                 pen.setDashPattern([float(v) for v in style])
             curve = LiveCurve(pen=pen, name=None if faint else (name or key),
@@ -258,11 +278,22 @@ class SeriesPlot(pg.PlotWidget):
             view.updateAutoRange()
             for curve in list(self._curves.values()):
                 curve.hold = False
-                if curve.range_dirty:
+                if getattr(curve, "range_dirty", False):   # a plain curve (set_plain_series) has none
                     curve.range_dirty = False
                     curve.viewRangeChanged()
             # Apply the new range to the view's transform now, for the same reason.
             view.updateMatrix()
+
+    def emphasize(self, key: str | None) -> None:
+        """Draw series ``key`` three times as wide as it was (None: none), over the others."""
+        for name in {self.emphasized, key} - {None}:
+            curve = self._curves.get(name)
+            if curve is not None:
+                pen = pg.mkPen(curve.opts["pen"])
+                pen.setWidthF(self._styles[name]["width"] * (3 if name == key else 1))
+                curve.setPen(pen)
+                curve.setZValue(10 if name == key else 0)
+        self.emphasized = key
 
     def has_series(self, key: str) -> bool:
         return key in self._curves
@@ -348,6 +379,8 @@ class SeriesPlot(pg.PlotWidget):
     def to_figure(self) -> Figure:
         """What this plot shows, as a figure definition: the one it drew, or its curves as they are now, on
         the axis the screen shows (live: seconds from now); a gap's break stays a break."""
+        if self.stand_in is not None:
+            return self.stand_in.to_figure()
         if self.figure is not None:
             return self.figure
         origin = self.x_origin() if self.x_origin is not None else 0.0

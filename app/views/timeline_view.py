@@ -20,11 +20,14 @@ from app.views.series_plot import cache_axes
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.plan import action_label, measured_actions
-from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE
-from engine.measure.timing import KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
+from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
+from engine.figures.heatmap import uses_heatmap
+from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
+NODE_BINS = 240        # columns of a folded node's shading
+NODE_SHADE = palette.KIND_COLORS["forward"]   # a folded node's busy shading
 
 
 class TimelineView(pg.PlotWidget):
@@ -36,6 +39,7 @@ class TimelineView(pg.PlotWidget):
 
     sigExported = QtCore.Signal(str)
     sigExportFailed = QtCore.Signal(str)
+    sigDeviceClicked = QtCore.Signal(str)   # a device's lane clicked ("" when the click let it go)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent=parent, background=theme.PANEL)
@@ -62,6 +66,19 @@ class TimelineView(pg.PlotWidget):
         item.addItem(self._steps_line)
         # A run over several machines: each node's lanes on a band of its own, every other one shaded.
         self._node_bands: list[pg.LinearRegionItem] = []
+        # A node folded into one lane: its devices' busy share over time as shading (NODE_BINS columns).
+        self._node_shades = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brushes=[], pen=None)
+        item.addItem(self._node_shades)
+        self.collapsed: set[str] = set()
+        self._node_busy: dict[str, np.ndarray] = {}   # a folded node's busy share per column, as shaded
+        self._shade_width = 1.0
+        self.lanes: list[tuple[str, list[str]]] = []   # (its label's key: a device or a node, the devices in it)
+        self.highlighted: str | None = None
+        self._highlight = pg.LinearRegionItem((0, 0), orientation="horizontal", movable=False,
+                                              brush=palette.rgba(theme.FOREGROUND, 0.12), pen=None)
+        self._highlight.setZValue(-10)
+        self._highlight.setVisible(False)
+        item.addItem(self._highlight, ignoreBounds=True)
         self.placeholder = pg.TextItem("Run an experiment to see what each device does, step by step",
                                        color=theme.MUTED, anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
@@ -72,7 +89,12 @@ class TimelineView(pg.PlotWidget):
         self.origin = 0.0
         self.plan: tuple[list, list[str]] = ([], [])   # the run's schedule plan and its devices, by rank
         self.export_actions = plot_export.add_export_actions(self)
+        menu = item.getViewBox().menu
+        menu.addSeparator()
+        menu.addAction("Collapse every node to one lane").triggered.connect(lambda: self.collapse_all(True))
+        menu.addAction("Expand every node").triggered.connect(lambda: self.collapse_all(False))
         self.hover = Hover(self, self.interval_at, marker=False)
+        self.scene().sigMouseClicked.connect(self._clicked)
         cache_axes(item)
         self.setMinimumHeight(120)
 
@@ -91,10 +113,68 @@ class TimelineView(pg.PlotWidget):
         return self.placeholder.toPlainText()
 
     def set_devices(self, devices: list[str]) -> None:
+        """The run's devices. With many over several nodes, each node starts folded into one lane."""
+        if list(devices) != self.devices:
+            groups = node_groups(list(devices))
+            many = len(groups) > 1 and uses_heatmap(len(devices))
+            self.collapsed = {node for node, _ in groups} if many else set()
         self.devices = list(devices)
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        """The lanes from the devices and the folded nodes, their labels, bands and the view's height."""
+        self.lanes = []
+        for node, names in self.node_groups():
+            if node is not None and node in self.collapsed:
+                self.lanes.append((node, names))
+            else:
+                self.lanes += [(name, [name]) for name in names]
         self._label_rows()
         self._band_nodes()
-        self.getPlotItem().setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0.05)
+        self.getPlotItem().setYRange(-0.5, max(len(self.lanes), 1) - 0.5, padding=0.05)
+        self._draw()
+
+    def collapse(self, node: str, collapsed: bool = True) -> None:
+        """Fold ``node``'s devices into one lane (or unfold them)."""
+        if collapsed:
+            self.collapsed.add(node)
+        else:
+            self.collapsed.discard(node)
+        self._lay_out()
+
+    def collapse_all(self, collapsed: bool) -> None:
+        self.collapsed = {node for node, _ in self.node_groups() if node is not None} if collapsed else set()
+        self._lay_out()
+
+    def lane_of(self, device: str) -> int | None:
+        """The lane ``device`` is drawn in (its own, or its folded node's)."""
+        return next((i for i, (_, names) in enumerate(self.lanes) if device in names), None)
+
+    def highlight(self, device: str | None) -> None:
+        """A band across ``device``'s lane (None: none)."""
+        self.highlighted = device
+        lane = self.lane_of(device) if device else None
+        self._highlight.setVisible(lane is not None)
+        if lane is not None:
+            self._highlight.setRegion((lane - 0.5, lane + 0.5))
+
+    def _clicked(self, event) -> None:
+        """A click on a folded node unfolds it; on a device's lane, picks the device (again: lets it go)."""
+        if event.button() != QtCore.Qt.MouseButton.LeftButton:
+            return
+        view = self.getPlotItem().getViewBox()
+        if not view.sceneBoundingRect().contains(event.scenePos()):
+            return
+        lane = int(round(view.mapSceneToView(event.scenePos()).y()))
+        if not 0 <= lane < len(self.lanes):
+            return
+        key, names = self.lanes[lane]
+        if key not in names:
+            self.collapse(key, False)
+            return
+        device = None if key == self.highlighted else key
+        self.highlight(device)
+        self.sigDeviceClicked.emit(device or "")
 
     def node_groups(self) -> list[tuple[str | None, list[str]]]:
         """The lanes by node (engine.devices.node_groups): one group, None, for a run on this machine."""
@@ -109,16 +189,17 @@ class TimelineView(pg.PlotWidget):
         if len(groups) < 2:
             return
         first = 0
-        for k, (_node, names) in enumerate(groups):
+        for k, (node, names) in enumerate(groups):
+            lanes = 1 if node in self.collapsed else len(names)
             if k % 2:
-                band = pg.LinearRegionItem((first - 0.5, first + len(names) - 0.5), orientation="horizontal",
+                band = pg.LinearRegionItem((first - 0.5, first + lanes - 0.5), orientation="horizontal",
                                            movable=False, brush=palette.rgba(theme.FOREGROUND, 0.06))
                 for edge in band.lines:  # a hairline between nodes, not the draggable edges' highlight
                     edge.setPen(pg.mkPen(palette.rgba(theme.MUTED, 0.5), width=1))
                 band.setZValue(-20)
                 item.addItem(band, ignoreBounds=True)
                 self._node_bands.append(band)
-            first += len(names)
+            first += lanes
 
     def _title_busy(self, covers: str) -> None:
         self.busy_covers = covers
@@ -138,11 +219,12 @@ class TimelineView(pg.PlotWidget):
     def _label_rows(self) -> None:
         # The share sits beside the bars it sums up ("cpu:0  71%"), one line a row: the
         # bubble box beside stays the same height for 2 devices or 8.
-        labels = [f"{name}  {100 * self.busy[name]:.0f}%" if name in self.busy else name for name in self.devices]
+        labels = [self._lane_label(key, names) for key, names in self.lanes]
         # Lanes go node by node (a run over several machines): the node's name heads its first lane only.
         for k in range(1, len(labels)):
-            node = node_of(self.devices[k])
-            if node is not None and node == node_of(self.devices[k - 1]):
+            key, previous = self.lanes[k][0], self.lanes[k - 1][0]
+            node = node_of(key)
+            if node is not None and node == node_of(previous):
                 labels[k] = labels[k][len(node) + 1:]
         axis = self.getPlotItem().getAxis("left")
         axis.setTicks([list(enumerate(labels)), []])
@@ -150,6 +232,14 @@ class TimelineView(pg.PlotWidget):
         # (room for "100%" always, so the axis keeps its width as the shares change).
         width = max([len(name) + (6 if self.busy else 0) for name in self.devices] + [4])
         axis.setWidth(int(12 + 7 * width))
+
+    def _lane_label(self, key: str, names: list[str]) -> str:
+        """"cpu:0  71%", or a folded node's "node3 ▸ 8  64%" (its devices' mean busy share)."""
+        if key in names:
+            return f"{key}  {100 * self.busy[key]:.0f}%" if key in self.busy else key
+        shares = [self.busy[name] for name in names if name in self.busy]
+        share = f"  {100 * sum(shares) / len(shares):.0f}%" if shares else ""
+        return f"{key} ▸ {len(names)}{share}"
 
     def clear_steps(self) -> None:
         # Not "clear": PlotWidget binds plotItem.clear (which removes every item) over that name.
@@ -173,36 +263,46 @@ class TimelineView(pg.PlotWidget):
         extra = [r[1] for r in self.rows if r[1] not in known]
         if extra:
             self.set_devices(self.devices + list(dict.fromkeys(extra)))
-        self._draw()
+        else:
+            self._draw()
 
     def _draw(self) -> None:
         self.placeholder.setVisible(not self.rows)
         if not self.rows:
-            self.placeholder.setPos(0.5, (max(len(self.devices), 1) - 1) / 2)
+            self.placeholder.setPos(0.5, (max(len(self.lanes), 1) - 1) / 2)
             self.getPlotItem().setXRange(0, 1, padding=0)
             empty = dict(x0=[], y0=[], width=[], height=[])
             self._idle.setOpts(**empty)
             for bar in self._bars.values():
                 bar.setOpts(**empty)
+            self._node_shades.setOpts(**empty, brushes=[])
             self._steps_line.setData([], [])
             return
-        index = {name: i for i, name in enumerate(self.devices)}
-        self.origin = min(r[3] for r in self.rows)
-        end = max(r[4] for r in self.rows) - self.origin
-        n = len(self.devices)
+        rows = self.rows
+        lane_of = {name: lane for lane, (_key, names) in enumerate(self.lanes) for name in names}
+        own = {key for key, names in self.lanes if key in names}   # devices in lanes of their own
+        t0 = np.fromiter((r[3] for r in rows), float, len(rows))
+        t1 = np.fromiter((r[4] for r in rows), float, len(rows))
+        lane = np.fromiter((lane_of.get(r[1], -1) for r in rows), np.int64, len(rows))
+        shown = np.fromiter((r[1] in own for r in rows), bool, len(rows))
+        kinds = np.array([r[2] for r in rows])
+        self.origin = float(t0.min())
+        t0, t1 = t0 - self.origin, t1 - self.origin
+        end = float(t1.max())
+        n = len(self.lanes)
         self._idle.setOpts(x0=np.zeros(n), y0=np.arange(n) - LANE_HEIGHT / 2, width=np.full(n, end),
                            height=np.full(n, LANE_HEIGHT))
+        self._shade_nodes(end, t0, t1, kinds, rows, shown)
         for kind, bar in self._bars.items():
-            sel = [r for r in self.rows if r[2] == kind]
+            sel = shown & (kinds == kind)
             h = KIND_HEIGHT.get(kind, LANE_HEIGHT)
-            bar.setOpts(x0=np.array([r[3] - self.origin for r in sel]),
-                        y0=np.array([index[r[1]] - h / 2 for r in sel]),
-                        width=np.array([max(r[4] - r[3], 0.0) for r in sel]),
-                        height=np.full(len(sel), h))
-        starts = {}
-        for step, _dev, _kind, t0, _t1 in self.rows:
-            starts[step] = min(starts.get(step, t0), t0)
-        xs = np.repeat(np.array(sorted(starts.values())) - self.origin, 2)
+            bar.setOpts(x0=t0[sel], y0=lane[sel] - h / 2, width=np.maximum(t1[sel] - t0[sel], 0.0),
+                        height=np.full(int(sel.sum()), h))
+        steps = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        step_ids, which = np.unique(steps, return_inverse=True)
+        starts = np.full(len(step_ids), np.inf)
+        np.minimum.at(starts, which, t0)
+        xs = np.repeat(np.sort(starts), 2)
         ys = np.tile([-0.5, n - 0.5], len(starts))
         self._steps_line.setData(xs, ys)
         # The range moves only when the steps outgrow it or shrink well inside it: a range
@@ -215,14 +315,45 @@ class TimelineView(pg.PlotWidget):
         # the paint and the view would paint twice.
         view.updateMatrix()
 
+    def _shade_nodes(self, end: float, t0: np.ndarray, t1: np.ndarray, kinds: np.ndarray, rows: list,
+                     shown: np.ndarray) -> None:
+        """Each folded node's lane: per column of time, the share of its devices busy then (darker: more;
+        engine/figures/timeline.py busy_columns). ``t0``, ``t1``, ``kinds``: the rows' as arrays, from 0."""
+        x0, y0, brushes = [], [], []
+        width = self._shade_width = end / NODE_BINS if end > 0 else 1.0
+        self._node_busy = {}
+        folded = [(lane, key, names) for lane, (key, names) in enumerate(self.lanes) if key not in names]
+        if folded:
+            number = {name: k for k, name in enumerate(self.devices)}
+            device = np.fromiter((number.get(r[1], -1) for r in rows), np.int64, len(rows))
+            busy = ~shown & np.isin(kinds, BUSY_KINDS)
+        for lane, key, names in folded:
+            mine = busy & np.isin(device, [number[name] for name in names])
+            shares = busy_columns(t0[mine], t1[mine], device[mine], width, NODE_BINS) / (len(names) * width)
+            shares = self._node_busy[key] = np.clip(shares, 0.0, 1.0)
+            columns = np.flatnonzero(shares > 0)
+            x0.append(columns * width)
+            y0.append(np.full(len(columns), lane - LANE_HEIGHT / 2))
+            brushes += [_shade(share) for share in shares[columns].tolist()]
+        x0 = np.concatenate(x0) if x0 else np.zeros(0)
+        self._node_shades.setOpts(x0=x0, y0=np.concatenate(y0) if y0 else np.zeros(0),
+                                  width=np.full(len(x0), width), height=np.full(len(x0), LANE_HEIGHT),
+                                  brushes=brushes)
+
     # -- hover -----------------------------------------------------------------
     def interval_at(self, x: float, y: float) -> Found | None:
         """The interval (or the idle time) at view position (x, y): x in seconds since the first
-        interval shown, y a lane (the devices top down)."""
+        interval shown, y a lane (the devices top down; a folded node's share of devices busy then)."""
         lane = int(round(y))
-        if not self.rows or not 0 <= lane < len(self.devices) or abs(y - lane) > LANE_HEIGHT / 2:
+        if not self.rows or not 0 <= lane < len(self.lanes) or abs(y - lane) > LANE_HEIGHT / 2:
             return None
-        device, t = self.devices[lane], x + self.origin
+        key, names = self.lanes[lane]
+        if key not in names:
+            shares = self._node_busy.get(key, np.zeros(NODE_BINS))
+            column = min(max(int(x // self._shade_width), 0), NODE_BINS - 1)
+            return Found(f"{key} · {len(names)} devices\n{100 * shares[column]:.0f} % of them busy at "
+                         f"{_duration(x)}\nclick to show each device", x, float(lane))
+        device, t = key, x + self.origin
         mine = [r for r in self.rows if r[1] == device]
         under = [r for r in mine if r[3] <= t <= r[4]]
         if under:
@@ -251,6 +382,17 @@ class TimelineView(pg.PlotWidget):
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
         return plot_export.export_widget(self, fmt, path)
+
+
+_SHADES: list = []
+
+
+def _shade(share: float):
+    """A folded node's brush for a busy share: ten steps of opacity, made once (a brush a bar was most
+    of the lane's cost)."""
+    if not _SHADES:
+        _SHADES.extend(pg.mkBrush(palette.rgba(NODE_SHADE, 0.15 + 0.85 * level / 10)) for level in range(11))
+    return _SHADES[int(round(10 * share))]
 
 
 def _duration(seconds: float) -> str:

@@ -96,8 +96,13 @@ def _draw(figure: Figure):
     from matplotlib.figure import Figure as MatplotlibFigure
     # a timeline is as tall as its lanes need
     height = max(2.4, 1.5 + 0.5 * len(figure.lanes.devices)) if figure.lanes is not None else HEIGHT_IN
+    if figure.heat is not None:   # as tall as its rows need, from a 64-device run to a 256-device one
+        height = max(HEIGHT_IN, min(12.0, 2.5 + 0.06 * len(figure.heat.devices)))
     picture = MatplotlibFigure(figsize=(WIDTH_IN, height), layout="constrained")
     FigureCanvasAgg(picture)
+    if figure.heat is not None and figure.has_data:
+        _heat(picture, figure)
+        return picture
     axes = picture.add_subplot()
     axes.set_title("\n".join(textwrap.wrap(figure.title, TITLE_CHARACTERS)), loc="left", fontsize=12,
                    fontweight="bold")
@@ -220,6 +225,41 @@ def _lanes(axes, figure: Figure) -> None:
     legend = [Patch(color=palette.kind_color(k), label=k) for k in kinds]
     legend.append(Patch(color=palette.IDLE, alpha=palette.IDLE_ALPHA, label="idle"))
     _legend_outside(axes, handles=legend)
+
+
+def _heat(picture, figure: Figure) -> None:
+    """A heatmap (engine/figures/heatmap.py): each node's mean as lines above, a row per device below, rows
+    grouped by node with a hairline between nodes, the colour bar at the right."""
+    import numpy as np
+    from engine.figures.heatmap import COLORMAP
+    heat = figure.heat
+    means, axes = picture.subplots(2, 1, sharex=True, height_ratios=(1, 3))
+    means.set_title("\n".join(textwrap.wrap(figure.title, TITLE_CHARACTERS)), loc="left", fontsize=12,
+                    fontweight="bold")
+    for s in figure.series:
+        means.plot(_floats(s.x), _floats(s.y), color=s.color, linewidth=s.width, label=s.name,
+                   gid=f"{figure.name}/series/{s.name}")
+    means.set_ylabel(figure.y.unit or "")
+    low, high = heat.low, heat.high
+    means.set_ylim(low, high * 1.05)
+    if len(figure.series) > 1:
+        _legend_outside(means)
+    matrix = np.array([[np.nan if v is None else v for v in row] for row in heat.values], dtype=float)
+    end = heat.x0 + heat.dx * heat.columns
+    image = axes.imshow(matrix, aspect="auto", interpolation="nearest", cmap=COLORMAP, vmin=low, vmax=high,
+                        extent=(heat.x0, end, len(heat.devices) - 0.5, -0.5), gid=f"{figure.name}/heat")
+    picture.colorbar(image, ax=axes, label=figure.y.text, pad=0.01)
+    blocks = heat.groups()
+    if len(blocks) > 1:
+        axes.set_yticks([first + (rows - 1) / 2 for _, first, rows in blocks], [node for node, _, _ in blocks])
+        for _, first, _ in blocks[1:]:
+            axes.axhline(first - 0.5, color="white", linewidth=0.8)
+    else:   # one machine: the devices themselves, as many as fit
+        every = max(1, -(-len(heat.devices) // 32))
+        axes.set_yticks(range(0, len(heat.devices), every), heat.devices[::every])
+    axes.set_xlabel(figure.x.text)
+    axes.set_ylabel("device")
+    axes.grid(False)
 
 
 def _legend_outside(axes, **handles) -> None:

@@ -1,8 +1,8 @@
 """What a figure is, whoever draws it: the app (pyqtgraph) or an export (engine/export/drawing.py, matplotlib).
 
 A ``Figure`` says everything either needs and nothing about how: its file name,
-title, axes with units, what is drawn (``series`` of lines, ``bars``, or a
-timeline's ``lanes``), the ``marks`` over it, the y range, and the table behind
+title, axes with units, what is drawn (``series`` of lines, ``bars``, a
+timeline's ``lanes``, or a device-by-time ``heat``map), the ``marks`` over it, the y range, and the table behind
 it (``columns`` with units, ``rows``; the CSV export). Charts may show friendlier
 units than the table (ms on the axis, seconds in the table) and say so on the axis.
 
@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from engine.devices import node_groups
 from engine.figures import palette
 from engine.figures.numbers import is_number
 
@@ -91,6 +92,34 @@ class Lanes:
 
 
 @dataclass(frozen=True)
+class Heat:
+    """A heatmap's data: per device (rows, top down) the mean of each time column (None: no sample)."""
+    devices: list[str]
+    x0: float                     # where the first column starts (the x axis' unit)
+    dx: float                     # a column's width
+    values: list[list]            # [device][column]
+    low: float                    # the colour scale's ends, in the figure's y unit
+    high: float
+
+    @property
+    def columns(self) -> int:
+        return len(self.values[0]) if self.values else 0
+
+    def groups(self) -> list[tuple[str | None, int, int]]:
+        """(node, first row, rows) of each node's block (one block, node None, on one machine)."""
+        return node_blocks(self.devices)
+
+
+def node_blocks(devices: Sequence[str]) -> list[tuple[str | None, int, int]]:
+    """(node, first row, rows) of each node's block of rows, in the devices' order (engine.devices.node_groups)."""
+    blocks, first = [], 0
+    for node, names in node_groups(list(devices)):
+        blocks.append((node, first, len(names)))
+        first += len(names)
+    return blocks
+
+
+@dataclass(frozen=True)
 class Figure:
     name: str                       # slug for file names: <id>-<name>.<ext>
     title: str
@@ -100,6 +129,7 @@ class Figure:
     marks: list[Mark] = field(default_factory=list)
     bars: Bars | None = None
     lanes: Lanes | None = None
+    heat: Heat | None = None        # a device-by-time heatmap (engine/figures/heatmap.py); series: its node means
     y_range: tuple[float | None, float | None] = (None, None)   # either end pinned (0..100 for utilization)
     columns: list[str] = field(default_factory=list)           # CSV header, units in brackets: "t (ms)"
     rows: list[list] = field(default_factory=list)
@@ -117,6 +147,8 @@ class Figure:
             return any(is_number(v) for v in self.bars.values)
         if self.lanes is not None:
             return bool(self.lanes.intervals)
+        if self.heat is not None:
+            return any(v is not None for row in self.heat.values for v in row)
         return any(s.points() for s in self.series)
 
 

@@ -18,6 +18,7 @@ from typing import Sequence
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, series_table
 from engine.figures.gaps import broken, gap_after
+from engine.figures.heatmap import heat_figure, uses_heatmap
 from engine.figures.numbers import is_number, pct, scaled, time_unit
 from engine.figures.plan import plan_figure
 from engine.figures.run_names import run_names
@@ -162,17 +163,23 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
     rows = [[t * 1000] + [values.get(d) for d in devices] + [m.get(t) for m in mean_at]
             + [core_by_t.get(t, {}).get(d) for d in core_devices] + [sm_by_t.get(t, {}).get(d) for d in sm_devices]
             for t, values in by_t.items()]
-    return UTILIZATION.with_data(title=UTILIZATION.title + run.of_samples, series=raw + means + cores,
-                                 columns=columns, rows=rows)
+    title = UTILIZATION.title + run.of_samples
+    if uses_heatmap(len(devices)):   # too many lines to tell apart: a row per device (engine/figures/heatmap.py)
+        return heat_figure(UTILIZATION, {d: _measured(run.samples, d, "util", 1.0)[:2] for d in devices},
+                           title=title, table=(columns, rows))
+    return UTILIZATION.with_data(title=title, series=raw + means + cores, columns=columns, rows=rows)
 
 
 def memory_figure(run: RunView, devices: list[str]) -> Figure:
     by_t = _by_time(run.samples, "mem_used", 1 / MIB)
+    rows = [[t * 1000] + [values.get(d) for d in devices] for t, values in by_t.items()]
+    columns = ["t (ms)"] + [f"mem {d} (MiB)" for d in devices]
+    if uses_heatmap(len(devices)):
+        return heat_figure(MEMORY, {d: _measured(run.samples, d, "mem_used", 1 / MIB)[:2] for d in devices},
+                           title=MEMORY.title + run.of_samples, table=(columns, rows))
     series = [telemetry_series(d, *_measured(run.samples, d, "mem_used", 1 / MIB), palette.device_color(d, i))
               for i, d in enumerate(devices)]
-    rows = [[t * 1000] + [values.get(d) for d in devices] for t, values in by_t.items()]
-    return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series,
-                            columns=["t (ms)"] + [f"mem {d} (MiB)" for d in devices], rows=rows)
+    return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series, columns=columns, rows=rows)
 
 
 # ---- steps -------------------------------------------------------------------------------

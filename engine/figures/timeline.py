@@ -73,3 +73,36 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
         rows=[[step, device, kind, t0 * 1000, t1 * 1000,
                *([action_label(kind, *actions[row]) if row in actions else None] if actions else [])]
               for row in picked for step, device, kind, t0, t1 in [row]])
+
+
+def busy_columns(t0, t1, device, width: float, columns: int):
+    """Busy seconds in each column [k width, (k+1) width) of busy intervals (t0, t1: arrays, from 0) of the
+    devices ``device`` (an integer array), each device's overlaps counted once: a node folded into one
+    lane shades its columns by this over its devices x width (app/views/timeline_view.py)."""
+    import numpy as np
+    t0, t1, device = np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), np.asarray(device, dtype=np.int64)
+    if not len(t0) or width <= 0:
+        return np.zeros(columns)
+    # Merge each device's overlapping spans in one sort: devices apart on one line, ``apart`` each.
+    apart = float(t1.max() - min(t0.min(), 0.0)) + 1.0
+    start, end = t0 + device * apart, t1 + device * apart
+    order = np.argsort(start, kind="stable")
+    start, end, device = start[order], end[order], device[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = start[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    offset = device[first] * apart
+    merged0, merged1 = start[first] - offset, np.maximum.reduceat(end, first) - offset
+    # Busy time before each edge: the sum over spans of clip(edge - t0, 0, length), from sorted ends.
+    edges = np.arange(columns + 1) * width
+    return np.diff(_ramp_sum(merged0, edges) - _ramp_sum(merged1, edges))
+
+
+def _ramp_sum(points, edges):
+    """sum over ``points`` a of max(0, edge - a), at each edge."""
+    import numpy as np
+    points = np.sort(points)
+    below = np.searchsorted(points, edges, side="right")
+    before = np.concatenate(([0.0], np.cumsum(points)))
+    return below * edges - before[below]

@@ -582,7 +582,8 @@ def test_a_gpus_sm_activity_is_drawn_dotted_beside_its_utilization_live(qtbot, q
     """A GPU whose telemetry has GPM's SM activity: the live Utilization plot draws it beside the GPU's
     utilization, in its colour, named in the legend; a CPU device has none."""
     from app.state.live_data import TelemetryHistory
-    from app.views.plot_panel import SM_PREFIX, PlotPanel
+    from app.views.plot_panel import PlotPanel
+    from app.views.telemetry_redraw import SM_PREFIX
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 10)
     telemetry.add([SimpleNamespace(t=now - 10 + k * 0.1, device=device, util=100.0, mem_used=1e9, mem_total=8e9,

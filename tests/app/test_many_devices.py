@@ -1,0 +1,139 @@
+"""Sixty-four devices on eight nodes in the Plots tab (issue 34): heatmaps grouped by node, the devices to look at
+first, a timeline folded node by node, and one device picked everywhere at once. Synthetic ranks: the panel is
+fed as a run over eight machines feeds it (telemetry buffers, merged steps, a stored run's summary)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from engine.config import ExperimentConfig
+from engine.results import DeviceKinds, RunSummary, Sample, Step
+
+NAMES = [f"node{n}/cuda:{d}" for n in range(8) for d in range(8)]
+IDLE = "node5/cuda:3"          # busy a tenth of each step, the others all of it
+NODES = [f"node{n}" for n in range(8)]
+
+
+def step(number: int) -> Step:
+    start = number * 0.1
+    intervals = {name: [["forward", start, start + 0.01]] if name == IDLE else
+                 [["forward", start, start + 0.04], ["backward", start + 0.04, start + 0.1]] for name in NAMES}
+    return Step(step=number, throughput=640.0, loss=1.0, time_s=0.1, intervals=intervals,
+                busy={name: 0.1 if name == IDLE else 1.0 for name in NAMES})
+
+
+@pytest.fixture
+def panel(qtbot, qapp_configured):
+    from app.state.live_data import RunProgress, TelemetryHistory
+    from app.views.plot_panel import PlotPanel
+    now = time.perf_counter()
+    telemetry = TelemetryHistory(10.0, origin=now - 60)
+    t = 59.9 - np.arange(600)[::-1] / 10
+    for name in NAMES:
+        telemetry._buffer(telemetry.util, name).extend(np.column_stack([t, np.full(600, 5.0 if name == IDLE else 90.0)]))
+        telemetry._buffer(telemetry.mem, name).extend(np.column_stack([t, np.full(600, 2.0 * 2 ** 30)]))
+    p = PlotPanel(telemetry)
+    qtbot.addWidget(p)
+    p.resize(1400, 900)
+    p.show()
+    progress = RunProgress(run_id="many", config=ExperimentConfig(strategy="ddp"), devices=NAMES, steps_total=10)
+    p.begin_run(progress)
+    for number in range(3):
+        p.add_step(step(number))
+    progress.busy = step(2).busy
+    p.redraw(force=True)
+    return p
+
+
+def left_labels(plot) -> list[str]:
+    return [text for _, text in plot.getPlotItem().getAxis("left")._tickLevels[0]]
+
+
+def test_sixty_four_devices_are_a_heatmap_grouped_by_node_with_the_idle_device_first_in_the_outliers(panel, qtbot,
+                                                                                                    tmp_path):
+    heat = panel.heatmaps["utilization"]
+    assert panel.telemetry_redraw.heat
+    assert heat.isVisibleTo(panel) and not panel.series_plots["utilization"].isVisibleTo(panel)
+    assert heat.devices == NAMES and left_labels(heat.view) == NODES   # a row per device, labelled by node
+    figure = heat.to_figure()
+    assert [block[1:] for block in figure.heat.groups()] == [(8 * n, 8) for n in range(8)]
+    rows = {device: np.nanmean(np.array(values, dtype=float)) for device, values in
+            zip(figure.heat.devices, figure.heat.values)}
+    assert rows[IDLE] == pytest.approx(5.0) and rows["node5/cuda:2"] == pytest.approx(90.0)
+    # Each node's mean above it: node5's carries its idle device.
+    means = {s.name: np.nanmean(np.array(s.y, dtype=float)) for s in figure.series}
+    assert list(means) == [f"{node} mean" for node in NODES]
+    assert means["node5 mean"] == pytest.approx((7 * 90 + 5) / 8) and means["node4 mean"] == pytest.approx(90.0)
+    # The cursor on the idle device's row names it and its value.
+    found = heat.cell_at(panel.now() - 5, NAMES.index(IDLE))
+    assert found is not None and IDLE in found.text and "utilization 5 %" in found.text
+    # The devices to look at first: the idle one, and nothing else stands out.
+    assert panel.outliers.isVisibleTo(panel)
+    assert panel.outliers.texts() == [f"{IDLE} idles 90 % of each step (median device 0 %)"]
+    # File › Export of the utilization plot writes what is shown: the heatmap.
+    path = panel.series_plots["utilization"].export("svg", tmp_path / "utilization.svg")
+    assert path is not None and 'id="utilization/heat"' in path.read_text()
+
+
+def test_a_device_picked_in_the_outlier_list_is_highlighted_in_the_heatmaps_and_the_timeline(panel, qtbot):
+    outliers = panel.outliers.list
+    item = outliers.item(0)
+    qtbot.mouseClick(outliers.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=outliers.visualItemRect(item).center())
+    for heat in panel.heatmaps.values():
+        assert heat.selected == IDLE
+        assert heat.means.series_name("selected") == IDLE   # its own series over the node means
+    assert panel.timeline.highlighted == IDLE
+    assert panel.timeline._highlight.isVisible()
+    # A second click lets it go, everywhere.
+    qtbot.mouseClick(outliers.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=outliers.visualItemRect(item).center())
+    assert all(heat.selected is None for heat in panel.heatmaps.values()) and panel.timeline.highlighted is None
+
+
+def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, qtbot):
+    timeline = panel.timeline
+    assert [key for key, _ in timeline.lanes] == NODES   # 64 lanes could not be read: a lane per node
+    labels = left_labels(timeline)
+    assert labels[0] == "node0 ▸ 8  100%" and labels[5] == f"node5 ▸ 8  {100 * (7 + 0.1) / 8:.0f}%"
+    # The folded lane shades each moment by the share of its devices busy: node5 has one of 8 idle.
+    assert timeline._node_busy["node0"].max() == pytest.approx(1.0)
+    assert timeline._node_busy["node5"].max() == pytest.approx(1.0)   # the first hundredth: all eight busy
+    assert timeline._node_busy["node5"][len(timeline._node_busy["node5"]) // 2] == pytest.approx(7 / 8)
+    # A click on node5's lane unfolds it: its eight devices, each in a lane of its own.
+    view = timeline.getPlotItem().getViewBox()
+    at = timeline.mapFromScene(view.mapViewToScene(QtCore.QPointF(0.05, 5)))
+    qtbot.mouseClick(timeline.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)
+    assert [key for key, _ in timeline.lanes] == NODES[:5] + NAMES[40:48] + NODES[6:]
+    assert left_labels(timeline)[5 + 3] == "cuda:3  10%"   # the idle device's own lane, its share beside it
+    # The idle device's bars are in its own lane now.
+    bars = timeline._bars["forward"].opts
+    assert 5 + 3 in {int(round(y + bars["height"][0] / 2)) for y in bars["y0"]}
+    # The context menu folds every node again.
+    action = next(a for a in view.menu.actions() if a.text() == "Collapse every node to one lane")
+    action.trigger()
+    assert [key for key, _ in timeline.lanes] == NODES
+
+
+def test_a_stored_run_of_sixty_four_devices_shows_its_heatmaps_and_outliers(panel, qtbot):
+    from app.state.live_data import RunData
+    samples = [Sample(t=k * 0.5, device=name, util=5.0 if name == IDLE else 80.0, mem_used=2 ** 31, mem_total=2 ** 34)
+               for k in range(40) for name in NAMES]
+    kinds = [DeviceKinds(name, 0.1, {"forward": 0.01 if name == IDLE else 0.1}, 0.09 if name == IDLE else 0.0)
+             for name in NAMES]
+    summary = RunSummary(run_id="stored", strategy="ddp", devices=NAMES, devices_busy=[0.1 if n == IDLE else 1.0
+                                                                                     for n in NAMES],
+                         time_by_kind=kinds)
+    run = RunData("stored", "stored run", "finished", ExperimentConfig(strategy="ddp"), summary, None,
+                  steps=[step(n) for n in range(3)], samples=samples, step_count=3)
+    panel.show_runs([run])
+    heat = panel.heatmaps["memory"]
+    assert heat.isVisibleTo(panel) and heat.figure is not None and heat.figure.heat is not None
+    assert left_labels(heat.view) == NODES and len(heat.figure.heat.groups()) == 8
+    utilization = panel.heatmaps["utilization"].figure.heat
+    assert utilization.values[NAMES.index(IDLE)][0] == pytest.approx(5.0)
+    assert panel.outliers.texts()[0].startswith(f"{IDLE} idles 90 %")
+    # Back to live: the live heatmaps again.
+    panel.set_mode("live")
+    assert panel.heatmaps["utilization"].figure is None and panel.telemetry_redraw.heat

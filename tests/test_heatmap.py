@@ -1,0 +1,111 @@
+"""Many devices' figures (issue 34): the heatmap's columns (engine/figures/heatmap.py, and the live view's
+incremental ones, app/state/heat_columns.py), a folded node's busy shading, the outliers and the straggler
+(engine/record/outliers.py), and a 64-device run's exported figures."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.state.heat_columns import HeatColumns
+from app.state.ring_buffer import RingBuffer
+from engine.export import csv_text, drawing
+from engine.figures import RunView, run_figures
+from engine.figures.heatmap import HEATMAP_FROM, column_means, heat_figure, nice_width
+from engine.figures.run import UTILIZATION
+from engine.figures.timeline import busy_columns
+from engine.record.outliers import alike, outliers, step_kinds, straggler
+from engine.results import DeviceKinds, RunSummary, Sample
+
+pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
+
+
+def test_column_widths_are_round_and_a_columns_mean_is_the_mean_of_its_samples():
+    assert [nice_width(w) for w in (0.13, 0.2, 3.6, 7.0, 0.0)] == [0.2, 0.2, 5.0, 10.0, 1.0]
+    x = np.array([0.0, 0.1, 0.5, 0.55, 2.2])
+    means = column_means(x, np.array([1.0, 3.0, 10.0, 20.0, 7.0]), 0.0, 0.5, 5)
+    assert means[0] == 2.0 and means[1] == 15.0 and np.isnan(means[2]) and np.isnan(means[3]) and means[4] == 7.0
+
+
+def test_the_live_columns_added_sample_by_sample_equal_those_computed_at_once():
+    rng = np.random.default_rng(3)
+    buffers = {}
+    for d in range(6):
+        t = np.sort(rng.uniform(0, 100, 2000))
+        buffers[f"node{d // 3}/cuda:{d % 3}"] = buf = RingBuffer(1500)   # shorter than the samples: it wraps
+        buf.extend(np.column_stack([t, rng.uniform(0, 100, len(t))]))
+    columns = HeatColumns()
+    names = list(buffers)
+    for now in (100.0, 100.5, 101.3):
+        for d, buf in enumerate(buffers.values()):
+            buf.append(now - 0.01 * d - 0.003, 50.0 + d)   # off the columns' edges (where rounding decides)
+        matrix, x0, dx = columns.matrix(buffers, names[::-1], now - 60, now, 400, 0.1)
+        expected = np.array([column_means(buffers[n].column(0), buffers[n].column(1), x0, dx, matrix.shape[1])
+                             for n in names[::-1]])
+        assert dx == 0.2 and np.allclose(np.nan_to_num(matrix, nan=-1.0), np.nan_to_num(expected, nan=-1.0))
+    # A cleared buffer (a new run on the device) starts its row again.
+    first = buffers[names[0]]
+    first.clear()
+    first.append(5.0, 42.0)
+    matrix, x0, dx = columns.matrix(buffers, names, 0.0, 10.0, 400, 0.1)
+    assert np.nanmax(matrix[0]) == 42.0 and np.count_nonzero(np.isfinite(matrix[0])) == 1
+
+
+def test_a_folded_nodes_busy_shading_counts_each_devices_overlaps_once():
+    # Device 0 busy 0-1 s twice over (a backward and its all-reduce under it), device 1 busy 0.5-2 s.
+    busy = busy_columns([0.0, 0.2, 0.5], [1.0, 0.8, 2.0], [0, 0, 1], 0.5, 4)
+    assert busy.tolist() == pytest.approx([0.5, 1.0, 0.5, 0.5])
+
+
+def kinds(device: str, step: float, idle: float, communication: float = 0.0, data: float = 0.0) -> DeviceKinds:
+    by_kind = {"forward": step - idle - communication - data, "communication": communication, "data": data}
+    return DeviceKinds(device, step, {k: v for k, v in by_kind.items() if v}, idle)
+
+
+def test_the_outliers_are_the_devices_that_stand_out_and_the_straggler_is_the_one_that_waits_least():
+    devices = [kinds(f"cuda:{d}", 1.0, 0.02, communication=0.3) for d in range(8)]
+    devices[5] = kinds("cuda:5", 1.0, 0.02, communication=0.05)     # the others wait for it at each all-reduce
+    devices[2] = kinds("cuda:2", 1.0, 0.02, communication=0.3, data=0.4)  # starved by its input pipeline
+    memory = {d.device: 10e9 for d in devices} | {"cuda:7": 30e9}
+    found = outliers(devices, memory)
+    assert [(o.device, o.what) for o in found] == [("cuda:5", "straggler"), ("cuda:2", "data"), ("cuda:7", "memory")]
+    assert found[0].share == pytest.approx(0.25)
+    assert found[1].text == "cuda:2 waits on its input 40 % of each step (median device 0 %)"
+    assert found[2].text == "cuda:7 holds 27.9 GiB, 3.0x the median device"
+    # Alike devices: nothing stands out, and the list says what they share.
+    same = [kinds(f"cuda:{d}", 1.0, 0.1, communication=0.3) for d in range(8)]
+    assert outliers(same) == [] and straggler(same) is None
+    assert alike(same) == "8 devices alike: idle 10 %, communication 30 %, data 0 % of each step (the median device)"
+
+
+def test_the_time_by_kind_of_the_live_timelines_steps():
+    steps = [(s, {"cuda:0": [["forward", s, s + 0.25], ["backward", s + 0.25, s + 1.0]],
+                  "cuda:1": [["forward", s, s + 0.25], ["communication", s + 0.5, s + 0.75]]}) for s in range(3)]
+    by_device = {d.device: d for d in step_kinds(steps)}
+    assert by_device["cuda:0"].step_s == pytest.approx(1.0) and by_device["cuda:0"].idle_share == pytest.approx(0.0)
+    assert by_device["cuda:1"].idle_share == pytest.approx(0.5)
+    assert by_device["cuda:1"].share("communication") == pytest.approx(0.25)
+
+
+def test_a_run_of_many_devices_exports_heatmaps_grouped_by_node_with_every_sample_in_the_table(tmp_path):
+    names = [f"node{n}/cuda:{d}" for n in range(2) for d in range(HEATMAP_FROM)]
+    samples = [Sample(t=k * 0.1, device=name, util=float(i), mem_used=float(2 ** 30 * (1 + i)), mem_total=2.0 ** 36)
+               for k in range(50) for i, name in enumerate(names)]
+    view = RunView(summary=RunSummary(devices=names), samples=samples)
+    figures = {f.name: f for f in run_figures(view)}
+    utilization, memory = figures["utilization"], figures["memory"]
+    assert utilization.heat is not None and memory.heat is not None
+    assert [(node, rows) for node, _, rows in utilization.heat.groups()] == [("node0", HEATMAP_FROM),
+                                                                             ("node1", HEATMAP_FROM)]
+    assert [s.name for s in utilization.series] == ["node0 mean", "node1 mean"]
+    assert utilization.series[1].y[0] == pytest.approx(np.mean(range(HEATMAP_FROM, 2 * HEATMAP_FROM)))
+    assert memory.heat.high == pytest.approx(2 * HEATMAP_FROM * 1024)   # MiB: the most any device held
+    # The table keeps every sample of every device (the figure draws columns of them).
+    assert len(utilization.rows) == 50 and len(utilization.columns) == 1 + 2 * len(names)
+    assert csv_text(memory).count("\n") == 51
+    svg = drawing.draw(utilization, "svg").decode()
+    assert 'id="utilization/heat"' in svg and 'id="utilization/series/node1 mean"' in svg
+    # Fewer devices keep their lines.
+    few = run_figures(RunView(summary=RunSummary(devices=names[:2]), samples=[s for s in samples
+                                                                              if s.device in names[:2]]))
+    assert all(f.heat is None for f in few)
+    assert heat_figure(UTILIZATION, {}).has_data is False
