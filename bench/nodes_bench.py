@@ -4,12 +4,13 @@
    median step time of ddp over 2 nodes, with the agents streaming telemetry at
    10 Hz and with it off, beside the same 2-rank ddp on this machine (no relay,
    loopback), runs interleaved.
-2. Coordinator intake: two simulated agents (the real wire protocol, on 127.0.0.2
-   and 127.0.0.3) each stream 32 devices' telemetry at 10 Hz and 32 ranks' step
+2. Coordinator intake: simulated agents (the real wire protocol, on 127.0.0.2,
+   127.0.0.3, ...) each stream 32 devices' telemetry at 10 Hz and 32 ranks' step
    events as fast as the coordinator (a real worker and session, with its store)
-   takes them. Goal: 10 Hz from 64 devices without dropping a step event.
+   takes them: 2 agents (64 devices) and 8 (256). Goal: 10 Hz from 64 and from 256
+   devices without dropping a step event or a sample.
 
-    python -m bench.nodes_bench [--steps 40] [--repeats 3] [--intake-steps 400]
+    python -m bench.nodes_bench [--steps 40] [--repeats 3] [--intake-steps 4000]
 """
 from __future__ import annotations
 
@@ -184,12 +185,13 @@ def _torch() -> str | None:
         return None
 
 
-def coordinator_intake(steps: int) -> dict:
+def coordinator_intake(steps: int, agents: int = 2) -> dict:
     directory = Path(tempfile.mkdtemp(prefix="splitscope-intake-bench-"))
     token_file = directory / "token"
     token_file.write_text("bench-token-" + "x" * 32)
     token_file.chmod(0o600)
-    agents = [SimulatedAgent(host, token_file.read_text().encode(), steps) for host in ("127.0.0.2", "127.0.0.3")]
+    hosts = [f"127.0.0.{2 + k}" for k in range(agents)]
+    agents = [SimulatedAgent(host, token_file.read_text().encode(), steps) for host in hosts]
     for agent in agents:
         agent.start()
     config = ExperimentConfig(strategy="ddp", model="mlp", devices=f"cpu:{DEVICES_PER_NODE}", steps=steps, warmup=1,
@@ -209,29 +211,33 @@ def coordinator_intake(steps: int) -> dict:
     rate = (events + samples) / took
     verdict = "ok" if stored_steps == steps and result.status == "finished" and stored_samples >= while_stepping \
         else "DROPPED"
-    print(f"coordinator intake: 2 simulated agents x {DEVICES_PER_NODE} devices (64 ranks), telemetry at "
-          f"{TELEMETRY_HZ:g} Hz, {steps} steps")
+    ranks = len(agents) * DEVICES_PER_NODE
+    print(f"coordinator intake: {len(agents)} simulated agents x {DEVICES_PER_NODE} devices ({ranks} ranks), "
+          f"telemetry at {TELEMETRY_HZ:g} Hz, {steps} steps")
     print(f"  {result.status}: {stored_steps} of {steps} steps stored ({verdict}), {events} rank events and "
           f"{samples} samples sent ({while_stepping} while the steps came), {stored_samples} samples stored, in "
           f"{took:.1f} s")
     print(f"  {rate:,.0f} events/s through the coordinator ({events / took:,.0f} rank step events/s = "
-          f"{stored_steps / took:.1f} merged 64-rank steps/s, plus {samples / took:,.0f} samples/s)")
-    return {"status": result.status, "steps": steps, "stored_steps": stored_steps, "events_per_s": rate,
-            "samples_sent": samples, "samples_stored": stored_samples, "seconds": took}
+          f"{stored_steps / took:.1f} merged {ranks}-rank steps/s, plus {samples / took:,.0f} samples/s)")
+    return {"status": result.status, "ranks": ranks, "steps": steps, "stored_steps": stored_steps,
+            "events_per_s": rate, "samples_sent": samples, "samples_while_stepping": while_stepping,
+            "samples_stored": stored_samples, "seconds": took, "verdict": verdict}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40, help="steps of each relay-overhead run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each relay-overhead case")
-    parser.add_argument("--intake-steps", type=int, default=4000, help="steps of the intake run")
+    parser.add_argument("--intake-steps", type=int, default=4000, help="steps of the 64-device intake run (the "
+                        "256-device one runs a quarter of them: as many rank events)")
     parser.add_argument("--only", choices=("intake", "relay"), default=None)
     args = parser.parse_args(argv)
+    def intake() -> dict:
+        return {"64": coordinator_intake(args.intake_steps, agents=2),
+                "256": coordinator_intake(args.intake_steps // 4, agents=8)}
     if args.only:
-        return {args.only: coordinator_intake(args.intake_steps) if args.only == "intake" else
-                relay_overhead(args.steps, args.repeats)}
-    results = {"intake": coordinator_intake(args.intake_steps),
-               "relay": relay_overhead(args.steps, args.repeats)}
+        return {args.only: intake() if args.only == "intake" else relay_overhead(args.steps, args.repeats)}
+    results = {"intake": intake(), "relay": relay_overhead(args.steps, args.repeats)}
     return results
 
 

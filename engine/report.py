@@ -5,7 +5,7 @@ import os
 import time
 
 from engine.devices import gpu_label
-from engine.record import time_by_kind
+from engine.record import by_node, time_by_kind
 from engine.results import ExperimentResult, RunSummary
 from engine.rules import model_label
 
@@ -17,6 +17,9 @@ def _fmt(value, spec: str = ".3g", missing: str = "-") -> str:
 
 
 def summary_table(s: RunSummary) -> str:
+    """The run's summary, a row per figure; a run of many devices is read node by node (engine.record.by_node)."""
+    if by_node.rolled_up(s):
+        return _table(_rolled_up_rows(s))
     rows = [
         ("run", s.run_id),
         ("status", s.status),
@@ -80,8 +83,39 @@ def summary_table(s: RunSummary) -> str:
             rows.append(("note", tel.disagreement))
     for note in s.notes:
         rows.append(("note", note))
+    return _table(rows)
+
+
+def _table(rows: list[tuple[str, object]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _rolled_up_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """A run of many devices: its whole-run figures as any run's, the per-device ones a line per node, and the
+    devices that stand out."""
+    rows: list[tuple[str, object]] = [
+        ("run", s.run_id), ("status", s.status),
+        ("strategy", s.strategy + (f" ({s.schedule}, {s.micro_batches} micro-batches)" if s.micro_batches else "")),
+        ("model", s.model), ("devices", by_node.devices_text(s)), ("steps measured", s.steps_measured)]
+    if s.step_time_s:
+        rows.append(("step time", f"{s.step_time_s.mean * 1000:.1f} ms ± {s.step_time_s.std * 1000:.1f}"))
+    if s.throughput:
+        rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
+    if s.loss:
+        rows.append(("loss", f"{_fmt(s.loss.first, '.4f')} -> {_fmt(s.loss.last, '.4f')}"))
+    if s.bubble.measured is not None:
+        rows.append(("bubble", f"{s.bubble.measured:.2f}"))
+    first, *more = by_node.node_table(s)
+    rows += [("by node", first), *(("", line) for line in more)]
+    first, *more = by_node.outlier_lines(s) or ["-"]
+    rows += [("look here first", first), *(("", line) for line in more)]
+    if s.diagnosis:
+        rows.append(("diagnosis", s.diagnosis))
+    if s.efficiency and s.efficiency.mfu is not None:
+        rows.append(("efficiency", f"run MFU {s.efficiency.mfu:.1%}"))
+    rows += [("per device", by_node.PER_DEVICE), *(("note", note) for note in s.notes)]
+    return rows
 
 
 def runs_table(runs) -> str:

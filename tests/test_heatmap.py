@@ -3,6 +3,8 @@ incremental ones, app/state/heat_columns.py), a folded node's busy shading, the 
 (engine/record/outliers.py), and a 64-device run's exported figures."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,36 @@ def test_a_run_of_many_devices_exports_heatmaps_grouped_by_node_with_every_sampl
                                                                               if s.device in names[:2]]))
     assert all(f.heat is None for f in few)
     assert heat_figure(UTILIZATION, {}).has_data is False
+
+
+def many_devices_summary(nodes: int) -> RunSummary:
+    names = [f"node{n}/cuda:{d}" for n in range(nodes) for d in range(8)]
+    kinds_ = [kinds(name, 0.1, 0.07 if name == "node3/cuda:1" else 0.02, communication=0.03) for name in names]
+    return RunSummary(run_id="r", strategy="ddp", model="mlp", devices=names, steps_measured=10, time_by_kind=kinds_,
+                      devices_busy=[0.3 if name == "node3/cuda:1" else 0.8 for name in names])
+
+
+def test_the_summary_of_256_devices_reads_node_by_node_and_names_the_device_that_stands_out():
+    from engine.report import summary_table
+    text = summary_table(many_devices_summary(32))
+    lines = text.splitlines()
+    assert "devices          256 devices on 32 nodes: node0/cuda:0 .. node31/cuda:7" in lines
+    assert len(lines) < 45 and max(len(line) for line in lines) < 120   # not 256 entries on a line
+    assert "node     devices  busy               idle" in text      # no column without figures (util, memory)
+    assert "node3          8  74% [30-80]        26% [20-70]" in text
+    assert "look here first  node3/cuda:1 idles 70 % of each step (median device 20 %)" in text
+    # Eight devices: a row per device, as before.
+    few = dataclasses.replace(many_devices_summary(1), devices_busy=[0.8] * 8)
+    assert "node0/cuda:7 80%" in summary_table(few) and "by node" not in summary_table(few)
+
+
+def test_the_html_report_of_many_devices_keeps_its_table_by_node_in_lines():
+    from engine.export.html_report import key_value_table, run_summary_rows
+    from engine.config import ExperimentConfig
+    from engine.store.database import RunRecord
+    record = RunRecord("r", 0.0, 10.0, "finished", ExperimentConfig(strategy="ddp"), many_devices_summary(8), None,
+                       None, None, None)
+    rows = dict(run_summary_rows(record))
+    assert rows["devices"] == "64 devices on 8 nodes: node0/cuda:0 .. node7/cuda:7"
+    assert rows["by node"].count("\n") == 8 and rows["look here first"].startswith("node3/cuda:1 idles 70 %")
+    assert '<td class="lines">node     devices' in key_value_table(rows.items())

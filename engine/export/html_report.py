@@ -15,6 +15,7 @@ from engine.export.drawing import inline_svg
 from engine.export.environment import environment
 from engine.figures import Figure
 from engine.figures.numbers import format_value, is_number, pct
+from engine.record import by_node
 from engine.results import ExperimentResult, MeanStd, RunSummary
 from engine.store import ExperimentRecord, RunRecord
 
@@ -28,6 +29,7 @@ table { border-collapse: collapse; font-size: .9rem; margin: .5rem 0; }
 th, td { text-align: left; padding: .25rem .8rem .25rem 0; border-bottom: 1px solid #f0f0f0; vertical-align: top; }
 th { color: #555; font-weight: 600; }
 td.num { font-variant-numeric: tabular-nums; }
+td.lines { white-space: pre; font-family: ui-monospace, monospace; font-size: .9em; }
 figure { margin: 1.5rem 0; } figure svg { width: 100%; height: auto; display: block; }
 figcaption { color: #666; font-size: .85rem; }
 footer { color: #888; font-size: .8rem; margin-top: 3rem; }
@@ -45,7 +47,11 @@ def _cell(value) -> str:
 
 
 def key_value_table(rows: Iterable[tuple[str, object]]) -> str:
-    body = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(_cell(v))}</td></tr>" for k, v in rows)
+    # A value of several lines (a run's table by node) keeps its lines and columns.
+    def cell(value) -> str:
+        text = _cell(value)
+        return f'<td class="lines">{escape(text)}</td>' if "\n" in text else f"<td>{escape(text)}</td>"
+    body = "".join(f"<tr><th>{escape(str(k))}</th>{cell(v)}</tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
 
@@ -82,6 +88,8 @@ def _duration(stat: MeanStd | None) -> str:
 def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
     s = run.summary or RunSummary()
     duration = run.ended - run.started if is_number(run.ended) and is_number(run.started) else None
+    if by_node.rolled_up(s):   # a run of many devices: node by node (engine/record/by_node.py)
+        return _rolled_up_rows(run, s, duration)
     rows = [
         ("status", run.status), ("started", _when(run.started)),
         ("duration", f"{duration:.1f} s" if duration is not None else None),
@@ -118,6 +126,23 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         rows.append(("experiment", f"{run.experiment_id} ({run.label})"))
     if run.error:
         rows.append(("error", run.error.strip().splitlines()[-1] if run.error.strip() else run.error))
+    return [(k, v) for k, v in rows if v is not None]
+
+
+def _rolled_up_rows(run: RunRecord, s: RunSummary, duration: float | None) -> list[tuple[str, object]]:
+    rows = [
+        ("status", run.status), ("started", _when(run.started)),
+        ("duration", f"{duration:.1f} s" if duration is not None else None),
+        ("strategy", s.strategy or run.config.strategy), ("model", s.model or None),
+        ("devices", by_node.devices_text(s)), ("batch size", s.batch_size),
+        ("steps", f"{s.steps} ({s.steps_measured} measured after warm-up)"),
+        ("step time", _duration(s.step_time_s)), ("throughput", _mean_std(s.throughput, "samples/s")),
+        ("loss", f"{format_value(s.loss.first)} → {format_value(s.loss.last)}" if s.loss else None),
+        ("bubble", f"measured {pct(s.bubble.measured)}"),
+        ("by node", "\n".join(by_node.node_table(s))),
+        ("look here first", "\n".join(by_node.outlier_lines(s)) or None),
+        ("per device", by_node.PER_DEVICE),
+        *(("note", note) for note in s.notes)]
     return [(k, v) for k, v in rows if v is not None]
 
 
