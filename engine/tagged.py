@@ -33,7 +33,14 @@ class Tagged:
                 _assert_checkable(hint, kind)
 
     def encode(self, message) -> dict:
-        return {self.field: self.names[type(message)], **dataclasses.asdict(message)}
+        """The message as a JSON object: its fields as they are (it goes to json.dumps at once), a nested
+        message as its own object. asdict's deep copy of every list and dict was 38 us a rank's step event,
+        most of a node agent's cost of relaying it."""
+        data = {self.field: self.names[type(message)]}
+        for name in _names(type(message)):
+            value = getattr(message, name)
+            data[name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        return data
 
     def decode(self, data: dict):
         tag = data.get(self.field)
@@ -97,6 +104,15 @@ def _assert_checkable(hint, kind: type) -> None:
     for option in options:
         base = typing.get_origin(option) or option
         assert dataclasses.is_dataclass(option) or base in _PLAIN, (kind, hint)
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(kind: type) -> tuple[str, ...]:
+    if kind not in _NAMES:
+        _NAMES[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return _NAMES[kind]
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

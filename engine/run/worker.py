@@ -42,6 +42,7 @@ STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a wh
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
 OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
+CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at most this far apart while events pour in
 
 
 class Worker:
@@ -146,6 +147,7 @@ class Worker:
         self.emit(Launched, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
                   device_pids=self.device_pids(), devices=self.device_names, **self._nodes_field())
         stop_requested = False
+        checked_at = 0.0
         while True:
             try:
                 kind, r, payload = self.queue.get(timeout=0.1)
@@ -166,6 +168,14 @@ class Worker:
                 self.emit(Warned, message=payload)
             elif kind in ("node_lost", "node_error"):
                 failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
+            # The checks below go over every rank: after each of a busy run's events (256 ranks send thousands
+            # a second) they made the loop quadratic in the ranks. A rank's plain step event waits for them
+            # at most CHECK_EVERY_S; anything else (a rank done, a failure, a stop, a quiet queue) does not.
+            now = time.monotonic()
+            if (kind == "event" and failure is None and not stop_requested and not r.done
+                    and now - checked_at < CHECK_EVERY_S):
+                continue
+            checked_at = now
 
             # processes that ended
             for rr in self.ranks:
