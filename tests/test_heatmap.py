@@ -12,7 +12,7 @@ from app.state.heat_columns import HeatColumns
 from app.state.ring_buffer import RingBuffer
 from engine.export import csv_text, drawing
 from engine.figures import RunView, run_figures
-from engine.figures.heatmap import HEATMAP_FROM, column_means, heat_figure, nice_width
+from engine.figures.heatmap import HEATMAP_FROM, column_means, heat_figure, nice_width, round_up
 from engine.figures.run import UTILIZATION
 from engine.figures.timeline import busy_columns
 from engine.record.outliers import alike, outliers, step_kinds, straggler
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.quick   # launches no training, opens no window: `make 
 
 def test_column_widths_are_round_and_a_columns_mean_is_the_mean_of_its_samples():
     assert [nice_width(w) for w in (0.13, 0.2, 3.6, 7.0, 0.0)] == [0.2, 0.2, 5.0, 10.0, 1.0]
+    assert [round_up(v) for v in (62464.0, 100.0, 0.0314)] == [63000.0, 100.0, 0.032]
     x = np.array([0.0, 0.1, 0.5, 0.55, 2.2])
     means = column_means(x, np.array([1.0, 3.0, 10.0, 20.0, 7.0]), 0.0, 0.5, 5)
     assert means[0] == 2.0 and means[1] == 15.0 and np.isnan(means[2]) and np.isnan(means[3]) and means[4] == 7.0
@@ -73,6 +74,10 @@ def test_the_outliers_are_the_devices_that_stand_out_and_the_straggler_is_the_on
     assert found[0].share == pytest.approx(0.25)
     assert found[1].text == "cuda:2 waits on its input 40 % of each step (median device 0 %)"
     assert found[2].text == "cuda:7 holds 27.9 GiB, 3.0x the median device"
+    # A straggler slowed by its input is named with it.
+    starved = [kinds(f"cuda:{d}", 1.0, 0.02, communication=0.3) for d in range(4)]
+    starved[1] = kinds("cuda:1", 1.0, 0.02, communication=0.05, data=0.25)
+    assert straggler(starved).text.endswith("; it waits on its input 25 % of each step")
     # Alike devices: nothing stands out, and the list says what they share.
     same = [kinds(f"cuda:{d}", 1.0, 0.1, communication=0.3) for d in range(8)]
     assert outliers(same) == [] and straggler(same) is None
@@ -100,7 +105,7 @@ def test_a_run_of_many_devices_exports_heatmaps_grouped_by_node_with_every_sampl
                                                                              ("node1", HEATMAP_FROM)]
     assert [s.name for s in utilization.series] == ["node0 mean", "node1 mean"]
     assert utilization.series[1].y[0] == pytest.approx(np.mean(range(HEATMAP_FROM, 2 * HEATMAP_FROM)))
-    assert memory.heat.high == pytest.approx(2 * HEATMAP_FROM * 1024)   # MiB: the most any device held
+    assert memory.heat.high == pytest.approx(19000)   # MiB: the most any device held (18,432), rounded up
     # The table keeps every sample of every device (the figure draws columns of them).
     assert len(utilization.rows) == 50 and len(utilization.columns) == 1 + 2 * len(names)
     assert csv_text(memory).count("\n") == 51

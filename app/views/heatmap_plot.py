@@ -8,6 +8,7 @@ is drawn over the node means, and the panel highlights it everywhere: ``sigDevic
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +27,8 @@ AXIS_WIDTH = 64          # px: the two plots' left axes, so their time axes line
 BAR_WIDTH = 58           # px: the colour scale at the right, and the room the means plot keeps beside it
 SELECTED = "#ffffff"     # the selected device's line and outline
 MEANS_SHARE = 1          # the means plot's stretch, against the heatmap's HEAT_SHARE
-HEAT_SHARE = 3
+HEAT_SHARE = 2
+LABEL_PX = 13            # px a row label needs: where rows are shorter, every k-th node is named
 
 
 class HeatmapPlot(QtWidgets.QWidget):
@@ -93,6 +95,7 @@ class HeatmapPlot(QtWidgets.QWidget):
         self.export_actions = plot_export.add_export_actions(self.view)
         self.hover = Hover(self.view, self.cell_at, marker=False)
         self.view.scene().sigMouseClicked.connect(self._clicked)
+        self.view.getViewBox().sigResized.connect(self._label_rows)
         cache_axes(item)
         layout.addWidget(self.view, HEAT_SHARE)
 
@@ -114,19 +117,24 @@ class HeatmapPlot(QtWidgets.QWidget):
             item.removeItem(line)
         self._dividers = []
         blocks = node_blocks(self.devices)
-        if len(blocks) > 1:
-            ticks = [(first + (rows - 1) / 2, node) for node, first, rows in blocks]
-            for _, first, _ in blocks[1:]:
-                line = pg.InfiniteLine(first - 0.5, angle=0, pen=pg.mkPen(theme.PANEL, width=2))
-                item.addItem(line, ignoreBounds=True)
-                self._dividers.append(line)
-        else:
-            every = max(1, -(-len(self.devices) // 16))
-            ticks = [(i, name) for i, name in enumerate(self.devices) if i % every == 0]
-        item.getAxis("left").setTicks([ticks, []])
+        for _, first, _ in blocks[1:]:
+            line = pg.InfiniteLine(first - 0.5, angle=0, pen=pg.mkPen(theme.PANEL, width=2))
+            item.addItem(line, ignoreBounds=True)
+            self._dividers.append(line)
+        self._label_rows()
         item.setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0)
         if self.selected not in self.devices:
             self.select(None)
+
+    def _label_rows(self, *_args) -> None:
+        """Each node's name beside its block (one machine: the devices'), as many as fit: every k-th where
+        the rows are too short for all (64 rows in a 1280x800 window are 75 pixels)."""
+        blocks = node_blocks(self.devices)
+        labels = [(first + (rows - 1) / 2, node) for node, first, rows in blocks] if len(blocks) > 1 else \
+            [(i, name) for i, name in enumerate(self.devices)]
+        pixels = self.view.getViewBox().height() or 100.0
+        every = max(1, math.ceil(LABEL_PX * len(labels) / pixels))
+        self.view.getPlotItem().getAxis("left").setTicks([labels[::every], []])
 
     # -- data ----------------------------------------------------------------------
     def show_columns(self, devices: list[str], matrix: np.ndarray, x0: float, dx: float,
@@ -141,6 +149,8 @@ class HeatmapPlot(QtWidgets.QWidget):
         if moved:   # the scale's ticks repaint only when they change
             self.bar.setLevels(levels)
             self.means.getPlotItem().setYRange(*levels, padding=0.05)
+            # A short plot: its scale's two ends are all it has room to say.
+            self.means.getPlotItem().getAxis("left").setTicks([[(v, f"{v:g}") for v in levels], []])
         blocks = node_blocks(self.devices)
         wanted = {mean_name(node) for node, _, _ in blocks}
         for key in [k for k in self.means.series_keys() if k not in wanted and k != "selected"]:

@@ -1,6 +1,6 @@
 """OutlierList: the devices to look at first in a run of many, ranked (engine/record/outliers.py).
 
-Shown beside the timeline once a run has HEATMAP_FROM devices or more (engine/figures/heatmap.py): the
+Shown beside the plots once a run has HEATMAP_FROM devices or more (engine/figures/heatmap.py): the
 straggler, the devices that idle or wait most on communication or input, those holding the most memory,
 each with its share. A click picks the device: the panel highlights it in the heatmaps and the timeline
 (``sigDeviceClicked``); a second click lets it go.
@@ -11,7 +11,7 @@ from PySide6 import QtCore, QtWidgets
 
 from engine.record.outliers import Outlier
 
-WIDTH = 250   # px: the list's lines wrap inside it
+WIDTH = 220   # px: the list's lines wrap inside it
 
 
 class OutlierList(QtWidgets.QWidget):

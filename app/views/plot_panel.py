@@ -107,6 +107,11 @@ class PlotPanel(QtWidgets.QWidget):
         self.time_axes: list[RelativeTimeAxis] = []
         grid = QtWidgets.QGridLayout()
         grid.setSpacing(6)
+        # The telemetry row: each plot, or the heatmap in its place (the hidden one takes no room), and with
+        # many devices the devices to look at first beside them (engine/record/outliers.py).
+        top = QtWidgets.QHBoxLayout()
+        top.setSpacing(6)
+        grid.addLayout(top, 0, 0, 1, GRID_COLUMNS)
         telemetry_plots = [spec for spec in LIVE_PLOTS if spec.per_device]
         for index, spec in enumerate(LIVE_PLOTS):
             # Telemetry scrolls in time; steps are whole (a 5-step run's axis must not read 2.5).
@@ -118,7 +123,10 @@ class PlotPanel(QtWidgets.QWidget):
             place = index if spec.per_device else index - len(telemetry_plots)
             per_row = len(telemetry_plots) if spec.per_device else len(LIVE_PLOTS) - len(telemetry_plots)
             span = GRID_COLUMNS // per_row
-            grid.addWidget(plot, row, place * span, 1, span)
+            if spec.per_device:
+                top.addWidget(plot, 1)
+            else:
+                grid.addWidget(plot, row, place * span, 1, span)
             # A row no wider at its least than the two telemetry plots above it: the window fits a laptop.
             plot.setMinimumWidth(2 * plot.minimumWidth() // per_row)
             if spec.per_device:
@@ -128,7 +136,7 @@ class PlotPanel(QtWidgets.QWidget):
                 heatmap.setMinimumHeight(PLOT_MIN_HEIGHT)
                 heatmap.setVisible(False)
                 heatmap.sigDeviceClicked.connect(self._device_clicked)
-                grid.addWidget(heatmap, row, place * span, 1, span)
+                top.addWidget(heatmap, 1)
                 self.time_axes += [axis, heat_axis]
                 # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
                 plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
@@ -143,16 +151,16 @@ class PlotPanel(QtWidgets.QWidget):
         self.telemetry_redraw = TelemetryRedraw(telemetry, [spec for spec in LIVE_PLOTS if spec.per_device],
                                                 {spec.name: self.series_plots[spec.name] for spec in telemetry_plots},
                                                 self.heatmaps)
+        self.outliers = OutlierList()
+        self.outliers.sigDeviceClicked.connect(self._device_clicked)
+        self.outliers.setVisible(False)
+        top.addWidget(self.outliers)
         layout.addLayout(grid, 5)
 
         bottom = QtWidgets.QHBoxLayout()
         self.timeline = TimelineView()
         self.timeline.sigDeviceClicked.connect(self._device_clicked)
         bottom.addWidget(self.timeline, 1)
-        self.outliers = OutlierList()
-        self.outliers.sigDeviceClicked.connect(self._device_clicked)
-        self.outliers.setVisible(False)
-        bottom.addWidget(self.outliers)
         self.bubble = BubbleBox()
         bottom.addWidget(self.bubble)
         layout.addLayout(bottom, 2)

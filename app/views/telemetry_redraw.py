@@ -18,7 +18,7 @@ from app.views.series_plot import SeriesPlot
 from engine.devices import node_of
 from engine.figures import palette
 from engine.figures.gaps import broken, gap_after
-from engine.figures.heatmap import nice_width, uses_heatmap
+from engine.figures.heatmap import round_up, uses_heatmap
 from engine.telemetry.smooth import core_total_apart
 
 RAW_PREFIX = "raw "  # the key of a utilization series' faint raw samples
@@ -92,9 +92,9 @@ class TelemetryRedraw:
                                                             heatmap.pixels(), period)
             matrix *= spec.scale
             low, high = spec.figure.y_range
-            if high is None:   # memory: up to the most any device holds, rounded up to a 1-2-5 step
+            if high is None:   # memory: up to the most any device holds, rounded up (see round_up)
                 finite = matrix[np.isfinite(matrix)]
-                high = nice_width(float(finite.max())) if finite.size else 1.0
+                high = round_up(float(finite.max())) if finite.size else 1.0
             heatmap.show_columns(devices, matrix, x0, dx, (low or 0.0, high), x_range=(window_start, now))
         return len(self.specs)
 

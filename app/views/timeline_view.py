@@ -7,6 +7,7 @@ how long it took; between intervals, how long the device idled.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Iterable
 
@@ -27,6 +28,7 @@ from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (e
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
 NODE_BINS = 240        # columns of a folded node's shading
+LABEL_PX = 13          # px a lane's label needs
 NODE_SHADE = palette.KIND_COLORS["forward"]   # a folded node's busy shading
 
 
@@ -74,6 +76,7 @@ class TimelineView(pg.PlotWidget):
         self._shade_width = 1.0
         self.lanes: list[tuple[str, list[str]]] = []   # (its label's key: a device or a node, the devices in it)
         self.highlighted: str | None = None
+        self.labels: list[str] = []   # each lane's label, top down (the axis shows those that fit)
         self._highlight = pg.LinearRegionItem((0, 0), orientation="horizontal", movable=False,
                                               brush=palette.rgba(theme.FOREGROUND, 0.12), pen=None)
         self._highlight.setZValue(-10)
@@ -95,6 +98,7 @@ class TimelineView(pg.PlotWidget):
         menu.addAction("Expand every node").triggered.connect(lambda: self.collapse_all(False))
         self.hover = Hover(self, self.interval_at, marker=False)
         self.scene().sigMouseClicked.connect(self._clicked)
+        item.getViewBox().sigResized.connect(self._label_rows)
         cache_axes(item)
         self.setMinimumHeight(120)
 
@@ -227,7 +231,11 @@ class TimelineView(pg.PlotWidget):
             if node is not None and node == node_of(previous):
                 labels[k] = labels[k][len(node) + 1:]
         axis = self.getPlotItem().getAxis("left")
-        axis.setTicks([list(enumerate(labels)), []])
+        self.labels = labels
+        # Lanes shorter than a line of text (eight folded nodes in a laptop's timeline): every k-th named.
+        pixels = self.getPlotItem().getViewBox().height() or 200.0
+        every = max(1, math.ceil(LABEL_PX * len(labels) / pixels))
+        axis.setTicks([list(enumerate(labels))[::every], []])
         # Tick labels do not widen the axis by themselves; size it for the longest label
         # (room for "100%" always, so the axis keeps its width as the shares change).
         width = max([len(name) + (6 if self.busy else 0) for name in self.devices] + [4])

@@ -36,6 +36,15 @@ def nice_width(at_least: float) -> float:
     return next(step * scale for step in NICE_STEPS if step * scale >= at_least * (1 - 1e-9))
 
 
+def round_up(value: float) -> float:
+    """``value`` rounded up to two significant digits (62,464 -> 63,000): an open colour scale's top that
+    moves seldom and wastes little of the scale."""
+    if value <= 0:
+        return 1.0
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return math.ceil(value / step * (1 - 1e-12)) * step
+
+
 def column_means(x: np.ndarray, y: np.ndarray, x0: float, dx: float, columns: int) -> np.ndarray:
     """The mean of the samples (x ascending) in each column [x0 + k dx, x0 + (k+1) dx); NaN where none fell."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -77,7 +86,7 @@ def heat_figure(frame: Figure, series: Mapping[str, tuple[Sequence[float], Seque
     low, top = frame.y_range
     low = 0.0 if low is None else float(low)
     finite = matrix[np.isfinite(matrix)]
-    top = float(top) if top is not None else (float(finite.max()) if finite.size else 1.0)
+    top = float(top) if top is not None else (round_up(float(finite.max())) if finite.size else 1.0)
     values = [[None if not np.isfinite(v) else float(v) for v in row] for row in matrix]
     heat = Heat(devices, start, dx, values, low, max(top, low + 1e-9))
     return heat_of(frame.with_data(title=title or frame.title), heat, table)

@@ -91,9 +91,12 @@ def straggler(kinds: list[DeviceKinds]) -> Outlier | None:
     gap = median - shares[device]
     if gap < STRAGGLER_GAP:
         return None
+    slow = next(d for d in kinds if d.device == device)
+    data = slow.share("data")
+    why = f"; it waits on its input {100 * data:.0f} % of each step" if data >= NOTABLE else ""
     return Outlier(device, "straggler", gap,
                    f"{device} is the straggler: the others wait for it at each collective, "
-                   f"{100 * gap:.0f} % of a step more than it does")
+                   f"{100 * gap:.0f} % of a step more than it does{why}")
 
 
 def alike(kinds: list[DeviceKinds]) -> str:

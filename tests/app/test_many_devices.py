@@ -95,7 +95,7 @@ def test_a_device_picked_in_the_outlier_list_is_highlighted_in_the_heatmaps_and_
 def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, qtbot):
     timeline = panel.timeline
     assert [key for key, _ in timeline.lanes] == NODES   # 64 lanes could not be read: a lane per node
-    labels = left_labels(timeline)
+    labels = timeline.labels
     assert labels[0] == "node0 ▸ 8  100%" and labels[5] == f"node5 ▸ 8  {100 * (7 + 0.1) / 8:.0f}%"
     # The folded lane shades each moment by the share of its devices busy: node5 has one of 8 idle.
     assert timeline._node_busy["node0"].max() == pytest.approx(1.0)
@@ -106,7 +106,7 @@ def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, 
     at = timeline.mapFromScene(view.mapViewToScene(QtCore.QPointF(0.05, 5)))
     qtbot.mouseClick(timeline.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=at)
     assert [key for key, _ in timeline.lanes] == NODES[:5] + NAMES[40:48] + NODES[6:]
-    assert left_labels(timeline)[5 + 3] == "cuda:3  10%"   # the idle device's own lane, its share beside it
+    assert timeline.labels[5 + 3] == "cuda:3  10%"   # the idle device's own lane, its share beside it
     # The idle device's bars are in its own lane now.
     bars = timeline._bars["forward"].opts
     assert 5 + 3 in {int(round(y + bars["height"][0] / 2)) for y in bars["y0"]}
