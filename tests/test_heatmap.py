@@ -149,3 +149,20 @@ def test_the_html_report_of_many_devices_keeps_its_table_by_node_in_lines():
     assert rows["devices"] == "64 devices on 8 nodes: node0/cuda:0 .. node7/cuda:7"
     assert rows["by node"].count("\n") == 8 and rows["look here first"].startswith("node3/cuda:1 idles 70 %")
     assert '<td class="lines">node     devices' in key_value_table(rows.items())
+
+
+def test_the_exported_timeline_of_many_devices_has_a_lane_per_node_and_keeps_every_interval_in_its_table():
+    from engine.figures.timeline import timeline_figure
+    names = [f"node{n}/cuda:{d}" for n in range(2) for d in range(8)]
+    idle = "node1/cuda:3"
+    rows = [(step, name, kind, step + t0, step + t1) for step in range(3) for name in names
+            for kind, t0, t1 in ([("forward", 0.0, 0.1)] if name == idle else [("forward", 0.0, 0.5),
+                                                                                ("backward", 0.5, 1.0)])]
+    figure = timeline_figure(rows, names)
+    assert figure.lanes.devices == ["node0", "node1"] and figure.lanes.intervals == []
+    node0, node1 = figure.lanes.folded["node0"], figure.lanes.folded["node1"]
+    assert min(node0) == pytest.approx(1.0) and node1[len(node1) // 2] == pytest.approx(7 / 8)
+    assert "16 devices, a lane per node" in figure.title
+    assert len(figure.rows) == len(rows)   # the table: every device's every interval
+    svg = drawing.draw(figure, "svg").decode()
+    assert 'id="timeline/folded/node1"' in svg and "timeline/interval/" not in svg

@@ -21,15 +21,13 @@ from app.views.series_plot import cache_axes
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.plan import action_label, measured_actions
-from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
+from engine.figures.timeline import FOLD_COLUMNS, KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
 from engine.figures.heatmap import uses_heatmap
 from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
-NODE_BINS = 240        # columns of a folded node's shading
 LABEL_PX = 13          # px a lane's label needs
-NODE_SHADE = palette.KIND_COLORS["forward"]   # a folded node's busy shading
 
 
 class TimelineView(pg.PlotWidget):
@@ -68,7 +66,7 @@ class TimelineView(pg.PlotWidget):
         item.addItem(self._steps_line)
         # A run over several machines: each node's lanes on a band of its own, every other one shaded.
         self._node_bands: list[pg.LinearRegionItem] = []
-        # A node folded into one lane: its devices' busy share over time as shading (NODE_BINS columns).
+        # A node folded into one lane: its devices' busy share over time as shading (FOLD_COLUMNS columns).
         self._node_shades = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brushes=[], pen=None)
         item.addItem(self._node_shades)
         self.collapsed: set[str] = set()
@@ -328,7 +326,7 @@ class TimelineView(pg.PlotWidget):
         """Each folded node's lane: per column of time, the share of its devices busy then (darker: more;
         engine/figures/timeline.py busy_columns). ``t0``, ``t1``, ``kinds``: the rows' as arrays, from 0."""
         x0, y0, brushes = [], [], []
-        width = self._shade_width = end / NODE_BINS if end > 0 else 1.0
+        width = self._shade_width = end / FOLD_COLUMNS if end > 0 else 1.0
         self._node_busy = {}
         folded = [(lane, key, names) for lane, (key, names) in enumerate(self.lanes) if key not in names]
         if folded:
@@ -337,7 +335,7 @@ class TimelineView(pg.PlotWidget):
             busy = ~shown & np.isin(kinds, BUSY_KINDS)
         for lane, key, names in folded:
             mine = busy & np.isin(device, [number[name] for name in names])
-            shares = busy_columns(t0[mine], t1[mine], device[mine], width, NODE_BINS) / (len(names) * width)
+            shares = busy_columns(t0[mine], t1[mine], device[mine], width, FOLD_COLUMNS) / (len(names) * width)
             shares = self._node_busy[key] = np.clip(shares, 0.0, 1.0)
             columns = np.flatnonzero(shares > 0)
             x0.append(columns * width)
@@ -357,8 +355,8 @@ class TimelineView(pg.PlotWidget):
             return None
         key, names = self.lanes[lane]
         if key not in names:
-            shares = self._node_busy.get(key, np.zeros(NODE_BINS))
-            column = min(max(int(x // self._shade_width), 0), NODE_BINS - 1)
+            shares = self._node_busy.get(key, np.zeros(FOLD_COLUMNS))
+            column = min(max(int(x // self._shade_width), 0), FOLD_COLUMNS - 1)
             return Found(f"{key} · {len(names)} devices\n{100 * shares[column]:.0f} % of them busy at "
                          f"{_duration(x)}\nclick to show each device", x, float(lane))
         device, t = key, x + self.origin
@@ -399,7 +397,7 @@ def _shade(share: float):
     """A folded node's brush for a busy share: ten steps of opacity, made once (a brush a bar was most
     of the lane's cost)."""
     if not _SHADES:
-        _SHADES.extend(pg.mkBrush(palette.rgba(NODE_SHADE, 0.15 + 0.85 * level / 10)) for level in range(11))
+        _SHADES.extend(pg.mkBrush(palette.rgba(palette.FOLDED_BUSY, 0.15 + 0.85 * level / 10)) for level in range(11))
     return _SHADES[int(round(10 * share))]
 
 

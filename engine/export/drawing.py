@@ -205,6 +205,13 @@ def _lanes(axes, figure: Figure) -> None:
     for device, i in row.items():
         axes.barh(i, lanes.end, height=LANE_HEIGHT, left=0, color=palette.IDLE, alpha=palette.IDLE_ALPHA,
                   gid=f"{figure.name}/lane/{device}")
+    for node, shares in lanes.folded.items():   # a node folded into one lane: its busy share, column by column
+        width = (lanes.end or 1.0) / max(len(shares), 1)
+        columns = [(k * width, width) for k, share in enumerate(shares) if share > 0]
+        colours = [(*[c / 255 for c in palette.rgba(palette.FOLDED_BUSY, 1.0)[:3]], 0.15 + 0.85 * share)
+                   for share in shares if share > 0]
+        axes.broken_barh(columns, (row[node] - LANE_HEIGHT / 2, LANE_HEIGHT), facecolors=colours,
+                         gid=f"{figure.name}/folded/{node}")
     kinds = [k for k in BUSY_KINDS + ("wait",) if any(kind == k for _, kind, _, _ in lanes.intervals)]
     kinds += sorted({kind for _, kind, _, _ in lanes.intervals} - set(kinds))
     for device, i in row.items():
@@ -223,6 +230,8 @@ def _lanes(axes, figure: Figure) -> None:
     axes.set_ylabel("")
     axes.grid(axis="y", visible=False)
     legend = [Patch(color=palette.kind_color(k), label=k) for k in kinds]
+    if lanes.folded:
+        legend.append(Patch(color=palette.FOLDED_BUSY, label="a node's devices busy"))
     legend.append(Patch(color=palette.IDLE, alpha=palette.IDLE_ALPHA, label="idle"))
     _legend_outside(axes, handles=legend)
 

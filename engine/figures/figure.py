@@ -89,6 +89,9 @@ class Lanes:
     intervals: list[tuple[str, str, float, float]]   # (device, kind, start, end)
     end: float                                       # the window's length
     boundaries: list[float] = field(default_factory=list)   # where a step ended and the next began
+    # A node folded into one lane (many devices, engine/figures/timeline.py): the share of its devices busy in
+    # each of equal columns across ``end``; its devices' intervals stay in the table.
+    folded: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ class Figure:
         if self.bars is not None:
             return any(is_number(v) for v in self.bars.values)
         if self.lanes is not None:
-            return bool(self.lanes.intervals)
+            return bool(self.lanes.intervals or self.lanes.folded)
         if self.heat is not None:
             return any(v is not None for row in self.heat.values for v in row)
         return any(s.points() for s in self.series)

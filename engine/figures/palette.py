@@ -28,6 +28,8 @@ KIND_COLORS = {
     "optimizer": "#59a14f",
     "wait": MUTED,
 }
+# A node folded into one timeline lane (many devices): its busy share, the deeper the more of its devices busy.
+FOLDED_BUSY = KIND_COLORS["forward"]
 # What a device's tensor memory holds (engine/measure/tensor_memory.py), and each collective
 # (engine/measure/communication.py).
 MEMORY_COLORS = {"params": "#4e9af1", "grads": "#f28e2b", "optimizer": "#b07aa1", "activations": "#76b7b2",

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from engine.devices import node_groups
 from engine.figures.figure import Axis, Figure, Lanes
+from engine.figures.heatmap import uses_heatmap
 from engine.figures.numbers import is_number, pct
 from engine.figures.plan import action_label, measured_actions
+from engine.measure.timing import BUSY_KINDS
 from engine.results import Bubble, Step
 
 TIMELINE_STEPS = 3          # steps a timeline shows, on screen and in exports: one look for one run
 # Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing.
 KIND_HEIGHT = {"wait": 0.3}
 LANE_HEIGHT = 0.72          # of a lane's pitch: the rest separates the lanes
+FOLD_COLUMNS = 240          # columns of a folded node's busy shading (many devices: a lane per node)
 
 TIMELINE = Figure("timeline", "Timeline of the last steps", Axis("time since the first step shown", "s"),
                   Axis("device"))
@@ -59,20 +63,42 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
     # a step ends where the next begins: its recorded end, else the next one's first interval
     boundaries = [ends.get(step, starts.get(after)) for step, after in zip(shown, shown[1:])]
     title = f"Timeline of the last {len(shown) or last} steps"
+    intervals = [(device, kind, (t0 - start) * factor, (t1 - start) * factor) for _, device, kind, t0, t1 in picked]
+    drawn_lanes, folded = lanes, {}
+    groups = node_groups(lanes)
+    if uses_heatmap(len(lanes)) and len(groups) > 1:   # a lane per node, as the app folds them
+        drawn_lanes, folded = fold_nodes(groups, intervals, (end - start) * factor)
+        intervals = []
+        title += f" · {len(lanes)} devices, a lane per node"
     if bubble is not None:
         title += f" · bubble measured {pct(bubble.measured)}, theory {pct(bubble.theory)}"
     if kept is not None and kept[0] < kept[1]:
         title += f" · full timelines kept for {kept[0]:,} of {kept[1]:,} steps"
     return TIMELINE.with_data(
         title=title, x=Axis(TIMELINE.x.label, unit),
-        lanes=Lanes(lanes, [(device, kind, (t0 - start) * factor, (t1 - start) * factor)
-                            for _, device, kind, t0, t1 in picked],
-                    (end - start) * factor, [(b - start) * factor for b in boundaries if is_number(b)]),
+        lanes=Lanes(drawn_lanes, intervals, (end - start) * factor,
+                    [(b - start) * factor for b in boundaries if is_number(b)], folded),
         # the table in ms (every table's time) on the run's clock, as the telemetry tables' "t (ms)"
         columns=["step", "device", "kind", "t0 (ms)", "t1 (ms)", *(["action"] if actions else [])],
         rows=[[step, device, kind, t0 * 1000, t1 * 1000,
                *([action_label(kind, *actions[row]) if row in actions else None] if actions else [])]
               for row in picked for step, device, kind, t0, t1 in [row]])
+
+
+def fold_nodes(groups: list[tuple[str | None, list[str]]], intervals: list[tuple[str, str, float, float]],
+               end: float) -> tuple[list[str], dict[str, list[float]]]:
+    """A lane per node: each node's share of its devices busy in FOLD_COLUMNS columns across ``end``."""
+    import numpy as np
+    width = end / FOLD_COLUMNS if end > 0 else 1.0
+    number = {name: k for k, (_, names) in enumerate(groups) for name in names}
+    index = {name: i for _, names in groups for i, name in enumerate(names)}
+    folded = {}
+    for k, (node, names) in enumerate(groups):
+        mine = [(index[d], a, b) for d, kind, a, b in intervals if number.get(d) == k and kind in BUSY_KINDS]
+        busy = busy_columns([a for _, a, _ in mine], [b for _, _, b in mine], [i for i, _, _ in mine], width,
+                            FOLD_COLUMNS)
+        folded[node or "this machine"] = np.clip(busy / (len(names) * width), 0.0, 1.0).tolist()
+    return list(folded), folded
 
 
 def busy_columns(t0, t1, device, width: float, columns: int):
