@@ -30,12 +30,7 @@ def summary_table(s: RunSummary) -> str:
         ("split", ",".join(map(str, s.split)) if s.split else "-"),
         ("steps measured", s.steps_measured),
     ]
-    if s.step_time_s:
-        rows.append(("step time", f"{s.step_time_s.mean * 1000:.1f} ms ± {s.step_time_s.std * 1000:.1f}"))
-    if s.throughput:
-        rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
-    if s.loss:
-        rows.append(("loss", f"{_fmt(s.loss.first, '.4f')} -> {_fmt(s.loss.last, '.4f')}"))
+    rows += _run_rows(s)
     if s.param_norm is not None:
         rows.append(("param norm", f"{s.param_norm:.6g}"))
     if s.param_change is not None:
@@ -91,6 +86,18 @@ def _table(rows: list[tuple[str, object]]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def _run_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """Step time, throughput and loss: the whole run's, however many devices."""
+    rows: list[tuple[str, object]] = []
+    if s.step_time_s:
+        rows.append(("step time", f"{s.step_time_s.mean * 1000:.1f} ms ± {s.step_time_s.std * 1000:.1f}"))
+    if s.throughput:
+        rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
+    if s.loss:
+        rows.append(("loss", f"{_fmt(s.loss.first, '.4f')} -> {_fmt(s.loss.last, '.4f')}"))
+    return rows
+
+
 def _rolled_up_rows(s: RunSummary) -> list[tuple[str, object]]:
     """A run of many devices: its whole-run figures as any run's, the per-device ones a line per node, and the
     devices that stand out."""
@@ -98,12 +105,7 @@ def _rolled_up_rows(s: RunSummary) -> list[tuple[str, object]]:
         ("run", s.run_id), ("status", s.status),
         ("strategy", s.strategy + (f" ({s.schedule}, {s.micro_batches} micro-batches)" if s.micro_batches else "")),
         ("model", s.model), ("devices", by_node.devices_text(s)), ("steps measured", s.steps_measured)]
-    if s.step_time_s:
-        rows.append(("step time", f"{s.step_time_s.mean * 1000:.1f} ms ± {s.step_time_s.std * 1000:.1f}"))
-    if s.throughput:
-        rows.append(("throughput", f"{s.throughput.mean:.0f} samples/s ± {s.throughput.std:.0f}"))
-    if s.loss:
-        rows.append(("loss", f"{_fmt(s.loss.first, '.4f')} -> {_fmt(s.loss.last, '.4f')}"))
+    rows += _run_rows(s)
     if s.bubble.measured is not None:
         rows.append(("bubble", f"{s.bubble.measured:.2f}"))
     first, *more = by_node.node_table(s)
