@@ -50,15 +50,12 @@ def node_of(name: str) -> str | None:
 
 
 def node_groups(names: list[str]) -> list[tuple[str | None, list[str]]]:
-    """Device names grouped by node, in their order: [("node0", ["node0/cpu:0", ...]), ("node1", [...])]."""
-    groups: list[tuple[str | None, list[str]]] = []
+    """Device names grouped by node, nodes in the order they first appear, each node's devices in theirs:
+    [("node0", ["node0/cpu:0", ...]), ("node1", [...])] (ranks listed node0, node1, node0, ... too)."""
+    groups: dict[str | None, list[str]] = {}
     for name in names:
-        node = node_of(name)
-        if groups and groups[-1][0] == node:
-            groups[-1][1].append(name)
-        else:
-            groups.append((node, [name]))
-    return groups
+        groups.setdefault(node_of(name), []).append(name)
+    return list(groups.items())
 
 
 def gpu_count() -> int:

@@ -31,6 +31,9 @@ class Tagged:
         for kind in kinds.values():   # every annotation is one decode checks: a new field of another type fails here
             for hint in _hints(kind).values():
                 _assert_checkable(hint, kind)
+                # encode copies a nested message only where a field is one (a list of them would reach JSON as is)
+                assert typing.get_origin(hint) not in (list, dict) or not any(
+                    dataclasses.is_dataclass(arg) for arg in typing.get_args(hint)), (kind, hint)
 
     def encode(self, message) -> dict:
         """The message as a JSON object: its fields as they are (it goes to json.dumps at once), a nested

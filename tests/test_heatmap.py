@@ -166,3 +166,14 @@ def test_the_exported_timeline_of_many_devices_has_a_lane_per_node_and_keeps_eve
     assert len(figure.rows) == len(rows)   # the table: every device's every interval
     svg = drawing.draw(figure, "svg").decode()
     assert 'id="timeline/folded/node1"' in svg and "timeline/interval/" not in svg
+
+
+def test_devices_listed_rank_by_rank_are_grouped_node_by_node():
+    from engine.devices import node_groups
+    names = [f"node{r % 2}/cuda:{r // 2}" for r in range(2 * HEATMAP_FROM)]   # node0, node1, node0, ...
+    assert [(node, len(devices)) for node, devices in node_groups(names)] == [("node0", HEATMAP_FROM),
+                                                                              ("node1", HEATMAP_FROM)]
+    figure = heat_figure(UTILIZATION, {name: ([0.0, 1.0], [10.0 * (r % 2)] * 2) for r, name in enumerate(names)})
+    assert [s.name for s in figure.series] == ["node0 mean", "node1 mean"]
+    assert figure.heat.devices[:HEATMAP_FROM] == names[0::2]
+    assert figure.series[1].y[0] == pytest.approx(10.0)

@@ -31,7 +31,8 @@ class HeatColumns:
         self.sums = np.zeros((0, 0))
         self.counts = np.zeros((0, 0))
         self.last_x = np.zeros(0)            # per row: the newest sample taken in
-        self._taken: dict[str, int] = {}     # each buffer's version when last taken in
+        self._taken: dict[str, tuple[int, int]] = {}   # each device's buffer (its id) and version last taken in
+        self._lengths: dict[str, int] = {}             # and how many samples it held then
 
     def matrix(self, buffers: dict[str, RingBuffer], devices: list[str], start: float, end: float,
                pixels: int, sample_period: float) -> tuple[np.ndarray, float, float]:
@@ -62,15 +63,21 @@ class HeatColumns:
         oldest = math.inf
         for device in devices:
             buf = buffers.get(device)
-            if buf is None or not len(buf) or self._taken.get(device) == buf.version:
+            if buf is None or not len(buf):
                 continue
-            self._taken[device] = buf.version
+            seen = self._taken.get(device)
+            if seen == (id(buf), buf.version):
+                continue
+            self._taken[device] = (id(buf), buf.version)
             x, y = buf.column(0), buf.column(1)
             oldest = min(oldest, float(x[0]))
             row = self._row(device)
-            if x[-1] < self.last_x[row]:   # the buffer went back in time (cleared): its row starts again
+            # Another buffer, or this one cleared or gone back in time: the row starts again.
+            if (seen is None or seen[0] != id(buf) or x[-1] < self.last_x[row]
+                    or len(x) < self._lengths.get(device, 0)):
                 self.sums[row] = self.counts[row] = 0.0
                 self.last_x[row] = -math.inf
+            self._lengths[device] = len(x)
             new = int(np.searchsorted(x, self.last_x[row], side="right"))
             if new < len(x):
                 xs.append(x[new:])

@@ -175,6 +175,8 @@ class HeatmapPlot(QtWidgets.QWidget):
             self._outline.setData([], [])
             return
         row = self.devices.index(self.selected)
+        if self.means.has_series("selected") and self.means.series_name("selected") != self.selected:
+            self.means.remove_series("selected")   # another device's: named anew
         if len(self._matrix):
             self.means.set_plain_series("selected", centers, self._matrix[row], SELECTED, self.selected, width=1.2)
         left, right = self._x0, self._x0 + self._dx * max(self._matrix.shape[1], 1)
@@ -185,6 +187,13 @@ class HeatmapPlot(QtWidgets.QWidget):
         self.selected = device
         centers = self._x0 + self._dx * (np.arange(self._matrix.shape[1]) + 0.5)
         self._draw_selected(centers)
+
+    def go_live(self, origin: Callable[[], float]) -> None:
+        """Back to the live view after a stored run: its x counted back from now, its own title and label."""
+        self.figure = None
+        self.x_origin = origin
+        self.means.show_title(self.frame.title)
+        self.view.getPlotItem().setLabel("bottom", self.frame.x.text, color=theme.MUTED)
 
     def clear(self) -> None:
         self.show_columns([], np.empty((0, 0)), 0.0, 1.0, self._levels)
@@ -221,6 +230,8 @@ class HeatmapPlot(QtWidgets.QWidget):
     def _clicked(self, event) -> None:
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
             return
+        if not self.view.getViewBox().sceneBoundingRect().contains(event.scenePos()):
+            return   # the axis or the colour scale
         device = self.device_at(event.scenePos())
         if device is not None:
             self.select(None if device == self.selected else device)

@@ -34,13 +34,14 @@ class OutlierList(QtWidgets.QWidget):
         layout.addWidget(self.list, 1)
         self.setFixedWidth(WIDTH)
         self.outliers: list[Outlier] = []
+        self.otherwise = ""
         self.picked: str | None = None
 
     def show_outliers(self, outliers: list[Outlier], otherwise: str = "") -> None:
         """The ranked lines; ``otherwise``: what to say when no device stands out."""
-        if outliers == self.outliers and self.list.count():
+        if (outliers, otherwise) == (self.outliers, self.otherwise) and self.list.count():
             return
-        self.outliers = list(outliers)
+        self.outliers, self.otherwise = list(outliers), otherwise
         self.list.clear()
         for outlier in outliers:
             item = QtWidgets.QListWidgetItem(outlier.text)

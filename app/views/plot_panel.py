@@ -183,6 +183,8 @@ class PlotPanel(QtWidgets.QWidget):
                                     + (" and the current run" if self.progress.run_id else ""))
             self._drawn.clear()
             self.telemetry_redraw.reset()
+            for heatmap in self.heatmaps.values():
+                heatmap.go_live(self.now)
             self._timeline_drawn = -1
             for plot in self.series_plots.values():
                 plot.clear_series()
@@ -308,7 +310,7 @@ class PlotPanel(QtWidgets.QWidget):
     def _redraw_telemetry(self, now: float, force: bool) -> int:
         for axis in self.time_axes:
             axis.now = now
-        return self.telemetry_redraw.redraw(now - self.window_s, now, force)
+        return self.telemetry_redraw.redraw(now - self.window_s, now, force, self.progress.devices)
 
     def _step_curves(self, spec) -> dict:
         """A step plot's curves: {series name: buffer}, its one curve under its own name, or one per device."""
@@ -369,8 +371,9 @@ class PlotPanel(QtWidgets.QWidget):
             self.outliers.show_outliers(outliers(kinds, memory), alike(kinds) if kinds else "")
 
     def _device_clicked(self, device: str) -> None:
-        """A device picked in a heatmap, the timeline or the outlier list: highlighted in all of them."""
-        self.highlight(device or None)
+        """A device picked in a heatmap, the timeline or the outlier list: highlighted in all of them (a heatmap's
+        utilization row may be a core: the run's device on it is meant)."""
+        self.highlight(self.telemetry_redraw.run_device(device) if device else None)
 
     def highlight(self, device: str | None) -> None:
         self.telemetry_redraw.highlight(device)
@@ -421,8 +424,9 @@ class PlotPanel(QtWidgets.QWidget):
         note = "\n".join(filter(None, [run_status.covers_note(summary), note, first.timeline_note()]))
         self.timeline.set_busy(busy, run_status.measured_steps(summary))
         memory: dict[str, float] = {}
+        known = set(devices)
         for sample in first.samples:
-            if sample.mem_used is not None and sample.device in busy:
+            if sample.mem_used is not None and sample.device in known:
                 memory[sample.device] = max(memory.get(sample.device, 0.0), sample.mem_used)
         self._show_outliers(devices, summary.time_by_kind or [], memory)
         self.bubble.show_legend(self._timeline_splits_backward())

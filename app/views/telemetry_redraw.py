@@ -15,7 +15,7 @@ from app.state.live_data import TelemetryHistory, TrailingMeans
 from app.views.heatmap_plot import HeatmapPlot
 from app.views.live_plots import LivePlot
 from app.views.series_plot import SeriesPlot
-from engine.devices import node_of
+from engine.devices import node_groups
 from engine.figures import palette
 from engine.figures.gaps import broken, gap_after
 from engine.figures.heatmap import round_up, uses_heatmap
@@ -26,12 +26,6 @@ CORE_PREFIX = "core total "  # the key of a run's CPU device's whole-core readin
 SM_PREFIX = "SM activity "   # the key of a GPU's GPM SM activity, dotted beside its utilization
 CORE_CHECKED = 64  # the newest samples a redraw compares for it
 PREFIXES = ("", RAW_PREFIX, CORE_PREFIX, SM_PREFIX)
-
-
-def by_node(devices: list[str]) -> list[str]:
-    """Devices with each node's together, nodes in the order they first appear (a heatmap's rows)."""
-    nodes = list(dict.fromkeys(node_of(d) for d in devices))
-    return sorted(devices, key=lambda d: nodes.index(node_of(d)))
 
 
 class TelemetryRedraw:
@@ -68,34 +62,48 @@ class TelemetryRedraw:
             self._drawn.clear()
 
     def highlight(self, device: str | None) -> None:
-        """Outline ``device``'s row in the heatmaps (and draw its series), or widen its line."""
+        """Outline ``device``'s row in the heatmaps (and draw its series), or widen its line; a run's CPU
+        device is its core's row in utilization (what it measures) and its own in memory."""
         self.highlighted = device
-        for heatmap in self.heatmaps.values():
-            if device is None or device in heatmap.devices:
-                heatmap.select(device)
-        for plot in self.lines.values():
-            plot.emphasize(device)
+        for spec in self.specs:
+            row = self._row_key(spec, device) if device else None
+            heatmap = self.heatmaps[spec.name]
+            # A stored run's rows are its devices' own names.
+            heatmap.select(row if row in heatmap.devices else device if device in heatmap.devices else None)
+            self.lines[spec.name].emphasize(row)
 
-    def redraw(self, window_start: float, now: float, force: bool) -> int:
-        """The plots' data for the window ``window_start`` .. ``now``; returns the series (or heatmaps) updated."""
-        devices = self.telemetry.devices
+    def run_device(self, key: str) -> str:
+        """The run's device a heatmap row or series key stands for ("core 0" -> "cpu:0" while a run uses it)."""
+        return next((d for d, physical in self.telemetry.physical.items() if physical == key), key)
+
+    def _row_key(self, spec: LivePlot, device: str) -> str:
+        """A run's device's key in ``spec``'s buffers: utilization is kept per physical device (its core)."""
+        return self.telemetry.physical.get(device, device) if spec.named_by_run else device
+
+    def redraw(self, window_start: float, now: float, force: bool, run_devices: list[str] | None = None) -> int:
+        """The plots' data for the window ``window_start`` .. ``now``; returns the series (or heatmaps) updated.
+        Heatmaps from HEATMAP_FROM devices: the run's (``run_devices``), else the devices sampled other than
+        this machine's idle cores (a 16-core desktop's cores are lines, as they always were)."""
+        devices = list(run_devices or [d for d in self.telemetry.devices if not d.startswith("core ")])
         self.set_heat(uses_heatmap(len(devices)))
         if self.heat:
-            return self._redraw_heatmaps(by_node(devices), window_start, now)
+            ordered = [name for _, names in node_groups(devices) for name in names]
+            return self._redraw_heatmaps(ordered, window_start, now)
         return sum(self._redraw_lines(spec, window_start, now, force) for spec in self.specs)
 
     def _redraw_heatmaps(self, devices: list[str], window_start: float, now: float) -> int:
         period = 1.0 / self.telemetry.rate_hz
         for spec in self.specs:
             heatmap = self.heatmaps[spec.name]
-            matrix, x0, dx = self._columns[spec.name].matrix(spec.data(self.telemetry), devices, window_start, now,
+            rows = list(dict.fromkeys(self._row_key(spec, d) for d in devices))
+            matrix, x0, dx = self._columns[spec.name].matrix(spec.data(self.telemetry), rows, window_start, now,
                                                             heatmap.pixels(), period)
             matrix *= spec.scale
             low, high = spec.figure.y_range
             if high is None:   # memory: up to the most any device holds, rounded up (see round_up)
                 finite = matrix[np.isfinite(matrix)]
                 high = round_up(float(finite.max())) if finite.size else 1.0
-            heatmap.show_columns(devices, matrix, x0, dx, (low or 0.0, high), x_range=(window_start, now))
+            heatmap.show_columns(rows, matrix, x0, dx, (low or 0.0, high), x_range=(window_start, now))
         return len(self.specs)
 
     def _redraw_lines(self, spec: LivePlot, window_start: float, now: float, force: bool) -> int:

@@ -134,6 +134,7 @@ class TimelineView(pg.PlotWidget):
         self._label_rows()
         self._band_nodes()
         self.getPlotItem().setYRange(-0.5, max(len(self.lanes), 1) - 0.5, padding=0.05)
+        self.highlight(self.highlighted if self.highlighted in self.devices else None)   # its lane may have moved
         self._draw()
 
     def collapse(self, node: str, collapsed: bool = True) -> None:

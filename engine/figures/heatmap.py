@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine.devices import node_groups
 from engine.figures import palette
 from engine.figures.figure import Figure, Heat, Series, node_blocks
 
@@ -75,7 +76,8 @@ def heat_figure(frame: Figure, series: Mapping[str, tuple[Sequence[float], Seque
     """``frame`` (utilization, memory) as a heatmap of ``series`` ({device: (x, y)}, in row order) with each
     node's mean above it. The colour scale is the frame's y range, its open end the data's highest value.
     ``table``: the CSV's (columns, rows), every sample, as the line figure's."""
-    devices = list(series)
+    devices = [name for _, names in node_groups(list(series)) for name in names]   # each node's rows together
+    series = {name: series[name] for name in devices}
     xs = [np.asarray(x, dtype=float) for x, _ in series.values()]
     known = [x for x in xs if len(x)]
     start = min(float(x[0]) for x in known) if known else 0.0

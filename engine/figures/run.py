@@ -70,7 +70,16 @@ class RunView:
 
     @property
     def devices(self) -> list[str]:
-        return device_order(self.summary.devices, (s.device for s in self.samples))
+        return device_order(self.summary.devices, dict.fromkeys(s.device for s in self.samples))
+
+    def samples_of(self, device: str) -> list[Sample]:
+        """The device's samples (grouped once: a figure per device over every sample was quadratic)."""
+        if "_by_device" not in self.__dict__:
+            grouped: dict[str, list[Sample]] = {}
+            for s in self.samples:
+                grouped.setdefault(s.device, []).append(s)
+            object.__setattr__(self, "_by_device", grouped)
+        return self.__dict__["_by_device"].get(device, [])
 
     @property
     def of_steps(self) -> str:
@@ -117,11 +126,10 @@ def _by_time(samples: Sequence[Sample], field_name: str, factor: float) -> dict[
     return dict(sorted(by_t.items()))
 
 
-def _measured(samples: Sequence[Sample], device: str, field_name: str,
-              factor: float) -> tuple[list[float], list[float], list]:
+def _measured(run: RunView, device: str, field_name: str, factor: float) -> tuple[list[float], list[float], list]:
     """A device's (times, values, spans) of ``field_name``, in time order; a span where a sample is a bucket."""
-    rows = sorted((s.t, getattr(s, field_name) * factor, s.span_s) for s in samples
-                  if s.device == device and getattr(s, field_name) is not None)
+    rows = sorted((s.t, getattr(s, field_name) * factor, s.span_s) for s in run.samples_of(device)
+                  if getattr(s, field_name) is not None)
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
@@ -132,31 +140,17 @@ def telemetry_series(name: str, t: list[float], values: list, spans: list, color
 
 def utilization_figure(run: RunView, devices: list[str]) -> Figure:
     """Each device's one-second mean (engine.telemetry.smooth) over its faint raw samples: a core's 10 ms
-    ticks make the raw line swing 0-100 % at 10 Hz. The table has both."""
+    ticks make the raw line swing 0-100 % at 10 Hz. The table has both. Many devices: a heatmap of them."""
     by_t = _by_time(run.samples, "util", 1.0)
     core_by_t = _by_time(run.samples, "core_util", 1.0)
-    raw, means, cores = [], [], []
-    for i, device in enumerate(devices):
-        t, values, spans = _measured(run.samples, device, "util", 1.0)
-        mean = trailing_mean(t, values) if t else []
-        color = palette.device_color(device, i)
-        raw.append(telemetry_series(f"{device} raw", t, values, spans, color, width=1.0, faint=True))
-        means.append(telemetry_series(device, t, mean, spans, color))
-        # A CPU device's core's total (other programs too), dashed, where it came apart from the device's own.
-        core_t, core_values, core_spans = _measured(run.samples, device, "core_util", 1.0)
-        core_mean = trailing_mean(core_t, core_values) if core_t else []
-        if core_t and core_total_apart(t, mean, core_t, core_mean):
-            cores.append(telemetry_series(f"{device} core total (all programs)", core_t, core_mean, core_spans,
-                                          color, dash=2, width=1.0))
-        # A GPU's SM activity (NVML's GPM), dotted on the same axis: busy is not the same as used.
-        sm_t, sm_values, sm_spans = _measured(run.samples, device, "sm_active", 1.0)
-        if sm_t:
-            cores.append(telemetry_series(f"{device} SM activity", sm_t, sm_values, sm_spans, color, dash=1,
-                                          width=1.2))
-    mean_at = [dict(zip(s.x, s.y)) for s in means]
-    core_devices = [d for d in devices if any(d in values for values in core_by_t.values())]
     sm_by_t = _by_time(run.samples, "sm_active", 1.0)
-    sm_devices = [d for d in devices if any(d in values for values in sm_by_t.values())]
+    measured = {d: _measured(run, d, "util", 1.0) for d in devices}
+    means = {d: trailing_mean(t, values) if t else [] for d, (t, values, _) in measured.items()}
+    mean_at = [dict(zip(measured[d][0], means[d])) for d in devices]
+    core_seen = {d for values in core_by_t.values() for d in values}
+    sm_seen = {d for values in sm_by_t.values() for d in values}
+    core_devices = [d for d in devices if d in core_seen]
+    sm_devices = [d for d in devices if d in sm_seen]
     columns = (["t (ms)"] + [f"util {d} (%)" for d in devices]
                + [f"util {d} {SMOOTH_S:g}-s mean (%)" for d in devices]
                + [f"core total {d} (%)" for d in core_devices] + [f"SM activity {d} (%)" for d in sm_devices])
@@ -165,9 +159,25 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
             for t, values in by_t.items()]
     title = UTILIZATION.title + run.of_samples
     if uses_heatmap(len(devices)):   # too many lines to tell apart: a row per device (engine/figures/heatmap.py)
-        return heat_figure(UTILIZATION, {d: _measured(run.samples, d, "util", 1.0)[:2] for d in devices},
-                           title=title, table=(columns, rows))
-    return UTILIZATION.with_data(title=title, series=raw + means + cores, columns=columns, rows=rows)
+        return heat_figure(UTILIZATION, {d: measured[d][:2] for d in devices}, title=title, table=(columns, rows))
+    raw, lines, cores = [], [], []
+    for i, device in enumerate(devices):
+        (t, values, spans), mean = measured[device], means[device]
+        color = palette.device_color(device, i)
+        raw.append(telemetry_series(f"{device} raw", t, values, spans, color, width=1.0, faint=True))
+        lines.append(telemetry_series(device, t, mean, spans, color))
+        # A CPU device's core's total (other programs too), dashed, where it came apart from the device's own.
+        core_t, core_values, core_spans = _measured(run, device, "core_util", 1.0)
+        core_mean = trailing_mean(core_t, core_values) if core_t else []
+        if core_t and core_total_apart(t, mean, core_t, core_mean):
+            cores.append(telemetry_series(f"{device} core total (all programs)", core_t, core_mean, core_spans,
+                                          color, dash=2, width=1.0))
+        # A GPU's SM activity (NVML's GPM), dotted on the same axis: busy is not the same as used.
+        sm_t, sm_values, sm_spans = _measured(run, device, "sm_active", 1.0)
+        if sm_t:
+            cores.append(telemetry_series(f"{device} SM activity", sm_t, sm_values, sm_spans, color, dash=1,
+                                          width=1.2))
+    return UTILIZATION.with_data(title=title, series=raw + lines + cores, columns=columns, rows=rows)
 
 
 def memory_figure(run: RunView, devices: list[str]) -> Figure:
@@ -175,9 +185,9 @@ def memory_figure(run: RunView, devices: list[str]) -> Figure:
     rows = [[t * 1000] + [values.get(d) for d in devices] for t, values in by_t.items()]
     columns = ["t (ms)"] + [f"mem {d} (MiB)" for d in devices]
     if uses_heatmap(len(devices)):
-        return heat_figure(MEMORY, {d: _measured(run.samples, d, "mem_used", 1 / MIB)[:2] for d in devices},
+        return heat_figure(MEMORY, {d: _measured(run, d, "mem_used", 1 / MIB)[:2] for d in devices},
                            title=MEMORY.title + run.of_samples, table=(columns, rows))
-    series = [telemetry_series(d, *_measured(run.samples, d, "mem_used", 1 / MIB), palette.device_color(d, i))
+    series = [telemetry_series(d, *_measured(run, d, "mem_used", 1 / MIB), palette.device_color(d, i))
               for i, d in enumerate(devices)]
     return MEMORY.with_data(title=MEMORY.title + run.of_samples, series=series, columns=columns, rows=rows)
 
@@ -301,10 +311,10 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
         for d, mfu_series in enumerate(efficiency_figure(run).series):
             efficiency.append(dataclasses.replace(mfu_series, name=f"{name} {mfu_series.name}", color=color, dash=d))
         for d, device in enumerate(run.devices):
-            t, values, spans = _measured(run.samples, device, "util", 1.0)
+            t, values, spans = _measured(run, device, "util", 1.0)
             if t:
                 util.append(telemetry_series(f"{name} {device}", t, trailing_mean(t, values), spans, color, dash=d))
-            t, values, spans = _measured(run.samples, device, "mem_used", 1 / MIB)
+            t, values, spans = _measured(run, device, "mem_used", 1 / MIB)
             if t:
                 memory.append(telemetry_series(f"{name} {device}", t, values, spans, color, dash=d))
         for curves, key in ((throughput, "throughput"), (loss, "loss")):

@@ -32,23 +32,26 @@ class Outlier:
 def step_kinds(steps: Iterable[tuple[int, Mapping[str, list]]]) -> list[DeviceKinds]:
     """Each device's mean seconds per step by kind over these steps' intervals ({device: [[kind, t0, t1],
     ...]}, the live timeline's), idle the step's span (its first interval's start to its last one's end)
-    less the device's busy time."""
-    kind_time: dict[str, dict[str, float]] = {}
-    idle: dict[str, float] = {}
-    total, count = 0.0, 0
+    less the device's busy time; a device with no interval in a step idled all of it."""
+    steps = [(step, intervals) for step, intervals in steps
+             if any(rows for rows in intervals.values())]
+    devices = list(dict.fromkeys(device for _, intervals in steps for device in intervals))
+    kind_time: dict[str, dict[str, float]] = {device: {} for device in devices}
+    idle = dict.fromkeys(devices, 0.0)
+    total = 0.0
     for _step, intervals in steps:
         spans = [(t0, t1) for rows in intervals.values() for _, t0, t1 in rows]
-        if not spans:
-            continue
         span = max(t1 for _, t1 in spans) - min(t0 for t0, _ in spans)
-        total, count = total + span, count + 1
-        for device, rows in intervals.items():
-            kinds = kind_time.setdefault(device, {})
+        total += span
+        for device in devices:
+            rows = intervals.get(device) or []
+            kinds = kind_time[device]
             for kind, t0, t1 in rows:
                 kinds[kind] = kinds.get(kind, 0.0) + (t1 - t0)
-            idle[device] = idle.get(device, 0.0) + max(0.0, span - busy_time(rows))
-    if not count or total <= 0:
+            idle[device] += max(0.0, span - busy_time(rows))
+    if not steps or total <= 0:
         return []
+    count = len(steps)
     return [DeviceKinds(device, total / count, {k: kinds[k] / count for k in ordered(kinds)}, idle[device] / count)
             for device, kinds in kind_time.items()]
 

@@ -33,7 +33,8 @@ def panel(qtbot, qapp_configured):
     telemetry = TelemetryHistory(10.0, origin=now - 60)
     t = 59.9 - np.arange(600)[::-1] / 10
     for name in NAMES:
-        telemetry._buffer(telemetry.util, name).extend(np.column_stack([t, np.full(600, 5.0 if name == IDLE else 90.0)]))
+        util = np.full(600, 5.0 if name == IDLE else 90.0)
+        telemetry._buffer(telemetry.util, name).extend(np.column_stack([t, util]))
         telemetry._buffer(telemetry.mem, name).extend(np.column_stack([t, np.full(600, 2.0 * 2 ** 30)]))
     p = PlotPanel(telemetry)
     qtbot.addWidget(p)
@@ -87,6 +88,10 @@ def test_a_device_picked_in_the_outlier_list_is_highlighted_in_the_heatmaps_and_
         assert heat.means.series_name("selected") == IDLE   # its own series over the node means
     assert panel.timeline.highlighted == IDLE
     assert panel.timeline._highlight.isVisible()
+    # Another device picked in a heatmap: its series is named by it, and the timeline's band moves to it.
+    heat = panel.heatmaps["utilization"]
+    heat.select("node0/cuda:1")
+    assert heat.means.series_name("selected") == "node0/cuda:1"
     # A second click lets it go, everywhere.
     qtbot.mouseClick(outliers.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=outliers.visualItemRect(item).center())
     assert all(heat.selected is None for heat in panel.heatmaps.values()) and panel.timeline.highlighted is None
@@ -110,6 +115,12 @@ def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, 
     # The idle device's bars are in its own lane now.
     bars = timeline._bars["forward"].opts
     assert 5 + 3 in {int(round(y + bars["height"][0] / 2)) for y in bars["y0"]}
+    # A device picked keeps its band on its lane as the lanes move.
+    timeline.highlight(IDLE)
+    timeline.collapse("node5")
+    assert timeline._highlight.getRegion() == pytest.approx((4.5, 5.5))
+    timeline.collapse("node5", False)
+    assert timeline._highlight.getRegion() == pytest.approx((7.5, 8.5))
     # The context menu folds every node again.
     action = next(a for a in view.menu.actions() if a.text() == "Collapse every node to one lane")
     action.trigger()
@@ -134,6 +145,31 @@ def test_a_stored_run_of_sixty_four_devices_shows_its_heatmaps_and_outliers(pane
     utilization = panel.heatmaps["utilization"].figure.heat
     assert utilization.values[NAMES.index(IDLE)][0] == pytest.approx(5.0)
     assert panel.outliers.texts()[0].startswith(f"{IDLE} idles 90 %")
-    # Back to live: the live heatmaps again.
+    # Back to live: the live heatmaps again, their time counted back from now.
     panel.set_mode("live")
-    assert panel.heatmaps["utilization"].figure is None and panel.telemetry_redraw.heat
+    live = panel.heatmaps["utilization"]
+    assert live.figure is None and panel.telemetry_redraw.heat and live.x_origin is not None
+    found = live.cell_at(panel.now() - 5, NAMES.index(IDLE))
+    assert found is not None and "time from now -5 s" in found.text
+
+
+def test_a_machines_many_idle_cores_and_a_run_of_two_cpu_devices_stay_lines(qtbot, qapp_configured):
+    """Heatmaps are for many devices of a run (or GPUs), not for the idle view's cores: a 16-core machine running
+    on two of them draws two devices' lines, its memory too."""
+    from app.state.live_data import RunProgress, TelemetryHistory
+    from app.views.plot_panel import PlotPanel
+    now = time.perf_counter()
+    telemetry = TelemetryHistory(10.0, origin=now - 60)
+    telemetry.set_physical({"cpu:0": "core 0", "cpu:1": "core 1"})
+    t = 59.9 - np.arange(100)[::-1] / 10
+    for core in range(16):
+        telemetry._buffer(telemetry.util, f"core {core}").extend(np.column_stack([t, np.full(100, 30.0)]))
+    for name in ("cpu:0", "cpu:1"):
+        telemetry._buffer(telemetry.mem, name).extend(np.column_stack([t, np.full(100, 2.0 ** 30)]))
+    panel = PlotPanel(telemetry)
+    qtbot.addWidget(panel)
+    panel.begin_run(RunProgress(run_id="two", config=ExperimentConfig(strategy="ddp"), devices=["cpu:0", "cpu:1"],
+                                steps_total=10))
+    panel.redraw(force=True)
+    assert not panel.telemetry_redraw.heat
+    assert set(panel.series_plots["memory"].series_keys()) == {"cpu:0", "cpu:1"}
