@@ -257,8 +257,9 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.controls.is_busy():
             self.update_progress()
         source = "run" if self.controls.is_busy() else ("idle" if self.idle.active else "off")
-        self.telemetry_label.setText(f"telemetry {self.telemetry_hz:g} Hz · {sampled_text(self.telemetry.devices)}"
-                                     f" · {source}")
+        text = f"telemetry {self.telemetry_hz:g} Hz · {sampled_text(self.telemetry.devices)} · {source}"
+        if text != self.telemetry_label.text():   # ten times a second: the status bar repaints only on a change
+            self.telemetry_label.setText(text)
 
     # -- closing -----------------------------------------------------------------------------------
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802

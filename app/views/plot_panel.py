@@ -46,7 +46,7 @@ FRAME_GROUPS = ("telemetry", "steps", "timeline")
 # 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
 # the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
 PLOT_MIN_HEIGHT = 135
-HEAT_FRAME_S = 1.0  # seconds between live heatmap redraws (see _is_due)
+HEAT_FRAME_S = 1.0  # seconds between live heatmap and many devices' timeline redraws (see _is_due)
 GRID_COLUMNS = 6   # the plots' grid: two telemetry plots of three columns, three step plots of two
 
 
@@ -299,7 +299,10 @@ class PlotPanel(QtWidgets.QWidget):
         # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has new
         # steps every tick; repainting them ten times a second took a tenth of a core from the ranks'
         # cores, which their utilization then showed).
-        if now - self._group_drawn_at[group] < self.step_frame_s:
+        # With many devices the timeline's lanes carry thousands of bars: once a second, as the heatmaps.
+        frame = max(self.step_frame_s, HEAT_FRAME_S) if group == "timeline" and self.telemetry_redraw.heat \
+            else self.step_frame_s
+        if now - self._group_drawn_at[group] < frame:
             return False
         if group == "steps":
             return any(self._drawn.get((spec.name, name)) != buf.version
