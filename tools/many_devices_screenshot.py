@@ -7,15 +7,17 @@ their telemetry at 10 Hz as a run's session does, and their merged steps come te
 times a second, each device's data, forward, backward and all-reduce as a DDP rank
 times them. Three devices misbehave as real ones do: node2/cuda:5 is slow (the
 straggler every other device waits for at each all-reduce), node6/cuda:1 waits on its
-input pipeline, node4/cuda:7 holds more memory. The window (offscreen, or the display
-in $DISPLAY with QT_QPA_PLATFORM unset) is grabbed at 1280x800 and 1920x1080 into
-``screenshot-64-devices-<size>.png``.
+input pipeline, node4/cuda:7 holds more memory. The window (offscreen; on the display
+with QT_QPA_PLATFORM=xcb) is grabbed at 1280x800 and 1920x1080 into
+``screenshot-64-devices-<size>.png``, with a private, empty history and settings.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -54,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=25.0, help="seconds of the run before the grabs")
     args = parser.parse_args(argv)
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("SPLITSCOPE_DB", str(Path(args.out_dir) / ".screenshot-runs.sqlite3"))
+    private = tempfile.mkdtemp(prefix="splitscope-shot-")   # an empty history and default settings, not the user's
+    os.environ["SPLITSCOPE_DB"] = str(Path(private) / "runs.sqlite3")
+    os.environ["SPLITSCOPE_SETTINGS"] = str(Path(private) / "settings.ini")
     from PySide6 import QtCore, QtWidgets
     from app.application import configure
     from app.main_window import RUN_REDRAW_MS, MainWindow
@@ -122,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     stop.set()
     feeder.join()
     win.shutdown()
+    shutil.rmtree(private, ignore_errors=True)
     return 0
 
 
