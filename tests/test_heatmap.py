@@ -45,6 +45,10 @@ def test_the_live_columns_added_sample_by_sample_equal_those_computed_at_once():
         expected = np.array([column_means(buffers[n].column(0), buffers[n].column(1), x0, dx, matrix.shape[1])
                              for n in names[::-1]])
         assert dx == 0.2 and np.allclose(np.nan_to_num(matrix, nan=-1.0), np.nan_to_num(expected, nan=-1.0))
+    # A wider window of the same column width reaches back before the rows began: they begin again.
+    matrix, x0, dx = columns.matrix(buffers, names, 101.3 - 70, 101.3, 400, 0.1)
+    expected = column_means(buffers[names[0]].column(0), buffers[names[0]].column(1), x0, dx, matrix.shape[1])
+    assert dx == 0.2 and np.allclose(np.nan_to_num(matrix[0], nan=-1.0), np.nan_to_num(expected, nan=-1.0))
     # A cleared buffer (a new run on the device) starts its row again.
     first = buffers[names[0]]
     first.clear()

@@ -26,6 +26,7 @@ class HeatColumns:
 
     def __init__(self):
         self.dx: float | None = None
+        self.since = math.inf                # where the rows began (a window reaching before it begins them again)
         self.rows: dict[str, int] = {}       # device -> its row
         self.first = 0                       # the column of sums[:, 0]
         self.sums = np.zeros((0, 0))
@@ -40,11 +41,11 @@ class HeatColumns:
         ``start`` .. ``end``: columns at least a pixel and two sampling periods wide (one sample a column
         would leave holes wherever a sample came late)."""
         dx = nice_width(max((end - start) / max(pixels, 1), 2 * sample_period))
-        if dx != self.dx:
-            self.__init__()
-            self.dx = dx
-        self._take(buffers, devices)
         first = math.floor(start / dx)
+        if dx != self.dx or first * dx < self.since:   # a zoom: the columns begin afresh, from this window on
+            self.__init__()
+            self.dx, self.since = dx, first * dx
+        self._take(buffers, devices, self.since)
         columns = math.floor(end / dx) - first + 1
         out = np.full((len(devices), columns), np.nan)
         lo, hi = max(first, self.first), min(first + columns, self.first + self.sums.shape[1])
@@ -57,8 +58,10 @@ class HeatColumns:
                 out[known, lo - first:hi - first] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
         return out, first * dx, dx
 
-    def _take(self, buffers: dict[str, RingBuffer], devices: list[str]) -> None:
-        """Add the samples that came since the last call, every device's in one go."""
+    def _take(self, buffers: dict[str, RingBuffer], devices: list[str], start: float) -> None:
+        """Add the samples that came since the last call, every device's in one go; a row begun afresh from
+        ``start`` on (the window only moves on; a wider one is another column width, begun afresh: a zoom
+        adds up the window's samples, not the buffer's hour)."""
         xs, ys, rows = [], [], []
         oldest = math.inf
         for device in devices:
@@ -78,7 +81,8 @@ class HeatColumns:
                 self.sums[row] = self.counts[row] = 0.0
                 self.last_x[row] = -math.inf
             self._lengths[device] = len(x)
-            new = int(np.searchsorted(x, self.last_x[row], side="right"))
+            new = int(np.searchsorted(x, self.last_x[row], side="right")) if self.last_x[row] > -math.inf \
+                else int(np.searchsorted(x, start, side="left"))
             if new < len(x):
                 xs.append(x[new:])
                 ys.append(y[new:])
