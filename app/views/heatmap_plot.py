@@ -21,7 +21,7 @@ from app.views.plot_hover import Found, Hover, quantity
 from app.views.series_plot import SeriesPlot, cache_axes
 from engine.figures import Axis, Figure, palette
 from engine.figures.figure import Heat
-from engine.figures.heatmap import COLORMAP, block_means, heat_of, mean_name, node_blocks
+from engine.figures.heatmap import COLORMAP, as_cells, as_matrix, block_means, heat_of, mean_name, node_blocks
 
 AXIS_WIDTH = 64          # px: the two plots' left axes, so their time axes line up
 BAR_WIDTH = 58           # px: the colour scale at the right, and the room the means plot keeps beside it
@@ -201,8 +201,7 @@ class HeatmapPlot(QtWidgets.QWidget):
     def draw_figure(self, figure: Figure) -> None:
         """A stored run's heatmap (engine/figures/heatmap.py heat_figure)."""
         heat = figure.heat
-        matrix = np.array([[np.nan if v is None else v for v in row] for row in heat.values], dtype=float) \
-            if heat.values else np.empty((0, 0))
+        matrix = as_matrix(heat.values)
         self.x_origin = None
         self.view.getPlotItem().setLabel("bottom", figure.x.text, color=theme.MUTED)
         self.means.show_title(figure.title)
@@ -243,7 +242,7 @@ class HeatmapPlot(QtWidgets.QWidget):
         if self.figure is not None:
             return self.figure
         origin = self.x_origin() if self.x_origin is not None else 0.0
-        values = [[None if not np.isfinite(v) else float(v) for v in row] for row in self._matrix]
+        values = as_cells(self._matrix)
         x = Axis("time from now", "s") if self.x_origin is not None else self.frame.x
         return heat_of(self.frame.with_data(x=x), Heat(list(self.devices), self._x0 - origin, self._dx, values,
                                                         *self._levels))

@@ -291,17 +291,16 @@ class PlotPanel(QtWidgets.QWidget):
         return updated
 
     def _is_due(self, group: str, now: float) -> bool:
+        # Many devices' heatmaps and folded timeline: once a second (a column is at least 0.2 s wide; the
+        # timeline's lanes carry thousands of bars; DCGM's dashboards refresh slower still).
+        frame = self.telemetry_frame_s if group == "telemetry" else self.step_frame_s
+        if self.telemetry_redraw.heat and group != "steps":
+            frame = max(frame, HEAT_FRAME_S)
         if group == "telemetry":
-            # Many devices' heatmaps: once a second (a column is at least 0.2 s wide, and DCGM's dashboards
-            # refresh slower still); each is an image the size of the plot, whatever the devices.
-            frame = max(self.telemetry_frame_s, HEAT_FRAME_S) if self.telemetry_redraw.heat else self.telemetry_frame_s
             return now - self._group_drawn_at["telemetry"] >= frame
         # Steps and the timeline: when something is new, at most every step_frame_s (a fast run has new
         # steps every tick; repainting them ten times a second took a tenth of a core from the ranks'
         # cores, which their utilization then showed).
-        # With many devices the timeline's lanes carry thousands of bars: once a second, as the heatmaps.
-        frame = max(self.step_frame_s, HEAT_FRAME_S) if group == "timeline" and self.telemetry_redraw.heat \
-            else self.step_frame_s
         if now - self._group_drawn_at[group] < frame:
             return False
         if group == "steps":

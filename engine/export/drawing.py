@@ -240,7 +240,7 @@ def _heat(picture, figure: Figure) -> None:
     """A heatmap (engine/figures/heatmap.py): each node's mean as lines above, a row per device below, rows
     grouped by node with a hairline between nodes, the colour bar at the right."""
     import numpy as np
-    from engine.figures.heatmap import COLORMAP
+    from engine.figures.heatmap import COLORMAP, as_matrix
     heat = figure.heat
     means, axes = picture.subplots(2, 1, sharex=True, height_ratios=(1, 3))
     means.set_title("\n".join(textwrap.wrap(figure.title, TITLE_CHARACTERS)), loc="left", fontsize=12,
@@ -253,7 +253,7 @@ def _heat(picture, figure: Figure) -> None:
     means.set_ylim(low, high * 1.05)
     if len(figure.series) > 1:
         _legend_outside(means)
-    matrix = np.array([[np.nan if v is None else v for v in row] for row in heat.values], dtype=float)
+    matrix = as_matrix(heat.values)
     end = heat.x0 + heat.dx * heat.columns
     image = axes.imshow(matrix, aspect="auto", interpolation="nearest", cmap=COLORMAP, vmin=low, vmax=high,
                         extent=(heat.x0, end, len(heat.devices) - 0.5, -0.5), gid=f"{figure.name}/heat")

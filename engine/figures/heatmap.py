@@ -28,6 +28,20 @@ def uses_heatmap(devices: int) -> bool:
     return devices >= HEATMAP_FROM
 
 
+def as_matrix(values: Sequence[Sequence]) -> np.ndarray:
+    """A heatmap's cells as an array: NaN where a cell has no value (None)."""
+    return np.array([[np.nan if v is None else v for v in row] for row in values], dtype=float) \
+        if len(values) else np.empty((0, 0))
+
+
+def as_cells(values) -> list:
+    """An array's values as a figure keeps them (lists of floats, None where NaN): a matrix's rows, or a row."""
+    array = np.asarray(values, dtype=float)
+    cells = array.astype(object)
+    cells[~np.isfinite(array)] = None
+    return cells.tolist()
+
+
 def nice_width(at_least: float) -> float:
     """The smallest of 1, 2, 2.5, 5 times a power of ten that is ``at_least``: a column width that stays put
     while a live window scrolls (a column is the same time span from one redraw to the next)."""
@@ -89,19 +103,17 @@ def heat_figure(frame: Figure, series: Mapping[str, tuple[Sequence[float], Seque
     low = 0.0 if low is None else float(low)
     finite = matrix[np.isfinite(matrix)]
     top = float(top) if top is not None else (round_up(float(finite.max())) if finite.size else 1.0)
-    values = [[None if not np.isfinite(v) else float(v) for v in row] for row in matrix]
-    heat = Heat(devices, start, dx, values, low, max(top, low + 1e-9))
+    heat = Heat(devices, start, dx, as_cells(matrix), low, max(top, low + 1e-9))
     return heat_of(frame.with_data(title=title or frame.title), heat, table)
 
 
 def heat_of(frame: Figure, heat: Heat, table: tuple[list[str], list[list]] | None = None) -> Figure:
     """The figure of ``heat``: its rows, each node's mean as a line (``series``), and its table (``table``,
     or one row per device and column)."""
-    matrix = np.array([[np.nan if v is None else v for v in row] for row in heat.values], dtype=float) \
-        if heat.values else np.empty((0, 0))
+    matrix = as_matrix(heat.values)
     blocks = node_blocks(heat.devices)
     centers = heat.x0 + heat.dx * (np.arange(heat.columns) + 0.5)
-    means = [Series(mean_name(node), centers.tolist(), [None if not np.isfinite(v) else float(v) for v in mean],
+    means = [Series(mean_name(node), centers.tolist(), as_cells(mean),
                     palette.series_color(k))
              for k, ((node, _, _), mean) in enumerate(zip(blocks, block_means(matrix, blocks)))] \
         if len(matrix) else []

@@ -168,9 +168,8 @@ class Worker:
                 self.emit(Warned, message=payload)
             elif kind in ("node_lost", "node_error"):
                 failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
-            # The checks below go over every rank: after each of a busy run's events (256 ranks send thousands
-            # a second) they made the loop quadratic in the ranks. A rank's plain step event waits for them
-            # at most CHECK_EVERY_S; anything else (a rank done, a failure, a stop, a quiet queue) does not.
+            # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
+            # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
             now = time.monotonic()
             if (kind == "event" and failure is None and not stop_requested and not r.done
                     and now - checked_at < CHECK_EVERY_S):
