@@ -1,6 +1,7 @@
 """Data-parallel training with a DataLoader, as one writes it for torchrun:
 
     torchrun --nproc-per-node 2 examples/ddp_train.py --steps 20 --decode-ms 0.5 --workers 2
+    torchrun --nproc-per-node 2 examples/ddp_train.py --device cuda     # rank k on cuda:k
 
 Nothing of Splitscope's in it; ``python main.py watch --devices cpu:2 -- examples/ddp_train.py ...``
 runs it unmodified and shows each device's time by kind. ``--decode-ms`` is the CPU time each sample
@@ -43,18 +44,23 @@ def main():
     parser.add_argument("--features", type=int, default=256)
     parser.add_argument("--decode-ms", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: rank k on cuda:k, NCCL")
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    cuda = args.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank()
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(args.features, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 2))
-    ddp = DistributedDataParallel(model)
+                          nn.Linear(512, 2)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if cuda else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     loss_fn = nn.CrossEntropyLoss()
     data = SyntheticImages(args.steps * args.batch_size * dist.get_world_size(), args.features, args.decode_ms)
-    loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers,
+    loader = DataLoader(data, batch_size=args.batch_size, num_workers=args.workers, pin_memory=cuda,
                         sampler=DistributedSampler(data, shuffle=False))
     loss, timed_from, timed = None, None, 0
     for step, (inputs, targets) in enumerate(loader):
@@ -62,6 +68,7 @@ def main():
             break
         if step == min(2, args.steps - 1):   # the steps after the first two: caches warm, loader running
             timed_from = time.perf_counter()
+        inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
         optimizer.zero_grad()
         loss = loss_fn(ddp(inputs), targets)
         loss.backward()

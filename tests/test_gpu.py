@@ -6,10 +6,14 @@ setup. What needs two GPUs is said where the experiments leave it out.
 """
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from engine.store import Store
 from helpers import cli
+from procs import ROOT
 
 pytestmark = pytest.mark.gpu
 
@@ -111,6 +115,48 @@ def test_input_prep_in_step_draws_on_the_host_and_copies_inside_the_step(db):
                      "--devices", "cuda:0", "--steps", "4", "--input-prep", "in-step", "--json", "--db", db,
                      check_json=True, timeout=RUN_S)
     assert "transfer" in timeline_kinds(db, summary["run_id"])["cuda:0"]
+
+
+def watched_on_gpu(db: str, script: str, *args: str) -> tuple[dict, str, list]:
+    """``main.py watch --devices cuda:0`` of an example: its summary, its log (the script's prints) and timeline."""
+    proc = cli("watch", "--json", "--db", db, "--devices", "cuda:0", "--", str(ROOT / "examples" / script), *args,
+               timeout=RUN_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    with Store(db) as store:
+        rows = store.timeline(summary["run_id"])
+    return summary, proc.stderr, rows
+
+
+def test_a_watched_script_on_a_gpu_is_timed_where_the_gpu_runs_its_work(db):
+    """The DDP example on cuda:0 (NCCL, one rank): forward, backward, all-reduce and optimizer from CUDA events,
+    so each step's work lies inside the step in order, and the busy time adds up to most of the step (host
+    clocks would time the launches: a forward of microseconds); its loss read without stalling the GPU is the
+    script's own; the step the script measures itself is the watch's within a quarter."""
+    summary, log, rows = watched_on_gpu(db, "ddp_train.py", "--device", "cuda", "--steps", "30", "--batch-size",
+                                        "2048", "--features", "1024")
+    assert summary["devices"] == ["cuda:0"] and summary["steps"] == 30
+    (device,) = summary["time_by_kind"]
+    assert {"forward", "backward", "communication", "optimizer"} <= set(device["by_kind"]), device
+    assert summary["loss"]["last"] == pytest.approx(float(re.search(r"final loss (\S+)", log).group(1)), rel=1e-6)
+    own_ms = float(re.search(r"([0-9.]+) ms per step", log).group(1))
+    assert summary["step_time_s"]["mean"] * 1e3 == pytest.approx(own_ms, rel=0.25)
+    for step in range(1, 30):
+        mine = sorted((t0, t1, kind) for s, _, kind, t0, t1 in rows if s == step and kind != "communication")
+        kinds = [kind for *_, kind in mine]
+        assert kinds[-3:] == ["forward", "backward", "optimizer"], mine
+        assert all(a[1] <= b[0] + 1e-4 for a, b in zip(mine, mine[1:])), mine   # one stream: one after another
+    forward = device["by_kind"]["forward"]
+    assert forward > 1e-4   # 2048 x 1024 through three layers on the GPU, not a launch's microseconds
+
+
+def test_a_watched_fsdp_script_on_a_gpu_shows_its_collectives(db):
+    """FSDP2 over NCCL on one GPU (a mesh of one: its all-gathers and reduce-scatters are copies), timed by events
+    recorded on the stream current at the call and in the Work's completion callback."""
+    summary, log, rows = watched_on_gpu(db, "fsdp_train.py", "--steps", "8", "--width", "1024")
+    assert summary["steps"] == 8
+    assert {"forward", "backward", "communication", "optimizer"} <= {kind for _, _, kind, *_ in rows}
+    assert summary["loss"]["last"] == pytest.approx(float(re.search(r"final loss (\S+)", log).group(1)), rel=1e-5)
 
 
 def test_cuda_visible_devices_maps_to_the_same_gpu_in_torch_and_nvml():

@@ -22,6 +22,7 @@ from procs import ROOT, wait_for_no_tagged
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 PIPELINE = ROOT / "examples" / "pipeline_train.py"
 FSDP = ROOT / "examples" / "fsdp_train.py"
+TENSOR_PARALLEL = ROOT / "examples" / "tp_train.py"
 
 
 def final_loss(out: str) -> str:
@@ -112,6 +113,33 @@ def test_a_watched_fsdp_script_shows_its_all_gathers_and_reduce_scatters_on_ever
     for t in summary["time_by_kind"]:
         assert {"forward", "backward", "communication", "optimizer"} <= set(t["by_kind"]), t
         assert t["by_kind"]["communication"] > 0   # summed: prefetched all-gathers overlap each other
+
+
+def test_a_watched_tensor_parallel_script_shows_each_blocks_all_reduces_and_trains_as_under_torchrun(tmp_path):
+    """Tensor parallel (DTensor's functional collectives, not torch.distributed's functions): a block's output
+    all-reduced in the forward, its input's gradient in the backward (the first block's input needs none),
+    each timed on both devices from its call to the wait for its result, and the script's loss the same as under
+    torch's own torchrun (the timing waits for nothing the script would not)."""
+    args = ["--steps", "3", "--width", "64", "--depth", "3"]
+    plain = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            str(TENSOR_PARALLEL), *args], cwd=ROOT, capture_output=True, text=True, timeout=240,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    db = tmp_path / "runs.db"
+    proc, summary = watch(db, "--devices", "cpu:2", "--", str(TENSOR_PARALLEL), *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert final_loss(proc.stderr) == final_loss(plain.stdout)
+    with Store(db) as store:
+        (record,) = store.list_runs()
+        rows = store.timeline(record.id)
+    for step in range(3):
+        for device in ("cpu:0", "cpu:1"):
+            mine = [r for r in rows if r[0] == step and r[1] == device]
+            (forward,) = [r for r in mine if r[2] == "forward"]
+            (backward,) = [r for r in mine if r[2] == "backward"]
+            talks = [r for r in mine if r[2] == "communication"]
+            inside = [sum(1 for r in talks if span[3] <= r[3] <= r[4] <= span[4]) for span in (forward, backward)]
+            assert inside == [3, 2] and len(talks) == 5, (step, device, mine)
 
 
 @pytest.mark.solo   # the spare core's time is the loader's only when no other test's runs take it
@@ -279,6 +307,10 @@ def test_torchruns_command_line_is_read_for_what_it_means_to_a_watch(words, devi
         assert any(says in p.message for p in refused.value.problems), refused.value.problems
     with pytest.raises(ConfigError, match="cpu:1 and torchrun --nproc-per-node 2: give one of them"):
         config_of("--devices", "cpu:1", "--", "torchrun", "--nproc-per-node", "2", str(EXAMPLE))
+    with pytest.raises(ConfigError, match="cuda:0,cuda:1,cuda:2 and torchrun --nproc-per-node 2: give one of them"):
+        config_of("--devices", "cuda:0,cuda:1,cuda:2", "--", "torchrun", "--nproc-per-node", "2", str(EXAMPLE))
+    assert config_of("--devices", "cuda:0,cuda:1", "--", "torchrun", "--nproc-per-node", "2",
+                     str(EXAMPLE)).devices == "cuda:0,cuda:1"
 
 
 @pytest.mark.quick
@@ -332,6 +364,24 @@ def test_a_script_config_refuses_what_it_cannot_run_naming_the_option():
                                                    "it to the script)")
     assert said["steps"] == "must be 0 (until the script ends) or more, got -1"
     assert {p.option for p in problems(ExperimentConfig(script=str(EXAMPLE)))} == {"script"}   # not for ddp & co
+
+
+@pytest.mark.quick
+def test_a_scripts_gpus_are_its_ranks_local_ranks_and_never_mixed_with_cpus():
+    """torchrun gives rank k LOCAL_RANK k, and a script works on cuda:LOCAL_RANK: a watch's GPUs are cuda:0..N-1
+    (CUDA_VISIBLE_DEVICES chooses which, as for torchrun), all GPUs or all CPU devices."""
+    from engine.config import ExperimentConfig
+    from engine.devices import Device
+    from engine.strategies.script import Script
+    gpu = [Device(f"cuda:{k}", "cuda", k) for k in range(3)]
+    cpu = Device("cpu:0", "cpu", 0, core=0)
+    config = ExperimentConfig(strategy="script", script=str(EXAMPLE))
+    assert Script().check(config, gpu[:2], 0) == [] and Script().check(config, [cpu], 0) == []
+    (shifted,) = Script().check(config, gpu[1:], 0)
+    assert shifted.option == "devices" and "give cuda:0,cuda:1, and choose which GPUs those are with " \
+        "CUDA_VISIBLE_DEVICES" in shifted.message
+    (mixed,) = Script().check(config, [cpu, gpu[0]], 0)
+    assert mixed.option == "devices" and "all on CPU devices (cpu:N) or all on GPUs" in mixed.message
 
 
 def test_a_script_that_never_steps_an_optimizer_is_watched_a_forward_call_a_step(tmp_path):

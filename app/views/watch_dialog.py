@@ -36,7 +36,8 @@ class WatchDialog(QtWidgets.QDialog):
         self.args = QtWidgets.QLineEdit(args)
         self.args.setPlaceholderText("--epochs 1 --batch-size 64 (its own arguments, as on a command line)")
         self.devices = QtWidgets.QLineEdit(devices)
-        self.devices.setToolTip('"cpu:N": one rank per CPU virtual device, each pinned to a core of its own')
+        self.devices.setToolTip('"cpu:N": one rank per CPU virtual device, each pinned to a core of its own; '
+                                '"cuda:0,cuda:1,...": one rank per GPU, rank k on cuda:k (its LOCAL_RANK)')
         self.steps = QtWidgets.QSpinBox()
         self.steps.setRange(0, 10_000_000)
         self.steps.setSpecialValueText("until the script ends")

@@ -77,7 +77,15 @@ class Script(Strategy):
         return found
 
     def check(self, config, devices, n_blocks) -> list[Problem]:
-        if any(d.kind != "cpu" for d in devices):   # a GPU's work needs CUDA events, which the instruments lack
-            return [Problem("devices", "a watched script runs on CPU virtual devices for now (cpu:N), got "
+        kinds = {d.kind for d in devices}
+        if len(kinds) > 1:
+            return [Problem("devices", "a watched script's ranks are all on CPU devices (cpu:N) or all on GPUs "
+                                       "(cuda:0,cuda:1,...), got " + ", ".join(d.name for d in devices))]
+        gpus = [d.index for d in devices if d.kind == "cuda"]
+        if gpus and gpus != list(range(len(gpus))):
+            # torchrun gives rank k LOCAL_RANK k, and a script takes cuda:LOCAL_RANK for its own
+            return [Problem("devices", "a watched script's rank k works on cuda:k (its LOCAL_RANK): give "
+                                       f"{','.join(f'cuda:{k}' for k in range(len(gpus)))}, and choose which "
+                                       "GPUs those are with CUDA_VISIBLE_DEVICES, as for torchrun; got "
                                        + ", ".join(d.name for d in devices))]
         return []

@@ -47,6 +47,15 @@ def end_with_everything_started() -> None:
     signal.signal(signal.SIGTERM, end_group)
 
 
+def failed(instruments, channel: EventChannel, failure: Failed) -> None:
+    """The script failed: its steps so far kept (a GPU's last ones waited for), then its error."""
+    try:
+        instruments.flush()
+    except Exception:  # noqa: BLE001  (a GPU the error left unusable: those steps are lost, the error is not)
+        pass
+    channel.emit(failure)
+
+
 def main() -> int:
     die_with_worker()
     end_with_everything_started()
@@ -91,10 +100,10 @@ def main() -> int:
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            channel.emit(Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
+            failed(instruments, channel, Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
             return 1
     except BaseException as exc:  # the script's own error: reported with its traceback
-        channel.emit(Failed(describe_exception(exc), traceback.format_exc()))
+        failed(instruments, channel, Failed(describe_exception(exc), traceback.format_exc()))
         return 1
     instruments.training()   # a script that never ran a forward still says it ran
     try:

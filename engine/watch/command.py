@@ -1,4 +1,4 @@
-"""``main.py watch [--devices cpu:N] [--steps N] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
+"""``main.py watch [--devices cpu:N | cuda:0,...] [--steps N] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
 options] SCRIPT.py [ARGS]``, engine/watch/torchrun_form.py): a user's own training script, unmodified, run as the
 ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device. It is
 ``run``'s short way: the same worker, store, summary and exports (engine/cli.py runs the config made here)."""
@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
                                          "optimizer, data, idle; stored as a run")
     watch.add_argument("--devices", default=None,
                        help=f'"cpu:N": N ranks, each pinned to a core of its own (default: torchrun\'s '
-                            f'--nproc-per-node, else {DEFAULT_DEVICES}); GPUs: not yet')
+                            f'--nproc-per-node, else {DEFAULT_DEVICES}); "cuda:0,cuda:1,...": a rank per GPU, rank k on '
+                            f'cuda:k (its LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which, as for torchrun)')
     watch.add_argument("--steps", type=int, default=None,
                        help="stop the script after this many optimizer steps (default: let it end)")
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
@@ -31,6 +32,15 @@ def add_parser(sub) -> None:
     watch.add_argument("script", help="the training script, as you would give it to torchrun, or `torchrun` "
                                       "and its options before the script")
     watch.add_argument("script_args", nargs=argparse.REMAINDER, help="its own arguments")
+
+
+def device_count(devices: str) -> int | None:
+    """How many ranks ``--devices`` asks for, where its text says (cpu:N, or a list of GPUs); None otherwise."""
+    if devices.startswith("cpu:") and devices[4:].isdigit():
+        return int(devices[4:])
+    if devices.startswith("cuda:"):
+        return len(devices.split(","))
+    return None
 
 
 def watch_config(args) -> tuple[ExperimentConfig, None]:
@@ -47,7 +57,7 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
         script, script_args, nproc = form.script, form.args, form.nproc_per_node
     if devices is None:
         devices = f"cpu:{nproc}" if nproc else DEFAULT_DEVICES
-    elif nproc is not None and devices.startswith("cpu:") and devices[4:].isdigit() and int(devices[4:]) != nproc:
+    elif nproc is not None and device_count(devices) not in (None, nproc):
         found.append(Problem("devices", f"{devices} and torchrun --nproc-per-node {nproc}: give one of them "
                                         "(or the same count)"))
     if args.steps is not None and args.steps < 1:

@@ -8,16 +8,9 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
   pipelining schedules call; the loss is the scalar it is given;
 - **optimizer**: the global optimizer step pre- and post-hooks; the first optimizer that
   steps ends each step (a script with several steps each of them inside that step);
-- **communication**: DistributedDataParallel's all-reduce, through a comm hook set as each
-  DDP module is built (the reducer's own arithmetic: times 1/world, then summed), from
-  the bucket's launch to its completion, overlapping the backward it runs under; and every
-  collective called through ``torch.distributed`` (``COLLECTIVES``: FSDP2's all-gathers and
-  reduce-scatters, a script's own all-reduce), from its call to its completion (an
-  ``async_op`` one's Work future), the outermost call only (an object collective calls others).
-  A barrier is ``wait``. Tensor parallel's functional collectives are not timed;
-- **wait**: a pipeline stage waiting for its peer's activation or gradient (torch's
-  pipelining schedules wait on their sends and receives in one module-level function,
-  wrapped here as the engine's own pipeline wraps it: engine/strategies/scheduled_stages.py);
+- **communication**: DDP's all-reduce, ``torch.distributed``'s collectives and tensor parallel's
+  functional collectives (engine/watch/communication.py); a barrier is ``wait``;
+- **wait**: a pipeline stage waiting for its peer's activation or gradient (the same module);
 - **data**: from a step's end to the next step's first forward (the input pipeline, and
   whatever else the script does between steps), less any wait for a peer in it.
 The samples of a step are the first dimension of the first tensor argument of the module
@@ -25,28 +18,43 @@ the script called first, summed over its calls in the step (a pipeline's micro-b
 What the hooks cannot know the script may say (splitscope/watch.py: ``watch.step(samples=,
 loss=)`` for the step under way, ``with watch.phase(kind):``; a script that times its own
 ``data`` replaces the guess above).
-Host clocks: this is for CPU virtual devices (a GPU's work would need CUDA events).
+Every time is a mark of the instruments' clock (engine/watch/clocks.py): the host's on a CPU device, CUDA
+events on the stream that runs the work on a GPU (chosen at the first forward, from the model's parameters).
+A step's report goes out once its marks are seconds: at once on a CPU; on a GPU when the GPU has passed
+them, asked at the next steps' ends without waiting, so the script's host runs ahead as it would unwatched.
 """
 from __future__ import annotations
 
 import functools
 import threading
-import time
+from dataclasses import dataclass
 from typing import Callable
 
 from engine.record.rank_events import StepReport
+from engine.watch import communication
+from engine.watch.clocks import HostClock, clock_for
 
-
-COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_single",
-               "all_gather_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
-               "reduce_scatter_single", "broadcast", "broadcast_object_list", "reduce", "all_to_all",
-               "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier")
-"""The ``torch.distributed`` functions timed as communication (the barriers as wait)."""
+QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 
 
 class WatchEnded(BaseException):
     """Raised from the optimizer's post-hook once the watch has its steps: a BaseException, so the script's own
     ``except Exception`` does not swallow it."""
+
+
+@dataclass
+class QueuedStep:
+    """A step whose marks are not all seconds yet (a GPU's, until the GPU has passed them)."""
+    step: int
+    start: object
+    end: object
+    intervals: list              # [kind, mark, mark]; data's carries the last wait for a peer before it too
+    losses: list                 # scalar tensors (on the host: a GPU's copied there as its step runs)
+    declared: dict
+    samples: int
+
+    def marks(self) -> list:
+        return [self.start, self.end, *(m for interval in self.intervals for m in interval[1:] if m is not None)]
 
 
 class Instruments:
@@ -58,17 +66,20 @@ class Instruments:
         self.emit = emit
         self.max_steps = steps
         self._on_training = on_training
+        self.clock = HostClock()           # the model's device's, from the first forward (engine/watch/clocks.py)
+        self._clock_chosen = False
         self._stages: list[int] = []       # the torch.distributed.pipelining stages this rank holds
         self.step = 0
         self._lock = threading.Lock()      # a DDP bucket completes on gloo's thread
         self._intervals: list[list] = []
+        self._queued: list[QueuedStep] = []
         self._depth = 0                    # module calls open on the main thread
         self._skipped: set[int] = set()    # parameterless calls let through before a step's first forward
         self._in_backward = 0
-        self._forward_start: float | None = None
-        self._optimizer_start: float | None = None
-        self._step_start: float | None = None   # the previous step's end; None before the first forward
-        self._waited_until = 0.0           # the end of the last wait for a peer
+        self._forward_start = None
+        self._optimizer_start = None
+        self._step_start = None            # the previous step's end; None before the first forward
+        self._waited_until = None          # the end of the last wait for a peer
         self._forwarded = False            # this step has had its first forward
         self._counted = None               # the module whose calls count the samples (the first one called)
         self._samples = 0
@@ -79,7 +90,7 @@ class Instruments:
         self._backward_seen = False        # this step has had a backward
         self.forward_steps = False         # no optimizer steps: each outermost forward was a step
         self._handles: list = []
-        self._calling = threading.local()  # inside a timed collective: the ones it calls are its own
+        self.calling = threading.local()   # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
 
     # ---- installing ------------------------------------------------------------------
@@ -97,23 +108,23 @@ class Instruments:
 
         def backward(tensors, *args, **kwargs):
             self._in_backward += 1
-            t0 = time.perf_counter()
+            t0 = self.clock.now()
             try:
                 return original_backward(tensors, *args, **kwargs)
             finally:
                 if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
-                    self._add("backward", t0, time.perf_counter())
+                    self.add("backward", t0, self.clock.now())
                     self._backward_seen = True
                 self._in_backward -= 1
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
                 alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
                 if isinstance(alone, torch.Tensor) and alone.dim() == 0:
-                    self._losses.append(alone.detach())
+                    self._losses.append(on_host(alone.detach()))
         torch.autograd.backward = backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
-        self._time_collectives()
-        self._time_ddp_buckets()
-        self._time_peer_waits()
+        for timing in (communication.time_collectives, communication.time_functional_collectives,
+                       communication.time_ddp_buckets, communication.time_peer_waits):
+            self._undo += timing(self)
         self._note_pipeline_stages()
 
     def _note_pipeline_stages(self) -> None:
@@ -130,92 +141,6 @@ class Instruments:
         stage._PipelineStageBase.__init__ = init
         self._undo.append(lambda: setattr(stage._PipelineStageBase, "__init__", original_init))
 
-    def _time_peer_waits(self) -> None:
-        from torch.distributed.pipelining import schedules
-        original = schedules._wait_batch_p2p
-
-        def timed_wait(work):
-            t0 = time.perf_counter()
-            try:
-                return original(work)
-            finally:
-                self._waited_until = time.perf_counter()
-                self._add("wait", t0, self._waited_until)
-        schedules._wait_batch_p2p = timed_wait
-        self._undo.append(lambda: setattr(schedules, "_wait_batch_p2p", original))
-
-    def _time_collectives(self) -> None:
-        import torch.distributed as dist
-        for name in COLLECTIVES:
-            original = getattr(dist, name, None)
-            if original is not None:
-                setattr(dist, name, self._timed_collective(original, "wait" if "barrier" in name else "communication"))
-                self._undo.append(functools.partial(setattr, dist, name, original))
-
-    def _timed_collective(self, original, kind: str):
-        import torch.distributed as dist
-
-        @functools.wraps(original)
-        def timed(*args, **kwargs):
-            if getattr(self._calling, "depth", 0):
-                return original(*args, **kwargs)
-            self._calling.depth = 1
-            t0 = time.perf_counter()
-            try:
-                result = original(*args, **kwargs)
-            finally:
-                self._calling.depth = 0
-            if isinstance(result, dist.Work):
-                try:
-                    result.get_future().then(lambda future: self._add(kind, t0, time.perf_counter()))
-                    return result
-                except RuntimeError:   # a backend without futures: timed to its return
-                    pass
-            end = time.perf_counter()
-            if self._step_start is None:   # before the first forward (a start-up barrier): the first step's
-                self._step_start = t0
-            self._add(kind, t0, end)
-            if not self._depth and not self._in_backward:   # between steps: not the input pipeline's time
-                self._waited_until = end
-            return result
-        return timed
-
-    def _time_ddp_buckets(self) -> None:
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
-        original_init = DistributedDataParallel.__init__
-        instruments = self
-        from torch.distributed.distributed_c10d import all_reduce   # untimed: torch.distributed's name is wrapped
-
-        def timed_allreduce(process_group, bucket):
-            group = process_group if process_group is not None else dist.group.WORLD
-            tensor = bucket.buffer()
-            tensor.mul_(1.0 / group.size())   # as DDP scales a bucket without a hook: the same arithmetic
-            t0 = time.perf_counter()
-
-            def done(future):
-                instruments._add("communication", t0, time.perf_counter())
-                return future.value()[0]
-            return all_reduce(tensor, group=group, async_op=True).get_future().then(done)
-
-        def time_buckets(ddp, args) -> None:
-            """At the module's first forward, after the script had its chance to set a comm hook of its own
-            (fp16 compression, PowerSGD; DDP takes one): the timed all-reduce only where none is set."""
-            ddp._splitscope_first_call.remove()
-            if getattr(ddp, "_comm_hooks", None):
-                return
-            try:
-                ddp.register_comm_hook(ddp.process_group, timed_allreduce)
-            except RuntimeError:   # a built-in hook (mixed precision) took the place: its all-reduce goes untimed
-                pass
-
-        @functools.wraps(original_init)
-        def init(ddp, *args, **kwargs):
-            original_init(ddp, *args, **kwargs)
-            ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
-        DistributedDataParallel.__init__ = init
-        self._undo.append(lambda: setattr(DistributedDataParallel, "__init__", original_init))
-
     def uninstall(self) -> None:
         for handle in self._handles:
             handle.remove()
@@ -223,10 +148,25 @@ class Instruments:
             undo()
         self._handles, self._undo = [], []
 
-    # ---- the hooks -------------------------------------------------------------------
-    def _add(self, kind: str, t0: float, t1: float) -> None:
+    # ---- what the timers report (engine/watch/communication.py too) --------------------
+    def add(self, kind: str, t0, t1, *waited) -> None:
+        """``kind`` from mark ``t0`` to mark ``t1``, in the step under way (data: and the last wait for a peer
+        before ``t1``, which is not data). Any thread."""
         with self._lock:
-            self._intervals.append([kind, t0, t1])
+            self._intervals.append([kind, t0, t1, *waited])
+
+    def collective_returned(self, kind: str, t0, end) -> None:
+        """A collective the calling thread waited for, from ``t0`` to ``end``."""
+        if self._step_start is None:   # before the first forward (a start-up barrier): the first step's
+            self._step_start = t0
+        self.add(kind, t0, end)
+        if not self._depth and not self._in_backward:   # between steps: not the input pipeline's time
+            self._waited_until = end
+
+    def waited(self, t0, end) -> None:
+        """A pipeline stage waited for its peer from ``t0`` to ``end``."""
+        self._waited_until = end
+        self.add("wait", t0, end)
 
     def training(self) -> None:
         """The script trains (its first forward): ``on_training``, once."""
@@ -242,12 +182,14 @@ class Instruments:
             self._declared["loss"] = loss
 
     def declare_phase(self, kind: str, t0: float, t1: float) -> None:
+        """A block the script timed itself, on the host clock (a mark the clocks take as it is)."""
         if kind == "data":
             self._own_data = True
         if self._step_start is None:   # the first step starts at whatever the script does first
             self._step_start = t0
-        self._add(kind, t0, t1)
+        self.add(kind, t0, t1)
 
+    # ---- the hooks -------------------------------------------------------------------
     def _before_forward(self, module, args) -> None:
         if threading.current_thread() is not threading.main_thread() or self._in_backward:
             return
@@ -259,7 +201,9 @@ class Instruments:
         self._depth += 1
         if self._depth > 1:
             return
-        now = time.perf_counter()
+        if not self._clock_chosen:   # the model's first call: its parameters are where its work runs
+            self.clock, self._clock_chosen = clock_for(module), True
+        now = self.clock.now()
         self.training()
         if self._stepper is None and self._forwarded and not self._backward_seen and module is self._counted:
             # The step's model called again with no optimizer ever stepped and no backward since: an inference or
@@ -271,9 +215,9 @@ class Instruments:
             self._forwarded = True
             if self._step_start is None:
                 self._step_start = now                     # the first step starts at its first forward
-            elif not self._own_data and now > self._step_start:
+            elif not self._own_data:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
-                self._add("data", max(self._step_start, min(self._waited_until, now)), now)
+                self.add("data", self._step_start, now, self._waited_until)
         if self._counted is None:
             self._counted = module
         if module is self._counted:
@@ -289,43 +233,89 @@ class Instruments:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and self._forward_start is not None:
-            self._add("forward", self._forward_start, time.perf_counter())
+            self.add("forward", self._forward_start, self.clock.now())
             self._forward_start = None
 
     def _before_optimizer(self, optimizer, args, kwargs) -> None:
-        self._optimizer_start = time.perf_counter()
+        self._optimizer_start = self.clock.now()
 
     def _after_optimizer(self, optimizer, args, kwargs) -> None:
-        end = time.perf_counter()
+        end = self.clock.now()
         if self._optimizer_start is not None:
-            self._add("optimizer", self._optimizer_start, end)
+            self.add("optimizer", self._optimizer_start, end)
         if self._stepper is None:
             self._stepper = optimizer
         if optimizer is self._stepper:
             self._end_step(end)
 
     def finish(self) -> None:
-        """The script ended: an inference script's last forward is its last step."""
-        if self._stepper is None and self._forwarded and not self._backward_seen:
-            self.forward_steps = True
-            self._end_step(time.perf_counter())
+        """The script ended: an inference script's last forward is its last step; every step reported."""
+        try:
+            if self._stepper is None and self._forwarded and not self._backward_seen:
+                self.forward_steps = True
+                self._end_step(self.clock.now())
+        finally:
+            self.flush()
 
     def note(self) -> str | None:
         """What a reader must know of this rank's steps."""
         return ("no optimizer stepped: each of the script's outermost forward calls is a step (inference or "
                 "evaluation)") if self.forward_steps and self._stepper is None else None
 
-    def _end_step(self, end: float) -> None:
+    # ---- steps -------------------------------------------------------------------------
+    def _end_step(self, end) -> None:
         with self._lock:
             intervals, self._intervals = self._intervals, []
         losses, self._losses = self._losses, []
         declared, self._declared = self._declared, {}
-        loss = sum(float(x) for x in losses) / len(losses) if losses else None
         start = self._step_start if self._step_start is not None else end
         samples = self._samples if not self._stages or 0 in self._stages else 0   # a later stage's: activations
-        self.emit(StepReport(self.step, start, end, {self.device: intervals}, declared.get("loss", loss),
-                             declared.get("samples", samples)))
+        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared, samples))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
+        if self.clock.renew():
+            self.clock.reanchor()
         if self.max_steps is not None and self.step >= self.max_steps:
+            self.flush()
             raise WatchEnded(f"{self.step} steps watched")
+        self._report(wait=False)
+
+    def flush(self) -> None:
+        """Every step so far reported, waiting for the GPU where it has not passed their marks."""
+        self._report(wait=True)
+
+    def _report(self, wait: bool) -> None:
+        while self._queued:
+            queued = self._queued[0]
+            marks = queued.marks()
+            if not self.clock.done(marks):
+                if not wait and len(self._queued) <= QUEUED_AT_MOST:
+                    return
+                self.clock.wait(marks)
+            self._queued.pop(0)
+            self.emit(self._as_report(queued))
+
+    def _as_report(self, queued: QueuedStep) -> StepReport:
+        seconds = self.clock.seconds
+        intervals = []
+        for kind, t0, t1, *waited in queued.intervals:
+            start, end = seconds(t0), seconds(t1)
+            if kind == "data":   # less the last wait for a peer in it
+                if end <= start:
+                    continue
+                if waited and waited[0] is not None:
+                    start = max(start, min(seconds(waited[0]), end))
+            intervals.append([kind, start, end])
+        loss = (sum(float(x) for x in queued.losses) / len(queued.losses)) if queued.losses else None
+        return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals},
+                          queued.declared.get("loss", loss), queued.declared.get("samples", queued.samples))
+
+
+def on_host(loss):
+    """A loss to read after its step: a GPU's copied to pinned host memory on its own stream (reading it on the
+    GPU later would wait for everything queued since)."""
+    if not loss.is_cuda:
+        return loss
+    import torch
+    host = torch.empty((), dtype=loss.dtype, pin_memory=True)
+    return host.copy_(loss, non_blocking=True)

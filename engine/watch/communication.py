@@ -1,0 +1,183 @@
+"""A watched script's communication, timed where torch makes it (installed by engine/watch/instruments.py).
+
+- ``torch.distributed``'s collectives (``COLLECTIVES``: FSDP2's all-gathers and reduce-scatters, a
+  script's own all-reduce), from the call to the completion (an ``async_op`` one's Work future), the
+  outermost call only (an object collective calls others); a barrier is ``wait``.
+- Tensor parallel's functional collectives (``torch.distributed._functional_collectives``, which DTensor
+  calls for its redistributions): from the call to the wait for its result (``wait_tensor``, at the
+  result's first use, which is when the script's next operation needs it).
+- DistributedDataParallel's all-reduce, through a comm hook set at each DDP module's first forward (the
+  reducer's own arithmetic: times 1/world, then summed), from the bucket's launch to its completion,
+  overlapping the backward it runs under.
+- A pipeline stage's waits for its peer's activation or gradient (torch's pipelining schedules wait on
+  their sends and receives in one module-level function, wrapped here as the engine's own pipeline wraps
+  it: engine/strategies/scheduled_stages.py), as ``wait``.
+
+Each is timed by the instruments' clock (engine/watch/clocks.py): on a GPU, a mark is an event on the
+stream current where it is taken; a future's callback runs with a stream that waits for the collective
+current, so its mark comes after the collective's work. Each function takes the instruments
+(engine/watch/instruments.py: their ``clock``, ``add``, ``collective_returned``, ``waited``, ``calling``),
+patches one thing and returns what undoes it.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_single",
+               "all_gather_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
+               "reduce_scatter_single", "broadcast", "broadcast_object_list", "reduce", "all_to_all",
+               "all_to_all_single", "gather", "scatter", "barrier", "monitored_barrier")
+"""The ``torch.distributed`` functions timed as communication (the barriers as wait)."""
+
+FUNCTIONAL_COLLECTIVES = ("broadcast", "all_reduce", "all_reduce_coalesced", "all_gather_single",
+                          "all_gather_single_autograd", "all_gather_tensor", "all_gather_tensor_autograd",
+                          "all_gather_single_coalesced", "all_gather_into_tensor_coalesced", "all_gather_inplace",
+                          "reduce_scatter_single", "reduce_scatter_single_autograd", "reduce_scatter_tensor",
+                          "reduce_scatter_tensor_autograd", "reduce_scatter_single_coalesced",
+                          "reduce_scatter_tensor_coalesced", "all_to_all_single", "all_to_all_single_autograd",
+                          "permute_tensor")
+"""``torch.distributed._functional_collectives``' collectives (torch 2.14), timed as communication."""
+
+AWAITED_AT_MOST = 1024   # functional collectives whose result is not waited for yet (one never used is let go)
+
+
+def outermost(instruments, original: Callable, timed: Callable) -> Callable:
+    """``timed`` for the outermost call on a thread; the calls it makes itself go to ``original`` untimed."""
+    calling = instruments.calling
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        if getattr(calling, "depth", 0):
+            return original(*args, **kwargs)
+        calling.depth = 1
+        try:
+            return timed(*args, **kwargs)
+        finally:
+            calling.depth = 0
+    return call
+
+
+def patch(owner, name: str, replacement: Callable) -> Callable[[], None]:
+    original = getattr(owner, name)
+    setattr(owner, name, replacement)
+    return functools.partial(setattr, owner, name, original)
+
+
+def time_collectives(instruments) -> list[Callable[[], None]]:
+    import torch.distributed as dist
+    undo = []
+    for name in COLLECTIVES:
+        original = getattr(dist, name, None)
+        if original is None:
+            continue
+        kind = "wait" if "barrier" in name else "communication"
+
+        def timed(*args, _original=original, _kind=kind, **kwargs):
+            clock = instruments.clock
+            t0 = clock.now()
+            result = _original(*args, **kwargs)
+            if isinstance(result, dist.Work):
+                try:
+                    result.get_future().then(lambda future: instruments.add(_kind, t0, instruments.clock.now()))
+                    return result
+                except RuntimeError:   # a backend without futures: timed to its return
+                    pass
+            instruments.collective_returned(_kind, t0, clock.now())
+            return result
+        undo.append(patch(dist, name, outermost(instruments, original, timed)))
+    return undo
+
+
+def time_functional_collectives(instruments) -> list[Callable[[], None]]:
+    """From the call to the wait for its result: DTensor hands the result on as an AsyncCollectiveTensor,
+    which waits (``wait_tensor``, a module-level name there) where it is first used. A result is known
+    by its storage (a view of it, which DTensor takes before the wait, shares it)."""
+    from torch.distributed import _functional_collectives as funcol
+    awaited: dict[int, object] = {}   # storage address -> the call's mark
+
+    def storage_of(tensor) -> int | None:
+        try:
+            return tensor.untyped_storage().data_ptr()
+        except (RuntimeError, AttributeError, NotImplementedError):   # a fake or symbolic tensor (tracing)
+            return None
+
+    undo = []
+    for name in FUNCTIONAL_COLLECTIVES:
+        original = getattr(funcol, name, None)
+        if original is None:
+            continue
+
+        def timed(*args, _original=original, **kwargs):
+            t0 = instruments.clock.now()
+            result = _original(*args, **kwargs)
+            last = result[-1] if isinstance(result, (list, tuple)) and result else result
+            if isinstance(last, funcol.AsyncCollectiveTensor) and not last.completed:
+                key = storage_of(last.elem)
+                if key is not None:
+                    if len(awaited) >= AWAITED_AT_MOST:
+                        awaited.clear()
+                    awaited[key] = t0
+                    return result
+            instruments.collective_returned("communication", t0, instruments.clock.now())   # waited for already
+            return result
+        undo.append(patch(funcol, name, outermost(instruments, original, timed)))
+    original_wait = funcol.wait_tensor
+
+    def timed_wait(tensor):
+        out = original_wait(tensor)
+        if awaited:
+            t0 = awaited.pop(storage_of(tensor), None)
+            if t0 is not None:
+                instruments.collective_returned("communication", t0, instruments.clock.now())
+        return out
+    undo.append(patch(funcol, "wait_tensor", functools.wraps(original_wait)(timed_wait)))
+    return undo
+
+
+def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.distributed.distributed_c10d import all_reduce   # untimed: torch.distributed's name is wrapped
+    original_init = DistributedDataParallel.__init__
+
+    def timed_allreduce(process_group, bucket):
+        group = process_group if process_group is not None else dist.group.WORLD
+        tensor = bucket.buffer()
+        tensor.mul_(1.0 / group.size())   # as DDP scales a bucket without a hook: the same arithmetic
+        t0 = instruments.clock.now()
+
+        def done(future):
+            instruments.add("communication", t0, instruments.clock.now())
+            return future.value()[0]
+        return all_reduce(tensor, group=group, async_op=True).get_future().then(done)
+
+    def time_buckets(ddp, args) -> None:
+        """At the module's first forward, after the script had its chance to set a comm hook of its own
+        (fp16 compression, PowerSGD; DDP takes one): the timed all-reduce only where none is set."""
+        ddp._splitscope_first_call.remove()
+        if getattr(ddp, "_comm_hooks", None):
+            return
+        try:
+            ddp.register_comm_hook(ddp.process_group, timed_allreduce)
+        except RuntimeError:   # a built-in hook (mixed precision) took the place: its all-reduce goes untimed
+            pass
+
+    @functools.wraps(original_init)
+    def init(ddp, *args, **kwargs):
+        original_init(ddp, *args, **kwargs)
+        ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
+    return [patch(DistributedDataParallel, "__init__", init)]
+
+
+def time_peer_waits(instruments) -> list[Callable[[], None]]:
+    from torch.distributed.pipelining import schedules
+    original = schedules._wait_batch_p2p
+
+    def timed_wait(work):
+        t0 = instruments.clock.now()
+        try:
+            return original(work)
+        finally:
+            instruments.waited(t0, instruments.clock.now())
+    return [patch(schedules, "_wait_batch_p2p", timed_wait)]
