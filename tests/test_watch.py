@@ -61,6 +61,12 @@ def test_a_watched_script_trains_exactly_as_under_torchrun_and_is_stored_as_a_ru
         # decoding 32 samples at 0.3 ms in the rank's own process (no loader workers): about 10 ms of data
         assert t["by_kind"]["data"] >= 32 * 0.3e-3
     assert summary["loss"]["last"] is not None and summary["diagnosis"]
+    # step 1's FLOPs, torch's formulas: 32 samples through 256 -> 512 -> 512 -> 2, forward and the weights'
+    # gradients; the inputs' gradients but the first layer's (the batch needs none)
+    forward = 2 * 32 * (256 * 512 + 512 * 512 + 512 * 2)
+    efficiency = summary["efficiency"]
+    assert [d["flops_per_step"] for d in efficiency["devices"]] == [2 * forward + 2 * 32 * (512 * 512 + 512 * 2)] * 2
+    assert all("float32" in d["measured_peak"]["source"] for d in efficiency["devices"])
     with Store(tmp_path / "runs.db") as store:
         (record,) = store.list_runs()
         assert record.status == "finished" and record.config.strategy == "script"
@@ -382,6 +388,30 @@ def test_a_scripts_gpus_are_its_ranks_local_ranks_and_never_mixed_with_cpus():
         "CUDA_VISIBLE_DEVICES" in shifted.message
     (mixed,) = Script().check(config, [cpu, gpu[0]], 0)
     assert mixed.option == "devices" and "all on CPU devices (cpu:N) or all on GPUs" in mixed.message
+
+
+def test_a_watched_scripts_mfu_is_against_the_peak_of_the_dtype_its_multiplies_ran_in(tmp_path):
+    """A script training under bfloat16 autocast: its counted step's FLOPs (the forward's multiplies, the weights'
+    gradients, the inputs' but the first layer's) against this core's bfloat16 peak, which only the run could
+    tell; with --warmup 2 the counted step is a warm-up one, and no note says its time includes the count."""
+    script = tmp_path / "autocast_train.py"
+    script.write_text("import torch\nfrom torch import nn\n"
+                      "model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))\n"
+                      "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for _ in range(5):\n"
+                      "    with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+                      "        loss = model(torch.randn(32, 64)).float().pow(2).mean()\n"
+                      "    loss.backward()\n"
+                      "    optimizer.step()\n"
+                      "    optimizer.zero_grad()\n")
+    proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:1", "--warmup", "2", "--", str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (device,) = summary["efficiency"]["devices"]
+    forward = 2 * 32 * (64 * 128 + 128 * 10)
+    assert device["flops_per_step"] == 2 * forward + 2 * 32 * 128 * 10
+    assert "bfloat16 matrix multiply" in device["measured_peak"]["source"]
+    assert summary["steps"] - summary["steps_measured"] == 2
+    assert not any("FLOPs were counted" in note for note in summary["notes"])
 
 
 def test_a_script_that_never_steps_an_optimizer_is_watched_a_forward_call_a_step(tmp_path):

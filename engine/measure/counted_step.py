@@ -8,7 +8,8 @@ COUNTED_STEP = 1
 
 
 def counted_step(steps: int) -> int:
-    return min(COUNTED_STEP, steps - 1)
+    """``steps`` 0: a watched script's, until it ends."""
+    return min(COUNTED_STEP, steps - 1) if steps else COUNTED_STEP
 
 
 def counted_step_note(steps: int, warmup: int) -> str | None:

@@ -56,6 +56,7 @@ class DeviceFlops:
         self.own_device = own_device
         self.gpu_names = dict(gpu_names or {})   # CUDA ordinal -> the engine's device name
         self.by_device: dict[str, int] = {}
+        self.by_dtype: dict[str, int] = {}    # "float32", "bfloat16", ...: the dtype each operation's output has
         self.uncounted: dict[str, str] = {}   # operation -> why its formula failed (counted as 0), once each
         self._lock = threading.Lock()
 
@@ -72,8 +73,15 @@ class DeviceFlops:
 
     def credit(self, count: int, output) -> None:
         device = span_device() or self._gpu_of(output) or self.own_device
+        tensor = next(_tensors(output), None)
+        dtype = str(tensor.dtype).removeprefix("torch.") if tensor is not None else "unknown"
         with self._lock:
             self.by_device[device] = self.by_device.get(device, 0) + int(count)
+            self.by_dtype[dtype] = self.by_dtype.get(dtype, 0) + int(count)
+
+    def main_dtype(self) -> str | None:
+        """The dtype most of the counted FLOPs ran in (a script's own: autocast's, or its parameters')."""
+        return max(self.by_dtype, key=self.by_dtype.get) if self.by_dtype else None
 
     def _gpu_of(self, output) -> str | None:
         tensor = next((t for t in _tensors(output)), None)

@@ -60,6 +60,7 @@ class Done:
     split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
     split_backward_problem: str | None = None     # why a pipeline rank could not measure it
     note: str | None = None                       # what a reader must know of its steps (a watched script's)
+    peaks: dict[str, dict] | None = None          # a watched script's devices' peaks, in the dtype it ran in
 
 
 @dataclass(frozen=True)

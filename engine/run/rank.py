@@ -179,7 +179,7 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
     executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
     channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
-                       executor.plan() if rank == 0 else None, peaks=device_peaks(mine, config.dtype, spec)))
+                       executor.plan() if rank == 0 else None, peaks=device_peaks(mine, config.dtype, spec.whole())))
     flops = DeviceFlops(own.name, {d.index: d.name for d in mine if d.kind == "cuda"})
     try:
         # A batch drawn inside the step is drawn on the CPU device's core; a loader's wait idles any device.
@@ -193,16 +193,17 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
         executor.close()
 
 
-def device_peaks(mine, dtype: str, spec) -> dict[str, dict]:
+def device_peaks(mine, dtype: str, module) -> dict[str, dict]:
     """Each of this process's devices' peak FLOP/s in ``dtype``, measured (cached once a machine: on the first
     run, a few tenths of a second on this process's core or GPU) and, for a known GPU, the datasheet's; a
-    float32 run's on a GPU are TF32's where its work runs on TF32 tensor cores (engine.measure.peak.run_tf32)."""
+    float32 run's on a GPU are TF32's where ``module``'s work runs on TF32 tensor cores
+    (engine.measure.peak.run_tf32)."""
     from engine.efficiency import DevicePeaks
     from engine.measure.peak import datasheet_peak, measured_peak, run_tf32
     import dataclasses
     import torch
     peaks = {}
-    tf32 = run_tf32(dtype, spec.whole()) if any(d.kind == "cuda" for d in mine) else False
+    tf32 = run_tf32(dtype, module) if any(d.kind == "cuda" for d in mine) else False
     for device in mine:
         if device.kind == "cuda":
             with torch.cuda.device(device.index):

@@ -277,13 +277,13 @@ class Worker:
                 self.totals.add(merged)
                 self.send(merged)
         elif isinstance(event, rank_events.Profiled):
-            self.emit(ProfileSaved, rank=r.rank, device=r.device.name, path=event.path,
-                      t0=event.start - self.origin)
+            self.emit(ProfileSaved, rank=r.rank, device=r.device.name, path=event.path, t0=event.start - self.origin)
         elif isinstance(event, rank_events.Done):
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
             r.split_backward_extra_s = event.split_backward_extra_s
             r.split_backward_problem = event.split_backward_problem
             r.note = event.note
+            self.peaks.update(event.peaks or {})   # a watched script's: known once it has run (its dtype)
         elif isinstance(event, rank_events.Failed):
             r.error = event
             failure = noted(failure, Cause("error", r, event))
@@ -321,8 +321,8 @@ class Worker:
         profiled = (f"steps {self.config.warmup} to {self.config.warmup + self.config.profile_steps - 1} ran under "
                     "torch.profiler (--profile-steps): its overhead is in their times"
                     if self.config.profile_steps else None)
-        counted = counted_step_note(self.config.steps, self.config.warmup) if self.strategy.builds_model else None
-        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled, counted,
+        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
+                 counted_step_note(self.config.steps, self.config.warmup),
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "

@@ -22,13 +22,16 @@ DEFAULT_DEVICES = "cpu:2"
 
 
 def script_config(script: str, args: list[str], *, devices: str = DEFAULT_DEVICES, steps: int = UNTIL_THE_END,
-                  cwd: str | None = None, hang_timeout_s: float = HANG_TIMEOUT_S) -> ExperimentConfig:
+                  cwd: str | None = None, hang_timeout_s: float = HANG_TIMEOUT_S,
+                  warmup: int | None = None) -> ExperimentConfig:
     """A watched script's run as `main.py watch` and the app's Run › Watch a script… describe it: ``args`` its
-    own arguments, ``cwd`` the folder it runs in (None: its own), ``steps`` the most it may run."""
+    own arguments, ``cwd`` the folder it runs in (None: its own), ``steps`` the most it may run, ``warmup`` the
+    first steps left out of the figures (None: WARMUP_STEPS, fewer where ``steps`` leaves none measured)."""
+    if warmup is None:
+        warmup = min(WARMUP_STEPS, max(0, (steps or WARMUP_STEPS + 1) - 1))
     return ExperimentConfig(strategy="script", script=os.path.abspath(script) if script else None,
                             script_args=shlex.join(args), script_cwd=cwd, devices=devices, steps=steps,
-                            warmup=min(WARMUP_STEPS, max(0, (steps or WARMUP_STEPS + 1) - 1)),
-                            hang_timeout_s=hang_timeout_s)
+                            warmup=warmup, hang_timeout_s=hang_timeout_s)
 
 
 class Script(Strategy):

@@ -47,6 +47,17 @@ def end_with_everything_started() -> None:
     signal.signal(signal.SIGTERM, end_group)
 
 
+def done(instruments, own: Device) -> Done:
+    """The script ended (or its steps asked for are watched): what its steps need said, and its device's peak in
+    the dtype it ran in (for MFU: engine/record/efficiency.py), which only its counted step could tell."""
+    try:
+        peaks = instruments.peaks(own)
+    except Exception as exc:  # noqa: BLE001  (the run's figures stand without an MFU)
+        print(f"splitscope: the peak FLOP/s of {own.name} was not measured: {exc}", file=sys.stderr)
+        peaks = None
+    return Done(note=instruments.note(), peaks=peaks)
+
+
 def failed(instruments, channel: EventChannel, failure: Failed) -> None:
     """The script failed: its steps so far kept (a GPU's last ones waited for), then its error."""
     try:
@@ -80,7 +91,7 @@ def main() -> int:
     def ready() -> None:
         channel.emit(Ready(os.getpid()))
     instruments = Instruments(own.name, channel.emit if mode != "silent" else (lambda _report: None),
-                              config.steps or None, on_training=ready if timed else None)
+                              config.steps or None, on_training=ready if timed else None, count_flops=mode == "1")
     if not timed:
         ready()
     place_loader_workers(set(spare) or None)
@@ -96,7 +107,7 @@ def main() -> int:
         runpy.run_path(script, run_name="__main__")
     except WatchEnded:
         instruments.training()
-        channel.emit(Done(note=instruments.note()))
+        channel.emit(done(instruments, own))
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
@@ -116,7 +127,7 @@ def main() -> int:
     # without an active exception"): 7 of 45 torchrun runs of a DDP script that left its module to the exit, on two
     # cores, none of 30 with this collection.
     gc.collect()
-    channel.emit(Done(note=instruments.note()))
+    channel.emit(done(instruments, own))
     return 0
 
 

@@ -9,7 +9,8 @@ import os
 
 from engine.config import ConfigError, ExperimentConfig
 from engine.problems import Problem
-from engine.strategies.script import DEFAULT_DEVICES, HANG_TIMEOUT_S, UNTIL_THE_END, script_config
+from engine.measure.counted_step import COUNTED_STEP
+from engine.strategies.script import DEFAULT_DEVICES, HANG_TIMEOUT_S, UNTIL_THE_END, WARMUP_STEPS, script_config
 # How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
 NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun"}
 
@@ -24,6 +25,9 @@ def add_parser(sub) -> None:
                             f'cuda:k (its LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which, as for torchrun)')
     watch.add_argument("--steps", type=int, default=None,
                        help="stop the script after this many optimizer steps (default: let it end)")
+    watch.add_argument("--warmup", type=int, default=None,
+                       help=f"the first steps left out of the figures (default {WARMUP_STEPS}; step "
+                            f"{COUNTED_STEP}'s FLOPs are counted, which slows it)")
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
                        help=f"seconds without a step before a rank is declared hung (default {HANG_TIMEOUT_S:g})")
     watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
@@ -67,4 +71,4 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     if found:
         raise ConfigError(found)
     return script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
-                         hang_timeout_s=args.hang_timeout_s), None
+                         hang_timeout_s=args.hang_timeout_s, warmup=args.warmup), None

@@ -32,6 +32,7 @@ from typing import Callable
 
 from engine.record.rank_events import StepReport
 from engine.watch import communication
+from engine.measure.counted_step import COUNTED_STEP
 from engine.watch.clocks import HostClock, clock_for
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
@@ -52,6 +53,7 @@ class QueuedStep:
     losses: list                 # scalar tensors (on the host: a GPU's copied there as its step runs)
     declared: dict
     samples: int
+    flops: dict | None = None    # the counted step's: {device: FLOPs}
 
     def marks(self) -> list:
         return [self.start, self.end, *(m for interval in self.intervals for m in interval[1:] if m is not None)]
@@ -59,10 +61,14 @@ class QueuedStep:
 
 class Instruments:
     def __init__(self, device: str, emit: Callable[[StepReport], None], steps: int | None = None,
-                 on_training: Callable[[], None] | None = None):
+                 on_training: Callable[[], None] | None = None, count_flops: bool = True):
         """``on_training``: called once, at the script's first forward (the worker's start-up allowance covers
-        everything before it: imports, datasets, the rendezvous)."""
+        everything before it: imports, datasets, the rendezvous). ``count_flops``: count the FLOPs of step
+        ``COUNTED_STEP`` (engine/measure/flops.py, as the engine's ranks count theirs)."""
         self.device = device
+        self._count_flops = count_flops
+        self.flops = None                  # the counter (engine.measure.flops.DeviceFlops), from the counted step on
+        self._counting = None              # its context, entered for the counted step
         self.emit = emit
         self.max_steps = steps
         self._on_training = on_training
@@ -270,7 +276,11 @@ class Instruments:
         declared, self._declared = self._declared, {}
         start = self._step_start if self._step_start is not None else end
         samples = self._samples if not self._stages or 0 in self._stages else 0   # a later stage's: activations
-        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared, samples))
+        flops = None
+        if self._counting is not None:   # the counted step ends
+            self._counting.__exit__(None, None, None)
+            self._counting, flops = None, {self.device: sum(self.flops.by_device.values())}
+        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared, samples, flops))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
         if self.clock.renew():
@@ -278,6 +288,11 @@ class Instruments:
         if self.max_steps is not None and self.step >= self.max_steps:
             self.flush()
             raise WatchEnded(f"{self.step} steps watched")
+        if self._count_flops and self.step == COUNTED_STEP:
+            from engine.measure.flops import DeviceFlops
+            self.flops = DeviceFlops(self.device)
+            self._counting = self.flops.counting()
+            self._counting.__enter__()
         self._report(wait=False)
 
     def flush(self) -> None:
@@ -308,7 +323,17 @@ class Instruments:
             intervals.append([kind, start, end])
         loss = (sum(float(x) for x in queued.losses) / len(queued.losses)) if queued.losses else None
         return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals},
-                          queued.declared.get("loss", loss), queued.declared.get("samples", queued.samples))
+                          queued.declared.get("loss", loss), queued.declared.get("samples", queued.samples),
+                          flops=queued.flops)
+
+    def peaks(self, own) -> dict[str, dict] | None:
+        """``own`` device's (engine.devices.Device) peak FLOP/s in the dtype most of the counted step's FLOPs ran in (engine/run/rank.py
+        device_peaks: measured once a machine, then cached), for MFU; None before a counted step."""
+        dtype = self.flops.main_dtype() if self.flops is not None and self._counting is None else None
+        if dtype not in ("float32", "bfloat16", "float16") or self._counted is None:
+            return None
+        from engine.run.rank import device_peaks
+        return device_peaks([own], dtype, self._counted)
 
 
 def on_host(loss):
