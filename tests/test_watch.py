@@ -358,6 +358,41 @@ def test_a_parameterless_module_before_the_model_is_input_work_not_the_forward()
 
 
 @pytest.mark.quick
+@pytest.mark.parametrize("update", ["no_grad", "data_and_zeroed_grads", "grads_to_none"])
+def test_a_script_that_updates_its_parameters_by_hand_has_a_step_per_update_and_accumulation_does_not_split(update):
+    """No optimizer: a step ends where the model is called again after a backward with its parameters changed
+    (an in-place update under no_grad) or their gradients reset since (an update through .data, then zeroed or
+    dropped gradients); gradient accumulation, two backwards before each update, is one step of 2 micro-batches."""
+    import torch
+    from engine.watch.instruments import Instruments
+    reports = []
+    instruments = Instruments("cpu:0", reports.append)
+    instruments.install()
+    try:
+        model = torch.nn.Linear(4, 1)
+        for _ in range(3):
+            for _ in range(2):   # accumulated
+                model(torch.ones(5, 4)).pow(2).mean().backward()
+            if update == "no_grad":
+                with torch.no_grad():   # the gradients kept (accumulating on): the parameters' change tells
+                    for p in model.parameters():
+                        p -= 0.1 * p.grad
+            else:
+                for p in model.parameters():
+                    p.data -= 0.1 * p.grad
+                    if update == "grads_to_none":
+                        p.grad = None
+                    else:
+                        p.grad.zero_()
+        instruments.finish()
+    finally:
+        instruments.uninstall()
+    assert [r.samples for r in reports] == [10, 10, 10]
+    assert [[kind for kind, *_ in r.intervals["cpu:0"]].count("backward") for r in reports] == [2, 2, 2]
+    assert instruments.note().startswith("no optimizer stepped: a step ends where the script updated its parameters")
+
+
+@pytest.mark.quick
 def test_a_script_config_refuses_what_it_cannot_run_naming_the_option():
     from engine.config import ExperimentConfig
     from engine.rules import problems

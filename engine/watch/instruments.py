@@ -95,6 +95,8 @@ class Instruments:
         self._stepper = None               # the optimizer whose step ends a step
         self._backward_seen = False        # this step has had a backward
         self.forward_steps = False         # no optimizer steps: each outermost forward was a step
+        self.hand_steps = False            # no optimizer steps: the script updated its parameters itself
+        self._after_backward = None        # the model's first trained parameter and its gradient after a backward
         self._handles: list = []
         self.calling = threading.local()   # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
@@ -121,6 +123,8 @@ class Instruments:
                 if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
                     self.add("backward", t0, self.clock.now())
                     self._backward_seen = True
+                    if self._stepper is None:
+                        self._after_backward = self._update_sign()
                 self._in_backward -= 1
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
                 alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
@@ -211,12 +215,19 @@ class Instruments:
             self.clock, self._clock_chosen = clock_for(module), True
         now = self.clock.now()
         self.training()
-        if self._stepper is None and self._forwarded and not self._backward_seen and module is self._counted:
-            # The step's model called again with no optimizer ever stepped and no backward since: an inference or
-            # evaluation script, whose steps are its model's calls (a training script's first step has its
-            # backward; its loss module, called after the model, is not the model).
-            self.forward_steps = True
-            self._end_step(now)
+        if self._stepper is None and self._forwarded and module is self._counted:
+            if not self._backward_seen:
+                # The step's model called again with no optimizer ever stepped and no backward since: an inference
+                # or evaluation script, whose steps are its model's calls (a training script's first step has its
+                # backward; its loss module, called after the model, is not the model).
+                self.forward_steps = True
+                self._end_step(now)
+            elif self._update_sign() != self._after_backward:
+                # No optimizer, but the parameters changed or their gradients were reset since the backward: the
+                # script updates them itself, and this call starts its next step (gradient accumulation changes
+                # neither between its micro-batches).
+                self.hand_steps = True
+                self._end_step(now)
         if not self._forwarded:
             self._forwarded = True
             if self._step_start is None:
@@ -255,18 +266,35 @@ class Instruments:
             self._end_step(end)
 
     def finish(self) -> None:
-        """The script ended: an inference script's last forward is its last step; every step reported."""
+        """The script ended: an inference script's last forward is its last step, as is a hand-updating one's last
+        backward and update; every step reported."""
         try:
-            if self._stepper is None and self._forwarded and not self._backward_seen:
-                self.forward_steps = True
+            if self._stepper is None and self._forwarded and (self.hand_steps or not self._backward_seen):
+                self.forward_steps = self.forward_steps or not self._backward_seen
                 self._end_step(self.clock.now())
         finally:
             self.flush()
 
     def note(self) -> str | None:
         """What a reader must know of this rank's steps."""
+        if self._stepper is not None:
+            return None
+        if self.hand_steps:
+            return ("no optimizer stepped: a step ends where the script updated its parameters itself (its model's "
+                    "next call after a backward, with its parameters or their gradients changed since)")
         return ("no optimizer stepped: each of the script's outermost forward calls is a step (inference or "
-                "evaluation)") if self.forward_steps and self._stepper is None else None
+                "evaluation)") if self.forward_steps else None
+
+    def _update_sign(self):
+        """What a hand-made update changes, of the model's first trained parameter: its version (an in-place
+        update under no_grad) and its gradient's identity and version (set to None, replaced or zeroed after the
+        update); None for a model without one."""
+        parameter = next((p for p in self._counted.parameters() if p.requires_grad), None) \
+            if self._counted is not None else None
+        if parameter is None:
+            return None
+        grad = parameter.grad
+        return parameter._version, id(grad), grad._version if grad is not None else None
 
     # ---- steps -------------------------------------------------------------------------
     def _end_step(self, end) -> None:
