@@ -126,7 +126,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
             measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
             row = settings.setdefault((schedule, v, m), {"predicted": [], "without_probe": [], "measured": [],
                                                          "base_spread": [], "measured_spread": [],
-                                                         "base_split_extra_ms": []})
+                                                         "base_split_extra_ms": [], "base_split_fixed_ms": []})
             row["predicted"].append(step)
             row["without_probe"].append(without_probe[(schedule, v, m)])
             with Store(db) as store:   # the median step, as the what-if predicts it
@@ -134,6 +134,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
             row["base_spread"].append(spread(ref))
             row["measured_spread"].append(spread(measured_run))
             row["base_split_extra_ms"].append([round((x or 0.0) * 1000, 2) for x in ref.split_backward_extra_s or []])
+            row["base_split_fixed_ms"].append([round((x or 0.0) * 1000, 2) for x in ref.split_backward_fixed_s or []])
     out = []
     for (schedule, v, m), row in settings.items():
         measured = statistics.median(row["measured"])
@@ -143,7 +144,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
                     "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
                     "measured_ms_each": [x * 1000 for x in row["measured"]],
                     "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
-                    "base_split_extra_ms": row["base_split_extra_ms"]})
+                    "base_split_extra_ms": row["base_split_extra_ms"], "base_split_fixed_ms": row["base_split_fixed_ms"]})
     return out
 
 

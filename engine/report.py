@@ -234,8 +234,11 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
     extra = summary.split_backward_extra_s if summary is not None else None
     from engine.strategies.schedules import SCHEDULE_INFO
     if extra and any(SCHEDULE_INFO[p.schedule].splits_backward for p in shown):
+        fixed = summary.split_backward_fixed_s or [None] * len(extra)
         per_device = ", ".join(f"{device} {_fmt(value * 1e3 if value is not None else None, '+.2f')} ms"
-                               for device, value in zip(summary.devices, extra))
+                               + (f" ({part * 1e3:.2f} of it per call)" if part is not None else "")
+                               for device, value, part in zip(summary.devices, extra, fixed))
         lines.append(f"  a backward split into input and weight gradient costs {per_device} per micro-batch "
-                     "(measured after the run; the zero-bubble schedules' lines include it)")
+                     "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
+                     "lines include it)")
     return "\n".join(lines)

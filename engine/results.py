@@ -241,6 +241,19 @@ class DeviceKinds:
 
 
 @dataclass(frozen=True)
+class SplitCost:
+    """What splitting one micro-batch's backward into input and weight gradient costs a device, in seconds,
+    beyond the whole backward (engine/strategies/split_backward_probe.py): ``extra_s`` at the run's micro-batch,
+    of which ``fixed_s`` would be paid at any size (the rest grows with the samples)."""
+    extra_s: float
+    fixed_s: float
+
+    def at(self, scale: float) -> float:
+        """The extra for micro-batches ``scale`` times the run's."""
+        return self.fixed_s + (self.extra_s - self.fixed_s) * scale
+
+
+@dataclass(frozen=True)
 class RunSummary:
     run_id: str | None = None
     status: str = "finished"
@@ -275,6 +288,7 @@ class RunSummary:
     # per device, seconds a micro-batch's backward takes longer split into input and weight gradient than
     # whole, measured after a pipeline run's last step (engine/strategies/split_backward_probe.py)
     split_backward_extra_s: list[float | None] | None = None
+    split_backward_fixed_s: list[float | None] | None = None   # the part of each paid at any micro-batch size
     # per device, in ``devices`` order: mean seconds per measured step by kind, and idle (DeviceKinds)
     time_by_kind: list[DeviceKinds] | None = None
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)

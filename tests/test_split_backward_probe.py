@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from torch.distributed.pipelining import _backward
 
+from engine.results import SplitCost
 from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
@@ -35,26 +36,32 @@ def test_the_probe_times_each_stage_on_its_last_inputs_and_leaves_no_gradient():
     modules, kept = two_stages_after_a_step()
     assert set(kept.inputs) == {0, 1}
     assert kept.inputs[1][0][0] == torch.Size([8, 32])   # a shape, not the activation itself
-    extra, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
-                                            torch.device("cpu"))
-    assert why_not is None and isinstance(extra, float) and extra >= 0
+    cost, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
+                                           torch.device("cpu"))
+    assert why_not is None and isinstance(cost.extra_s, float) and 0 <= cost.fixed_s <= cost.extra_s
     assert all(p.grad is None for m in modules for p in m.parameters())
 
 
-def test_the_extra_is_what_the_split_costs_more(monkeypatch):
-    """torch's split functions made 100 ms slower than its whole backward: the probe finds about 100 ms per
-    stage, 200 for the two (the fastest of each: load only adds; bounds that a loaded machine's noise on
-    millisecond backwards cannot cross, a sign or sum slip would)."""
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_the_extra_is_what_the_split_costs_more_per_call_or_per_sample(monkeypatch, per_sample):
+    """torch's split functions made 100 ms slower than its whole backward, a call (fixed) or 12.5 ms a sample of
+    the 8 (none of it fixed): the probe finds about 100 ms per stage, 200 for the two (the fastest of each: load
+    only adds), and on half the micro-batch the same or half, so which part is fixed (bounds that a loaded
+    machine's noise on millisecond backwards cannot cross, a sign or sum slip would)."""
     input_half = _backward.stage_backward_input
 
-    def slow_input_half(*args, **kwargs):
-        time.sleep(0.1)
-        return input_half(*args, **kwargs)
+    def slow_input_half(outputs, grads, inputs, *args, **kwargs):
+        time.sleep(0.0125 * inputs[0].shape[0] if per_sample else 0.1)
+        return input_half(outputs, grads, inputs, *args, **kwargs)
     monkeypatch.setattr(_backward, "stage_backward_input", slow_input_half)
     modules, kept = two_stages_after_a_step()
-    extra, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
-                                            torch.device("cpu"))
-    assert why_not is None and 0.1 < extra < 2.0, extra
+    cost, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
+                                           torch.device("cpu"))
+    assert why_not is None and 0.2 <= cost.extra_s < 2.0, cost
+    if per_sample:
+        assert cost.fixed_s < 0.1 and cost.at(0.5) < 0.75 * cost.extra_s, cost
+    else:
+        assert cost.fixed_s > 0.1 and cost.at(0.5) > 0.75 * cost.extra_s, cost
 
 
 def test_a_probe_that_cannot_measure_says_why_and_token_ids_count_nothing():
@@ -68,7 +75,7 @@ def test_a_probe_that_cannot_measure_says_why_and_token_ids_count_nothing():
     ids = LastInputs([embedding])
     ids.armed = True
     embedding(torch.randint(0, 10, (3, 2)))
-    assert split_backward_extra_s([embedding], [0], 0, ids, None, torch.device("cpu")) == (0.0, None)
+    assert split_backward_extra_s([embedding], [0], 0, ids, None, torch.device("cpu")) == (SplitCost(0.0, 0.0), None)
     never_ran = LastInputs([stage(4)])
-    extra, why_not = split_backward_extra_s([stage(4)], [1], 1, never_ran, None, torch.device("cpu"))
-    assert extra is None and "stage 1 ran no forward" in why_not
+    cost, why_not = split_backward_extra_s([stage(4)], [1], 1, never_ran, None, torch.device("cpu"))
+    assert cost is None and "stage 1 ran no forward" in why_not

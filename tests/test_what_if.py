@@ -119,6 +119,8 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
     assert predicted[("gpipe", 4)] == pytest.approx(median_step, rel=0.01)
     # every device measured what a split backward adds (the probe after the last step), and the table says it
     assert len(ref["split_backward_extra_s"]) == 2 and all(isinstance(x, float) for x in ref["split_backward_extra_s"])
+    # and of it, the part paid at any micro-batch size (the probe's half-sized micro-batch tells)
+    assert all(0 <= fixed <= extra for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
     table = cli("what-if", ref["run_id"])
     assert "a backward split into input and weight gradient costs cpu:0" in table.stdout
     unknown = cli("what-if", "no-such-run")
@@ -153,6 +155,12 @@ def test_a_split_backwards_measured_cost_slows_only_the_schedules_that_split():
     # ZB-V on 2 devices: each device's I and W, m of each, on its two stages but stage 0; the critical path
     # carries at least device 1's: 4 micro-batches x its 2 stages x (2 halves of extra / 2) / 2 stages
     assert slower[("zbv", 4)] - plain[("zbv", 4)] >= 4 * extra - 1e-9
+    # At another micro-batch count: all of it per call (an older run's, or as the probe found it) costs as much a
+    # micro-batch; all of it per sample, less where micro-batches are smaller (m=8) and more where larger (m=2).
+    per_sample = {(p.schedule, p.micro_batches): p.step_time_s
+                  for p in predict(probed.replace(split_backward_fixed_s=[0.0, 0.0]), rows, warmup=1)}
+    assert per_sample[("zbv", 4)] == pytest.approx(slower[("zbv", 4)])
+    assert per_sample[("zbv", 8)] < slower[("zbv", 8)] and per_sample[("zbv", 2)] > slower[("zbv", 2)]
 
     # The same device times, as a ZB-V run would time them: its I and W halves carry the extra (device 0's
     # stage 0 excepted: half its stages), its fitted step the ZB-V prediction above.

@@ -22,11 +22,13 @@ scales with its size (batch / m); a backward the run did not split divides
 evenly into input and weight gradient, and split costs what the run measured
 after its last step (``RunSummary.split_backward_extra_s``,
 engine/strategies/split_backward_probe.py) more, shared by the two halves: a
-time per call that does not scale with the micro-batch (torch's graph walk
-before the input gradient; on cpu:2, mlp 512x8, it grew with the micro-batch
-count; a 2-block stage of it measured alone: 0.6 ms at 32 samples, 0.7 at 256,
-1.6 at 1,024), and without which ZB-V and DualPipeV were predicted 6-15 %
-fast on a quiet machine. One figure is fitted: the time a
+time per call (torch's graph walk before the input gradient) and a part that
+grows with the micro-batch (a 2-block stage of mlp 512x8 on cpu:2 measured
+alone: 0.6 ms at 32 samples, 0.7 at 256, 1.6 at 1,024), told apart by the
+probe's second, half-sized micro-batch (``split_backward_fixed_s``; an older
+run's is all per call). Without it ZB-V and DualPipeV were predicted 6-15 %
+fast on a quiet machine; with it taken as all per call, ZB-V's error grew with
+the micro-batch count (+2.6, +3.8, +6.4 % at m = 2, 4, 8, 2026-12-05). One figure is fitted: the time a
 hand-over to or from another device (an activation or a gradient) adds to the
 action that makes it, on both sides (gloo's send and receive each occupy their
 process), the value that makes the run's own schedule take its measured step
@@ -44,7 +46,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from engine.results import RunSummary
+from engine.results import RunSummary, SplitCost
 from engine.strategies.schedule_actions import Action, actions, simulate
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
@@ -66,7 +68,7 @@ class DeviceTimes:
     backward: float         # seconds per micro-batch, input and weight gradient together
     backward_input: float   # the part a split backward spends on the input gradient
     optimizer: float        # seconds per step
-    split_extra: float = 0.0   # seconds a micro-batch's backward takes longer split in two (not scaled)
+    split: SplitCost = SplitCost(0.0, 0.0)   # how much longer a micro-batch's backward takes split in two
 
     @property
     def backward_weight(self) -> float:
@@ -84,10 +86,10 @@ class Prediction:
 
 
 def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
-                 split_extra: list[float] | None = None, incurred: list[float] | None = None
+                 split: list[SplitCost] | None = None, incurred: list[float] | None = None
                  ) -> list[DeviceTimes] | None:
     """Per device (in stage order), the per-micro-batch forward and backward and per-step optimizer time: each
-    kind's median over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1). ``split_extra``: per
+    kind's median over the measured steps among the timeline ``rows`` (step, device, kind, t0, t1). ``split``: per
     device, what splitting a micro-batch's backward on its stages adds; ``incurred``: the part of it the run's
     own split backwards spent (taken out of the backward it timed); both None: nothing."""
     per_step: dict[tuple[str, str], dict[int, float]] = {}
@@ -114,7 +116,7 @@ def device_times(rows, devices: list[str], micro_batches: int, warmup: int,
         # A backward run whole is taken to divide evenly: its input and weight gradients cost alike.
         backward_input = (split_input + full / 2) / micro_batches - own_extra / 2
         out.append(DeviceTimes(mean(d, "forward") / micro_batches, backward, backward_input, mean(d, "optimizer"),
-                               split_extra[index] if split_extra else 0.0))
+                               split[index] if split else SplitCost(0.0, 0.0)))
     return out
 
 
@@ -127,13 +129,16 @@ def split_share(schedule: Schedule, device: int, devices: int, per_device: int) 
     return sum(1 for stage in stages if stage != 0) / len(stages)
 
 
-def split_extras(summary: RunSummary, own: Schedule, own_per_device: int) -> tuple[list[float], list[float]]:
+def split_extras(summary: RunSummary, own: Schedule, own_per_device: int) -> tuple[list[SplitCost], list[float]]:
     """Per device, what splitting a micro-batch's backward on its stages adds (the run's probe; 0 where not
-    measured), and the part of it the run's own schedule spent: none where it ran its backwards whole, and
-    never on stage 0, whose backward torch runs whole in every schedule."""
+    measured; all of it per call where the probe did not tell), and the part of it the run's own schedule spent:
+    none where it ran its backwards whole, and never on stage 0, whose backward torch runs whole in every
+    schedule."""
     p = len(summary.devices)
     extra = [max(0.0, value or 0.0) for value in (summary.split_backward_extra_s or [None] * p)]
-    return extra, [extra[device] * split_share(own, device, p, own_per_device) for device in range(p)]
+    fixed = summary.split_backward_fixed_s or [None] * p
+    costs = [SplitCost(e, e if f is None else min(e, max(0.0, f))) for e, f in zip(extra, fixed)]
+    return costs, [extra[device] * split_share(own, device, p, own_per_device) for device in range(p)]
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,9 @@ class _Model:
         device = self.schedule.stage_device(action.stage, self.devices)
         t = self.times[device]
         compute = {"F": t.forward, "B": t.backward, "I": t.backward_input, "W": t.backward_weight}[action.kind]
-        # per call, shared by the device's V stages; torch runs stage 0's backward whole whatever the schedule
-        split = t.split_extra / 2 if action.kind in ("I", "W") and action.stage != 0 else 0.0
+        # at this micro-batch size, shared by the device's V stages; torch runs stage 0's backward whole whatever
+        # the schedule
+        split = t.split.at(self.scale) / 2 if action.kind in ("I", "W") and action.stage != 0 else 0.0
         return (compute * self.scale + split) / self.per_device + self.overhead * self.messages(action, device)
 
     def messages(self, action: Action, device: int) -> int:
@@ -261,7 +267,7 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
         model = _Model(schedule, p, per_device, times, m / count, overhead)
         step = model.step(count)
         busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer
-                + count * split_share(schedule, device, p, per_device) * t.split_extra
+                + count * split_share(schedule, device, p, per_device) * t.split.at(m / count)
                 for device, t in enumerate(times)]
         bubble = 1.0 - statistics.fmean(b / step for b in busy)
         measured = (schedule, per_device, count) == (own, own_per_device, m)

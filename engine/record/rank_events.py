@@ -61,6 +61,7 @@ class Done:
     split_backward_problem: str | None = None     # why a pipeline rank could not measure it
     note: str | None = None                       # what a reader must know of its steps (a watched script's)
     peaks: dict[str, dict] | None = None          # a watched script's devices' peaks, in the dtype it ran in
+    split_backward_fixed_s: float | None = None   # the part of split_backward_extra_s paid at any micro-batch size
 
 
 @dataclass(frozen=True)

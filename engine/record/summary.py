@@ -240,11 +240,11 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               theory_bubble: float | None = None, notes: list[str] | None = None,
               theory_text: str | None = None, plan: list[list[str]] | None = None,
               nodes: list[NodeSummary] | None = None,
-              split_backward_extra: dict[str, float] | None = None,
+              split_backward: dict[str, tuple[float, float | None]] | None = None,
               peaks: dict[str, dict] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
-    ``theory_bubble`` from ``theoretical_bubble``; ``split_backward_extra`` by device, from the ranks that
-    measured it; ``peaks``: each device's peak FLOP/s as its rank reported it (engine.record.efficiency)."""
+    ``theory_bubble`` from ``theoretical_bubble``; ``split_backward`` by device, from the ranks that
+    measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as its rank reported it (engine.record.efficiency)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
@@ -281,7 +281,8 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         notes=list(notes or []),
         plan=plan,
         nodes=list(nodes) if nodes else None,
-        split_backward_extra_s=[split_backward_extra.get(d) for d in devices] if split_backward_extra else None,
+        split_backward_extra_s=[split_backward.get(d, (None,))[0] for d in devices] if split_backward else None,
+        split_backward_fixed_s=[split_backward.get(d, (None, None))[1] for d in devices] if split_backward else None,
         time_by_kind=kinds,
         diagnosis=time_by_kind.diagnosis(kinds) if kinds else None,
         efficiency=efficiency(totals, peaks or {}, config.peak),

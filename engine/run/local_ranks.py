@@ -62,7 +62,7 @@ class Rank:
         self.last_heard = time.monotonic()
         self.param_sq: float | None = None
         self.change_sq: float | None = None
-        self.split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
+        self.split_backward = (None, None)   # its Done's split_backward_extra_s and _fixed_s
         self.split_backward_problem: str | None = None
         self.note: str | None = None   # what it said of its steps when done (a watched script's)
         self.split = None

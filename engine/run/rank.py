@@ -187,8 +187,9 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
         loop.train(ctx, executor, channel.emit, data_device=own if waits else None, loader_cores=loader_cores,
                    flops=flops)
         param_sq, change_sq = executor.param_sq(), change.sq()   # before the probe's backwards touch anything
-        extra, why_not = executor.split_backward_extra_s()
-        channel.emit(Done(param_sq, change_sq, extra, why_not))
+        cost, why_not = executor.split_backward_extra_s()
+        channel.emit(Done(param_sq, change_sq, cost.extra_s if cost else None, why_not,
+                          split_backward_fixed_s=cost.fixed_s if cost else None))
     finally:
         executor.close()
 

@@ -280,7 +280,7 @@ class Worker:
             self.emit(ProfileSaved, rank=r.rank, device=r.device.name, path=event.path, t0=event.start - self.origin)
         elif isinstance(event, rank_events.Done):
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
-            r.split_backward_extra_s = event.split_backward_extra_s
+            r.split_backward = (event.split_backward_extra_s, event.split_backward_fixed_s)
             r.split_backward_problem = event.split_backward_problem
             r.note = event.note
             self.peaks.update(event.peaks or {})   # a watched script's: known once it has run (its dtype)
@@ -378,8 +378,8 @@ class Worker:
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
             theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links
-            else None, split_backward_extra={rr.device.name: rr.split_backward_extra_s for rr in self.ranks
-                                             if finished and rr.split_backward_extra_s is not None},
+            else None, split_backward={rr.device.name: rr.split_backward for rr in self.ranks
+                                       if finished and rr.split_backward[0] is not None},
             peaks=self.peaks)
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1

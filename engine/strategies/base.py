@@ -92,10 +92,11 @@ class Executor(ABC):
         where the strategy's peak is more than what it holds between steps; None elsewhere."""
         return None
 
-    def split_backward_extra_s(self) -> tuple[float | None, str | None]:
+    def split_backward_extra_s(self):
         """After the last step: how much longer a micro-batch's backward takes on this rank's stages split into
-        input and weight gradient than whole (engine/strategies/split_backward_probe.py), and why it was not
-        measured where it could not be; (None, None) where the strategy runs no pipeline schedule of its own."""
+        input and weight gradient than whole (a SplitCost, engine/strategies/split_backward_probe.py), and why it
+        was not measured where it could not be; (None, None) where the strategy runs no pipeline schedule of its
+        own."""
         return None, None
 
     def param_sq(self) -> float | None:

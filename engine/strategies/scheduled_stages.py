@@ -187,7 +187,7 @@ class ScheduledStages(Executor):
     def reported_parameters(self) -> list:
         return list(self.module.parameters())
 
-    def split_backward_extra_s(self) -> tuple[float | None, str | None]:
+    def split_backward_extra_s(self):
         import torch.distributed as dist
         dist.barrier()   # every rank past its last step: no probe lands in a peer's step
         with autocast(self.config, [self.device.kind]):
