@@ -101,18 +101,35 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
     """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.plan.what_if: the median
-    step's), then run; ``rounds`` alternating rounds (a base run, then every setting), and per setting the
-    median prediction against the median of the runs' median steps: one run of a setting differs from the
-    next by up to 20 % on this machine, as much as the errors looked for. Each row keeps every round's error,
-    the runs' own spreads, and the error without the base's measured split-backward cost (``split_backward_extra_s``,
-    engine/strategies/split_backward_probe.py), which only the zero-bubble schedules' predictions use."""
+    step's), then run; ``rounds`` rounds of a base run and every setting in a shuffled order (seeded: the same
+    each time), and per setting the median prediction against the median of the runs' median steps: one run of
+    a setting differs from the next by up to 20 % on this machine, as much as the errors looked for. With the
+    base run first in every round, every schedule was predicted 3-11 % fast on a quiet machine (2026-12-05), the
+    base's own setting run again included: the first run after a pause ran faster, an offset of the order, not of
+    the model. Each row keeps every round's error, the runs' own spreads, and the error without the base's
+    measured split-backward cost (``split_backward_extra_s``, engine/strategies/split_backward_probe.py), which
+    only the zero-bubble schedules' predictions use."""
+    import random
+    from engine.plan.what_if import candidates, predict
+    from engine.results import RunSummary
     from engine.store import Store
-    from engine.plan.what_if import predict
+    from engine.strategies.schedules import SCHEDULE_INFO
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
+    shape = RunSummary(batch_size=base.batch_size, micro_batches=4)
+    chosen = [(schedule.name, v, m) for schedule, v, m in candidates(shape, 2, 1)
+              if m in counts and v == effective_stages_per_device(base.replace(schedule=schedule.name))]
     settings: dict[tuple, dict] = {}
+    order = random.Random(0)
     for _ in range(rounds):
-        ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
+        plan = [*chosen, None]   # None: the base run
+        order.shuffle(plan)
+        measured_runs, ref = {}, None
+        for setting in plan:
+            if setting is None:
+                ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
+            else:
+                measured_runs[setting] = run(base.replace(micro_batches=setting[2], schedule=setting[0]), db)
         with Store(db) as store:
             rows_of_ref, times_of_ref = store.timeline(ref.run_id), store.step_times(ref.run_id, range(3, steps))
 
@@ -120,15 +137,12 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
             return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
                     for p in predict(summary, rows_of_ref, 3, step_times=times_of_ref)}
         predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
-        for (schedule, v, m), step in predicted.items():
-            if m not in counts or v != effective_stages_per_device(base.replace(schedule=schedule)):
-                continue
-            measured_run = run(base.replace(micro_batches=m, schedule=schedule), db)
-            row = settings.setdefault((schedule, v, m), {"predicted": [], "without_probe": [], "measured": [],
-                                                         "base_spread": [], "measured_spread": [],
-                                                         "base_split_extra_ms": [], "base_split_fixed_ms": []})
-            row["predicted"].append(step)
-            row["without_probe"].append(without_probe[(schedule, v, m)])
+        for key, measured_run in measured_runs.items():
+            row = settings.setdefault(key, {"predicted": [], "without_probe": [], "measured": [], "base_spread": [],
+                                            "measured_spread": [], "base_split_extra_ms": [],
+                                            "base_split_fixed_ms": []})
+            row["predicted"].append(predicted[key])
+            row["without_probe"].append(without_probe[key])
             with Store(db) as store:   # the median step, as the what-if predicts it
                 row["measured"].append(statistics.median(store.step_times(measured_run.run_id, range(3, steps))))
             row["base_spread"].append(spread(ref))
@@ -144,7 +158,8 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
                     "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
                     "measured_ms_each": [x * 1000 for x in row["measured"]],
                     "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
-                    "base_split_extra_ms": row["base_split_extra_ms"], "base_split_fixed_ms": row["base_split_fixed_ms"]})
+                    "base_split_extra_ms": row["base_split_extra_ms"], "base_split_fixed_ms": row["base_split_fixed_ms"],
+                    "splits_backward": SCHEDULE_INFO[schedule].splits_backward})
     return out
 
 
@@ -347,8 +362,8 @@ def main(db: str | None = None) -> dict:
         theory = f"{r['theory']:.3f}" if r["theory"] is not None else "none (zero bubble)"
         print(f"  {r['schedule']:<16} V={r['v']}: measured {r['measured']:.3f}, theory {theory}, step "
               f"{r['step_ms']:.0f} ms (split {r['split']})", flush=True)
-    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 alternating "
-          "rounds, medians:", flush=True)
+    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 rounds in a "
+          "shuffled order, medians:", flush=True)
     results["predictions"] = prediction_error(db)
     for r in results["predictions"]:
         print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "

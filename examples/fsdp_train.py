@@ -23,9 +23,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64, help="per rank")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: rank k on cuda:k, NCCL")
     args = parser.parse_args()
 
-    cuda = torch.cuda.is_available()
+    cuda = args.device == "cuda"
     dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")

@@ -35,9 +35,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: rank k on cuda:k, NCCL")
     args = parser.parse_args()
 
-    cuda = torch.cuda.is_available()
+    cuda = args.device == "cuda"
     device_type = "cuda" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))

@@ -18,7 +18,6 @@ replaces the watch's guess (the time from a step's end to its first forward).
 from __future__ import annotations
 
 import contextlib
-import time
 
 KINDS = ("data", "transfer")   # what the hooks cannot see; the others they time themselves (a second would double)
 
@@ -48,8 +47,8 @@ def phase(kind: str):
     if _instruments is None:
         yield
         return
-    start = time.perf_counter()
+    start = _instruments.now()   # the watch's clock: on a GPU, when the GPU gets there (its idle while the host works)
     try:
         yield
     finally:
-        _instruments.declare_phase(kind, start, time.perf_counter())
+        _instruments.declare_phase(kind, start, _instruments.now())

@@ -21,6 +21,7 @@ import shlex
 import signal
 import sys
 import traceback
+import warnings
 
 from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
@@ -51,7 +52,7 @@ def done(instruments, own: Device) -> Done:
     """The script ended (or its steps asked for are watched): what its steps need said, and its device's peak in
     the dtype it ran in (for MFU: engine/record/efficiency.py), which only its counted step could tell."""
     try:
-        peaks = instruments.peaks(own)
+        peaks = instruments.peaks()
     except Exception as exc:  # noqa: BLE001  (the run's figures stand without an MFU)
         print(f"splitscope: the peak FLOP/s of {own.name} was not measured: {exc}", file=sys.stderr)
         peaks = None
@@ -61,6 +62,7 @@ def done(instruments, own: Device) -> Done:
 def failed(instruments, channel: EventChannel, failure: Failed) -> None:
     """The script failed: its steps so far kept (a GPU's last ones waited for), then its error."""
     try:
+        instruments.stop_counting()
         instruments.flush()
     except Exception:  # noqa: BLE001  (a GPU the error left unusable: those steps are lost, the error is not)
         pass
@@ -79,7 +81,8 @@ def main() -> int:
     spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
     pin(own)
     import torch
-    torch.set_num_threads(1)   # one intra-op thread per CPU virtual device, as our own ranks
+    if own.kind == "cpu" or env.world_size > 1:   # one intra-op thread per CPU virtual device, as our own ranks;
+        torch.set_num_threads(1)                  # on GPUs as torchrun sets OMP_NUM_THREADS for several ranks
     from engine.watch.instruments import Instruments, WatchEnded
     from engine.run.loader_workers import place_loader_workers
     # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
@@ -90,13 +93,15 @@ def main() -> int:
     # start-up allowance, not the hang timeout of a step.
     def ready() -> None:
         channel.emit(Ready(os.getpid()))
-    instruments = Instruments(own.name, channel.emit if mode != "silent" else (lambda _report: None),
+    instruments = Instruments(own, channel.emit if mode != "silent" else (lambda _report: None),
                               config.steps or None, on_training=ready if timed else None, count_flops=mode == "1")
     if not timed:
         ready()
     place_loader_workers(set(spare) or None)
     if timed:
         instruments.install()
+    # torch warns of any global module hook where a script compiles a module: ours are kept out of its graph
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     import splitscope.watch   # what the script says of its steps (watch.step, watch.phase) reaches them
     splitscope.watch._instruments = instruments
     script = config.script

@@ -96,11 +96,21 @@ class CudaClock:
         return self._anchor is not None and time.perf_counter() - self._anchor.host > ANCHOR_EVERY_S
 
 
-def clock_for(module) -> HostClock | CudaClock:
-    """The clock of the device a module's parameters are on (a script's model: the watch's first forward)."""
+def clock_for(module, device) -> tuple[HostClock | CudaClock, str | None]:
+    """The clock for a watched rank on ``device`` (engine.devices.Device) whose model is ``module`` (its first
+    forward), and what a reader must know where the model is not on that kind of device (its work is then
+    timed on the host: the launches of a GPU's work, not the work)."""
     parameter = next(iter(module.parameters()), None)
-    device = getattr(parameter, "device", None)
-    if device is not None and device.type == "cuda":
+    where = getattr(parameter, "device", None)
+    on_gpu = where is not None and where.type == "cuda"
+    if on_gpu and device.kind == "cuda":
         import torch
-        return CudaClock(device.index if device.index is not None else torch.cuda.current_device())
-    return HostClock()
+        index = where.index if where.index is not None else torch.cuda.current_device()
+        return CudaClock(index), None if index == device.index else (
+            f"the script's model is on cuda:{index}, its rank's device is {device.name}: its times and FLOPs are "
+            f"{device.name}'s on the timeline (give rank k cuda:k, its LOCAL_RANK)")
+    if on_gpu != (device.kind == "cuda") and where is not None:
+        return HostClock(), (f"the script's model is on {where}, not on a device like the watch's {device.name}: "
+                             "its times are the host's, and its FLOPs are not set against a peak (watch it on "
+                             f"{'cuda:0,...' if on_gpu else 'cpu:N'})")
+    return HostClock(), None

@@ -44,11 +44,13 @@ AWAITED_AT_MOST = 1024   # functional collectives whose result is not waited for
 
 def outermost(instruments, original: Callable, timed: Callable) -> Callable:
     """``timed`` for the outermost call on a thread; the calls it makes itself go to ``original`` untimed."""
+    import torch
     calling = instruments.calling
 
     @functools.wraps(original)
     def call(*args, **kwargs):
-        if getattr(calling, "depth", 0):
+        # inside torch.compile's tracing: the original, as the script would trace it (no graph break of ours)
+        if torch.compiler.is_compiling() or getattr(calling, "depth", 0):
             return original(*args, **kwargs)
         calling.depth = 1
         try:
@@ -93,6 +95,7 @@ def time_functional_collectives(instruments) -> list[Callable[[], None]]:
     """From the call to the wait for its result: DTensor hands the result on as an AsyncCollectiveTensor,
     which waits (``wait_tensor``, a module-level name there) where it is first used. A result is known
     by its storage (a view of it, which DTensor takes before the wait, shares it)."""
+    import torch
     from torch.distributed import _functional_collectives as funcol
     awaited: dict[int, object] = {}   # storage address -> the call's mark
 
@@ -126,7 +129,7 @@ def time_functional_collectives(instruments) -> list[Callable[[], None]]:
 
     def timed_wait(tensor):
         out = original_wait(tensor)
-        if awaited:
+        if awaited and not torch.compiler.is_compiling():
             t0 = awaited.pop(storage_of(tensor), None)
             if t0 is not None:
                 instruments.collective_returned("communication", t0, instruments.clock.now())

@@ -32,6 +32,7 @@ from typing import Callable
 
 from engine.record.rank_events import StepReport
 from engine.watch import communication
+from engine.devices import Device
 from engine.measure.counted_step import COUNTED_STEP
 from engine.watch.clocks import HostClock, clock_for
 
@@ -60,12 +61,16 @@ class QueuedStep:
 
 
 class Instruments:
-    def __init__(self, device: str, emit: Callable[[StepReport], None], steps: int | None = None,
+    def __init__(self, device, emit: Callable[[StepReport], None], steps: int | None = None,
                  on_training: Callable[[], None] | None = None, count_flops: bool = True):
-        """``on_training``: called once, at the script's first forward (the worker's start-up allowance covers
-        everything before it: imports, datasets, the rendezvous). ``count_flops``: count the FLOPs of step
-        ``COUNTED_STEP`` (engine/measure/flops.py, as the engine's ranks count theirs)."""
-        self.device = device
+        """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
+        once, at the script's first forward (the worker's start-up allowance covers everything before it:
+        imports, datasets, the rendezvous). ``count_flops``: count the FLOPs of step ``COUNTED_STEP``
+        (engine/measure/flops.py, as the engine's ranks count theirs)."""
+        self.own = device if not isinstance(device, str) else Device(device, "cpu", 0)
+        self.device = self.own.name
+        self.misplaced: str | None = None  # the model is not on the rank's kind of device (clocks.clock_for)
+        self.uncounted: str | None = None  # why no FLOPs were counted
         self._count_flops = count_flops
         self.flops = None                  # the counter (engine.measure.flops.DeviceFlops), from the counted step on
         self._counting = None              # its context, entered for the counted step
@@ -191,8 +196,12 @@ class Instruments:
         if loss is not None:
             self._declared["loss"] = loss
 
-    def declare_phase(self, kind: str, t0: float, t1: float) -> None:
-        """A block the script timed itself, on the host clock (a mark the clocks take as it is)."""
+    def now(self):
+        """A mark of the watch's clock (engine/watch/clocks.py), for a block the script times (splitscope/watch.py)."""
+        return self.clock.now()
+
+    def declare_phase(self, kind: str, t0, t1) -> None:
+        """A block the script timed itself, from mark ``t0`` to mark ``t1``."""
         if kind == "data":
             self._own_data = True
         if self._step_start is None:   # the first step starts at whatever the script does first
@@ -201,7 +210,9 @@ class Instruments:
 
     # ---- the hooks -------------------------------------------------------------------
     def _before_forward(self, module, args) -> None:
-        if threading.current_thread() is not threading.main_thread() or self._in_backward:
+        # Inside torch.compile's tracing (a compiled module's own modules) the hooks are not there: traced, they
+        # would break the script's graph. Its outermost call, the compiled module's, runs them as any module's.
+        if compiling() or threading.current_thread() is not threading.main_thread() or self._in_backward:
             return
         if not self._depth and not self._forwarded and next(iter(module.parameters()), None) is None:
             # a module without parameters before the step's model (torchvision's transforms in the rank's own
@@ -212,7 +223,7 @@ class Instruments:
         if self._depth > 1:
             return
         if not self._clock_chosen:   # the model's first call: its parameters are where its work runs
-            self.clock, self._clock_chosen = clock_for(module), True
+            (self.clock, self.misplaced), self._clock_chosen = clock_for(module, self.own), True
         now = self.clock.now()
         self.training()
         if self._stepper is None and self._forwarded and module is self._counted:
@@ -243,7 +254,7 @@ class Instruments:
         self._forward_start = now
 
     def _after_forward(self, module, args, output) -> None:
-        if threading.current_thread() is not threading.main_thread() or self._in_backward:
+        if compiling() or threading.current_thread() is not threading.main_thread() or self._in_backward:
             return
         if not self._depth and id(module) in self._skipped:
             self._skipped.discard(id(module))
@@ -254,9 +265,12 @@ class Instruments:
             self._forward_start = None
 
     def _before_optimizer(self, optimizer, args, kwargs) -> None:
-        self._optimizer_start = self.clock.now()
+        if not compiling():
+            self._optimizer_start = self.clock.now()
 
     def _after_optimizer(self, optimizer, args, kwargs) -> None:
+        if compiling():
+            return
         end = self.clock.now()
         if self._optimizer_start is not None:
             self.add("optimizer", self._optimizer_start, end)
@@ -273,17 +287,25 @@ class Instruments:
                 self.forward_steps = self.forward_steps or not self._backward_seen
                 self._end_step(self.clock.now())
         finally:
+            self.stop_counting()
             self.flush()
+
+    def stop_counting(self) -> None:
+        """The script ended (or failed) inside its counted step: the counter's mode left, its count not used."""
+        if self._counting is not None:
+            counting, self._counting, self.flops = self._counting, None, None
+            counting.__exit__(None, None, None)
 
     def note(self) -> str | None:
         """What a reader must know of this rank's steps."""
-        if self._stepper is not None:
-            return None
-        if self.hand_steps:
-            return ("no optimizer stepped: a step ends where the script updated its parameters itself (its model's "
-                    "next call after a backward, with its parameters or their gradients changed since)")
-        return ("no optimizer stepped: each of the script's outermost forward calls is a step (inference or "
-                "evaluation)") if self.forward_steps else None
+        notes = [self.misplaced, self.uncounted]
+        if self._stepper is None and self.hand_steps:
+            notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
+                         "model's next call after a backward, with its parameters or their gradients changed since)")
+        elif self._stepper is None and self.forward_steps:
+            notes.append("no optimizer stepped: each of the script's outermost forward calls is a step (inference "
+                         "or evaluation)")
+        return "; ".join(note for note in notes if note) or None
 
     def _update_sign(self):
         """What a hand-made update changes, of the model's first trained parameter: its version (an in-place
@@ -317,10 +339,12 @@ class Instruments:
             self.flush()
             raise WatchEnded(f"{self.step} steps watched")
         if self._count_flops and self.step == COUNTED_STEP:
-            from engine.measure.flops import DeviceFlops
-            self.flops = DeviceFlops(self.device)
-            self._counting = self.flops.counting()
-            self._counting.__enter__()
+            self.uncounted = compiled()
+            if self.uncounted is None:
+                from engine.measure.flops import DeviceFlops
+                self.flops = DeviceFlops(self.device)
+                self._counting = self.flops.counting()
+                self._counting.__enter__()
         self._report(wait=False)
 
     def flush(self) -> None:
@@ -354,14 +378,36 @@ class Instruments:
                           queued.declared.get("loss", loss), queued.declared.get("samples", queued.samples),
                           flops=queued.flops)
 
-    def peaks(self, own) -> dict[str, dict] | None:
-        """``own`` device's (engine.devices.Device) peak FLOP/s in the dtype most of the counted step's FLOPs ran in (engine/run/rank.py
-        device_peaks: measured once a machine, then cached), for MFU; None before a counted step."""
+    def peaks(self) -> dict[str, dict] | None:
+        """This rank's device's peak FLOP/s in the dtype most of the counted step's FLOPs ran in
+        (engine/run/rank.py device_peaks: measured once a machine, then cached), for MFU; None before a counted
+        step, and where the model was not on the rank's device."""
         dtype = self.flops.main_dtype() if self.flops is not None and self._counting is None else None
-        if dtype not in ("float32", "bfloat16", "float16") or self._counted is None:
+        if dtype not in ("float32", "bfloat16", "float16") or self._counted is None or self.misplaced:
             return None
         from engine.run.rank import device_peaks
-        return device_peaks([own], dtype, self._counted)
+        return device_peaks([self.own], dtype, self._counted)
+
+
+def compiling() -> bool:
+    """Whether torch.compile is tracing the caller (then a hook of ours must do nothing it would trace)."""
+    import torch
+    return torch.compiler.is_compiling()
+
+
+def compiled() -> str | None:
+    """Why a script's step is not counted: it compiles (torch.compile; Dynamo would run its frames eagerly under
+    the counter's dispatch mode, which is not what the script runs). None: it may be counted."""
+    import sys
+    if "torch._dynamo" not in sys.modules:
+        return None
+    try:
+        from torch._dynamo.utils import counters
+        graphs = counters["stats"]["unique_graphs"]
+    except (ImportError, KeyError, AttributeError):
+        return None
+    return ("FLOPs not counted: the script compiles (torch.compile), and counting would run its step uncompiled"
+            if graphs else None)
 
 
 def on_host(loss):
