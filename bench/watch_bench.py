@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {
     "ddp_train.py (DDP, DataLoader)": ["examples/ddp_train.py", "--steps", "40", "--batch-size", "64"],
     "fsdp_train.py (FSDP2)": ["examples/fsdp_train.py", "--steps", "30", "--width", "512", "--depth", "4"],
+    "tp_train.py (tensor parallel)": ["examples/tp_train.py", "--steps", "30", "--width", "512", "--depth", "4"],
     "pipeline_train.py (GPipe m=4)": ["examples/pipeline_train.py", "--steps", "20", "--width", "512", "--depth",
                                       "8", "--split", "4", "--batch-size", "1024", "--micro-batches", "4"],
 }
