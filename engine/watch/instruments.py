@@ -103,6 +103,8 @@ class Instruments:
         self.hand_steps = False            # no optimizer steps: the script updated its parameters itself
         self._after_backward = None        # the model's first trained parameter and its gradient after a backward
         self._handles: list = []
+        self._main = threading.main_thread().ident   # the hooks time the script's own thread
+        self._compiling = lambda: False     # torch.compiler.is_compiling once installed: whether Dynamo traces the hook
         self.calling = threading.local()   # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
 
@@ -112,6 +114,7 @@ class Instruments:
         import torch.autograd
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim
+        self._compiling = torch.compiler.is_compiling
         self._handles += [nn_module.register_module_forward_pre_hook(self._before_forward),
                           # also after a forward that raised (a script may catch it and go on)
                           nn_module.register_module_forward_hook(self._after_forward, always_call=True),
@@ -212,7 +215,7 @@ class Instruments:
     def _before_forward(self, module, args) -> None:
         # Inside torch.compile's tracing (a compiled module's own modules) the hooks are not there: traced, they
         # would break the script's graph. Its outermost call, the compiled module's, runs them as any module's.
-        if compiling() or threading.current_thread() is not threading.main_thread() or self._in_backward:
+        if self._compiling() or threading.get_ident() != self._main or self._in_backward:
             return
         if not self._depth and not self._forwarded and next(iter(module.parameters()), None) is None:
             # a module without parameters before the step's model (torchvision's transforms in the rank's own
@@ -254,7 +257,7 @@ class Instruments:
         self._forward_start = now
 
     def _after_forward(self, module, args, output) -> None:
-        if compiling() or threading.current_thread() is not threading.main_thread() or self._in_backward:
+        if self._compiling() or threading.get_ident() != self._main or self._in_backward:
             return
         if not self._depth and id(module) in self._skipped:
             self._skipped.discard(id(module))
@@ -265,11 +268,11 @@ class Instruments:
             self._forward_start = None
 
     def _before_optimizer(self, optimizer, args, kwargs) -> None:
-        if not compiling():
+        if not self._compiling():
             self._optimizer_start = self.clock.now()
 
     def _after_optimizer(self, optimizer, args, kwargs) -> None:
-        if compiling():
+        if self._compiling():
             return
         end = self.clock.now()
         if self._optimizer_start is not None:
@@ -387,12 +390,6 @@ class Instruments:
             return None
         from engine.run.rank import device_peaks
         return device_peaks([self.own], dtype, self._counted)
-
-
-def compiling() -> bool:
-    """Whether torch.compile is tracing the caller (then a hook of ours must do nothing it would trace)."""
-    import torch
-    return torch.compiler.is_compiling()
 
 
 def compiled() -> str | None:
