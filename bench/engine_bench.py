@@ -138,6 +138,8 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
                     for p in predict(summary, rows_of_ref, 3, step_times=times_of_ref)}
         predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
         for key, measured_run in measured_runs.items():
+            if key not in predicted:   # a base run the what-if cannot read (it says why in `main.py what-if`)
+                continue
             row = settings.setdefault(key, {"predicted": [], "without_probe": [], "measured": [], "base_spread": [],
                                             "measured_spread": [], "base_split_extra_ms": [],
                                             "base_split_fixed_ms": []})
@@ -158,7 +160,8 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
                     "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
                     "measured_ms_each": [x * 1000 for x in row["measured"]],
                     "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
-                    "base_split_extra_ms": row["base_split_extra_ms"], "base_split_fixed_ms": row["base_split_fixed_ms"],
+                    "base_split_extra_ms": row["base_split_extra_ms"],
+                    "base_split_fixed_ms": row["base_split_fixed_ms"],
                     "splits_backward": SCHEDULE_INFO[schedule].splits_backward})
     return out
 

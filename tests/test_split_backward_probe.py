@@ -79,3 +79,21 @@ def test_a_probe_that_cannot_measure_says_why_and_token_ids_count_nothing():
     never_ran = LastInputs([stage(4)])
     cost, why_not = split_backward_extra_s([stage(4)], [1], 1, never_ran, None, torch.device("cpu"))
     assert cost is None and "stage 1 ran no forward" in why_not
+
+
+def test_inputs_not_batch_first_are_kept_whole_on_the_half_sized_micro_batch():
+    """A stage also given a floating input of its own shape (S, D), position ids (S,) and a scalar: only what has
+    the micro-batch's first dimension is cut to half of it (cutting all of them failed the device's probe)."""
+    class TakesAll(nn.Module):
+        def forward(self, *inputs):
+            return inputs[0]
+    module = TakesAll()
+    kept = LastInputs([module])
+    kept.armed = True
+    module(torch.randn(8, 6, 16), torch.randn(6, 16), torch.arange(6), torch.tensor(2.0), torch.arange(8))
+    assert [tuple(t.shape) for t in kept.remade(0, 4)] == [(4, 6, 16), (6, 16), (6,), (), (4,)]
+    assert [tuple(t.shape) for t in kept.remade(0)] == [(8, 6, 16), (6, 16), (6,), (), (8,)]
+    scalar_only = LastInputs([module])
+    scalar_only.armed = True
+    module(torch.tensor(1.0))
+    assert scalar_only.rows(0) == 0 and scalar_only.remade(0)[0].shape == ()

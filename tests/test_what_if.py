@@ -120,7 +120,8 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
     # every device measured what a split backward adds (the probe after the last step), and the table says it
     assert len(ref["split_backward_extra_s"]) == 2 and all(isinstance(x, float) for x in ref["split_backward_extra_s"])
     # and of it, the part paid at any micro-batch size (the probe's half-sized micro-batch tells)
-    assert all(0 <= fixed <= extra for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
+    assert all(0 <= fixed <= extra
+               for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
     table = cli("what-if", ref["run_id"])
     assert "a backward split into input and weight gradient costs cpu:0" in table.stdout
     unknown = cli("what-if", "no-such-run")

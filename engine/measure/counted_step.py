@@ -8,7 +8,7 @@ COUNTED_STEP = 1
 
 
 def counted_step(steps: int) -> int:
-    """``steps`` 0: a watched script's, until it ends."""
+    """``steps`` 0: open-ended (a watched script's, engine/watch/instruments.py)."""
     return min(COUNTED_STEP, steps - 1) if steps else COUNTED_STEP
 
 

@@ -244,7 +244,8 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               peaks: dict[str, dict] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward`` by device, from the ranks that
-    measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as its rank reported it (engine.record.efficiency)."""
+    measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as
+    its rank reported it (engine.record.efficiency)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()

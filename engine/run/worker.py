@@ -322,12 +322,12 @@ class Worker:
                     "torch.profiler (--profile-steps): its overhead is in their times"
                     if self.config.profile_steps else None)
         notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
-                 counted_step_note(self.config.steps, self.config.warmup),
+                 counted_step_note(self.config.steps, self.config.warmup) if self.strategy.builds_model else None,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "
                   "what-if takes it as free there" for rr in self.ranks if rr.split_backward_problem]
-        notes += list(dict.fromkeys(rr.note for rr in self.ranks if rr.note))   # each said once, of every rank
+        notes += list(dict.fromkeys(line for rr in self.ranks if rr.note for line in rr.note.splitlines()))   # once
         return [note for note in notes if note]
 
     def _check_hang(self, failure: Failure | None) -> Failure | None:

@@ -19,9 +19,11 @@ micro-batch. The same on half the micro-batch tells how much of it is a cost per
 call and how much grows with the samples (``SplitCost.fixed_s``: the extra is
 fixed + rate x samples, the two parts at least 0; on cpu:2, mlp 512x8, a 2-block
 stage's extra measured 0.6 ms at 32 samples, 0.7 at 256, 1.6 at 1,024), so
-engine.plan.what_if can price a split backward at another micro-batch count. The first stage is measured as if its input needed a gradient:
-torch runs stage 0's backward whole in every schedule, but another schedule may
-place this device's work on later stages (the what-if leaves stage 0 out
+engine.plan.what_if can price a split backward at another micro-batch count (inputs
+whose first dimension is not the micro-batch's are kept whole; a stage that takes no
+other size counts all of it per call). The first stage is measured as if its input
+needed a gradient: torch runs stage 0's backward whole in every schedule, but another
+schedule may place this device's work on later stages (the what-if leaves stage 0 out
 itself). A stage whose inputs are token ids (no floating input) has no input
 half: it counts 0. The probe keeps to a time budget (a share of the run's hang
 timeout: the worker hears nothing meanwhile), one pair per stage at least.
@@ -59,19 +61,29 @@ class LastInputs:
             self.target = target
 
     def rows(self, index: int) -> int:
-        """The micro-batch's samples: the first dimension of the stage's first floating input."""
-        return next(a[0][0] for a in self.inputs[index] if isinstance(a, tuple) and len(a[0]))
+        """The micro-batch's samples: the first dimension of the stage's first floating input (0: none has one)."""
+        return next((a[0][0] for a in self.inputs[index] if isinstance(a, tuple) and len(a[0])), 0)
 
     def remade(self, index: int, rows: int | None = None) -> list:
-        """Inputs shaped as the kept ones, the first ``rows`` samples of them (None: all)."""
-        def cut(value):
-            return value[:rows] if rows is not None and isinstance(value, torch.Tensor) and value.dim() else value
-        return [torch.randn((rows or a[0][0], *a[0][1:]), dtype=a[1], device=a[2], requires_grad=True)
-                if isinstance(a, tuple) else cut(a) for a in self.inputs[index]]
+        """Inputs shaped as the kept ones; with ``rows``, the first ``rows`` samples of those whose first dimension
+        is the micro-batch's (position ids and the like kept whole)."""
+        full = self.rows(index)
 
-    def target_of(self, rows: int | None = None):
-        target = self.target
-        return target[:rows] if rows is not None and isinstance(target, torch.Tensor) and target.dim() else target
+        def shape(kept):
+            return (rows, *kept[1:]) if rows is not None and len(kept) and kept[0] == full else kept
+        return [torch.randn(shape(a[0]), dtype=a[1], device=a[2], requires_grad=True) if isinstance(a, tuple)
+                else _first_rows(a, rows, full) for a in self.inputs[index]]
+
+    def target_of(self, index: int, rows: int | None = None):
+        """The loss's target for stage ``index``'s remade inputs (the last stage's)."""
+        return _first_rows(self.target, rows, self.rows(index))
+
+
+def _first_rows(value, rows: int | None, full: int):
+    """A kept tensor's first ``rows`` samples where its first dimension is the micro-batch's, else as it is."""
+    if rows is None or not isinstance(value, torch.Tensor) or not value.dim() or value.shape[0] != full:
+        return value
+    return value[:rows]
 
 
 def _floating(value) -> bool:
@@ -102,6 +114,20 @@ def _backward_time(module, inputs, loss_fn, target, split: bool, device: torch.d
     return time.perf_counter() - start
 
 
+def _extra(module, kept: LastInputs, position: int, rows: int | None, loss, device, began: float,
+           budget_s: float) -> float:
+    """How much longer the split backward takes than the whole one on ``rows`` samples (None: the micro-batch's):
+    the difference of their fastest over up to REPEATS alternate pairs (load only ever adds time), at least 0."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for repeat in range(REPEATS):
+        if repeat and time.perf_counter() - began > budget_s:
+            break
+        for split in (False, True):
+            times[split].append(_backward_time(module, kept.remade(position, rows), loss,
+                                               kept.target_of(position, rows), split, device))
+    return max(0.0, min(times[True]) - min(times[False]))
+
+
 def split_backward_extra_s(modules, indices, last_index: int, kept: LastInputs, loss_fn, device: torch.device,
                            budget_s: float = 30.0) -> tuple[SplitCost | None, str | None]:
     """(What splitting a micro-batch's backward costs on these stage ``modules``, or None; why None.)
@@ -116,22 +142,14 @@ def split_backward_extra_s(modules, indices, last_index: int, kept: LastInputs, 
                 continue   # no input a gradient could flow to (token ids): the split has no input half here
             loss = loss_fn if index == last_index else None
             rows = kept.rows(position)
-            sizes = (None, rows // 2) if rows >= 2 else (None,)
-            times: dict[tuple, list[float]] = {(size, split): [] for size in sizes for split in (False, True)}
-            for repeat in range(REPEATS):
-                if repeat and time.perf_counter() - began > budget_s:
-                    break
-                for size in sizes:
-                    for split in (False, True):
-                        times[size, split].append(_backward_time(module, kept.remade(position, size), loss,
-                                                                 kept.target_of(size), split, device))
-            whole, half = (max(0.0, min(times[size, True]) - min(times[size, False])) for size in (None, sizes[-1]))
+            whole = _extra(module, kept, position, None, loss, device, began, budget_s)
             extra += whole
-            if len(sizes) == 1:
-                fixed += whole
-            else:   # fixed + rate x samples through the two sizes, each part at least 0
-                rate = (whole - half) / (rows - sizes[-1])
-                fixed += min(whole, max(0.0, whole - rate * rows))
+            try:   # the same on half the micro-batch: how much of the extra is paid per call
+                half = _extra(module, kept, position, rows // 2, loss, device, began, budget_s) if rows >= 2 else None
+            except Exception:  # noqa: BLE001  (a stage that takes no other batch size: all of it per call)
+                half = None
+            # fixed + rate x samples through the two sizes, each part at least 0
+            fixed += whole if half is None else min(whole, max(0.0, whole - (whole - half) / (rows - rows // 2) * rows))
             module.zero_grad(set_to_none=True)
     except Exception as exc:   # another torch's functions, a stage they refuse, a model's loss: the run stands
         return None, f"{type(exc).__name__}: {exc}"

@@ -94,7 +94,8 @@ def main() -> int:
     def ready() -> None:
         channel.emit(Ready(os.getpid()))
     instruments = Instruments(own, channel.emit if mode != "silent" else (lambda _report: None),
-                              config.steps or None, on_training=ready if timed else None, count_flops=mode == "1")
+                              config.steps or None, on_training=ready if timed else None, count_flops=mode == "1",
+                              warmup=config.warmup)
     if not timed:
         ready()
     place_loader_workers(set(spare) or None)

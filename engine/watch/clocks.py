@@ -22,6 +22,7 @@ ANCHOR_EVERY_S = 10.0
 
 class HostClock:
     """Marks on the host clock: a CPU device's work runs when it is called."""
+    deferred = False   # a mark is a time as soon as it is taken
 
     def now(self) -> float:
         return time.perf_counter()
@@ -56,6 +57,7 @@ class CudaMark(NamedTuple):
 
 class CudaClock:
     """Marks as CUDA events on GPU ``index``'s current stream."""
+    deferred = True    # a mark is a time once the GPU has passed it
 
     def __init__(self, index: int):
         import torch
@@ -106,11 +108,12 @@ def clock_for(module, device) -> tuple[HostClock | CudaClock, str | None]:
     if on_gpu and device.kind == "cuda":
         import torch
         index = where.index if where.index is not None else torch.cuda.current_device()
+        # (the same words on every rank, so the run's notes say it once)
         return CudaClock(index), None if index == device.index else (
-            f"the script's model is on cuda:{index}, its rank's device is {device.name}: its times and FLOPs are "
-            f"{device.name}'s on the timeline (give rank k cuda:k, its LOCAL_RANK)")
+            "a rank's model is on another GPU than its own: rank k's work is timed on the GPU it runs on and shown "
+            "as cuda:k's (give rank k cuda:k, its LOCAL_RANK)")
     if on_gpu != (device.kind == "cuda") and where is not None:
-        return HostClock(), (f"the script's model is on {where}, not on a device like the watch's {device.name}: "
-                             "its times are the host's, and its FLOPs are not set against a peak (watch it on "
-                             f"{'cuda:0,...' if on_gpu else 'cpu:N'})")
+        return HostClock(), (f"the script's model is on {where.type}, not on the watch's kind of device "
+                             f"({device.kind}): its times are the host's, and its FLOPs are not set against a peak "
+                             f"(watch it on {'cuda:0,...' if on_gpu else 'cpu:N'})")
     return HostClock(), None

@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
                                          "optimizer, data, idle; stored as a run")
     watch.add_argument("--devices", default=None,
                        help=f'"cpu:N": N ranks, each pinned to a core of its own (default: torchrun\'s '
-                            f'--nproc-per-node, else {DEFAULT_DEVICES}); "cuda:0,cuda:1,...": a rank per GPU, rank k on '
-                            f'cuda:k (its LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which, as for torchrun)')
+                            f'--nproc-per-node, else {DEFAULT_DEVICES}); "cuda:0,cuda:1,...": a rank per GPU, rank '
+                            f'k on cuda:k (its LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which, as for torchrun)')
     watch.add_argument("--steps", type=int, default=None,
                        help="stop the script after this many optimizer steps (default: let it end)")
     watch.add_argument("--warmup", type=int, default=None,

@@ -33,7 +33,7 @@ from typing import Callable
 from engine.record.rank_events import StepReport
 from engine.watch import communication
 from engine.devices import Device
-from engine.measure.counted_step import COUNTED_STEP
+from engine.measure.counted_step import COUNTED_STEP, counted_step_note
 from engine.watch.clocks import HostClock, clock_for
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
@@ -62,11 +62,14 @@ class QueuedStep:
 
 class Instruments:
     def __init__(self, device, emit: Callable[[StepReport], None], steps: int | None = None,
-                 on_training: Callable[[], None] | None = None, count_flops: bool = True):
+                 on_training: Callable[[], None] | None = None, count_flops: bool = True, warmup: int = 1):
         """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
         once, at the script's first forward (the worker's start-up allowance covers everything before it:
         imports, datasets, the rendezvous). ``count_flops``: count the FLOPs of step ``COUNTED_STEP``
-        (engine/measure/flops.py, as the engine's ranks count theirs)."""
+        (engine/measure/flops.py, as the engine's ranks count theirs); ``warmup``: the run's (a counted step among
+        the measured ones is said)."""
+        self._warmup = warmup
+        self._counted_step = False         # a counted step was reported
         self.own = device if not isinstance(device, str) else Device(device, "cpu", 0)
         self.device = self.own.name
         self.misplaced: str | None = None  # the model is not on the rank's kind of device (clocks.clock_for)
@@ -137,7 +140,7 @@ class Instruments:
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
                 alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
                 if isinstance(alone, torch.Tensor) and alone.dim() == 0:
-                    self._losses.append(on_host(alone.detach()))
+                    self._losses.append(on_host(alone.detach()) if self.clock.deferred else alone.detach())
         torch.autograd.backward = backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         for timing in (communication.time_collectives, communication.time_functional_collectives,
@@ -300,15 +303,16 @@ class Instruments:
             counting.__exit__(None, None, None)
 
     def note(self) -> str | None:
-        """What a reader must know of this rank's steps."""
-        notes = [self.misplaced, self.uncounted]
+        """What a reader must know of this rank's steps, a line a note."""
+        notes = [self.misplaced, self.uncounted,
+                 counted_step_note(0, self._warmup) if self._counted_step else None]
         if self._stepper is None and self.hand_steps:
             notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
                          "model's next call after a backward, with its parameters or their gradients changed since)")
         elif self._stepper is None and self.forward_steps:
             notes.append("no optimizer stepped: each of the script's outermost forward calls is a step (inference "
                          "or evaluation)")
-        return "; ".join(note for note in notes if note) or None
+        return "\n".join(note for note in notes if note) or None   # a line each (the worker says each once)
 
     def _update_sign(self):
         """What a hand-made update changes, of the model's first trained parameter: its version (an in-place
@@ -333,6 +337,7 @@ class Instruments:
         if self._counting is not None:   # the counted step ends
             self._counting.__exit__(None, None, None)
             self._counting, flops = None, {self.device: sum(self.flops.by_device.values())}
+            self._counted_step = True
         self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared, samples, flops))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
@@ -408,8 +413,8 @@ def compiled() -> str | None:
 
 
 def on_host(loss):
-    """A loss to read after its step: a GPU's copied to pinned host memory on its own stream (reading it on the
-    GPU later would wait for everything queued since)."""
+    """A loss to read once its step's marks are passed (a deferred clock's): a GPU's copied to pinned host memory on
+    its own stream (reading it on the GPU later would wait for everything queued since)."""
     if not loss.is_cuda:
         return loss
     import torch
