@@ -391,6 +391,17 @@ def test_a_script_that_updates_its_parameters_by_hand_has_a_step_per_update_and_
         instruments.uninstall()
     assert [r.samples for r in reports] == [10, 10, 10]
     assert [[kind for kind, *_ in r.intervals["cpu:0"]].count("backward") for r in reports] == [2, 2, 2]
+    once = Instruments("cpu:0", reports.append)   # a script of a single update: its step ends with it
+    once.install()
+    try:
+        model(torch.ones(3, 4)).pow(2).mean().backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+        once.finish()
+    finally:
+        once.uninstall()
+    assert len(reports) == 4 and reports[-1].samples == 3
     assert "no optimizer stepped: a step ends where the script updated its parameters" in instruments.note()
 
 

@@ -289,6 +289,8 @@ class Instruments:
         """The script ended: an inference script's last forward is its last step, as is a hand-updating one's last
         backward and update; every step reported."""
         try:
+            if self._stepper is None and self._backward_seen and self._update_sign() != self._after_backward:
+                self.hand_steps = True   # one update, by hand, after the last backward (a first one included)
             if self._stepper is None and self._forwarded and (self.hand_steps or not self._backward_seen):
                 self.forward_steps = self.forward_steps or not self._backward_seen
                 self._end_step(self.clock.now())
