@@ -38,6 +38,17 @@ def available() -> str | None:
     return None
 
 
+def free_subnet(second: int, third: int) -> str:
+    """10.second.third, or the next third octet no interface of this machine has an address in: a bridge a killed
+    run left behind keeps its subnet, and a new one with the same would send the coordinator's connections there."""
+    taken = _ip("-br", "addr").stdout
+    for step in range(250):
+        subnet = f"10.{second}.{(third + step) % 250}"
+        if f" {subnet}." not in taken:
+            return subnet
+    raise RuntimeError(f"no free 10.{second}.x subnet for the test nodes")
+
+
 def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     cmd = (["ip", "netns", "exec", ns, "ip"] if ns else ["ip"]) + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
@@ -118,7 +129,7 @@ class Cluster:
         # Under pytest-xdist each worker that needs nodes makes its own: a second octet per worker keeps their
         # subnets apart whatever their pids.
         worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-        self.subnet = f"10.{231 + worker % 20}.{os.getpid() % 250}"
+        self.subnet = free_subnet(231 + worker % 20, os.getpid() % 250)
         self.bridge = f"ssb{self.id}"
         self.dir = directory
         self.cores = sorted(os.sched_getaffinity(0))
