@@ -52,7 +52,7 @@ class QueuedStep:
     end: object
     intervals: list              # [kind, mark, mark]; data's carries the last wait for a peer before it too
     losses: list                 # scalar tensors (on the host: a GPU's copied there as its step runs)
-    declared: dict
+    declared_loss: float | None  # the loss as the script said it (watch.step), which the losses give way to
     samples: int
     flops: dict | None = None    # the counted step's: {device: FLOPs}
 
@@ -69,7 +69,6 @@ class Instruments:
         (engine/measure/flops.py, as the engine's ranks count theirs); ``warmup``: the run's (a counted step among
         the measured ones is said)."""
         self._warmup = warmup
-        self._counted_step = False         # a counted step was reported
         self.own = device if not isinstance(device, str) else Device(device, "cpu", 0)
         self.device = self.own.name
         self.misplaced: str | None = None  # the model is not on the rank's kind of device (clocks.clock_for)
@@ -98,7 +97,8 @@ class Instruments:
         self._counted = None               # the module whose calls count the samples (the first one called)
         self._samples = 0
         self._losses: list = []
-        self._declared: dict = {}          # the step's samples and loss as the script said them (watch.step)
+        self._declared_samples: int | None = None   # the step's samples and loss as the script said them
+        self._declared_loss: float | None = None    # (watch.step)
         self._own_data = False             # the script times its data itself (watch.phase("data"))
         self._stepper = None               # the optimizer whose step ends a step
         self._backward_seen = False        # this step has had a backward
@@ -198,9 +198,9 @@ class Instruments:
     # ---- what the script says (splitscope/watch.py) ------------------------------------
     def declare(self, samples: int | None = None, loss: float | None = None) -> None:
         if samples is not None:
-            self._declared["samples"] = samples
+            self._declared_samples = samples
         if loss is not None:
-            self._declared["loss"] = loss
+            self._declared_loss = loss
 
     def now(self):
         """A mark of the watch's clock (engine/watch/clocks.py), for a block the script times (splitscope/watch.py)."""
@@ -307,7 +307,7 @@ class Instruments:
     def note(self) -> str | None:
         """What a reader must know of this rank's steps, a line a note."""
         notes = [self.misplaced, self.uncounted,
-                 counted_step_note(0, self._warmup) if self._counted_step else None]
+                 counted_step_note(0, self._warmup) if self.counted() else None]
         if self._stepper is None and self.hand_steps:
             notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
                          "model's next call after a backward, with its parameters or their gradients changed since)")
@@ -332,15 +332,16 @@ class Instruments:
         with self._lock:
             intervals, self._intervals = self._intervals, []
         losses, self._losses = self._losses, []
-        declared, self._declared = self._declared, {}
         start = self._step_start if self._step_start is not None else end
         samples = self._samples if not self._stages or 0 in self._stages else 0   # a later stage's: activations
+        if self._declared_samples is not None:
+            samples = self._declared_samples
+        declared_loss, self._declared_samples, self._declared_loss = self._declared_loss, None, None
         flops = None
         if self._counting is not None:   # the counted step ends
             self._counting.__exit__(None, None, None)
             self._counting, flops = None, {self.device: sum(self.flops.by_device.values())}
-            self._counted_step = True
-        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared, samples, flops))
+        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared_loss, samples, flops))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
         if self.clock.renew():
@@ -383,16 +384,21 @@ class Instruments:
                 if waited and waited[0] is not None:
                     start = max(start, min(seconds(waited[0]), end))
             intervals.append([kind, start, end])
-        loss = (sum(float(x) for x in queued.losses) / len(queued.losses)) if queued.losses else None
-        return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals},
-                          queued.declared.get("loss", loss), queued.declared.get("samples", queued.samples),
-                          flops=queued.flops)
+        loss = queued.declared_loss
+        if loss is None and queued.losses:
+            loss = sum(float(x) for x in queued.losses) / len(queued.losses)
+        return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals}, loss,
+                          queued.samples, flops=queued.flops)
+
+    def counted(self) -> bool:
+        """Whether a counted step ended (its FLOPs reported): the counter kept, its mode left."""
+        return self.flops is not None and self._counting is None
 
     def peaks(self) -> dict[str, dict] | None:
         """This rank's device's peak FLOP/s in the dtype most of the counted step's FLOPs ran in
         (engine/run/rank.py device_peaks: measured once a machine, then cached), for MFU; None before a counted
         step, and where the model was not on the rank's device."""
-        dtype = self.flops.main_dtype() if self.flops is not None and self._counting is None else None
+        dtype = self.flops.main_dtype() if self.counted() else None
         if dtype not in ("float32", "bfloat16", "float16") or self._counted is None or self.misplaced:
             return None
         from engine.run.rank import device_peaks
