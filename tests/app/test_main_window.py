@@ -88,7 +88,7 @@ def test_model_parallel_run_from_clicks(qtbot, window):
 def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, window):
     """A core's 10 ms ticks make its raw samples swing 0-100 % at 10 Hz; the one-second mean shows the half
     that the timeline proves, and each core is one legend entry: "core 0 · cpu:0", not "core 0" and "cpu:0"."""
-    set_small_mlp(window, strategy="model-parallel", width=512, depth=8, batch_size=2048, steps=20)
+    set_small_mlp(window, strategy="model-parallel", width=512, depth=8, batch_size=2048, steps=30)
     wait_ready(qtbot, window)
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as done:
         window.run_action.trigger()
@@ -96,7 +96,7 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         # do more than a step's work, which the OS counts on the core.
         wait_steps(qtbot, window, 3)
         first_step = window.plots.now()
-        wait_steps(qtbot, window, 17)
+        wait_steps(qtbot, window, 27)
         last_step = window.plots.now()
         # A core's total beside its device's own work, where others ran there too (the window itself: this
         # machine has two cores), is an entry of its own.
@@ -109,7 +109,9 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         x, smooth = plot.series_data(core)
         raw = plot.series_data("raw " + core)[1]
         shown = smooth[(x >= first_step + 1.0) & (x <= last_step)]
-        assert len(shown) >= 20, (core, len(shown))
+        # a point per sample at the window's rate (a fast machine's steps span fewer seconds than a slow one's)
+        expected = window.telemetry_hz * (last_step - first_step - 1.0)
+        assert len(shown) >= max(10, 0.8 * expected), (core, len(shown), expected)
         assert raw.max() - raw.min() > shown.max() - shown.min()  # the raw samples swing wider
         # The line is the rank's own work on the core; the core's total counts it and whatever else ran there
         # (the window's own drawing, a busy machine's other work): never much less than the half the engine
