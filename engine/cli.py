@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--allow", default=None,
                       help="addresses or networks coordinators may connect from, e.g. 10.0.0.1 or 10.0.0.0/24 "
                            "(default: the subnet of --listen)")
+    node.add_argument("--allow-scripts", action="store_true",
+                      help="also run users' own training scripts sent by `watch --nodes` (the script's text "
+                           "travels with the run; it runs as this agent's user)")
     node.add_argument("--new-token", default=None, metavar="FILE",
                       help="write a new random token to FILE (readable by you alone), then exit")
     from engine.watch.command import add_parser as add_watch_command
@@ -122,7 +125,7 @@ def _dispatch(args, parser) -> int:
     if args.command == "watch":   # run's short way for --strategy script
         from engine.watch.command import NAMES, watch_config
         config, _ = validate_or_report(lambda: watch_config(args), NAMES)
-        if config is None or not store_usable(args.db):
+        if config is None or not store_usable(args.db) or not nodes_usable(config):
             return EXIT_INVALID
         return cmd_run_validated(config, args)
     commands = {"run": cmd_run, "runs": cmd_runs, "models": cmd_models, "devices": cmd_devices,

@@ -104,12 +104,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def node_cluster(tmp_path_factory):
     """Two namespace "machines" with a node agent each (tests/netns.py), for the whole session: node1's clock
-    reads 1000 s ahead of this machine's (a time namespace), as another machine's would differ."""
+    reads 1000 s ahead of this machine's (a time namespace), as another machine's would differ. Their agents
+    run watched scripts (--allow-scripts)."""
     import netns
     why = netns.available()
     if why:
         pytest.skip(f"namespace nodes: {why}")
-    cluster = netns.Cluster(2, tmp_path_factory.mktemp("nodes"), clock_offsets=[0.0, 1000.0])
+    cluster = netns.Cluster(2, tmp_path_factory.mktemp("nodes"), clock_offsets=[0.0, 1000.0],
+                            agent_options=("--allow-scripts",))   # they run watched scripts too (tests/test_nodes.py)
     try:
         cluster.make()
         yield cluster

@@ -123,8 +123,9 @@ class Agent:
 class Cluster:
     """``n`` namespace nodes with their agents; ``close()`` removes every trace."""
 
-    def __init__(self, n: int, directory: Path, clock_offsets: list[float]):
+    def __init__(self, n: int, directory: Path, clock_offsets: list[float], agent_options: tuple[str, ...] = ()):
         self.n = n
+        self.agent_options = agent_options   # given to every agent (``--allow-scripts``)
         self.id = f"{os.getpid() % 100000}"
         # Under pytest-xdist each worker that needs nodes makes its own: a second octet per worker keeps their
         # subnets apart whatever their pids.
@@ -175,7 +176,7 @@ class Cluster:
             _ip("link", "set", "eth0", "up", ns=ns)
         for k in range(self.n):
             self.agents.append(Agent(self, k, ["--listen", f"{self.address(k)}:{AGENT_PORT}",
-                                              "--token-file", str(self.token_file)],
+                                              "--token-file", str(self.token_file), *self.agent_options],
                                      self.clock_offsets[k] if k < len(self.clock_offsets) else 0.0).start())
         return self
 

@@ -8,8 +8,11 @@ they are told.
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -119,6 +122,60 @@ def test_strategies_over_two_nodes_train_as_one_machine_on_one_clock(node_cluste
                                                                                  (1, "node1/cpu:0")]
             last = max(s.t for s in steps.values())
             assert all(0 < t0 < last for _, _, t0, _ in profiles)  # the profiled step, on the run's clock
+
+
+DDP_EXAMPLE = ROOT / "examples" / "ddp_train.py"
+
+
+def test_a_watched_script_travels_to_nodes_that_allow_scripts_and_trains_as_under_torchrun(node_cluster,
+                                                                                           fresh_store):
+    """`watch --nodes`: the DDP example, its text sent with the run to agents started with --allow-scripts, a rank
+    on each node, trains to torchrun's final loss on one machine, with every kind timed on both devices on one
+    clock; an agent without --allow-scripts is named before anything starts."""
+    args = ["--steps", "4", "--decode-ms", "0.3", "--batch-size", "32"]
+    plain = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              str(DDP_EXAMPLE), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        watched = cli("watch", "--json", "--nodes", node_cluster.nodes_option(), "--token-file",
+                      str(node_cluster.token_file), "--devices", "cpu:1", "--", str(DDP_EXAMPLE), *args, timeout=180)
+        out, err = plain.communicate(timeout=180)
+    finally:
+        if plain.poll() is None:
+            plain.kill()
+            plain.wait()
+    assert plain.returncode == 0, err[-3000:]
+    assert watched.returncode == 0, watched.stderr[-3000:]
+    loss = re.compile(r"final loss (\S+)")
+    assert loss.search(watched.stderr).group(1) == loss.search(out).group(1)   # rank 0's print, from node0
+    summary = json.loads(watched.stdout.strip().splitlines()[-1])
+    assert summary["devices"] == ["node0/cpu:0", "node1/cpu:0"] and summary["strategy"] == "script"
+    assert [n["clock_offset_s"] for n in summary["nodes"]] == [pytest.approx(0.0, abs=0.05),
+                                                               pytest.approx(1000.0, abs=0.05)]
+    for device in summary["time_by_kind"]:
+        assert {"forward", "backward", "communication", "optimizer", "data"} <= set(device["by_kind"]), device
+    with Store(fresh_store) as store:
+        (record,) = store.list_runs()
+        steps = {s.step: s for s in store.steps(record.id)}
+        rows = store.timeline(record.id)
+    assert record.config.script == str(DDP_EXAMPLE) and len(steps) == 4   # the path here: the nodes' is temporary
+    for step, device, kind, t0, t1 in rows:   # node1's times on this machine's clock (see the test above)
+        assert steps[step].t - steps[step].time_s - 1.0 <= t0 <= t1 <= steps[step].t + 1.0, (step, device, kind)
+
+    port = AGENT_PORT + 2   # an agent as started by default, beside node0's usual one
+    plain_agent = Agent(node_cluster, 0, ["--listen", f"{node_cluster.address(0)}:{port}", "--token-file",
+                                          str(node_cluster.token_file)], 0.0).start()
+    try:
+        refused = cli("watch", "--nodes", f"{node_cluster.address(0)}:{port},{node_cluster.address(1)}:{AGENT_PORT}",
+                      "--token-file", str(node_cluster.token_file), "--devices", "cpu:1", "--", str(DDP_EXAMPLE))
+    finally:
+        plain_agent.stop()
+    assert refused.returncode == 2, refused.stderr
+    assert f"--nodes: node0 ({node_cluster.address(0)}:{port}): its agent runs no scripts" in refused.stderr
+    assert "node1" not in refused.stderr and "runs no scripts" in plain_agent.log()
+    assert "torchrun" not in plain_agent.log()   # nothing started there
+    with Store(fresh_store) as store:
+        assert len(store.list_runs()) == 1
 
 
 def listening(namespace: str) -> set[str]:

@@ -139,7 +139,7 @@ def test_node_messages_are_typed_and_a_garbled_one_is_refused():
     through the JSON the wire carries; a known type with a field missing or of another type is refused
     naming it, an unknown type (a newer peer's) is ignored."""
     launch = messages.Launch(run_id="r", config={"devices": "cpu:2"}, devices=[{"name": "node0/cpu:0"}],
-                             node_rank=1, nnodes=2, nproc=1, model_file=messages.ModelFile("m.py", "x = 1"),
+                             node_rank=1, nnodes=2, nproc=1, model_file=messages.SourceFile("m.py", "x = 1"),
                              telemetry_hz=10, silence_s=5.0)
     for message in (launch, messages.Ping(3), messages.Stop(), node_info(0, [0, 1]), messages.Ended([12]),
                     messages.TorchrunExit(1, failures={"0": 1}, error="boom", output=["a"], stopping=False),
@@ -223,3 +223,28 @@ def test_experiments_say_they_run_on_this_machine():
         ExperimentRunner("schedules", ExperimentConfig(devices="cpu:1", nodes="10.0.0.1:1,10.0.0.2:1"))
     refused = cli("experiment", "schedules", "--nodes", "10.0.0.1:1,10.0.0.2:1")
     assert refused.returncode == 2 and "--nodes" in refused.stderr
+
+
+def test_an_agent_without_allow_scripts_refuses_a_launch_that_carries_a_script():
+    """The coordinator asks first (preflight), but the agent is what keeps a script off its machine: a launch
+    carrying one is refused unless the agent was started with --allow-scripts, and nothing is started."""
+    from engine.nodes.agent import CoordinatorSession, NodeAgent
+
+    class Recorded:
+        def __init__(self):
+            self.lines = []
+
+        def send(self, line):
+            self.lines.append(line)
+    launch = messages.Launch(run_id="r", config={"strategy": "script", "devices": "cpu:1"},
+                             devices=[{"name": "node0/cpu:0"}], node_rank=0, nnodes=1, nproc=1,
+                             script=messages.SourceFile("train.py", "import os; os.system('touch /tmp/x')"))
+    agent = NodeAgent(parse_address("127.0.0.1:29400"), TOKEN)   # never bound: nothing listens
+    assert not agent.allow_scripts
+    channel = Recorded()
+    session = CoordinatorSession(agent, channel, "127.0.0.1")
+    session._launch(launch)
+    (reply,) = [messages.decode(line) for line in channel.lines]
+    assert isinstance(reply, messages.Failed) and "start it with --allow-scripts" in reply.message
+    assert session.node_run is None
+    assert messages.decode(json.loads(json.dumps(messages.encode(launch)))) == launch   # it travels whole

@@ -288,7 +288,8 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path, options, script, 
 @pytest.mark.parametrize("words, devices, says", [
     (["--standalone", "--nproc-per-node", "1", "--master_port", "29512", "{script}", "--steps", "4"], "cpu:1", None),
     (["--nnodes", "1", "--rdzv-endpoint", "localhost:29400", "{script}"], "cpu:2", None),
-    (["--nnodes", "2", "{script}"], None, "--nnodes 2: watch -- torchrun runs on this machine"),
+    (["--nnodes", "2", "{script}"], None, "--nnodes 2: watch -- torchrun runs on this machine (--nnodes 1); over "
+                                          "several, give their agents with watch --nodes"),
     (["--nproc-per-node", "gpu", "{script}"], None, "--nproc-per-node: a number of ranks"),
     (["--max-restarts", "3", "{script}"], None, "--max-restarts 3: a watch does not restart"),
     (["-m", "train"], None, "-m/--no-python: watch runs a Python script file"),

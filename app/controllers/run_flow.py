@@ -45,7 +45,7 @@ class RunFlow(QtCore.QObject):
         self.run_box = run_box      # app/views/run_box.py: the progress bar and the time left
         self.started_at: float | None = None
         self.runs_begun = 0         # runs begun since the app started, an experiment's too
-        self.last_watch: dict[str, str] = {}   # the watch dialog's fields, as last accepted
+        self.last_watch: dict[str, str | None] = {}   # the watch dialog's fields, as last accepted
         self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
         self.worker.sigEvents.connect(self.on_events)
         self.worker.sigFinished.connect(self._on_finished)
@@ -73,7 +73,7 @@ class RunFlow(QtCore.QObject):
         dialog = WatchDialog(self.window, **self.last_watch)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
             return None
-        self.last_watch = dict(script=dialog.script.text(), args=dialog.args.text(), devices=dialog.devices.text())
+        self.last_watch = dialog.fields()
         return self.start(dialog.config())
 
     def start(self, config: ExperimentConfig | None = None) -> str | None:

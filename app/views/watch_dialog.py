@@ -1,5 +1,5 @@
-"""Run › Watch a script…: the user's own training script, its arguments, the devices and how many steps to
-watch, as ``main.py watch`` takes them; the config it makes is ``--strategy script``'s
+"""Run › Watch a script…: the user's own training script, its arguments, the devices, the nodes (agents started
+with ``--allow-scripts``) and how many steps to watch, as ``main.py watch`` takes them; the config it makes is ``--strategy script``'s
 (engine/strategies/script.py), checked by the engine's torch-free rules as it is typed, so Watch is
 enabled only for a config that can launch and a problem names its field."""
 from __future__ import annotations
@@ -10,6 +10,7 @@ import shlex
 from PySide6 import QtWidgets
 
 from app.views import theme
+from app.views.nodes_row import NodesRow
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.environment import ROOT
@@ -18,11 +19,12 @@ from engine.strategies import STRATEGIES
 from engine.strategies.script import DEFAULT_DEVICES, script_config
 
 FIELD_OF = {"script": "script", "script_args": "arguments", "script_cwd": "script", "devices": "devices",
-            "steps": "steps"}
+            "steps": "steps", "nodes": "nodes", "token_file": "nodes"}
 
 
 class WatchDialog(QtWidgets.QDialog):
-    def __init__(self, parent=None, script: str = "", args: str = "", devices: str = DEFAULT_DEVICES):
+    def __init__(self, parent=None, script: str = "", args: str = "", devices: str = DEFAULT_DEVICES,
+                 nodes: str | None = None, token_file: str | None = None):
         super().__init__(parent)
         self.setWindowTitle("Watch a script")
         self.setMinimumWidth(560)
@@ -38,6 +40,12 @@ class WatchDialog(QtWidgets.QDialog):
         self.devices = QtWidgets.QLineEdit(devices)
         self.devices.setToolTip('"cpu:N": one rank per CPU virtual device, each pinned to a core of its own; '
                                 '"cuda:0,cuda:1,...": one rank per GPU, rank k on cuda:k (its LOCAL_RANK)')
+        self.nodes = NodesRow()
+        self.nodes.set_nodes(nodes)
+        self.nodes.set_token_file(token_file)
+        self.nodes.edit.setToolTip("Blank: this machine. Or the agents of other machines (`python main.py node "
+                                   "--listen ADDR:PORT --allow-scripts` on each): the script travels to every "
+                                   "node and runs there, on the devices above; ranks go node by node.")
         self.steps = QtWidgets.QSpinBox()
         self.steps.setRange(0, 10_000_000)
         self.steps.setSpecialValueText("until the script ends")
@@ -46,6 +54,7 @@ class WatchDialog(QtWidgets.QDialog):
         form.addRow("Script", row)
         form.addRow("Arguments", self.args)
         form.addRow("Devices", self.devices)
+        form.addRow("Nodes", self.nodes)
         form.addRow("Stop after steps", self.steps)
         self.problem = QtWidgets.QLabel()
         self.problem.setWordWrap(True)
@@ -65,6 +74,8 @@ class WatchDialog(QtWidgets.QDialog):
         for edit in (self.script, self.args, self.devices):
             edit.textChanged.connect(self.check)
         self.steps.valueChanged.connect(self.check)
+        self.nodes.sigChanged.connect(self.check)
+        self.nodes.edit.textChanged.connect(self.check)
         self.check()
 
     def browse(self) -> None:
@@ -79,9 +90,15 @@ class WatchDialog(QtWidgets.QDialog):
         """The run the fields describe, in the script's own folder (raises ValueError for arguments a shell could
         not split)."""
         script = self.script.text().strip()
-        return script_config(script, shlex.split(self.args.text()),
-                             devices=self.devices.text().strip() or DEFAULT_DEVICES, steps=self.steps.value(),
-                             cwd=os.path.dirname(os.path.abspath(script)) if script else None)
+        config = script_config(script, shlex.split(self.args.text()),
+                               devices=self.devices.text().strip() or DEFAULT_DEVICES, steps=self.steps.value(),
+                               cwd=os.path.dirname(os.path.abspath(script)) if script else None)
+        return config.replace(nodes=self.nodes.nodes(), token_file=self.nodes.token_file())
+
+    def fields(self) -> dict[str, str | None]:
+        """What the dialog opens with next time (its constructor's arguments)."""
+        return dict(script=self.script.text(), args=self.args.text(), devices=self.devices.text(),
+                    nodes=self.nodes.nodes(), token_file=self.nodes.chosen_token_file())
 
     def problems(self) -> list[str]:
         try:
@@ -89,6 +106,8 @@ class WatchDialog(QtWidgets.QDialog):
         except ValueError as exc:   # shlex: an unclosed quote
             return [f"arguments: {exc}"]
         found = [f"{FIELD_OF.get(p.option, p.option)}: {p.message}" for p in problems(config)]
+        if config.nodes:   # the devices are each node's: their agents check them when Watch starts
+            return found
         try:
             placed = devices_mod.parse(config.devices, 2, gpus=0)
         except devices_mod.DeviceError as exc:

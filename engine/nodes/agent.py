@@ -1,4 +1,4 @@
-"""The node agent: ``python main.py node --listen ADDR:PORT --token-file F [--allow NETS]``.
+"""The node agent: ``python main.py node --listen ADDR:PORT --token-file F [--allow NETS] [--allow-scripts]``.
 
 It listens on the one address it is given, accepts coordinators only from the
 addresses it is told to serve (``--allow``; by default the subnet of its own
@@ -6,7 +6,9 @@ address), and only once they prove the shared token (engine.nodes.wire). It serv
 one coordinator at a time: on ``launch`` it starts that node's ranks through
 torchrun (engine.nodes.node_run), and relays their events, their output and the
 node's telemetry. It only ever starts Splitscope's rank entry point, with the
-config it is sent; a model file travels only when the run names one.
+config it is sent; a model file travels only when the run names one, and a
+user's script (``main.py watch --nodes``) only to an agent started with
+``--allow-scripts``: any other refuses it.
 
 When the coordinator says ``stop``, closes the connection, or falls silent for
 the run's limit (its machine died, the network went down), the agent ends the
@@ -31,7 +33,9 @@ from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.node_run import NodeRun, bind_rendezvous
 
-PROTOCOL = 3   # 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order)
+# 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order); 4: a watched
+# script travels in the launch, and the info says whether the agent runs one
+PROTOCOL = 4
 IDLE_SILENCE_S = 60.0   # a connected coordinator that says nothing before launching is dropped after this
 PING_EVERY_S = 1.0      # the coordinator pings this often during a run; the agent answers (engine.nodes.coordinator)
 MAX_HANDSHAKES = 8      # connections not yet authenticated, at most: more are refused at once
@@ -41,7 +45,7 @@ def log(message: str) -> None:
     print(f"{datetime.now():%H:%M:%S} {message}", file=sys.stderr, flush=True)
 
 
-def node_info(host: str, interface: str) -> messages.Info:
+def node_info(host: str, interface: str, runs_scripts: bool = False) -> messages.Info:
     """What a coordinator needs to know of this node before it launches: its devices and its versions."""
     from engine.devices import gpu_count
     try:
@@ -50,13 +54,14 @@ def node_info(host: str, interface: str) -> messages.Info:
         torch_version = None
     return messages.Info(protocol=PROTOCOL, hostname=socket.gethostname(), address=host, interface=interface,
                          cores=usable_cores(), gpus=gpu_count(), torch=torch_version, python=sys.version.split()[0],
-                         pid=os.getpid(), time=time.perf_counter())
+                         pid=os.getpid(), time=time.perf_counter(), runs_scripts=runs_scripts)
 
 
 class NodeAgent:
-    def __init__(self, listen: NodeAddress, token: bytes, allow: list | None = None):
+    def __init__(self, listen: NodeAddress, token: bytes, allow: list | None = None, allow_scripts: bool = False):
         self.listen = listen
         self.token = token
+        self.allow_scripts = allow_scripts   # whether a watched script sent to it is run (else refused)
         interface = interface_of(listen.host)
         if interface is None:
             raise ValueError(f"--listen: no interface of this machine has the address {listen.host}")
@@ -81,7 +86,8 @@ class NodeAgent:
         """Accept coordinators until ``shutdown()``."""
         server = self._server or self.bind()
         log(f"node agent listening on {self.listen} (interface {self.interface}); coordinators from "
-            f"{', '.join(map(str, self.allow))}")
+            f"{', '.join(map(str, self.allow))}; "
+            + ("runs watched scripts (--allow-scripts)" if self.allow_scripts else "runs no scripts"))
         while not self._stop.is_set():
             try:
                 conn, peer = server.accept()
@@ -165,7 +171,7 @@ class CoordinatorSession:
         self._pongs: queue.Queue = queue.Queue(maxsize=64)
 
     def run(self) -> None:
-        messages.send(self.channel, node_info(self.agent.listen.host, self.agent.interface))
+        messages.send(self.channel, node_info(self.agent.listen.host, self.agent.interface, self.agent.allow_scripts))
         threading.Thread(target=self._watch, name="node-coordinator-watch", daemon=True).start()
         threading.Thread(target=self._answer_pings, name="node-pong", daemon=True).start()
         try:
@@ -211,6 +217,11 @@ class CoordinatorSession:
             messages.send(self.channel, messages.Failed("a run is already going on this node"))
             return
         rendezvous = None
+        if message.script is not None and not self.agent.allow_scripts:
+            log(f"refused run {message.run_id}: it is a script, and this agent was not started with --allow-scripts")
+            messages.send(self.channel, messages.Failed("this agent runs no scripts (start it with --allow-scripts "
+                                                        "to run watched scripts)"))
+            return
         try:
             self._check_devices(message)  # a DeviceError is a ValueError
             if message.rendezvous is None:  # this node hosts the rendezvous store

@@ -68,7 +68,7 @@ def strategy_problems(config, strategy, devices: list[Device]) -> list[Problem]:
     if not config.nodes or strategy.world_size(config, devices) == len(devices):
         return []
     from engine.strategies import STRATEGIES
-    spanning = [s.name for s in STRATEGIES.values()   # a watched script runs on this machine only
+    spanning = [s.name for s in STRATEGIES.values()   # the engine's own (a watched script spans by itself)
                 if s.builds_model and s.world_size(config, devices) == len(devices)]
     return [Problem("strategy", f"{strategy.name} runs its devices in one process, so it cannot span nodes; "
                                 f"with --nodes use {', '.join(spanning)}")]

@@ -40,7 +40,7 @@ def cmd_node(args) -> int:
     agent = None
     if not problems:
         try:
-            agent = NodeAgent(listen, token, allow)
+            agent = NodeAgent(listen, token, allow, allow_scripts=args.allow_scripts)
             agent.bind()
         except ValueError as exc:
             problems.append(str(exc))

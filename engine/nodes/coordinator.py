@@ -141,6 +141,14 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
     return link
 
 
+def source_file(path: str | None) -> messages.SourceFile | None:
+    """A file the user named, to travel with the launch: its name and text (None where none is named)."""
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        return messages.SourceFile(os.path.basename(path), f.read())
+
+
 def version_problem(links: list[NodeLink]) -> str | None:
     from importlib import metadata
     try:
@@ -185,6 +193,9 @@ def preflight(config) -> list[Problem]:
             node_devices(link.label, config.devices, link.info)
         except DeviceError as exc:
             found.append(Problem("devices", str(exc)))
+        if config.script and not link.info.runs_scripts:
+            found.append(Problem("nodes", f"{link.label} ({link.address}): its agent runs no scripts (start it with "
+                                          "`main.py node --allow-scripts` to watch a script there)"))
         say_bye(link)
     return found
 
@@ -261,13 +272,12 @@ class NodeRanks:
 
     def _launch_one(self, link: NodeLink, rendezvous: str | None) -> messages.Launched:
         config = self.config.replace(token_file=None, nodes=None).to_dict()
-        model = None
-        if self.config.model_file:  # the one file that travels, because the user named it
-            with open(self.config.model_file, encoding="utf-8") as f:
-                model = messages.ModelFile(os.path.basename(self.config.model_file), f.read())
+        # the files that travel, because the user named them: a model file, a watched script
+        model, script = (source_file(path) for path in (self.config.model_file, self.config.script))
         try:
             messages.send(link.channel, messages.Launch(
-                run_id=self.run_id, config=config, model_file=model, devices=[d.to_dict() for d in self.devices],
+                run_id=self.run_id, config=config, model_file=model, script=script,
+                devices=[d.to_dict() for d in self.devices],
                 node_rank=link.index, nnodes=len(self.links), nproc=self.nproc, rendezvous=rendezvous,
                 telemetry_hz=self.telemetry_hz, silence_s=silence_limit(self.config.hang_timeout_s)))
         except wire.WireError as exc:

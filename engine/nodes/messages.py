@@ -21,8 +21,8 @@ class Ping:
 
 
 @dataclass(frozen=True)
-class ModelFile:
-    """The one file that travels, because the user named it: its name and its text."""
+class SourceFile:
+    """A file that travels because the user named it (a model file, a watched script): its name and its text."""
     name: str
     text: str
 
@@ -37,7 +37,8 @@ class Launch:
     nnodes: int
     nproc: int
     rendezvous: str | None = None      # the rendezvous store's address; None: this node hosts it
-    model_file: ModelFile | None = None
+    model_file: SourceFile | None = None
+    script: SourceFile | None = None   # a watched script's (strategy script): run only by an agent that allows it
     telemetry_hz: float = 0.0
     silence_s: float | None = None     # the coordinator silent this long is gone: the agent ends the run
 
@@ -66,6 +67,7 @@ class Info:
     python: str
     pid: int
     time: float
+    runs_scripts: bool = False         # started with --allow-scripts: it runs a watched script sent to it
 
 
 @dataclass(frozen=True)

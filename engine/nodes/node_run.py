@@ -63,6 +63,9 @@ class NodeRun:
         self.devices = [Device(**d) for d in launch.devices]
         first = launch.node_rank * launch.nproc
         self.local_devices = self.devices[first:first + launch.nproc]
+        # what each rank runs: the strategy's entry point (a watched script's bootstrap, else engine.run.rank)
+        from engine.strategies import STRATEGIES
+        self.rank_module = STRATEGIES[launch.config["strategy"]].rank_module
         self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
         self.socket_path = os.path.join(self.dir, "ranks.sock")
         self.proc: subprocess.Popen | None = None
@@ -84,13 +87,13 @@ class NodeRun:
         threading.Thread(target=self._accept, name="node-ranks-accept", daemon=True).start()
         self._start_telemetry()
         launch = self.launch
-        config = dict(launch.config, model_file=None)  # no path of this machine's is taken from afar
-        model = launch.model_file
-        if model is not None:  # only when the user named one (the coordinator sends nothing else)
-            path = os.path.join(self.dir, os.path.basename(model.name) or "model.py")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(model.text)
-            config["model_file"] = path
+        # no path of this machine's is taken from afar: a file the user named travels, and is written here
+        config = dict(launch.config, model_file=None, script=None, script_cwd=None)
+        if launch.model_file is not None:
+            config["model_file"] = self._write(launch.model_file, "model.py")
+        if launch.script is not None:   # the agent runs one only with --allow-scripts (engine.nodes.agent)
+            config["script"] = self._write(launch.script, "script.py")
+            config["script_cwd"] = os.path.dirname(config["script"])   # its folder, as torchrun's would be
         env = rank_base_environment(os.environ, config_json=json.dumps(config, sort_keys=True),
                                     devices_json=json.dumps(launch.devices), interface=self.interface)
         env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=launch.rendezvous,
@@ -107,7 +110,7 @@ class NodeRun:
                 "--rdzv-conf", f"is_host=0,join_timeout={RENDEZVOUS_JOIN_S}",
                 "--local-addr", self.host, "--max-restarts", "0", "--monitor-interval", "0.1",
                 "--shutdown-timeout", str(int(KILL_GRACE_S)), "--log-dir", os.path.join(self.dir, "torchrun"),
-                "-m", "engine.run.rank"]
+                "-m", self.rank_module]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "engine.nodes.torchrun", str(status_write), str(store_fd), "--", *args],
             cwd=ROOT, env=env, pass_fds=tuple(fd for fd in (status_write, store_fd) if fd != -1),
@@ -120,6 +123,14 @@ class NodeRun:
         threading.Thread(target=self._read_output, name="node-torchrun-output", daemon=True).start()
         threading.Thread(target=self._wait_torchrun, name="node-torchrun-wait", daemon=True).start()
         return self.proc.pid
+
+    def _write(self, source: messages.SourceFile, default_name: str) -> str:
+        """A file that travelled with the launch, in a folder of its own in the run's: its path."""
+        folder = tempfile.mkdtemp(dir=self.dir, prefix="files-")
+        path = os.path.join(folder, os.path.basename(source.name) or default_name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source.text)
+        return path
 
     def _start_telemetry(self) -> None:
         hz = self.launch.telemetry_hz
@@ -264,7 +275,7 @@ class NodeRun:
         for pid in pids:
             try:
                 proc = psutil.Process(pid)
-                if "engine.run.rank" in " ".join(proc.cmdline()):
+                if self.rank_module in " ".join(proc.cmdline()):
                     procs.append(proc)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

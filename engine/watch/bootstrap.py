@@ -2,14 +2,16 @@
 engine/run/rank.py (``Script.rank_module``), with the same environment.
 
 torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT on loopback) come
-from the worker; the run's config (SPLITSCOPE_CONFIG: the script, its arguments and folder, the
+from the worker, or from torchrun itself under a node agent (engine/nodes/node_run.py, which writes the
+script that travelled with the run into the run's folder); the run's config (SPLITSCOPE_CONFIG: the script, its arguments and folder, the
 most steps to watch) and devices (SPLITSCOPE_DEVICES) as every rank gets them. The rank pins itself
 to its device's core as engine/run/rank.py does, sends DataLoader workers to the cores no device
 holds (a worker would otherwise inherit its rank's one core and take turns with it), installs the
 instruments (engine/watch/instruments.py) and runs the script as ``__main__`` with its own
 arguments, in its folder; the script imports nothing of ours (splitscope/watch.py, if it does, reaches
 the instruments). Its steps go to the worker as the engine's rank events (Ready, StepReport per
-optimizer step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD.
+optimizer step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD, or on a node
+the agent's socket (SPLITSCOPE_EVENT_SOCKET).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from engine.devices import Device, usable_cores
 from engine.run.loader_placement import held_cores
 from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
-from engine.run.rank import EventChannel, describe_exception, die_with_worker, own_device, pin
+from engine.run.rank import EventChannel, describe_exception, die_with_worker, node_channel, own_device, pin
 
 STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
@@ -73,7 +75,7 @@ def main() -> int:
     die_with_worker()
     end_with_everything_started()
     env = RankEnvironment.read()
-    channel = EventChannel(env.event_fd)
+    channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)   # under a node agent: its socket
     config = ExperimentConfig.from_json(env.config_json)
     devices = [Device(**d) for d in json.loads(env.devices_json)]
     own = own_device(devices, env.rank, env.world_size)

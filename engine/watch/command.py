@@ -1,4 +1,4 @@
-"""``main.py watch [--devices cpu:N | cuda:0,...] [--steps N] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
+"""``main.py watch [--devices cpu:N | cuda:0,...] [--steps N] [--nodes ...] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
 options] SCRIPT.py [ARGS]``, engine/watch/torchrun_form.py): a user's own training script, unmodified, run as the
 ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device. It is
 ``run``'s short way: the same worker, store, summary and exports (engine/cli.py runs the config made here)."""
@@ -31,6 +31,10 @@ def add_parser(sub) -> None:
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
                        help=f"seconds without a step before a rank is declared hung (default {HANG_TIMEOUT_S:g})")
     watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
+    watch.add_argument("--nodes", default=None,
+                       help="ADDR:PORT,... of node agents started with --allow-scripts: the script travels to "
+                            "each and runs there, --devices on every node (docs/nodes.md)")
+    watch.add_argument("--token-file", default=None, help="with --nodes: the nodes' shared token (as for `run`)")
     watch.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     watch.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
     watch.add_argument("script", help="the training script, as you would give it to torchrun, or `torchrun` "
@@ -70,5 +74,6 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
         found.append(Problem("telemetry_hz", f"must be more than 0 and at most 50, got {args.telemetry_hz:g}"))
     if found:
         raise ConfigError(found)
-    return script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
-                         hang_timeout_s=args.hang_timeout_s, warmup=args.warmup), None
+    config = script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
+                           hang_timeout_s=args.hang_timeout_s, warmup=args.warmup)
+    return config.replace(nodes=args.nodes, token_file=args.token_file), None

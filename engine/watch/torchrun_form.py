@@ -63,9 +63,11 @@ def read(words: list[str]) -> tuple[TorchrunForm | None, list[str]]:
                       "--nnodes 1, --node-rank 0, --master-port and the --rdzv ones on loopback"]
     found = []
     if parsed.nnodes not in ("1", "1:1"):
-        found.append(f"--nnodes {parsed.nnodes}: watch -- torchrun runs on this machine (--nnodes 1)")
+        found.append(f"--nnodes {parsed.nnodes}: watch -- torchrun runs on this machine (--nnodes 1); over several, "
+                     "give their agents with watch --nodes")
     if parsed.node_rank != 0:
-        found.append(f"--node-rank {parsed.node_rank}: watch -- torchrun runs on this machine (--node-rank 0)")
+        found.append(f"--node-rank {parsed.node_rank}: watch -- torchrun runs on this machine (--node-rank 0); "
+                     "over several, give their agents with watch --nodes")
     if parsed.master_addr not in LOOPBACK or parsed.rdzv_endpoint.rpartition(":")[0] not in ("", *LOOPBACK):
         found.append("--master-addr/--rdzv-endpoint: watch -- torchrun meets on loopback, on this machine")
     if parsed.max_restarts:

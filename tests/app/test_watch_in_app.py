@@ -34,6 +34,19 @@ def test_the_watch_dialog_checks_as_it_is_typed_and_makes_the_scripts_run(qtbot,
         ("script", str(EXAMPLE), "--steps 4 --decode-ms 0.5", "cpu:2", 0)
     assert config.script_cwd == str(EXAMPLE.parent)   # relative paths in its arguments read beside it
     assert config.hang_timeout_s == 600   # as main.py watch: evaluation between steps is no hang
+    # over other machines' agents: the nodes and their token checked as typed, the devices each node's own
+    dialog.nodes.set_nodes("10.0.0.2:29400,nowhere")
+    assert "nodes:" in dialog.problem.text() and not dialog.watch_button.isEnabled()
+    token = tmp_path / "token"
+    token.write_text("a-token-nobody-else-reads-" + "x" * 32 + "\n")
+    token.chmod(0o600)
+    dialog.nodes.set_nodes("10.0.0.2:29400,10.0.0.3:29400")
+    dialog.nodes.set_token_file(str(token))
+    dialog.devices.setText("cpu:1")
+    assert dialog.watch_button.isEnabled(), dialog.problem.text()
+    assert (dialog.config().nodes, dialog.config().token_file) == ("10.0.0.2:29400,10.0.0.3:29400", str(token))
+    reopened = shown(qtbot, WatchDialog(**dialog.fields()))   # as Run › Watch a script… opens it next time
+    assert reopened.config() == dialog.config()
 
 
 def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_history(qtbot, window,
