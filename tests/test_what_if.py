@@ -27,6 +27,20 @@ def test_even_stages_give_the_textbook_bubble(schedule, p, m):
     assert even_step(schedule, p, 1, m) == pytest.approx((m + p - 1) * 3.0)
 
 
+def test_an_overlapped_pairs_outputs_reach_another_device_when_the_pair_ends():
+    """DualPipeV's overlapped forward and backward: torch's runtime sends both parts' outputs after the pair, so
+    the next device's forward waits for the pair's second part. Marked on every pair of torch's own DualPipeV list but its last part."""
+    from engine.strategies.schedule_actions import Action
+    pair = [Action("F", 0, 0, held=True), Action("F", 0, 1)]   # micro-batch 0's forward, then another's
+    _, starts = simulate([pair, [Action("F", 1, 0)]], lambda action: 1.0)
+    assert starts[Action("F", 1, 0)] == 2.0   # after the pair (0 to 2), not after its first part (0 to 1)
+    unheld = [[Action("F", 0, 0), Action("F", 0, 1)], [Action("F", 1, 0)]]
+    assert simulate(unheld, lambda action: 1.0)[1][Action("F", 1, 0)] == 1.0
+    dualpipev = actions(SCHEDULE_INFO["dualpipev"], 2, 2, 8)
+    assert any(a.held for device in dualpipev for a in device)
+    assert not any(a.held for device in actions(SCHEDULE_INFO["zbv"], 2, 2, 8) for a in device)
+
+
 @pytest.mark.parametrize("schedule", ["interleaved1f1b", "loopedbfs"])
 @pytest.mark.parametrize("p,v,m", [(2, 2, 4), (2, 2, 8), (4, 2, 8), (2, 3, 4), (4, 2, 4)])
 def test_torchs_interleaved_orders_played_out_give_the_interleaved_bubble(schedule, p, v, m):

@@ -5,12 +5,13 @@ Each device runs its actions in turn; ``simulate`` plays the lists out with a
 duration per action (an action starts when its device is free and its input is
 there: a forward after the previous stage's forward of that micro-batch, a
 backward or input gradient after the next stage's, a weight gradient after its
-own stage's input gradient). ``engine.plan.what_if`` predicts step times with it;
+own stage's input gradient; from another device once sent: an overlapped pair's
+outputs leave when the pair ends). ``engine.plan.what_if`` predicts step times with it;
 ``tick_plan`` draws GPipe's and 1F1B's plan with it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.strategies.schedules import SCHEDULE_INFO, Schedule
 
@@ -22,6 +23,9 @@ class Action:
     kind: str        # F, B, I or W
     stage: int
     micro_batch: int
+    # Part of an overlapped pair (DualPipeV's OVERLAP_F_B) but its last: what it sends another device leaves when
+    # the pair ends, as torch's runtime sends the pair's outputs after both parts (``_add_send_recv``).
+    held: bool = field(default=False, compare=False)
 
 
 def order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -60,7 +64,7 @@ class _PlanOnlyStage:
 def torch_actions(schedule: Schedule, devices: int, per_device: int, micro_batches: int) -> list[list[Action]]:
     """The multi-stage schedule's own action list, as its torch class computes it (every rank computes every
     rank's, so one rank's stages stand for all; no process group needed). An overlapped forward and backward
-    (DualPipeV) counts as the two in turn."""
+    (DualPipeV) counts as the two in turn, the first ``held``."""
     from torch.distributed import pipelining
     n = devices * per_device
     stages = [_PlanOnlyStage(s, n, devices) for s in schedule.stages_of(0, devices, per_device)]
@@ -69,7 +73,8 @@ def torch_actions(schedule: Schedule, devices: int, per_device: int, micro_batch
 
     def flat(action) -> list[Action]:
         if action.sub_actions:
-            return [a for sub in action.sub_actions for a in flat(sub)]
+            parts = [a for sub in action.sub_actions for a in flat(sub)]
+            return [Action(a.kind, a.stage, a.micro_batch, held=k < len(parts) - 1) for k, a in enumerate(parts)]
         kind = action.computation_type.value
         return [Action(kind, action.stage_index, action.microbatch_index)] if kind in COMPUTE_KINDS else []
     return [[a for action in order_of[d] if action is not None for a in flat(action)] for d in range(devices)]
@@ -79,11 +84,20 @@ def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[f
     """(step time, {action: start}) of each device running its actions in turn, each when its input is there;
     ``duration(action)`` in seconds; ``optimizer``: each device's time after its last action."""
     p = len(per_device_actions)
-    done: dict[tuple[str, int, int], float] = {}
+    made: dict[tuple[str, int, int], tuple[int, float]] = {}   # an output: the device that made it, and when
+    sent: dict[tuple[str, int, int], float] = {}   # when it left for another device (a held one: at its pair's end)
+    held: list[list[tuple[str, int, int]]] = [[] for _ in range(p)]
     starts: dict[Action, float] = {}
     free = [0.0] * p
     position = [0] * p
     last_stage = max(a.stage for queue in per_device_actions for a in queue)
+
+    def ready(needs, device: int) -> float | None:
+        """When the output ``needs`` is there for ``device`` (None: not yet)."""
+        if needs not in made:
+            return None
+        maker, at = made[needs]
+        return at if maker == device else sent.get(needs)
     while any(position[d] < len(per_device_actions[d]) for d in range(p)):
         progressed = False
         for d in range(p):
@@ -91,14 +105,21 @@ def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[f
             while position[d] < len(queue):
                 action = queue[position[d]]
                 needs = _input_of(action, last_stage)
-                if needs is not None and needs not in done:
+                there = ready(needs, d) if needs is not None else free[d]
+                if there is None:
                     break
-                start = max(free[d], done[needs]) if needs is not None else free[d]
+                start = max(free[d], there)
                 starts[action] = start
                 free[d] = start + duration(action)
-                done[(action.kind, action.stage, action.micro_batch)] = free[d]
+                outputs = [(action.kind, action.stage, action.micro_batch)]
                 if action.kind == "I":   # a later full backward of the stage below needs it as it would a B
-                    done[("B", action.stage, action.micro_batch)] = free[d]
+                    outputs.append(("B", action.stage, action.micro_batch))
+                for key in outputs:
+                    made[key] = (d, free[d])
+                held[d] += outputs
+                if not action.held:
+                    sent.update(dict.fromkeys(held[d], free[d]))
+                    held[d] = []
                 position[d] += 1
                 progressed = True
         if not progressed:
