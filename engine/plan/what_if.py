@@ -14,7 +14,8 @@ app's never do, so they ask for GPipe and 1F1B alone or ask ``main.py what-if``)
 Each device runs its actions in order; an action starts when its device is free
 and its input is there (a forward after the previous stage's forward of that
 micro-batch, a backward or input gradient after the next stage's, a weight
-gradient after its own stage's input gradient).
+gradient after its own stage's input gradient; DualPipeV's overlapped pair sends
+its outputs when both its parts are done, as torch's runtime does).
 
 Assumptions, each a source of error: a device's work is the same whatever the
 schedule, shared evenly among the V stages it holds; a micro-batch's compute
