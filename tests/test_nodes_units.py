@@ -2,6 +2,7 @@
 and their order, the token file, the devices of a run over nodes, and what --nodes refuses before launching."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -213,6 +214,15 @@ def test_a_node_nobody_serves_is_named_before_anything_launches(tmp_path):
                                        nodes=f"127.0.0.2:{port},127.0.0.3:{port}"))
     assert [p.option for p in found] == ["nodes"]
     assert f"node0 (127.0.0.2:{port}): cannot connect" in found[0].message and "main.py node" in found[0].message
+    # the app starts the worker without asking first: the worker says the same, and the run fails with it
+    from engine.run.session import RunSession
+    session = RunSession(ExperimentConfig(strategy="ddp", devices="cpu:1", token_file=str(token),
+                                          nodes=f"127.0.0.2:{port},127.0.0.3:{port}"),
+                         db_path=str(tmp_path / "runs.db"))
+    session.start()
+    result = session.wait(60)
+    # its own words, not the worker's crash ("the worker exited with status 1; last output: ...NodeError: ...")
+    assert result.status == "failed" and result.error.startswith(f"node0 (127.0.0.2:{port}): cannot connect"), result
 
 
 def test_experiments_say_they_run_on_this_machine():
@@ -244,7 +254,9 @@ def test_an_agent_without_allow_scripts_refuses_a_launch_that_carries_a_script()
     channel = Recorded()
     session = CoordinatorSession(agent, channel, "127.0.0.1")
     session._launch(launch)
-    (reply,) = [messages.decode(line) for line in channel.lines]
-    assert isinstance(reply, messages.Failed) and "start it with --allow-scripts" in reply.message
+    session._launch(dataclasses.replace(launch, script=None))   # a script's run all the same: refused alike
+    replies = [messages.decode(line) for line in channel.lines]
+    assert len(replies) == 2 and all(isinstance(reply, messages.Failed) and "start it with --allow-scripts" in
+                                     reply.message for reply in replies)
     assert session.node_run is None
     assert messages.decode(json.loads(json.dumps(messages.encode(launch)))) == launch   # it travels whole

@@ -233,8 +233,11 @@ def test_a_failing_script_ends_every_rank_and_says_why_with_its_traceback(tmp_pa
 
 
 FOREVER = """
+import subprocess
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+helper = subprocess.Popen(["sleep", "600"])   # a child the script never waits for
 
 model = torch.nn.Linear(4, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -249,7 +252,8 @@ while True:   # never ends by itself; its loader's worker is a process of its ow
 
 def test_stop_mid_run_ends_every_rank_and_its_loader_workers(tmp_path):
     """A script that would never end, stopped after its first steps as the app's Stop does: the run is
-    stopped with its steps kept, and no process is left (the ranks and their DataLoader workers: conftest)."""
+    stopped with its steps kept, and no process is left (the ranks, their DataLoader workers and a child the
+    script started: conftest); stopped by the watch's --steps, the same."""
     from engine.config import ExperimentConfig
     from engine.events import Step
     from engine.run.session import RunSession
@@ -268,6 +272,10 @@ def test_stop_mid_run_ends_every_rank_and_its_loader_workers(tmp_path):
     assert wait_for_no_tagged(timeout=3.0) == []
     with Store(tmp_path / "runs.db") as store:
         assert len(store.steps(result.run_id)) >= 3
+    stopped_after_its_steps = cli("watch", "--db", str(tmp_path / "runs.db"), "--devices", "cpu:1", "--steps", "2",
+                                  "--", str(script), timeout=120)
+    assert stopped_after_its_steps.returncode == 0, stopped_after_its_steps.stderr[-2000:]
+    assert wait_for_no_tagged(timeout=3.0) == []   # its rank left nothing running as it ended
 
 
 @pytest.mark.parametrize("options, script, says", [
@@ -437,6 +445,11 @@ def test_a_scripts_gpus_are_its_ranks_local_ranks_and_never_mixed_with_cpus():
         "CUDA_VISIBLE_DEVICES" in shifted.message
     (mixed,) = Script().check(config, [cpu, gpu[0]], 0)
     assert mixed.option == "devices" and "all on CPU devices (cpu:N) or all on GPUs" in mixed.message
+    # over nodes, LOCAL_RANK counts on each node: every node's cuda:0,cuda:1 (engine.devices' node field)
+    nodes = [Device(f"node{n}/cuda:{k}", "cuda", k, node=f"node{n}") for n in range(2) for k in range(2)]
+    assert Script().check(config.replace(nodes="10.0.0.2:29400,10.0.0.3:29400"), nodes, 0) == []
+    (shifted_on_a_node,) = Script().check(config, nodes[:1] + [Device("node1/cuda:1", "cuda", 1, node="node1")], 0)
+    assert "give cuda:0" in shifted_on_a_node.message
 
 
 def test_a_watched_scripts_mfu_is_against_the_peak_of_the_dtype_its_multiplies_ran_in(tmp_path):

@@ -59,8 +59,9 @@ class WatchDialog(QtWidgets.QDialog):
         self.problem = QtWidgets.QLabel()
         self.problem.setWordWrap(True)
         self.problem.setStyleSheet(f"color: {theme.ERROR};")
-        note = QtWidgets.QLabel("The script runs unmodified, one rank per device with torchrun's variables; "
-                                "its output goes to the Log tab and the run to the history.")
+        note = QtWidgets.QLabel("The script runs unmodified, one rank per device with torchrun's variables (with "
+                                "Nodes, its text travels to every node's agent, which must allow scripts); its "
+                                "output goes to the Log tab and the run to the history.")
         note.setWordWrap(True)
         self.buttons = QtWidgets.QDialogButtonBox(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
         self.watch_button = self.buttons.addButton("Watch", QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole)

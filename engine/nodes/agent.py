@@ -217,10 +217,14 @@ class CoordinatorSession:
             messages.send(self.channel, messages.Failed("a run is already going on this node"))
             return
         rendezvous = None
-        if message.script is not None and not self.agent.allow_scripts:
+        is_script = message.script is not None or message.config.get("strategy") == "script"
+        if is_script and not self.agent.allow_scripts:
             log(f"refused run {message.run_id}: it is a script, and this agent was not started with --allow-scripts")
             messages.send(self.channel, messages.Failed("this agent runs no scripts (start it with --allow-scripts "
                                                         "to run watched scripts)"))
+            return
+        if is_script and message.script is None:
+            messages.send(self.channel, messages.Failed("a watched script's run came without its script"))
             return
         try:
             self._check_devices(message)  # a DeviceError is a ValueError

@@ -35,8 +35,9 @@ STOP_WAIT_S = 2.5        # how long agents get to say their ranks ended: the wor
 CLOCK_TRIPS = 30         # the recent round trips the clock offset is taken from (the quickest of them)
 
 
-class NodeError(RuntimeError):
-    """A node could not be reached, refused us, or cannot run what is asked."""
+class NodeError(ConnectionError):
+    """A node could not be reached, refused us, or cannot run what is asked (a ConnectionError: the worker ends
+    a run on one as on a lost connection, engine/run/worker.py)."""
 
 
 def silence_limit(hang_timeout_s: float) -> float:
@@ -130,23 +131,36 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
                 raise NodeError(f"{label}: answered a ping with {type(pong).__name__}")
             trips.append((t0, pong.time, t1))
         sock.settimeout(None)
+    except NodeError:   # before OSError, which it is
+        sock.close()
+        raise
     except (wire.WireError, OSError, KeyError, ValueError) as exc:
         sock.close()
         raise NodeError(f"{label}: {exc}") from None
-    except NodeError:
-        sock.close()
-        raise
     link = NodeLink(index, address, channel, info, estimate(trips))
     link.trips.extend(trips)
     return link
 
 
+def script_problem(config, links: list[NodeLink]) -> str | None:
+    """A watched script goes only to agents started with --allow-scripts: every other one, named."""
+    refusing = [f"{link.label} ({link.address})" for link in links if not link.info.runs_scripts]
+    if not config.script or not refusing:
+        return None
+    return (f"{', '.join(refusing)}: {'its agent runs' if len(refusing) == 1 else 'their agents run'} no scripts "
+            "(start it with `main.py node --allow-scripts` to watch a script there)")
+
+
 def source_file(path: str | None) -> messages.SourceFile | None:
-    """A file the user named, to travel with the launch: its name and text (None where none is named)."""
+    """A file the user named, to travel with the launch: its name and text (None where none is named);
+    NodeError when it cannot be read as text."""
     if not path:
         return None
-    with open(path, encoding="utf-8") as f:
-        return messages.SourceFile(os.path.basename(path), f.read())
+    try:
+        with open(path, encoding="utf-8") as f:
+            return messages.SourceFile(os.path.basename(path), f.read())
+    except (OSError, UnicodeError) as exc:
+        raise NodeError(f"{path} cannot travel to the nodes: {exc}") from None
 
 
 def version_problem(links: list[NodeLink]) -> str | None:
@@ -169,7 +183,7 @@ def connect_all(config) -> list[NodeLink]:
     try:
         for k, address in enumerate(parse_nodes(config.nodes)):
             links.append(connect(address, token, k))
-        problem = version_problem(links)
+        problem = version_problem(links) or script_problem(config, links)
         if problem:
             raise NodeError(problem)
     except BaseException:
@@ -193,9 +207,6 @@ def preflight(config) -> list[Problem]:
             node_devices(link.label, config.devices, link.info)
         except DeviceError as exc:
             found.append(Problem("devices", str(exc)))
-        if config.script and not link.info.runs_scripts:
-            found.append(Problem("nodes", f"{link.label} ({link.address}): its agent runs no scripts (start it with "
-                                          "`main.py node --allow-scripts` to watch a script there)"))
         say_bye(link)
     return found
 
@@ -255,6 +266,7 @@ class NodeRanks:
         self.put = put
         self.nproc = len(devices) // len(links)
         self.processes = [RemoteProcess() for _ in devices]
+        self.sources: tuple[messages.SourceFile | None, ...] = (None, None)   # launch() reads them
         self._profiles: dict[int, list[bytes]] = {}  # a rank's trace as its chunks arrive
         for link in links:
             link.ranks = list(range(link.index * self.nproc, (link.index + 1) * self.nproc))
@@ -265,6 +277,9 @@ class NodeRanks:
         for link in self.links:
             threading.Thread(target=self._read, args=(link,), name=f"node{link.index}-reader", daemon=True).start()
         threading.Thread(target=self._ping, name="node-pinger", daemon=True).start()
+        # the files that travel because the user named them (a model file, a watched script): read once, every
+        # node gets the same text
+        self.sources = tuple(source_file(path) for path in (self.config.model_file, self.config.script))
         rendezvous = None
         for link in self.links:
             reply = self._launch_one(link, rendezvous)
@@ -272,8 +287,7 @@ class NodeRanks:
 
     def _launch_one(self, link: NodeLink, rendezvous: str | None) -> messages.Launched:
         config = self.config.replace(token_file=None, nodes=None).to_dict()
-        # the files that travel, because the user named them: a model file, a watched script
-        model, script = (source_file(path) for path in (self.config.model_file, self.config.script))
+        model, script = self.sources
         try:
             messages.send(link.channel, messages.Launch(
                 run_id=self.run_id, config=config, model_file=model, script=script,

@@ -64,8 +64,9 @@ class NodeRun:
         first = launch.node_rank * launch.nproc
         self.local_devices = self.devices[first:first + launch.nproc]
         # what each rank runs: the strategy's entry point (a watched script's bootstrap, else engine.run.rank)
-        from engine.strategies import STRATEGIES
+        from engine.strategies import STRATEGIES, Script
         self.rank_module = STRATEGIES[launch.config["strategy"]].rank_module
+        self.ranks_lead_groups = self.rank_module == Script.rank_module   # a watched script's and its own processes
         self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
         self.socket_path = os.path.join(self.dir, "ranks.sock")
         self.proc: subprocess.Popen | None = None
@@ -268,7 +269,8 @@ class NodeRun:
         return remaining
 
     def _end_ranks(self) -> list[int]:
-        """Ranks that outlived torchrun (they should not): killed by pid, if still ours."""
+        """Ranks that outlived torchrun (they should not): killed by pid, if still ours; a watched script's with its
+        process group (what the script started: engine/watch/bootstrap.py leads one)."""
         procs = []
         with self._lock:
             pids = list(self.rank_pids.values())
@@ -281,8 +283,11 @@ class NodeRun:
                 continue
         for proc in procs:
             try:
-                proc.kill()
-            except psutil.NoSuchProcess:
+                if self.ranks_lead_groups and os.getpgid(proc.pid) == proc.pid:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            except (psutil.NoSuchProcess, ProcessLookupError):
                 pass
         _, alive = psutil.wait_procs(procs, timeout=KILL_GRACE_S)
         return [p.pid for p in alive]

@@ -29,7 +29,8 @@ from engine.run.loader_placement import worker_cores
 from engine.run.protocol import finite
 
 
-def die_with_worker() -> None:
+def die_with_worker(end=lambda: os._exit(3)) -> None:
+    """End (``end``: exit) when the worker closes this process's stdin or dies."""
     die_with_parent()  # SIGKILL when the worker (or torchrun) dies, even by SIGKILL
 
     def watch_stdin():
@@ -40,7 +41,7 @@ def die_with_worker() -> None:
                 pass
         except OSError:
             pass
-        os._exit(3)  # the worker closed our stdin or died
+        end()  # the worker closed our stdin or died
     threading.Thread(target=watch_stdin, name="parent-watch", daemon=True).start()
 
 
@@ -74,6 +75,15 @@ def node_channel(env: RankEnvironment) -> EventChannel:
     return EventChannel(events.detach())
 
 
+def check_node_rank(env: RankEnvironment) -> None:
+    """Under a node agent: RuntimeError unless torchrun numbered this node as Splitscope did (its devices, its
+    events' node, are that number's)."""
+    expected, given = env.node_rank, env.group_rank
+    if expected is not None and given is not None and expected != given:
+        raise RuntimeError(f"torchrun numbered this node {given}, Splitscope expected {expected}: the nodes' ranks "
+                           "follow their addresses' order (engine/nodes/address.py)")
+
+
 def node_store(timeout, env: RankEnvironment):
     """The process group's store on a node: the run's keys in the c10d rendezvous store that the rendezvous
     node's torchrun hosts on its agent's address alone (engine.nodes.torchrun), rather than a store of rank
@@ -81,10 +91,7 @@ def node_store(timeout, env: RankEnvironment):
     import torch.distributed as dist
 
     from engine.nodes.address import parse_address
-    expected, given = env.node_rank, env.group_rank
-    if expected is not None and given is not None and expected != given:
-        raise RuntimeError(f"torchrun numbered this node {given}, Splitscope expected {expected}: the nodes' ranks "
-                           "follow their addresses' order (engine/nodes/address.py)")
+    check_node_rank(env)
     address = parse_address(env.store_addr, default_port=None)
     store = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout, wait_for_workers=False)
     return dist.PrefixStore(env.store_prefix, store)

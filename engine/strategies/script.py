@@ -82,11 +82,15 @@ class Script(Strategy):
         if len(kinds) > 1:
             return [Problem("devices", "a watched script's ranks are all on CPU devices (cpu:N) or all on GPUs "
                                        "(cuda:0,cuda:1,...), got " + ", ".join(d.name for d in devices))]
-        gpus = [d.index for d in devices if d.kind == "cuda"]
-        if gpus and gpus != list(range(len(gpus))):
-            # torchrun gives rank k LOCAL_RANK k, and a script takes cuda:LOCAL_RANK for its own
-            return [Problem("devices", "a watched script's rank k works on cuda:k (its LOCAL_RANK): give "
-                                       f"{','.join(f'cuda:{k}' for k in range(len(gpus)))}, and choose which "
-                                       "GPUs those are with CUDA_VISIBLE_DEVICES, as for torchrun; got "
-                                       + ", ".join(d.name for d in devices))]
+        by_node: dict[str | None, list[int]] = {}
+        for d in devices:
+            if d.kind == "cuda":
+                by_node.setdefault(d.node, []).append(d.index)
+        for gpus in by_node.values():   # on each node its own: torchrun numbers LOCAL_RANK per node
+            if gpus != list(range(len(gpus))):
+                # torchrun gives rank k LOCAL_RANK k, and a script takes cuda:LOCAL_RANK for its own
+                return [Problem("devices", "a watched script's rank k works on cuda:k (its LOCAL_RANK): give "
+                                           f"{','.join(f'cuda:{k}' for k in range(len(gpus)))}, and choose which "
+                                           "GPUs those are with CUDA_VISIBLE_DEVICES, as for torchrun; got "
+                                           + ", ".join(d.name for d in devices))]
         return []

@@ -15,6 +15,7 @@ the agent's socket (SPLITSCOPE_EVENT_SOCKET).
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
@@ -30,7 +31,8 @@ from engine.devices import Device, usable_cores
 from engine.run.loader_placement import held_cores
 from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
-from engine.run.rank import EventChannel, describe_exception, die_with_worker, node_channel, own_device, pin
+from engine.run.rank import (EventChannel, check_node_rank, describe_exception, die_with_worker, node_channel,
+                             own_device, pin)
 
 STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
@@ -38,7 +40,8 @@ STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 def end_with_everything_started() -> None:
     """This rank and whatever the script starts (mp.spawn, a server, a loader's workers) are one process group,
     ended whole when the worker ends the rank (SIGTERM; its SIGKILL after the grace period leaves the loader's
-    workers to their parent-death signal, engine/run/loader_workers.py)."""
+    workers to their parent-death signal, engine/run/loader_workers.py), when the worker closes the rank's stdin
+    or dies, and when the rank ends (what the script left running: a child it never waited for)."""
     try:
         os.setpgid(0, 0)
     except OSError:   # already a group's (or a session's) leader: its group is its own
@@ -46,8 +49,29 @@ def end_with_everything_started() -> None:
 
     def end_group(_signum, _frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.killpg(0, signal.SIGKILL)
+        end_the_group(including_this=True)
     signal.signal(signal.SIGTERM, end_group)
+    die_with_worker(end=lambda: end_the_group(including_this=True))
+    atexit.register(end_the_group)   # registered first, so run last: after the script's own exit handlers
+
+
+def end_the_group(including_this: bool = False) -> None:
+    """SIGKILL to the rank's process group (all but this process unless ``including_this``), where the group is
+    the rank's own (never the worker's)."""
+    group, me = os.getpgid(0), os.getpid()
+    if group != me:
+        if including_this:
+            os._exit(3)
+        return
+    if including_this:
+        os.killpg(group, signal.SIGKILL)
+    import psutil
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != me and os.getpgid(proc.pid) == group:
+                proc.kill()
+        except (psutil.Error, OSError):
+            continue
 
 
 def done(instruments, own: Device) -> Done:
@@ -72,10 +96,14 @@ def failed(instruments, channel: EventChannel, failure: Failed) -> None:
 
 
 def main() -> int:
-    die_with_worker()
     end_with_everything_started()
     env = RankEnvironment.read()
     channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)   # under a node agent: its socket
+    try:
+        check_node_rank(env)
+    except RuntimeError as exc:
+        channel.emit(Failed(str(exc), ""))
+        return 1
     config = ExperimentConfig.from_json(env.config_json)
     devices = [Device(**d) for d in json.loads(env.devices_json)]
     own = own_device(devices, env.rank, env.world_size)
@@ -146,5 +174,6 @@ if __name__ == "__main__":
         # would end it); every event is written (the channel is line-buffered).
         sys.stdout.flush()
         sys.stderr.flush()
+        end_the_group()
         os._exit(0)
     sys.exit(code)   # it ended by itself: a normal exit, as unwatched (its atexit handlers run, files flush)
