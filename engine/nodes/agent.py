@@ -217,7 +217,9 @@ class CoordinatorSession:
             messages.send(self.channel, messages.Failed("a run is already going on this node"))
             return
         rendezvous = None
-        is_script = message.script is not None or message.config.get("strategy") == "script"
+        from engine.strategies import STRATEGIES
+        strategy = STRATEGIES.get(message.config.get("strategy"))
+        is_script = message.script is not None or (strategy is not None and not strategy.builds_model)
         if is_script and not self.agent.allow_scripts:
             log(f"refused run {message.run_id}: it is a script, and this agent was not started with --allow-scripts")
             messages.send(self.channel, messages.Failed("this agent runs no scripts (start it with --allow-scripts "

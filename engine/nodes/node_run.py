@@ -64,9 +64,10 @@ class NodeRun:
         first = launch.node_rank * launch.nproc
         self.local_devices = self.devices[first:first + launch.nproc]
         # what each rank runs: the strategy's entry point (a watched script's bootstrap, else engine.run.rank)
-        from engine.strategies import STRATEGIES, Script
-        self.rank_module = STRATEGIES[launch.config["strategy"]].rank_module
-        self.ranks_lead_groups = self.rank_module == Script.rank_module   # a watched script's and its own processes
+        from engine.strategies import STRATEGIES
+        strategy = STRATEGIES[launch.config["strategy"]]
+        self.rank_module = strategy.rank_module
+        self.ranks_lead_groups = not strategy.builds_model   # a watched script's rank leads its own processes' group
         self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
         self.socket_path = os.path.join(self.dir, "ranks.sock")
         self.proc: subprocess.Popen | None = None
