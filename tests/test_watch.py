@@ -278,6 +278,49 @@ def test_stop_mid_run_ends_every_rank_and_its_loader_workers(tmp_path):
     assert wait_for_no_tagged(timeout=3.0) == []   # its rank left nothing running as it ended
 
 
+LEAVES_PROCESSES = """
+import multiprocessing, sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def write_later(path):
+    time.sleep(4.0)   # well after the training loop has ended
+    open(path, "w").write("written")
+
+if __name__ == "__main__":
+    # a non-daemon child Python waits for at its end, and a loader whose persistent workers outlive the loop
+    writer = multiprocessing.get_context("spawn").Process(target=write_later, args=(sys.argv[1],))
+    writer.start()
+    loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8, num_workers=1,
+                        persistent_workers=True)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+"""
+
+
+def test_a_scripts_own_processes_end_as_python_ends_them_and_none_outlives_its_rank(tmp_path):
+    """A script that ends by itself: the child it started is waited for as Python waits for it (its file
+    written), its loader's workers end, the run finished; stopped by --steps: the same run with nothing left."""
+    script = tmp_path / "leaves.py"
+    script.write_text(LEAVES_PROCESSES)
+    # stopped first: its device's peak FLOP/s, measured as the rank ends, is cached for the second, which ends at
+    # once after its loop (its child still writing)
+    for steps, written in (("2", tmp_path / "stopped.txt"), (None, tmp_path / "ended.txt")):
+        # as a user starts it: its own fork server, which imported torch (and multiprocessing) before forking
+        proc = subprocess.run([sys.executable, "main.py", "watch", "--json", "--db", str(tmp_path / "runs.db"),
+                               "--devices", "cpu:1", *(["--steps", steps] if steps else []), "--", str(script),
+                               str(written)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+        summary = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+        assert proc.returncode == 0 and summary["status"] == "finished", proc.stderr[-2000:]
+        assert wait_for_no_tagged(timeout=3.0) == []
+        if steps is None:
+            assert written.read_text() == "written"   # joined at the script's end, not killed
+
+
 @pytest.mark.parametrize("options, script, says", [
     ([], "missing.py", "error: SCRIPT: no such file:"),
     ([], "{bad}", "line 2: invalid syntax: def main(:"),

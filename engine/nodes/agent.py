@@ -218,7 +218,8 @@ class CoordinatorSession:
             return
         rendezvous = None
         from engine.strategies import STRATEGIES
-        strategy = STRATEGIES.get(message.config.get("strategy"))
+        name = message.config.get("strategy")
+        strategy = STRATEGIES.get(name) if isinstance(name, str) else None
         is_script = message.script is not None or (strategy is not None and not strategy.builds_model)
         if is_script and not self.agent.allow_scripts:
             log(f"refused run {message.run_id}: it is a script, and this agent was not started with --allow-scripts")

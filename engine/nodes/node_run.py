@@ -284,8 +284,8 @@ class NodeRun:
                 continue
         for proc in procs:
             try:
-                if self.ranks_lead_groups and os.getpgid(proc.pid) == proc.pid:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                if self.ranks_lead_groups and proc.is_running() and os.getpgid(proc.pid) == proc.pid:
+                    os.killpg(proc.pid, signal.SIGKILL)   # checked ours just now: the pid is not another's
                 else:
                     proc.kill()
             except (psutil.NoSuchProcess, ProcessLookupError):

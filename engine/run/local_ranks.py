@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -46,6 +47,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def kill_rank(proc, whole_group: bool) -> None:
+    """SIGKILL a rank still running; ``whole_group``: with the process group it leads (a watched script's rank,
+    engine/watch/bootstrap.py: what the script started, where its own SIGTERM handler never ran)."""
+    if whole_group and proc.poll() is None:   # not yet reaped: its pid is still its own
+        try:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+                return
+        except OSError:
+            pass
+    proc.kill()
 
 
 class _LaunchStopped(Exception):

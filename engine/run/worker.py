@@ -35,7 +35,7 @@ from engine.events import (Errored, Finished, Launched, Log, NodeSamples, Profil
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, noted
-from engine.run.local_ranks import LocalRanks, Rank
+from engine.run.local_ranks import LocalRanks, Rank, kill_rank
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
@@ -364,7 +364,7 @@ class Worker:
             try:
                 rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                rr.proc.kill()
+                kill_rank(rr.proc, whole_group=not self.strategy.builds_model)
                 rr.proc.wait()
 
     def finish(self, status: str) -> int:

@@ -23,6 +23,7 @@ import runpy
 import shlex
 import signal
 import sys
+import threading
 import traceback
 import warnings
 
@@ -53,6 +54,11 @@ def end_with_everything_started() -> None:
     signal.signal(signal.SIGTERM, end_group)
     die_with_worker(end=lambda: end_the_group(including_this=True))
     atexit.register(end_the_group)   # registered first, so run last: after the script's own exit handlers
+    # and before it, multiprocessing's (children joined, daemons ended, as any Python program's at its end): a rank
+    # the fork server started lost it with the server's exit handlers (engine/forkserver/child.py); registered
+    # twice in a fresh interpreter, it runs once (its own flag)
+    import multiprocessing.util
+    atexit.register(multiprocessing.util._exit_function)
 
 
 def end_the_group(including_this: bool = False) -> None:
@@ -65,12 +71,16 @@ def end_the_group(including_this: bool = False) -> None:
         return
     if including_this:
         os.killpg(group, signal.SIGKILL)
+    if threading.current_thread() is threading.main_thread():
+        # torch's DataLoader raises in the main thread when one of its workers dies (its SIGCHLD handler): the
+        # workers die here on purpose
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     import psutil
     for proc in psutil.process_iter():
         try:
             if proc.pid != me and os.getpgid(proc.pid) == group:
                 proc.kill()
-        except (psutil.Error, OSError):
+        except Exception:  # noqa: BLE001  (gone, or not ours to read: the rest are ended all the same)
             continue
 
 
@@ -174,6 +184,8 @@ if __name__ == "__main__":
         # would end it); every event is written (the channel is line-buffered).
         sys.stdout.flush()
         sys.stderr.flush()
-        end_the_group()
-        os._exit(0)
+        try:
+            end_the_group()
+        finally:
+            os._exit(0)
     sys.exit(code)   # it ended by itself: a normal exit, as unwatched (its atexit handlers run, files flush)
