@@ -31,7 +31,7 @@ from importlib import metadata
 from engine.cores import usable_cores
 from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
-from engine.nodes.node_run import NodeRun, bind_rendezvous
+from engine.nodes.node_run import NodeRun, bind_rendezvous, launch_strategy
 
 # 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order); 4: a watched
 # script travels in the launch, and the info says whether the agent runs one
@@ -217,19 +217,17 @@ class CoordinatorSession:
             messages.send(self.channel, messages.Failed("a run is already going on this node"))
             return
         rendezvous = None
-        from engine.strategies import STRATEGIES
-        name = message.config.get("strategy")
-        strategy = STRATEGIES.get(name) if isinstance(name, str) else None
-        is_script = message.script is not None or (strategy is not None and not strategy.builds_model)
-        if is_script and not self.agent.allow_scripts:
-            log(f"refused run {message.run_id}: it is a script, and this agent was not started with --allow-scripts")
-            messages.send(self.channel, messages.Failed("this agent runs no scripts (start it with --allow-scripts "
-                                                        "to run watched scripts)"))
-            return
-        if is_script and message.script is None:
-            messages.send(self.channel, messages.Failed("a watched script's run came without its script"))
-            return
         try:
+            is_script = message.script is not None or not launch_strategy(message).builds_model
+            if is_script and not self.agent.allow_scripts:
+                log(f"refused run {message.run_id}: it is a script, and this agent was not started with "
+                    "--allow-scripts")
+                messages.send(self.channel, messages.Failed("this agent runs no scripts (start it with "
+                                                            "--allow-scripts to run watched scripts)"))
+                return
+            if is_script and message.script is None:
+                messages.send(self.channel, messages.Failed("a watched script's run came without its script"))
+                return
             self._check_devices(message)  # a DeviceError is a ValueError
             if message.rendezvous is None:  # this node hosts the rendezvous store
                 rendezvous = bind_rendezvous(self.agent.listen.host)

@@ -50,6 +50,15 @@ def bind_rendezvous(host: str) -> socket.socket:
     return sock
 
 
+def launch_strategy(launch: messages.Launch):
+    """The strategy the launch's config names (engine.strategies); KeyError naming it where none is known."""
+    from engine.strategies import STRATEGIES
+    name = launch.config["strategy"]
+    if not isinstance(name, str) or name not in STRATEGIES:
+        raise KeyError(f"no strategy {name!r}")
+    return STRATEGIES[name]
+
+
 class NodeRun:
     """Start with ``start()``; ``stop()`` ends every process of it and removes its folder (idempotent)."""
 
@@ -64,8 +73,7 @@ class NodeRun:
         first = launch.node_rank * launch.nproc
         self.local_devices = self.devices[first:first + launch.nproc]
         # what each rank runs: the strategy's entry point (a watched script's bootstrap, else engine.run.rank)
-        from engine.strategies import STRATEGIES
-        strategy = STRATEGIES[launch.config["strategy"]]
+        strategy = launch_strategy(launch)
         self.rank_module = strategy.rank_module
         self.ranks_lead_groups = not strategy.builds_model   # a watched script's rank leads its own processes' group
         self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
@@ -95,7 +103,8 @@ class NodeRun:
             config["model_file"] = self._write(launch.model_file, "model.py")
         if launch.script is not None:   # the agent runs one only with --allow-scripts (engine.nodes.agent)
             config["script"] = self._write(launch.script, "script.py")
-            config["script_cwd"] = os.path.dirname(config["script"])   # its folder, as torchrun's would be
+            # it runs in that folder: the one the watch was started in here does not exist there
+            config["script_cwd"] = os.path.dirname(config["script"])
         env = rank_base_environment(os.environ, config_json=json.dumps(config, sort_keys=True),
                                     devices_json=json.dumps(launch.devices), interface=self.interface)
         env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=launch.rendezvous,
