@@ -34,8 +34,8 @@ from engine.rules import effective_batch_size, effective_lr, effective_stages_pe
 from engine.run.session import RunSession  # noqa: E402
 
 
-def run(config: ExperimentConfig, db: str, telemetry_hz: float = 10.0) -> dict:
-    session = RunSession(config, db_path=db, telemetry_hz=telemetry_hz)
+def run(config: ExperimentConfig, db: str, telemetry_hz: float = 10.0, label: str | None = None) -> dict:
+    session = RunSession(config, db_path=db, telemetry_hz=telemetry_hz, label=label)
     session.start()
     result = session.wait()
     if result.status != "finished":
@@ -99,71 +99,111 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
     return rows
 
 
+PREDICTION_BASE = "what-if base"
+"""The label of a prediction round's base run; its round's runs are labelled ``what-if round R``."""
+
+
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
     """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.plan.what_if: the median
     step's), then run; ``rounds`` rounds of a base run and every setting in a shuffled order (seeded: the same
-    each time), and per setting the median prediction against the median of the runs' median steps: one run of
-    a setting differs from the next by up to 20 % on this machine, as much as the errors looked for. With the
-    base run first in every round, every schedule was predicted 3-11 % fast on a quiet machine (2026-12-05), the
-    base's own setting run again included: the first run after a pause ran faster, an offset of the order, not of
-    the model. Each row keeps every round's error, the runs' own spreads, and the error without the base's
-    measured split-backward cost (``split_backward_extra_s``, engine/strategies/split_backward_probe.py), which
-    only the zero-bubble schedules' predictions use."""
+    each time): one run of a setting differs from the next by up to 20 % on this machine, as much as the errors
+    looked for. With the base run first in every round, every schedule was predicted 3-11 % fast on a quiet
+    machine (2026-12-05), the base's own setting run again included: the first run after a pause ran faster, an
+    offset of the order, not of the model. The runs stay in ``db``, labelled by round, so that
+    ``prediction_error_from`` can judge a change to the model on them again in seconds."""
     import random
-    from engine.plan.what_if import candidates, predict
+    from engine.plan.what_if import candidates
     from engine.results import RunSummary
-    from engine.store import Store
-    from engine.strategies.schedules import SCHEDULE_INFO
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
     shape = RunSummary(batch_size=base.batch_size, micro_batches=4)
     chosen = [(schedule.name, v, m) for schedule, v, m in candidates(shape, 2, 1)
               if m in counts and v == effective_stages_per_device(base.replace(schedule=schedule.name))]
-    settings: dict[tuple, dict] = {}
     order = random.Random(0)
-    for _ in range(rounds):
+    for index in range(rounds):
         plan = [*chosen, None]   # None: the base run
         order.shuffle(plan)
-        measured_runs, ref = {}, None
         for setting in plan:
             if setting is None:
-                ref = run(base.replace(micro_batches=4, schedule="gpipe"), db)
+                run(base.replace(micro_batches=4, schedule="gpipe"), db, label=f"{PREDICTION_BASE} {index + 1}")
             else:
-                measured_runs[setting] = run(base.replace(micro_batches=setting[2], schedule=setting[0]), db)
-        with Store(db) as store:
-            rows_of_ref, times_of_ref = store.timeline(ref.run_id), store.step_times(ref.run_id, range(3, steps))
+                run(base.replace(micro_batches=setting[2], schedule=setting[0]), db, label=f"what-if round {index + 1}")
+    return prediction_error_from(db)
 
-        def by_key(summary):
-            return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
-                    for p in predict(summary, rows_of_ref, 3, step_times=times_of_ref)}
-        predicted, without_probe = by_key(ref), by_key(ref.replace(split_backward_extra_s=None))
-        for key, measured_run in measured_runs.items():
-            if key not in predicted:   # a base run the what-if cannot read (it says why in `main.py what-if`)
+
+def prediction_error_from(db: str) -> list[dict]:
+    """Each round's setting (``prediction_error``'s runs in ``db``) predicted from its round's base run, against
+    the median of the runs' median steps, per setting the median prediction; each row keeps every round's error,
+    the runs' own spreads, the error without the base's measured split-backward cost (``split_backward_extra_s``,
+    engine/strategies/split_backward_probe.py, which only the zero-bubble schedules' predictions use) and the
+    error against the same round's run of the base's own setting (``error_to_base_setting``: the base run's luck
+    taken out)."""
+    from engine.plan.what_if import predict
+    from engine.store import Store
+    from engine.strategies.schedules import SCHEDULE_INFO
+    with Store(db) as store:
+        runs = sorted((r for r in store.list_runs() if (r.label or "").startswith("what-if ") and r.status == "finished"),
+                      key=lambda r: r.started)
+        rounds: dict[str, dict] = {}
+        for record in runs:
+            number = record.label.rpartition(" ")[2]
+            entry = rounds.setdefault(number, {"base": None, "runs": []})
+            if record.label.startswith(PREDICTION_BASE):
+                entry["base"] = record
+            else:
+                entry["runs"].append(record)
+        settings: dict[tuple, dict] = {}
+        for entry in rounds.values():
+            ref = entry["base"]
+            if ref is None:
                 continue
-            row = settings.setdefault(key, {"predicted": [], "without_probe": [], "measured": [], "base_spread": [],
-                                            "measured_spread": [], "base_split_extra_ms": [],
-                                            "base_split_fixed_ms": []})
-            row["predicted"].append(predicted[key])
-            row["without_probe"].append(without_probe[key])
-            with Store(db) as store:   # the median step, as the what-if predicts it
-                row["measured"].append(statistics.median(store.step_times(measured_run.run_id, range(3, steps))))
-            row["base_spread"].append(spread(ref))
-            row["measured_spread"].append(spread(measured_run))
-            row["base_split_extra_ms"].append([round((x or 0.0) * 1000, 2) for x in ref.split_backward_extra_s or []])
-            row["base_split_fixed_ms"].append([round((x or 0.0) * 1000, 2) for x in ref.split_backward_fixed_s or []])
+            measured_steps = range(ref.config.warmup, ref.config.steps)
+            rows_of_ref, times_of_ref = store.timeline(ref.id), store.step_times(ref.id, measured_steps)
+
+            def by_key(summary):
+                return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
+                        for p in predict(summary, rows_of_ref, ref.config.warmup, step_times=times_of_ref)}
+            predicted, without_probe = by_key(ref.summary), by_key(ref.summary.replace(split_backward_extra_s=None))
+            medians = {}
+            for record in entry["runs"]:
+                key = (record.config.schedule, effective_stages_per_device(record.config),
+                       record.config.micro_batches)
+                medians[key] = statistics.median(store.step_times(record.id, measured_steps))
+            own_key = (ref.config.schedule, effective_stages_per_device(ref.config), ref.config.micro_batches)
+            own = medians.get(own_key)
+            for record in entry["runs"]:
+                key = (record.config.schedule, effective_stages_per_device(record.config),
+                       record.config.micro_batches)
+                if key not in predicted:   # a base run the what-if cannot read (it says why in `main.py what-if`)
+                    continue
+                row = settings.setdefault(key, {"predicted": [], "without_probe": [], "measured": [], "to_base": [],
+                                                "base_spread": [], "measured_spread": [], "base_split_extra_ms": [],
+                                                "base_split_fixed_ms": []})
+                row["predicted"].append(predicted[key])
+                row["without_probe"].append(without_probe[key])
+                row["measured"].append(medians[key])
+                if own:   # the base's setting run again in the round: how far the base itself was from it
+                    row["to_base"].append(predicted[key] / medians[key] * own / predicted[own_key] - 1)
+                row["base_spread"].append(spread(ref.summary))
+                row["measured_spread"].append(spread(record.summary))
+                row["base_split_extra_ms"].append([round((x or 0.0) * 1000, 2)
+                                                   for x in ref.summary.split_backward_extra_s or []])
+                row["base_split_fixed_ms"].append([round((x or 0.0) * 1000, 2)
+                                                   for x in ref.summary.split_backward_fixed_s or []])
     out = []
     for (schedule, v, m), row in settings.items():
         measured = statistics.median(row["measured"])
         out.append({"schedule": schedule, "v": v, "m": m, "predicted_ms": statistics.median(row["predicted"]) * 1000,
                     "measured_ms": measured * 1000, "error": statistics.median(row["predicted"]) / measured - 1,
                     "error_without_probe": statistics.median(row["without_probe"]) / measured - 1,
+                    "error_to_base_setting": statistics.median(row["to_base"]) if row["to_base"] else None,
                     "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
                     "measured_ms_each": [x * 1000 for x in row["measured"]],
                     "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
                     "base_split_extra_ms": row["base_split_extra_ms"],
                     "base_split_fixed_ms": row["base_split_fixed_ms"],
                     "splits_backward": SCHEDULE_INFO[schedule].splits_backward})
-    return out
+    return sorted(out, key=lambda r: (r["schedule"], r["m"]))
 
 
 def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup) -> list[float]:
@@ -325,6 +365,19 @@ def split_point_finding(db: str, repeats: int = 3) -> dict:
             "stage_balance": {label: p.stage_balance for label, p in points.items()}}
 
 
+def print_predictions(rows: list[dict]) -> None:
+    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 rounds in a "
+          "shuffled order, medians:", flush=True)
+    for r in rows:
+        to_base = r["error_to_base_setting"]
+        print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
+              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (rounds "
+              f"{', '.join(f'{e:+.1%}' for e in r['round_errors'])}; against the round's run of the base's own "
+              f"setting {'n/a' if to_base is None else f'{to_base:+.1%}'}; without the split-backward probe "
+              f"{r['error_without_probe']:+.1%}; largest spread of a base run ±{r['base_spread']:.1%}, "
+              f"of a run of this setting ±{r['measured_spread']:.1%})", flush=True)
+
+
 def main(db: str | None = None) -> dict:
     import tempfile
     db = db or str(Path(tempfile.mkdtemp()) / "bench.sqlite3")
@@ -365,15 +418,8 @@ def main(db: str | None = None) -> dict:
         theory = f"{r['theory']:.3f}" if r["theory"] is not None else "none (zero bubble)"
         print(f"  {r['schedule']:<16} V={r['v']}: measured {r['measured']:.3f}, theory {theory}, step "
               f"{r['step_ms']:.0f} ms (split {r['split']})", flush=True)
-    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 rounds in a "
-          "shuffled order, medians:", flush=True)
     results["predictions"] = prediction_error(db)
-    for r in results["predictions"]:
-        print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
-              f"{r['measured_ms']:.0f} ms, error {r['error']:+.1%} (rounds "
-              f"{', '.join(f'{e:+.1%}' for e in r['round_errors'])}; without the split-backward probe "
-              f"{r['error_without_probe']:+.1%}; largest spread of a base run ±{r['base_spread']:.1%}, "
-              f"of a run of this setting ±{r['measured_spread']:.1%})", flush=True)
+    print_predictions(results["predictions"])
     print("engine overhead of the staged strategies vs a plain torch.distributed.pipelining script (cpu:2, "
           "same split, prepared batches, pinning; 3 alternating rounds, medians):", flush=True)
     results["staged_overhead"] = staged_overhead(db)
@@ -391,4 +437,7 @@ def main(db: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--predictions-from"]:   # judge a change to the what-if on a bench's stored runs again
+        print_predictions(prediction_error_from(sys.argv[2]))
+    else:
+        main()
