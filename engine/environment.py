@@ -12,7 +12,8 @@ SPLITSCOPE_QUIT_AFTER_MS (app/application.py, for tools and tests), SPLITSCOPE_R
 the module each rank runs, for tests), SPLITSCOPE_RELAY_TITLE (engine/forkserver/relay.py),
 SPLITSCOPE_WATCH_INSTRUMENTS (engine/watch/bootstrap.py: "0" runs a watched script untimed, "silent" timed
 without reporting steps, for bench/watch_bench.py), SPLITSCOPE_AGENT_PID
-(engine/nodes/torchrun.py), the store's control descriptor (engine/store/server.py CONTROL_ENV), and those a rank
+(engine/nodes/torchrun.py), SPLITSCOPE_RUN_FOLDER (engine/run/session.py: the run's own temporary folder, which
+the session removes when the worker has ended, however it ended), the store's control descriptor (engine/store/server.py CONTROL_ENV), and those a rank
 reads (RankEnvironment below).
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
+RUN_FOLDER = "SPLITSCOPE_RUN_FOLDER"
 
 
 def variable(name: str, default: str | None = None, env: Mapping[str, str] | None = None) -> str | None:

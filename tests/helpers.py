@@ -44,6 +44,15 @@ def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
                                 **popen)
 
 
+def start_torchrun(script, *args: str, log_dir) -> subprocess.Popen:
+    """torch's own ``torchrun --standalone --nproc-per-node 2 SCRIPT ARGS`` (text output piped), the reference a
+    watched script is compared with; its logs in ``log_dir`` (without one torchrun leaves a torchelastic_* folder
+    in the temporary directory)."""
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                             "--log-dir", str(log_dir), str(script), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
 def small_mlp(*extra: str) -> list[str]:
     return ["--model", "mlp", "--width", "64", "--depth", "4", "--batch-size", "64", "--steps", "4",
             "--warmup", "1", *extra]

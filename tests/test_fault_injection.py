@@ -96,6 +96,7 @@ def test_sigkill_of_the_worker(fresh_store):
     with Store(fresh_store) as store:
         assert store.get_run(result.run_id).status == "failed"
         assert store.steps(result.run_id)
+    assert not os.path.exists(session.folder)   # the rendezvous file the killed worker could not remove
 
 
 def test_sigkill_of_the_app_mid_run(fresh_store):
@@ -112,16 +113,17 @@ def test_sigkill_of_the_app_mid_run(fresh_store):
         s = RunSession(config, on_event=lambda e: isinstance(e, Step) and first.set())
         s.start()
         first.wait(60)
-        print(s.run_id, flush=True)
+        print(s.run_id, s.folder, flush=True)
         threading.Event().wait()
     """)
     proc = subprocess.Popen([sys.executable, "-c", app], stdout=subprocess.PIPE, text=True)
-    run_id = proc.stdout.readline().strip()
-    assert run_id
+    run_id, folder = proc.stdout.readline().split()
+    assert os.path.isdir(folder)
     proc.kill()
     proc.wait()
     _, alive = psutil.wait_procs(tagged_processes(), timeout=15)
     assert alive == [], [p.cmdline() for p in alive]
+    assert not os.path.exists(folder)   # the worker, its session gone, removed the run's folder itself
     with Store(fresh_store) as store:  # the next start finds the run and marks it
         run = store.get_run(run_id)
         assert run.status == "interrupted"

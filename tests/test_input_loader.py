@@ -3,6 +3,7 @@ run on the cores no device holds and end with the run, and the input-pipeline ex
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import psutil
@@ -151,6 +152,7 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
     assert stopped.status == "stopped"
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, alive
+    assert not os.path.exists(session.folder)   # with the temporary files the ended workers could not remove
     if spare:   # the workers' own core is sampled beside the device, as the loader's
         with Store(fresh_store) as store:
             loader = [s for s in store.samples(stopped.run_id) if s.device == f"loader (core {spare[0]})"]
@@ -168,6 +170,7 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
     result = session.wait(120)
     assert result.status == "failed" and "user model broke" in result.error
     assert not loader_workers()
+    assert not os.path.exists(session.folder)
 
 
 @pytest.mark.solo   # compares input waits that another test's runs on the free core would lengthen

@@ -8,16 +8,14 @@ they are told.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
-from helpers import ROOT, cli, small_mlp, start_cli
+from helpers import ROOT, cli, small_mlp, start_cli, start_torchrun
 from netns import AGENT_PORT, Agent, node_processes
 
 from engine.store import Store
@@ -128,14 +126,12 @@ DDP_EXAMPLE = ROOT / "examples" / "ddp_train.py"
 
 
 def test_a_watched_script_travels_to_nodes_that_allow_scripts_and_trains_as_under_torchrun(node_cluster,
-                                                                                           fresh_store):
+                                                                                           fresh_store, tmp_path):
     """`watch --nodes`: the DDP example, its text sent with the run to agents started with --allow-scripts, a rank
     on each node, trains to torchrun's final loss on one machine, with every kind timed on both devices on one
     clock; an agent without --allow-scripts is named before anything starts."""
     args = ["--steps", "4", "--decode-ms", "0.3", "--batch-size", "32"]
-    plain = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                              str(DDP_EXAMPLE), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    plain = start_torchrun(DDP_EXAMPLE, *args, log_dir=tmp_path / "torchrun")
     try:
         watched = cli("watch", "--json", "--nodes", node_cluster.nodes_option(), "--token-file",
                       str(node_cluster.token_file), "--devices", "cpu:1", "--", str(DDP_EXAMPLE), *args, timeout=180)

@@ -4,7 +4,10 @@ Each rank is forked by the session's fork server where it handed one over
 (engine.forkserver: milliseconds), else started as a fresh interpreter; its
 events come on a private pipe, its stdout and stderr on their own, each read by
 a thread that puts what it reads on the worker's queue. The ranks meet through a
-file in a private folder (``rendezvous_dir``), removed by ``clean_up``. A run
+file in a private folder (``rendezvous_dir``) inside the session's folder for the
+run (our ranks' temporary folder too), which the session removes when the worker
+has ended however it ended (engine/run/session.py), and ``clean_up`` should the
+session have died. A run
 over several machines has its ranks started by the nodes' agents instead
 (engine.nodes.coordinator.NodeRanks), read into the same queue.
 """
@@ -24,7 +27,7 @@ from typing import Callable
 from engine import forkserver, strategies
 from engine.config import ExperimentConfig
 from engine.devices import Device
-from engine.environment import ROOT, rank_base_environment, variable
+from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.record import rank_events
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
@@ -97,6 +100,7 @@ class LocalRanks:
         self.config, self.devices, self.world, self.device_names = config, devices, world, device_names
         self.queue, self.stop_event, self.warn = events, stop_event, warn
         self.rendezvous_dir: str | None = None
+        self.session_pid = os.getppid()
         self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
         strategy = strategies.get(config.strategy)
         self.module = RANK_MODULE or strategy.rank_module
@@ -106,19 +110,25 @@ class LocalRanks:
     def launch(self, ranks: list[Rank]) -> None:
         """Start each rank, appending it to ``ranks`` as it starts (a stop meanwhile leaves the ones started
         there for the worker to end)."""
-        # The ranks meet through a file in a private folder, removed when the run ends.
-        self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-")
+        # The ranks meet through a file in a private folder, removed when the run ends (inside the session's folder
+        # for the run, which the session removes should this worker be killed).
+        self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-", dir=variable(RUN_FOLDER))
         store_file = os.path.join(self.rendezvous_dir, "store")
         device_json = json.dumps([d.to_dict() for d in self.devices])
         torchrun = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), LOCAL_WORLD_SIZE=str(self.world),
                         GROUP_RANK="0") if self.torchrun_rendezvous else {}
+        # Our ranks' temporary files (a DataLoader worker's, which a stopped run's end kills before it can remove
+        # them; a profile's trace until the session has stored it) in the session's folder for the run; a user's
+        # script keeps the temporary folder it would have under torchrun.
+        folder = variable(RUN_FOLDER)
+        scratch = {"TMPDIR": folder} if folder and not self.torchrun_rendezvous else {}
         for rank in range(self.world):
             if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
                 return
             read_fd, write_fd = os.pipe()
             env = dict(rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                         devices_json=device_json, event_fd=write_fd, store_file=store_file),
-                       **torchrun)
+                       **torchrun, **scratch)
             device = self.devices[rank] if self.world > 1 else self.devices[0]
             on = device.name if self.world > 1 else ", ".join(self.device_names)
             try:
@@ -175,3 +185,5 @@ class LocalRanks:
     def clean_up(self) -> None:
         if self.rendezvous_dir:
             shutil.rmtree(self.rendezvous_dir, ignore_errors=True)
+        if os.getppid() != self.session_pid and variable(RUN_FOLDER):   # the session died: nobody else will
+            shutil.rmtree(variable(RUN_FOLDER), ignore_errors=True)

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import queue
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,7 +26,7 @@ from typing import Callable
 
 from engine import forkserver
 from engine.config import ExperimentConfig
-from engine.environment import ROOT, with_project_path
+from engine.environment import ROOT, RUN_FOLDER, with_project_path
 from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.record.efficiency import with_energy
 from engine.results import RunSummary, Step
@@ -82,6 +83,7 @@ class RunSession:
         self._sampler = None
         self._stderr_tail: list[str] = []
         self._store_error: str | None = None
+        self._folder: str | None = None
 
     # ---- control --------------------------------------------------------------
     def start(self) -> str:
@@ -91,7 +93,10 @@ class RunSession:
         self._origin = time.perf_counter()
         try:
             self._start_sampler()
-            env = with_project_path(PYTHONUNBUFFERED="1")
+            # What the worker keeps on disk for the run (its ranks' rendezvous file) goes in a folder this process
+            # removes when the run ends: a worker killed outright cannot remove its own.
+            self._folder = tempfile.mkdtemp(prefix="splitscope-run-")
+            env = with_project_path(PYTHONUNBUFFERED="1", **{RUN_FOLDER: self._folder})
             forks = _fork_server_connection()
             env.pop(forkserver.CONNECTION_ENV, None)  # one this process was handed is not the worker's
             if forks is not None:
@@ -109,6 +114,7 @@ class RunSession:
             # Nothing is left running, and the stored run says why rather than staying "running".
             if self._sampler is not None:
                 self._sampler.stop()
+            self._remove_folder()
             error = f"the run could not start: {type(exc).__name__}: {exc}"
             with open_store(self.db_path) as store:
                 store.finish_run(self.run_id, "failed", None, error, None)
@@ -144,6 +150,11 @@ class RunSession:
 
     def is_running(self) -> bool:
         return self._thread is not None and not self._done.is_set()
+
+    @property
+    def folder(self) -> str | None:
+        """The run's temporary folder on disk (the ranks' rendezvous and temporary files), gone once it ends."""
+        return self._folder
 
     @property
     def pid(self) -> int | None:
@@ -190,6 +201,10 @@ class RunSession:
         finally:
             if path.startswith(tempfile.gettempdir()) and os.path.exists(path):
                 os.remove(path)
+
+    def _remove_folder(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     def _now(self) -> float:
         return time.perf_counter() - self._origin
@@ -326,6 +341,7 @@ class RunSession:
             try:
                 self._finalize(store, recorder, pending, status, summary, error, tb)
             finally:
+                self._remove_folder()
                 self._done.set()  # whatever happened, waiters must not hang
 
     def _finalize(self, store, recorder, pending, status, summary, error, tb) -> None:
