@@ -8,6 +8,7 @@ its forward and backward, and reduce-scatters its gradients after. Nothing of Sp
 all-gathers and reduce-scatters as each device's communication.
 """
 import argparse
+import gc
 import os
 import time
 
@@ -57,6 +58,12 @@ def main():
         if rank == 0:
             print(f"final loss {mean.item() / world:.9f} (pid {os.getpid()}); "
                   f"{1e3 * (time.perf_counter() - timed_from) / timed:.2f} ms per step")
+    # Before the group goes, while Python is fully alive: free what the last steps' collectives still hold, and
+    # wait for every rank. Without it, 1 to 3 in 10 runs on gloo ended a rank in std::terminate ("terminate
+    # called without an active exception", SIGABRT) as the interpreter shut down.
+    del model, optimizer, loss
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
