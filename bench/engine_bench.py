@@ -100,7 +100,8 @@ def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
 
 
 PREDICTION_BASE = "what-if base"
-"""The label of a prediction round's base run; its round's runs are labelled ``what-if round R``."""
+"""The label of a prediction round's base run, ``what-if base BENCH/R``; its round's runs are ``what-if round
+BENCH/R`` (BENCH: the ``prediction_error`` call's start, so that two in one store keep their rounds apart)."""
 
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
@@ -119,20 +120,22 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
     shape = RunSummary(batch_size=base.batch_size, micro_batches=4)
     chosen = [(schedule.name, v, m) for schedule, v, m in candidates(shape, 2, 1)
               if m in counts and v == effective_stages_per_device(base.replace(schedule=schedule.name))]
-    order = random.Random(0)
+    order, bench = random.Random(0), time.strftime("%Y%m%d-%H%M%S")
     for index in range(rounds):
         plan = [*chosen, None]   # None: the base run
         order.shuffle(plan)
         for setting in plan:
             if setting is None:
-                run(base.replace(micro_batches=4, schedule="gpipe"), db, label=f"{PREDICTION_BASE} {index + 1}")
+                run(base.replace(micro_batches=4, schedule="gpipe"), db, label=f"{PREDICTION_BASE} {bench}/{index + 1}")
             else:
-                run(base.replace(micro_batches=setting[2], schedule=setting[0]), db, label=f"what-if round {index + 1}")
-    return prediction_error_from(db)
+                run(base.replace(micro_batches=setting[2], schedule=setting[0]), db,
+                    label=f"what-if round {bench}/{index + 1}")
+    return prediction_error_from(db, bench)
 
 
-def prediction_error_from(db: str) -> list[dict]:
-    """Each round's setting (``prediction_error``'s runs in ``db``) predicted from its round's base run, against
+def prediction_error_from(db: str, bench: str | None = None) -> list[dict]:
+    """Each round's setting (``prediction_error``'s runs in ``db``, of every call or of the one started at ``bench``)
+    predicted from its round's base run, against
     the median of the runs' median steps, per setting the median prediction; each row keeps every round's error,
     the runs' own spreads, the error without the base's measured split-backward cost (``split_backward_extra_s``,
     engine/strategies/split_backward_probe.py, which only the zero-bubble schedules' predictions use) and the
@@ -140,14 +143,16 @@ def prediction_error_from(db: str) -> list[dict]:
     taken out)."""
     from engine.plan.what_if import predict
     from engine.store import Store
-    from engine.strategies.schedules import SCHEDULE_INFO
+    from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
     with Store(db) as store:
-        runs = sorted((r for r in store.list_runs() if (r.label or "").startswith("what-if ") and r.status == "finished"),
-                      key=lambda r: r.started)
+        runs = sorted((r for r in store.list_runs()
+                       if (r.label or "").startswith("what-if ") and r.status == "finished"), key=lambda r: r.started)
         rounds: dict[str, dict] = {}
         for record in runs:
-            number = record.label.rpartition(" ")[2]
-            entry = rounds.setdefault(number, {"base": None, "runs": []})
+            round_of = record.label.rpartition(" ")[2]   # BENCH/R
+            if bench is not None and not round_of.startswith(f"{bench}/"):
+                continue
+            entry = rounds.setdefault(round_of, {"base": None, "runs": []})
             if record.label.startswith(PREDICTION_BASE):
                 entry["base"] = record
             else:
@@ -203,7 +208,8 @@ def prediction_error_from(db: str) -> list[dict]:
                     "base_split_extra_ms": row["base_split_extra_ms"],
                     "base_split_fixed_ms": row["base_split_fixed_ms"],
                     "splits_backward": SCHEDULE_INFO[schedule].splits_backward})
-    return sorted(out, key=lambda r: (r["schedule"], r["m"]))
+    order = [schedule.name for schedule in SCHEDULE_LIST]
+    return sorted(out, key=lambda r: (order.index(r["schedule"]), r["m"]))
 
 
 def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup) -> list[float]:
@@ -366,8 +372,9 @@ def split_point_finding(db: str, repeats: int = 3) -> dict:
 
 
 def print_predictions(rows: list[dict]) -> None:
-    print("what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, 3 rounds in a "
-          "shuffled order, medians:", flush=True)
+    rounds = max((len(r["round_errors"]) for r in rows), default=0)
+    print(f"what-if predictions from a GPipe m=4 run (cpu:2, mlp 512x8, batch 2048) against runs, {rounds} rounds in "
+          "a shuffled order, medians:", flush=True)
     for r in rows:
         to_base = r["error_to_base_setting"]
         print(f"  {r['schedule']:<16} V={r['v']} m={r['m']}: predicted {r['predicted_ms']:.0f} ms, measured "
@@ -438,6 +445,8 @@ def main(db: str | None = None) -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--predictions-from"]:   # judge a change to the what-if on a bench's stored runs again
+        if len(sys.argv) != 3 or not os.path.isfile(sys.argv[2]):
+            sys.exit("usage: python -m bench.engine_bench --predictions-from STORE (a bench's run store, which exists)")
         print_predictions(prediction_error_from(sys.argv[2]))
     else:
         main()

@@ -13,8 +13,8 @@ the module each rank runs, for tests), SPLITSCOPE_RELAY_TITLE (engine/forkserver
 SPLITSCOPE_WATCH_INSTRUMENTS (engine/watch/bootstrap.py: "0" runs a watched script untimed, "silent" timed
 without reporting steps, for bench/watch_bench.py), SPLITSCOPE_AGENT_PID
 (engine/nodes/torchrun.py), SPLITSCOPE_RUN_FOLDER (engine/run/session.py: the run's own temporary folder, which
-the session removes when the worker has ended, however it ended), the store's control descriptor (engine/store/server.py CONTROL_ENV), and those a rank
-reads (RankEnvironment below).
+the session removes when the worker has ended, however it ended), the store's control descriptor
+(engine/store/server.py CONTROL_ENV), and those a rank reads (RankEnvironment below).
 """
 from __future__ import annotations
 

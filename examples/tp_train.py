@@ -70,7 +70,10 @@ def main():
     # called without an active exception", SIGABRT) as the interpreter shut down.
     del model, optimizer, loss
     gc.collect()
-    dist.barrier()
+    if cuda:   # NCCL's barrier on this rank's GPU
+        dist.barrier(device_ids=[int(os.environ["LOCAL_RANK"])])
+    else:
+        dist.barrier()
     dist.destroy_process_group()
 
 

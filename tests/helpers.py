@@ -47,10 +47,30 @@ def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
 def start_torchrun(script, *args: str, log_dir) -> subprocess.Popen:
     """torch's own ``torchrun --standalone --nproc-per-node 2 SCRIPT ARGS`` (text output piped), the reference a
     watched script is compared with; its logs in ``log_dir`` (without one torchrun leaves a torchelastic_* folder
-    in the temporary directory)."""
+    in the temporary directory). ``end_torchrun`` it when done."""
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                              "--log-dir", str(log_dir), str(script), *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def end_torchrun(proc: subprocess.Popen) -> None:
+    """A torchrun that has not ended (a test that timed out or failed meanwhile) killed with its ranks."""
+    if proc.poll() is None:
+        import psutil
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait()
+
+
+def run_torchrun(script, *args: str, log_dir, timeout: float = 240) -> subprocess.CompletedProcess:
+    """``start_torchrun`` to its end (killed with its ranks past ``timeout`` seconds)."""
+    proc = start_torchrun(script, *args, log_dir=log_dir)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        end_torchrun(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def small_mlp(*extra: str) -> list[str]:

@@ -87,6 +87,7 @@ def test_sigkill_of_the_worker(fresh_store):
     session = RunSession(config, on_event=lambda e: isinstance(e, Step) and first_step.set())
     session.start()
     assert first_step.wait(60)
+    assert [name for name in os.listdir(session.folder) if name.startswith("splitscope-rdzv-")]   # the ranks' file
     os.kill(session.pid, signal.SIGKILL)
     result = session.wait(20)
     assert result.status == "failed" and "SIGKILL" in result.error and "worker" in result.error

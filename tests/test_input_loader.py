@@ -143,6 +143,8 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
     session.start()
     try:
         workers = workers_once_stepping(steps, 2)
+        # the workers' temporary files (multiprocessing's, as they hand batches over) are in the run's folder
+        assert [name for name in os.listdir(session.folder) if name.startswith("pymp-")]
         spare = sorted(set(usable_cores()) - {usable_cores()[0]})
         if spare:   # cpu:0 holds the first core: the workers are on the others, never on the device's
             assert all(sorted(w.cpu_affinity()) == spare for w in workers), [w.cpu_affinity() for w in workers]

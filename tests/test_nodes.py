@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, cli, small_mlp, start_cli, start_torchrun
+from helpers import ROOT, cli, end_torchrun, small_mlp, start_cli, start_torchrun
 from netns import AGENT_PORT, Agent, node_processes
 
 from engine.store import Store
@@ -137,9 +137,7 @@ def test_a_watched_script_travels_to_nodes_that_allow_scripts_and_trains_as_unde
                       str(node_cluster.token_file), "--devices", "cpu:1", "--", str(DDP_EXAMPLE), *args, timeout=180)
         out, err = plain.communicate(timeout=180)
     finally:
-        if plain.poll() is None:
-            plain.kill()
-            plain.wait()
+        end_torchrun(plain)
     assert plain.returncode == 0, err[-3000:]
     assert watched.returncode == 0, watched.stderr[-3000:]
     loss = re.compile(r"final loss (\S+)")

@@ -15,7 +15,7 @@ import pytest
 
 from engine.devices import cpu_devices, usable_cores
 from engine.store import Store
-from helpers import cli, start_torchrun
+from helpers import cli, run_torchrun
 from procs import ROOT, wait_for_no_tagged
 
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
@@ -45,12 +45,11 @@ def test_a_watched_script_trains_exactly_as_under_torchrun_and_is_stored_as_a_ru
     last digit printed; on both devices every step's forward, backward, all-reduce, optimizer and data; the run
     in the store with its script, and its output in the run's log."""
     args = ["--steps", "4", "--decode-ms", "0.3", "--batch-size", "32"]
-    plain = start_torchrun(EXAMPLE, *args, log_dir=tmp_path / "torchrun")
-    plain_out, plain_err = plain.communicate(timeout=240)
-    assert plain.returncode == 0, plain_err[-3000:]
+    plain = run_torchrun(EXAMPLE, *args, log_dir=tmp_path / "torchrun")
+    assert plain.returncode == 0, plain.stderr[-3000:]
     proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:2", "--", str(EXAMPLE), *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert final_loss(proc.stderr) == final_loss(plain_out)   # the script's print, in the run's log
+    assert final_loss(proc.stderr) == final_loss(plain.stdout)   # the script's print, in the run's log
     assert summary["strategy"] == "script" and summary["model"] == "ddp_train.py" and summary["steps"] == 4
     times = by_device(summary)
     assert list(times) == ["cpu:0", "cpu:1"]
@@ -127,13 +126,12 @@ def test_a_watched_tensor_parallel_script_shows_each_blocks_all_reduces_and_trai
     each timed on both devices from its call to the wait for its result, and the script's loss the same as under
     torch's own torchrun (the timing waits for nothing the script would not)."""
     args = ["--steps", "3", "--width", "64", "--depth", "3"]
-    plain = start_torchrun(TENSOR_PARALLEL, *args, log_dir=tmp_path / "torchrun")
-    plain_out, plain_err = plain.communicate(timeout=240)
-    assert plain.returncode == 0, plain_err[-3000:]
+    plain = run_torchrun(TENSOR_PARALLEL, *args, log_dir=tmp_path / "torchrun")
+    assert plain.returncode == 0, plain.stderr[-3000:]
     db = tmp_path / "runs.db"
     proc, summary = watch(db, "--devices", "cpu:2", "--", str(TENSOR_PARALLEL), *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert final_loss(proc.stderr) == final_loss(plain_out)
+    assert final_loss(proc.stderr) == final_loss(plain.stdout)
     with Store(db) as store:
         (record,) = store.list_runs()
         rows = store.timeline(record.id)

@@ -36,7 +36,8 @@ process), the value that makes the run's own schedule take its measured step
 time; it does not scale with the micro-batch. Counting hand-overs, not actions,
 is what lets one run at V = 1 speak for four stages on two devices, where every
 stage boundary crosses devices: on cpu:2 (mlp 512x8, batch 2048) every schedule
-at m = 2, 4, 8 landed within 8 % of its measured step, where a time per action
+at m = 2, 4, 8 landed within 8 % of its measured step (2026-12-01; DualPipeV at
+m = 8 since, below), where a time per action
 was off by up to 14 % for the interleaved ones and a fitted hand-over latency
 (1F1B's alternation puts it on its critical path) by 14 % for 1F1B and by 2.5x
 on a smaller model. ``make bench`` measures it again (README). The bubble is the
@@ -47,13 +48,13 @@ its size. On cpu:2 a device's forward and backward per step grew by 0.3-0.8 ms
 with each further call (GPipe at m = 2, 4, 8), which scaling by the samples
 misses; the fitted hand-over time stands in for it where every stage call hands
 over to another device, not where a V-shaped schedule's middle hand-over stays on
-its device, so DualPipeV at m = 8 comes out 12-16 % fast (2026-12-05, two bench
-runs judged again with ``python -m bench.engine_bench --predictions-from DB``).
-Taken from the same round's GPipe runs at m = 2, 4, 8, such a cost brought it to
--5 %; one run cannot tell it: the probe's module alone at two sizes read a
-forward's per-call part anywhere from 0.2 to 1.3 ms and a backward's below zero
-(the smaller micro-batch runs faster per sample), and the runtime's own per-call
-work is outside it. Delays of a hand-over itself (a transfer time; a receive
+its device, so DualPipeV at m = 8 comes out 8-16 % fast (2026-12-05, three bench
+runs: -13, -16, -8 %; judged again with ``python -m bench.engine_bench
+--predictions-from DB``). Taken from the same round's GPipe runs at m = 2, 4, 8,
+such a cost brought it to -5 %; one run cannot tell it: the probe's module alone
+at two sizes read a forward's per-call part anywhere from 0.2 to 1.3 ms and a
+backward's below zero (the smaller micro-batch runs faster per sample), and the
+runtime's own per-call work is outside it. Delays of a hand-over itself (a transfer time; a receive
 posted while the sender computes, which gloo on one core serves late) made every
 multi-stage prediction worse: the fit gives their time back out of the
 per-hand-over one.
@@ -70,7 +71,7 @@ from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
          "and device and its measured cost of a split backward (engine/plan/what_if.py): on cpu:2 (mlp 512x8, "
          "`make bench`) most within 8 % of measured runs, leaning fast, more so with many micro-batches on "
-         "several stages per device (up to 11 %, DualPipeV 12-16 %: each stage call pays costs one run cannot "
+         "several stages per device (up to 11 %, DualPipeV 8-16 %: each stage call pays costs one run cannot "
          "tell); a single run is as far off as its own spread; less trustworthy where tiny micro-batches leave "
          "the devices waiting on per-call costs (up to 22 % off at 20 ms steps), or where stages are unbalanced")
 """How far the predictions may be trusted, as the app and the command line say it."""

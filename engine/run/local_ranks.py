@@ -6,8 +6,8 @@ events come on a private pipe, its stdout and stderr on their own, each read by
 a thread that puts what it reads on the worker's queue. The ranks meet through a
 file in a private folder (``rendezvous_dir``) inside the session's folder for the
 run (our ranks' temporary folder too), which the session removes when the worker
-has ended however it ended (engine/run/session.py), and ``clean_up`` should the
-session have died. A run
+has ended however it ended (engine/run/session.py), and the worker should the
+session have died (``clean_up``). A run
 over several machines has its ranks started by the nodes' agents instead
 (engine.nodes.coordinator.NodeRanks), read into the same queue.
 """
@@ -100,7 +100,6 @@ class LocalRanks:
         self.config, self.devices, self.world, self.device_names = config, devices, world, device_names
         self.queue, self.stop_event, self.warn = events, stop_event, warn
         self.rendezvous_dir: str | None = None
-        self.session_pid = os.getppid()
         self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
         strategy = strategies.get(config.strategy)
         self.module = RANK_MODULE or strategy.rank_module
@@ -185,5 +184,13 @@ class LocalRanks:
     def clean_up(self) -> None:
         if self.rendezvous_dir:
             shutil.rmtree(self.rendezvous_dir, ignore_errors=True)
-        if os.getppid() != self.session_pid and variable(RUN_FOLDER):   # the session died: nobody else will
-            shutil.rmtree(variable(RUN_FOLDER), ignore_errors=True)
+
+
+def clean_up(local: LocalRanks | None, session_pid: int) -> None:
+    """What a worker's run leaves on disk removed: its ranks' rendezvous folder (``local``: None before any rank
+    started, and for a run over nodes), and the session's folder for the run should the session (the worker's
+    parent, ``session_pid`` at its start) have died: nobody else will."""
+    if local is not None:
+        local.clean_up()
+    if os.getppid() != session_pid and variable(RUN_FOLDER):
+        shutil.rmtree(variable(RUN_FOLDER), ignore_errors=True)

@@ -35,7 +35,7 @@ from engine.events import (Errored, Finished, Launched, Log, NodeSamples, Profil
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, noted
-from engine.run.local_ranks import LocalRanks, Rank, kill_rank
+from engine.run.local_ranks import LocalRanks, Rank, clean_up, kill_rank
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
@@ -408,7 +408,7 @@ def _connect_nodes(config):
 
 
 def main() -> int:
-    origin = time.perf_counter()
+    origin, session_pid = time.perf_counter(), os.getppid()
     out = sys.stdout
     first = sys.stdin.readline()
     try:
@@ -442,8 +442,7 @@ def main() -> int:
         return worker.run()
     finally:
         worker.end_ranks()
-        if worker.local is not None:
-            worker.local.clean_up()
+        clean_up(worker.local, session_pid)
 
 
 if __name__ == "__main__":
