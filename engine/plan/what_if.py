@@ -51,7 +51,9 @@ over to another device, not where a V-shaped schedule's middle hand-over stays o
 its device, so DualPipeV at m = 8 comes out 8-16 % fast (2026-12-05, three bench
 runs: -13, -16, -8 %; judged again with ``python -m bench.engine_bench
 --predictions-from DB``). Taken from the same round's GPipe runs at m = 2, 4, 8,
-such a cost brought it to -5 %; one run cannot tell it: the probe's module alone
+such a cost brought it to -5 and +0 %, but moved ZB-V, the interleaved and the
+looped ones at m = 8 up by 5-11 points (to +12 %): it is not one cost per call for
+every schedule. And one run cannot tell it: the probe's module alone
 at two sizes read a forward's per-call part anywhere from 0.2 to 1.3 ms and a
 backward's below zero (the smaller micro-batch runs faster per sample), and the
 runtime's own per-call work is outside it. Delays of a hand-over itself (a transfer time; a receive
