@@ -144,7 +144,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.telemetry_label.setObjectName("muted")
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addPermanentWidget(self.telemetry_label)
-        self.resize(1500, 940)
+        # Its first size (later launches restore the last, app/window_settings.py), within the screen: on a
+        # 1280x800 one the window opened 1500x940, its right and bottom edges off screen.
+        room = QtGui.QGuiApplication.primaryScreen().availableGeometry()
+        self.resize(min(1500, int(0.95 * room.width())), min(940, int(0.95 * room.height())))
 
     def _wire(self) -> None:
         self.experiment.sigConfigChanged.connect(self.plans.config_changed)

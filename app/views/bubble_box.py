@@ -21,8 +21,10 @@ class BubbleBox(QtWidgets.QFrame):
         super().__init__(parent)
         self.setObjectName("bubbleBox")
         layout = QtWidgets.QVBoxLayout(self)
-        layout.setContentsMargins(10, 8, 10, 8)
-        layout.setSpacing(4)
+        # Tight vertically: with its figures and legend counted whole it sets the timeline row's least height,
+        # and the window's with it (tests/app/test_widgets.py keeps that under a 1366x768 laptop's)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.setSpacing(3)
         title = QtWidgets.QLabel("Bubble (idle share of a step)")
         title.setObjectName("sectionTitle")
         layout.addWidget(title)
@@ -90,7 +92,16 @@ class BubbleBox(QtWidgets.QFrame):
         self._fit_height()
 
     def _fit_height(self) -> None:
-        need = self.layout().heightForWidth(self.width())
+        # What the box needs is its layout's minimum once the big figures count at their polished height (their
+        # font comes from the style sheet, after the layout first measured them) and the legend at its wrapped
+        # height: at 1280x800 the figures were cut in half and the notes drawn over them.
+        for figure in (self.measured, self.theory):
+            figure.setMinimumHeight(figure.sizeHint().height())
+        margins = self.layout().contentsMargins()
+        width = self.width() - margins.left() - margins.right()
+        if width > 0:
+            self.legend.setMinimumHeight(self.legend.heightForWidth(width))
+        need = self.layout().minimumSize().height()
         if need > 0 and need != self.minimumHeight():
             self.setMinimumHeight(need)
 

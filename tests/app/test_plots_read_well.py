@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app_helpers import shown
 from drawn_svg import SVG, drawn
@@ -178,6 +178,28 @@ def test_on_a_1280x800_screen_many_notes_scroll_and_the_window_keeps_its_size(qt
     assert win.statusBar().isVisible() and win.statusBar().geometry().bottom() < win.height()
     assert win.plots.bubble.notes.verticalScrollBar().maximum() > 0   # the notes scroll
     assert "note 29" in win.plots.bubble.formula.text()
+    win.shutdown()
+
+
+def test_on_a_1280x800_screen_the_bubble_box_shows_its_figures_and_whole_legend(qtbot, qapp_configured):
+    """The big figures at their style sheet's height and the legend at its wrapped height, above each other:
+    at 1280x800 both figures were cut in half, the formula drawn over them and the legend's last line lost."""
+    from app.main_window import MainWindow
+    room = QtGui.QGuiApplication.primaryScreen().availableGeometry()
+    first = MainWindow(start_services=False)   # its first size: within the screen, unless less than its minimum
+    size, least = first.size(), first.minimumSizeHint()
+    first.shutdown()
+    assert size.width() <= max(room.width(), least.width()) and size.height() <= max(room.height(), least.height()), \
+        (size, room)
+    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
+    box = win.plots.bubble
+    box.show_figures(0.25, 0.2, "(p-1)/(m+p-1) = 1/5")
+    qapp_configured.processEvents()
+    for figure in (box.measured, box.theory):
+        assert figure.height() >= figure.sizeHint().height(), (figure.height(), figure.sizeHint())
+        assert figure.geometry().bottom() < box.notes.geometry().top()
+    assert box.legend.height() >= box.legend.heightForWidth(box.legend.width()) and "idle" in box.legend.text()
+    assert box.legend.geometry().bottom() <= box.contentsRect().bottom()
     win.shutdown()
 
 
