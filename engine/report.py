@@ -215,7 +215,7 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
     """The what-if lines (engine.plan.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
     (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all;
     ``summary``: the run's, whose measured split-backward cost the zero-bubble schedules' lines carry."""
-    from engine.plan.what_if import TRUST
+    from engine.plan.what_if import TRUST, TRUST_DETAIL
     shown = list(predictions)
     if under_run:
         fastest = {}
@@ -241,4 +241,6 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
         lines.append(f"  a backward split into input and weight gradient costs {per_device} per micro-batch "
                      "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
                      "lines include it)")
+    if not under_run:   # the whole what-if: how far to trust it, in full
+        lines.append(f"  ({TRUST_DETAIL})")
     return "\n".join(lines)

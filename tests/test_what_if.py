@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from engine.plan.what_if import predict, unpredictable
+from engine.plan.what_if import TRUST, TRUST_DETAIL, predict, unpredictable
 from engine.results import MeanStd, RunSummary
 from engine.strategies.schedule_actions import actions, order, simulate, tick_plan
 from engine.strategies.schedules import SCHEDULE_INFO
@@ -138,6 +138,7 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
                for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
     table = cli("what-if", ref["run_id"])
     assert "a backward split into input and weight gradient costs cpu:0" in table.stdout
+    assert f"what-if: {TRUST}:" in table.stdout and f"({TRUST_DETAIL})" in table.stdout   # how far to trust it
     unknown = cli("what-if", "no-such-run")
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     for schedule, m in (("zbv", 4), ("1f1b", 8)):   # zbv: torch's own action list, its backward split

@@ -55,7 +55,7 @@ class BubbleBox(QtWidgets.QFrame):
                                  "{ background: transparent; }")   # the box's panel colour shows through
         self.notes.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
         # Room for the formula and a line of note from the start: figures that come later do not push the box.
-        self.notes.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing() + 4)
+        self.notes.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing())   # whole lines: no sliver of a third
         layout.addWidget(self.notes, 1)
         self.legend = QtWidgets.QLabel()
         self.show_legend(split_backward=False)

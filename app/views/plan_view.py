@@ -19,7 +19,7 @@ from app.views import theme
 from engine.figures import palette
 from engine.figures.plan import LETTER, measured_cells, plan_cells
 from engine.figures.timeline import LANE_HEIGHT
-from engine.plan.what_if import TRUST
+from engine.plan.what_if import TRUST, TRUST_DETAIL
 
 LIGHT_KINDS = {"backward-input"}   # light cells, labelled in dark text
 DARK_TEXT = "#1f1f1f"
@@ -168,6 +168,7 @@ class PlanView(QtWidgets.QWidget):
             table.setCellWidget(row, len(cells), button)
         self.what_if.setVisible(bool(predictions))
         self.what_if_caption.setText(f"What-if: {TRUST}" if predictions else "")
+        self.what_if_caption.setToolTip(f"What-if: {TRUST_DETAIL}" if predictions else "")
 
     def show_what_if_status(self, text: str) -> None:
         """While the what-if is computed, or why there is none: the caption alone."""

@@ -208,7 +208,7 @@ class TimelineView(pg.PlotWidget):
         self.busy_covers = covers
         self.getPlotItem().setTitle(
             f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{TIMELINE.title}</span>"
-            f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share of {covers} per device at left</span>")
+            f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share of {covers} at left</span>")
 
     def set_busy(self, busy: dict[str, float], covers: str = "the last step") -> None:
         """Each device's busy share (0..1) of the steps ``covers`` names, shown in its row's label."""

@@ -70,13 +70,16 @@ from engine.results import RunSummary, SplitCost
 from engine.strategies.schedule_actions import Action, actions, simulate
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
-TRUST = ("every schedule, micro-batch count and stages per device, simulated from this run's time per micro-batch "
-         "and device and its measured cost of a split backward (engine/plan/what_if.py): on cpu:2 (mlp 512x8, "
-         "`make bench`) most within 8 % of measured runs, leaning fast, more so with many micro-batches on "
-         "several stages per device (up to 11 %, DualPipeV 8-16 %: each stage call pays costs one run cannot "
-         "tell); a single run is as far off as its own spread; less trustworthy where tiny micro-batches leave "
-         "the devices waiting on per-call costs (up to 22 % off at 20 ms steps), or where stages are unbalanced")
-"""How far the predictions may be trusted, as the app and the command line say it."""
+TRUST = ("simulated from this run's time per micro-batch and device (engine/plan/what_if.py); on cpu:2 most within "
+         "8 % of measured runs, up to 16 % fast with many micro-batches on several stages per device")
+TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from this run's timed actions and its "
+                "measured cost of a split backward. On cpu:2 (mlp 512x8, `make bench`) most predictions fall within "
+                "8 % of measured runs and lean fast, more so with many micro-batches on several stages per device "
+                "(up to 11 %, DualPipeV 8-16 %: each stage call pays costs one run cannot tell); a single run is as "
+                "far off as its own spread. Less trustworthy where tiny micro-batches leave the devices waiting on "
+                "per-call costs (up to 22 % off at 20 ms steps), or where stages are unbalanced.")
+"""How far the predictions may be trusted, as the app and the command line say it: in a line (TRUST), and in
+full (TRUST_DETAIL: the app's tooltip, the command line's line after the table)."""
 
 MICRO_BATCH_COUNTS = (1, 2, 4, 8, 16)
 
