@@ -10,13 +10,14 @@ curves (plot_legend.py); the cursor's point is named beside it (plot_hover.py).
 from __future__ import annotations
 
 import contextlib
+import html
 import math
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import plot_export, theme
 from app.views.plot_hover import Found, Hover, quantity
@@ -143,9 +144,22 @@ class SeriesPlot(pg.PlotWidget):
         return plot
 
     def show_title(self, title: str) -> None:
+        """The title, cut with an ellipsis to the plot's width (whole in its tooltip): a longer one widened the
+        plot's scene past its view, and the right of the plot was lost (the Memory tab's at 1280x800)."""
+        self.full_title = title
         item = self.getPlotItem()
-        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{title}</span>")
+        font = QtGui.QFont(self.font())
+        font.setPointSizeF(10)
+        room = max(60, self.width() - item.getAxis("left").width() - 32)   # the title spans the plot, not its axis
+        shown = QtGui.QFontMetrics(font).elidedText(title, QtCore.Qt.TextElideMode.ElideRight, room)
+        item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{html.escape(shown)}</span>")
+        item.titleLabel.setToolTip(title if shown != title else "")
         item.layout.setRowFixedHeight(0, TITLE_HEIGHT)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802  (Qt naming)
+        if getattr(self, "full_title", None) is not None and self.getPlotItem() is not None:
+            self.show_title(self.full_title)   # first: the view then fits the plot to its new width
+        super().resizeEvent(event)
 
     def set_axes(self, x: Axis, y: Axis, origin: Callable[[], float] | None = None) -> None:
         """The axes' labels, units in brackets as the exports print them. ``origin``: the x value the axis

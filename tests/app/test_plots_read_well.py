@@ -203,6 +203,21 @@ def test_on_a_1280x800_screen_the_bubble_box_shows_its_figures_and_whole_legend(
     win.shutdown()
 
 
+def test_a_title_longer_than_its_plot_is_cut_to_it_and_whole_in_its_tooltip(qtbot, qapp_configured):
+    """The Memory tab's titles at 1280x800 widened their plots' scenes past the views: the second device's bar
+    and the right of the plot were lost."""
+    from app.views.memory_view import StackedBars
+    from engine.figures.run import TENSOR_MEMORY
+    plot = shown(qtbot, StackedBars(TENSOR_MEMORY), (300, 260))
+    qapp_configured.processEvents()
+    label = plot.getPlotItem().titleLabel
+    assert "…" in label.text and label.toolTip() == TENSOR_MEMORY.title
+    assert plot.getPlotItem().sceneBoundingRect().width() <= plot.viewport().width()
+    plot.resize(900, 260)   # room for it all: whole again
+    qapp_configured.processEvents()
+    assert TENSOR_MEMORY.title in label.text and label.toolTip() == ""
+
+
 def test_runs_compared_name_what_differs(panel):
     panel.show_runs([stored_run("r1", "18:29:22 pipeline", 8), stored_run("r2", "18:22:33 pipeline", 4)])
     assert panel.series_plots["throughput"].legend_names() == ["pipeline m=8", "pipeline m=4"]
