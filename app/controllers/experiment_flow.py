@@ -137,9 +137,10 @@ class ExperimentFlow(QtCore.QObject):
         self.window.set_status(text)
         progress = self.center.current_run()
         elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
+        own = run_status.time_left_text(progress)   # until the first run has ended: the run's, said as such
         beside = (run_status.starting_phase(progress)
                   or experiment_status.time_left_text(self.client.progress, progress, elapsed)
-                  or run_status.time_left_text(progress))
+                  or (own and f"{own} of this run"))
         if beside is not None:
             self.run_box.show_time_left(beside)
 

@@ -72,6 +72,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
         assert {"cpu:0", "cpu:1"} <= shown[label]["memory"], (label, shown[label])
         assert shown[label]["lanes"] == ["cpu:0", "cpu:1"] and shown[label]["rows"] == {"cpu:0", "cpu:1"}
     assert shown["1f1b"]["time left"].endswith(" left of 3 runs")   # the experiment's own time left, not the run's
+    assert shown["model-parallel"]["time left"].endswith(" left of this run")   # until a run's time is known
     assert gpipe["theory"] == "20.0%"                   # (p-1)/(m+p-1), p=2, m=4: the pipeline point's theory
     # At the end the header and the status line say how the experiment ended, not its last run.
     ended = f"schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
