@@ -192,5 +192,9 @@ def clean_up(local: LocalRanks | None, session_pid: int) -> None:
     parent, ``session_pid`` at its start) have died: nobody else will."""
     if local is not None:
         local.clean_up()
-    if os.getppid() != session_pid and variable(RUN_FOLDER):
-        shutil.rmtree(variable(RUN_FOLDER), ignore_errors=True)
+    folder = variable(RUN_FOLDER)
+    for _ in range(10 if folder and os.getppid() != session_pid else 0):
+        shutil.rmtree(folder, ignore_errors=True)   # again while a dying rank still adds to it
+        if not os.path.exists(folder):
+            break
+        time.sleep(0.1)
