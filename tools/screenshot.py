@@ -20,7 +20,6 @@ Needs Xvfb, xdotool and ImageMagick's ``import`` (Debian/Ubuntu:
 from __future__ import annotations
 
 import argparse
-import configparser
 import os
 import shutil
 import signal
@@ -65,16 +64,20 @@ def cli_run(env: dict, *args: str) -> None:
 
 def write_settings(path: Path, steps: int, strategy: str = "pipeline", devices: str = "cpu:2", nodes: str = "",
                    token_file: str = "") -> None:
-    config = configparser.ConfigParser()
-    config.optionxform = str
-    config["experiment"] = {
-        "model": "mlp", "model_file": "", "width": "512", "depth": "8", "devices": devices,
-        "strategy": strategy, "mb_mode": "micro_batches", "mb_value": "4", "schedule": "gpipe",
-        # Quoted as QSettings writes it: unquoted, a list of nodes would read as a list of strings.
-        "batch_size": "2048", "steps": str(steps), "nodes": f'"{nodes}"', "token_file": token_file,
-    }
-    with path.open("w") as fh:
-        config.write(fh)
+    """The panel's form as the app saves it (app/views/experiment_panel.py ``save``: the config as JSON), written by
+    QSettings itself: its INI quoting of a JSON value is its own."""
+    from PySide6 import QtCore
+
+    from engine.config import ExperimentConfig
+    config = ExperimentConfig(model="mlp", width=512, depth=8, devices=devices, strategy=strategy, micro_batches=4,
+                              schedule="gpipe", batch_size=2048, steps=steps, nodes=nodes or None,
+                              token_file=token_file or None)
+    settings = QtCore.QSettings(str(path), QtCore.QSettings.Format.IniFormat)
+    settings.setValue("experiment/config", config.to_json())
+    settings.setValue("experiment/mb_mode", "micro_batches")
+    settings.setValue("experiment/mb_value", 4)
+    settings.setValue("experiment/token_file", token_file)
+    settings.sync()
 
 
 def xdotool(*args: str, env: dict) -> str:
