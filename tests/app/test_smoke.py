@@ -43,3 +43,19 @@ def test_main_py_opens_the_window_and_exits_cleanly(private_state):
     assert report["shown_at_unix"] - launched <= 20.0, report
     # The planner process and the telemetry thread went with the app.
     assert processes_with_marker(marker) == []
+
+
+def test_the_screenshot_tools_settings_open_the_window_on_its_run(qtbot, qapp_configured, tmp_path, monkeypatch):
+    """tools/screenshot.py preselects the README's run through the settings file: written as the panel reads it
+    (its older per-field keys were ignored, and the screenshots showed the first form)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("screenshot_tool", ROOT / "tools" / "screenshot.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.write_settings(tmp_path / "settings.ini", steps=400)
+    monkeypatch.setenv("SPLITSCOPE_SETTINGS", str(tmp_path / "settings.ini"))
+    from app.main_window import MainWindow
+    win = MainWindow(start_services=False)
+    config = win.experiment.config()
+    win.shutdown()
+    assert (config.strategy, config.devices, config.micro_batches, config.steps) == ("pipeline", "cpu:2", 4, 400)
