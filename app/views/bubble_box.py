@@ -98,7 +98,7 @@ class BubbleBox(QtWidgets.QFrame):
         for figure in (self.measured, self.theory):
             figure.setMinimumHeight(figure.sizeHint().height())
         margins = self.layout().contentsMargins()
-        width = self.width() - margins.left() - margins.right()
+        width = self.contentsRect().width() - margins.left() - margins.right()   # inside the frame's border
         if width > 0:
             self.legend.setMinimumHeight(self.legend.heightForWidth(width))
         need = self.layout().minimumSize().height()

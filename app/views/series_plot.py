@@ -146,12 +146,12 @@ class SeriesPlot(pg.PlotWidget):
     def show_title(self, title: str) -> None:
         """The title, cut with an ellipsis to the plot's width (whole in its tooltip): a longer one widened the
         plot's scene past its view, and the right of the plot was lost (the Memory tab's at 1280x800)."""
-        self.full_title = title
-        item = self.getPlotItem()
-        font = QtGui.QFont(self.font())
-        font.setPointSizeF(10)
+        self.full_title, item, font = title, self.getPlotItem(), QtGui.QFont(self.font().family(), 10)
         room = max(60, self.width() - item.getAxis("left").width() - 32)   # the title spans the plot, not its axis
         shown = QtGui.QFontMetrics(font).elidedText(title, QtCore.Qt.TextElideMode.ElideRight, room)
+        if (title, shown) == getattr(self, "shown_title", None):
+            return   # a resize that leaves the title as it is: no relayout
+        self.shown_title = (title, shown)
         item.setTitle(f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{html.escape(shown)}</span>")
         item.titleLabel.setToolTip(title if shown != title else "")
         item.layout.setRowFixedHeight(0, TITLE_HEIGHT)
