@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+TRACE_PREFIX = "splitscope-rank"   # a rank's trace file, until the session stores it (engine/run/local_ranks.py)
+
 STEP_MARK = "splitscope step "   # + the step number: the annotation around each profiled step
 
 
@@ -50,7 +52,7 @@ class StepProfiler:
         if step < self.first + self.steps - 1:
             return None
         self._profiler.stop()
-        handle, path = tempfile.mkstemp(prefix=f"splitscope-rank{self.rank}-", suffix=".json")
+        handle, path = tempfile.mkstemp(prefix=f"{TRACE_PREFIX}{self.rank}-", suffix=".json")
         os.close(handle)
         try:
             self._profiler.export_chrome_trace(path)

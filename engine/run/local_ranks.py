@@ -28,6 +28,7 @@ from engine import forkserver, strategies
 from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
+from engine.measure.profiling import TRACE_PREFIX
 from engine.record import rank_events
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
@@ -188,12 +189,14 @@ class LocalRanks:
 
 def clean_up(local: LocalRanks | None, session_pid: int) -> None:
     """What a worker's run leaves on disk removed: its ranks' rendezvous folder (``local``: None before any rank
-    started, and for a run over nodes), and the session's folder for the run should the session (the worker's
-    parent, ``session_pid`` at its start) have died: nobody else will."""
+    started, and for a run over nodes), and the session's folder for the run unless it holds a profile's trace the
+    session has yet to store (the session removes it then): a session that dies after its worker (the parent,
+    ``session_pid`` at its start) would leave it."""
     if local is not None:
         local.clean_up()
     folder = variable(RUN_FOLDER)
-    for _ in range(10 if folder and os.getppid() != session_pid else 0):
+    traces = folder and os.path.isdir(folder) and any(name.startswith(TRACE_PREFIX) for name in os.listdir(folder))
+    for _ in range(10 if folder and (os.getppid() != session_pid or not traces) else 0):
         shutil.rmtree(folder, ignore_errors=True)   # again while a dying rank still adds to it
         if not os.path.exists(folder):
             break
