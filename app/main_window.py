@@ -146,9 +146,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.statusBar().addPermanentWidget(self.telemetry_label)
         # Its first size (later launches restore the last, app/window_settings.py), within the screen: on a
         # 1280x800 one the window opened 1500x940, its right and bottom edges off screen.
-        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
-        room = screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, 1580, 990)
-        self.resize(min(1500, int(0.95 * room.width())), min(940, int(0.95 * room.height())))
+        size, screen = QtCore.QSize(1500, 940), self.screen() or QtGui.QGuiApplication.primaryScreen()
+        self.resize(size.boundedTo(screen.availableGeometry().size() * 0.95) if screen is not None else size)
 
     def _wire(self) -> None:
         self.experiment.sigConfigChanged.connect(self.plans.config_changed)

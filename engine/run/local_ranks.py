@@ -5,9 +5,9 @@ Each rank is forked by the session's fork server where it handed one over
 events come on a private pipe, its stdout and stderr on their own, each read by
 a thread that puts what it reads on the worker's queue. The ranks meet through a
 file in a private folder (``rendezvous_dir``) inside the session's folder for the
-run (our ranks' temporary folder too), which the session removes when the worker
-has ended however it ended (engine/run/session.py), and the worker should the
-session have died (``clean_up``). A run
+run (our ranks' temporary folder too), which the worker removes as it ends
+(``clean_up``) and the session once the worker has ended however it ended
+(engine/run/session.py). A run
 over several machines has its ranks started by the nodes' agents instead
 (engine.nodes.coordinator.NodeRanks), read into the same queue.
 """
@@ -182,22 +182,17 @@ class LocalRanks:
         for line in r.proc.stderr:
             r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
-    def clean_up(self) -> None:
-        if self.rendezvous_dir:
-            shutil.rmtree(self.rendezvous_dir, ignore_errors=True)
-
 
 def clean_up(local: LocalRanks | None, session_pid: int) -> None:
     """What a worker's run leaves on disk removed: its ranks' rendezvous folder (``local``: None before any rank
     started, and for a run over nodes), and the session's folder for the run unless it holds a profile's trace the
     session has yet to store (the session removes it then): a session that dies after its worker (the parent,
     ``session_pid`` at its start) would leave it."""
-    if local is not None:
-        local.clean_up()
+    if local is not None and local.rendezvous_dir:
+        shutil.rmtree(local.rendezvous_dir, ignore_errors=True)
     folder = variable(RUN_FOLDER)
-    traces = folder and os.path.isdir(folder) and any(name.startswith(TRACE_PREFIX) for name in os.listdir(folder))
-    for _ in range(10 if folder and (os.getppid() != session_pid or not traces) else 0):
-        shutil.rmtree(folder, ignore_errors=True)   # again while a dying rank still adds to it
-        if not os.path.exists(folder):
-            break
-        time.sleep(0.1)
+    if not folder or not os.path.isdir(folder):
+        return
+    if os.getppid() == session_pid and any(name.startswith(TRACE_PREFIX) for name in os.listdir(folder)):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
