@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ["bench.engine_bench", "bench.any_module_bench", "bench.telemetry_bench", "bench.app_bench",
-           "bench.long_run_bench", "bench.sharding_bench", "bench.nodes_bench", "bench.watch_bench",
+BENCHES = ["bench.engine_bench", "bench.gloo_exchange", "bench.any_module_bench", "bench.telemetry_bench",
+           "bench.app_bench", "bench.long_run_bench", "bench.sharding_bench", "bench.nodes_bench", "bench.watch_bench",
            "bench.loader_bench", "bench.efficiency_bench"]
 
 
