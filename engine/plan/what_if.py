@@ -43,28 +43,29 @@ was off by up to 14 % for the interleaved ones and a fitted hand-over latency
 on a smaller model. ``make bench`` measures it again (README). The bubble is the
 timed compute's idle share of the predicted step.
 
-Not modelled, and the largest error left: hand-overs both ways at once. Over
-gloo, two pinned processes that send to each other at the same moment wait
-2.5-3 ms for it (median; one way 0.1-0.9 ms; ``python -m bench.gloo_exchange``).
-DualPipeV's overlapped pairs end together on both devices and each sends both
-its outputs then, so its devices wait 2-8 ms after most pair ends: at m = 8 on
-cpu:2 its compute per step is what ZB-V's is, its waits 18-26 ms a step against
-ZB-V's 5-14, and it comes out 8-16 % fast (2026-12-05, three bench runs: -13,
--16, -8 %; judged again with ``python -m bench.engine_bench --predictions-from
-DB``). A GPipe run never sends both ways at once, so it cannot tell the stall,
-and whether one happens depends on when the two sends meet: offline, a 3 ms
-delay on each pair's hand-overs sent within 3 ms of one the other way brought
-DualPipeV at m = 8 to -4..+2 % in seven rounds of nine (-10, -14 % in two), but the same
-rule for every schedule made 1F1B at m = 8 15 % slow (its runs space the two
-directions out); a rule for DualPipeV alone, with a constant from this machine,
-would be fitted to the bench, so it is not built. A cost each stage call pays
-whatever its size (a device's forward and backward grow 0.3-0.8 ms a step with
-each further call, every schedule alike) is not modelled either: the fitted
-hand-over time stands in for it; taken from the same round's GPipe runs at m =
-2, 4, 8, it moved ZB-V, the interleaved and the looped ones at m = 8 up by 5-11
-points. Delays of a hand-over itself (a transfer time; a receive posted while
-the sender computes, which gloo on one core serves late) made every multi-stage
-prediction worse: the fit gives their time back out of the per-hand-over one.
+Not modelled, and the largest error left: DualPipeV's late hand-overs. At m = 8
+on cpu:2 its compute per step is what ZB-V's is, its waits are not (18-26 ms a
+step against 5-14): its hand-overs reach the other device 0.9-1.1 ms after they
+leave on average, with a tail to 3-4 ms (ZB-V's 0.4-0.5, 1F1B's 0.6-0.9), so it
+comes out 8-16 % fast (2026-12-05, three bench runs: -13, -16, -8 %; judged
+again with ``python -m bench.engine_bench --predictions-from DB``). The likely
+cause: its overlapped pairs end together on both devices and each sends both
+outputs then, and gloo serves sends both ways at once late (2.5-3 ms median
+against 0.1-0.9 ms one way; ``python -m bench.gloo_exchange``); not settled, as
+the measured tail is not only where two sends met within 1 ms. A GPipe run never
+sends both ways at once, so it cannot tell this. Offline, a 3 ms delay on each
+pair's hand-overs sent within 3 ms of one the other way brought DualPipeV at m =
+8 to -4..+2 % in seven rounds of nine (-10, -14 % in two), but the same rule for
+every schedule made 1F1B at m = 8 15 % slow; a rule for DualPipeV alone, with a
+constant from this machine, would be fitted to the bench, so it is not built. A
+cost each stage call pays whatever its size (a device's forward and backward
+grow 0.3-0.8 ms a step with each further call, every schedule alike) is not
+modelled either: the fitted hand-over time stands in for it; taken from the same
+round's GPipe runs at m = 2, 4, 8, it moved ZB-V, the interleaved and the looped
+ones at m = 8 up by 5-11 points. Delays of a hand-over itself (a transfer time;
+a receive posted while the sender computes, which gloo on one core serves late)
+made every multi-stage prediction worse: the fit gives their time back out of
+the per-hand-over one.
 """
 from __future__ import annotations
 
@@ -80,10 +81,10 @@ TRUST = ("simulated from this run's time per micro-batch and device (engine/plan
 TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from this run's timed actions and its "
                 "measured cost of a split backward. On cpu:2 (mlp 512x8, `make bench`) most predictions fall within "
                 "8 % of measured runs and lean fast, more so with many micro-batches on several stages per device "
-                "(up to 11 %; DualPipeV 8-16 %: its devices send to each other at once, which gloo serves late "
-                "and a GPipe run never shows); a single run is as far off as its own spread. Less trustworthy where "
-                "tiny micro-batches leave the devices waiting on per-call costs (up to 22 % off at 20 ms steps), or "
-                "where stages are unbalanced.")
+                "(up to 11 %; DualPipeV 8-16 %: its hand-overs arrive late, most likely as its devices send "
+                "to each other at once, which a GPipe run never does); a single run is as far off as its own "
+                "spread. Less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
+                "(up to 22 % off at 20 ms steps), or where stages are unbalanced.")
 """How far the predictions may be trusted, as the app and the command line say it: in a line (TRUST), and in
 full (TRUST_DETAIL: the app's tooltip, the command line's line after the table)."""
 
