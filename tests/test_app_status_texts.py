@@ -62,17 +62,17 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     from engine.results import ExperimentPoint, ExperimentResult, MeanStd
     run = PointRun("compare-strategies", k=8, n=15, label="pipeline", points=5, repeats=3)
     assert (run.point, run.repeat) == (3, 2)
-    assert run.header == "compare-strategies · point 3 of 5: pipeline · run 2 of 3"
+    assert run.header == "Compare strategies · point 3 of 5: pipeline · run 2 of 3"   # the preset named for people
     assert run.bar_text == "run 8 of 15: pipeline"
     once = PointRun("schedules", k=2, n=3, label="gpipe", points=3)
-    assert once.header == "schedules · point 2 of 3: gpipe"        # one repeat: no run count
+    assert once.header == "Compare pipeline schedules · point 2 of 3: gpipe"        # one repeat: no run count
     progress = starting_run()
     progress.apply(Launched(t=0.5))
-    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
+    assert running_text(once, progress) == "Compare pipeline schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
     progress.apply(STARTED)
     for k in range(2):
         progress.apply(Step(step=k, time_s=0.005))
-    assert running_text(once, progress) == "schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
+    assert running_text(once, progress) == "Compare pipeline schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
     # The experiment's own time left: 1 run and 2 of the second's 3 steps took 10 s, 1 1/3 runs are left.
     assert time_left_text(once, progress, 10.0) == "≈ 8.0 s left of 3 runs"
     assert time_left_text(PointRun("schedules", k=1, n=3, label="gpipe", points=3), progress, 2.0) is None  # 1st run
@@ -80,9 +80,11 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     points = [ExperimentPoint(label, step_time_s=MeanStd(t)) for label, t in (("single", 0.3), ("pipeline", 0.1))]
     points.append(ExperimentPoint("ddp", error="rank 1 failed"))
     result = ExperimentResult(name="compare-strategies", best="pipeline", points=points)
-    assert finished_text(result) == "compare-strategies finished: 3 points, best pipeline; 1 point failed"
-    assert finished_title(result).endswith("compare-strategies finished: 3 points, best pipeline; 1 point failed")
-    assert finished_text(ExperimentResult(name="schedules", status="stopped")) == "schedules stopped: 0 points"
+    assert finished_text(result) == "Compare strategies finished: 3 points, best pipeline; 1 point failed"
+    assert finished_title(result).endswith("Compare strategies finished: 3 points, best pipeline; 1 point failed")
+    assert finished_text(ExperimentResult(name="schedules", status="stopped")) == \
+        "Compare pipeline schedules stopped: 0 points"
+    assert finished_text(ExperimentResult(name="my-own", status="stopped")) == "my-own stopped: 0 points"   # unknown
 
 
 def test_the_history_names_the_settings_that_tell_runs_apart():

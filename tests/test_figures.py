@@ -91,7 +91,7 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
     assert figures["step-time"].bars.best is None   # no bar highlighted
     assert figures["step-time"].columns[-3:] == ["step time min (ms)", "step time max (ms)", "runs"]
     assert figures["step-time"].rows[1][-3:] == [pytest.approx(276.0), pytest.approx(290.0), 2]
-    assert finished_text(tied) == "compare-strategies finished: 3 points, tied: pipeline, naive (within their spread)"
+    assert finished_text(tied) == "Compare strategies finished: 3 points, tied: pipeline, naive (within their spread)"
     table = experiment_table(tied)
     assert "<- best" not in table and table.count("<- tied") == 2 and "tied: pipeline, naive" in table
     won = ExperimentResult(name="compare-strategies", best="pipeline", points=[pipeline, ddp])

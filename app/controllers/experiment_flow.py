@@ -6,11 +6,13 @@ run does (RunFlow.hold_devices: the idle sampler stops, each run's own telemetry
 comes through the experiment client), each run begins as a run from the Run
 button does (RunFlow.begin_live_run: plots, memory, timeline and bubble follow
 it, its events go through RunFlow's handler), the live view's header says which
-point of how many ("compare-strategies · point 3 of 5: pipeline · run 2 of 3",
+point of how many ("Compare strategies · point 3 of 5: pipeline · run 2 of 3",
 app/state/experiment_status.py) and the progress bar counts runs. Stop ends the
 current run and keeps the finished points. At the end the header and the status
-line say how it ended ("compare-strategies finished: 5 points, best pipeline"),
-the result view shows the bars, sweep and table, and the history lists it.
+line say how it ended ("Compare strategies finished: 5 points, best pipeline"),
+the result view shows the bars, sweep and table, and the history lists it. The
+window names a preset for people (``preset_title``), the log by its id, as the
+command line takes it.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from app.state.experiment_status import PointRun
 from app.state.units import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
 from engine.events import Finished, WorkerEvent
+from engine.experiments.presets import preset_title
 from engine.results import ExperimentResult
 
 
@@ -60,12 +63,12 @@ class ExperimentFlow(QtCore.QObject):
     def start(self, name: str) -> bool:
         w = self.window
         if w.controls.is_busy():
-            w.log(f"cannot start experiment {name}: {w.controls.blocked_reason()}", status=True)
+            w.log(f"cannot start experiment {preset_title(name)}: {w.controls.blocked_reason()}", status=True)
             return False
         try:
             base = preset_base(w.panel_config())
         except Exception as exc:  # the panel's values do not make a config (e.g. an empty devices box)
-            self.center.show_error(f"Cannot start experiment {name}: {type(exc).__name__}: {exc}")
+            self.center.show_error(f"Cannot start experiment {preset_title(name)}: {type(exc).__name__}: {exc}")
             return False
         repeats = self.menu.repeats
         self.center.hide_error()
@@ -73,9 +76,9 @@ class ExperimentFlow(QtCore.QObject):
         self.started_at = time.perf_counter()
         self.runs.hold_devices()
         self.client.start(name, base, repeats)
-        self.run_box.show_progress(0, 0, f"{name}: preparing…")   # busy until the runner says how many runs
+        self.run_box.show_progress(0, 0, f"{preset_title(name)}: preparing…")   # busy until the runner says how many runs
         self.run_box.show_time_left("")
-        w.set_status(f"Experiment {name}: preparing the points…")
+        w.set_status(f"{preset_title(name)}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
         w.controls.update()
         return True
@@ -83,13 +86,13 @@ class ExperimentFlow(QtCore.QObject):
     def stop(self) -> None:
         if self.is_running() and not self.stopping:
             self.client.stop()
-            self.window.set_status(f"Stopping experiment {self.name}: the current run ends, finished runs are kept…")
+            self.window.set_status(f"Stopping {preset_title(self.name or '')}: the current run ends, finished runs are kept…")
             self.window.log("experiment stop requested")
             self.window.controls.update()
 
     # -- progress ------------------------------------------------------------------
     def _on_started(self, name: str, total: int) -> None:
-        self.run_box.show_progress(0, max(1, total), f"{name}: {total} runs")
+        self.run_box.show_progress(0, max(1, total), f"{preset_title(name)}: {total} runs")
         self.window.log(f"experiment {name}: {total} runs")
 
     def _on_progress(self, k: int, n: int, label: str, run: PointRun) -> None:
@@ -152,11 +155,11 @@ class ExperimentFlow(QtCore.QObject):
         status = result.status
         if failed:
             first = failed[0]
-            self.center.show_error(f"Experiment {result.name}: point {first.label} failed: {first.error}")
+            self.center.show_error(f"{preset_title(result.name)}: point {first.label} failed: {first.error}")
         text = experiment_status.finished_text(result)
         w.set_status(f"{text} · took {format_duration(took)}")
         w.log(f"experiment {result.experiment_id} {status}: {text}")
-        self.run_box.end_progress(f"{result.name} {status}", complete=status == "finished")
+        self.run_box.end_progress(f"{preset_title(result.name)} {status}", complete=status == "finished")
         self._settle(experiment_status.finished_title(result))
         self.center.show_experiment_result(result)
         self.history.select_experiment(result.experiment_id or "")
@@ -165,12 +168,12 @@ class ExperimentFlow(QtCore.QObject):
 
     def _on_failed(self, message: str, tb: str) -> None:
         w = self.window
-        self.center.show_error(f"Experiment {self.name} failed: {message}", tb)
+        self.center.show_error(f"{preset_title(self.name or 'The experiment')} failed: {message}", tb)
         w.log(f"experiment {self.name} failed: {message}", level="error")
         if tb:
             w.log(tb, level="error")
-        w.set_status(f"Experiment {self.name} failed: {message}")
-        self.run_box.show_progress(0, 1, f"{self.name} failed")
+        w.set_status(f"{preset_title(self.name or 'The experiment')} failed: {message}")
+        self.run_box.show_progress(0, 1, f"{preset_title(self.name or 'The experiment')} failed")
         self._settle(experiment_status.failed_title(self.name or "the experiment"))
         self.sigFinished.emit(ExperimentResult(experiment_id=self.client.experiment_id, name=self.name or "",
                                                status="failed", error=message))

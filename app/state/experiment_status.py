@@ -15,6 +15,7 @@ from app.state import run_status
 from app.state.live_data import RunProgress
 from app.state.units import format_duration
 from engine.config import ExperimentConfig
+from engine.experiments.presets import preset_title
 from engine.results import ExperimentResult
 
 
@@ -39,8 +40,8 @@ class PointRun:
 
     @property
     def header(self) -> str:
-        """"compare-strategies · point 3 of 5: pipeline · run 2 of 3" (one repeat: no run count)."""
-        text = f"{self.name} · point {self.point} of {self.points}: {self.label}"
+        """"Compare strategies · point 3 of 5: pipeline · run 2 of 3" (one repeat: no run count)."""
+        text = f"{preset_title(self.name)} · point {self.point} of {self.points}: {self.label}"
         return text + (f" · run {self.repeat} of {self.repeats}" if self.repeats > 1 else "")
 
     @property
@@ -61,9 +62,9 @@ def running_text(run: PointRun, progress: RunProgress, first_run: bool = False) 
 
 
 def finished_text(result: ExperimentResult) -> str:
-    """"compare-strategies finished: 5 points, best pipeline"; failed points are counted after it."""
+    """"Compare strategies finished: 5 points, best pipeline"; failed points are counted after it."""
     points = result.points
-    text = f"{result.name} {result.status}: {len(points)} point{'s' if len(points) != 1 else ''}"
+    text = f"{preset_title(result.name)} {result.status}: {len(points)} point{'s' if len(points) != 1 else ''}"
     if result.verdict():
         text += f", {result.verdict()}"
     failed = sum(1 for p in points if p.error)
@@ -78,7 +79,7 @@ def finished_title(result: ExperimentResult) -> str:
 
 
 def failed_title(name: str) -> str:
-    return f"Live: this machine's telemetry · {name} failed"
+    return f"Live: this machine's telemetry · {preset_title(name)} failed"
 
 
 def time_left_text(run: PointRun, progress: RunProgress, elapsed_s: float) -> str | None:

@@ -12,7 +12,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
 from app.views.table_rows import show_selection_or_top
-from engine.experiments import stored_result
+from engine.experiments import preset_title, stored_result
 from engine.results import ExperimentResult
 from engine.store import ExperimentRecord, Store
 
@@ -22,7 +22,7 @@ COLUMNS = ("created", "experiment", "status", "points", "runs", "best", "id")
 def row_values(experiment: ExperimentRecord, result: ExperimentResult, runs: int) -> list[str]:
     return [
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(experiment.created)),
-        experiment.name,
+        preset_title(experiment.name),
         result.status,
         str(len(result.points)),
         str(runs),

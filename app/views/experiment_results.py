@@ -22,6 +22,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
 from app.views.series_plot import SeriesPlot
+from engine.experiments.presets import preset_title
 from engine.figures import Figure, experiment_figures, palette
 from engine.figures.experiment import stat, sweep_metric
 from engine.figures.figure import Mark
@@ -326,7 +327,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
         status = result.status
         runs = sum(len(p.run_ids) for p in points)
         verdict = result.verdict()
-        self.title.setText(f"{name} · {status} · {len(points)} point{'s' if len(points) != 1 else ''}, "
+        self.title.setText(f"{preset_title(name)} · {status} · {len(points)} point{'s' if len(points) != 1 else ''}, "
                            f"{runs} run{'s' if runs != 1 else ''}" + (f" · {verdict}" if verdict else ""))
         bits = [description] if description else []
         bits.append(result.experiment_id or "")

@@ -1,6 +1,6 @@
 """The Experiments menu: one action per preset of engine.experiments, and the repeats setting.
 
-The presets' names and descriptions come from the engine's catalogue (torch-free),
+The presets' names for people, descriptions and ids come from the engine's catalogue (torch-free),
 so a preset added there shows up here with its description, and the settings it
 chooses itself, as tooltip and status tip. Every other setting is the panel's.
 """
@@ -27,9 +27,9 @@ def preset_base(config: ExperimentConfig) -> ExperimentConfig:
 
 
 def preset_tip(preset) -> str:
-    """What a preset does, then what it sets itself (the rest is the panel's)."""
-    return f"{preset.description}. Sets itself: {preset.sets}; the rest is the panel's." if preset.sets \
-        else preset.description
+    """What a preset does, then what it sets itself (the rest is the panel's), then its id on the command line."""
+    sets = f". Sets itself: {preset.sets}; the rest is the panel's." if preset.sets else "."
+    return f"{preset.description}{sets} Command line: main.py experiment {preset.name}"
 
 
 class ExperimentsMenu(QtWidgets.QMenu):
@@ -41,7 +41,7 @@ class ExperimentsMenu(QtWidgets.QMenu):
         from engine.experiments import PRESETS   # torch-free: names, descriptions, point builders
         self.preset_actions: dict[str, QtGui.QAction] = {}
         for name, preset in PRESETS.items():
-            action = self.addAction(name)
+            action = self.addAction(preset.shown_name)
             action.setToolTip(preset_tip(preset))
             action.setStatusTip(preset_tip(preset))
             action.setObjectName(f"experiment-{name}")

@@ -24,6 +24,7 @@ from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable
 from app.views.table_rows import one_line_rows, show_selection_or_top
 
+from engine.experiments.presets import preset_title
 from engine.results import RunSummary
 from engine.store import RunRecord, Store, open_store
 
@@ -82,10 +83,11 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
 
 
 def experiment_text(record: RunRecord, names: dict[str, str]) -> str:
-    """"schedules: gpipe": the experiment a run belongs to and its point, or "" for a single run."""
+    """"Compare pipeline schedules: gpipe": the experiment a run belongs to and its point, or "" for a single
+    run."""
     if not record.experiment_id:
         return ""
-    name = names.get(record.experiment_id, "experiment")
+    name = preset_title(names.get(record.experiment_id, "experiment"))
     return f"{name}: {record.label}" if record.label else name
 
 

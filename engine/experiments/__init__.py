@@ -12,6 +12,6 @@ finished.
 """
 from __future__ import annotations
 
-from engine.experiments.presets import PRESETS, Point, Preset, default_config, limits  # noqa: F401
+from engine.experiments.presets import PRESETS, Point, Preset, default_config, limits, preset_title  # noqa: F401
 from engine.experiments.reduction import best_and_tied, reduce_point, stored_result  # noqa: F401
 from engine.experiments.runner import ExperimentRunner  # noqa: F401

@@ -26,6 +26,13 @@ class Preset:
     points: Callable[[ExperimentConfig], list[Point]]
     sets: str = ""
     """The settings the preset chooses itself, over the base's: the app's menu says them."""
+    title: str = ""
+    """Its name for people ("Compare strategies"), as the app's menu and result view say it; the command
+    line takes ``name``."""
+
+    @property
+    def shown_name(self) -> str:
+        return self.title or self.name
 
     def points_for(self, base: ExperimentConfig) -> list[Point]:
         """The points, each keeping stages per device only where it runs a pipeline (a base set up for an
@@ -268,24 +275,34 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("compare-strategies", "single vs model-parallel vs pipeline (and data-parallel, ddp): step time "
            "mean and std over repeats, as in the tutorial's bar chart", compare_strategies,
            sets="the strategy, and the devices: 1 for single, 2 stages for model-parallel and pipeline, "
-                "the given count for data-parallel and ddp"),
+                "the given count for data-parallel and ddp", title="Compare strategies"),
     Preset("split-size", "pipeline over micro-batch sizes: the tutorial's split-size trade-off curve", split_size,
            sets="the strategy (pipeline) and the micro-batching (it sweeps the split size); 2 stages when one "
-                "device is given"),
+                "device is given", title="Micro-batch size sweep"),
     Preset("split-point", "pipeline over every split point, beside the automatic balanced split", split_point,
-           sets="the strategy (pipeline), the split (it sweeps every point) and the devices (2 stages)"),
+           sets="the strategy (pipeline), the split (it sweeps every point) and the devices (2 stages)",
+           title="Split point sweep"),
     Preset("dp-scaling", "single vs data-parallel vs ddp over 1..N devices, with the per-device batch split",
-           dp_scaling, sets="the strategy and the devices (1 up to every core or GPU); no split or micro-batching"),
+           dp_scaling, sets="the strategy and the devices (1 up to every core or GPU); no split or micro-batching",
+           title="Data-parallel scaling"),
     Preset("schedules", "model-parallel vs every pipeline schedule the devices and model allow (GPipe, 1F1B, "
            "interleaved, looped BFS, zero bubble) at equal micro-batches: step time, bubble, peak memory",
-           schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)"),
+           schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)",
+           title="Compare pipeline schedules"),
     Preset("memory-scaling", "ddp vs fsdp vs tensor-parallel (and fsdp+tp from 4 devices) over 1..N devices: "
            "tensor memory per device by kind, step time, bytes moved per step", memory_scaling,
            sets="the strategy, the devices (1 up to every core or GPU) and the optimizer (adamw, whose state "
-                "sharding saves most); no split or micro-batching"),
+                "sharding saves most); no split or micro-batching", title="Memory scaling"),
     Preset("input-pipeline", "the base fed by a DataLoader with 0, 1, 2 and 4 workers (as the cores no device "
            "holds allow; on GPUs, pageable and pinned memory): throughput and the input wait against workers",
            input_pipeline,
            sets=f"the input (--input-prep loader), its workers and pinned memory (it sweeps them); a "
-                f"--decode-cost of {DEFAULT_DECODE_COST_MS:g} ms a sample where the base gives none"),
+                f"--decode-cost of {DEFAULT_DECODE_COST_MS:g} ms a sample where the base gives none",
+           title="Input pipeline workers"),
 )}
+
+
+def preset_title(name: str) -> str:
+    """The preset's name for people ("compare-strategies": "Compare strategies"); an unknown name as it is."""
+    preset = PRESETS.get(name)
+    return preset.shown_name if preset else name

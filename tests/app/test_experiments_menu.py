@@ -17,6 +17,9 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     set_small_mlp(window, strategy="model-parallel", **dict(TINY, depth=2))
     menu = window.experiments.menu
     assert menu.preset_actions["schedules"].statusTip().startswith("model-parallel vs every pipeline schedule")
+    # Named for people, the id the command line takes in the tip.
+    assert menu.preset_actions["schedules"].text() == "Compare pipeline schedules"
+    assert menu.preset_actions["schedules"].toolTip().endswith("Command line: main.py experiment schedules")
     menu.repeats_spin.setValue(1)
     progress = []
     window.experiments.client.sigProgress.connect(lambda k, n, label, _c: progress.append(
@@ -64,9 +67,9 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     # Each point ran live: the header said which point of how many, the timeline what the run did while it
     # started (not the idle "run an experiment" line), the memory and the timeline had the point's devices.
     gpipe = shown["gpipe"]
-    assert gpipe["header"].startswith("Live: schedules · point 2 of 3: gpipe")
-    assert gpipe["started header"].startswith("Live: schedules · point 2 of 3: gpipe")
-    assert gpipe["status"].startswith("schedules · point 2 of 3: gpipe · starting")
+    assert gpipe["header"].startswith("Live: Compare pipeline schedules · point 2 of 3: gpipe")
+    assert gpipe["started header"].startswith("Live: Compare pipeline schedules · point 2 of 3: gpipe")
+    assert gpipe["status"].startswith("Compare pipeline schedules · point 2 of 3: gpipe · starting")
     assert all(s["hint"] != idle_hint and s["hint"].startswith("starting: ") for s in shown.values()), shown
     for label in labels:
         assert {"cpu:0", "cpu:1"} <= shown[label]["memory"], (label, shown[label])
@@ -75,7 +78,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     assert shown["model-parallel"]["time left"].endswith(" left of this run")   # until a run's time is known
     assert gpipe["theory"] == "20.0%"                   # (p-1)/(m+p-1), p=2, m=4: the pipeline point's theory
     # At the end the header and the status line say how the experiment ended, not its last run.
-    ended = f"schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
+    ended = f"Compare pipeline schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
     assert plots.mode_label.text() == f"Live: this machine's telemetry · {ended}"
     assert window.status_label.text().startswith(ended)
 
@@ -85,6 +88,7 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     assert window.center.results.table.rowCount() == 3
     assert window.center.results.experiment_id == result.experiment_id
     assert result.verdict() in window.center.results.title.text()
+    assert window.center.results.title.text().startswith("Compare pipeline schedules · finished")
     assert window.center.results.best_marks() == {"bars": result.winner, "table": result.winner, "sweep": None}
     assert all(text.strip("…\n") for text in window.center.results.bars.tick_texts)   # every bar labelled
     assert "finished" in window.status_label.text() and window.run_action.isEnabled()
@@ -92,10 +96,11 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     # The history lists the experiment, and its runs with their point.
     history = window.history
     assert history.experiments.ids[0] == result.experiment_id
+    assert history.experiments.item(0, 1).text() == "Compare pipeline schedules"
     experiment_col = [history.table.horizontalHeaderItem(c).text()
                       for c in range(history.table.columnCount())].index("experiment")
     assert {history.table.item(r, experiment_col).text() for r in range(3)} == \
-        {"schedules: model-parallel", "schedules: gpipe", "schedules: 1f1b"}
+        {f"Compare pipeline schedules: {label}" for label in ("model-parallel", "gpipe", "1f1b")}
     schedule_col = [history.table.horizontalHeaderItem(c).text()
                     for c in range(history.table.columnCount())].index("schedule")
     assert sorted(history.table.item(r, schedule_col).text() for r in range(3)) == ["1f1b", "gpipe", "—"]

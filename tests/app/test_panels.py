@@ -194,7 +194,7 @@ def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qt
     menu = ExperimentsMenu()
     qtbot.addWidget(menu)
     tip = menu.preset_actions["compare-strategies"].toolTip()
-    assert "Sets itself: the strategy, and the devices" in tip and tip.endswith("the rest is the panel's.")
+    assert "Sets itself: the strategy, and the devices" in tip and "the rest is the panel's. Command line" in tip
 
 
 def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiments_follow(qtbot, qapp_configured,
