@@ -48,11 +48,13 @@ on cpu:2 its compute per step is what ZB-V's is, its waits are not (18-26 ms a
 step against 5-14): its hand-overs reach the other device 0.9-1.1 ms after they
 leave on average, with a tail to 3-4 ms (ZB-V's 0.4-0.5, 1F1B's 0.6-0.9), so it
 comes out 8-16 % fast (2026-12-05, three bench runs: -13, -16, -8 %; judged
-again with ``python -m bench.engine_bench --predictions-from DB``). The likely
-cause: its overlapped pairs end together on both devices and each sends both
-outputs then, and gloo serves sends both ways at once late (2.5-3 ms median
-against 0.1-0.9 ms one way; ``python -m bench.gloo_exchange``); not settled, as
-the measured tail is not only where two sends met within 1 ms. A GPipe run never
+again with ``python -m bench.engine_bench --predictions-from DB``). The late
+ones are those whose receiver sent its own pair's outputs back before taking
+them (1.3-1.8 ms on average, against 0.3 where the receiver's sends came first;
+ZB-V's 0.3-0.6 in both cases): its overlapped pairs end close together on both
+devices and each sends two outputs then, and gloo serves sends both ways at once
+late (2.5-3 ms median against 0.1-0.9 ms one way; ``python -m
+bench.gloo_exchange``), the likely cause, not a settled one. A GPipe run never
 sends both ways at once, so it cannot tell this. Offline, a 3 ms delay on each
 pair's hand-overs sent within 3 ms of one the other way brought DualPipeV at m =
 8 to -4..+2 % in seven rounds of nine (-10, -14 % in two), but the same rule for
