@@ -241,6 +241,10 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
         lines.append(f"  a backward split into input and weight gradient costs {per_device} per micro-batch "
                      "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
                      "lines include it)")
+    two_way = summary.two_way_extra_s if summary is not None else None
+    if two_way is not None and any(p.schedule == "dualpipev" for p in shown):
+        lines.append(f"  two devices sending hand-overs to each other at once take {two_way * 1e3:.2f} ms longer than "
+                     "one way (measured after the run; DualPipeV's overlapped pairs do it, its lines include it)")
     if not under_run:   # the whole what-if: how far to trust it, in full
         lines.append(f"  ({TRUST_DETAIL})")
     return "\n".join(lines)

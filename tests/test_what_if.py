@@ -136,8 +136,11 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
     # and of it, the part paid at any micro-batch size (the probe's half-sized micro-batch tells)
     assert all(0 <= fixed <= extra
                for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
+    # and what the two devices' sending to each other at once costs beyond one way (exchange_probe.py)
+    assert isinstance(ref["two_way_extra_s"], float) and ref["two_way_extra_s"] >= 0
     table = cli("what-if", ref["run_id"])
     assert "a backward split into input and weight gradient costs cpu:0" in table.stdout
+    assert "two devices sending hand-overs to each other at once take" in table.stdout
     assert f"what-if: {TRUST}:" in table.stdout and f"({TRUST_DETAIL})" in table.stdout   # how far to trust it
     unknown = cli("what-if", "no-such-run")
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
@@ -190,3 +193,46 @@ def test_a_split_backwards_measured_cost_slows_only_the_schedules_that_split():
     zbv_run = probed.replace(schedule="zbv", split=[2, 4, 6], step_time_s=MeanStd(slower[("zbv", 4)]))
     from_zbv = {(p.schedule, p.micro_batches): p.step_time_s for p in predict(zbv_run, zbv_rows, warmup=1)}
     assert from_zbv[("gpipe", 4)] == pytest.approx(plain[("gpipe", 4)], rel=0.02)
+
+
+def test_a_two_way_exchanges_cost_delays_only_dualpipevs_pair_hand_overs_sent_back_before_taken():
+    """RunSummary.two_way_extra_s: a pair's hand-over whose receiver's own pair sends back first arrives that
+    much after the receiver's pair ends. Only DualPipeV overlaps pairs: it predicts slower, every other schedule
+    exactly as before."""
+    from engine.strategies.schedule_actions import Action
+    # Stages 0 and 3 on device 0, 1 and 2 on device 1 (a V). Device 0's pair ends at 3 and sends F0.1 (and F0.2);
+    # device 1's pair ends at 3.5 and sends F2.0 back before it takes F0.1: F0.1 arrives at 3.5 + 0.5. F2.0 is
+    # not late: device 0's pair sent before it left.
+    lists = [[Action("F", 0, 0), Action("F", 0, 1, held=True), Action("F", 0, 2), Action("F", 3, 0)],
+             [Action("F", 1, 0, held=True), Action("F", 2, 0), Action("F", 1, 1)]]
+
+    def duration(action):
+        return 1.5 if action.stage == 2 else 1.0
+    _, plain = simulate(lists, duration)
+    _, late = simulate(lists, duration, two_way_extra_s=0.5)
+    assert (plain[Action("F", 1, 1)], late[Action("F", 1, 1)]) == (3.5, 4.0)
+    assert plain[Action("F", 3, 0)] == late[Action("F", 3, 0)] == 3.5
+    for name in ("dualpipev", "zbv", "interleaved1f1b"):
+        plan = actions(SCHEDULE_INFO[name], 2, 2, 8)
+        step = simulate(plan, lambda action: 1.0)[0]
+        if name == "dualpipev":
+            assert simulate(plan, lambda action: 1.0, two_way_extra_s=0.5)[0] > step
+        else:
+            assert simulate(plan, lambda action: 1.0, two_way_extra_s=0.5)[0] == step
+
+    rows = []
+    for step in range(4):
+        for device in ("cpu:0", "cpu:1"):
+            rows += [(step, device, "forward", 0.0, 0.004), (step, device, "backward", 0.01, 0.018),
+                     (step, device, "optimizer", 0.02, 0.021)]
+    summary = RunSummary(strategy="pipeline", devices=["cpu:0", "cpu:1"], split=[4], micro_batches=4,
+                         schedule="gpipe", batch_size=64, step_time_s=MeanStd(0.020))
+    plain = {(p.schedule, p.micro_batches): p.step_time_s for p in predict(summary, rows, warmup=1)}
+    measured = {(p.schedule, p.micro_batches): p.step_time_s
+                for p in predict(summary.replace(two_way_extra_s=0.002), rows, warmup=1)}
+    for key, step in plain.items():
+        if key[0] == "dualpipev":
+            assert measured[key] >= step, key
+        else:
+            assert measured[key] == pytest.approx(step), key
+    assert any(measured[key] > step for key, step in plain.items() if key[0] == "dualpipev")

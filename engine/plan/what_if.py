@@ -183,6 +183,7 @@ class _Model:
     times: list[DeviceTimes]
     scale: float            # the run's micro-batches / the candidate's
     overhead: float
+    two_way: float = 0.0    # RunSummary.two_way_extra_s
 
     def duration(self, action: Action) -> float:
         device = self.schedule.stage_device(action.stage, self.devices)
@@ -204,18 +205,18 @@ class _Model:
 
     def step(self, micro_batches: int) -> float:
         plan = actions(self.schedule, self.devices, self.per_device, micro_batches)
-        return simulate(plan, self.duration, [t.optimizer for t in self.times])[0]
+        return simulate(plan, self.duration, [t.optimizer for t in self.times], self.two_way)[0]
 
 
 def fit_overhead(schedule: Schedule, per_device: int, times: list[DeviceTimes], micro_batches: int,
-                 measured_step: float) -> float:
+                 measured_step: float, two_way: float = 0.0) -> float:
     """The time per hand-over between devices, beyond the timed compute, that makes ``schedule`` take the
     measured step time (bisection; 0 if the timed compute alone is slower than measured)."""
     plan = actions(schedule, len(times), per_device, micro_batches)
 
     def step_with(overhead: float) -> float:
-        model = _Model(schedule, len(times), per_device, times, 1.0, overhead)
-        return simulate(plan, model.duration, [t.optimizer for t in times])[0]
+        model = _Model(schedule, len(times), per_device, times, 1.0, overhead, two_way)
+        return simulate(plan, model.duration, [t.optimizer for t in times], two_way)[0]
     low, high = 0.0, measured_step
     if step_with(0.0) >= measured_step:
         return 0.0
@@ -293,10 +294,11 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
     if times is None:
         return []
     measured_step = statistics.median(step_times) if step_times else summary.step_time_s.mean
-    overhead = fit_overhead(own, own_per_device, times, m, measured_step)
+    two_way = summary.two_way_extra_s or 0.0
+    overhead = fit_overhead(own, own_per_device, times, m, measured_step, two_way)
     out = []
     for schedule, per_device, count in candidates(summary, p, own_per_device, multi_stage):
-        model = _Model(schedule, p, per_device, times, m / count, overhead)
+        model = _Model(schedule, p, per_device, times, m / count, overhead, two_way)
         step = model.step(count)
         busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer
                 + count * split_share(schedule, device, p, per_device) * t.split.at(m / count)

@@ -241,11 +241,12 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               theory_text: str | None = None, plan: list[list[str]] | None = None,
               nodes: list[NodeSummary] | None = None,
               split_backward: dict[str, tuple[float, float | None]] | None = None,
-              peaks: dict[str, dict] | None = None) -> RunSummary:
+              peaks: dict[str, dict] | None = None, two_way_extra_s: float | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward`` by device, from the ranks that
     measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as
-    its rank reported it (engine.record.efficiency)."""
+    its rank reported it (engine.record.efficiency); ``two_way_extra_s``: the pipeline ranks' exchange probe's (the
+    slowest pair's)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
@@ -284,6 +285,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         nodes=list(nodes) if nodes else None,
         split_backward_extra_s=[split_backward.get(d, (None,))[0] for d in devices] if split_backward else None,
         split_backward_fixed_s=[split_backward.get(d, (None, None))[1] for d in devices] if split_backward else None,
+        two_way_extra_s=two_way_extra_s,
         time_by_kind=kinds,
         diagnosis=time_by_kind.diagnosis(kinds) if kinds else None,
         efficiency=efficiency(totals, peaks or {}, config.peak),

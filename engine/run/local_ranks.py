@@ -82,6 +82,7 @@ class Rank:
         self.change_sq: float | None = None
         self.split_backward = (None, None)   # its Done's split_backward_extra_s and _fixed_s
         self.split_backward_problem: str | None = None
+        self.two_way_extra_s: float | None = None   # its Done's (engine/strategies/exchange_probe.py)
         self.note: str | None = None   # what it said of its steps when done (a watched script's)
         self.split = None
         self.stderr_tail: list[str] = []

@@ -281,7 +281,7 @@ class Worker:
         elif isinstance(event, rank_events.Done):
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
             r.split_backward = (event.split_backward_extra_s, event.split_backward_fixed_s)
-            r.split_backward_problem = event.split_backward_problem
+            r.split_backward_problem, r.two_way_extra_s = event.split_backward_problem, event.two_way_extra_s
             r.note = event.note
             self.peaks.update(event.peaks or {})   # a watched script's: known once it has run (its dtype)
         elif isinstance(event, rank_events.Failed):
@@ -380,7 +380,8 @@ class Worker:
             theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links
             else None, split_backward={rr.device.name: rr.split_backward for rr in self.ranks
                                        if finished and rr.split_backward[0] is not None},
-            peaks=self.peaks)
+            peaks=self.peaks, two_way_extra_s=max((rr.two_way_extra_s for rr in self.ranks
+                                                   if finished and rr.two_way_extra_s is not None), default=None))
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

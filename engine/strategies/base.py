@@ -99,6 +99,12 @@ class Executor(ABC):
         own."""
         return None, None
 
+    def two_way_extra_s(self):
+        """After the last step (and the split backward's probe): how much longer two ranks take sending two
+        hand-overs to each other at once than one way (seconds, engine/strategies/exchange_probe.py), and why it
+        was not measured; (None, None) where the strategy runs no pipeline schedule of its own."""
+        return None, None
+
     def param_sq(self) -> float | None:
         """Sum of squares of the reported parameters."""
         params = self.reported_parameters()

@@ -6,7 +6,8 @@ duration per action (an action starts when its device is free and its input is
 there: a forward after the previous stage's forward of that micro-batch, a
 backward or input gradient after the next stage's, a weight gradient after its
 own stage's input gradient; from another device once sent: an overlapped pair's
-outputs leave when the pair ends). ``engine.plan.what_if`` predicts step times with it;
+outputs leave when the pair ends, and arrive late where the receiver's own pair
+sends back first). ``engine.plan.what_if`` predicts step times with it;
 ``tick_plan`` draws GPipe's and 1F1B's plan with it.
 """
 from __future__ import annotations
@@ -80,24 +81,72 @@ def torch_actions(schedule: Schedule, devices: int, per_device: int, micro_batch
     return [[a for action in order_of[d] if action is not None for a in flat(action)] for d in range(devices)]
 
 
-def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[float] | None = None):
+def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[float] | None = None,
+             two_way_extra_s: float = 0.0):
     """(step time, {action: start}) of each device running its actions in turn, each when its input is there;
-    ``duration(action)`` in seconds; ``optimizer``: each device's time after its last action."""
+    ``duration(action)`` in seconds; ``optimizer``: each device's time after its last action.
+
+    ``two_way_extra_s`` (engine/strategies/exchange_probe.py): an overlapped pair's hand-over whose receiver ends
+    a pair of its own, sending back to the first, before it takes the hand-over, arrives no sooner than that
+    pair's end and this much more: two devices sending to each other at once, as DualPipeV's pairs do, wait for
+    it (on cpu:2 over gloo its late hand-overs are exactly these). Which hand-overs meet depends on when they
+    arrive, so the lists are played again until that settles."""
+    not_before: dict[tuple[str, int, int], float] = {}
+    paired = two_way_extra_s > 0 and any(a.held for queue in per_device_actions for a in queue)
+    for _ in range(8 if paired else 1):
+        step, starts, play = _play(per_device_actions, duration, optimizer, not_before)
+        if not paired:
+            break
+        later = play.two_way_arrivals(two_way_extra_s)
+        if later == not_before:
+            break
+        not_before = later
+    return step, starts
+
+
+@dataclass
+class _Played:
+    """What one play of the lists did with the hand-overs between devices."""
+    made: dict[tuple[str, int, int], tuple[int, float]] = field(default_factory=dict)   # output: device, when
+    sent: dict[tuple[str, int, int], float] = field(default_factory=dict)   # when it left (a pair's: at its end)
+    taken: dict[tuple[str, int, int], tuple[int, float]] = field(default_factory=dict)   # by which device, when
+    paired: set = field(default_factory=set)   # outputs of an overlapped pair
+    pair_ends: list[tuple[int, float, set]] = field(default_factory=list)   # device, when, the devices it sent to
+
+    def two_way_arrivals(self, extra_s: float) -> dict[tuple[str, int, int], float]:
+        """The pair hand-overs met by a pair sent back before they were taken: when each can arrive at the
+        soonest (``simulate``)."""
+        arrivals = {}
+        for key in self.paired:
+            if key not in self.taken or key not in self.sent:
+                continue
+            maker, (taker, taken_at) = self.made[key][0], self.taken[key]
+            back = [at for device, at, to in self.pair_ends
+                    if device == taker and maker in to and self.sent[key] <= at <= taken_at]
+            if back:
+                arrivals[key] = min(back) + extra_s
+        return arrivals
+
+
+def _play(per_device_actions, duration, optimizer, not_before) -> tuple[float, dict, _Played]:
     p = len(per_device_actions)
-    made: dict[tuple[str, int, int], tuple[int, float]] = {}   # an output: the device that made it, and when
-    sent: dict[tuple[str, int, int], float] = {}   # when it left for another device (a held one: at its pair's end)
+    play = _Played()
     held: list[list[tuple[str, int, int]]] = [[] for _ in range(p)]
     starts: dict[Action, float] = {}
     free = [0.0] * p
     position = [0] * p
     last_stage = max(a.stage for queue in per_device_actions for a in queue)
+    taker_of = {_input_of(a, last_stage): d for d, queue in enumerate(per_device_actions) for a in queue}
 
     def ready(needs, device: int) -> float | None:
         """When the output ``needs`` is there for ``device`` (None: not yet)."""
-        if needs not in made:
+        if needs not in play.made:
             return None
-        maker, at = made[needs]
-        return at if maker == device else sent.get(needs)
+        maker, at = play.made[needs]
+        if maker == device:
+            return at
+        sent = play.sent.get(needs)
+        return None if sent is None else max(sent, not_before.get(needs, 0.0))
     while any(position[d] < len(per_device_actions[d]) for d in range(p)):
         progressed = False
         for d in range(p):
@@ -110,21 +159,29 @@ def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[f
                     break
                 start = max(free[d], there)
                 starts[action] = start
+                if needs is not None and play.made[needs][0] != d:
+                    play.taken[needs] = (d, start)
                 free[d] = start + duration(action)
                 outputs = [(action.kind, action.stage, action.micro_batch)]
                 if action.kind == "I":   # a later full backward of the stage below needs it as it would a B
                     outputs.append(("B", action.stage, action.micro_batch))
                 for key in outputs:
-                    made[key] = (d, free[d])
+                    play.made[key] = (d, free[d])
+                closes_pair = bool(held[d])
                 held[d] += outputs
+                if action.held or closes_pair:
+                    play.paired.update(outputs)
                 if not action.held:
-                    sent.update(dict.fromkeys(held[d], free[d]))
+                    play.sent.update(dict.fromkeys(held[d], free[d]))
+                    if closes_pair:
+                        to = {taker_of[key] for key in held[d] if taker_of.get(key, d) != d}
+                        play.pair_ends.append((d, free[d], to))
                     held[d] = []
                 position[d] += 1
                 progressed = True
         if not progressed:
             raise ValueError("the action lists deadlock")
-    return max(free[d] + (optimizer[d] if optimizer else 0.0) for d in range(p)), starts
+    return max(free[d] + (optimizer[d] if optimizer else 0.0) for d in range(p)), starts, play
 
 
 def _input_of(action: Action, last_stage: int) -> tuple[str, int, int] | None:

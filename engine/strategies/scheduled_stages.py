@@ -24,6 +24,7 @@ from engine.measure.counted_step import counted_step
 from engine.models import effective_batch_size, tracing
 from engine.precision import autocast, make_optimizer
 from engine.strategies.schedule_actions import tick_plan
+from engine.strategies.exchange_probe import two_way_extra_s
 from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
 from engine.strategies.schedules import SCHEDULE_INFO
 from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
@@ -194,6 +195,10 @@ class ScheduledStages(Executor):
             return split_backward_extra_s(self.modules, self.stage_indices, self.n_stages - 1, self.last_inputs,
                                           self.spec_loss, torch.device(self.device.torch_device),
                                           budget_s=self.config.hang_timeout_s / 4)
+
+    def two_way_extra_s(self):
+        return two_way_extra_s(self.last_inputs, self.stage_indices, torch.device(self.device.torch_device),
+                               budget_s=self.config.hang_timeout_s / 8)
 
     def placements(self) -> list[Placement]:
         # Each stage module on its own: the schedule calls the stages' modules, never a ModuleList holding
