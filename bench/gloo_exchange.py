@@ -11,8 +11,9 @@ pair's forward output and backward gradient as the pair ends, and both ranks'
 pairs end together). Printed: each pattern's median and mean time from the
 sends to the last receive, over 40 tries. On this project's 2-core machine
 (2026-12-05) one way took 0.2-1.0 ms, both ways at once 0.5-3 ms median with a
-tail to 4-6 ms: most likely why DualPipeV's measured steps are slower than
-engine/plan/what_if.py predicts from a GPipe run, which never sends both ways at once.
+tail to 4-6 ms: why DualPipeV's measured steps were slower than engine/plan/what_if.py
+predicted from a GPipe run, which never sends both ways at once. Each pipeline run
+now measures it itself after its last step (engine/strategies/exchange_probe.py).
 """
 from __future__ import annotations
 

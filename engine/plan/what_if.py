@@ -15,7 +15,8 @@ Each device runs its actions in order; an action starts when its device is free
 and its input is there (a forward after the previous stage's forward of that
 micro-batch, a backward or input gradient after the next stage's, a weight
 gradient after its own stage's input gradient; DualPipeV's overlapped pair sends
-its outputs when both its parts are done, as torch's runtime does).
+its outputs when both its parts are done, as torch's runtime does, and one whose
+receiver's own pair sends back before taking it arrives late, below).
 
 Assumptions, each a source of error: a device's work is the same whatever the
 schedule, shared evenly among the V stages it holds; a micro-batch's compute
@@ -37,37 +38,37 @@ time; it does not scale with the micro-batch. Counting hand-overs, not actions,
 is what lets one run at V = 1 speak for four stages on two devices, where every
 stage boundary crosses devices: on cpu:2 (mlp 512x8, batch 2048) every schedule
 at m = 2, 4, 8 landed within 8 % of its measured step (2026-12-01; DualPipeV at
-m = 8 since, below), where a time per action
+m = 8 once the two-way exchange below is counted), where a time per action
 was off by up to 14 % for the interleaved ones and a fitted hand-over latency
 (1F1B's alternation puts it on its critical path) by 14 % for 1F1B and by 2.5x
 on a smaller model. ``make bench`` measures it again (README). The bubble is the
 timed compute's idle share of the predicted step.
 
-Not modelled, and the largest error left: DualPipeV's late hand-overs. At m = 8
-on cpu:2 its compute per step is what ZB-V's is, its waits are not (18-26 ms a
-step against 5-14): its hand-overs reach the other device 0.9-1.1 ms after they
-leave on average, with a tail to 3-4 ms (ZB-V's 0.4-0.5, 1F1B's 0.6-0.9), so it
-comes out 8-16 % fast (2026-12-05, three bench runs: -13, -16, -8 %; judged
-again with ``python -m bench.engine_bench --predictions-from DB``). The late
-ones are those whose receiver sent its own pair's outputs back before taking
-them (1.3-1.8 ms on average, against 0.3 where the receiver's sends came first;
-ZB-V's 0.3-0.6 in both cases): its overlapped pairs end close together on both
-devices and each sends two outputs then, and gloo serves sends both ways at once
-late (2.5-3 ms median against 0.1-0.9 ms one way; ``python -m
-bench.gloo_exchange``), the likely cause, not a settled one. A GPipe run never
-sends both ways at once, so it cannot tell this. Offline, a 3 ms delay on each
-pair's hand-overs sent within 3 ms of one the other way brought DualPipeV at m =
-8 to -4..+2 % in seven rounds of nine (-10, -14 % in two), but the same rule for
-every schedule made 1F1B at m = 8 15 % slow; a rule for DualPipeV alone, with a
-constant from this machine, would be fitted to the bench, so it is not built. A
-cost each stage call pays whatever its size (a device's forward and backward
-grow 0.3-0.8 ms a step with each further call, every schedule alike) is not
-modelled either: the fitted hand-over time stands in for it; taken from the same
-round's GPipe runs at m = 2, 4, 8, it moved ZB-V, the interleaved and the looped
-ones at m = 8 up by 5-11 points. Delays of a hand-over itself (a transfer time;
-a receive posted while the sender computes, which gloo on one core serves late)
-made every multi-stage prediction worse: the fit gives their time back out of
-the per-hand-over one.
+Measured after the run, and the largest error it took away: two devices sending
+to each other at once. DualPipeV's overlapped pairs end close together on
+neighbouring devices and each sends both its outputs then; over gloo such an
+exchange takes longer than the same sends one way (on cpu:2 2.5-3 ms against
+0.2-0.5 in ``python -m bench.gloo_exchange``), and a run of another schedule
+never shows it. Its late hand-overs were exactly those whose receiver's own pair
+sent back before taking them (1.3-1.8 ms on average from the receiver's pair
+end, against 0.3 where the receiver's sends came first, and ZB-V's 0.3-0.6 in
+both cases), and without them DualPipeV at m = 8 came out 8-16 % fast (three
+bench runs: -13, -16, -8 %). The run's ranks now measure the exchange after the
+last step (``RunSummary.two_way_extra_s``, engine/strategies/exchange_probe.py:
+the both-ways mean less the one-way mean, 1.1-2.4 ms on cpu:2), and such a
+hand-over arrives no sooner than the receiver's pair end plus it (``simulate``'s
+``two_way_extra_s``); DualPipeV at m = 8 came out -0.1, -9.9, +0.0 % in three
+bench runs (2026-12-05; every other schedule is untouched by it). Runs stored
+before it count it as 0. Not modelled: a cost each stage call pays whatever its
+size (a device's forward and backward grow 0.3-0.8 ms a step with each further
+call, every schedule alike); the fitted hand-over time stands in for it, and
+taken from the same round's GPipe runs at m = 2, 4, 8 it moved ZB-V, the
+interleaved and the looped ones at m = 8 up by 5-11 points. Delays of a
+hand-over itself (a transfer time; a receive posted while the sender computes,
+which gloo on one core serves late) made every multi-stage prediction worse: the
+fit gives their time back out of the per-hand-over one. Judge a change to the
+model on stored bench runs first: ``python -m bench.engine_bench
+--predictions-from DB``.
 """
 from __future__ import annotations
 
@@ -78,15 +79,15 @@ from engine.results import RunSummary, SplitCost
 from engine.strategies.schedule_actions import Action, actions, simulate
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
-TRUST = ("simulated from this run's time per micro-batch and device (engine/plan/what_if.py); on cpu:2 most within "
-         "8 % of measured runs, up to 16 % fast with many micro-batches on several stages per device")
-TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from this run's timed actions and its "
-                "measured cost of a split backward. On cpu:2 (mlp 512x8, `make bench`) most predictions fall within "
-                "8 % of measured runs and lean fast, more so with many micro-batches on several stages per device "
-                "(up to 11 %; DualPipeV 8-16 %: its hand-overs arrive late, most likely as its devices send "
-                "to each other at once, which a GPipe run never does); a single run is as far off as its own "
-                "spread. Less trustworthy where tiny micro-batches leave the devices waiting on per-call costs "
-                "(up to 22 % off at 20 ms steps), or where stages are unbalanced.")
+TRUST = ("simulated from this run's time per micro-batch and device (engine/plan/what_if.py); on cpu:2 within "
+         "10 % of measured runs, most within 5 %")
+TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from this run's timed actions and what it "
+                "measured after its last step: a split backward's cost and two devices' sending to each other at "
+                "once. On cpu:2 (mlp 512x8, `make bench`) every prediction fell within 10 % of the measured runs and "
+                "most within 5 %, in both directions: about as far as reruns of one setting differ "
+                "(interleaved zero bubble leans fast by 2 % on average). Less trustworthy where tiny micro-batches "
+                "leave the devices waiting on per-call costs (up to 22 % off at 20 ms steps), or where stages are "
+                "unbalanced.")
 """How far the predictions may be trusted, as the app and the command line say it: in a line (TRUST), and in
 full (TRUST_DETAIL: the app's tooltip, the command line's line after the table)."""
 
