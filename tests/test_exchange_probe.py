@@ -33,14 +33,17 @@ def rank_main(argv: list[str]) -> None:
         # Rank r holds stage r: stage 0's input is the batch, not a hand-over, so rank 0 offers no shape.
         measured = two_way_extra_s(Kept({0: (activation,)}), [rank], torch.device("cpu"))
         nothing = two_way_extra_s(Kept({0: (torch.tensor([1, 2]),)}), [rank], torch.device("cpu"))  # token ids
-        print(json.dumps({"measured": measured, "nothing": nothing}))
+        # no time for more than one try: all ranks agree on one (a rank stopping alone would leave the others
+        # waiting in a barrier)
+        once = two_way_extra_s(Kept({0: (activation,)}), [rank], torch.device("cpu"), budget_s=0.0)
+        print(json.dumps({"measured": measured, "nothing": nothing, "once": once}))
     finally:
         dist.destroy_process_group()
 
 
 def test_three_ranks_measure_one_figure_and_the_odd_one_only_meets_them(tmp_path):
     """Ranks 0 and 1 exchange, rank 2 has no partner: all three return the same figure (the slowest pair's),
-    at least 0; with no activation on any stage, none measures and each says why."""
+    at least 0; with no activation on any stage, none measures and each says why; with no time budget, one try."""
     store = str(tmp_path / "store")
     ranks = [subprocess.Popen([sys.executable, "-m", "tests.test_exchange_probe", str(r), "3", store],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True) for r in range(3)]
@@ -56,6 +59,7 @@ def test_three_ranks_measure_one_figure_and_the_odd_one_only_meets_them(tmp_path
     assert isinstance(value, float) and value >= 0 and why is None
     assert all(out["nothing"][0] is None and "no stage received an activation" in out["nothing"][1]
                for out in outputs)
+    assert len({tuple(out["once"]) for out in outputs}) == 1 and isinstance(outputs[0]["once"][0], float)
 
 
 def test_the_hand_over_is_the_largest_activation_a_later_stage_received():

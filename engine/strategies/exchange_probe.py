@@ -12,8 +12,9 @@ After the last step (after the split backward's probe, every rank there), ranks
 0 and 1, 2 and 3, ... exchange two tensors shaped as the largest activation a
 stage received on the last step (``LastInputs``): ``TRIES`` times one way (the
 direction alternating) and as many both ways, in turn, each after a barrier, with
-``batch_isend_irecv`` as the schedules send. Each try's time is the slowest
-rank's (an all-reduce); the extra is the both-ways mean less the one-way mean, at
+``batch_isend_irecv`` as the schedules send (fewer tries where the first shows
+that the time budget allows fewer: all ranks agree on how many). Each try's time
+is the slowest rank's (an all-reduce); the extra is the both-ways mean less the one-way mean, at
 least 0 (means, not minima: the stall comes and goes, and a step pays it as often
 as it comes). A rank without a partner (an odd last one) only meets the others.
 """
@@ -49,18 +50,19 @@ def two_way_extra_s(kept, indices, device: torch.device, budget_s: float = 10.0
         shape, dtype = torch.Size(offer[0]), getattr(torch, offer[1])
         partner = rank + 1 if rank % 2 == 0 else rank - 1
         partner = partner if partner < world else None
-        times = torch.zeros(2, TRIES, dtype=torch.float64)
-        began = time.perf_counter()
-        for k in range(TRIES):
-            if k and time.perf_counter() - began > budget_s:
-                times = times[:, :k]
-                break
-            sender = (k % 2 == 0) == (rank % 2 == 0)   # one way: the direction alternates
-            times[0, k] = _exchange(partner, shape, dtype, device, sends=2 * sender, receives=2 * (not sender))
-            times[1, k] = _exchange(partner, shape, dtype, device, sends=2, receives=2)
-        slowest = times.to(device)
+        times, tries = [], TRIES
+        while len(times) < tries:
+            began = time.perf_counter()
+            sender = (len(times) % 2 == 0) == (rank % 2 == 0)   # one way: the direction alternates
+            times.append((_exchange(partner, shape, dtype, device, sends=2 * sender, receives=2 * (not sender)),
+                          _exchange(partner, shape, dtype, device, sends=2, receives=2)))
+            if len(times) == 1:   # how many tries the budget allows, agreed by all: each meets the others in each
+                first = torch.tensor([time.perf_counter() - began], dtype=torch.float64, device=device)
+                dist.all_reduce(first, op=dist.ReduceOp.MAX)
+                tries = max(1, min(TRIES, int(budget_s / max(first.item(), 1e-9))))
+        slowest = torch.tensor(times, dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        one_way, both_ways = slowest.cpu().mean(dim=1).tolist()
+        one_way, both_ways = slowest.cpu().mean(dim=0).tolist()
         return max(0.0, both_ways - one_way), None
     except Exception as exc:   # a backend that refuses a pattern, a timeout: the run stands
         return None, f"{type(exc).__name__}: {exc}"
