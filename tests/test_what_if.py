@@ -149,17 +149,22 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
         assert 0.5 <= predicted[(schedule, m)] / run["step_time_s"]["mean"] <= 2, (schedule, m, predicted, run)
 
 
-def test_a_split_backwards_measured_cost_slows_only_the_schedules_that_split():
-    """The probe's extra per micro-batch (RunSummary.split_backward_extra_s) lengthens every I and W action but
-    stage 0's: ZB-V and DualPipeV predict slower, GPipe and 1F1B exactly as before; a run that split its
-    backward has it taken out of the backward it timed, so GPipe predicted from it is what a GPipe run gives."""
+def gpipe_run() -> tuple[list, RunSummary]:
+    """A GPipe m=4 run on cpu:2 as the store gives it: 4 steps of timeline rows, equal devices, and its summary."""
     rows = []
     for step in range(4):
         for device in ("cpu:0", "cpu:1"):
             rows += [(step, device, "forward", 0.0, 0.004), (step, device, "backward", 0.01, 0.018),
                      (step, device, "optimizer", 0.02, 0.021)]
-    summary = RunSummary(strategy="pipeline", devices=["cpu:0", "cpu:1"], split=[4], micro_batches=4,
-                         schedule="gpipe", batch_size=64, step_time_s=MeanStd(0.020))
+    return rows, RunSummary(strategy="pipeline", devices=["cpu:0", "cpu:1"], split=[4], micro_batches=4,
+                            schedule="gpipe", batch_size=64, step_time_s=MeanStd(0.020))
+
+
+def test_a_split_backwards_measured_cost_slows_only_the_schedules_that_split():
+    """The probe's extra per micro-batch (RunSummary.split_backward_extra_s) lengthens every I and W action but
+    stage 0's: ZB-V and DualPipeV predict slower, GPipe and 1F1B exactly as before; a run that split its
+    backward has it taken out of the backward it timed, so GPipe predicted from it is what a GPipe run gives."""
+    rows, summary = gpipe_run()
     plain = {(p.schedule, p.micro_batches): p.step_time_s for p in predict(summary, rows, warmup=1)}
     extra = 0.0005
     probed = summary.replace(split_backward_extra_s=[extra, extra])
@@ -220,13 +225,7 @@ def test_a_two_way_exchanges_cost_delays_only_dualpipevs_pair_hand_overs_sent_ba
         else:
             assert simulate(plan, lambda action: 1.0, two_way_extra_s=0.5)[0] == step
 
-    rows = []
-    for step in range(4):
-        for device in ("cpu:0", "cpu:1"):
-            rows += [(step, device, "forward", 0.0, 0.004), (step, device, "backward", 0.01, 0.018),
-                     (step, device, "optimizer", 0.02, 0.021)]
-    summary = RunSummary(strategy="pipeline", devices=["cpu:0", "cpu:1"], split=[4], micro_batches=4,
-                         schedule="gpipe", batch_size=64, step_time_s=MeanStd(0.020))
+    rows, summary = gpipe_run()
     plain = {(p.schedule, p.micro_batches): p.step_time_s for p in predict(summary, rows, warmup=1)}
     measured = {(p.schedule, p.micro_batches): p.step_time_s
                 for p in predict(summary.replace(two_way_extra_s=0.002), rows, warmup=1)}
