@@ -9,7 +9,7 @@ m=8) in four patterns: one tensor one way; two one way; one each way; two each
 way at once, which is what DualPipeV's overlapped pairs do (each rank sends its
 pair's forward output and backward gradient as the pair ends, and both ranks'
 pairs end together). Printed: each pattern's median and mean time from the
-sends to the last receive, over 40 tries. On this project's 2-core machine
+sends to the last receive, over 35 tries after 5 to warm up. On this project's 2-core machine
 (2026-12-05) one way took 0.2-1.0 ms, both ways at once 0.5-3 ms median with a
 tail to 4-6 ms: why DualPipeV's measured steps were slower than engine/plan/what_if.py
 predicted from a GPipe run, which never sends both ways at once. Each pipeline run
@@ -29,7 +29,8 @@ TRIES, WARMUP, WIDTH = 40, 5, 512
 
 
 def _rank(rank: int, store_file: str, rows: list[int], results) -> None:
-    os.sched_setaffinity(0, {rank % len(os.sched_getaffinity(0))})
+    if hasattr(os, "sched_setaffinity"):   # Linux: pinned as the engine's CPU ranks are
+        os.sched_setaffinity(0, {rank % len(os.sched_getaffinity(0))})
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)

@@ -68,11 +68,13 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     assert once.header == "Compare pipeline schedules · point 2 of 3: gpipe"        # one repeat: no run count
     progress = starting_run()
     progress.apply(Launched(t=0.5))
-    assert running_text(once, progress) == "Compare pipeline schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
+    assert running_text(once, progress) == \
+        "Compare pipeline schedules · point 2 of 3: gpipe · starting: the ranks build the model and meet…"
     progress.apply(STARTED)
     for k in range(2):
         progress.apply(Step(step=k, time_s=0.005))
-    assert running_text(once, progress) == "Compare pipeline schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
+    assert running_text(once, progress) == \
+        "Compare pipeline schedules · point 2 of 3: gpipe · step 2/3 · 5.0 ms/step"
     # The experiment's own time left: 1 run and 2 of the second's 3 steps took 10 s, 1 1/3 runs are left.
     assert time_left_text(once, progress, 10.0) == "≈ 8.0 s left of 3 runs"
     assert time_left_text(PointRun("schedules", k=1, n=3, label="gpipe", points=3), progress, 2.0) is None  # 1st run

@@ -89,6 +89,7 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
     assert tied.winner is None and tied.verdict() == "tied: pipeline, naive (within their spread)"
     figures = {f.name: f for f in experiment_figures(tied)}
     assert figures["step-time"].bars.best is None   # no bar highlighted
+    assert figures["step-time"].title == "Step time per point · Compare strategies (mean ± std)"   # for people
     assert figures["step-time"].columns[-3:] == ["step time min (ms)", "step time max (ms)", "runs"]
     assert figures["step-time"].rows[1][-3:] == [pytest.approx(276.0), pytest.approx(290.0), 2]
     assert finished_text(tied) == "Compare strategies finished: 3 points, tied: pipeline, naive (within their spread)"

@@ -29,7 +29,8 @@ def test_even_stages_give_the_textbook_bubble(schedule, p, m):
 
 def test_an_overlapped_pairs_outputs_reach_another_device_when_the_pair_ends():
     """DualPipeV's overlapped forward and backward: torch's runtime sends both parts' outputs after the pair, so
-    the next device's forward waits for the pair's second part. Marked on every pair of torch's own DualPipeV list but its last part."""
+    the next device's forward waits for the pair's second part. Marked on every pair of torch's own DualPipeV list
+    but its last part."""
     from engine.strategies.schedule_actions import Action
     pair = [Action("F", 0, 0, held=True), Action("F", 0, 1)]   # micro-batch 0's forward, then another's
     _, starts = simulate([pair, [Action("F", 1, 0)]], lambda action: 1.0)

@@ -76,7 +76,8 @@ class ExperimentFlow(QtCore.QObject):
         self.started_at = time.perf_counter()
         self.runs.hold_devices()
         self.client.start(name, base, repeats)
-        self.run_box.show_progress(0, 0, f"{preset_title(name)}: preparing…")   # busy until the runner says how many runs
+        # busy until the runner says how many runs
+        self.run_box.show_progress(0, 0, f"{preset_title(name)}: preparing…")
         self.run_box.show_time_left("")
         w.set_status(f"{preset_title(name)}: preparing the points…")
         w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
@@ -86,7 +87,8 @@ class ExperimentFlow(QtCore.QObject):
     def stop(self) -> None:
         if self.is_running() and not self.stopping:
             self.client.stop()
-            self.window.set_status(f"Stopping {preset_title(self.name or '')}: the current run ends, finished runs are kept…")
+            self.window.set_status(f"Stopping {preset_title(self.name or '')}: the current run ends, "
+                                   "finished runs are kept…")
             self.window.log("experiment stop requested")
             self.window.controls.update()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from engine.experiments.presets import preset_title
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series
 from engine.figures.numbers import is_number, scaled, time_unit
@@ -32,7 +33,7 @@ def experiment_figures(result: ExperimentResult) -> list[Figure]:
     points = result.points
     labels = [p.label for p in points]
     best = labels.index(result.winner) if result.winner in labels else None   # none marked when tied
-    name = result.name
+    name = preset_title(result.name)   # the titles' name for people
     ident = [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points]
     figures = [stat_bars("step-time", f"Step time per point · {name} (mean ± std)", "step time", "s",
                          points, ident, best, "step_time_s"),
@@ -128,7 +129,7 @@ def sweep_figure(result: ExperimentResult) -> Figure:
     columns = ["label", "strategy", x_label, f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
     rows = [[points[i].label, points[i].strategy, x,
              *scaled([stat(points[i], key, "mean"), stat(points[i], key, "std")], to_table)] for x, i in swept]
-    return Figure("sweep", f"{label.capitalize()} over the sweep · {name} (mean ± std)", Axis(x_label),
+    return Figure("sweep", f"{label.capitalize()} over the sweep · {preset_title(name)} (mean ± std)", Axis(x_label),
                   Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
 
 
@@ -153,7 +154,7 @@ def input_wait_figure(result: ExperimentResult) -> Figure:
     axis = Axis("input wait", "% of step time")
     columns = ["label", "strategy", SWEEP_AXES.get(name, "swept value"), "input wait (%)"]
     rows = [[points[i].label, points[i].strategy, x, *scaled([points[i].input_wait], 100)] for x, i in swept]
-    title = f"Input wait (the device waiting most on data) · {name}"
+    title = f"Input wait (the device waiting most on data) · {preset_title(name)}"
     if not swept:
         return value_bars("input-wait", title, axis, scaled([p.input_wait for p in points], 100),
                           [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points])

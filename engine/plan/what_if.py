@@ -37,8 +37,8 @@ process), the value that makes the run's own schedule take its measured step
 time; it does not scale with the micro-batch. Counting hand-overs, not actions,
 is what lets one run at V = 1 speak for four stages on two devices, where every
 stage boundary crosses devices: on cpu:2 (mlp 512x8, batch 2048) every schedule
-at m = 2, 4, 8 landed within 8 % of its measured step (2026-12-01; DualPipeV at
-m = 8 once the two-way exchange below is counted), where a time per action
+at m = 2, 4, 8 landed within 8 % of its measured step (2026-12-01; within 10 %
+since for DualPipeV at m = 8, once the two-way exchange below is counted), where a time per action
 was off by up to 14 % for the interleaved ones and a fitted hand-over latency
 (1F1B's alternation puts it on its critical path) by 14 % for 1F1B and by 2.5x
 on a smaller model. ``make bench`` measures it again (README). The bubble is the
@@ -48,7 +48,7 @@ Measured after the run, and the largest error it took away: two devices sending
 to each other at once. DualPipeV's overlapped pairs end close together on
 neighbouring devices and each sends both its outputs then; over gloo such an
 exchange takes longer than the same sends one way (on cpu:2 2.5-3 ms against
-0.2-0.5 in ``python -m bench.gloo_exchange``), and a run of another schedule
+0.2-0.9 in ``python -m bench.gloo_exchange``), and a run of another schedule
 never shows it. Its late hand-overs were exactly those whose receiver's own pair
 sent back before taking them (1.3-1.8 ms on average from the receiver's pair
 end, against 0.3 where the receiver's sends came first, and ZB-V's 0.3-0.6 in

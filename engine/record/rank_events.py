@@ -64,6 +64,7 @@ class Done:
     peaks: dict[str, dict] | None = None          # a watched script's devices' peaks, in the dtype it ran in
     split_backward_fixed_s: float | None = None   # the part of split_backward_extra_s paid at any micro-batch size
     two_way_extra_s: float | None = None          # engine/strategies/exchange_probe.py
+    two_way_problem: str | None = None            # why a pipeline rank could not measure it
 
 
 @dataclass(frozen=True)

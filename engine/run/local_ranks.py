@@ -83,12 +83,20 @@ class Rank:
         self.split_backward = (None, None)   # its Done's split_backward_extra_s and _fixed_s
         self.split_backward_problem: str | None = None
         self.two_way_extra_s: float | None = None   # its Done's (engine/strategies/exchange_probe.py)
+        self.two_way_problem: str | None = None
         self.note: str | None = None   # what it said of its steps when done (a watched script's)
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False
         self.events_closed = False
         self.output_closed = False   # its stdout read to the end (local ranks)
+
+    def probe_notes(self) -> list[str]:
+        """What the run's summary must say of the probes after its last step that did not measure."""
+        notes = [f"{self.device.name}: a split backward's cost was not measured ({self.split_backward_problem}); "
+                 "what-if takes it as free there"] if self.split_backward_problem else []
+        return notes + ([f"two devices' sending to each other at once was not measured ({self.two_way_problem}); "
+                         "what-if takes it as sending one way"] if self.two_way_problem else [])
 
     @property
     def label(self) -> str:

@@ -195,9 +195,10 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
                    flops=flops)
         param_sq, change_sq = executor.param_sq(), change.sq()   # before the probe's backwards touch anything
         cost, why_not = executor.split_backward_extra_s()
-        two_way, _ = executor.two_way_extra_s()   # after it: every rank past the split backward's probe
+        two_way, two_way_problem = executor.two_way_extra_s()   # after it: every rank past that probe
         channel.emit(Done(param_sq, change_sq, cost.extra_s if cost else None, why_not,
-                          split_backward_fixed_s=cost.fixed_s if cost else None, two_way_extra_s=two_way))
+                          split_backward_fixed_s=cost.fixed_s if cost else None, two_way_extra_s=two_way,
+                          two_way_problem=two_way_problem))
     finally:
         executor.close()
 

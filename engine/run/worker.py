@@ -281,7 +281,8 @@ class Worker:
         elif isinstance(event, rank_events.Done):
             r.done, r.param_sq, r.change_sq = True, event.param_sq, event.change_sq
             r.split_backward = (event.split_backward_extra_s, event.split_backward_fixed_s)
-            r.split_backward_problem, r.two_way_extra_s = event.split_backward_problem, event.two_way_extra_s
+            r.split_backward_problem = event.split_backward_problem
+            r.two_way_extra_s, r.two_way_problem = event.two_way_extra_s, event.two_way_problem
             r.note = event.note
             self.peaks.update(event.peaks or {})   # a watched script's: known once it has run (its dtype)
         elif isinstance(event, rank_events.Failed):
@@ -325,8 +326,7 @@ class Worker:
                  counted_step_note(self.config.steps, self.config.warmup) if self.strategy.builds_model else None,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
-        notes += [f"{rr.device.name}: a split backward's cost was not measured ({rr.split_backward_problem}); "
-                  "what-if takes it as free there" for rr in self.ranks if rr.split_backward_problem]
+        notes += list(dict.fromkeys(line for rr in self.ranks for line in rr.probe_notes()))   # the two-way's once
         notes += list(dict.fromkeys(line for rr in self.ranks if rr.note for line in rr.note.splitlines()))   # once
         return [note for note in notes if note]
 

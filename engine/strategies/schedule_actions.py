@@ -90,14 +90,17 @@ def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[f
     a pair of its own, sending back to the first, before it takes the hand-over, arrives no sooner than that
     pair's end and this much more: two devices sending to each other at once, as DualPipeV's pairs do, wait for
     it (on cpu:2 over gloo its late hand-overs are exactly these). Which hand-overs meet depends on when they
-    arrive, so the lists are played again until that settles."""
+    arrive, so the lists are played again until that settles: a delay once found is kept (the soonest arrivals
+    only grow, so they settle; at most 8 plays)."""
     not_before: dict[tuple[str, int, int], float] = {}
     paired = two_way_extra_s > 0 and any(a.held for queue in per_device_actions for a in queue)
     for _ in range(8 if paired else 1):
         step, starts, play = _play(per_device_actions, duration, optimizer, not_before)
         if not paired:
             break
-        later = play.two_way_arrivals(two_way_extra_s)
+        found = play.two_way_arrivals(two_way_extra_s)
+        later = {key: max(at, not_before.get(key, 0.0)) for key, at in found.items()}
+        later.update({key: at for key, at in not_before.items() if key not in later})
         if later == not_before:
             break
         not_before = later

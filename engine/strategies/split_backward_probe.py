@@ -90,7 +90,8 @@ def _floating(value) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: a CUDA kernel runs after the call that launched it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -103,14 +104,14 @@ def _backward_time(module, inputs, loss_fn, target, split: bool, device: torch.d
     else:
         outputs = list(output) if isinstance(output, (tuple, list)) else [output]
         grads = [torch.randn_like(o) for o in outputs]
-    _synchronize(device)
+    synchronize(device)
     start = time.perf_counter()
     if split:
         _, groups = _backward.stage_backward_input(outputs, grads, inputs, module.parameters())
         _backward.stage_backward_weight(module.parameters(), groups)
     else:
         _backward.stage_backward(outputs if grads else outputs[0], grads, inputs)
-    _synchronize(device)
+    synchronize(device)
     return time.perf_counter() - start
 
 

@@ -78,7 +78,8 @@ def test_schedules_preset_runs_from_the_menu_and_shows_its_result(qtbot, window)
     assert shown["model-parallel"]["time left"].endswith(" left of this run")   # until a run's time is known
     assert gpipe["theory"] == "20.0%"                   # (p-1)/(m+p-1), p=2, m=4: the pipeline point's theory
     # At the end the header and the status line say how the experiment ended, not its last run.
-    ended = f"Compare pipeline schedules finished: 3 points, {result.verdict()}"   # "best X", or "tied: X, Y (within their spread)"
+    # "best X", or "tied: X, Y (within their spread)"
+    ended = f"Compare pipeline schedules finished: 3 points, {result.verdict()}"
     assert plots.mode_label.text() == f"Live: this machine's telemetry · {ended}"
     assert window.status_label.text().startswith(ended)
 
