@@ -292,6 +292,7 @@ def test_an_unfinished_experiment_is_rebuilt_from_its_runs(store, tmp_path):
         store.finish_run(rid, "finished", summary=from_json(RunSummary, summary))
     step_time = experiment_figures(store, exp_id)[0]
     assert step_time.name == "step-time" and step_time.bars.labels == ["single", "pipeline", "ddp"]
+    assert "· Compare strategies" in step_time.title   # the exported figures name the preset for people
     bars = drawn(parse_svg(export(store, exp_id, "svg", tmp_path)[0]), "bar")
     assert list(bars) == ["single", "pipeline"]  # ddp's point has nothing to draw: no bar
     assert [fill(b) == palette.BEST for b in bars.values()] == [False, True]

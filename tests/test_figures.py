@@ -71,7 +71,7 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
     """"Best" only when the fastest beats the next beyond their spread (mean ± std, widened to the runs'
     min-max): a comparison that cannot tell two points apart says so in every view, not a winner by noise."""
     from app.state.experiment_status import finished_text
-    from engine.experiments import best_and_tied
+    from engine.experiments import best_and_tied, preset_title
     from engine.report import experiment_table
 
     def point(label, mean, std, low, high):
@@ -87,7 +87,7 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
 
     tied = ExperimentResult(name="compare-strategies", best="pipeline", tied=["naive"], points=[pipeline, naive, ddp])
     assert tied.winner is None and tied.verdict() == "tied: pipeline, naive (within their spread)"
-    figures = {f.name: f for f in experiment_figures(tied)}
+    figures = {f.name: f for f in experiment_figures(tied, preset_title(tied.name))}
     assert figures["step-time"].bars.best is None   # no bar highlighted
     assert figures["step-time"].title == "Step time per point · Compare strategies (mean ± std)"   # for people
     assert figures["step-time"].columns[-3:] == ["step time min (ms)", "step time max (ms)", "runs"]

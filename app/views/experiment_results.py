@@ -337,7 +337,7 @@ class ExperimentResultsView(QtWidgets.QWidget):
         bits += result.notes
         self.subtitle.setText(" · ".join(b for b in bits if b))
 
-        figures = {f.name: f for f in experiment_figures(result)}
+        figures = {f.name: f for f in experiment_figures(result, preset_title(result.name))}
         self.bars.show_figure(figures["step-time"])
         self.sweep.setVisible(self.sweep.show_figure(figures.get("sweep"), off_sweep_best(result)))
         waits = figures.get("input-wait")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.experiments import stored_result
+from engine.experiments import preset_title, stored_result
 from engine.export.errors import ExportError
 from engine.figures import Figure, RunView, experiment_figures as figures_of_result, run_figures as figures_of_run
 from engine.figures.timeline import TIMELINE_STEPS
@@ -42,4 +42,5 @@ def experiment_figures(store: Store, experiment_id: str) -> list[Figure]:
     if experiment is None:
         raise ExportError(f"no experiment with id {experiment_id!r}")
     result = stored_result(store, experiment)
-    return figures_of_result(result if result.name else dataclasses.replace(result, name=experiment.name))
+    result = result if result.name else dataclasses.replace(result, name=experiment.name)
+    return figures_of_result(result, preset_title(result.name))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from engine.experiments.presets import preset_title
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series
 from engine.figures.numbers import is_number, scaled, time_unit
@@ -29,20 +28,22 @@ def sweep_metric(name: str) -> tuple[str, str]:
     return ("throughput", "throughput") if name in ("dp-scaling", "input-pipeline") else ("step_time_s", "step time")
 
 
-def experiment_figures(result: ExperimentResult) -> list[Figure]:
+def experiment_figures(result: ExperimentResult, shown_name: str | None = None) -> list[Figure]:
+    """The experiment's figures, titled with ``shown_name`` (the preset's name for people,
+    engine.experiments.preset_title; its id without it)."""
     points = result.points
     labels = [p.label for p in points]
     best = labels.index(result.winner) if result.winner in labels else None   # none marked when tied
-    name = preset_title(result.name)   # the titles' name for people
+    name = shown_name or result.name
     ident = [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points]
     figures = [stat_bars("step-time", f"Step time per point · {name} (mean ± std)", "step time", "s",
                          points, ident, best, "step_time_s"),
                stat_bars("throughput", f"Throughput per point · {name} (mean ± std)", "throughput",
                          "samples/s", points, ident, best, "throughput")]
     if any(is_number(p.x) for p in points):
-        figures.append(sweep_figure(result))
+        figures.append(sweep_figure(result, name))
     if any(is_number(p.input_wait) for p in points):
-        figures.append(input_wait_figure(result))
+        figures.append(input_wait_figure(result, name))
     if any(is_number(p.bubble.measured) for p in points):
         figures.append(bubble_figure(name, points, ident))
     if any(is_number(p.stage_balance) for p in points):
@@ -106,7 +107,7 @@ def value_bars(name: str, title: str, y: Axis, values: list, ident) -> Figure:
                   columns=IDENT_COLUMNS + [y.text], rows=[row + [v] for row, v in zip(ident, values)])
 
 
-def sweep_figure(result: ExperimentResult) -> Figure:
+def sweep_figure(result: ExperimentResult, shown_name: str | None = None) -> Figure:
     """The tutorial's split-size curve: one line per strategy over the swept value, the best marked."""
     points, name = result.points, result.name
     key, label = sweep_metric(name)
@@ -129,7 +130,7 @@ def sweep_figure(result: ExperimentResult) -> Figure:
     columns = ["label", "strategy", x_label, f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
     rows = [[points[i].label, points[i].strategy, x,
              *scaled([stat(points[i], key, "mean"), stat(points[i], key, "std")], to_table)] for x, i in swept]
-    return Figure("sweep", f"{label.capitalize()} over the sweep · {preset_title(name)} (mean ± std)", Axis(x_label),
+    return Figure("sweep", f"{label.capitalize()} over the sweep · {shown_name or name} (mean ± std)", Axis(x_label),
                   Axis(label, unit), series=series, marks=marks, columns=columns, rows=rows)
 
 
@@ -146,7 +147,7 @@ def _lines(points: Sequence[ExperimentPoint], swept: list[tuple[float, int]]) ->
     return lines
 
 
-def input_wait_figure(result: ExperimentResult) -> Figure:
+def input_wait_figure(result: ExperimentResult, shown_name: str | None = None) -> Figure:
     """The share of its step the most starved device waits on its input, over the sweep (the loader's workers)
     or per point."""
     points, name = result.points, result.name
@@ -154,7 +155,7 @@ def input_wait_figure(result: ExperimentResult) -> Figure:
     axis = Axis("input wait", "% of step time")
     columns = ["label", "strategy", SWEEP_AXES.get(name, "swept value"), "input wait (%)"]
     rows = [[points[i].label, points[i].strategy, x, *scaled([points[i].input_wait], 100)] for x, i in swept]
-    title = f"Input wait (the device waiting most on data) · {preset_title(name)}"
+    title = f"Input wait (the device waiting most on data) · {shown_name or name}"
     if not swept:
         return value_bars("input-wait", title, axis, scaled([p.input_wait for p in points], 100),
                           [[p.label, p.strategy, _compact(p.split), p.micro_batches] for p in points])
