@@ -55,9 +55,9 @@ end, against 0.3 where the receiver's sends came first, and ZB-V's 0.3-0.6 in
 both cases), and without them DualPipeV at m = 8 came out 8-16 % fast (three
 bench runs: -13, -16, -8 %). The run's ranks now measure the exchange after the
 last step (``RunSummary.two_way_extra_s``, engine/strategies/exchange_probe.py:
-the both-ways mean less the one-way mean, 1.1-2.4 ms on cpu:2), and such a
+the both-ways mean less the one-way mean, 0.4-2.4 ms on cpu:2), and such a
 hand-over arrives no sooner than the receiver's pair end plus it (``simulate``'s
-``two_way_extra_s``); DualPipeV at m = 8 came out -0.1, -9.9, +0.0 % in three
+``two_way_extra_s``); DualPipeV at m = 8 came out -0.1, -9.9, +0.0, -3.8 % in four
 bench runs (2026-12-05; every other schedule is untouched by it). Runs stored
 before it count it as 0. Not modelled: a cost each stage call pays whatever its
 size (a device's forward and backward grow 0.3-0.8 ms a step with each further
@@ -85,7 +85,7 @@ TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from t
                 "measured after its last step: a split backward's cost and two devices' sending to each other at "
                 "once. On cpu:2 (mlp 512x8, `make bench`) every prediction fell within 10 % of the measured runs and "
                 "most within 5 %, in both directions: about as far as reruns of one setting differ "
-                "(interleaved zero bubble leans fast by 2 % on average). Less trustworthy where tiny micro-batches "
+                "(none leans by more than 2 % on average). Less trustworthy where tiny micro-batches "
                 "leave the devices waiting on per-call costs (up to 22 % off at 20 ms steps), or where stages are "
                 "unbalanced.")
 """How far the predictions may be trusted, as the app and the command line say it: in a line (TRUST), and in
