@@ -215,7 +215,7 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
     """The what-if lines (engine.plan.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
     (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all;
     ``summary``: the run's, whose measured split-backward cost the zero-bubble schedules' lines carry."""
-    from engine.plan.what_if import TRUST, TRUST_DETAIL
+    from engine.plan.what_if import TRUST, TRUST_DETAIL, measured_inputs
     shown = list(predictions)
     if under_run:
         fastest = {}
@@ -231,20 +231,7 @@ def predictions_table(predictions, under_run: str | None = None, summary=None) -
     if under_run:
         lines.append(f"  (each schedule's fastest; every schedule and micro-batch count: "
                      f"main.py what-if {under_run})")
-    extra = summary.split_backward_extra_s if summary is not None else None
-    from engine.strategies.schedules import SCHEDULE_INFO
-    if extra and any(SCHEDULE_INFO[p.schedule].splits_backward for p in shown):
-        fixed = summary.split_backward_fixed_s or [None] * len(extra)
-        per_device = ", ".join(f"{device} {_fmt(value * 1e3 if value is not None else None, '+.2f')} ms"
-                               + (f" ({part * 1e3:.2f} of it per call)" if part is not None else "")
-                               for device, value, part in zip(summary.devices, extra, fixed))
-        lines.append(f"  a backward split into input and weight gradient costs {per_device} per micro-batch "
-                     "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
-                     "lines include it)")
-    two_way = summary.two_way_extra_s if summary is not None else None
-    if two_way is not None and any(p.schedule == "dualpipev" for p in shown):
-        lines.append(f"  two devices sending hand-overs to each other at once take {two_way * 1e3:.2f} ms longer than "
-                     "one way (measured after the run; DualPipeV's overlapped pairs do it, its lines include it)")
+    lines += [f"  {line}" for line in measured_inputs(summary, {p.schedule for p in shown})]
     if not under_run:   # the whole what-if: how far to trust it, in full
         lines.append(f"  ({TRUST_DETAIL})")
     return "\n".join(lines)

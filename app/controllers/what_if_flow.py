@@ -26,6 +26,7 @@ class WhatIfFlow(QtCore.QObject):
             lambda run_id, why: plan_view.show_what_if_status(f"What-if failed for run {run_id}: {why}"))
         self.runnable = False          # the panel describes the run shown: a row's Run changes only what it predicts
         self.pending: str | None = None   # a run whose what-if waits for the Plan tab to be shown
+        self.summary = None               # the run's summary: what its probes measured, beside the rows
         self.start_when_ready = False     # a row asked for a run: it starts once its config is checked
         plan_view.sigRunPrediction.connect(self.run_prediction)
         center_tabs.currentChanged.connect(lambda _index: self.ask())
@@ -35,7 +36,7 @@ class WhatIfFlow(QtCore.QObject):
         from engine.plan.what_if import unpredictable
         self.runnable = runnable
         record = self.store.get_run(run_id) if run_id else None
-        summary = record.summary if record is not None else None
+        summary = self.summary = record.summary if record is not None else None
         plan = summary.plan if summary is not None else None
         rows = self.store.timeline(run_id, steps=self.store.timeline_steps(run_id, last=1)) if plan else []
         self.plan_view.show_measured_step(plan, list(summary.devices) if plan else [], rows)
@@ -56,8 +57,10 @@ class WhatIfFlow(QtCore.QObject):
             self.pending = None
 
     def _on_predictions(self, run_id: str, predictions: list) -> None:
+        from engine.plan.what_if import measured_inputs
         if run_id == self.client.run_id:
-            self.plan_view.show_predictions(predictions, self.runnable)
+            inputs = measured_inputs(self.summary, {p.schedule for p in predictions})
+            self.plan_view.show_predictions(predictions, self.runnable, inputs)
 
     def run_prediction(self, schedule: str, stages_per_device: int, micro_batches: int) -> None:
         """A row's Run: the pipeline with that schedule, stages per device and micro-batches, started once it

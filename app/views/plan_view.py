@@ -144,9 +144,10 @@ class PlanView(QtWidgets.QWidget):
             "it ran. Where the gaps here are not the plan's idle ticks, the machine and the plan disagree (the "
             "Plots tab's timeline shows every interval).")
 
-    def show_predictions(self, predictions: list, runnable: bool = True) -> None:
+    def show_predictions(self, predictions: list, runnable: bool = True, inputs: list[str] = ()) -> None:
         """engine.plan.what_if's predictions for the run in view, each row's button running it for real where
-        ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead)."""
+        ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead);
+        ``inputs``: what they took from the run's probes (what_if.measured_inputs), in the caption's tooltip."""
         table = self.what_if
         table.setRowCount(len(predictions))
         for row, p in enumerate(predictions):
@@ -168,7 +169,8 @@ class PlanView(QtWidgets.QWidget):
             table.setCellWidget(row, len(cells), button)
         self.what_if.setVisible(bool(predictions))
         self.what_if_caption.setText(f"What-if: {TRUST}" if predictions else "")
-        self.what_if_caption.setToolTip(f"What-if: {TRUST_DETAIL}" if predictions else "")
+        measured = "".join(f"\n\nMeasured after the run: {line}." for line in inputs)
+        self.what_if_caption.setToolTip(f"What-if: {TRUST_DETAIL}{measured}" if predictions else "")
 
     def show_what_if_status(self, text: str) -> None:
         """While the what-if is computed, or why there is none: the caption alone."""

@@ -310,6 +310,30 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
     return out
 
 
+def measured_inputs(summary: RunSummary | None, schedules) -> list[str]:
+    """What the predictions of ``schedules`` (names) take from the probes after the run's last step, a line each:
+    what a split backward costs (the zero-bubble schedules) and what two devices' sending to each other at once
+    costs (DualPipeV's overlapped pairs); the command line's lines under its table, the Plan tab's tooltip."""
+    if summary is None:
+        return []
+    shown = [SCHEDULE_INFO[name] for name in schedules if name in SCHEDULE_INFO]
+    lines = []
+    extra = summary.split_backward_extra_s
+    if extra and any(s.splits_backward for s in shown):
+        fixed = summary.split_backward_fixed_s or [None] * len(extra)
+        per_device = ", ".join(f"{device} " + (f"{value * 1e3:+.2f} ms" if value is not None else "—")
+                               + (f" ({part * 1e3:.2f} of it per call)" if part is not None else "")
+                               for device, value, part in zip(summary.devices, extra, fixed))
+        lines.append(f"a backward split into input and weight gradient costs {per_device} per micro-batch "
+                     "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
+                     "lines include it)")
+    if summary.two_way_extra_s is not None and any(s.overlaps_pairs for s in shown):
+        lines.append(f"two devices sending hand-overs to each other at once take {summary.two_way_extra_s * 1e3:.2f} "
+                     "ms longer than one way (measured after the run; DualPipeV's overlapped pairs do it, its lines "
+                     "include it)")
+    return lines
+
+
 def predict_stored(store, run_id: str, last_steps: int = 50, multi_stage: bool = True) -> list[Prediction]:
     """``predict`` for a finished run in ``store`` (an engine.store.Store), from its last kept steps."""
     record = store.get_run(run_id)

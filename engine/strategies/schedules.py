@@ -22,6 +22,7 @@ class Schedule:
     min_micro_batches: str = ""          # "stages" (m >= p*V) or "devices" (m >= p), checked before launch
     rounds: bool = False     # runs m in rounds of m // p micro-batches, which must divide m (torch's interleaved)
     title: str = ""          # its name for people ("Interleaved 1F1B"), as the papers and torch's docs say it
+    overlaps_pairs: bool = False   # runs a forward and a backward as one action, sending both outputs at its end
 
     @property
     def display_name(self) -> str:
@@ -77,7 +78,7 @@ SCHEDULE_LIST = (
              splits_backward=True, title="ZB-V (zero bubble in a V)"),
     Schedule("dualpipev", "ScheduleDualPipeV", "DeepSeek's DualPipe in a V: two stages per device, forward and "
              "backward of two micro-batches overlapped, split backward", (2,), placement="v", splits_backward=True,
-             min_micro_batches="stages", title="DualPipeV"),
+             min_micro_batches="stages", title="DualPipeV", overlaps_pairs=True),
 )
 SCHEDULE_INFO: dict[str, Schedule] = {s.name: s for s in SCHEDULE_LIST}
 SCHEDULES: dict[str, str] = {s.name: s.description for s in SCHEDULE_LIST}

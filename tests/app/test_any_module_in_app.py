@@ -121,7 +121,10 @@ def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
     assert ("gpipe", "1", "4") in rows and ("1f1b", "1", "2") in rows and ("zbv", "2", "4") in rows
     assert not table.cellWidget(rows[("gpipe", "1", "4")], 5).isEnabled()   # the run itself: measured
     caption = window.plan_view.what_if_caption   # how far to trust it: a line, in full on hover
-    assert caption.text() == f"What-if: {TRUST}" and caption.toolTip() == f"What-if: {TRUST_DETAIL}"
+    assert caption.text() == f"What-if: {TRUST}" and caption.toolTip().startswith(f"What-if: {TRUST_DETAIL}")
+    # and what the predictions took from the run's probes, measured after its last step
+    assert "Measured after the run: a backward split into input and weight gradient costs cpu:0" in caption.toolTip()
+    assert "Measured after the run: two devices sending hand-overs to each other at once" in caption.toolTip()
     assert window.plan_view.cells  # and its plan, under the last step as measured, each action named by it
     measured = {(c[0], c[3], c[5]) for c in window.plan_view.measured_cells}
     assert {("cpu:0", "forward", 3), ("cpu:1", "backward", 0)} <= measured and not window.plan_view.measured.isHidden()
