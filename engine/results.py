@@ -289,9 +289,7 @@ class RunSummary:
     # whole, measured after a pipeline run's last step (engine/strategies/split_backward_probe.py)
     split_backward_extra_s: list[float | None] | None = None
     split_backward_fixed_s: list[float | None] | None = None   # the part of each paid at any micro-batch size
-    # seconds more two neighbouring pipeline ranks take sending two hand-overs to each other at once than one way,
-    # measured after the last step (engine/strategies/exchange_probe.py): what DualPipeV's pairs pay
-    two_way_extra_s: float | None = None
+    two_way_extra_s: float | None = None   # sending both ways at once, beyond one way (exchange_probe.py)
     # per device, in ``devices`` order: mean seconds per measured step by kind, and idle (DeviceKinds)
     time_by_kind: list[DeviceKinds] | None = None
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)

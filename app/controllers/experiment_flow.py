@@ -170,12 +170,13 @@ class ExperimentFlow(QtCore.QObject):
 
     def _on_failed(self, message: str, tb: str) -> None:
         w = self.window
-        self.center.show_error(f"{preset_title(self.name or 'The experiment')} failed: {message}", tb)
+        title = preset_title(self.name or "The experiment")
+        self.center.show_error(f"{title} failed: {message}", tb)
         w.log(f"experiment {self.name} failed: {message}", level="error")
         if tb:
             w.log(tb, level="error")
-        w.set_status(f"{preset_title(self.name or 'The experiment')} failed: {message}")
-        self.run_box.show_progress(0, 1, f"{preset_title(self.name or 'The experiment')} failed")
+        w.set_status(f"{title} failed: {message}")
+        self.run_box.show_progress(0, 1, f"{title} failed")
         self._settle(experiment_status.failed_title(self.name or "the experiment"))
         self.sigFinished.emit(ExperimentResult(experiment_id=self.client.experiment_id, name=self.name or "",
                                                status="failed", error=message))
