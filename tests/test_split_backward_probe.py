@@ -44,25 +44,26 @@ def test_the_probe_times_each_stage_on_its_last_inputs_and_leaves_no_gradient():
 
 @pytest.mark.parametrize("per_sample", [False, True])
 def test_the_extra_is_what_the_split_costs_more_per_call_or_per_sample(monkeypatch, per_sample):
-    """torch's split functions made 100 ms slower than its whole backward, a call (fixed) or 12.5 ms a sample of
-    the 8 (none of it fixed): the probe finds about 100 ms per stage, 200 for the two (the fastest of each: load
+    """torch's split functions made 200 ms slower than its whole backward, a call (fixed) or 25 ms a sample of
+    the 8 (none of it fixed): the probe finds about 200 ms per stage, 400 for the two (the fastest of each: load
     only adds), and on half the micro-batch the same or half, so which part is fixed (bounds that a loaded
-    machine's noise on millisecond backwards cannot cross, a sign or sum slip would)."""
+    machine's noise on millisecond backwards cannot cross, a sign or sum slip would: at 100 ms a stage, a loaded
+    CI machine read 106 ms fixed of 243 where none was)."""
     input_half = _backward.stage_backward_input
 
     def slow_input_half(outputs, grads, inputs, *args, **kwargs):
-        time.sleep(0.0125 * inputs[0].shape[0] if per_sample else 0.1)
+        time.sleep(0.025 * inputs[0].shape[0] if per_sample else 0.2)
         return input_half(outputs, grads, inputs, *args, **kwargs)
     monkeypatch.setattr(_backward, "stage_backward_input", slow_input_half)
     modules, kept = two_stages_after_a_step()
     cost, why_not = split_backward_extra_s(modules, [0, 1], 1, kept, nn.functional.cross_entropy,
                                            torch.device("cpu"))
-    # at least 0.2 less what load adds to the whole backwards' fastest (CI, phase one: 0.199)
-    assert why_not is None and 0.17 <= cost.extra_s < 2.0, cost
+    # at least 0.4 less what load adds to the whole backwards' fastest (CI, phase one, at half this: 0.199 of 0.2)
+    assert why_not is None and 0.34 <= cost.extra_s < 4.0, cost
     if per_sample:
-        assert cost.fixed_s < 0.1 and cost.at(0.5) < 0.75 * cost.extra_s, cost
+        assert cost.fixed_s < 0.2 and cost.at(0.5) < 0.75 * cost.extra_s, cost
     else:
-        assert cost.fixed_s > 0.1 and cost.at(0.5) > 0.75 * cost.extra_s, cost
+        assert cost.fixed_s > 0.2 and cost.at(0.5) > 0.75 * cost.extra_s, cost
 
 
 def test_a_probe_that_cannot_measure_says_why_and_token_ids_count_nothing():
