@@ -31,6 +31,13 @@ PEAK_SOURCES = {
     "measured": "a matrix multiply's best on the device itself, in the run's dtype (measured once a machine)",
     "datasheet": "the GPU maker's dense figure for the dtype (known GPUs; a CPU device keeps the measured one)",
 }
+# How a watched script is started (engine/strategies/script.py, engine/watch/bootstrap.py).
+SCRIPT_LAUNCHES = {
+    "torchrun": "a rank per device, as torchrun starts them (RANK, WORLD_SIZE, ... set; one pinned core and one "
+                "thread per CPU device)",
+    "python": "one plain process, exactly as `python SCRIPT.py` runs it: no torchrun variables, every core and "
+              "torch's default threads (CPU), every visible GPU",
+}
 # What a run stores of its steps' intervals (engine.record.timeline_keeper keeps them).
 TIMELINE_MODES = {
     "sampled": "every step's summary row; the intervals of the first and last 200 steps, an even sample "
@@ -129,6 +136,14 @@ class ExperimentConfig:
                                       experiment=False)
     script_cwd: str | None = _option(None, "strategy script: the folder it runs in, as the one torchrun is started "
                                            "in (default: the script's own)", experiment=False, path=True)
+    script_launch: str = _option("torchrun", "strategy script: how it is started", choices=SCRIPT_LAUNCHES,
+                                 experiment=False)
+    script_module: str | None = _option(None, "strategy script, launched as python: a module to run as "
+                                              "`python -m MODULE` instead of a script file", experiment=False)
+    samples_per_step: int | None = _option(None, "strategy script: the samples each step trains on, where the "
+                                                 "script does not say (watch.step) and its batches come from no "
+                                                 "DataLoader (default: the first dimension of the model's first "
+                                                 "tensor input)", experiment=False)
 
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -56,12 +56,19 @@ class DeviceEfficiency:
 
     @property
     def mfu(self) -> float | None:
-        """Model FLOPs utilization: achieved FLOP/s over the peak (``mfu``), over the measured steps."""
-        return mfu(self.flops_per_step, self.step_s, self.peak)
+        """Model FLOPs utilization: achieved FLOP/s over the peak (``mfu``), over the measured steps; None where
+        it would be over 1, which cannot be (``over_peak`` has it, and a finding says why)."""
+        return possible(mfu(self.flops_per_step, self.step_s, self.peak))
+
+    @property
+    def over_peak(self) -> float | None:
+        """The MFU the count and the peak give where it is over 1: the count or the peak is wrong."""
+        found = mfu(self.flops_per_step, self.step_s, self.peak)
+        return found if found is not None and found > 1 else None
 
     def step_mfu(self, step_s: float | None) -> float | None:
-        """One step's MFU, from its own time."""
-        return mfu(self.flops_per_step, step_s, self.peak)
+        """One step's MFU, from its own time (None where over 1)."""
+        return possible(mfu(self.flops_per_step, step_s, self.peak))
 
     def text(self) -> str:
         """"cpu:0 24.8 GFLOP a step, 85.1 GFLOP/s (busy: 85.3), MFU 88.0% of 96.7 GFLOP/s (measured ...)"."""
@@ -95,7 +102,8 @@ class Efficiency:
             return None
         step = self.devices[0].step_s
         total = sum(p.flops_per_s for p in peaks)
-        return sum(d.flops_per_step for d in self.devices) / (step * total) if step > 0 and total > 0 else None
+        return possible(sum(d.flops_per_step for d in self.devices) / (step * total)) if step > 0 and total > 0 \
+            else None
 
     @property
     def energy_j_per_step(self) -> float | None:
@@ -128,6 +136,12 @@ def mfu(flops: float, seconds: float | None, peak: Peak | None) -> float | None:
     if not seconds or seconds <= 0 or peak is None or peak.flops_per_s <= 0:
         return None
     return flops / seconds / peak.flops_per_s
+
+
+def possible(utilization: float | None) -> float | None:
+    """A utilization as a figure, or None where it is over 1 (100 %): more than the peak is not a measurement but
+    a count or a peak that is wrong (engine/record/findings.py says which)."""
+    return utilization if utilization is not None and utilization <= 1 else None
 
 
 def si(value: float, unit: str) -> str:

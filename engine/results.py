@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from engine.efficiency import Efficiency  # the efficiency section: its own module's types
+from engine.script_results import Finding, ScriptFacts  # what was read of a watched script, and the findings
 from engine.telemetry.sample import DeviceSample
 from engine.telemetry.summary import TelemetrySummary  # the telemetry section: its own layer's type
 
@@ -225,12 +226,21 @@ class NodeSummary:
 
 @dataclass(frozen=True)
 class DeviceKinds:
-    """One device's mean seconds per measured step: in all, by kind (kinds may overlap: DDP's all-reduce runs
-    under its backward) and in none of the busy kinds (``idle``: waiting on a peer included)."""
+    """One device's mean seconds per measured step: in all, by kind (each moment once: where kinds overlap, as
+    DDP's all-reduce under its backward, the one first in engine/record/time_by_kind.py PRECEDENCE, the others'
+    share in ``hidden``), and in none of the busy kinds (``idle``: waiting on a peer included); ``between_steps``:
+    what a watched script did outside its steps (its evaluation), per step."""
     device: str
     step_s: float
     by_kind: dict[str, float] = field(default_factory=dict)
     idle_s: float = 0.0
+    hidden: dict[str, float] = field(default_factory=dict)
+    between_steps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def other_s(self) -> float:
+        """The step's time in no kind (the script's own work between the hooks' marks, Python's), at least 0."""
+        return max(0.0, self.step_s - sum(self.by_kind.values()))
 
     @property
     def idle_share(self) -> float:
@@ -294,6 +304,8 @@ class RunSummary:
     time_by_kind: list[DeviceKinds] | None = None
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)
     efficiency: Efficiency | None = None  # FLOPs, MFU and energy per device (engine.record.efficiency)
+    script: ScriptFacts | None = None     # a watched script's model, optimizers, samples' source (docs/summary.md)
+    findings: list[Finding] = field(default_factory=list)   # what explains the step, most first (diagnosis: 1st)
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

@@ -38,7 +38,7 @@ def model_label(config: ExperimentConfig) -> str:
     """What the run trains, in a word: the model's name, "custom" for a model file, a watched script's file
     name (the summary's ``model``, the runs table's column)."""
     if watches_script(config):
-        return (config.script or "").rsplit("/", 1)[-1]
+        return config.script_module or (config.script or "").rsplit("/", 1)[-1]
     return config.model if not config.model_file else models.CUSTOM
 
 
@@ -105,7 +105,10 @@ def problems(config: ExperimentConfig) -> list[Problem]:
 
     if ours:
         found += [Problem(name, "applies only to a script of your own (--strategy script)")
-                  for name in ("script", "script_args", "script_cwd") if getattr(config, name)]
+                  for name in ("script", "script_args", "script_cwd", "script_module", "samples_per_step")
+                  if getattr(config, name)]
+        if config.script_launch != ExperimentConfig().script_launch:
+            add("script_launch", "applies only to a script of your own (--strategy script)")
     found.extend(node_problems(config))
     known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)

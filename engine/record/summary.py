@@ -198,6 +198,9 @@ class StepMerger:
             separate_collective_waits(reports)
         end = max(r.end for r in reports)
         start = self._last_end if self._last_end is not None else min(r.start for r in reports)
+        if any(kind == "eval" for r in reports for spans in r.intervals.values() for kind, *_ in spans):
+            # a watched script evaluated before this step (engine/watch/instruments.py): not the step's time
+            start = max(start, min(r.start for r in reports))
         self._last_end = end
         time_s = max(end - start, 1e-9)
         intervals: dict[str, list] = {}
@@ -264,7 +267,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         steps=totals.steps,
         steps_measured=totals.measured,
         step_time_s=totals.step_time.summary(),
-        throughput=totals.throughput.summary(),
+        throughput=totals.throughput_summary(),
         loss=Loss(totals.first_loss, totals.last_loss) if totals.first_loss is not None else None,
         param_norm=math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
         # How far training moved the parameters: what equivalence between strategies is judged on.

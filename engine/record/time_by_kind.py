@@ -10,6 +10,40 @@ KIND_ORDER = ("data", "forward", "backward", "backward-input", "backward-weight"
               "wait", "optimizer")
 
 
+# Which kind a moment counts as where intervals overlap (ddp's all-reduce under its backward, a pipeline's send
+# under the next forward): the device's own compute first, then what it exchanges, then what it waits for; what is
+# left of the others is their hidden (overlapped) part. Kinds not listed (a newer engine's) come last.
+PRECEDENCE = ("forward", "backward", "backward-input", "backward-weight", "optimizer", "communication", "transfer",
+              "data", "wait")
+BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a step's time (engine/watch)
+
+
+def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
+    """(seconds of ``[start, end]`` each kind holds, each moment counted once by ``PRECEDENCE``; seconds of each
+    kind hidden under another): the first add up to at most ``end - start``."""
+    rank = {kind: i for i, kind in enumerate(PRECEDENCE)}
+    clipped = sorted(((max(t0, start), min(t1, end), kind) for kind, t0, t1 in intervals
+                      if kind not in BETWEEN_STEPS and min(t1, end) > max(t0, start)),
+                     key=lambda item: item[0])
+    edges = sorted({t for t0, t1, _ in clipped for t in (t0, t1)})
+    held: dict[str, float] = {}
+    raw: dict[str, float] = {}
+    for t0, t1, kind in clipped:
+        raw[kind] = raw.get(kind, 0.0) + (t1 - t0)
+    i = 0
+    open_now: list[tuple[float, float, str]] = []
+    for a, b in zip(edges, edges[1:]):
+        while i < len(clipped) and clipped[i][0] <= a:
+            open_now.append(clipped[i])
+            i += 1
+        open_now = [item for item in open_now if item[1] > a]
+        if open_now:
+            top = min((kind for _, _, kind in open_now), key=lambda k: (rank.get(k, len(rank)), k))
+            held[top] = held.get(top, 0.0) + (b - a)
+    hidden = {kind: raw[kind] - held.get(kind, 0.0) for kind in raw if raw[kind] - held.get(kind, 0.0) > 1e-12}
+    return {kind: held.get(kind, 0.0) for kind in raw}, hidden
+
+
 def ordered(kinds) -> list[str]:
     """``kinds`` in table order, unknown ones (a newer engine's) after the known."""
     return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))

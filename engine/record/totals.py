@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from engine.measure.communication import OPERATIONS
-from engine.record.time_by_kind import ordered
+from engine.record.time_by_kind import BETWEEN_STEPS, exclusive, ordered
 from engine.results import BatchSplit, Communication, DeviceKinds, MeanStd, Step, Traffic
 
 
@@ -55,7 +55,10 @@ class RunTotals:
         self.tensor_memory_peak: dict[str, dict[str, int]] = {}  # and its most over the measured steps
         self.communication: dict[str, dict[str, list]] = {}  # device -> operation -> [calls, bytes, seconds], measured
         self.communication_steps: dict[str, int] = {}  # measured steps each device reported its collectives on
-        self.kind_time = {d: {} for d in self.devices}    # device -> kind -> seconds, measured steps
+        self.kind_time = {d: {} for d in self.devices}    # device -> kind -> seconds, measured steps, each
+        # moment once (time_by_kind.exclusive); and what each kind spent hidden under another, and between steps
+        self.hidden_time: dict[str, dict[str, float]] = {d: {} for d in self.devices}
+        self.between_time: dict[str, dict[str, float]] = {d: {} for d in self.devices}
         self.flops: dict[str, float] | None = None        # device -> FLOPs a step, from the step counted
 
     def add(self, step: Step) -> None:
@@ -96,18 +99,36 @@ class RunTotals:
         for d in self.devices:
             self.busy_time[d] += busy.get(d, 0.0) * time_s
             self.work_time[d] += work.get(d, 0.0) * time_s
+        end = step.t
         for d, intervals in (step.intervals or {}).items():
-            kinds = self.kind_time.setdefault(d, {})
+            held, hidden = exclusive(intervals, end - time_s, end)
+            for sums, add in ((self.kind_time.setdefault(d, {}), held), (self.hidden_time.setdefault(d, {}), hidden)):
+                for kind, seconds in add.items():
+                    sums[kind] = sums.get(kind, 0.0) + seconds
+            between = self.between_time.setdefault(d, {})
             for kind, t0, t1 in intervals:
-                kinds[kind] = kinds.get(kind, 0.0) + (t1 - t0)
+                if kind in BETWEEN_STEPS:
+                    between[kind] = between.get(kind, 0.0) + (t1 - t0)
+
+    def throughput_summary(self) -> MeanStd | None:
+        """Samples over time across the measured steps (a mean of each step's rate would weigh a fast step as
+        much as a slow one: on uneven steps it says many times the real rate), and the per-step rates' spread."""
+        spread = self.throughput.summary()
+        if spread is None or self.total_time <= 0:
+            return None
+        return MeanStd(self.samples / self.total_time, spread.std)
 
     def time_by_kind(self) -> list[DeviceKinds] | None:
         """Each device's mean seconds per measured step by kind, and idle (engine/record/time_by_kind.py)."""
         if not self.measured or self.total_time <= 0 or not any(self.kind_time.values()):
             return None
         n, step = self.measured, self.total_time / self.measured
-        return [DeviceKinds(d, step, {k: self.kind_time[d][k] / n for k in ordered(self.kind_time[d])},
-                            max(0.0, self.total_time - self.busy_time[d]) / n) for d in self.devices]
+
+        def per_step(sums: dict[str, float]) -> dict[str, float]:
+            return {k: sums[k] / n for k in ordered(sums)}
+        return [DeviceKinds(d, step, per_step(self.kind_time[d]), max(0.0, self.total_time - self.busy_time[d]) / n,
+                            hidden=per_step(self.hidden_time.get(d, {})),
+                            between_steps=per_step(self.between_time.get(d, {}))) for d in self.devices]
 
     def busy_shares(self, work_only: bool = False) -> list[float] | None:
         """Each device's busy time over the measured steps' time (``work_only``: leaving out "data")."""

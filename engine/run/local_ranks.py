@@ -46,6 +46,23 @@ def rank_environment(base, *, rank: int, world: int, config_json: str, devices_j
                 SPLITSCOPE_EVENT_FD=str(event_fd), SPLITSCOPE_STORE_FILE=store_file)
 
 
+# What a plain script's process (engine/strategies/script.py) must not get that a rank does: torchrun's
+# variables, and the one thread a CPU virtual device runs (the user's own setting, if any, stays).
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                      "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def plain_environment(env: dict[str, str], base) -> dict[str, str]:
+    """``env`` (a rank's) as ``python SCRIPT.py`` would have it run from ``base``: no torchrun variables, the
+    thread counts ``base`` has."""
+    plain = {key: value for key, value in env.items() if key not in TORCHRUN_VARIABLES}
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        plain.pop(name, None)
+        if name in base:
+            plain[name] = base[name]
+    return plain
+
+
 def free_port() -> int:
     """A port on loopback nobody listens on now (a watched script's rendezvous binds it a moment later)."""
     with socket.socket() as s:
@@ -115,6 +132,8 @@ class LocalRanks:
         self.module = RANK_MODULE or strategy.rank_module
         # A script of the user's meets its peers as under torchrun (MASTER_ADDR/PORT); our ranks through a file.
         self.torchrun_rendezvous = not strategy.builds_model
+        from engine.strategies.script import plain
+        self.plain = self.torchrun_rendezvous and plain(config)   # one plain process: no torchrun variables
 
     def launch(self, ranks: list[Rank]) -> None:
         """Start each rank, appending it to ``ranks`` as it starts (a stop meanwhile leaves the ones started
@@ -138,6 +157,8 @@ class LocalRanks:
             env = dict(rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                         devices_json=device_json, event_fd=write_fd, store_file=store_file),
                        **torchrun, **scratch)
+            if self.plain:
+                env = plain_environment(env, os.environ)
             device = self.devices[rank] if self.world > 1 else self.devices[0]
             on = device.name if self.world > 1 else ", ".join(self.device_names)
             try:

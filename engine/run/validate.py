@@ -128,7 +128,9 @@ def run_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
             return cluster_devices(config.devices, parse_nodes(config.nodes))
         except AddressError as exc:
             raise devices_mod.DeviceError(f"--nodes: {exc}") from None
-    return devices_mod.parse(config.devices, devices_needed(config))
+    devices = devices_mod.parse(config.devices, devices_needed(config))
+    known = strategies.STRATEGIES.get(config.strategy)
+    return known.placed(config, devices) if known is not None else devices
 
 
 def devices_needed(config: ExperimentConfig) -> int:

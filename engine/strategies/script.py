@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from engine.config import ExperimentConfig
+from engine.config import SCRIPT_LAUNCHES, ExperimentConfig
 from engine.problems import Problem
 from engine.strategies.strategy import Strategy
 
@@ -21,17 +21,29 @@ WARMUP_STEPS = 1   # the first step builds optimizer state and warms caches: lef
 DEFAULT_DEVICES = "cpu:2"
 
 
-def script_config(script: str, args: list[str], *, devices: str = DEFAULT_DEVICES, steps: int = UNTIL_THE_END,
-                  cwd: str | None = None, hang_timeout_s: float = HANG_TIMEOUT_S,
-                  warmup: int | None = None) -> ExperimentConfig:
+PLAIN = "python"   # config.script_launch: one plain process, as `python SCRIPT.py`
+PLAIN_DEVICES = "auto"   # a plain script's: its first GPU where there is one, else this machine's cores
+
+
+def script_config(script: str | None, args: list[str], *, devices: str = DEFAULT_DEVICES,
+                  steps: int = UNTIL_THE_END, cwd: str | None = None, hang_timeout_s: float = HANG_TIMEOUT_S,
+                  warmup: int | None = None, launch: str = "torchrun", module: str | None = None,
+                  samples_per_step: int | None = None) -> ExperimentConfig:
     """A watched script's run as `main.py watch` and the app's Run › Watch a script… describe it: ``args`` its
     own arguments, ``cwd`` the folder it runs in (None: its own), ``steps`` the most it may run, ``warmup`` the
-    first steps left out of the figures (None: WARMUP_STEPS, fewer where ``steps`` leaves none measured)."""
+    first steps left out of the figures (None: WARMUP_STEPS, fewer where ``steps`` leaves none measured);
+    ``launch`` torchrun's ranks or one plain process (``PLAIN``), which may run a ``module`` instead of a file."""
     if warmup is None:
         warmup = min(WARMUP_STEPS, max(0, (steps or WARMUP_STEPS + 1) - 1))
     return ExperimentConfig(strategy="script", script=os.path.abspath(script) if script else None,
                             script_args=shlex.join(args), script_cwd=cwd, devices=devices, steps=steps,
-                            warmup=warmup, hang_timeout_s=hang_timeout_s)
+                            warmup=warmup, hang_timeout_s=hang_timeout_s, script_launch=launch,
+                            script_module=module, samples_per_step=samples_per_step)
+
+
+def plain(config: ExperimentConfig) -> bool:
+    """The script runs as one plain process (`python SCRIPT.py`), not as torchrun's ranks."""
+    return config.script_launch == PLAIN
 
 
 class Script(Strategy):
@@ -45,7 +57,17 @@ class Script(Strategy):
     collectives_span_all_ranks = False
 
     def world_size(self, config, devices) -> int:
-        return len(devices)
+        return 1 if plain(config) else len(devices)
+
+    def devices_needed(self, config) -> int:
+        return 1 if plain(config) else 2
+
+    def placed(self, config, devices):
+        """A plain script's CPU device is every core, unpinned (its threads torch's default), as python runs it."""
+        if not plain(config):
+            return devices
+        from engine.devices import Device
+        return [Device(d.name, d.kind, d.index, None, d.node) if d.kind == "cpu" else d for d in devices]
 
     def option_problems(self, config) -> list[Problem]:
         found = super().option_problems(config)
@@ -65,6 +87,23 @@ class Script(Strategy):
             found.append(Problem("script_args", f"cannot be split as a shell would: {exc}"))
         if config.script_cwd and not os.path.isdir(config.script_cwd):
             found.append(Problem("script_cwd", f"no such folder: {config.script_cwd}"))
+        if config.script_launch not in SCRIPT_LAUNCHES:
+            found.append(Problem("script_launch", f"unknown value {config.script_launch!r}; allowed: "
+                                                  + "; ".join(f"{k}: {v}" for k, v in SCRIPT_LAUNCHES.items())))
+        if config.samples_per_step is not None and not 1 <= config.samples_per_step <= 100_000_000:
+            found.append(Problem("samples_per_step", f"must be from 1 to 100000000, got {config.samples_per_step}"))
+        if plain(config) and config.nodes:
+            found.append(Problem("nodes", "a script run as plain python is one process on this machine: watch it "
+                                          "as torchrun ranks (watch -- SCRIPT.py, or -- torchrun ...) over nodes"))
+        if config.script_module:
+            if config.script:
+                found.append(Problem("script_module", "give either a script file or a module (-m), not both"))
+            elif not plain(config):
+                found.append(Problem("script_module", "a module (-m) runs as plain python: watch -- python -m "
+                                                      "MODULE"))
+            elif not all(part.isidentifier() for part in config.script_module.split(".")):
+                found.append(Problem("script_module", f"not a module name: {config.script_module!r}"))
+            return found
         if not config.script:
             return found + [Problem("script", "give the training script to run (--script PATH)")]
         if not os.path.isfile(config.script):
@@ -78,6 +117,10 @@ class Script(Strategy):
         return found
 
     def check(self, config, devices, n_blocks) -> list[Problem]:
+        if plain(config) and len(devices) != 1:
+            return [Problem("devices", "a script run as plain python is one process: give one device (cpu: this "
+                                       "machine's cores; cuda:0: its GPUs, which the script picks itself), got "
+                                       + ", ".join(d.name for d in devices))]
         kinds = {d.kind for d in devices}
         if len(kinds) > 1:
             return [Problem("devices", "a watched script's ranks are all on CPU devices (cpu:N) or all on GPUs "

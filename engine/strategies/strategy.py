@@ -10,6 +10,7 @@ show, and what it can do (``uses_split``, ``uses_micro_batches``,
 - ``option_problems(config)``: what is wrong with the options it reads, or those given that it does not
   read, from the config alone (engine.rules.problems asks it);
 - ``world_size(config, devices)``: how many rank processes the run needs;
+- ``placed(config, devices)``: the devices as its processes hold them;
 - ``check(config, devices, n_blocks)``: what it cannot do with these (before launch);
 - ``model_problems(config, spec, devices)``: what it cannot do with the model itself;
 - ``build(ctx)``: on a rank, the Executor that places the model and runs one step
@@ -93,6 +94,11 @@ class Strategy:
 
     def check(self, config: ExperimentConfig, devices: list[Device], n_blocks: int) -> list[Problem]:
         return []
+
+    def placed(self, config: ExperimentConfig, devices: list[Device]) -> list[Device]:
+        """The devices as the run's processes hold them (engine.run.validate.run_devices): as resolved, each CPU
+        device a core of its own."""
+        return devices
 
     def model_problems(self, config: ExperimentConfig, spec, devices: list[Device]) -> list[Problem]:
         """What it cannot do with this model (built on the meta device, before launch): engine.run.validate."""

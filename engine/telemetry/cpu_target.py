@@ -33,13 +33,17 @@ def _busy_and_total(times: Any) -> tuple[float, float]:
 
 
 class CpuTarget:
-    """One CPU virtual device: core ``core``'s busy %, and the RSS of ``pid`` if set."""
+    """One CPU virtual device: core ``core``'s busy %, and the RSS of ``pid`` if set. ``cores``: a device of several
+    cores instead (a plain script's whole machine, engine/strategies/script.py): their busy % together, its own
+    work the time of its threads that may run on no other core, over the time of all of them."""
 
     kind = "cpu"
 
-    def __init__(self, name: str, core: int, pid: int | None = None, *, own_work: bool = False):
+    def __init__(self, name: str, core: int, pid: int | None = None, *, own_work: bool = False,
+                 cores: tuple[int, ...] | None = None):
         self.name = name
         self.core = core
+        self.cores = frozenset(cores) if cores else frozenset({core})
         self.pid = pid  # the sampler's set_pid changes it while running
         self.own_work = own_work
         self._ran: dict[int, ThreadTimes] = {}   # thread id -> its times at the last poll
@@ -111,7 +115,7 @@ class CpuTarget:
             self._ran, self._ran_pid = {}, pid
         ran = waited = 0.0
         for tid, times in (threads or {}).items():
-            if times.cores == {self.core}:
+            if times.cores <= self.cores:
                 before = self._ran.get(tid)
                 ran += max(0.0, times.ran_s - (before.ran_s if before else 0.0))
                 waited += max(0.0, times.waited_s - (before.waited_s if before else 0.0))
@@ -123,19 +127,22 @@ class CpuTarget:
         # Capped at the whole period (two of the process's threads waiting for each other on the core count
         # twice), the wait as what it adds to the run time: util - wait_util stays the run time, of which the
         # core's total less it is others' (engine/telemetry/summary.py).
+        period *= len(self.cores)
         ran_share = min(100.0, 100.0 * ran / period)
         own = min(100.0, ran_share + 100.0 * waited / period)
         return round(own, 2), round(own - ran_share, 2)
 
     def _core_times(self, poll: Poll) -> tuple[float, float] | None:
         _, per_cpu = poll.cpu_times()
-        if not 0 <= self.core < len(per_cpu):
+        missing = sorted(core for core in self.cores if not 0 <= core < len(per_cpu))
+        if missing:
             if not self._warned_core:
                 self._warned_core = True
-                poll.warn(f"{self.name}: core {self.core} is not online ({len(per_cpu)} cores); "
+                poll.warn(f"{self.name}: core {missing[0]} is not online ({len(per_cpu)} cores); "
                           "its utilization is not available")
             return None
-        return _busy_and_total(per_cpu[self.core])
+        busy_total = [_busy_and_total(per_cpu[core]) for core in sorted(self.cores)]
+        return sum(b for b, _ in busy_total), sum(t for _, t in busy_total)
 
     def _process_for(self, pid: int) -> psutil.Process | None:
         # psutil.Process is kept across polls: building one reads /proc each time.

@@ -36,6 +36,10 @@ def targets_for(devices: list[Sampled]) -> list[Target]:
             # validation refuses such runs) there is none to read, and the target says so.
             index = visible[device.index] if device.index < len(visible) else None
             targets.append(GpuTarget(device.name, index))
+        elif device.kind == "cpu" and device.core is None and device.node is None:
+            # unpinned (a plain script: engine/strategies/script.py): every core this process may use
+            cores = tuple(usable_cores())
+            targets.append(CpuTarget(device.name, cores[0], own_work=True, cores=cores))
         elif device.kind == "cpu":
             core = device.core if device.core is not None else device.index
             targets.append(CpuTarget(device.name, core, own_work=True))
@@ -51,8 +55,10 @@ def physical_name(device: Sampled) -> str:
     A device of another machine (a run over nodes) is its own series: this machine's cores are not its."""
     if device.node is not None:
         return device.name
+    if device.kind == "cpu" and device.core is None:
+        return "all cores"
     if device.kind == "cpu":
-        return f"core {device.core if device.core is not None else device.index}"
+        return f"core {device.core}"
     return device.name
 
 

@@ -30,6 +30,7 @@ import warnings
 from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
 from engine.run.loader_placement import held_cores
+from engine.strategies.script import plain
 from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
 from engine.run.rank import (EventChannel, check_node_rank, describe_exception, die_with_worker, node_channel,
@@ -84,6 +85,14 @@ def end_the_group(including_this: bool = False) -> None:
             continue
 
 
+def python_threads() -> int:
+    """The intra-op threads torch starts with in a plain ``python SCRIPT.py``: OMP_NUM_THREADS where the user set it
+    (engine/run/local_ranks.py plain_environment keeps theirs), else one per core this process may run on (a
+    process forked by the session's fork server starts with the ranks' one)."""
+    given = variable("OMP_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else len(usable_cores())
+
+
 def done(instruments, own: Device) -> Done:
     """The script ended (or its steps asked for are watched): what its steps need said, and its device's peak in
     the dtype it ran in (for MFU: engine/record/efficiency.py), which only its counted step could tell."""
@@ -117,12 +126,15 @@ def main() -> int:
     config = ExperimentConfig.from_json(env.config_json)
     devices = [Device(**d) for d in json.loads(env.devices_json)]
     own = own_device(devices, env.rank, env.world_size)
+    as_python = plain(config)   # one plain process: every core, torch's own threads, the loader's workers as torch
     # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
     spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
     pin(own)
     import torch
-    if own.kind == "cpu" or env.world_size > 1:   # one intra-op thread per CPU virtual device, as our own ranks;
-        torch.set_num_threads(1)                  # on GPUs as torchrun sets OMP_NUM_THREADS for several ranks
+    if as_python:
+        torch.set_num_threads(python_threads())
+    elif own.kind == "cpu" or env.world_size > 1:   # one intra-op thread per CPU virtual device, as our own
+        torch.set_num_threads(1)                    # ranks; on GPUs as torchrun sets OMP_NUM_THREADS for several
     from engine.watch.instruments import Instruments, WatchEnded
     from engine.run.loader_workers import place_loader_workers
     # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
@@ -138,7 +150,8 @@ def main() -> int:
                               warmup=config.warmup)
     if not timed:
         ready()
-    place_loader_workers(set(spare) or None)
+    if not as_python:
+        place_loader_workers(set(spare) or None)
     if timed:
         instruments.install()
     # torch warns of any global module hook where a script compiles a module: ours are kept out of its graph
@@ -147,10 +160,15 @@ def main() -> int:
     splitscope.watch._instruments = instruments
     script = config.script
     try:
-        sys.argv = [script, *shlex.split(config.script_args or "")]
-        os.chdir(config.script_cwd or os.path.dirname(script))
-        sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
-        runpy.run_path(script, run_name="__main__")
+        sys.argv = [script or config.script_module, *shlex.split(config.script_args or "")]
+        if config.script_module:   # `python -m MODULE`: the current folder first on the path, argv[0] its file
+            os.chdir(config.script_cwd or os.getcwd())
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(config.script_module, run_name="__main__", alter_sys=True)
+        else:
+            os.chdir(config.script_cwd or os.path.dirname(script))
+            sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
+            runpy.run_path(script, run_name="__main__")
     except WatchEnded:
         instruments.training()
         channel.emit(done(instruments, own))

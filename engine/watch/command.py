@@ -1,6 +1,7 @@
 """``main.py watch [--devices cpu:N | cuda:0,...] [--steps N] [--nodes ...] [--json] -- SCRIPT.py [ARGS]`` (or ``-- torchrun [torchrun
 options] SCRIPT.py [ARGS]``, engine/watch/torchrun_form.py): a user's own training script, unmodified, run as the
-ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device. It is
+ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device; or ``-- python
+SCRIPT.py [ARGS]`` (``python -m MODULE``, engine/watch/python_form.py): one plain process, as python runs it. It is
 ``run``'s short way: the same worker, store, summary and exports (engine/cli.py runs the config made here)."""
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import os
 from engine.config import ConfigError, ExperimentConfig
 from engine.problems import Problem
 from engine.measure.counted_step import COUNTED_STEP
-from engine.strategies.script import DEFAULT_DEVICES, HANG_TIMEOUT_S, UNTIL_THE_END, WARMUP_STEPS, script_config
+from engine.strategies.script import (DEFAULT_DEVICES, HANG_TIMEOUT_S, PLAIN, PLAIN_DEVICES, UNTIL_THE_END,
+                                      WARMUP_STEPS, script_config)
 # How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
-NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun"}
+NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun",
+         "python": "python", "script_module": "-m MODULE", "samples_per_step": "--samples-per-step"}
 
 
 def add_parser(sub) -> None:
@@ -28,6 +31,10 @@ def add_parser(sub) -> None:
     watch.add_argument("--warmup", type=int, default=None,
                        help=f"the first steps left out of the figures (default {WARMUP_STEPS}; step "
                             f"{COUNTED_STEP}'s FLOPs are counted, which slows it)")
+    watch.add_argument("--samples-per-step", dest="samples_per_step", type=int, default=None,
+                       help="the samples each step trains on, where the script does not say (watch.step) and its "
+                            "batches come from no DataLoader (default: the first dimension of the model's first "
+                            "tensor input)")
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
                        help=f"seconds without a step before a rank is declared hung (default {HANG_TIMEOUT_S:g})")
     watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
@@ -37,8 +44,10 @@ def add_parser(sub) -> None:
     watch.add_argument("--token-file", default=None, help="with --nodes: the nodes' shared token (as for `run`)")
     watch.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     watch.add_argument("--json", action="store_true", help="print only the summary as one JSON object")
-    watch.add_argument("script", help="the training script, as you would give it to torchrun, or `torchrun` "
-                                      "and its options before the script")
+    watch.add_argument("script", help="the training script, as you would give it to torchrun (a rank per "
+                                      "device), or `torchrun` and its options before the script, or `python` "
+                                      "(`python SCRIPT.py` or `python -m MODULE`: one plain process, as python "
+                                      "runs it)")
     watch.add_argument("script_args", nargs=argparse.REMAINDER, help="its own arguments")
 
 
@@ -54,10 +63,18 @@ def device_count(devices: str) -> int | None:
 def watch_config(args) -> tuple[ExperimentConfig, None]:
     """The run's config (as ``run_options.config_from_args`` makes one: the split tokens none), or ConfigError
     naming each option that is wrong, torchrun's form read first."""
-    from engine.watch import torchrun_form
+    from engine.watch import python_form, torchrun_form
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     script, devices, nproc, found = args.script, args.devices, None, []
-    if os.path.basename(args.script) == "torchrun":
+    launch, module = "torchrun", None
+    if python_form.is_python(args.script):
+        form, refused = python_form.read(script_args)
+        found += [Problem("python", text) for text in refused]
+        if form is None:
+            raise ConfigError(found)
+        script, module, script_args, launch = form.script, form.module, form.args, PLAIN
+        devices = devices or PLAIN_DEVICES
+    elif os.path.basename(args.script) == "torchrun":
         form, refused = torchrun_form.read(script_args)
         found += [Problem("torchrun", text) for text in refused]
         if form is None:
@@ -75,5 +92,6 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     if found:
         raise ConfigError(found)
     config = script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
-                           hang_timeout_s=args.hang_timeout_s, warmup=args.warmup)
+                           hang_timeout_s=args.hang_timeout_s, warmup=args.warmup, launch=launch, module=module,
+                           samples_per_step=args.samples_per_step)
     return config.replace(nodes=args.nodes, token_file=args.token_file), None

@@ -35,6 +35,7 @@ from engine.watch import communication
 from engine.devices import Device
 from engine.measure.counted_step import COUNTED_STEP, counted_step_note
 from engine.watch.clocks import HostClock, clock_for
+from engine.watch.script_facts import ScriptReader, first_input
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 
@@ -58,6 +59,17 @@ class QueuedStep:
 
     def marks(self) -> list:
         return [self.start, self.end, *(m for interval in self.intervals for m in interval[1:] if m is not None)]
+
+
+@dataclass(frozen=True)
+class _Boundary:
+    """The step under way as it stood at its last optimizer step: its end mark and how much it held then."""
+    end: object
+    intervals: int
+    samples: int
+    loader_samples: int
+    losses: int
+    backwards: int
 
 
 class Instruments:
@@ -87,7 +99,6 @@ class Instruments:
         self._intervals: list[list] = []
         self._queued: list[QueuedStep] = []
         self._depth = 0                    # module calls open on the main thread
-        self._skipped: set[int] = set()    # parameterless calls let through before a step's first forward
         self._in_backward = 0
         self._forward_start = None
         self._optimizer_start = None
@@ -96,11 +107,22 @@ class Instruments:
         self._forwarded = False            # this step has had its first forward
         self._counted = None               # the module whose calls count the samples (the first one called)
         self._samples = 0
+        self._samples_from: str | None = None   # where they were read (script_facts.first_input)
+        self.given_samples: int | None = None   # --samples-per-step
+        self.reader = ScriptReader()       # what the script is (engine/watch/script_facts.py)
+        self._calls: list[str] = []        # the kind of each outermost call open: "train", "eval" or "skip"
+        self._eval_from = None             # evaluation since the last step: its first mark and its last
+        self._eval_until = None
+        self._ever_trained = False         # a backward was seen: calls without gradients since are evaluation
+        self._optimized = False            # an optimizer has stepped: optimizers end the steps
+        self._steppers: set[int] | None = None   # the optimizers a step ends with (learned on the first step)
+        self._stepped_now: set[int] = set()      # those that stepped in the step under way
+        self._boundary = None              # the step under way as it was at its last optimizer step (``_Boundary``)
+        self._backwards = 0                # backwards in the step under way (gradient accumulation: several)
         self._losses: list = []
         self._declared_samples: int | None = None   # the step's samples and loss as the script said them
         self._declared_loss: float | None = None    # (watch.step)
         self._own_data = False             # the script times its data itself (watch.phase("data"))
-        self._stepper = None               # the optimizer whose step ends a step
         self._backward_seen = False        # this step has had a backward
         self.forward_steps = False         # no optimizer steps: each outermost forward was a step
         self.hand_steps = False            # no optimizer steps: the script updated its parameters itself
@@ -119,8 +141,10 @@ class Instruments:
         from torch.optim import optimizer as optim
         self._compiling = torch.compiler.is_compiling
         self._handles += [nn_module.register_module_forward_pre_hook(self._before_forward),
-                          # also after a forward that raised (a script may catch it and go on)
-                          nn_module.register_module_forward_hook(self._after_forward, always_call=True),
+                          # also after a forward that raised (a script may catch it and go on); with its keyword
+                          # arguments, where a model(**batch) gets its samples
+                          nn_module.register_module_forward_hook(self._after_forward, always_call=True,
+                                                                 with_kwargs=True),
                           optim.register_optimizer_step_pre_hook(self._before_optimizer),
                           optim.register_optimizer_step_post_hook(self._after_optimizer)]
         original_backward = torch.autograd.backward
@@ -133,8 +157,9 @@ class Instruments:
             finally:
                 if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
                     self.add("backward", t0, self.clock.now())
-                    self._backward_seen = True
-                    if self._stepper is None:
+                    self._backward_seen = self._ever_trained = True
+                    self._backwards += 1
+                    if not self._optimized:
                         self._after_backward = self._update_sign()
                 self._in_backward -= 1
                 # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
@@ -146,6 +171,7 @@ class Instruments:
         for timing in (communication.time_collectives, communication.time_functional_collectives,
                        communication.time_ddp_buckets, communication.time_peer_waits):
             self._undo += timing(self)
+        self._undo += self.reader.install()
         self._note_pipeline_stages()
 
     def _note_pipeline_stages(self) -> None:
@@ -220,59 +246,97 @@ class Instruments:
         # would break the script's graph. Its outermost call, the compiled module's, runs them as any module's.
         if self._compiling() or threading.get_ident() != self._main or self._in_backward:
             return
-        if not self._depth and not self._forwarded and next(iter(module.parameters()), None) is None:
+        if self._depth:
+            self._depth += 1
+            return
+        if not self._forwarded and next(iter(module.parameters()), None) is None:
             # a module without parameters before the step's model (torchvision's transforms in the rank's own
             # DataLoader): the input pipeline's work, not a forward
-            self._skipped.add(id(module))
+            self._calls.append("skip")
             return
-        self._depth += 1
-        if self._depth > 1:
-            return
+        self._depth = 1
         if not self._clock_chosen:   # the model's first call: its parameters are where its work runs
             (self.clock, self.misplaced), self._clock_chosen = clock_for(module, self.own), True
         now = self.clock.now()
         self.training()
-        if self._stepper is None and self._forwarded and module is self._counted:
-            if not self._backward_seen:
-                # The step's model called again with no optimizer ever stepped and no backward since: an inference
-                # or evaluation script, whose steps are its model's calls (a training script's first step has its
-                # backward; its loss module, called after the model, is not the model).
-                self.forward_steps = True
-                self._end_step(now)
-            elif self._update_sign() != self._after_backward:
-                # No optimizer, but the parameters changed or their gradients were reset since the backward: the
-                # script updates them itself, and this call starts its next step (gradient accumulation changes
-                # neither between its micro-batches).
-                self.hand_steps = True
-                self._end_step(now)
+        if not self._optimized and self._forwarded and module is self._counted and self._backward_seen \
+                and self._update_sign() != self._after_backward:
+            # No optimizer, but the parameters changed or their gradients were reset since the backward: the
+            # script updates them itself, and this call starts what follows (gradient accumulation changes
+            # neither between its micro-batches).
+            self.hand_steps = True
+            self._end_step(now)
+        if self._evaluation(module):
+            self._calls.append("eval")
+            self.reader.eval_forward()
+            if self._forwarded:   # inside a training step (a frozen teacher's call): the step's own work
+                self._calls[-1] = "train"
+            elif self._eval_from is None:   # the time since the step ended is the evaluation's, not the next step's
+                self._eval_from = self._step_start if self._step_start is not None else now
+            self._forward_start = now
+            return
+        self._calls.append("train")
+        if self._counted is None and next(iter(module.parameters()), None) is not None:
+            self._counted = module
+        if not self._optimized and self._forwarded and module is self._counted and not self._backward_seen:
+            # The step's model called again with no optimizer ever stepped and no backward since: an inference
+            # script, whose steps are its model's calls (a training script's first step has its backward; its
+            # loss module, called after the model, is not the model).
+            self.forward_steps = True
+            self._end_step(now)
         if not self._forwarded:
             self._forwarded = True
+            if self._eval_from is not None:   # an evaluation ended: the step starts after it
+                self.add("eval", self._eval_from, self._eval_until)
+                self._step_start, self._eval_from = self._eval_until, None
             if self._step_start is None:
                 self._step_start = now                     # the first step starts at its first forward
             elif not self._own_data:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self.add("data", self._step_start, now, self._waited_until)
-        if self._counted is None:
-            self._counted = module
-        if module is self._counted:
-            first = next((a for a in args if hasattr(a, "shape") and len(a.shape) > 0), None)
-            self._samples += int(first.shape[0]) if first is not None else 0
+        if next(iter(module.parameters()), None) is not None:
+            self.reader.model_called(module, training_forward=True)
         self._forward_start = now
 
-    def _after_forward(self, module, args, output) -> None:
+    def _evaluation(self, module) -> bool:
+        """An outermost call without gradients, under inference mode, or of a module in eval(), once the script
+        has shown it trains (an optimizer made, a backward run): evaluation, neither a step nor in one's time.
+        Before that, such calls are an inference script's steps."""
+        import torch
+        if not (self._ever_trained or len(self.reader.optimizers)):
+            return False
+        return not torch.is_grad_enabled() or torch.is_inference_mode_enabled() or not module.training
+
+    def _after_forward(self, module, args, kwargs, output) -> None:
         if self._compiling() or threading.get_ident() != self._main or self._in_backward:
             return
-        if not self._depth and id(module) in self._skipped:
-            self._skipped.discard(id(module))
+        if self._depth > 1:
+            self._depth -= 1
             return
-        self._depth = max(0, self._depth - 1)
-        if self._depth == 0 and self._forward_start is not None:
-            self.add("forward", self._forward_start, self.clock.now())
-            self._forward_start = None
+        call = self._calls.pop() if self._calls else "train"
+        if call == "skip":
+            return
+        self._depth = 0
+        now = self.clock.now()
+        if call == "eval":
+            self._eval_until = now
+        elif self._forward_start is not None:
+            self.add("forward", self._forward_start, now)
+            if module is self._counted:
+                found = first_input(module, args, kwargs)
+                if found is not None:
+                    self._samples += found[0]
+                    self._samples_from = found[1]
+        self._forward_start = None
 
     def _before_optimizer(self, optimizer, args, kwargs) -> None:
-        if not self._compiling():
-            self._optimizer_start = self.clock.now()
+        if self._compiling():
+            return
+        if id(optimizer) in self._stepped_now and self._boundary is not None:
+            # An optimizer steps a second time in the step under way, whose other optimizers did not all step:
+            # the step ended at the last optimizer step before this one.
+            self._end_at(self._boundary)
+        self._optimizer_start = self.clock.now()
 
     def _after_optimizer(self, optimizer, args, kwargs) -> None:
         if self._compiling():
@@ -280,18 +344,29 @@ class Instruments:
         end = self.clock.now()
         if self._optimizer_start is not None:
             self.add("optimizer", self._optimizer_start, end)
-        if self._stepper is None:
-            self._stepper = optimizer
-        if optimizer is self._stepper:
+        self._optimized = True
+        self.reader.optimizer_stepped(optimizer)
+        self._stepped_now.add(id(optimizer))
+        # A step ends when each of its optimizers has stepped once: those of the first step, or, in it, every
+        # optimizer the script has made (a GAN's two, stepped one after the other for one batch).
+        expected = self._steppers if self._steppers is not None else {id(o) for o in self.reader.optimizers}
+        if expected <= self._stepped_now:
             self._end_step(end)
+        else:
+            with self._lock:
+                held = len(self._intervals)
+            self._boundary = _Boundary(end, held, self._samples, self.reader.loader_samples, len(self._losses),
+                                       self._backwards)
 
     def finish(self) -> None:
         """The script ended: an inference script's last forward is its last step, as is a hand-updating one's last
         backward and update; every step reported."""
         try:
-            if self._stepper is None and self._backward_seen and self._update_sign() != self._after_backward:
+            if not self._optimized and self._backward_seen and self._update_sign() != self._after_backward:
                 self.hand_steps = True   # one update, by hand, after the last backward (a first one included)
-            if self._stepper is None and self._forwarded and (self.hand_steps or not self._backward_seen):
+            if self._boundary is not None:   # optimizers stepped after its last whole step: a step of its own
+                self._end_at(self._boundary)
+            if not self._optimized and self._forwarded and (self.hand_steps or not self._backward_seen):
                 self.forward_steps = self.forward_steps or not self._backward_seen
                 self._end_step(self.clock.now())
         finally:
@@ -308,10 +383,10 @@ class Instruments:
         """What a reader must know of this rank's steps, a line a note."""
         notes = [self.misplaced, self.uncounted,
                  counted_step_note(0, self._warmup) if self.counted() else None]
-        if self._stepper is None and self.hand_steps:
+        if not self._optimized and self.hand_steps:
             notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
                          "model's next call after a backward, with its parameters or their gradients changed since)")
-        elif self._stepper is None and self.forward_steps:
+        elif not self._optimized and self.forward_steps:
             notes.append("no optimizer stepped: each of the script's outermost forward calls is a step (inference "
                          "or evaluation)")
         return "\n".join(note for note in notes if note) or None   # a line each (the worker says each once)
@@ -328,14 +403,32 @@ class Instruments:
         return parameter._version, id(grad), grad._version if grad is not None else None
 
     # ---- steps -------------------------------------------------------------------------
+    def _end_at(self, boundary: "_Boundary") -> None:
+        """End the step under way where it stood at ``boundary``: what came after it begins the next step."""
+        with self._lock:
+            later, self._intervals = self._intervals[boundary.intervals:], self._intervals[:boundary.intervals]
+        later_losses, self._losses = self._losses[boundary.losses:], self._losses[:boundary.losses]
+        samples, loader = self._samples - boundary.samples, self.reader.loader_samples - boundary.loader_samples
+        backwards, forwarded = self._backwards - boundary.backwards, bool(later)
+        self._samples, self.reader.loader_samples, self._backwards = boundary.samples, boundary.loader_samples, \
+            boundary.backwards
+        self._end_step(boundary.end)
+        with self._lock:
+            self._intervals = later + self._intervals
+        self._losses, self._samples, self.reader.loader_samples = later_losses, samples, loader
+        self._backwards, self._forwarded = backwards, forwarded
+
     def _end_step(self, end) -> None:
         with self._lock:
             intervals, self._intervals = self._intervals, []
         losses, self._losses = self._losses, []
         start = self._step_start if self._step_start is not None else end
-        samples = self._samples if not self._stages or 0 in self._stages else 0   # a later stage's: activations
-        if self._declared_samples is not None:
-            samples = self._declared_samples
+        first = (self._samples, self._samples_from) if self._samples_from is not None else None
+        if self._stages and 0 not in self._stages:   # a later stage's module gets activations, not samples
+            first = None
+        samples = self.reader.step_samples(self._declared_samples, self.given_samples, first, self._backwards)
+        if self._stages and 0 not in self._stages and self._declared_samples is None:
+            samples = 0
         declared_loss, self._declared_samples, self._declared_loss = self._declared_loss, None, None
         flops = None
         if self._counting is not None:   # the counted step ends
@@ -344,6 +437,10 @@ class Instruments:
         self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared_loss, samples, flops))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
+        self._samples_from, self._backwards, self._boundary = None, 0, None
+        if self._optimized and self._steppers is None:
+            self._steppers = set(self._stepped_now)
+        self._stepped_now = set()
         if self.clock.renew():
             self.clock.reanchor()
         if self.max_steps is not None and self.step >= self.max_steps:
