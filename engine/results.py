@@ -240,6 +240,8 @@ class DeviceKinds:
     @property
     def other_s(self) -> float:
         """The step's time in no kind (the script's own work between the hooks' marks, Python's), at least 0."""
+        if "other" in self.by_kind:
+            return self.by_kind["other"]
         return max(0.0, self.step_s - sum(self.by_kind.values()))
 
     @property

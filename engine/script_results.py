@@ -30,6 +30,7 @@ class ScriptFacts:
     micro_steps: float | None = None      # backwards per step (gradient accumulation: more than 1)
     loader: LoaderFacts | None = None     # the DataLoader its training batches came from, if any
     output_tail: list[str] = field(default_factory=list)   # its last lines of output, where it took no step
+    exit_code: int | None = None          # how its first rank's process ended, where it took no step
 
     @property
     def optimizer_text(self) -> str:

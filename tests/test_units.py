@@ -286,11 +286,17 @@ def test_fork_server_messages_read_back_and_garbled_ones_are_named():
 
 
 def test_the_diagnosis_names_the_device_that_idles_or_waits_on_its_input_most():
-    from engine.record.time_by_kind import diagnosis, table
-    from engine.results import DeviceKinds
+    from engine.record.findings import findings
+    from engine.record.time_by_kind import table
+    from engine.results import DeviceKinds, RunSummary
     fed = DeviceKinds("cpu:0", 0.1, {"forward": 0.05, "backward": 0.045}, 0.005)
     starved = DeviceKinds("cpu:1", 0.1, {"data": 0.07, "forward": 0.03}, 0.0)
     waiting = DeviceKinds("cpu:1", 0.1, {"forward": 0.03, "wait": 0.06}, 0.06)
+
+    def diagnosis(kinds):   # an engine run's: its first finding
+        found = findings(RunSummary(devices=[d.device for d in kinds], steps=1, time_by_kind=kinds), script=False,
+                         world=len(kinds))
+        return found[0].text if found else None
     # ... with what shortens the wait
     assert diagnosis([fed, starved]) == "cpu:1 waits on data (the input pipeline) 70 % of each step: more loader " \
         "workers on cores of their own (--loader-workers, --loader-cores), pinned memory on GPUs (--pin-memory), " \

@@ -65,6 +65,8 @@ class Done:
     split_backward_fixed_s: float | None = None   # the part of split_backward_extra_s paid at any micro-batch size
     two_way_extra_s: float | None = None          # engine/strategies/exchange_probe.py
     two_way_problem: str | None = None            # why a pipeline rank could not measure it
+    script: dict | None = None                    # a watched script's ScriptFacts, as JSON (engine/watch)
+    unformulated: dict[str, float] | None = None  # its counted step's seconds in operations without a FLOP formula
 
 
 @dataclass(frozen=True)

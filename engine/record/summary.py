@@ -9,8 +9,10 @@ from engine.measure.timing import BUSY_KINDS, busy_time
 from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
 from engine.record.efficiency import efficiency
+from engine.record.findings import findings
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, Step, TensorMemory
+from engine.script_results import ScriptFacts
 from engine.rules import model_label, watches_script
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 
@@ -244,17 +246,21 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               theory_text: str | None = None, plan: list[list[str]] | None = None,
               nodes: list[NodeSummary] | None = None,
               split_backward: dict[str, tuple[float, float | None]] | None = None,
-              peaks: dict[str, dict] | None = None, two_way_extra_s: float | None = None) -> RunSummary:
+              peaks: dict[str, dict] | None = None, two_way_extra_s: float | None = None,
+              world: int = 1, script: ScriptFacts | None = None,
+              unformulated: dict[str, float] | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward`` by device, from the ranks that
     measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as
     its rank reported it (engine.record.efficiency); ``two_way_extra_s``: the pipeline ranks' exchange probe's (the
-    slowest pair's)."""
+    slowest pair's); ``world``: the run's processes; ``script``: what a watched script's first rank read of it;
+    ``unformulated``: the counted step's seconds in operations without a FLOP formula (engine/record/findings.py)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
     pipelined = STRATEGIES[config.strategy].uses_micro_batches
-    return RunSummary(
+    watched = watches_script(config)
+    summary = RunSummary(
         run_id=run_id,
         status=status,
         strategy=config.strategy,
@@ -281,8 +287,9 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,
         communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
-        optimizer=config.optimizer,
-        dtype=config.dtype,
+        optimizer=(script.optimizer_text if script is not None else None) if watched else config.optimizer,
+        dtype=(script.dtype if script is not None else None) if watched else config.dtype,
+        script=script,
         notes=list(notes or []),
         plan=plan,
         nodes=list(nodes) if nodes else None,
@@ -290,6 +297,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         split_backward_fixed_s=[split_backward.get(d, (None, None))[1] for d in devices] if split_backward else None,
         two_way_extra_s=two_way_extra_s,
         time_by_kind=kinds,
-        diagnosis=time_by_kind.diagnosis(kinds) if kinds else None,
         efficiency=efficiency(totals, peaks or {}, config.peak),
     )
+    found = findings(summary, script=watched, world=world, unformulated=unformulated)
+    return summary.replace(findings=found, diagnosis=found[0].text if found else None)

@@ -1,13 +1,13 @@
-"""Each device's time per step by kind, and the one line that says which device idles or waits most and on
-what: the same figures for an engine run (engine.record.totals), a watched script's among them (--strategy
-script, engine/watch/)."""
+"""Each device's time per step by kind, each moment once: the same figures for an engine run (engine.record.totals),
+a watched script's among them (--strategy script, engine/watch/); what they say is engine/record/findings.py's."""
 from __future__ import annotations
 
 from engine.results import DeviceKinds
 
 # The order tables list kinds in (engine/measure/timing.py names them; engine/figures/palette.py colours them).
 KIND_ORDER = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
-              "wait", "optimizer")
+              "wait", "optimizer", "other")
+OTHER = "other"   # a step's time in no kind: what the timers did not cover (the script's own Python, a bubble)
 
 
 # Which kind a moment counts as where intervals overlap (ddp's all-reduce under its backward, a pipeline's send
@@ -20,11 +20,15 @@ BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a s
 
 def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
     """(seconds of ``[start, end]`` each kind holds, each moment counted once by ``PRECEDENCE``; seconds of each
-    kind hidden under another): the first add up to at most ``end - start``."""
+    kind hidden under another): the first add up to at most ``end - start``. Ranks that never wait for each other
+    (a script whose ranks form no group) run their k-th steps at other times than the merged step's: where the
+    window would drop most of a device's time, its intervals are taken whole."""
     rank = {kind: i for i, kind in enumerate(PRECEDENCE)}
-    clipped = sorted(((max(t0, start), min(t1, end), kind) for kind, t0, t1 in intervals
-                      if kind not in BETWEEN_STEPS and min(t1, end) > max(t0, start)),
-                     key=lambda item: item[0])
+    within = [(kind, t0, t1) for kind, t0, t1 in intervals if kind not in BETWEEN_STEPS]
+    clipped = [(max(t0, start), min(t1, end), kind) for kind, t0, t1 in within if min(t1, end) > max(t0, start)]
+    if sum(t1 - t0 for t0, t1, _ in clipped) < 0.5 * sum(t1 - t0 for _, t0, t1 in within):
+        clipped = [(t0, t1, kind) for kind, t0, t1 in within if t1 > t0]
+    clipped.sort(key=lambda item: item[0])
     edges = sorted({t for t0, t1, _ in clipped for t in (t0, t1)})
     held: dict[str, float] = {}
     raw: dict[str, float] = {}
@@ -47,28 +51,6 @@ def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], di
 def ordered(kinds) -> list[str]:
     """``kinds`` in table order, unknown ones (a newer engine's) after the known."""
     return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))
-
-
-# What shortens an input wait, said with it (the loader's options: engine/config.py).
-INPUT_FIX = ("more loader workers on cores of their own (--loader-workers, --loader-cores), pinned memory on "
-             "GPUs (--pin-memory), or a cheaper decode")
-
-
-def diagnosis(devices: list[DeviceKinds]) -> str | None:
-    """The device that idles or waits on its input most, in words: "cpu:1 waits on data (the input pipeline)
-    77 % of each step: more loader workers ...", "cpu:0 idles 52 % of each step (waiting on a peer: ...)";
-    None without steps."""
-    if not devices:
-        return None
-    candidates = [(d.idle_share, d.device, "idle") for d in devices] + \
-                 [(d.share("data"), d.device, "data") for d in devices]
-    share, device, what = max(candidates)
-    if share < 0.1:
-        return f"every device busy at least {100 * (1 - max(d.idle_share for d in devices)):.0f} % of each step"
-    if what == "data":
-        return (f"{device} waits on data (the input pipeline) {100 * share:.0f} % of each step: {INPUT_FIX}")
-    return f"{device} idles {100 * share:.0f} % of each step (waiting on a peer: the split, the schedule or a " \
-           "slower rank)"
 
 
 def input_wait_line(devices: list[DeviceKinds]) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from engine.measure.communication import OPERATIONS
-from engine.record.time_by_kind import BETWEEN_STEPS, exclusive, ordered
+from engine.record.time_by_kind import BETWEEN_STEPS, OTHER, exclusive, ordered
 from engine.results import BatchSplit, Communication, DeviceKinds, MeanStd, Step, Traffic
 
 
@@ -126,7 +126,11 @@ class RunTotals:
 
         def per_step(sums: dict[str, float]) -> dict[str, float]:
             return {k: sums[k] / n for k in ordered(sums)}
-        return [DeviceKinds(d, step, per_step(self.kind_time[d]), max(0.0, self.total_time - self.busy_time[d]) / n,
+
+        def with_other(sums: dict[str, float]) -> dict[str, float]:   # the kinds add up to the step
+            rest = self.total_time - sum(sums.values())
+            return per_step({**sums, OTHER: rest} if rest > 1e-9 * n and sums else sums)
+        return [DeviceKinds(d, step, with_other(self.kind_time[d]), max(0.0, self.total_time - self.busy_time[d]) / n,
                             hidden=per_step(self.hidden_time.get(d, {})),
                             between_steps=per_step(self.between_time.get(d, {}))) for d in self.devices]
 

@@ -102,6 +102,9 @@ class Rank:
         self.two_way_extra_s: float | None = None   # its Done's (engine/strategies/exchange_probe.py)
         self.two_way_problem: str | None = None
         self.note: str | None = None   # what it said of its steps when done (a watched script's)
+        self.script: dict | None = None         # and what it read of the script (ScriptFacts as JSON)
+        self.unformulated: dict[str, float] | None = None   # its counted step's operations without a formula
+        self.output_tail: list[str] = []        # its last lines of output (stdout)
         self.split = None
         self.stderr_tail: list[str] = []
         self.exit_seen = False

@@ -29,6 +29,7 @@ from engine.config import ExperimentConfig
 from engine.environment import ROOT, RUN_FOLDER, with_project_path
 from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.record.efficiency import with_energy
+from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
 from engine.run import protocol
 from engine.store import default_path, open_store
@@ -386,4 +387,4 @@ class RunSession:
             summary = summary.replace(telemetry=recorder.telemetry_summary(summary.devices_busy, summary.devices))
         if summary.efficiency is not None:
             summary = summary.replace(efficiency=with_energy(summary.efficiency, summary.devices, summary.telemetry))
-        return summary
+        return with_telemetry(summary)

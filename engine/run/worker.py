@@ -15,6 +15,7 @@ Ends of a run, and what the worker does:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -30,6 +31,8 @@ from engine.devices import Device, DeviceError
 from engine.record import rank_events
 from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
+from engine.results import from_json
+from engine.script_results import ScriptFacts
 from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
                            WorkerEvent)
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
@@ -41,6 +44,7 @@ KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
+OUTPUT_TAIL = 20        # a rank's last lines of output kept, for a script that ends before its first step
 OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
 CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at most this far apart while events pour in
 
@@ -237,6 +241,7 @@ class Worker:
         if kind == "stdout_eof":
             r.output_closed = True
         elif line:
+            r.output_tail = (r.output_tail + [line])[-OUTPUT_TAIL:]
             self.emit(Log, message=line, rank=r.rank)
 
     def _merge_what_is_queued(self) -> None:
@@ -283,7 +288,7 @@ class Worker:
             r.split_backward = (event.split_backward_extra_s, event.split_backward_fixed_s)
             r.split_backward_problem = event.split_backward_problem
             r.two_way_extra_s, r.two_way_problem = event.two_way_extra_s, event.two_way_problem
-            r.note = event.note
+            r.note, r.script, r.unformulated = event.note, event.script, event.unformulated
             self.peaks.update(event.peaks or {})   # a watched script's: known once it has run (its dtype)
         elif isinstance(event, rank_events.Failed):
             r.error = event
@@ -313,6 +318,19 @@ class Worker:
                   micro_batches=effective_micro_batches(self.config), clock_origin=self.origin,
                   theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
                   peaks=dict(self.peaks), **self._nodes_field())
+
+    def script_facts(self) -> ScriptFacts | None:
+        """What a watched script's first rank read of it; where no step was taken, its last lines of output and
+        how its process ended (engine/record/findings.py says them)."""
+        if self.strategy.builds_model or not self.ranks:
+            return None
+        first = self.ranks[0]
+        facts = from_json(ScriptFacts, first.script) or ScriptFacts()
+        if self.totals.steps:
+            return facts
+        code = first.proc.poll() if first.proc is not None and hasattr(first.proc, "poll") else None
+        tail = [line for rr in self.ranks for line in rr.output_tail + rr.stderr_tail][-20:]
+        return dataclasses.replace(facts, output_tail=tail, exit_code=code)
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
@@ -381,7 +399,9 @@ class Worker:
             else None, split_backward={rr.device.name: rr.split_backward for rr in self.ranks
                                        if finished and rr.split_backward[0] is not None},
             peaks=self.peaks, two_way_extra_s=max((rr.two_way_extra_s for rr in self.ranks
-                                                   if finished and rr.two_way_extra_s is not None), default=None))
+                                                   if finished and rr.two_way_extra_s is not None), default=None),
+            world=self.world, script=self.script_facts(), unformulated=next(
+                (rr.unformulated for rr in self.ranks if rr.unformulated), None))
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

@@ -33,6 +33,7 @@ from engine.run.loader_placement import held_cores
 from engine.strategies.script import plain
 from engine.environment import RankEnvironment, variable
 from engine.record.rank_events import Done, Failed, Ready
+from engine.results import to_json
 from engine.run.rank import (EventChannel, check_node_rank, describe_exception, die_with_worker, node_channel,
                              own_device, pin)
 
@@ -101,7 +102,8 @@ def done(instruments, own: Device) -> Done:
     except Exception as exc:  # noqa: BLE001  (the run's figures stand without an MFU)
         print(f"splitscope: the peak FLOP/s of {own.name} was not measured: {exc}", file=sys.stderr)
         peaks = None
-    return Done(note=instruments.note(), peaks=peaks)
+    return Done(note=instruments.note(), peaks=peaks, script=to_json(instruments.reader.facts()),
+                unformulated=instruments.unformulated())
 
 
 def failed(instruments, channel: EventChannel, failure: Failed) -> None:
@@ -148,6 +150,7 @@ def main() -> int:
     instruments = Instruments(own, channel.emit if mode != "silent" else (lambda _report: None),
                               config.steps or None, on_training=ready if timed else None, count_flops=mode == "1",
                               warmup=config.warmup)
+    instruments.given_samples = config.samples_per_step
     if not timed:
         ready()
     if not as_python:

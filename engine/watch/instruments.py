@@ -487,6 +487,14 @@ class Instruments:
         return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals}, loss,
                           queued.samples, flops=queued.flops)
 
+    def unformulated(self) -> dict[str, float] | None:
+        """The counted step's seconds in each operation that took time but has no FLOP formula (and is not one that
+        counts none by convention: engine/measure/flops.py), and ``"step"``: all its operations' seconds."""
+        if not self.counted():
+            return None
+        found = dict(getattr(self.flops, "unformulated", {}) or {})
+        return {**found, "step": float(getattr(self.flops, "counted_seconds", 0.0) or 0.0)}
+
     def counted(self) -> bool:
         """Whether a counted step ended (its FLOPs reported): the counter kept, its mode left."""
         return self.flops is not None and self._counting is None

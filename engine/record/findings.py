@@ -1,0 +1,143 @@
+"""What a run's figures say, as findings (docs/summary.md ``findings``): each one a code, how much it matters, the
+words and the devices, ordered by how much of the step it explains. The summary's ``diagnosis`` is the first's
+text. A figure that cannot be true (an MFU over 100 %, kinds longer than the step) is one of them, never a value.
+
+The worker makes them from its summary (``findings``); the session adds what only the telemetry knows
+(``with_telemetry``: another program on a device's core)."""
+from __future__ import annotations
+
+from engine.results import DeviceKinds, RunSummary
+from engine.script_results import Finding, ScriptFacts
+
+NOTICEABLE = 0.1          # a share of the step worth a finding
+UNCOUNTED_AT = 0.05       # operations without a FLOP formula worth saying, as a share of the counted step's time
+SEVERE = 0.3              # a share that is the step's main story
+# What shortens an input wait, in the engine's own options (engine/config.py).
+ENGINE_INPUT_FIX = ("more loader workers on cores of their own (--loader-workers, --loader-cores), pinned memory on "
+                    "GPUs (--pin-memory), or a cheaper decode")
+
+
+def findings(summary: RunSummary, *, script: bool, world: int,
+             unformulated: dict[str, float] | None = None) -> list[Finding]:
+    """The run's findings, most of the step first. ``script``: a watched script's (its own words, not our flags);
+    ``world``: its processes; ``unformulated``: the counted step's seconds in operations without a FLOP formula
+    (by operation, and ``"step"``: all of them)."""
+    facts = summary.script
+    found: list[Finding] = []
+    kinds = summary.time_by_kind or []
+    if summary.steps == 0 and script:
+        found.append(_no_steps(summary.status, facts))
+    # our strategies exchange between their devices by design; a script only where its hooks saw it
+    communicated = not script and len(summary.devices) > 1 or bool(summary.communication) or any(
+        d.by_kind.get(k) or d.hidden.get(k) for d in kinds for k in ("communication", "wait", "transfer"))
+    for d in kinds:
+        data = d.share("data")
+        if data >= NOTICEABLE:
+            found.append(Finding("data_wait", _severity(data), f"{d.device} waits on data (the input pipeline) "
+                                 f"{pct(data)} of each step: {_input_fix(script, facts)}", [d.device], data))
+        idle = d.idle_share   # in no busy kind: waiting on a peer, and what no timer covered
+        if communicated and len(summary.devices) > 1 and idle >= NOTICEABLE:
+            share = idle
+            found.append(Finding("peer_wait", _severity(share), f"{d.device} idles {pct(share)} of each step "
+                                 "(waiting on a peer: the split, the schedule or a slower rank)", [d.device], share))
+        elif script and d.step_s > 0 and d.other_s / d.step_s >= NOTICEABLE:
+            share = d.other_s / d.step_s
+            found.append(Finding("other_time", "info", f"{d.device} spends {pct(share)} of each step outside the "
+                                 "model's calls, its backward and its optimizer (the script's own Python between "
+                                 "them: the loss, logging, clearing gradients)", [d.device], share))
+        exchanged = d.share("communication")
+        if exchanged >= NOTICEABLE:
+            found.append(Finding("communication", _severity(exchanged), f"{d.device} communicates {pct(exchanged)} "
+                                 "of each step that no compute hides", [d.device], exchanged))
+        total = sum(d.by_kind.values())
+        if d.step_s > 0 and total > 1.01 * d.step_s:
+            found.append(Finding("kinds_exceed_step", "problem", f"{d.device}'s kinds add up to "
+                                 f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: they overlap where they "
+                                 "should not, so none of them is shown as a share", [d.device], 1.0))
+        evaluation = d.between_steps.get("eval", 0.0)
+        if evaluation > 0 and d.step_s > 0:
+            share = evaluation / (evaluation + d.step_s)
+            found.append(Finding("eval_time", "info", f"{d.device} evaluated {1e3 * evaluation:.1f} ms per step "
+                                 f"between its steps ({pct(share)} of the run's time): not counted in the steps or "
+                                 "their time", [d.device], share))
+    if script and world > 1 and summary.steps and not communicated:
+        found.append(Finding("independent_ranks", "problem", f"{world} ranks and not one collective or "
+                             "point-to-point call between them: each trained its own copy of the model. Check that "
+                             "the script forms a process group (init_process_group) and wraps its model (DDP, FSDP) "
+                             "under torchrun, and the flags it needs for that", list(summary.devices), 1.0))
+    found += _flop_findings(summary, unformulated)
+    if not found or max(f.share for f in found) < NOTICEABLE:
+        busy = min((1 - d.idle_share for d in kinds), default=None)
+        if busy is not None:
+            found.append(Finding("busy", "info", f"every device busy at least {pct(busy)} of each step",
+                                 list(summary.devices), 0.0))
+    return sorted(found, key=lambda f: -f.share)
+
+
+def with_telemetry(summary: RunSummary) -> RunSummary:
+    """The summary with the telemetry's finding (``disturbed``: another program on a device's core) among the
+    rest, and its diagnosis the first finding's text."""
+    listed = list(summary.findings)
+    if summary.telemetry is not None and summary.telemetry.disturbed:
+        listed.append(Finding("disturbed", "warning", summary.telemetry.disturbed, list(summary.devices), 0.05))
+    listed.sort(key=lambda f: -f.share)
+    return summary.replace(findings=listed, diagnosis=listed[0].text if listed else summary.diagnosis)
+
+
+def _no_steps(status: str, facts: ScriptFacts | None) -> Finding:
+    code = facts.exit_code if facts is not None else None
+    how = f"exited with status {code}" if code is not None else status
+    tail = facts.output_tail if facts is not None else []
+    said = ("; its last output: " + " | ".join(tail[-5:])) if tail else "; it printed nothing"
+    return Finding("no_steps", "problem", f"the script {how} before its first step: nothing was measured{said}",
+                   [], 1.0)
+
+
+def _input_fix(script: bool, facts: ScriptFacts | None) -> str:
+    """What shortens the wait, in the words of what the user can change."""
+    if not script:
+        return ENGINE_INPUT_FIX
+    loader = facts.loader if facts is not None else None
+    if loader is None:
+        return ("the script makes its batches itself, outside any DataLoader: a DataLoader with num_workers > 0 "
+                "would make them beside the step")
+    fixes = [f"more DataLoader workers (num_workers, now {loader.num_workers})"]
+    if not loader.pin_memory:
+        fixes.append("pin_memory=True on GPUs")
+    if loader.num_workers and not loader.persistent_workers:
+        fixes.append("persistent_workers=True (workers kept between epochs)")
+    if loader.num_workers:
+        fixes.append(f"a larger prefetch_factor (now {loader.prefetch_factor or 2})")
+    return ", ".join(fixes) + ", or a cheaper __getitem__"
+
+
+def _flop_findings(summary: RunSummary, unformulated: dict[str, float] | None) -> list[Finding]:
+    found = []
+    efficiency = summary.efficiency
+    for d in efficiency.devices if efficiency is not None else []:
+        if d.over_peak is not None:
+            peak = d.peak
+            found.append(Finding("mfu_over_peak", "problem", f"{d.device}'s MFU would be {pct(d.over_peak)}: more "
+                                 "than the device can do, so it is not shown. Either the FLOP count is too high (an "
+                                 "operation's formula counts work it does not do) or the peak is too low "
+                                 f"({peak.source if peak else 'none'})", [d.device], 1.0))
+    step = (unformulated or {}).get("step", 0.0)
+    if step > 0:
+        missing = sorted(((op, s) for op, s in unformulated.items() if op != "step"), key=lambda item: -item[1])
+        share = sum(s for _, s in missing) / step
+        if share > UNCOUNTED_AT:
+            ops = ", ".join(f"{op} {pct(s / step)}" for op, s in missing[:4])
+            found.append(Finding("uncounted_flops", "warning", f"{pct(share)} of the counted step's time went to "
+                                 f"operations without a FLOP formula ({ops}): their FLOPs are not in the count, so "
+                                 "MFU is understated", list(summary.devices), share))
+    return found
+
+
+def pct(share: float) -> str:
+    """A share as the summary's words say it: "70 %"."""
+    return f"{100 * share:.0f} %"
+
+
+def _severity(share: float) -> str:
+    return "problem" if share >= SEVERE else "warning"
+
