@@ -17,7 +17,7 @@ import threading
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.results import to_json
-from engine.rules import effective_batch_size
+from engine.rules import effective_batch_size, watches_script
 from engine.run_options import add_run_options, config_from_args, given_options, split_tokens
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -217,6 +217,9 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
     result = session.result
     progress.close()
     if result.error:
+        if result.traceback and watches_script(config):
+            # a watched script's own error: its traceback, as python would have printed it
+            print(result.traceback.rstrip(), file=sys.stderr)
         print(f"error: {result.error}", file=sys.stderr)
     predictions = _predictions(result, args.db) if result.status == "finished" else []
     if args.json:

@@ -57,8 +57,9 @@ def summary_table(s: RunSummary) -> str:
     if s.time_by_kind:
         first, *more = time_by_kind.table(s.time_by_kind)
         rows += [("ms per step", first), *(("", line) for line in more)]
-    if s.diagnosis:
-        rows.append(("diagnosis", s.diagnosis))
+    rows += finding_rows(s)
+    if s.script is not None:
+        rows += script_rows(s.script)
     if s.efficiency:
         first, *more = s.efficiency.lines()
         rows += [("efficiency", first), *(("", line) for line in more)]
@@ -79,6 +80,28 @@ def summary_table(s: RunSummary) -> str:
     for note in s.notes:
         rows.append(("note", note))
     return _table(rows)
+
+
+def finding_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """The findings a line each, most of the step first (engine/record/findings.py); a run stored before them has
+    its one diagnosis line."""
+    if not s.findings:
+        return [("diagnosis", s.diagnosis)] if s.diagnosis else []
+    return [("findings" if i == 0 else "", f"{f.severity}: {f.text} [{f.code}]") for i, f in enumerate(s.findings)]
+
+
+def script_rows(facts) -> list[tuple[str, object]]:
+    """What a watched script was read to be (engine/watch/script_facts.py)."""
+    model = f"{facts.model} ({facts.parameters:,} parameters)" if facts.model and facts.parameters else facts.model
+    rows = [("script's model", model)] if model else []
+    if facts.optimizers:
+        rows.append(("learning rate", ", ".join(f"{name} {lr:g}" if lr is not None else name
+                                                for name, lr in zip(facts.optimizers, facts.lr))))
+    if facts.samples_source:
+        rows.append(("samples from", facts.samples_source))
+    if facts.micro_steps and facts.micro_steps > 1:
+        rows.append(("backwards a step", f"{facts.micro_steps:g} (gradient accumulation, or several losses)"))
+    return rows
 
 
 def _table(rows: list[tuple[str, object]]) -> str:

@@ -86,7 +86,8 @@ def with_telemetry(summary: RunSummary) -> RunSummary:
 
 def _no_steps(status: str, facts: ScriptFacts | None) -> Finding:
     code = facts.exit_code if facts is not None else None
-    how = f"exited with status {code}" if code is not None else status
+    how = "failed (its error is the run's)" if status == "failed" else \
+        f"exited with status {code}" if code is not None else f"was {status}"
     tail = facts.output_tail if facts is not None else []
     said = ("; its last output: " + " | ".join(tail[-5:])) if tail else "; it printed nothing"
     return Finding("no_steps", "problem", f"the script {how} before its first step: nothing was measured{said}",

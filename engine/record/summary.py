@@ -287,7 +287,8 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
                        for d in devices] if totals.tensor_memory_peak else None,
         communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
-        optimizer=(script.optimizer_text if script is not None else None) if watched else config.optimizer,
+        optimizer=(script.optimizer_text if script is not None and totals.steps else None) if watched
+        else config.optimizer,
         dtype=(script.dtype if script is not None else None) if watched else config.dtype,
         script=script,
         notes=list(notes or []),

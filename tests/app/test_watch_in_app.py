@@ -2,13 +2,35 @@
 RunFlow.watch_script), drawn as any run."""
 from __future__ import annotations
 
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from app_helpers import shown, wait_steps
 from procs import ROOT
 
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 RUN_TIMEOUT_MS = 120_000
+# A few optimizer steps of a tiny model: a watched script in seconds, whichever way it is started.
+TINY = """\
+import os
+import torch
+print("ranks:", os.environ.get("WORLD_SIZE", "none"))
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):
+    loss = model(torch.randn(16, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("tiny done")
+"""
+FAILING = """\
+def load_the_data():
+    raise RuntimeError("the data folder is gone")
+
+
+print("about to fail")
+load_the_data()
+"""
 
 
 def test_the_watch_dialog_checks_as_it_is_typed_and_makes_the_scripts_run(qtbot, tmp_path):
@@ -81,3 +103,103 @@ def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_
     assert window.progress_bar.maximum() == window.progress_bar.value() == 1 and window.run_box.time_left.text() == ""
     assert window.status_label.text().startswith("Finished 30 steps")
     assert window.runs.last_watch["script"] == str(EXAMPLE)   # the dialog opens with it next time
+
+
+def test_the_watch_dialog_runs_a_script_as_plain_python_or_as_torchrun_ranks(qtbot, tmp_path):
+    """As `watch -- python SCRIPT.py` and `watch -- SCRIPT.py`: the choice's words are the engine's
+    (SCRIPT_LAUNCHES); plain python offers one device (auto) and no nodes, and the config says how it starts."""
+    from app.views.watch_dialog import WatchDialog
+    from engine.config import SCRIPT_LAUNCHES
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY)
+    dialog = shown(qtbot, WatchDialog(script=str(script), nodes="10.0.0.2:29400"))
+    plain, ranks = dialog.launch_buttons["python"], dialog.launch_buttons["torchrun"]
+    assert ranks.isChecked() and not plain.isChecked()   # the command line's default
+    assert SCRIPT_LAUNCHES["python"] in plain.toolTip() and SCRIPT_LAUNCHES["torchrun"] in ranks.toolTip()
+    assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["torchrun"]
+    assert dialog.config().script_launch == "torchrun" and dialog.config().nodes == "10.0.0.2:29400"
+    dialog.nodes.set_nodes(None)
+    assert dialog.watch_button.isEnabled(), dialog.problem.text()
+
+    qtbot.mouseClick(plain, QtCore.Qt.MouseButton.LeftButton)
+    assert plain.isChecked() and dialog.launch() == "python"
+    assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["python"]
+    assert dialog.devices.text() == "auto" and "One device" in dialog.devices.toolTip()
+    assert not dialog.nodes.isEnabled()   # one process on this machine
+    dialog.nodes.set_nodes("10.0.0.2:29400")   # kept for torchrun's ranks, not this run's
+    config = dialog.config()
+    assert (config.script_launch, config.devices, config.nodes, config.script) == ("python", "auto", None,
+                                                                                    str(script))
+    assert dialog.watch_button.isEnabled(), dialog.problem.text()
+    # several ranks are not offered: several devices are refused as the dialog shows any problem
+    dialog.devices.setText("cpu:2")
+    assert dialog.problem.text().startswith("devices: a script run as plain python is one process")
+    assert not dialog.watch_button.isEnabled()
+    dialog.devices.setText("cuda:0")   # this machine's GPUs as the window counts them: none here
+    assert "devices:" in dialog.problem.text() and not dialog.watch_button.isEnabled()
+    dialog.devices.setText("cpu:1")
+    assert dialog.watch_button.isEnabled(), dialog.problem.text()
+    reopened = shown(qtbot, WatchDialog(**dialog.fields()))   # as Run › Watch a script… opens it next time
+    assert reopened.launch() == "python" and reopened.config() == dialog.config()
+    with_a_gpu = shown(qtbot, WatchDialog(script=str(script), devices="cuda:0", launch="python", gpus=1))
+    assert with_a_gpu.watch_button.isEnabled(), with_a_gpu.problem.text()
+    assert with_a_gpu.config().devices == "cuda:0"
+
+    # back to torchrun's ranks: their devices as they were, the nodes again
+    qtbot.mouseClick(ranks, QtCore.Qt.MouseButton.LeftButton)
+    assert dialog.launch() == "torchrun" and dialog.devices.text() == "cpu:2" and dialog.nodes.isEnabled()
+    assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["torchrun"]
+    assert (dialog.config().script_launch, dialog.config().nodes) == ("torchrun", "10.0.0.2:29400")
+    # plain python again: its own device as last typed
+    plain.click()
+    assert dialog.devices.text() == "cpu:1" and dialog.config().script_launch == "python"
+
+
+def _watch_from_the_menu(qtbot, window, monkeypatch, script, launch):
+    """Run › Watch a script… with ``script`` and ``launch`` chosen in the dialog; the run's RunResult."""
+    from app.views.watch_dialog import WatchDialog
+
+    def fill_and_accept(dialog):
+        dialog.script.setText(str(script))
+        dialog.launch_buttons[launch].click()
+        assert dialog.watch_button.isEnabled(), dialog.problem.text()
+        return QtWidgets.QDialog.DialogCode.Accepted
+    monkeypatch.setattr(WatchDialog, "exec", fill_and_accept)
+    action = next(a for a in window.menuBar().findChildren(QtWidgets.QMenu)
+                  for a in a.actions() if a.text() == "Watch a script…")
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        action.trigger()
+    return finished.args[0]
+
+
+def test_a_script_watched_as_plain_python_from_the_dialog_finishes(qtbot, window, monkeypatch, tmp_path):
+    """One plain process on one device: no torchrun variables, its steps counted, its output in the Log tab."""
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY)
+    info = _watch_from_the_menu(qtbot, window, monkeypatch, script, "python")
+    log = window.log_view.toPlainText()
+    assert info.status == "finished", (info, log[-2000:])
+    assert info.summary.strategy == "script" and info.summary.model == "tiny.py"
+    assert "ranks: none" in log and "tiny done" in log   # as `python tiny.py` runs it
+    assert window.plots.progress.steps_done == 4
+    assert window.history.run_ids()[0] == info.run_id and window.runs.last_watch["launch"] == "python"
+    assert not window.center.error_panel.isVisible()
+
+
+def test_a_failing_watched_scripts_traceback_is_shown(qtbot, window, monkeypatch, tmp_path):
+    """The script's own traceback, its file and line, in the error panel (open, not behind a click) and the Log."""
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    info = _watch_from_the_menu(qtbot, window, monkeypatch, script, "torchrun")
+    assert info.status == "failed"
+    panel = window.center.error_panel
+    qtbot.waitUntil(panel.isVisible, timeout=5_000)
+    assert "RuntimeError: the data folder is gone" in panel.message.text(), panel.message.text()
+    shown_tb = panel.traceback.toPlainText()
+    assert panel.traceback.isVisible() and panel.details_button.isChecked()
+    assert "Traceback (most recent call last)" in shown_tb, shown_tb
+    assert f'File "{script}", line 6' in shown_tb and "in load_the_data" in shown_tb, shown_tb
+    assert "RuntimeError: the data folder is gone" in shown_tb
+    log = window.log_view.toPlainText()
+    assert "about to fail" in log and f'File "{script}", line 2, in load_the_data' in log, log[-2000:]
+    assert window.history.records[0].status == "failed"

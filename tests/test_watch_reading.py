@@ -1,0 +1,177 @@
+"""How a watched script is read, in one process and without launching anything (issue 51): its steps where
+several optimizers step or none does, its evaluation apart from its steps, its samples from keyword inputs and
+sequence-first models, the command line's plain python form, and what the findings say of impossible figures."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from engine.efficiency import DeviceEfficiency, Efficiency, Peak
+from engine.record.findings import findings
+from engine.record.time_by_kind import exclusive
+from engine.results import DeviceKinds, RunSummary
+from engine.watch.instruments import Instruments
+
+pytestmark = pytest.mark.quick
+
+
+def watching(body) -> tuple[list, Instruments]:
+    """The step reports of ``body()`` run under the instruments, and the instruments."""
+    reports: list = []
+    instruments = Instruments("cpu:0", reports.append, count_flops=False)
+    instruments.install()
+    try:
+        body()
+        instruments.finish()
+    finally:
+        instruments.uninstall()
+    return reports, instruments
+
+
+def kinds(report) -> list[str]:
+    return [kind for kind, *_ in report.intervals["cpu:0"]]
+
+
+def test_two_optimizers_stepping_for_one_batch_make_one_step_and_evaluation_is_no_step():
+    """A GAN's discriminator and generator step once each per batch: one step; the evaluation between epochs
+    (eval() and no_grad) is its own kind, its samples not the step's."""
+    generator, discriminator = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def train():   # the optimizers made by the script, as the instruments see them made
+        opt_g = torch.optim.Adam(generator.parameters())
+        opt_d = torch.optim.Adam(discriminator.parameters())
+        for _epoch in range(2):
+            for _ in range(3):
+                fake = generator(torch.randn(5, 4))
+                discriminator(fake.detach()).mean().backward()
+                opt_d.step()
+                discriminator(fake).mean().backward()
+                opt_g.step()
+            generator.eval()
+            with torch.no_grad():
+                generator(torch.randn(7, 4))
+            generator.train()
+    reports, instruments = watching(train)
+    assert len(reports) == 6 and [r.samples for r in reports] == [5] * 6
+    assert "eval" in kinds(reports[3]) and "eval" not in kinds(reports[1])
+    facts = instruments.reader.facts()
+    assert facts.optimizers == ["Adam", "Adam"] and facts.model == "Linear" and facts.micro_steps == 2
+
+
+def test_an_optimizer_that_steps_more_often_than_another_ends_a_step_each_time():
+    """A critic stepped three times for each generator step (a WGAN's): a step per critic step (the first ended
+    where it stood at its last optimizer step, once the critic stepped again), the generator's step inside the next
+    one; the script's last generator step, after its last critic step, a step of its own."""
+    generator, critic = nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def train():
+        opt_g, opt_c = torch.optim.SGD(generator.parameters(), lr=0.1), torch.optim.SGD(critic.parameters(), lr=0.1)
+        for _ in range(2):
+            for _ in range(3):
+                critic(generator(torch.randn(6, 4)).detach()).mean().backward()
+                opt_c.step()
+            critic(generator(torch.randn(6, 4))).mean().backward()
+            opt_g.step()
+    reports, _ = watching(train)
+    assert len(reports) == 7 and kinds(reports[-1]).count("optimizer") == 1
+    assert sum(kinds(r).count("optimizer") for r in reports) == 8
+    assert all(kinds(r).count("backward") >= 1 for r in reports)
+
+
+def test_samples_come_from_keyword_inputs_and_a_sequence_first_models_second_dimension():
+    class Keywords(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 4)
+
+        def forward(self, input_ids=None, attention_mask=None):
+            return self.embed(input_ids).sum()
+
+    class SequenceFirst(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(3, 5)
+
+        def forward(self, x):
+            return self.rnn(x)[0].sum()
+
+    for model, call, expected in ((Keywords(), lambda m: m(input_ids=torch.zeros(6, 9, dtype=torch.long)), 6),
+                                  (SequenceFirst(), lambda m: m(torch.randn(35, 20, 3)), 20)):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def train():
+            for _ in range(2):
+                call(model).backward()
+                optimizer.step()
+        reports, instruments = watching(train)
+        assert [r.samples for r in reports] == [expected] * 2, instruments.reader.facts()
+
+
+def test_the_declared_and_given_samples_come_first():
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        model(torch.ones(3, 2)).sum().backward()
+        optimizer.step()
+    reports: list = []
+    instruments = Instruments("cpu:0", reports.append, count_flops=False)
+    instruments.given_samples = 11
+    instruments.install()
+    try:
+        train()
+        instruments.declare(samples=5)
+        train()
+    finally:
+        instruments.uninstall()
+    assert [r.samples for r in reports] == [11, 5]
+    assert instruments.reader.facts().samples_source == "the script's watch.step(samples=...)"
+
+
+@pytest.mark.parametrize("words, script, module, args, refused", [
+    (["-u", "train.py", "--lr", "3"], "train.py", None, ["--lr", "3"], None),
+    (["-m", "pkg.train", "--x"], None, "pkg.train", ["--x"], None),
+    (["-O", "train.py"], None, None, None, "-O: watch -- python takes a script"),
+    (["-m"], None, None, None, "-m: give the module"),
+    ([], None, None, None, "give the script to run"),
+])
+def test_the_plain_python_command_line_is_read_or_refused_with_the_reason(words, script, module, args, refused):
+    from engine.watch import python_form
+    assert python_form.is_python("python3") and python_form.is_python("/usr/bin/python3.11")
+    assert not python_form.is_python("torchrun") and not python_form.is_python("train.py")
+    form, problems = python_form.read(words)
+    if refused:
+        assert form is None and refused in problems[0]
+    else:
+        assert (form.script, form.module, form.args) == (script, module, args) and not problems
+
+
+def test_a_plain_scripts_process_has_no_torchrun_variables_and_the_users_thread_count():
+    from engine.run.local_ranks import plain_environment
+    rank = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_PORT": "1", "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1", "PATH": "/bin"}
+    assert plain_environment(rank, {"OMP_NUM_THREADS": "6"}) == {"OMP_NUM_THREADS": "6", "PATH": "/bin"}
+    assert plain_environment(rank, {}) == {"PATH": "/bin"}
+
+
+def test_overlapping_kinds_count_each_moment_once_and_add_up_to_the_step():
+    """An all-reduce under the backward is the backward's time, its own only where it sticks out; evaluation
+    before the step is not in it."""
+    intervals = [["eval", -5.0, 0.0], ["data", 0.0, 1.0], ["forward", 1.0, 2.0], ["backward", 2.0, 4.0],
+                 ["communication", 3.0, 4.5], ["optimizer", 4.5, 5.0]]
+    held, hidden = exclusive(intervals, 0.0, 6.0)
+    assert held == {"data": 1.0, "forward": 1.0, "backward": 2.0, "communication": 0.5, "optimizer": 0.5}
+    assert hidden == {"communication": 1.0} and sum(held.values()) <= 6.0
+
+
+def test_an_mfu_over_the_peak_and_uncounted_operations_are_findings_not_figures():
+    device = DeviceEfficiency("cpu:0", flops_per_step=3e9, step_s=0.01, busy_s=0.01,
+                              measured_peak=Peak(1e11, "measured: test"))
+    summary = RunSummary(devices=["cpu:0"], steps=3, time_by_kind=[DeviceKinds("cpu:0", 0.01, {"forward": 0.01})],
+                         efficiency=Efficiency([device]))
+    assert device.mfu is None and device.over_peak == pytest.approx(3.0) and summary.efficiency.mfu is None
+    found = findings(summary, script=True, world=1, unformulated={"aten._fft_r2c": 0.002, "step": 0.01})
+    codes = [f.code for f in found]
+    assert codes[0] == "mfu_over_peak" and "300 %" in found[0].text and "uncounted_flops" in codes
+    assert "aten._fft_r2c 20 %" in found[codes.index("uncounted_flops")].text
