@@ -27,6 +27,7 @@ from app.state import run_status
 from app.state.live_data import RunProgress
 from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
+from engine.devices import cuda_visible
 from engine.events import Launched, Started, WorkerEvent
 from engine.rules import effective_micro_batches
 from engine.run.session import RunResult
@@ -70,7 +71,8 @@ class RunFlow(QtCore.QObject):
         cancelled, busy, or the start failed."""
         if self.window.controls.activity().busy:
             return None
-        dialog = WatchDialog(self.window, **self.last_watch)
+        # the GPUs as the window's inventory counts them (none until it is read): the devices' check takes cuda:K
+        dialog = WatchDialog(self.window, gpus=len(cuda_visible(self.window.plans.gpus)), **self.last_watch)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
             return None
         self.last_watch = dialog.fields()

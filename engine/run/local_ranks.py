@@ -13,6 +13,7 @@ over several machines has its ranks started by the nodes' agents instead
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -30,11 +31,14 @@ from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.record import rank_events
+from engine.results import from_json
+from engine.script_results import ScriptFacts
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
 # hundreds of thousands of steps through the worker, the session and the store without torch name a synthetic
 # rank here (tests/synthetic_rank.py).
 RANK_MODULE = variable("SPLITSCOPE_RANK_MODULE")
+OUTPUT_TAIL = 20   # a rank's last lines of output kept: what a script printed where it took no step
 
 
 def rank_environment(base, *, rank: int, world: int, config_json: str, devices_json: str, event_fd: int,
@@ -214,6 +218,18 @@ class LocalRanks:
     def _read_stderr(self, r: Rank) -> None:
         for line in r.proc.stderr:
             r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
+
+
+def script_facts(ranks: list[Rank], steps: int) -> ScriptFacts:
+    """What a watched script's first rank read of it; where it took no step, its ranks' last lines of output and
+    how its first process ended (engine/record/findings.py says them)."""
+    first = ranks[0] if ranks else None
+    facts = (from_json(ScriptFacts, first.script) if first is not None else None) or ScriptFacts()
+    if steps or first is None:
+        return facts
+    code = first.proc.poll() if hasattr(first.proc, "poll") else None
+    tail = [line for r in ranks for line in r.output_tail + r.stderr_tail][-OUTPUT_TAIL:]
+    return dataclasses.replace(facts, output_tail=tail, exit_code=code)
 
 
 def clean_up(local: LocalRanks | None, session_pid: int) -> None:

@@ -15,7 +15,6 @@ Ends of a run, and what the worker does:
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import queue
@@ -31,20 +30,17 @@ from engine.devices import Device, DeviceError
 from engine.record import rank_events
 from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
-from engine.results import from_json
-from engine.script_results import ScriptFacts
 from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
                            WorkerEvent)
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, noted
-from engine.run.local_ranks import LocalRanks, Rank, clean_up, kill_rank
+from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, kill_rank, script_facts
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
-OUTPUT_TAIL = 20        # a rank's last lines of output kept, for a script that ends before its first step
 OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
 CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at most this far apart while events pour in
 
@@ -241,7 +237,7 @@ class Worker:
         if kind == "stdout_eof":
             r.output_closed = True
         elif line:
-            r.output_tail = (r.output_tail + [line])[-OUTPUT_TAIL:]
+            r.output_tail = (r.output_tail + [line])[-OUTPUT_TAIL:]   # said where a script took no step
             self.emit(Log, message=line, rank=r.rank)
 
     def _merge_what_is_queued(self) -> None:
@@ -319,19 +315,6 @@ class Worker:
                   theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
                   peaks=dict(self.peaks), **self._nodes_field())
 
-    def script_facts(self) -> ScriptFacts | None:
-        """What a watched script's first rank read of it; where no step was taken, its last lines of output and
-        how its process ended (engine/record/findings.py says them)."""
-        if self.strategy.builds_model or not self.ranks:
-            return None
-        first = self.ranks[0]
-        facts = from_json(ScriptFacts, first.script) or ScriptFacts()
-        if self.totals.steps:
-            return facts
-        code = first.proc.poll() if first.proc is not None and hasattr(first.proc, "poll") else None
-        tail = [line for rr in self.ranks for line in rr.output_tail + rr.stderr_tail][-20:]
-        return dataclasses.replace(facts, output_tail=tail, exit_code=code)
-
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
         from engine.measure.counted_step import counted_step_note
@@ -400,7 +383,8 @@ class Worker:
                                        if finished and rr.split_backward[0] is not None},
             peaks=self.peaks, two_way_extra_s=max((rr.two_way_extra_s for rr in self.ranks
                                                    if finished and rr.two_way_extra_s is not None), default=None),
-            world=self.world, script=self.script_facts(), unformulated=next(
+            world=self.world, script=None if self.strategy.builds_model else script_facts(self.ranks, self.totals.steps),
+            unformulated=next(
                 (rr.unformulated for rr in self.ranks if rr.unformulated), None))
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1

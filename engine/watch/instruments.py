@@ -6,18 +6,24 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
   not a forward that activation checkpointing reruns inside a backward;
 - **backward**: ``torch.autograd.backward``, which ``Tensor.backward`` and torch's
   pipelining schedules call; the loss is the scalar it is given;
-- **optimizer**: the global optimizer step pre- and post-hooks; the first optimizer that
-  steps ends each step (a script with several steps each of them inside that step);
+- **optimizer**: the global optimizer step pre- and post-hooks. A step ends when each of its
+  optimizers has stepped once: every optimizer the script has made, on the first step (a GAN's two
+  for one batch), then those that stepped in it; one that steps again before the others ends the
+  step where it stood at its last optimizer step (a critic stepped more often than its generator).
+  Without an optimizer a step ends where the script updated the parameters itself;
+- **eval**: an outermost call without gradients, in inference mode or of a module in ``eval()``,
+  once the script has made an optimizer or run a backward: evaluation, timed between steps and
+  never a step, its samples none of a step's (before that, an inference script's calls are steps);
 - **communication**: DDP's all-reduce, ``torch.distributed``'s collectives and tensor parallel's
   functional collectives (engine/watch/communication.py); a barrier is ``wait``;
 - **wait**: a pipeline stage waiting for its peer's activation or gradient (the same module);
 - **data**: from a step's end to the next step's first forward (the input pipeline, and
   whatever else the script does between steps), less any wait for a peer in it.
-The samples of a step are the first dimension of the first tensor argument of the module
-the script called first, summed over its calls in the step (a pipeline's micro-batches).
-What the hooks cannot know the script may say (splitscope/watch.py: ``watch.step(samples=,
-loss=)`` for the step under way, ``with watch.phase(kind):``; a script that times its own
-``data`` replaces the guess above).
+A step's samples come from, in order: what the script said (splitscope/watch.py ``watch.step(samples=)``),
+the DataLoader batches fetched for it, ``--samples-per-step``, else the batch dimension of the first tensor the
+model took, positional or keyword (engine/watch/script_facts.py: what the script is, read as it runs). What the
+hooks cannot know the script may say (``with watch.phase(kind):``; a script that times its own ``data`` replaces
+the guess above).
 Every time is a mark of the instruments' clock (engine/watch/clocks.py): the host's on a CPU device, CUDA
 events on the stream that runs the work on a GPU (chosen at the first forward, from the model's parameters).
 A step's report goes out once its marks are seconds: at once on a CPU; on a GPU when the GPU has passed
@@ -27,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from typing import Callable
 
 from engine.record.rank_events import StepReport
@@ -35,6 +40,7 @@ from engine.watch import communication
 from engine.devices import Device
 from engine.measure.counted_step import COUNTED_STEP, counted_step_note
 from engine.watch.clocks import HostClock, clock_for
+from engine.watch.step_queue import Boundary, QueuedStep, as_report, compiled, on_host
 from engine.watch.script_facts import ScriptReader, first_input
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
@@ -43,33 +49,6 @@ QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past th
 class WatchEnded(BaseException):
     """Raised from the optimizer's post-hook once the watch has its steps: a BaseException, so the script's own
     ``except Exception`` does not swallow it."""
-
-
-@dataclass
-class QueuedStep:
-    """A step whose marks are not all seconds yet (a GPU's, until the GPU has passed them)."""
-    step: int
-    start: object
-    end: object
-    intervals: list              # [kind, mark, mark]; data's carries the last wait for a peer before it too
-    losses: list                 # scalar tensors (on the host: a GPU's copied there as its step runs)
-    declared_loss: float | None  # the loss as the script said it (watch.step), which the losses give way to
-    samples: int
-    flops: dict | None = None    # the counted step's: {device: FLOPs}
-
-    def marks(self) -> list:
-        return [self.start, self.end, *(m for interval in self.intervals for m in interval[1:] if m is not None)]
-
-
-@dataclass(frozen=True)
-class _Boundary:
-    """The step under way as it stood at its last optimizer step: its end mark and how much it held then."""
-    end: object
-    intervals: int
-    samples: int
-    loader_samples: int
-    losses: int
-    backwards: int
 
 
 class Instruments:
@@ -355,7 +334,7 @@ class Instruments:
         else:
             with self._lock:
                 held = len(self._intervals)
-            self._boundary = _Boundary(end, held, self._samples, self.reader.loader_samples, len(self._losses),
+            self._boundary = Boundary(end, held, self._samples, self.reader.loader_samples, len(self._losses),
                                        self._backwards)
 
     def finish(self) -> None:
@@ -403,7 +382,7 @@ class Instruments:
         return parameter._version, id(grad), grad._version if grad is not None else None
 
     # ---- steps -------------------------------------------------------------------------
-    def _end_at(self, boundary: "_Boundary") -> None:
+    def _end_at(self, boundary: Boundary) -> None:
         """End the step under way where it stood at ``boundary``: what came after it begins the next step."""
         with self._lock:
             later, self._intervals = self._intervals[boundary.intervals:], self._intervals[:boundary.intervals]
@@ -468,24 +447,7 @@ class Instruments:
                     return
                 self.clock.wait(marks)
             self._queued.pop(0)
-            self.emit(self._as_report(queued))
-
-    def _as_report(self, queued: QueuedStep) -> StepReport:
-        seconds = self.clock.seconds
-        intervals = []
-        for kind, t0, t1, *waited in queued.intervals:
-            start, end = seconds(t0), seconds(t1)
-            if kind == "data":   # less the last wait for a peer in it
-                if end <= start:
-                    continue
-                if waited and waited[0] is not None:
-                    start = max(start, min(seconds(waited[0]), end))
-            intervals.append([kind, start, end])
-        loss = queued.declared_loss
-        if loss is None and queued.losses:
-            loss = sum(float(x) for x in queued.losses) / len(queued.losses)
-        return StepReport(queued.step, seconds(queued.start), seconds(queued.end), {self.device: intervals}, loss,
-                          queued.samples, flops=queued.flops)
+            self.emit(as_report(queued, self.clock, self.device))
 
     def unformulated(self) -> dict[str, float] | None:
         """The counted step's seconds in each operation that took time but has no FLOP formula (and is not one that
@@ -507,29 +469,27 @@ class Instruments:
         if dtype not in ("float32", "bfloat16", "float16") or self._counted is None or self.misplaced:
             return None
         from engine.run.rank import device_peaks
-        return device_peaks([self.own], dtype, self._counted)
+        if self.own.kind != "cpu" or self.own.core is not None:
+            return device_peaks([self.own], dtype, self._counted)
+        return whole_machine_peaks(self.own, dtype, self._counted)
 
 
-def compiled() -> str | None:
-    """Why a script's step is not counted: it compiles (torch.compile; Dynamo would run its frames eagerly under
-    the counter's dispatch mode, which is not what the script runs). None: it may be counted."""
-    import sys
-    if "torch._dynamo" not in sys.modules:
-        return None
-    try:
-        from torch._dynamo.utils import counters
-        graphs = counters["stats"]["unique_graphs"]
-    except (ImportError, KeyError, AttributeError):
-        return None
-    return ("FLOPs not counted: the script compiles (torch.compile), and counting would run its step uncompiled"
-            if graphs else None)
 
-
-def on_host(loss):
-    """A loss to read once its step's marks are passed (a deferred clock's): a GPU's copied to pinned host memory on
-    its own stream (reading it on the GPU later would wait for everything queued since)."""
-    if not loss.is_cuda:
-        return loss
+def whole_machine_peaks(device, dtype: str, module) -> dict[str, dict]:
+    """An unpinned CPU device's peak (a plain script's, engine/strategies/script.py): one core's, measured on one
+    thread as a pinned device's is (and cached alike), times the threads torch runs its work on."""
     import torch
-    host = torch.empty((), dtype=loss.dtype, pin_memory=True)
-    return host.copy_(loss, non_blocking=True)
+    from engine.run.rank import device_peaks
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        peaks = device_peaks([device], dtype, module)
+    finally:
+        torch.set_num_threads(threads)
+    for entry in peaks.values():
+        measured = entry.get("measured")
+        if measured:
+            measured["flops_per_s"] *= threads
+            one_core = measured["source"].removeprefix("measured: ")
+            measured["source"] = f"measured: {threads} threads x one core's {one_core}"
+    return peaks

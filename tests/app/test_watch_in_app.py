@@ -2,6 +2,8 @@
 RunFlow.watch_script), drawn as any run."""
 from __future__ import annotations
 
+import html
+
 from PySide6 import QtCore, QtWidgets
 
 from app_helpers import shown, wait_steps
@@ -113,19 +115,21 @@ def test_the_watch_dialog_runs_a_script_as_plain_python_or_as_torchrun_ranks(qtb
     script = tmp_path / "tiny.py"
     script.write_text(TINY)
     dialog = shown(qtbot, WatchDialog(script=str(script), nodes="10.0.0.2:29400"))
-    plain, ranks = dialog.launch_buttons["python"], dialog.launch_buttons["torchrun"]
-    assert ranks.isChecked() and not plain.isChecked()   # the command line's default
-    assert SCRIPT_LAUNCHES["python"] in plain.toolTip() and SCRIPT_LAUNCHES["torchrun"] in ranks.toolTip()
+    combo = dialog.launch_combo
+    assert [combo.itemData(i) for i in range(combo.count())] == list(SCRIPT_LAUNCHES)
+    for i in range(combo.count()):   # each choice described in the engine's words
+        tip = html.unescape(" ".join(combo.itemData(i, QtCore.Qt.ItemDataRole.ToolTipRole).split()))
+        assert SCRIPT_LAUNCHES[combo.itemData(i)] in tip, tip
+    assert dialog.launch() == "torchrun"   # the command line's default
     assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["torchrun"]
     assert dialog.config().script_launch == "torchrun" and dialog.config().nodes == "10.0.0.2:29400"
     dialog.nodes.set_nodes(None)
     assert dialog.watch_button.isEnabled(), dialog.problem.text()
 
-    qtbot.mouseClick(plain, QtCore.Qt.MouseButton.LeftButton)
-    assert plain.isChecked() and dialog.launch() == "python"
-    assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["python"]
+    combo.setCurrentIndex(combo.findData("python"))   # as a user picks it
+    assert dialog.launch() == "python" and dialog.launch_caption.text() == SCRIPT_LAUNCHES["python"]
     assert dialog.devices.text() == "auto" and "One device" in dialog.devices.toolTip()
-    assert not dialog.nodes.isEnabled()   # one process on this machine
+    assert not dialog.nodes.isVisible()   # one process on this machine
     dialog.nodes.set_nodes("10.0.0.2:29400")   # kept for torchrun's ranks, not this run's
     config = dialog.config()
     assert (config.script_launch, config.devices, config.nodes, config.script) == ("python", "auto", None,
@@ -146,12 +150,12 @@ def test_the_watch_dialog_runs_a_script_as_plain_python_or_as_torchrun_ranks(qtb
     assert with_a_gpu.config().devices == "cuda:0"
 
     # back to torchrun's ranks: their devices as they were, the nodes again
-    qtbot.mouseClick(ranks, QtCore.Qt.MouseButton.LeftButton)
-    assert dialog.launch() == "torchrun" and dialog.devices.text() == "cpu:2" and dialog.nodes.isEnabled()
+    dialog.set_launch("torchrun")
+    assert dialog.launch() == "torchrun" and dialog.devices.text() == "cpu:2" and dialog.nodes.isVisible()
     assert dialog.launch_caption.text() == SCRIPT_LAUNCHES["torchrun"]
     assert (dialog.config().script_launch, dialog.config().nodes) == ("torchrun", "10.0.0.2:29400")
     # plain python again: its own device as last typed
-    plain.click()
+    dialog.set_launch("python")
     assert dialog.devices.text() == "cpu:1" and dialog.config().script_launch == "python"
 
 
@@ -161,7 +165,7 @@ def _watch_from_the_menu(qtbot, window, monkeypatch, script, launch):
 
     def fill_and_accept(dialog):
         dialog.script.setText(str(script))
-        dialog.launch_buttons[launch].click()
+        dialog.set_launch(launch)
         assert dialog.watch_button.isEnabled(), dialog.problem.text()
         return QtWidgets.QDialog.DialogCode.Accepted
     monkeypatch.setattr(WatchDialog, "exec", fill_and_accept)
