@@ -27,6 +27,7 @@ WATCHES = {
     "hf_style": ["--", "python", str(SCRIPTS / "hf_style.py"), "--gradient_accumulation_steps", "2"],
     "needs_two_gpus": ["--", "python", str(SCRIPTS / "needs_two_gpus.py")],
     "save_whole_model": ["--", "python", str(SCRIPTS / "save_whole_model.py")],
+    "as_module": ["--", "python", "-m", "tests.scripts.lstm_lm", "--epochs", "1"],   # from the project's folder
     "no_group": ["--devices", "cpu:2", "--", str(SCRIPTS / "no_group.py")],
     "slow_loader_ddp": ["--devices", "cpu:2", "--", "torchrun", "--nproc-per-node", "2",
                         str(SCRIPTS / "slow_loader_ddp.py"), "--steps", "6"],
@@ -95,6 +96,13 @@ def test_a_word_language_model_updating_its_own_parameters_counts_each_training_
     assert summary["optimizer"] == "none: parameters updated by the script"
     assert {s.samples for s in run.steps()} == {4} and "dimension 1" in summary["script"]["samples_source"]
     assert "peer_wait" not in run.codes() and "eval_time" in run.codes()
+
+
+def test_a_module_runs_as_python_m_runs_it(watched):
+    run = watched["as_module"]
+    summary = finished(run)
+    assert summary["model"] == "tests.scripts.lstm_lm" and summary["steps"] == 5 == int(
+        run.proc.stderr.split("training batches ")[1].split()[0])
 
 
 def test_a_gan_in_one_process_has_one_step_a_batch_and_names_both_optimizers(watched):

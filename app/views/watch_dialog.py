@@ -49,7 +49,7 @@ class WatchDialog(QtWidgets.QDialog):
         self.setWindowTitle("Watch a script")
         self.setMinimumWidth(560)
         self.script = QtWidgets.QLineEdit(script)
-        self.script.setPlaceholderText("train.py: your script, as you would give it to python or torchrun")
+        self.script.setPlaceholderText("train.py: your training script, unmodified")
         browse = QtWidgets.QPushButton("Browse…")
         browse.clicked.connect(self.browse)
         row = QtWidgets.QHBoxLayout()
@@ -104,6 +104,7 @@ class WatchDialog(QtWidgets.QDialog):
         layout.addLayout(form)
         layout.addWidget(note)
         layout.addWidget(self.problem)
+        layout.addStretch(1)   # a row hidden (plain python's nodes) leaves its room above the buttons
         layout.addWidget(self.buttons)
         for edit in (self.script, self.args, self.devices):
             edit.textChanged.connect(self.check)

@@ -10,17 +10,19 @@ KIND_ORDER = ("data", "forward", "backward", "backward-input", "backward-weight"
 OTHER = "other"   # a step's time in no kind: what the timers did not cover (the script's own Python, a bubble)
 
 
-# Which kind a moment counts as where intervals overlap (ddp's all-reduce under its backward, a pipeline's send
-# under the next forward): the device's own compute first, then what it exchanges, then what it waits for; what is
-# left of the others is their hidden (overlapped) part. Kinds not listed (a newer engine's) come last.
+# Which kind a moment counts as where intervals overlap. An interval inside another (an all-gather FSDP waits for
+# within a forward, DDP's all-reduce within the backward that waits for it at its end) is the more exact account of
+# that time: the enclosing call is its envelope. Where two overlap without one holding the other, the first kind
+# here: the device's own compute, then what it exchanges, then what it waits for. What is left of the others is
+# their hidden (overlapped) part. Kinds not listed (a newer engine's) come last.
 PRECEDENCE = ("forward", "backward", "backward-input", "backward-weight", "optimizer", "communication", "transfer",
               "data", "wait")
 BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a step's time (engine/watch)
 
 
 def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
-    """(seconds of ``[start, end]`` each kind holds, each moment counted once by ``PRECEDENCE``; seconds of each
-    kind hidden under another): the first add up to at most ``end - start``. Ranks that never wait for each other
+    """(seconds of ``[start, end]`` each kind holds, each moment counted once: the innermost interval's kind, else
+    by ``PRECEDENCE``; seconds of each kind hidden under another): the first add up to at most ``end - start``. Ranks that never wait for each other
     (a script whose ranks form no group) run their k-th steps at other times than the merged step's: where the
     window would drop most of a device's time, its intervals are taken whole."""
     rank = {kind: i for i, kind in enumerate(PRECEDENCE)}
@@ -42,7 +44,10 @@ def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], di
             i += 1
         open_now = [item for item in open_now if item[1] > a]
         if open_now:
-            top = min((kind for _, _, kind in open_now), key=lambda k: (rank.get(k, len(rank)), k))
+            innermost = [item for item in open_now if not any(
+                other is not item and other[2] != item[2] and item[0] <= other[0] and other[1] <= item[1]
+                for other in open_now)] or open_now
+            top = min((kind for _, _, kind in innermost), key=lambda k: (rank.get(k, len(rank)), k))
             held[top] = held.get(top, 0.0) + (b - a)
     hidden = {kind: raw[kind] - held.get(kind, 0.0) for kind in raw if raw[kind] - held.get(kind, 0.0) > 1e-12}
     return {kind: held.get(kind, 0.0) for kind in raw}, hidden

@@ -114,6 +114,7 @@ class Rank:
         self.exit_seen = False
         self.events_closed = False
         self.output_closed = False   # its stdout read to the end (local ranks)
+        self.plain = False           # a plain script's one process (engine/strategies/script.py), no rank of a group
 
     def probe_notes(self) -> list[str]:
         """What the run's summary must say of the probes after its last step that did not measure."""
@@ -125,7 +126,7 @@ class Rank:
     @property
     def label(self) -> str:
         pid = f"pid {self.proc.pid}" if self.proc.pid is not None else "not started"
-        return f"rank {self.rank} ({self.device.name}, {pid})"
+        return f"{'the script' if self.plain else f'rank {self.rank}'} ({self.device.name}, {pid})"
 
 
 class LocalRanks:
@@ -176,6 +177,7 @@ class LocalRanks:
             finally:
                 os.close(write_fd)
             r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
+            r.plain = self.plain
             ranks.append(r)
             for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
                                  (self._read_stderr, "stderr")):

@@ -86,6 +86,16 @@ def end_the_group(including_this: bool = False) -> None:
             continue
 
 
+def script_traceback(exc: BaseException) -> str:
+    """The traceback as python would print it for the script: from the script's first frame on (this bootstrap's
+    and runpy's frames, which python's own start does not show, left out)."""
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, "<frozen runpy>")
+                              or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
+
+
 def python_threads() -> int:
     """The intra-op threads torch starts with in a plain ``python SCRIPT.py``: OMP_NUM_THREADS where the user set it
     (engine/run/local_ranks.py plain_environment keeps theirs), else one per core this process may run on (a
@@ -178,10 +188,10 @@ def main() -> int:
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            failed(instruments, channel, Failed(f"the script exited with status {exc.code}", traceback.format_exc()))
+            failed(instruments, channel, Failed(f"the script exited with status {exc.code}", script_traceback(exc)))
             return 1
     except BaseException as exc:  # the script's own error: reported with its traceback
-        failed(instruments, channel, Failed(describe_exception(exc), traceback.format_exc()))
+        failed(instruments, channel, Failed(describe_exception(exc), script_traceback(exc)))
         return 1
     instruments.training()   # a script that never ran a forward still says it ran
     try:
