@@ -308,6 +308,8 @@ class RunSummary:
     efficiency: Efficiency | None = None  # FLOPs, MFU and energy per device (engine.record.efficiency)
     script: ScriptFacts | None = None     # a watched script's model, optimizers, samples' source (docs/summary.md)
     findings: list[Finding] = field(default_factory=list)   # what explains the step, most first (diagnosis: 1st)
+    # CPU seconds a step of the recording took beside the ranks: the worker's, the session's, the telemetry's
+    recording_cpu_s: dict[str, float] | None = None
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

@@ -163,4 +163,5 @@ def test_a_ddp_script_with_a_slow_loader_has_kinds_that_add_up_to_its_step(watch
     assert summary["throughput"]["mean"] == pytest.approx(sum(s.samples for s in measured)
                                                           / sum(s.time_s for s in measured), rel=1e-6)
     assert "data_wait" in run.codes() and "num_workers, now 0" in summary["diagnosis"]
+    assert {"worker", "session", "telemetry"} <= set(summary["recording_cpu_s"]) and "recording_cpu" in run.codes()
     assert "--loader-workers" not in json.dumps(summary["findings"])   # the script's words, not our flags

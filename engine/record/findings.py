@@ -80,6 +80,14 @@ def with_telemetry(summary: RunSummary) -> RunSummary:
     listed = list(summary.findings)
     if summary.telemetry is not None and summary.telemetry.disturbed:
         listed.append(Finding("disturbed", "warning", summary.telemetry.disturbed, list(summary.devices), 0.05))
+    cpu = summary.recording_cpu_s
+    step = summary.step_time_s.mean if summary.step_time_s else None
+    if cpu and step:
+        total = sum(cpu.values())
+        parts = ", ".join(f"{name} {1e3 * seconds:.2f}" for name, seconds in cpu.items())
+        listed.append(Finding("recording_cpu", "info", f"recording the run took {1e3 * total:.2f} ms of CPU a step "
+                              f"({parts} ms), {pct(total / step)} of one core beside the ranks: on CPU devices it "
+                              "shares their cores", [], 0.0))
     listed.sort(key=lambda f: -f.share)
     return summary.replace(findings=listed, diagnosis=listed[0].text if listed else summary.diagnosis)
 

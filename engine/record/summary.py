@@ -248,13 +248,14 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
               split_backward: dict[str, tuple[float, float | None]] | None = None,
               peaks: dict[str, dict] | None = None, two_way_extra_s: float | None = None,
               world: int = 1, script: ScriptFacts | None = None,
-              unformulated: dict[str, float] | None = None) -> RunSummary:
+              unformulated: dict[str, float] | None = None, recording_cpu_s: float | None = None) -> RunSummary:
     """``devices``: each physical device once (``unique_devices``); ``totals`` of every merged step;
     ``theory_bubble`` from ``theoretical_bubble``; ``split_backward`` by device, from the ranks that
     measured it: (extra, of which fixed) seconds (engine.results.SplitCost); ``peaks``: each device's peak FLOP/s as
     its rank reported it (engine.record.efficiency); ``two_way_extra_s``: the pipeline ranks' exchange probe's (the
     slowest pair's); ``world``: the run's processes; ``script``: what a watched script's first rank read of it;
-    ``unformulated``: the counted step's seconds in operations without a FLOP formula (engine/record/findings.py)."""
+    ``unformulated``: the counted step's seconds in operations without a FLOP formula (engine/record/findings.py);
+    ``recording_cpu_s``: the worker's CPU seconds a step (the session adds its own)."""
     devices_busy = totals.busy_shares()
     per_stage = stage_busy(config.strategy, devices, totals)
     kinds = totals.time_by_kind()
@@ -299,6 +300,7 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         two_way_extra_s=two_way_extra_s,
         time_by_kind=kinds,
         efficiency=efficiency(totals, peaks or {}, config.peak),
+        recording_cpu_s={"worker": recording_cpu_s} if recording_cpu_s is not None else None,
     )
     found = findings(summary, script=watched, world=world, unformulated=unformulated)
     return summary.replace(findings=found, diagnosis=found[0].text if found else None)

@@ -20,37 +20,51 @@ PRECEDENCE = ("forward", "backward", "backward-input", "backward-weight", "optim
 BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a step's time (engine/watch)
 
 
+_RANK = {kind: i for i, kind in enumerate(PRECEDENCE)}
+
+
 def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
     """(seconds of ``[start, end]`` each kind holds, each moment counted once: the innermost interval's kind, else
-    by ``PRECEDENCE``; seconds of each kind hidden under another): the first add up to at most ``end - start``. Ranks that never wait for each other
-    (a script whose ranks form no group) run their k-th steps at other times than the merged step's: where the
-    window would drop most of a device's time, its intervals are taken whole."""
-    rank = {kind: i for i, kind in enumerate(PRECEDENCE)}
-    within = [(kind, t0, t1) for kind, t0, t1 in intervals if kind not in BETWEEN_STEPS]
-    clipped = [(max(t0, start), min(t1, end), kind) for kind, t0, t1 in within if min(t1, end) > max(t0, start)]
-    if sum(t1 - t0 for t0, t1, _ in clipped) < 0.5 * sum(t1 - t0 for _, t0, t1 in within):
-        clipped = [(t0, t1, kind) for kind, t0, t1 in within if t1 > t0]
-    clipped.sort(key=lambda item: item[0])
-    edges = sorted({t for t0, t1, _ in clipped for t in (t0, t1)})
-    held: dict[str, float] = {}
+    by ``PRECEDENCE``; seconds of each kind hidden under another): the first add up to at most ``end - start``.
+    Ranks that never wait for each other (a script whose ranks form no group) run their k-th steps at other times
+    than the merged step's: where the window would drop most of a device's time, its intervals are taken whole.
+    The worker runs this for every device of every step: intervals that do not overlap (most steps' most) are
+    counted as they are."""
+    within = [(t0, t1, kind) for kind, t0, t1 in intervals if kind not in BETWEEN_STEPS and t1 > t0]
+    clipped = [(t0 if t0 > start else start, t1 if t1 < end else end, kind) for t0, t1, kind in within
+               if t1 > start and t0 < end]
+    if sum(t1 - t0 for t0, t1, _ in clipped) < 0.5 * sum(t1 - t0 for t0, t1, _ in within):
+        clipped = within
+    clipped.sort()
     raw: dict[str, float] = {}
+    reach, overlapping = float("-inf"), False
     for t0, t1, kind in clipped:
         raw[kind] = raw.get(kind, 0.0) + (t1 - t0)
-    i = 0
-    open_now: list[tuple[float, float, str]] = []
+        overlapping = overlapping or t0 < reach
+        reach = max(reach, t1)
+    if not overlapping:
+        return raw, {}
+    held = dict.fromkeys(raw, 0.0)
+    edges = sorted({t for t0, t1, _ in clipped for t in (t0, t1)})
+    order = [(_RANK.get(kind, len(_RANK)), kind) for _, _, kind in clipped]
+    i, open_now = 0, []
     for a, b in zip(edges, edges[1:]):
         while i < len(clipped) and clipped[i][0] <= a:
-            open_now.append(clipped[i])
+            open_now.append(i)
             i += 1
-        open_now = [item for item in open_now if item[1] > a]
-        if open_now:
-            innermost = [item for item in open_now if not any(
-                other is not item and other[2] != item[2] and item[0] <= other[0] and other[1] <= item[1]
-                for other in open_now)] or open_now
-            top = min((kind for _, _, kind in innermost), key=lambda k: (rank.get(k, len(rank)), k))
-            held[top] = held.get(top, 0.0) + (b - a)
-    hidden = {kind: raw[kind] - held.get(kind, 0.0) for kind in raw if raw[kind] - held.get(kind, 0.0) > 1e-12}
-    return {kind: held.get(kind, 0.0) for kind in raw}, hidden
+        open_now = [j for j in open_now if clipped[j][1] > a]
+        if not open_now:
+            continue
+        if len(open_now) == 1:
+            held[clipped[open_now[0]][2]] += b - a
+            continue
+        # an interval holding another open one (of another kind) is its envelope here: the held one counts
+        innermost = [j for j in open_now if not any(
+            k != j and clipped[k][2] != clipped[j][2] and clipped[j][0] <= clipped[k][0]
+            and clipped[k][1] <= clipped[j][1] for k in open_now)] or open_now
+        held[min(order[j] for j in innermost)[1]] += b - a
+    hidden = {kind: raw[kind] - held[kind] for kind in raw if raw[kind] - held[kind] > 1e-12}
+    return held, hidden
 
 
 def ordered(kinds) -> list[str]:

@@ -43,8 +43,11 @@ def encode(event: WorkerEvent) -> str:
     fields = {f.name: _plain(getattr(event, f.name)) for f in dataclasses.fields(event)}
     if fields["t"] is not None:
         fields["t"] = round(fields["t"], 6)
-    return json.dumps(finite({"v": VERSION, "type": NAMES[type(event)], **fields}), separators=(",", ":"),
-                      allow_nan=False)
+    message = {"v": VERSION, "type": NAMES[type(event)], **fields}
+    try:   # most events hold only finite numbers: no copy made (the worker encodes one a step)
+        return json.dumps(message, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(message), separators=(",", ":"), allow_nan=False)
 
 
 def _plain(value: Any) -> Any:

@@ -82,6 +82,8 @@ class RunSession:
         self._done = threading.Event()
         self._stdin_lock = threading.Lock()
         self._sampler = None
+        self._reader_cpu_s: float | None = None    # the reading thread's CPU seconds, once the worker's output ends
+        self._recorder_cpu_from = 0.0              # this recording thread's CPU seconds when it began
         self._stderr_tail: list[str] = []
         self._store_error: str | None = None
         self._folder: str | None = None
@@ -224,10 +226,16 @@ class RunSession:
         for line in self._proc.stderr:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
+    def _timed(self, events):
+        """``events``, and this thread's CPU seconds once they end (the session's reading: its share of the
+        recording's cost)."""
+        yield from events
+        self._reader_cpu_s = time.thread_time()
+
     def _read_stdout(self, events: "queue.Queue") -> None:
         try:
             # None: the end of the worker's output.
-            for event in itertools.chain(protocol.read_events(self._proc.stdout), [None]):
+            for event in itertools.chain(self._timed(protocol.read_events(self._proc.stdout)), [None]):
                 while not self._done.is_set():
                     try:
                         events.put(event, timeout=0.5)
@@ -276,6 +284,7 @@ class RunSession:
         # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
         # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
+        self._recorder_cpu_from = time.thread_time()
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             try:
@@ -376,10 +385,21 @@ class RunSession:
             self.on_event(Finished(t=self._now(), status=status, summary=summary, run_id=self.run_id, error=error,
                                    traceback=tb))
 
+    def _recording_cpu(self, summary: RunSummary) -> dict[str, float] | None:
+        """CPU seconds a step of the recording took: the worker's (as it said), this session's reading and recording
+        threads' and the telemetry sampler's, over the run's steps."""
+        if not summary.steps:
+            return summary.recording_cpu_s
+        session = time.thread_time() - self._recorder_cpu_from + (self._reader_cpu_s or 0.0)
+        found = dict(summary.recording_cpu_s or {}, session=session / summary.steps)
+        if self._sampler is not None:
+            found["telemetry"] = self._sampler.cpu_time_s / summary.steps
+        return found
+
     def _complete_summary(self, summary: RunSummary | None, recorder, status: str) -> RunSummary | None:
         if summary is None:
             return None
-        summary = summary.replace(run_id=self.run_id, status=status)
+        summary = summary.replace(run_id=self.run_id, status=status, recording_cpu_s=self._recording_cpu(summary))
         if recorder is not None:
             summary = summary.replace(timeline_steps=recorder.timeline_kept)  # steps whose intervals were kept
         sampled = self._sampler is not None or (self.config.nodes and self.telemetry_hz)

@@ -48,6 +48,7 @@ CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at mo
 class Worker:
     def __init__(self, config: ExperimentConfig, devices: list[Device], origin: float, out, *, links=None,
                  telemetry_hz: float = 10.0, run_id: str | None = None):
+        self._cpu_from: float | None = None   # the process's CPU time at the first merged step
         self.config = config
         self.links = links          # engine.nodes.coordinator.NodeLink per node, when the run spans nodes
         self.nodes = None           # their NodeRanks, once launched
@@ -275,6 +276,8 @@ class Worker:
             r.last_step = event.step
             merged = self.merger.add(r.rank, event)
             if merged is not None:
+                if self._cpu_from is None:   # from the first step on: the recording's own cost, not the start-up
+                    self._cpu_from = time.process_time()
                 self.totals.add(merged)
                 self.send(merged)
         elif isinstance(event, rank_events.Profiled):
@@ -383,6 +386,8 @@ class Worker:
                                        if finished and rr.split_backward[0] is not None},
             peaks=self.peaks, two_way_extra_s=max((rr.two_way_extra_s for rr in self.ranks
                                                    if finished and rr.two_way_extra_s is not None), default=None),
+            recording_cpu_s=(time.process_time() - self._cpu_from) / (self.totals.steps - 1)
+            if self._cpu_from is not None and self.totals.steps > 1 else None,
             world=self.world, script=None if self.strategy.builds_model else script_facts(self.ranks, self.totals.steps),
             unformulated=next(
                 (rr.unformulated for rr in self.ranks if rr.unformulated), None))
