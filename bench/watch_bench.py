@@ -21,6 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {
     "ddp_train.py (DDP, DataLoader)": ["examples/ddp_train.py", "--steps", "40", "--batch-size", "64"],
+    # about 1 ms steps: what the recording costs where a step is short
+    "ddp_train.py, small steps": ["examples/ddp_train.py", "--steps", "200", "--batch-size", "4", "--features",
+                                  "32"],
     "fsdp_train.py (FSDP2)": ["examples/fsdp_train.py", "--steps", "30", "--width", "512", "--depth", "4"],
     "tp_train.py (tensor parallel)": ["examples/tp_train.py", "--steps", "30", "--width", "512", "--depth", "4"],
     "pipeline_train.py (GPipe m=4)": ["examples/pipeline_train.py", "--steps", "20", "--width", "512", "--depth",

@@ -140,10 +140,10 @@ class ExperimentConfig:
                                  experiment=False)
     script_module: str | None = _option(None, "strategy script, launched as python: a module to run as "
                                               "`python -m MODULE` instead of a script file", experiment=False)
-    samples_per_step: int | None = _option(None, "strategy script: the samples each step trains on, where the "
-                                                 "script does not say (watch.step) and its batches come from no "
-                                                 "DataLoader (default: the first dimension of the model's first "
-                                                 "tensor input)", experiment=False)
+    samples_per_step: int | None = _option(None, "strategy script: the samples each process's step trains on, "
+                                                 "where the script does not say (watch.step) and its batches come "
+                                                 "from no DataLoader (default: the first dimension of the model's "
+                                                 "first tensor input)", experiment=False)
 
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

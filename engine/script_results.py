@@ -31,11 +31,15 @@ class ScriptFacts:
     loader: LoaderFacts | None = None     # the DataLoader its training batches came from, if any
     output_tail: list[str] = field(default_factory=list)   # its last lines of output, where it took no step
     exit_code: int | None = None          # how its first rank's process ended, where it took no step
+    hand_updates: bool = False            # no optimizer stepped: the script updated its parameters itself
+    unread: str | None = None             # what of it could not be read, and why (the first such thing)
 
     @property
     def optimizer_text(self) -> str:
         """The summary's ``optimizer`` for a script: "AdamW", "Adam, Adam", or that none stepped."""
-        return ", ".join(self.optimizers) if self.optimizers else "none: parameters updated by the script"
+        if self.optimizers:
+            return ", ".join(self.optimizers)
+        return "none: parameters updated by the script" if self.hand_updates else "none: no parameters updated"
 
 
 @dataclass(frozen=True)

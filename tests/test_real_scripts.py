@@ -27,7 +27,8 @@ WATCHES = {
     "hf_style": ["--", "python", str(SCRIPTS / "hf_style.py"), "--gradient_accumulation_steps", "2"],
     "needs_two_gpus": ["--", "python", str(SCRIPTS / "needs_two_gpus.py")],
     "save_whole_model": ["--", "python", str(SCRIPTS / "save_whole_model.py")],
-    "as_module": ["--", "python", "-m", "tests.scripts.lstm_lm", "--epochs", "1"],   # from the project's folder
+    # from the project's folder, its samples a step given (it says none, and takes no DataLoader's)
+    "as_module": ["--samples-per-step", "7", "--", "python", "-m", "tests.scripts.lstm_lm", "--epochs", "1"],
     "no_group": ["--devices", "cpu:2", "--", str(SCRIPTS / "no_group.py")],
     "slow_loader_ddp": ["--devices", "cpu:2", "--", "torchrun", "--nproc-per-node", "2",
                         str(SCRIPTS / "slow_loader_ddp.py"), "--steps", "6"],
@@ -98,11 +99,12 @@ def test_a_word_language_model_updating_its_own_parameters_counts_each_training_
     assert "peer_wait" not in run.codes() and "eval_time" in run.codes()
 
 
-def test_a_module_runs_as_python_m_runs_it(watched):
+def test_a_module_runs_as_python_m_runs_it_with_the_samples_a_step_given(watched):
     run = watched["as_module"]
     summary = finished(run)
     assert summary["model"] == "tests.scripts.lstm_lm" and summary["steps"] == 5 == int(
         run.proc.stderr.split("training batches ")[1].split()[0])
+    assert {s.samples for s in run.steps()} == {7} and summary["script"]["samples_source"] == "--samples-per-step"
 
 
 def test_a_gan_in_one_process_has_one_step_a_batch_and_names_both_optimizers(watched):
@@ -156,12 +158,15 @@ def test_a_ddp_script_with_a_slow_loader_has_kinds_that_add_up_to_its_step(watch
     summary = finished(run)
     assert summary["steps"] == 6
     for device in summary["time_by_kind"]:
+        timed = {kind: s for kind, s in device["by_kind"].items() if kind != "other"}
+        assert sum(timed.values()) <= 1.01 * device["step_s"], device   # each moment once, within the step
         assert sum(device["by_kind"].values()) == pytest.approx(device["step_s"], rel=0.01), device
-        assert device["by_kind"]["data"] > 0 and device["hidden"].get("communication", 0) >= 0
+        assert timed["data"] > 0 and device["by_kind"].get("communication", 0) + device["hidden"].get(
+            "communication", 0) > 0   # DDP's all-reduce, counted once where it overlaps
     measured = [s for s in run.steps() if s.step >= summary["steps"] - summary["steps_measured"]]
-    assert max(s.time_s for s in measured) > 2 * min(s.time_s for s in measured)   # uneven, as the script makes
     assert summary["throughput"]["mean"] == pytest.approx(sum(s.samples for s in measured)
                                                           / sum(s.time_s for s in measured), rel=1e-6)
-    assert "data_wait" in run.codes() and "num_workers, now 0" in summary["diagnosis"]
+    waits = [f["text"] for f in summary["findings"] if f["code"] == "data_wait"]
+    assert waits and all("num_workers, now 0" in text for text in waits)
     assert {"worker", "session", "telemetry"} <= set(summary["recording_cpu_s"]) and "recording_cpu" in run.codes()
     assert "--loader-workers" not in json.dumps(summary["findings"])   # the script's words, not our flags

@@ -151,7 +151,8 @@ def test_a_plain_scripts_process_has_no_torchrun_variables_and_the_users_thread_
     from engine.run.local_ranks import plain_environment
     rank = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_PORT": "1", "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1", "PATH": "/bin"}
-    assert plain_environment(rank, {"OMP_NUM_THREADS": "6"}) == {"OMP_NUM_THREADS": "6", "PATH": "/bin"}
+    assert plain_environment(rank, {"OMP_NUM_THREADS": "6", "GLOO_SOCKET_IFNAME": "eth0"}) == {
+        "OMP_NUM_THREADS": "6", "GLOO_SOCKET_IFNAME": "eth0", "PATH": "/bin"}
     assert plain_environment(rank, {}) == {"PATH": "/bin"}
 
 
@@ -177,3 +178,105 @@ def test_an_mfu_over_the_peak_and_uncounted_operations_are_findings_not_figures(
     codes = [f.code for f in found]
     assert codes[0] == "mfu_over_peak" and "300 %" in found[0].text and "uncounted_flops" in codes
     assert "aten._fft_r2c 20 %" in found[codes.index("uncounted_flops")].text
+
+
+def test_two_views_before_one_backward_a_frozen_encoder_and_training_in_eval_mode_are_one_step_each():
+    """A Siamese step (the model called twice, then one backward), a frozen encoder called without gradients
+    before the trained head (a diffusion model's VAE, a teacher), and a model trained in eval() mode (a fine-tune
+    with frozen BatchNorm): a step per batch, nothing of it taken for evaluation; its samples the trained model's
+    inputs, over its calls (the Siamese step's two views of 5: 10, as a pipeline's micro-batches add up)."""
+    encoder, head = nn.Linear(4, 4).requires_grad_(False), nn.Linear(4, 2)
+
+    def siamese():
+        optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+        for _ in range(3):
+            (head(torch.randn(5, 4)) - head(torch.randn(5, 4))).pow(2).mean().backward()
+            optimizer.step()
+
+    def frozen_first():
+        optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+        for _ in range(3):
+            with torch.no_grad():
+                features = encoder(torch.randn(6, 4))
+            head(features).sum().backward()
+            optimizer.step()
+
+    def in_eval_mode():
+        head.eval()
+        optimizer = torch.optim.SGD(head.parameters(), lr=0.1)
+        for _ in range(3):
+            head(torch.randn(7, 4)).sum().backward()
+            optimizer.step()
+        head.train()
+    for body, samples in ((siamese, 10), (frozen_first, 6), (in_eval_mode, 7)):
+        reports, _ = watching(body)
+        assert [r.samples for r in reports] == [samples] * 3, body.__name__
+        assert all("eval" not in kinds(r) and "forward" in kinds(r) for r in reports), body.__name__
+
+
+def test_a_step_ended_late_still_has_its_flops_counted_and_a_skipped_amp_step_ends_a_step():
+    """A critic stepped more often than its generator ends its first step late (at its second step), after the
+    next step's forward: the FLOPs are counted on a later whole step, never 0. GradScaler skips the optimizer's
+    step where the gradients overflowed: the training step ends there all the same."""
+    critic, generator = nn.Linear(8, 1), nn.Linear(8, 8)
+    reports: list = []
+    instruments = Instruments("cpu:0", reports.append, count_flops=True)
+    instruments.install()
+    try:
+        opt_c, opt_g = torch.optim.SGD(critic.parameters(), lr=0.1), torch.optim.SGD(generator.parameters(), lr=0.1)
+        for _ in range(3):
+            for _ in range(2):
+                critic(generator(torch.randn(16, 8)).detach()).mean().backward()
+                opt_c.step()
+            critic(generator(torch.randn(16, 8))).mean().backward()
+            opt_g.step()
+        instruments.finish()
+    finally:
+        instruments.uninstall()
+    counted = [r.flops["cpu:0"] for r in reports if r.flops]
+    assert counted and counted[0] > 0
+
+    model = nn.Linear(4, 1)
+
+    def amp():
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu")
+        for overflow in (False, True, False):
+            loss = model(torch.ones(3, 4)).sum() * (float("inf") if overflow else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+    reports, _ = watching(amp)
+    assert [r.samples for r in reports] == [3, 3, 3]
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_reading_a_scripts_unusual_inputs_never_fails_it():
+    """A model given its batch in a dict, and one given a nested tensor: the script runs on; the first counts its
+    batch, the second's samples are said to be unread rather than guessed."""
+    class Dicts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 1)
+
+        def forward(self, batch):
+            return self.linear(batch["x"]).sum()
+
+    class Nested(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(()))
+
+        def forward(self, values):
+            return sum(t.sum() for t in values.unbind()) * self.weight
+
+    for model, batch, samples in ((Dicts(), lambda: {"x": torch.randn(9, 3)}, 9),
+                                  (Nested(), lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), 0)):
+        def train():
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(2):
+                model(batch()).backward()
+                optimizer.step()
+        reports, _ = watching(train)
+        assert [r.samples for r in reports] == [samples] * 2

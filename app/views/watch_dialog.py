@@ -81,7 +81,7 @@ class WatchDialog(QtWidgets.QDialog):
         self.steps = QtWidgets.QSpinBox()
         self.steps.setRange(0, 10_000_000)
         self.steps.setSpecialValueText("until the script ends")
-        self.steps.setToolTip("Stop the script after this many optimizer steps")
+        self.steps.setToolTip("Stop the script after this many training steps (each optimizer stepped once)")
         form = self.form = QtWidgets.QFormLayout()
         form.addRow("Script", row)
         form.addRow("Arguments", self.args)

@@ -35,11 +35,15 @@ def findings(summary: RunSummary, *, script: bool, world: int,
         if data >= NOTICEABLE:
             found.append(Finding("data_wait", _severity(data), f"{d.device} waits on data (the input pipeline) "
                                  f"{pct(data)} of each step: {_input_fix(script, facts)}", [d.device], data))
-        idle = d.idle_share   # in no busy kind: waiting on a peer, and what no timer covered
-        if communicated and len(summary.devices) > 1 and idle >= NOTICEABLE:
-            share = idle
+        # waiting on a peer: an engine run's idle time (its timers cover its work); a script's timed waits (a
+        # pipeline stage's for its peer), its untimed Python being its own (other_time)
+        waited = d.share("wait") if script else d.idle_share
+        if communicated and len(summary.devices) > 1 and waited >= NOTICEABLE:
+            share = waited
+            why = "a pipeline stage's wait for its peer's activation or gradient" if script else \
+                "the split, the schedule or a slower rank"
             found.append(Finding("peer_wait", _severity(share), f"{d.device} idles {pct(share)} of each step "
-                                 "(waiting on a peer: the split, the schedule or a slower rank)", [d.device], share))
+                                 f"(waiting on a peer: {why})", [d.device], share))
         elif script and d.step_s > 0 and d.other_s / d.step_s >= NOTICEABLE:
             share = d.other_s / d.step_s
             found.append(Finding("other_time", "info", f"{d.device} spends {pct(share)} of each step outside the "
@@ -52,19 +56,28 @@ def findings(summary: RunSummary, *, script: bool, world: int,
         total = sum(d.by_kind.values())
         if d.step_s > 0 and total > 1.01 * d.step_s:
             found.append(Finding("kinds_exceed_step", "problem", f"{d.device}'s kinds add up to "
-                                 f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: they overlap where they "
-                                 "should not, so none of them is shown as a share", [d.device], 1.0))
+                                 f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: its work ran outside the "
+                                 "merged step's time (ranks whose k-th steps fall at other times), so its shares of "
+                                 "the step are not what they seem", [d.device], 1.0))
         evaluation = d.between_steps.get("eval", 0.0)
         if evaluation > 0 and d.step_s > 0:
             share = evaluation / (evaluation + d.step_s)
             found.append(Finding("eval_time", "info", f"{d.device} evaluated {1e3 * evaluation:.1f} ms per step "
                                  f"between its steps ({pct(share)} of the run's time): not counted in the steps or "
                                  "their time", [d.device], share))
-    if script and world > 1 and summary.steps and not communicated:
-        found.append(Finding("independent_ranks", "problem", f"{world} ranks and not one collective or "
-                             "point-to-point call between them: each trained its own copy of the model. Check that "
-                             "the script forms a process group (init_process_group) and wraps its model (DDP, FSDP) "
-                             "under torchrun, and the flags it needs for that", list(summary.devices), 1.0))
+    if script and world > 1 and summary.steps_measured and not communicated:
+        found.append(Finding("independent_ranks", "warning", f"{world} ranks and not one collective or "
+                             "point-to-point call between them that the watch times (torch.distributed's, DDP's, "
+                             "FSDP's, tensor parallel's, pipelining's): each trained its own copy of the model, "
+                             "unless they exchange some other way. Check that the script forms a process group "
+                             "(init_process_group) and wraps its model (DDP, FSDP) under torchrun, and the flags it "
+                             "needs for that", list(summary.devices), 1.0))
+    if script and summary.steps_measured and summary.throughput is not None and summary.throughput.mean == 0:
+        unread = facts.unread if facts is not None else None
+        found.append(Finding("no_samples", "warning", "0 samples a step: the model's inputs held no tensor with a "
+                             "batch dimension" + (f" ({unread})" if unread else "") + ", and the script did not say "
+                             "(watch.step(samples=...) or --samples-per-step): throughput is not measured",
+                             list(summary.devices), 0.5))
     found += _flop_findings(summary, unformulated)
     if not found or max(f.share for f in found) < NOTICEABLE:
         busy = min((1 - d.idle_share for d in kinds), default=None)

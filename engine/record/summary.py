@@ -200,9 +200,12 @@ class StepMerger:
             separate_collective_waits(reports)
         end = max(r.end for r in reports)
         start = self._last_end if self._last_end is not None else min(r.start for r in reports)
-        if any(kind == "eval" for r in reports for spans in r.intervals.values() for kind, *_ in spans):
-            # a watched script evaluated before this step (engine/watch/instruments.py): not the step's time
-            start = max(start, min(r.start for r in reports))
+        evaluated = [r.start for r in reports if any(kind == "eval" for spans in r.intervals.values()
+                                                     for kind, *_ in spans)]
+        if evaluated:
+            # a watched script evaluated before this step (engine/watch/instruments.py; on some ranks, the others
+            # waiting for them meanwhile): the step starts once the last of them has
+            start = max(start, max(evaluated))
         self._last_end = end
         time_s = max(end - start, 1e-9)
         intervals: dict[str, list] = {}

@@ -24,10 +24,11 @@ _RANK = {kind: i for i, kind in enumerate(PRECEDENCE)}
 
 
 def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
-    """(seconds of ``[start, end]`` each kind holds, each moment counted once: the innermost interval's kind, else
-    by ``PRECEDENCE``; seconds of each kind hidden under another): the first add up to at most ``end - start``.
-    Ranks that never wait for each other (a script whose ranks form no group) run their k-th steps at other times
-    than the merged step's: where the window would drop most of a device's time, its intervals are taken whole.
+    """(seconds each kind holds, each moment counted once: the innermost interval's kind, else by
+    ``PRECEDENCE``; seconds of each kind hidden under another), within ``[start, end]``: the first add up to at
+    most ``end - start``. Ranks that never wait for each other (a script whose ranks form no group) run their k-th
+    steps at other times than the merged step's: where the window would drop most of a device's time, its
+    intervals are taken whole, and may add up to more (engine/record/findings.py says so).
     The worker runs this for every device of every step: intervals that do not overlap (most steps' most) are
     counted as they are."""
     within = [(t0, t1, kind) for kind, t0, t1 in intervals if kind not in BETWEEN_STEPS and t1 > t0]

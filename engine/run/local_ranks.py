@@ -58,9 +58,10 @@ TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "G
 
 def plain_environment(env: dict[str, str], base) -> dict[str, str]:
     """``env`` (a rank's) as ``python SCRIPT.py`` would have it run from ``base``: no torchrun variables, the
-    thread counts ``base`` has."""
+    thread counts and network interfaces ``base`` has. (CUDA_DEVICE_ORDER stays PCI_BUS_ID: the GPUs' numbers
+    must be NVML's for their telemetry; the bootstrap's own variables are the watch's.)"""
     plain = {key: value for key, value in env.items() if key not in TORCHRUN_VARIABLES}
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         plain.pop(name, None)
         if name in base:
             plain[name] = base[name]

@@ -83,7 +83,8 @@ class RunSession:
         self._stdin_lock = threading.Lock()
         self._sampler = None
         self._reader_cpu_s: float | None = None    # the reading thread's CPU seconds, once the worker's output ends
-        self._recorder_cpu_from = 0.0              # this recording thread's CPU seconds when it began
+        self._recorder_cpu_from: float | None = None   # the recording thread's CPU seconds at the first step
+        self._sampler_cpu_from = 0.0                   # and the telemetry sampler's
         self._stderr_tail: list[str] = []
         self._store_error: str | None = None
         self._folder: str | None = None
@@ -227,10 +228,14 @@ class RunSession:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
     def _timed(self, events):
-        """``events``, and this thread's CPU seconds once they end (the session's reading: its share of the
-        recording's cost)."""
-        yield from events
-        self._reader_cpu_s = time.thread_time()
+        """``events``, and this thread's CPU seconds from the first step to their end (the session's reading: its
+        share of the recording's cost)."""
+        start = None
+        for event in events:
+            if start is None and isinstance(event, Step):
+                start = time.thread_time()
+            yield event
+        self._reader_cpu_s = time.thread_time() - start if start is not None else None
 
     def _read_stdout(self, events: "queue.Queue") -> None:
         try:
@@ -284,7 +289,6 @@ class RunSession:
         # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
         # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
         events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
-        self._recorder_cpu_from = time.thread_time()
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             try:
@@ -309,6 +313,9 @@ class RunSession:
                             for device, pid in event.device_pids.items():
                                 self._sampler.set_pid(device, pid)
                         case Step():
+                            if self._recorder_cpu_from is None:   # the recording's cost from the first step
+                                self._recorder_cpu_from = time.thread_time()
+                                self._sampler_cpu_from = self._sampler.cpu_time_s if self._sampler else 0.0
                             pending.append(event)
                         case NodeSamples():
                             remote.extend(DeviceSample(*row) for row in event.rows)
@@ -388,12 +395,13 @@ class RunSession:
     def _recording_cpu(self, summary: RunSummary) -> dict[str, float] | None:
         """CPU seconds a step of the recording took: the worker's (as it said), this session's reading and recording
         threads' and the telemetry sampler's, over the run's steps."""
-        if not summary.steps:
+        if summary.steps < 2 or self._recorder_cpu_from is None:
             return summary.recording_cpu_s
+        steps = summary.steps - 1   # from the first step's arrival on, as the worker counts its own
         session = time.thread_time() - self._recorder_cpu_from + (self._reader_cpu_s or 0.0)
-        found = dict(summary.recording_cpu_s or {}, session=session / summary.steps)
+        found = dict(summary.recording_cpu_s or {}, session=session / steps)
         if self._sampler is not None:
-            found["telemetry"] = self._sampler.cpu_time_s / summary.steps
+            found["telemetry"] = (self._sampler.cpu_time_s - self._sampler_cpu_from) / steps
         return found
 
     def _complete_summary(self, summary: RunSummary | None, recorder, status: str) -> RunSummary | None:

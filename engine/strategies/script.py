@@ -117,9 +117,10 @@ class Script(Strategy):
         return found
 
     def check(self, config, devices, n_blocks) -> list[Problem]:
-        if plain(config) and len(devices) != 1:
+        if plain(config) and (len(devices) != 1 or devices[0].kind == "cuda" and devices[0].index != 0):
             return [Problem("devices", "a script run as plain python is one process: give one device (cpu: this "
-                                       "machine's cores; cuda:0: its GPUs, which the script picks itself), got "
+                                       "machine's cores; cuda:0: its GPUs, which the script picks itself, cuda:0 "
+                                       "first, as CUDA_VISIBLE_DEVICES orders them), got "
                                        + ", ".join(d.name for d in devices))]
         kinds = {d.kind for d in devices}
         if len(kinds) > 1:

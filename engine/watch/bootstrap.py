@@ -10,7 +10,7 @@ holds (a worker would otherwise inherit its rank's one core and take turns with 
 instruments (engine/watch/instruments.py) and runs the script as ``__main__`` with its own
 arguments, in its folder; the script imports nothing of ours (splitscope/watch.py, if it does, reaches
 the instruments). Its steps go to the worker as the engine's rank events (Ready, StepReport per
-optimizer step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD, or on a node
+training step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD, or on a node
 the agent's socket (SPLITSCOPE_EVENT_SOCKET).
 """
 from __future__ import annotations
@@ -97,11 +97,17 @@ def script_traceback(exc: BaseException) -> str:
 
 
 def python_threads() -> int:
-    """The intra-op threads torch starts with in a plain ``python SCRIPT.py``: OMP_NUM_THREADS where the user set it
-    (engine/run/local_ranks.py plain_environment keeps theirs), else one per core this process may run on (a
-    process forked by the session's fork server starts with the ranks' one)."""
+    """The intra-op threads torch starts with in a plain ``python SCRIPT.py`` (a process forked by the session's
+    fork server starts with the ranks' one): OMP_NUM_THREADS where the user set it (engine/run/local_ranks.py
+    plain_environment keeps theirs), else torch's default, the physical cores, of those this process may run on."""
     given = variable("OMP_NUM_THREADS", "")
-    return int(given) if given.isdigit() and int(given) > 0 else len(usable_cores())
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    import psutil
+    allowed = len(usable_cores())
+    physical = psutil.cpu_count(logical=False) or allowed
+    logical = psutil.cpu_count(logical=True) or allowed
+    return max(1, min(allowed, allowed * physical // logical))
 
 
 def done(instruments, own: Device) -> Done:
@@ -112,8 +118,12 @@ def done(instruments, own: Device) -> Done:
     except Exception as exc:  # noqa: BLE001  (the run's figures stand without an MFU)
         print(f"splitscope: the peak FLOP/s of {own.name} was not measured: {exc}", file=sys.stderr)
         peaks = None
-    return Done(note=instruments.note(), peaks=peaks, script=to_json(instruments.reader.facts()),
-                unformulated=instruments.unformulated())
+    try:
+        facts, unformulated = to_json(instruments.reader.facts()), instruments.unformulated()
+    except Exception as exc:  # noqa: BLE001  (the run's figures stand without what was read of the script)
+        print(f"splitscope: what the script is was not read: {exc}", file=sys.stderr)
+        facts = unformulated = None
+    return Done(note=instruments.note(), peaks=peaks, script=facts, unformulated=unformulated)
 
 
 def failed(instruments, channel: EventChannel, failure: Failed) -> None:
@@ -188,7 +198,10 @@ def main() -> int:
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            failed(instruments, channel, Failed(f"the script exited with status {exc.code}", script_traceback(exc)))
+            # as python says it: a message exits with status 1 and prints it, a number prints nothing
+            said = f"the script exited with status 1: {exc.code}" if isinstance(exc.code, str) else \
+                f"the script exited with status {exc.code}"
+            failed(instruments, channel, Failed(said, None))
             return 1
     except BaseException as exc:  # the script's own error: reported with its traceback
         failed(instruments, channel, Failed(describe_exception(exc), script_traceback(exc)))

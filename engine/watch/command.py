@@ -27,12 +27,14 @@ def add_parser(sub) -> None:
                             f'--nproc-per-node, else {DEFAULT_DEVICES}); "cuda:0,cuda:1,...": a rank per GPU, rank '
                             f'k on cuda:k (its LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses which, as for torchrun)')
     watch.add_argument("--steps", type=int, default=None,
-                       help="stop the script after this many optimizer steps (default: let it end)")
+                       help="stop the script after this many training steps (each of its optimizers stepped once, or an "
+                            "update by hand; default: let it end)")
     watch.add_argument("--warmup", type=int, default=None,
                        help=f"the first steps left out of the figures (default {WARMUP_STEPS}; step "
                             f"{COUNTED_STEP}'s FLOPs are counted, which slows it)")
     watch.add_argument("--samples-per-step", dest="samples_per_step", type=int, default=None,
-                       help="the samples each step trains on, where the script does not say (watch.step) and its "
+                       help="the samples each process's step trains on (each rank's: the run's are their sum), where "
+                            "the script does not say (watch.step) and its "
                             "batches come from no DataLoader (default: the first dimension of the model's first "
                             "tensor input)")
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,

@@ -32,6 +32,7 @@ them, asked at the next steps' ends without waiting, so the script's host runs a
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Callable
 
@@ -41,7 +42,7 @@ from engine.devices import Device
 from engine.measure.counted_step import COUNTED_STEP, counted_step_note
 from engine.watch.clocks import HostClock, clock_for
 from engine.watch.step_queue import Boundary, QueuedStep, as_report, compiled, on_host
-from engine.watch.script_facts import ScriptReader, first_input
+from engine.watch.script_facts import ScriptReader
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 
@@ -96,8 +97,12 @@ class Instruments:
         self._optimized = False            # an optimizer has stepped: optimizers end the steps
         self._steppers: set[int] | None = None   # the optimizers a step ends with (learned on the first step)
         self._stepped_now: set[int] = set()      # those that stepped in the step under way
-        self._boundary = None              # the step under way as it was at its last optimizer step (``_Boundary``)
+        self._boundary = None              # the step under way as it was at its last optimizer step (``Boundary``)
         self._backwards = 0                # backwards in the step under way (gradient accumulation: several)
+        self._trained: dict[int, tuple[bool, int]] = {}   # module id -> (trained, optimizers known when asked)
+        self._optimizer_steps = 0          # optimizer steps the hooks saw (GradScaler's skipped ones are not)
+        self._count_next = False           # the FLOPs of the next step to start are to be counted
+        self._grad_enabled = self._inference_mode = lambda: False   # torch's, once installed
         self._losses: list = []
         self._declared_samples: int | None = None   # the step's samples and loss as the script said them
         self._declared_loss: float | None = None    # (watch.step)
@@ -119,6 +124,10 @@ class Instruments:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim
         self._compiling = torch.compiler.is_compiling
+        self._grad_enabled, self._inference_mode = torch.is_grad_enabled, torch.is_inference_mode_enabled
+        # A forked child (a DataLoader's worker) inherits the hooks: they time nothing there, the rank's own thread
+        # id notwithstanding
+        os.register_at_fork(after_in_child=self._forked)
         self._handles += [nn_module.register_module_forward_pre_hook(self._before_forward),
                           # also after a forward that raised (a script may catch it and go on); with its keyword
                           # arguments, where a model(**batch) gets its samples
@@ -147,11 +156,33 @@ class Instruments:
                     self._losses.append(on_host(alone.detach()) if self.clock.deferred else alone.detach())
         torch.autograd.backward = backward
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(self._time_skipped_steps())
         for timing in (communication.time_collectives, communication.time_functional_collectives,
                        communication.time_ddp_buckets, communication.time_peer_waits):
             self._undo += timing(self)
         self._undo += self.reader.install()
         self._note_pipeline_stages()
+
+    def _forked(self) -> None:
+        self._main = None
+
+    def _time_skipped_steps(self) -> Callable[[], None]:
+        """torch's GradScaler skips the optimizer's step where the gradients overflowed (no optimizer hook runs):
+        the training step ends there all the same, as that optimizer's step. What takes it back."""
+        from torch.amp import grad_scaler
+        original = grad_scaler.GradScaler.step
+        instruments = self
+
+        @functools.wraps(original)
+        def step(scaler, optimizer, *args, **kwargs):
+            before = instruments._optimizer_steps
+            result = original(scaler, optimizer, *args, **kwargs)
+            if instruments._optimizer_steps == before and threading.get_ident() == instruments._main:
+                instruments._before_optimizer(optimizer, args, kwargs)
+                instruments._after_optimizer(optimizer, args, kwargs)
+            return result
+        grad_scaler.GradScaler.step = step
+        return lambda: setattr(grad_scaler.GradScaler, "step", original)
 
     def _note_pipeline_stages(self) -> None:
         """A pipeline's stages: only the first stage's inputs are the step's samples (a later stage's module
@@ -243,28 +274,30 @@ class Instruments:
             # No optimizer, but the parameters changed or their gradients were reset since the backward: the
             # script updates them itself, and this call starts what follows (gradient accumulation changes
             # neither between its micro-batches).
-            self.hand_steps = True
+            self.hand_steps = self.reader.hand_updates = True
             self._end_step(now)
-        if self._evaluation(module):
+        without_gradients = not self._grad_enabled() or self._inference_mode()
+        if without_gradients and not self._forwarded and self._trains(module):
+            # Evaluation: a call without gradients of a module the script trains, before the step's first training
+            # forward (one within a step, a frozen teacher's, is the step's work): timed between the steps.
             self._calls.append("eval")
             self.reader.eval_forward()
-            if self._forwarded:   # inside a training step (a frozen teacher's call): the step's own work
-                self._calls[-1] = "train"
-            elif self._eval_from is None:   # the time since the step ended is the evaluation's, not the next step's
+            if self._eval_from is None:   # the time since the step ended is the evaluation's, not the next step's
                 self._eval_from = self._step_start if self._step_start is not None else now
             self._forward_start = now
             return
         self._calls.append("train")
         if self._counted is None and next(iter(module.parameters()), None) is not None:
             self._counted = module
-        if not self._optimized and self._forwarded and module is self._counted and not self._backward_seen:
-            # The step's model called again with no optimizer ever stepped and no backward since: an inference
-            # script, whose steps are its model's calls (a training script's first step has its backward; its
-            # loss module, called after the model, is not the model).
+        if without_gradients and not self._trains_at_all() and self._forwarded and module is self._counted:
+            # The step's model called again without gradients by a script that never made an optimizer nor ran a
+            # backward: an inference script, whose steps are its model's calls.
             self.forward_steps = True
             self._end_step(now)
         if not self._forwarded:
             self._forwarded = True
+            if self._count_next:   # the counted step: from its first forward to its end
+                self._start_counting()
             if self._eval_from is not None:   # an evaluation ended: the step starts after it
                 self.add("eval", self._eval_from, self._eval_until)
                 self._step_start, self._eval_from = self._eval_until, None
@@ -274,17 +307,29 @@ class Instruments:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self.add("data", self._step_start, now, self._waited_until)
         if next(iter(module.parameters()), None) is not None:
-            self.reader.model_called(module, training_forward=True)
+            self.reader.model_called(module)
         self._forward_start = now
 
-    def _evaluation(self, module) -> bool:
-        """An outermost call without gradients, under inference mode, or of a module in eval(), once the script
-        has shown it trains (an optimizer made, a backward run): evaluation, neither a step nor in one's time.
-        Before that, such calls are an inference script's steps."""
-        import torch
-        if not (self._ever_trained or len(self.reader.optimizers)):
+    def _trains_at_all(self) -> bool:
+        """The script has shown it trains: it made an optimizer or ran a backward."""
+        return self._ever_trained or len(self.reader.optimizers) > 0
+
+    def _trains(self, module) -> bool:
+        """Whether the script trains ``module``: some parameter of it in an optimizer it made (without one, any
+        parameter that requires a gradient, once it has run a backward). A frozen one (a VAE, a teacher) is
+        not; known once a module, and again when optimizers are added."""
+        if not self._trains_at_all():
             return False
-        return not torch.is_grad_enabled() or torch.is_inference_mode_enabled() or not module.training
+        known = self._trained.get(id(module))
+        optimizers = len(self.reader.optimizers)
+        if known is None or known[1] != optimizers:
+            if optimizers:
+                held = {id(p) for o in list(self.reader.optimizers) for g in o.param_groups for p in g["params"]}
+                trained = any(id(p) in held for p in module.parameters())
+            else:
+                trained = any(p.requires_grad for p in module.parameters())
+            known = self._trained[id(module)] = (trained, optimizers)
+        return known[0]
 
     def _after_forward(self, module, args, kwargs, output) -> None:
         if self._compiling() or threading.get_ident() != self._main or self._in_backward:
@@ -302,7 +347,7 @@ class Instruments:
         elif self._forward_start is not None:
             self.add("forward", self._forward_start, now)
             if module is self._counted:
-                found = first_input(module, args, kwargs)
+                found = self.reader.first_input(module, args, kwargs)
                 if found is not None:
                     self._samples += found[0]
                     self._samples_from = found[1]
@@ -321,6 +366,7 @@ class Instruments:
         if self._compiling():
             return
         end = self.clock.now()
+        self._optimizer_steps += 1
         if self._optimizer_start is not None:
             self.add("optimizer", self._optimizer_start, end)
         self._optimized = True
@@ -342,7 +388,8 @@ class Instruments:
         backward and update; every step reported."""
         try:
             if not self._optimized and self._backward_seen and self._update_sign() != self._after_backward:
-                self.hand_steps = True   # one update, by hand, after the last backward (a first one included)
+                # one update, by hand, after the last backward (a first one included)
+                self.hand_steps = self.reader.hand_updates = True
             if self._boundary is not None:   # optimizers stepped after its last whole step: a step of its own
                 self._end_at(self._boundary)
             if not self._optimized and self._forwarded and (self.hand_steps or not self._backward_seen):
@@ -388,14 +435,17 @@ class Instruments:
             later, self._intervals = self._intervals[boundary.intervals:], self._intervals[:boundary.intervals]
         later_losses, self._losses = self._losses[boundary.losses:], self._losses[:boundary.losses]
         samples, loader = self._samples - boundary.samples, self.reader.loader_samples - boundary.loader_samples
-        backwards, forwarded = self._backwards - boundary.backwards, bool(later)
+        backwards = self._backwards - boundary.backwards
+        forwarded = any(interval[0] == "forward" for interval in later)
+        samples_from = self._samples_from
         self._samples, self.reader.loader_samples, self._backwards = boundary.samples, boundary.loader_samples, \
             boundary.backwards
         self._end_step(boundary.end)
         with self._lock:
             self._intervals = later + self._intervals
         self._losses, self._samples, self.reader.loader_samples = later_losses, samples, loader
-        self._backwards, self._forwarded = backwards, forwarded
+        self._backwards, self._forwarded, self._backward_seen = backwards, forwarded, backwards > 0
+        self._samples_from = samples_from if samples else None
 
     def _end_step(self, end) -> None:
         with self._lock:
@@ -425,14 +475,20 @@ class Instruments:
         if self.max_steps is not None and self.step >= self.max_steps:
             self.flush()
             raise WatchEnded(f"{self.step} steps watched")
+        # the counted step's FLOPs from its first forward on (a step ended late, at an optimizer's second step,
+        # has had the next one's forward already: the one after it is counted)
         if self._count_flops and self.step == COUNTED_STEP:
-            self.uncounted = compiled()
-            if self.uncounted is None:
-                from engine.measure.flops import DeviceFlops
-                self.flops = DeviceFlops(self.device)
-                self._counting = self.flops.counting()
-                self._counting.__enter__()
+            self._count_next = True   # until a step starts with its first forward (not one ended late)
         self._report(wait=False)
+
+    def _start_counting(self) -> None:
+        self._count_next = False
+        self.uncounted = compiled()
+        if self.uncounted is None:
+            from engine.measure.flops import DeviceFlops
+            self.flops = DeviceFlops(self.device)
+            self._counting = self.flops.counting()
+            self._counting.__enter__()
 
     def flush(self) -> None:
         """Every step so far reported, waiting for the GPU where it has not passed their marks."""

@@ -1,10 +1,12 @@
 """What a watched script is, read from the script as it runs: its model's class and size, its optimizers and their
 learning rates, the dtype it computes in, its DataLoaders' settings and where each step's samples were counted
-from (the summary's ``script``, engine/results.py ScriptFacts).
+from (the summary's ``script``, engine/script_results.py ScriptFacts).
 
 Read through class-level wrappers that ``Instruments.uninstall`` takes back (an optimizer's and a DataLoader
 iterator's construction and a batch's fetch), never through anything put on the script's own objects: a
 script that pickles its whole model or optimizer finds nothing of ours on them (tests/scripts/save_whole_model.py).
+Reading never fails the script: what cannot be read (an unusual batch, a model of another shape) is left unread
+(``unread`` says what, once).
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ SEQUENCE_FIRST = "nn.RNN, nn.LSTM or nn.GRU without batch_first: its input's sec
 
 
 class ScriptReader:
-    """The facts, gathered from the hooks (engine/watch/instruments.py calls ``model_called`` and
-    ``counted_samples``) and from the wrappers ``install`` puts on torch's classes."""
+    """The facts, gathered from the hooks (engine/watch/instruments.py calls ``model_called``,
+    ``optimizer_stepped`` and ``step_samples``) and from the wrappers ``install`` puts on torch's classes."""
 
     def __init__(self):
         self.optimizers: "weakref.WeakSet" = weakref.WeakSet()   # every optimizer the script made, alive
@@ -33,6 +35,9 @@ class ScriptReader:
         self.loader_fetches = 0
         self.source: str | None = None          # where the last step's samples were counted from
         self.micro_steps: list[int] = []        # backwards per step
+        self.hand_updates = False               # no optimizer: the script updated its parameters itself
+        self.unread: str | None = None          # the first thing that could not be read, and why
+        self._sequence_first: dict[int, bool] = {}   # module id -> whether its batch is its input's second dimension
         self._undo: list[Callable[[], None]] = []
 
     # ---- installing ------------------------------------------------------------------
@@ -58,21 +63,31 @@ class ScriptReader:
         @functools.wraps(original_iter_init)
         def iter_init(iterator, loader, *args, **kwargs):
             original_iter_init(iterator, loader, *args, **kwargs)
-            loaders[iterator] = LoaderFacts(
-                batch_size=loader.batch_size if isinstance(loader.batch_size, int) else None,
-                num_workers=loader.num_workers, pin_memory=bool(loader.pin_memory),
-                persistent_workers=bool(loader.persistent_workers), prefetch_factor=loader.prefetch_factor)
+            try:
+                loaders[iterator] = LoaderFacts(
+                    batch_size=loader.batch_size if isinstance(loader.batch_size, int) else None,
+                    num_workers=int(loader.num_workers), pin_memory=bool(loader.pin_memory),
+                    persistent_workers=bool(loader.persistent_workers), prefetch_factor=loader.prefetch_factor)
+            except Exception as exc:  # noqa: BLE001  (a DataLoader of its own kind: its settings left unread)
+                reader.could_not("a DataLoader's settings", exc)
         dataloader._BaseDataLoaderIter.__init__ = iter_init
         undo.append(lambda: setattr(dataloader._BaseDataLoaderIter, "__init__", original_iter_init))
 
         @functools.wraps(original_next)
         def fetch(iterator):
             batch = original_next(iterator)
-            reader.fetched(iterator, batch)
+            try:
+                reader.fetched(iterator, batch)
+            except Exception as exc:  # noqa: BLE001  (never the script's batch lost for our count)
+                reader.could_not("a DataLoader batch's samples", exc)
             return batch
         dataloader._BaseDataLoaderIter.__next__ = fetch
         undo.append(lambda: setattr(dataloader._BaseDataLoaderIter, "__next__", original_next))
         return undo
+
+    def could_not(self, what: str, exc: Exception) -> None:
+        if self.unread is None:
+            self.unread = f"{what} could not be read ({type(exc).__name__}: {exc})"
 
     # ---- what the hooks report -------------------------------------------------------
     def fetched(self, iterator, batch) -> None:
@@ -92,32 +107,52 @@ class ScriptReader:
         """The batches fetched since the last training forward fed an evaluation, not a step."""
         self.loader_samples = self.loader_fetches = 0
 
-    def model_called(self, module, training_forward: bool) -> None:
+    def model_called(self, module) -> None:
         """An outermost module with parameters called in a training forward: the model (a DDP or FSDP wrapper's
         own module named), and the dtype it computes in."""
+        try:
+            self._model_called(module)
+        except Exception as exc:  # noqa: BLE001  (a model of an unusual kind: left unread, the script goes on)
+            self.could_not("the model", exc)
+
+    def _model_called(self, module) -> None:
         import torch
+        first = next((p for p in module.parameters() if p.is_floating_point()), None)
         if id(module) not in self.models:
-            inner = getattr(module, "module", module)   # DistributedDataParallel and DataParallel wrap one
-            count = sum(p.numel() for p in module.parameters())
-            self.models[id(module)] = (type(inner).__name__, count)
-        if training_forward:
-            if torch.is_autocast_enabled():
-                dtype = torch.get_autocast_dtype("cuda" if torch.cuda.is_available() else "cpu")
-            else:
-                first = next((p for p in module.parameters() if p.is_floating_point()), None)
-                dtype = first.dtype if first is not None else None
-            if dtype is not None:
-                name = str(dtype).removeprefix("torch.")
-                self.dtypes[name] = self.dtypes.get(name, 0) + 1
+            self.models[id(module)] = (model_name(module), sum(p.numel() for p in module.parameters()))
+        device = first.device.type if first is not None else "cpu"
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+        else:
+            dtype = first.dtype if first is not None else None
+        if dtype is not None:
+            name = str(dtype).removeprefix("torch.")
+            self.dtypes[name] = self.dtypes.get(name, 0) + 1
 
     def optimizer_stepped(self, optimizer) -> None:
-        groups = getattr(optimizer, "param_groups", None) or [{}]
-        lr = groups[0].get("lr")
+        """An optimizer stepped: its class, and its learning rate (a tensor's only where it is on the host: reading
+        a GPU's would wait for the GPU every step)."""
         try:
-            lr = float(lr) if lr is not None else None
-        except (TypeError, ValueError):   # a tensor lr on a GPU, or something else: not read
+            groups = getattr(optimizer, "param_groups", None) or [{}]
+            lr = groups[0].get("lr")
+            if hasattr(lr, "device"):
+                lr = lr.item() if lr.device.type == "cpu" else None
+            lr = float(lr) if isinstance(lr, (int, float)) else None
+        except Exception as exc:  # noqa: BLE001  (an optimizer of its own kind: its rate left unread)
+            self.could_not("an optimizer's learning rate", exc)
             lr = None
         self.stepped[id(optimizer)] = (type(optimizer).__name__, lr)
+
+    def first_input(self, module, args, kwargs) -> tuple[int, str] | None:
+        """``first_input``, never failing the script; whether the module is sequence-first known once each."""
+        try:
+            known = self._sequence_first.get(id(module))
+            if known is None:
+                known = self._sequence_first[id(module)] = _sequence_first(module)
+            return first_input(args, kwargs, known)
+        except Exception as exc:  # noqa: BLE001  (inputs of a kind not read: the step's samples said missing)
+            self.could_not("the model's inputs", exc)
+            return None
 
     def step_samples(self, declared: int | None, given: int | None, first_input: tuple[int, str] | None,
                      backwards: int) -> int:
@@ -155,38 +190,65 @@ class ScriptReader:
             dtype=dtype,
             samples_source=self.source,
             micro_steps=round(sum(self.micro_steps) / steps, 2) if steps else None,
-            loader=self.loader)
+            loader=self.loader, hand_updates=self.hand_updates, unread=self.unread)
 
 
-def first_input(module, args, kwargs) -> tuple[int, str] | None:
+def first_input(args, kwargs, sequence_first: bool = False) -> tuple[int, str] | None:
     """(samples, where from) of a model's call: the batch dimension of its first tensor argument, positional or
-    else keyword (``model(**batch)``: the first tensor among them); the second dimension where the model is
-    recurrent and sequence-first."""
+    else keyword (``model(**batch)``: the first tensor among them), looked for inside lists, tuples and dicts;
+    the second dimension where the model is recurrent and sequence-first."""
     named = [(f"argument {i}", a) for i, a in enumerate(args)] + list((kwargs or {}).items())
-    found = next(((name, a) for name, a in named if hasattr(a, "shape") and len(a.shape) > 0), None)
-    if found is None:
-        return None
-    name, tensor = found
-    shape = list(tensor.shape)
-    if len(shape) > 1 and _sequence_first(module):
-        return int(shape[1]), f"the model's input {name} {shape}, dimension 1 ({SEQUENCE_FIRST})"
-    return int(shape[0]), f"the model's first tensor input, {name} {shape}, dimension 0"
+    for name, value in named:
+        tensor = _first_tensor(value)
+        if tensor is None:
+            continue
+        shape = list(tensor.shape)
+        if len(shape) > 1 and sequence_first:
+            return int(shape[1]), f"the model's input {name} {shape}, dimension 1 ({SEQUENCE_FIRST})"
+        return int(shape[0]), f"the model's first tensor input, {name} {shape}, dimension 0"
+    return None
+
+
+def model_name(module) -> str:
+    """The class the script wrote: through DDP's and DataParallel's ``module``, torch.compile's ``_orig_mod``, and
+    FSDP2's class made for the module (``FSDPGPT`` for a GPT)."""
+    import torch
+    for _ in range(4):
+        inner = getattr(module, "_orig_mod", None) or getattr(module, "module", None)
+        if not isinstance(inner, torch.nn.Module):
+            break
+        module = inner
+    cls = type(module)
+    if cls.__name__.startswith("FSDP") and len(cls.__mro__) > 2 and cls.__mro__[2].__name__ == cls.__name__[4:]:
+        return cls.__name__[4:]
+    return cls.__name__
 
 
 def _sequence_first(module) -> bool:
     from torch import nn
     inner = getattr(module, "module", module)
+    if not isinstance(inner, nn.Module):
+        inner = module
     first = next((m for m in inner.modules() if isinstance(m, nn.RNNBase)), None)
     return first is not None and not first.batch_first
 
 
-def _first_dimension(batch) -> int | None:
+def _first_tensor(value, depth: int = 0):
+    """The first tensor with a batch dimension in ``value`` (a tensor, or a list, tuple or dict of them), or None;
+    a nested tensor's batch is not read."""
     import torch
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() > 0 else None
-    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
-    for value in values:
-        found = _first_dimension(value)
+    if isinstance(value, torch.Tensor):
+        return value if value.dim() > 0 and not value.is_nested else None
+    if depth > 3:
+        return None
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    for item in values:
+        found = _first_tensor(item, depth + 1)
         if found is not None:
             return found
     return None
+
+
+def _first_dimension(batch) -> int | None:
+    tensor = _first_tensor(batch)
+    return int(tensor.shape[0]) if tensor is not None else None
