@@ -17,8 +17,9 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
 - **communication**: DDP's all-reduce, ``torch.distributed``'s collectives and tensor parallel's
   functional collectives (engine/watch/communication.py); a barrier is ``wait``;
 - **wait**: a pipeline stage waiting for its peer's activation or gradient (the same module);
-- **data**: from a step's end to the next step's first forward (the input pipeline, and
-  whatever else the script does between steps), less any wait for a peer in it.
+- **data**: each batch's fetch from a DataLoader (engine/watch/script_facts.py times it); a script
+  that makes its batches itself, from a step's end to the next step's first forward (the input
+  pipeline, and whatever else the script does between steps), less any wait for a peer in it.
 A step's samples come from, in order: what the script said (splitscope/watch.py ``watch.step(samples=)``),
 the DataLoader batches fetched for it, ``--samples-per-step``, else the batch dimension of the first tensor the
 model took, positional or keyword (engine/watch/script_facts.py: what the script is, read as it runs). What the
@@ -102,6 +103,7 @@ class Instruments:
         self._trained: dict[int, tuple[bool, int]] = {}   # module id -> (trained, optimizers known when asked)
         self._optimizer_steps = 0          # optimizer steps the hooks saw (GradScaler's skipped ones are not)
         self._count_next = False           # the FLOPs of the next step to start are to be counted
+        self._loader_timed = False         # this step's batches came from a DataLoader, their fetches timed as data
         self._grad_enabled = self._inference_mode = lambda: False   # torch's, once installed
         self._losses: list = []
         self._declared_samples: int | None = None   # the step's samples and loss as the script said them
@@ -161,7 +163,18 @@ class Instruments:
                        communication.time_ddp_buckets, communication.time_peer_waits):
             self._undo += timing(self)
         self._undo += self.reader.install()
+        self.reader.clock, self.reader.on_fetch = (lambda: self.clock.now()), self._fetched
         self._note_pipeline_stages()
+
+    def _fetched(self, t0, t1) -> None:
+        """A DataLoader's batch, fetched on the script's thread from mark ``t0`` to ``t1``: the step's data (what else
+        the script does between its steps is not, where the batches come from a DataLoader)."""
+        if threading.get_ident() != self._main or self._own_data:
+            return
+        self._loader_timed = True
+        if self._step_start is None:   # the first step starts at its first batch
+            self._step_start = t0
+        self.add("data", t0, t1)
 
     def _forked(self) -> None:
         self._main = None
@@ -303,7 +316,7 @@ class Instruments:
                 self._step_start, self._eval_from = self._eval_until, None
             if self._step_start is None:
                 self._step_start = now                     # the first step starts at its first forward
-            elif not self._own_data:
+            elif not self._own_data and not self._loader_timed:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self.add("data", self._step_start, now, self._waited_until)
         if next(iter(module.parameters()), None) is not None:
@@ -466,7 +479,7 @@ class Instruments:
         self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared_loss, samples, flops))
         self.step += 1
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
-        self._samples_from, self._backwards, self._boundary = None, 0, None
+        self._samples_from, self._backwards, self._boundary, self._loader_timed = None, 0, None, False
         if self._optimized and self._steppers is None:
             self._steppers = set(self._stepped_now)
         self._stepped_now = set()

@@ -38,6 +38,8 @@ class ScriptReader:
         self.hand_updates = False               # no optimizer: the script updated its parameters itself
         self.unread: str | None = None          # the first thing that could not be read, and why
         self._sequence_first: dict[int, bool] = {}   # module id -> whether its batch is its input's second dimension
+        self.clock: Callable[[], object] | None = None         # the instruments' marks, and what takes each
+        self.on_fetch: Callable[[object, object], None] = lambda t0, t1: None   # batch's fetch from-to
         self._undo: list[Callable[[], None]] = []
 
     # ---- installing ------------------------------------------------------------------
@@ -75,8 +77,11 @@ class ScriptReader:
 
         @functools.wraps(original_next)
         def fetch(iterator):
+            t0 = reader.clock() if reader.clock is not None else None
             batch = original_next(iterator)
             try:
+                if t0 is not None:
+                    reader.on_fetch(t0, reader.clock())
                 reader.fetched(iterator, batch)
             except Exception as exc:  # noqa: BLE001  (never the script's batch lost for our count)
                 reader.could_not("a DataLoader batch's samples", exc)
