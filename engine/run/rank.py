@@ -225,6 +225,25 @@ def device_peaks(mine, dtype: str, module) -> dict[str, dict]:
     return peaks
 
 
+def unpinned_cpu_peaks(device, dtype: str, module) -> dict[str, dict]:
+    """An unpinned CPU device's peak (a plain script's, engine/strategies/script.py): one core's, measured on one
+    thread as a pinned device's is (and cached alike), times the threads torch runs its work on."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        peaks = device_peaks([device], dtype, module)
+    finally:
+        torch.set_num_threads(threads)
+    for entry in peaks.values():
+        measured = entry.get("measured")
+        if measured:
+            measured["flops_per_s"] *= threads
+            one_core = measured["source"].removeprefix("measured: ")
+            measured["source"] = f"measured: {threads} threads x one core's {one_core}"
+    return peaks
+
+
 def resolve_split(config, spec, devices, rank, world):
     """The config's split, or the balanced one from rank 0's per-block timing, shared with every rank."""
     if not strategies.get(config.strategy).uses_split:

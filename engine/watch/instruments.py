@@ -32,28 +32,23 @@ them, asked at the next steps' ends without waiting, so the script's host runs a
 """
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from typing import Callable
 
 from engine.record.rank_events import StepReport
-from engine.watch import communication
+from engine.watch import communication, wrappers
 from engine.devices import Device
-from engine.measure.counted_step import COUNTED_STEP, counted_step_note
+from engine.measure.counted_step import counted_step_note
 from engine.watch.clocks import HostClock, clock_for
-from engine.watch.step_queue import Boundary, QueuedStep, as_report, compiled, on_host
+# WatchEnded: part of this module's interface (what the bootstrap catches)
+from engine.watch.step_queue import Boundary, QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
 from engine.watch.script_facts import ScriptReader
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 
 
-class WatchEnded(BaseException):
-    """Raised from the optimizer's post-hook once the watch has its steps: a BaseException, so the script's own
-    ``except Exception`` does not swallow it."""
-
-
-class Instruments:
+class Instruments(StepEnds):
     def __init__(self, device, emit: Callable[[StepReport], None], steps: int | None = None,
                  on_training: Callable[[], None] | None = None, count_flops: bool = True, warmup: int = 1):
         """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
@@ -137,34 +132,13 @@ class Instruments:
                                                                  with_kwargs=True),
                           optim.register_optimizer_step_pre_hook(self._before_optimizer),
                           optim.register_optimizer_step_post_hook(self._after_optimizer)]
-        original_backward = torch.autograd.backward
-
-        def backward(tensors, *args, **kwargs):
-            self._in_backward += 1
-            t0 = self.clock.now()
-            try:
-                return original_backward(tensors, *args, **kwargs)
-            finally:
-                if self._in_backward == 1:   # reentrant checkpointing calls it again inside: counted once
-                    self.add("backward", t0, self.clock.now())
-                    self._backward_seen = self._ever_trained = True
-                    self._backwards += 1
-                    if not self._optimized:
-                        self._after_backward = self._update_sign()
-                self._in_backward -= 1
-                # the loss: a scalar, alone or as a pipeline's last stage hands it over (a one-tensor sequence)
-                alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
-                if isinstance(alone, torch.Tensor) and alone.dim() == 0:
-                    self._losses.append(on_host(alone.detach()) if self.clock.deferred else alone.detach())
-        torch.autograd.backward = backward
-        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
-        self._undo.append(self._time_skipped_steps())
+        for wrap in (wrappers.time_backward, wrappers.time_skipped_steps, wrappers.note_pipeline_stages):
+            self._undo.append(wrap(self))
         for timing in (communication.time_collectives, communication.time_functional_collectives,
                        communication.time_ddp_buckets, communication.time_peer_waits):
             self._undo += timing(self)
         self._undo += self.reader.install()
         self.reader.clock, self.reader.on_fetch = (lambda: self.clock.now()), self._fetched
-        self._note_pipeline_stages()
 
     def _fetched(self, t0, t1) -> None:
         """A DataLoader's batch, fetched on the script's thread from mark ``t0`` to ``t1``: the step's data (what else
@@ -179,37 +153,24 @@ class Instruments:
     def _forked(self) -> None:
         self._main = None
 
-    def _time_skipped_steps(self) -> Callable[[], None]:
-        """torch's GradScaler skips the optimizer's step where the gradients overflowed (no optimizer hook runs):
-        the training step ends there all the same, as that optimizer's step. What takes it back."""
-        from torch.amp import grad_scaler
-        original = grad_scaler.GradScaler.step
-        instruments = self
+    def backward_ended(self, t0, tensors) -> None:
+        """An outermost backward (engine/watch/wrappers.py) ran from mark ``t0`` to now; its loss, a scalar alone or
+        as a pipeline's last stage hands it over (a one-tensor sequence), is the step's."""
+        import torch
+        self.add("backward", t0, self.clock.now())
+        self._backward_seen = self._ever_trained = True
+        self._backwards += 1
+        if not self._optimized:
+            self._after_backward = self._update_sign()
+        alone = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
+        if isinstance(alone, torch.Tensor) and alone.dim() == 0:
+            self._losses.append(on_host(alone.detach()) if self.clock.deferred else alone.detach())
 
-        @functools.wraps(original)
-        def step(scaler, optimizer, *args, **kwargs):
-            before = instruments._optimizer_steps
-            result = original(scaler, optimizer, *args, **kwargs)
-            if instruments._optimizer_steps == before and threading.get_ident() == instruments._main:
-                instruments._before_optimizer(optimizer, args, kwargs)
-                instruments._after_optimizer(optimizer, args, kwargs)
-            return result
-        grad_scaler.GradScaler.step = step
-        return lambda: setattr(grad_scaler.GradScaler, "step", original)
-
-    def _note_pipeline_stages(self) -> None:
-        """A pipeline's stages: only the first stage's inputs are the step's samples (a later stage's module
-        gets activations, a micro-batch each)."""
-        from torch.distributed.pipelining import stage
-        original_init = stage._PipelineStageBase.__init__
-        stages = self._stages
-
-        @functools.wraps(original_init)
-        def init(pipeline_stage, *args, **kwargs):
-            original_init(pipeline_stage, *args, **kwargs)
-            stages.append(pipeline_stage.stage_index)
-        stage._PipelineStageBase.__init__ = init
-        self._undo.append(lambda: setattr(stage._PipelineStageBase, "__init__", original_init))
+    def skipped_optimizer_step(self, optimizer, args, kwargs) -> None:
+        """GradScaler skipped the optimizer's step (its gradients overflowed): the step ends there all the same."""
+        if threading.get_ident() == self._main:
+            self._before_optimizer(optimizer, args, kwargs)
+            self._after_optimizer(optimizer, args, kwargs)
 
     def uninstall(self) -> None:
         for handle in self._handles:
@@ -442,82 +403,6 @@ class Instruments:
         return parameter._version, id(grad), grad._version if grad is not None else None
 
     # ---- steps -------------------------------------------------------------------------
-    def _end_at(self, boundary: Boundary) -> None:
-        """End the step under way where it stood at ``boundary``: what came after it begins the next step."""
-        with self._lock:
-            later, self._intervals = self._intervals[boundary.intervals:], self._intervals[:boundary.intervals]
-        later_losses, self._losses = self._losses[boundary.losses:], self._losses[:boundary.losses]
-        samples, loader = self._samples - boundary.samples, self.reader.loader_samples - boundary.loader_samples
-        backwards = self._backwards - boundary.backwards
-        forwarded = any(interval[0] == "forward" for interval in later)
-        samples_from = self._samples_from
-        self._samples, self.reader.loader_samples, self._backwards = boundary.samples, boundary.loader_samples, \
-            boundary.backwards
-        self._end_step(boundary.end)
-        with self._lock:
-            self._intervals = later + self._intervals
-        self._losses, self._samples, self.reader.loader_samples = later_losses, samples, loader
-        self._backwards, self._forwarded, self._backward_seen = backwards, forwarded, backwards > 0
-        self._samples_from = samples_from if samples else None
-
-    def _end_step(self, end) -> None:
-        with self._lock:
-            intervals, self._intervals = self._intervals, []
-        losses, self._losses = self._losses, []
-        start = self._step_start if self._step_start is not None else end
-        first = (self._samples, self._samples_from) if self._samples_from is not None else None
-        if self._stages and 0 not in self._stages:   # a later stage's module gets activations, not samples
-            first = None
-        samples = self.reader.step_samples(self._declared_samples, self.given_samples, first, self._backwards)
-        if self._stages and 0 not in self._stages and self._declared_samples is None:
-            samples = 0
-        declared_loss, self._declared_samples, self._declared_loss = self._declared_loss, None, None
-        flops = None
-        if self._counting is not None:   # the counted step ends
-            self._counting.__exit__(None, None, None)
-            self._counting, flops = None, {self.device: sum(self.flops.by_device.values())}
-        self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared_loss, samples, flops))
-        self.step += 1
-        self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
-        self._samples_from, self._backwards, self._boundary, self._loader_timed = None, 0, None, False
-        if self._optimized and self._steppers is None:
-            self._steppers = set(self._stepped_now)
-        self._stepped_now = set()
-        if self.clock.renew():
-            self.clock.reanchor()
-        if self.max_steps is not None and self.step >= self.max_steps:
-            self.flush()
-            raise WatchEnded(f"{self.step} steps watched")
-        # the counted step's FLOPs from its first forward on (a step ended late, at an optimizer's second step,
-        # has had the next one's forward already: the one after it is counted)
-        if self._count_flops and self.step == COUNTED_STEP:
-            self._count_next = True   # until a step starts with its first forward (not one ended late)
-        self._report(wait=False)
-
-    def _start_counting(self) -> None:
-        self._count_next = False
-        self.uncounted = compiled()
-        if self.uncounted is None:
-            from engine.measure.flops import DeviceFlops
-            self.flops = DeviceFlops(self.device)
-            self._counting = self.flops.counting()
-            self._counting.__enter__()
-
-    def flush(self) -> None:
-        """Every step so far reported, waiting for the GPU where it has not passed their marks."""
-        self._report(wait=True)
-
-    def _report(self, wait: bool) -> None:
-        while self._queued:
-            queued = self._queued[0]
-            marks = queued.marks()
-            if not self.clock.done(marks):
-                if not wait and len(self._queued) <= QUEUED_AT_MOST:
-                    return
-                self.clock.wait(marks)
-            self._queued.pop(0)
-            self.emit(as_report(queued, self.clock, self.device))
-
     def unformulated(self) -> dict[str, float] | None:
         """The counted step's seconds in each operation that took time but has no FLOP formula (and is not one that
         counts none by convention: engine/measure/flops.py), and ``"step"``: all its operations' seconds."""
@@ -537,28 +422,9 @@ class Instruments:
         dtype = self.flops.main_dtype() if self.counted() else None
         if dtype not in ("float32", "bfloat16", "float16") or self._counted is None or self.misplaced:
             return None
-        from engine.run.rank import device_peaks
+        from engine.run.rank import device_peaks, unpinned_cpu_peaks
         if self.own.kind != "cpu" or self.own.core is not None:
             return device_peaks([self.own], dtype, self._counted)
-        return whole_machine_peaks(self.own, dtype, self._counted)
+        return unpinned_cpu_peaks(self.own, dtype, self._counted)
 
 
-
-def whole_machine_peaks(device, dtype: str, module) -> dict[str, dict]:
-    """An unpinned CPU device's peak (a plain script's, engine/strategies/script.py): one core's, measured on one
-    thread as a pinned device's is (and cached alike), times the threads torch runs its work on."""
-    import torch
-    from engine.run.rank import device_peaks
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        peaks = device_peaks([device], dtype, module)
-    finally:
-        torch.set_num_threads(threads)
-    for entry in peaks.values():
-        measured = entry.get("measured")
-        if measured:
-            measured["flops_per_s"] *= threads
-            one_core = measured["source"].removeprefix("measured: ")
-            measured["source"] = f"measured: {threads} threads x one core's {one_core}"
-    return peaks
