@@ -100,7 +100,10 @@ def script_rows(facts) -> list[tuple[str, object]]:
     if facts.samples_source:
         rows.append(("samples from", facts.samples_source))
     if facts.micro_steps and facts.micro_steps > 1:
-        rows.append(("backwards a step", f"{facts.micro_steps:g} (gradient accumulation, or several losses)"))
+        rows.append(("backwards a step", f"{facts.micro_steps:g} (gradient accumulation, a pipeline's micro-batches, "
+                                         "or several losses)"))
+    if facts.unread:
+        rows.append(("not read", facts.unread))
     return rows
 
 

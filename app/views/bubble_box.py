@@ -69,7 +69,8 @@ class BubbleBox(QtWidgets.QFrame):
         """The kinds of interval, the zero-bubble schedules' backward halves (I, W) only when the timeline
         holds some: they would take a line from every other run's box."""
         short = {"backward-input": "I", "backward-weight": "W"}
-        kinds = [k for k in KINDS if split_backward or k not in short]
+        kinds = [k for k in KINDS if (split_backward or k not in short) and k != "eval"]   # eval: a script's, named
+        # in its findings, not worth a line of every run's box
         legend = " ".join(
             f"<span style='color:{palette.kind_color(k)}'>■</span>&nbsp;{short.get(k, k)}" for k in kinds)
         legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")

@@ -27,6 +27,8 @@ KIND_COLORS = {
     "communication": "#e15759",
     "optimizer": "#59a14f",
     "wait": MUTED,
+    "eval": "#edc948",    # a watched script's evaluation, between its steps
+    "other": "#bab0ac",   # a step's time no timer covered (a table's, never a bar's: no interval has it)
 }
 # A node folded into one timeline lane (many devices): its busy share, the deeper the more of its devices busy.
 FOLDED_BUSY = KIND_COLORS["forward"]

@@ -27,10 +27,12 @@ KIND_MEANING = {
                      "reduce of gradients to device 0, from when every peer has arrived",
     "optimizer": "the optimizer's update of this device's parameters",
     "wait": "blocked on a peer: its activation or gradient, or its arrival at a collective (not busy)",
+    "eval": "a watched script's evaluation: its model called without gradients between its steps, in no step's "
+            "time (engine/watch/instruments.py)",
 }
 BUSY_KINDS = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
               "optimizer")
-KINDS = BUSY_KINDS + ("wait",)
+KINDS = BUSY_KINDS + ("wait", "eval")
 
 
 _open_spans = threading.local()   # per thread: the devices of the spans it is inside, innermost last
