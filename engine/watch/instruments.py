@@ -233,7 +233,8 @@ class Instruments(StepEnds):
         if self._depth:
             self._depth += 1
             return
-        if not self._forwarded and next(iter(module.parameters()), None) is None:
+        has_parameters = self.reader.first_parameter(module) is not None
+        if not self._forwarded and not has_parameters:
             # a module without parameters before the step's model (torchvision's transforms in the rank's own
             # DataLoader): the input pipeline's work, not a forward
             self._calls.append("skip")
@@ -261,7 +262,7 @@ class Instruments(StepEnds):
             self._forward_start = now
             return
         self._calls.append("train")
-        if self._counted is None and next(iter(module.parameters()), None) is not None:
+        if self._counted is None and has_parameters:
             self._counted = module
         if without_gradients and not self._trains_at_all() and self._forwarded and module is self._counted:
             # The step's model called again without gradients by a script that never made an optimizer nor ran a
@@ -280,7 +281,7 @@ class Instruments(StepEnds):
             elif not self._own_data and not self._loader_timed:
                 # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
                 self.add("data", self._step_start, now, self._waited_until)
-        if next(iter(module.parameters()), None) is not None:
+        if has_parameters:
             self.reader.model_called(module)
         self._forward_start = now
 
@@ -305,7 +306,9 @@ class Instruments(StepEnds):
             known = self._trained[id(module)] = (trained, optimizers)
         return known[0]
 
-    def _after_forward(self, module, args, kwargs, output) -> None:
+    def _after_forward(self, module, args, *kwargs_and_output) -> None:
+        # (module, args, kwargs, output); torch leaves the keyword arguments out after a forward that raised
+        kwargs = kwargs_and_output[0] if len(kwargs_and_output) == 2 else {}
         if self._compiling() or threading.get_ident() != self._main or self._in_backward:
             return
         if self._depth > 1:

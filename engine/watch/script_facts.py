@@ -38,6 +38,8 @@ class ScriptReader:
         self.hand_updates = False               # no optimizer: the script updated its parameters itself
         self.unread: str | None = None          # the first thing that could not be read, and why
         self._sequence_first: dict[int, bool] = {}   # module id -> whether its batch is its input's second dimension
+        self._first_parameters: dict[int, object] = {}   # module id -> its first parameter (first_parameter)
+        self._dtype_names: dict[object, str] = {}
         self.clock: Callable[[], object] | None = None         # the instruments' marks, and what takes each
         self.on_fetch: Callable[[object, object], None] = lambda t0, t1: None   # batch's fetch from-to
         self._undo: list[Callable[[], None]] = []
@@ -120,18 +122,31 @@ class ScriptReader:
         except Exception as exc:  # noqa: BLE001  (a model of an unusual kind: left unread, the script goes on)
             self.could_not("the model", exc)
 
+    def first_parameter(self, module):
+        """The module's first floating-point parameter (its first of any kind where none is), or None: looked up once
+        a module (a generator over its tree on every call is most of what the hooks would cost a small model)."""
+        found = self._first_parameters.get(id(module), self)
+        if found is self:
+            found = next((p for p in module.parameters() if p.is_floating_point()), None)
+            if found is None:
+                found = next(iter(module.parameters()), None)
+            self._first_parameters[id(module)] = found
+        return found
+
     def _model_called(self, module) -> None:
         import torch
-        first = next((p for p in module.parameters() if p.is_floating_point()), None)
+        first = self.first_parameter(module)
         if id(module) not in self.models:
             self.models[id(module)] = (model_name(module), sum(p.numel() for p in module.parameters()))
         device = first.device.type if first is not None else "cpu"
         if torch.is_autocast_enabled(device):
             dtype = torch.get_autocast_dtype(device)
         else:
-            dtype = first.dtype if first is not None else None
+            dtype = first.dtype if first is not None and first.is_floating_point() else None
         if dtype is not None:
-            name = str(dtype).removeprefix("torch.")
+            name = self._dtype_names.get(dtype)
+            if name is None:
+                name = self._dtype_names[dtype] = str(dtype).removeprefix("torch.")
             self.dtypes[name] = self.dtypes.get(name, 0) + 1
 
     def optimizer_stepped(self, optimizer) -> None:
