@@ -210,3 +210,21 @@ def test_two_gpus_train_like_one_and_time_every_device(single_gpu, db, extra):
         assert "communication" in kinds["cuda:0"] and "communication" in kinds["cuda:1"], kinds
     if "pipeline" in extra:
         assert summary["bubble"]["theory"] == pytest.approx(0.2)
+
+
+def test_a_plain_scripts_lstm_on_a_gpu_counts_its_cudnn_flops_and_each_training_batch(db):
+    """tests/scripts/lstm_lm.py (pytorch/examples' word language model's style: no optimizer, an evaluation each
+    epoch) watched as plain python on the GPU: a step per training batch, its cuDNN LSTM's FLOPs counted
+    (engine/measure/flop_formulas.py: a count of the decoder's alone would be a fraction), no impossible MFU."""
+    script = ROOT / "tests" / "scripts" / "lstm_lm.py"
+    proc = cli("watch", "--json", "--db", db, "--devices", "cuda:0", "--", "python", str(script), "--cuda",
+               "--nhid", "256", "--emsize", "256", "--train-tokens", "4000", "--batch_size", "32", timeout=RUN_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == int(proc.stderr.split("training batches ")[1].split()[0])
+    codes = [f["code"] for f in summary["findings"]]
+    assert "mfu_over_peak" not in codes and "uncounted_flops" not in codes, summary["findings"]
+    # per token: 2 layers of 4 gates x 256 x (256 + 256), forward and backward (3x), and the decoder; at least the
+    # LSTM's forward: 2 * 4 * 256 * 512 * 2 per token
+    tokens = 32 * 8
+    assert summary["efficiency"]["devices"][0]["flops_per_step"] >= 2 * 2 * 4 * 256 * 512 * tokens

@@ -32,10 +32,11 @@ parser.add_argument('--bptt', type=int, default=8, help='sequence length')
 parser.add_argument('--dropout', type=float, default=0.2, help='dropout applied to layers')
 parser.add_argument('--seed', type=int, default=1111, help='random seed')
 parser.add_argument('--log-interval', type=int, default=2, metavar='N', help='report interval')
+parser.add_argument('--cuda', action='store_true', help='use CUDA')
 args = parser.parse_args()
 
 torch.manual_seed(args.seed)
-device = torch.device('cpu')
+device = torch.device('cuda' if args.cuda else 'cpu')
 
 ###############################################################################
 # Synthetic corpus: a noisy cyclic walk over the vocabulary, so it is learnable
