@@ -76,6 +76,23 @@ def cuda_visible(gpus: list[GpuInfo]) -> list[GpuInfo]:
     return sorted((g for g in gpus if g.cuda_index is not None), key=lambda g: g.cuda_index)
 
 
+RANKS_A_CORE = 8           # CPU virtual devices sharing one core, at most: beyond, a run is all start-up and swapping
+RANK_MEMORY = 512 << 20    # what one rank process holds, about (torch itself): the machine's memory bounds them too
+
+
+def most_cpu_devices(cores: list[int]) -> tuple[int, str]:
+    """How many CPU virtual devices this machine can run at once, and why that many: ``RANKS_A_CORE`` a core, and
+    no more than its memory holds at ``RANK_MEMORY`` each."""
+    import psutil
+    by_cores = RANKS_A_CORE * len(cores)
+    by_memory = max(1, psutil.virtual_memory().total // RANK_MEMORY)
+    if by_memory < by_cores:
+        return by_memory, f"each is a process holding about {RANK_MEMORY >> 20} MB, and this machine has " \
+                          f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    return by_cores, (f"{RANKS_A_CORE} a core on its {len(cores)} cores: each is a process pinned to a core, and "
+                      "more than a few a core leave the figures nothing to say")
+
+
 def cpu_devices(n: int, cores: list[int] | None = None) -> list[Device]:
     cores = cores if cores is not None else usable_cores()
     return [Device(f"cpu:{i}", "cpu", i, cores[i % len(cores)]) for i in range(n)]
@@ -106,6 +123,10 @@ def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] |
         count = parts[0][4:]
         if not count.isdigit() or int(count) < 1:
             raise DeviceError(f"{parts[0]!r}: N in cpu:N must be a whole number of at least 1")
+        most, why = most_cpu_devices(cores)
+        if int(count) > most:
+            raise DeviceError(f"{parts[0]!r}: at most cpu:{most} here ({why}); a few more devices than cores are "
+                              "allowed, their figures then shared")
         return cpu_devices(int(count), cores)
     devices: list[Device] = []
     n_cpu = 0

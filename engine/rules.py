@@ -42,6 +42,9 @@ def model_label(config: ExperimentConfig) -> str:
     return config.model if not config.model_file else models.CUSTOM
 
 
+MOST_HANG_TIMEOUT_S = 7 * 24 * 3600.0   # longer waits overflow the timers that wait on it, failing late
+
+
 def problems(config: ExperimentConfig) -> list[Problem]:
     """What is wrong with the config on its own (no model built, no torch)."""
     found: list[Problem] = []
@@ -98,10 +101,11 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("warmup", f"must be 0 or more, got {config.warmup}")
     elif config.steps >= 1 and config.warmup >= config.steps:
         add("warmup", f"must be less than --steps ({config.steps}) so some steps are measured, got {config.warmup}")
-    if config.lr is not None and not config.lr > 0:
-        add("lr", f"must be a positive number, got {config.lr}")
-    if not config.hang_timeout_s > 0:
-        add("hang_timeout_s", f"must be a positive number of seconds, got {config.hang_timeout_s}")
+    if config.lr is not None and not 0 < config.lr < float("inf"):
+        add("lr", f"must be a positive finite number, got {config.lr}")
+    if not 0 < config.hang_timeout_s <= MOST_HANG_TIMEOUT_S:
+        add("hang_timeout_s", f"must be more than 0 and at most {MOST_HANG_TIMEOUT_S:g} seconds (a week), got "
+                              f"{config.hang_timeout_s:g}")
 
     if ours:
         found += [Problem(name, "applies only to a script of your own (--strategy script)")

@@ -130,7 +130,7 @@ def config_from_args(args) -> tuple[ExperimentConfig, list | None]:
         found.append(Problem("telemetry_hz", f"must be more than 0 and at most 50, got {args.telemetry_hz:g}"))
     if found:
         raise ConfigError(found)
-    values["model"] = values["model"] or "mlp"
+    values["model"] = "mlp" if values["model"] is None else values["model"]   # --model "" is no model: refused
     if values["warmup"] is None:
         values["warmup"] = min(2, max(0, args.steps - 1))
     return ExperimentConfig(**values), tokens

@@ -43,6 +43,11 @@ CASES = {
                                 "--devices"),
     "device does not exist": (["--devices", "cuda:7"], "--devices"),
     "device not a device": (["--devices", "tpu:0"], "--devices"),
+    "more CPU devices than the machine can run": (["--devices", "cpu:1000"], "--devices"),
+    "no CPU device": (["--devices", "cpu:0"], "--devices"),
+    "an empty model name": (["--model", ""], "--model"),
+    "a hang timeout past any timer": (["--hang-timeout", "1e23"], "--hang-timeout"),
+    "an infinite learning rate": (["--lr", "1e309"], "--lr"),
     "zero steps": (["--steps", "0"], "--steps"),
     "negative batch size": (["--batch-size", "-4"], "--batch-size"),
     "missing model file": (["--model-file", "/nonexistent/model.py"], "--model-file"),
@@ -119,6 +124,16 @@ def test_bad_input_from_the_real_command_line(fresh_store):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "error: --split" in proc.stderr
+
+
+def test_a_watch_on_more_cpu_devices_than_the_machine_runs_is_refused_before_any_rank_starts(tmp_path, fresh_store):
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('never started')\n")
+    proc = run_cli("watch", "--devices", "cpu:1000", "--db", str(fresh_store), "--", str(script))
+    assert proc.returncode == 2 and "error: --devices: 'cpu:1000': at most cpu:" in proc.stderr, proc.stderr
+    assert "never started" not in proc.stderr + proc.stdout
+    with Store(fresh_store) as store:
+        assert store.list_runs() == []
 
 
 def test_a_model_file_that_prints_still_passes_the_checks(tmp_path, fresh_store):
