@@ -226,10 +226,8 @@ class NodeSummary:
 
 @dataclass(frozen=True)
 class DeviceKinds:
-    """One device's mean seconds per measured step: in all, by kind (each moment once: where kinds overlap, as
-    DDP's all-reduce under its backward, the one first in engine/record/time_by_kind.py PRECEDENCE, the others'
-    share in ``hidden``), and in none of the busy kinds (``idle``: waiting on a peer included); ``between_steps``:
-    what a watched script did outside its steps (its evaluation), per step."""
+    """One device's mean seconds per measured step: in all, by kind (each moment once, overlaps in ``hidden``:
+    engine/record/time_by_kind.py exclusive), in no busy kind (``idle``), and outside its steps (a script's eval)."""
     device: str
     step_s: float
     by_kind: dict[str, float] = field(default_factory=dict)
@@ -239,10 +237,8 @@ class DeviceKinds:
 
     @property
     def other_s(self) -> float:
-        """The step's time in no kind (the script's own work between the hooks' marks, Python's), at least 0."""
-        if "other" in self.by_kind:
-            return self.by_kind["other"]
-        return max(0.0, self.step_s - sum(self.by_kind.values()))
+        """The step's time in no kind (the script's own Python between the hooks' marks): RunTotals' ``other``."""
+        return self.by_kind.get("other", 0.0)
 
     @property
     def idle_share(self) -> float:
@@ -308,8 +304,7 @@ class RunSummary:
     efficiency: Efficiency | None = None  # FLOPs, MFU and energy per device (engine.record.efficiency)
     script: ScriptFacts | None = None     # a watched script's model, optimizers, samples' source (docs/summary.md)
     findings: list[Finding] = field(default_factory=list)   # what explains the step, most first (diagnosis: 1st)
-    # CPU seconds a step of the recording took beside the ranks: the worker's, the session's, the telemetry's
-    recording_cpu_s: dict[str, float] | None = None
+    recording_cpu_s: dict[str, float] | None = None   # CPU a step: the worker's, the session's, the telemetry's
 
     def replace(self, **changes) -> "RunSummary":
         return dataclasses.replace(self, **changes)

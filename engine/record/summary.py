@@ -6,7 +6,6 @@ import statistics
 
 from engine.config import ExperimentConfig
 from engine.measure.timing import BUSY_KINDS, busy_time
-from engine.record import time_by_kind
 from engine.record.rank_events import StepReport
 from engine.record.efficiency import efficiency
 from engine.record.findings import findings

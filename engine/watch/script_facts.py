@@ -32,7 +32,6 @@ class ScriptReader:
         self.loader: LoaderFacts | None = None  # the last DataLoader a training batch came from
         self.loaders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # iterator -> its loader's
         self.loader_samples = 0                 # samples of the batches fetched since the last reset
-        self.loader_fetches = 0
         self.source: str | None = None          # where the last step's samples were counted from
         self.micro_steps: list[int] = []        # backwards per step
         self.hand_updates = False               # no optimizer: the script updated its parameters itself
@@ -107,12 +106,11 @@ class ScriptReader:
         if size is None:
             return
         self.loader_samples += size
-        self.loader_fetches += 1
         self.loader = loader
 
     def eval_forward(self) -> None:
         """The batches fetched since the last training forward fed an evaluation, not a step."""
-        self.loader_samples = self.loader_fetches = 0
+        self.loader_samples = 0
 
     def model_called(self, module) -> None:
         """An outermost module with parameters called in a training forward: the model (a DDP or FSDP wrapper's
@@ -180,7 +178,7 @@ class ScriptReader:
         --samples-per-step, the model's first tensor input; ``source`` says which."""
         if backwards:
             self.micro_steps.append(backwards)
-        loader, self.loader_samples, self.loader_fetches = self.loader_samples, 0, 0
+        loader, self.loader_samples = self.loader_samples, 0
         if declared is not None:
             self.source = "the script's watch.step(samples=...)"
             return declared
