@@ -107,12 +107,18 @@ def main(argv: list[str]) -> int:
         # argparse quotes the user's words as they are: keep one problem on one line.
         print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return EXIT_INVALID
+    # Checks that build a model run in a child (engine/run/validate.py): a model file that never returns is ended
+    # there, at the hang timeout, and this process, which supervises the run, never holds torch.
+    from engine.run.validate import validate_in_child
+    before = validate_in_child(True)
     try:
         return _dispatch(args, parser)
     except sqlite3.Error as exc:   # the run store: damaged (set aside), gone or unreadable; never a traceback
         from engine.store.command import store_problem
         print(f"error: {store_problem(exc, getattr(args, 'db', None))}", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        validate_in_child(before)   # main() called in a test's process leaves it as it was
 
 
 def _dispatch(args, parser) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from engine.devices import gpu_label
@@ -205,9 +206,12 @@ def experiment_table(result: ExperimentResult) -> str:
     lines = [f"experiment {result.experiment_id}: {result.name} ({result.status})",
              f"{'point':<24} {'step ms':>9} {'± std':>8} {'pred ms':>8} {'samples/s':>10} {'± std':>8} "
              f"{'bubble':>7} {'balance':>7} {'MFU':>6} {'smp/J':>7}  runs"]
+    said: dict[str, str] = {}   # an error already shown (its pids aside) -> the first point that failed so
     for p in result.points:
         if p.step_time_s is None:
-            lines.append(f"{p.label:<24} failed: {p.error}")
+            same = re.sub(r"pid \d+", "pid", p.error or "")
+            first = said.setdefault(same, p.label)
+            lines.append(f"{p.label:<24} failed: " + (p.error if first == p.label else f"as {first}"))
             continue
         st, tp = p.step_time_s, p.throughput
         tied = result.tied and p.label in (result.best, *result.tied)

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from engine.models.spec import DataSource, ModelSpec
 from engine.models.units import meta_only_failure, module_device, split_units
+from engine.models.user_calls import calling, timed_call
 
 
 class ModelFileError(ValueError):
@@ -43,7 +44,7 @@ def load_module(path: str):
     try:
         # The file's own top-level tensors on the host, as its author wrote them, even while
         # validation builds the model itself on the meta device.
-        with torch.device("cpu"):
+        with torch.device("cpu"), calling(f"importing {file.name}"):
             spec.loader.exec_module(module)
     except BaseException as exc:  # a user's file can raise anything, SystemExit included
         raise ModelFileError(f"{path}{_where(file, exc)}: failed to load: {_what(exc)}") from None
@@ -80,7 +81,8 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
         raise ModelFileError(f"{path}: defines no {' and no '.join(missing)}(); a model file needs "
                              "build_model() returning an nn.Module and make_batch(batch_size, generator)")
     try:
-        model = module.build_model()
+        with calling("build_model()"):
+            model = module.build_model()
     except Exception as exc:
         if meta_only_failure(exc):  # validation's meta-device build; it retries on the host
             raise
@@ -90,13 +92,15 @@ def build(path: str, seed: int, split_level: int = 1) -> ModelSpec:
     if isinstance(model, nn.Sequential) and len(model) == 0:
         raise ModelFileError(f"{path}: build_model() returned an empty nn.Sequential")
     loss_fn = getattr(module, "loss_fn", None) or _default_loss
-    data = DataSource(module.make_batch, seed)
+    data = DataSource(timed_call("make_batch()", module.make_batch), seed)
     if isinstance(model, nn.Sequential):
         return ModelSpec(Path(path).stem, list(model.named_children()), loss_fn, data)
     if next(model.children(), None) is None:  # a lone nn.Linear: a chain of one block
         return ModelSpec(Path(path).stem, [(type(model).__name__, model)], loss_fn, data)
     try:
-        units = split_units(model, split_level, data.example_inputs(2, module_device(model)))
+        inputs = data.example_inputs(2, module_device(model))
+        with calling("the model's forward on a batch of 2"):
+            units = split_units(model, split_level, inputs)
     except Exception as exc:
         if meta_only_failure(exc):
             raise

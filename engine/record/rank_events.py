@@ -76,9 +76,24 @@ class Failed:
     traceback: str | None = None
 
 
-RankEvent = Ready | StepReport | Profiled | Done | Failed
+@dataclass(frozen=True)
+class Phase:
+    """The rank began a part of its start (engine/run/heartbeat.py PHASES): progress, as a step is."""
+    name: str
+
+
+@dataclass(frozen=True)
+class Alive:
+    """The rank's heartbeat (engine/run/heartbeat.py): the process answers, and what its main thread is in. Not
+    progress: a rank stuck in a step still beats."""
+    phase: str
+    where: str | None = None          # the main thread's innermost frame of note: "forward (model.py:41)"
+    in_collective: bool = False       # inside torch.distributed: waiting on its peers, most likely
+
+
+RankEvent = Ready | StepReport | Profiled | Done | Failed | Phase | Alive
 _TYPES: dict[str, type] = {"ready": Ready, "rank_step": StepReport, "profile": Profiled, "done": Done,
-                           "error": Failed}
+                           "error": Failed, "phase": Phase, "alive": Alive}
 _NAMES = {kind: name for name, kind in _TYPES.items()}
 
 

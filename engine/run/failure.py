@@ -14,8 +14,56 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.run.heartbeat import START_UP, silent_after
+
 CAUSE_SETTLE_S = 0.5   # after a first failure, how long to look for its root cause among the ranks
 _PRIORITY = {"node": -1, "exit": 3, "hang": 1, "error": 2}
+START_UP_ALLOWANCE_S = 180.0   # our own start (importing torch, the rendezvous) on a busy machine: heartbeat.START_UP
+
+
+def hang_limit(rank, hang_timeout_s: float) -> float:
+    """How long ``rank`` may go without progress: the hang timeout, or in our own start-up the allowance for it
+    when that is longer."""
+    return max(hang_timeout_s, START_UP_ALLOWANCE_S) if rank.phase in START_UP else hang_timeout_s
+
+
+def hung_rank(ranks, now: float, hang_timeout_s: float):
+    """The rank that holds the others up: the one whose heartbeat stopped first (stopped, or stuck holding
+    Python's lock: its peers still beat while they wait for it), else one not waiting in torch.distributed,
+    else the one furthest behind."""
+    waiting = [r for r in ranks if not r.done] or list(ranks)
+    mute = [r for r in waiting if r.alive_at is not None and now - r.alive_at > silent_after(hang_timeout_s)]
+    if mute:
+        return min(mute, key=lambda r: r.alive_at)
+    outside = [r for r in waiting if not r.in_collective]
+    return min(outside or waiting, key=lambda r: (r.last_step, r.rank))
+
+
+@dataclass(frozen=True)
+class Hang:
+    """What the watchdog saw of the hung rank."""
+    limit_s: float                  # the limit that ran out
+    phase: str                      # engine/run/heartbeat.py
+    mute_s: float | None            # seconds since its last heartbeat (None: it never sent one)
+    mute_after_s: float             # a heartbeat missing this long means the process no longer answers
+    start_up: bool = False          # the limit was the start-up allowance, not the hang timeout
+
+    def describe(self, rank) -> str:
+        which = "the start-up allowance" if self.start_up else "--hang-timeout"
+        if rank.ready:
+            doing = (f"in step {rank.last_step + 1} (last finished step: {rank.last_step})" if rank.last_step >= 0
+                     else "in its first step")
+        else:
+            doing = f"while {self.phase}"
+        if self.mute_s is not None and self.mute_s > self.mute_after_s:
+            state = (f"; its heartbeat stopped {self.mute_s:.0f} s ago (the process is stopped, or stuck without "
+                     "releasing Python's lock)")
+        elif rank.where:
+            state = f"; it was {'waiting' if rank.in_collective else 'last seen'} in {rank.where}"
+        else:
+            state = ""
+        return (f"{rank.label} hung {doing}: no progress for {self.limit_s:g} s ({which}){state}; the run was ended "
+                "by the watchdog")
 
 
 def describe_exit(code: int) -> str:
@@ -33,7 +81,7 @@ def describe_exit(code: int) -> str:
 class Cause:
     kind: str     # "node", "exit", "hang" or "error"
     rank: Any     # the worker's Rank; for "node" the node's link, or None for a launch that failed
-    detail: Any   # node: what it said (str); exit: the status; hang: the limit in s; error: rank_events.Failed
+    detail: Any   # node: what it said (str); exit: the status; hang: a Hang; error: rank_events.Failed
 
     @property
     def priority(self) -> int:
@@ -62,8 +110,7 @@ class Cause:
                 message += f"; last output: {r.stderr_tail[-1]}"
                 tb = "\n".join(r.stderr_tail)
         elif self.kind == "hang":
-            message = (f"{r.label} hung: no progress for {detail:g} s (last finished step: {r.last_step}); "
-                       "the run was ended by the watchdog")
+            message = detail.describe(r)
         else:
             message = f"{r.label} failed: {detail.message}"
             tb = detail.traceback

@@ -31,6 +31,7 @@ from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.record import rank_events
+from engine.run.heartbeat import STARTING
 from engine.results import from_json
 from engine.script_results import ScriptFacts
 
@@ -79,12 +80,22 @@ def kill_rank(proc, whole_group: bool) -> None:
     """SIGKILL a rank still running; ``whole_group``: with the process group it leads (a watched script's rank,
     engine/watch/bootstrap.py: what the script started, where its own SIGTERM handler never ran)."""
     if whole_group and proc.poll() is None:   # not yet reaped: its pid is still its own
+        import psutil
+        try:   # a daemon the script started in a session of its own: outside the group, but the rank's (its
+            # subreaper's) descendant
+            descendants = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            descendants = []
         try:
             if os.getpgid(proc.pid) == proc.pid:
                 os.killpg(proc.pid, signal.SIGKILL)
-                return
         except OSError:
             pass
+        for descendant in descendants:
+            try:
+                descendant.kill()
+            except psutil.Error:
+                pass
     proc.kill()
 
 
@@ -99,7 +110,11 @@ class Rank:
         self.done = False
         self.error: rank_events.Failed | None = None
         self.last_step = -1
-        self.last_heard = time.monotonic()
+        self.last_heard = time.monotonic()   # its last progress: a phase begun, a step, anything but a heartbeat
+        self.phase = STARTING                # engine/run/heartbeat.py
+        self.alive_at: float | None = None   # its last heartbeat (None: none yet)
+        self.where: str | None = None        # where its main thread was then
+        self.in_collective = False
         self.param_sq: float | None = None
         self.change_sq: float | None = None
         self.split_backward = (None, None)   # its Done's split_backward_extra_s and _fixed_s

@@ -24,25 +24,41 @@ from engine.cores import usable_cores
 from engine.parent_death import die_with_parent
 from engine.environment import RankEnvironment
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
+from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, Heartbeat
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run.loader_placement import worker_cores
 from engine.run.protocol import finite
 
 
 def die_with_worker(end=lambda: os._exit(3)) -> None:
-    """End (``end``: exit) when the worker closes this process's stdin or dies."""
-    die_with_parent()  # SIGKILL when the worker (or torchrun) dies, even by SIGKILL
+    """End (``end``: exit) when the worker closes the pipe it gave this process as stdin, or dies.
 
-    def watch_stdin():
-        # The raw descriptor, not sys.stdin: a thread blocked in a buffered read holds the buffer's lock, and a
-        # process forked meanwhile (a DataLoader's worker, whose start closes sys.stdin) would wait on it forever.
+    The pipe moves off descriptor 0 first, and 0 reads /dev/null: a user's code that reads its input (a watched
+    script's ``input()``, a model file's) gets end-of-file at once, as it would with no terminal, instead of
+    waiting for ever on a pipe nobody writes."""
+    die_with_parent()  # SIGKILL when the worker (or torchrun) dies, even by SIGKILL
+    lifeline = os.dup(0)   # not inherited: a child of the script holds no end of it
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+    def watch_lifeline():
+        # The raw descriptor, not a file object: a thread blocked in a buffered read holds the buffer's lock, and a
+        # process forked meanwhile (a DataLoader's worker) would wait on it forever.
         try:
-            while os.read(0, 1024):
+            while os.read(lifeline, 1024):
                 pass
         except OSError:
             pass
-        end()  # the worker closed our stdin or died
-    threading.Thread(target=watch_stdin, name="parent-watch", daemon=True).start()
+        end()  # the worker closed the pipe or died
+    threading.Thread(target=watch_lifeline, name="parent-watch", daemon=True).start()
+
+
+def collective_timeout(hang_timeout_s: float) -> timedelta:
+    """The process group's own timeout: longer than the worker's hang timeout, so that the worker's watchdog names
+    the rank that stopped (engine/run/failure.py hung_rank) before a healthy peer's collective times out and
+    reads as the failure."""
+    return timedelta(seconds=hang_timeout_s + max(30.0, hang_timeout_s))
 
 
 class EventChannel:
@@ -117,10 +133,12 @@ def main() -> int:
         from engine.config import ExperimentConfig
         from engine.devices import Device
         config = ExperimentConfig.from_json(env.config_json)
+        heartbeat = Heartbeat(channel.emit, config.hang_timeout_s)
         devices = [Device(**d) for d in json.loads(env.devices_json)]
         own = own_device(devices, rank, world)
         loader_cores = worker_cores(config, devices, usable_cores(), own.node)   # before this process is pinned
         pin(own)
+        heartbeat.enter(IMPORTING)
         import torch
         torch.set_num_threads(1)
         import torch.distributed as dist
@@ -131,7 +149,8 @@ def main() -> int:
             torch.cuda.set_device(own.index)
         if needs_group:
             backend = "nccl" if own.kind == "cuda" else "gloo"
-            timeout = timedelta(seconds=config.hang_timeout_s)
+            timeout = collective_timeout(config.hang_timeout_s)
+            heartbeat.enter(JOINING)
             store_file = env.store_file
             if env.store_addr:  # started by torchrun under a node agent
                 dist.init_process_group(backend, store=node_store(timeout, env), rank=rank, world_size=world,
@@ -142,7 +161,8 @@ def main() -> int:
                                         world_size=world, timeout=timeout)
             else:  # launched by torchrun or similar: MASTER_ADDR/MASTER_PORT from the environment
                 dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
-        run_rank(config, devices, rank, world, channel, own, loader_cores)
+        heartbeat.enter(BUILDING)
+        run_rank(config, devices, rank, world, channel, own, loader_cores, heartbeat)
         if needs_group:
             dist.destroy_process_group()
         return 0
@@ -169,7 +189,7 @@ def describe_exception(exc: BaseException) -> str:
     return text
 
 
-def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> None:
+def run_rank(config, devices, rank, world, channel, own, loader_cores=(), heartbeat=None) -> None:
     """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``),
     ``loader_cores`` where its DataLoader's workers run (engine.run.loader_placement)."""
     from engine.run import loop
@@ -187,6 +207,8 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=()) -> Non
     change = ParameterChange(executor)
     channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
                        executor.plan() if rank == 0 else None, peaks=device_peaks(mine, config.dtype, spec.whole())))
+    if heartbeat is not None:
+        heartbeat.training()
     flops = DeviceFlops(own.name, {d.index: d.name for d in mine if d.kind == "cuda"})
     try:
         # A batch drawn inside the step is drawn on the CPU device's core; a loader's wait idles any device.

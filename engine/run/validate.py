@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 
 from engine import devices as devices_mod
@@ -53,12 +56,15 @@ class Checked:
 
 
 _IN_CHILD = False
+CHILD_START_S = 120.0   # the validation child's start on a busy machine: an interpreter that imports torch
 
 
-def validate_in_child(on: bool = True) -> None:
-    """From now on, ``check_all`` runs its checks in a short-lived child process (the command line does)."""
+def validate_in_child(on: bool = True) -> bool:
+    """From now on, ``check_all`` runs its checks in a short-lived child process (the command line and the app
+    do); the previous choice."""
     global _IN_CHILD
-    _IN_CHILD = on
+    previous, _IN_CHILD = _IN_CHILD, on
+    return previous
 
 
 def check_all(items: list[tuple[ExperimentConfig, list | None]], *, names_only: bool = False) -> list[Checked]:
@@ -91,7 +97,16 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
     request = json.dumps({"names_only": names_only,
                           "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
     env = with_project_path()
-    done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root)
+    # The child ends a user's call that overruns the hang timeout itself (_answer_when_overdue); this bound is for
+    # a child that cannot, stuck in native code that holds Python's lock.
+    limit = sum(config.hang_timeout_s if 0 < config.hang_timeout_s <= rules.MOST_HANG_TIMEOUT_S else 0.0
+                for config, _ in items) + CHILD_START_S   # one out of bounds is a problem the child names
+    try:
+        done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return [Checked(config, None, [Problem("config", f"validation did not finish within {limit:g} s (the hang "
+                                                         "timeouts and its start); it was ended")])
+                for config, _ in items]
     try:
         answers = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -108,14 +123,48 @@ def _serve() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     request = json.loads(sys.stdin.read())
-    answers = []
-    for item in request["items"]:
-        checked = _check_one(ExperimentConfig.from_dict(item["config"]), item["tokens"], request["names_only"])
-        answers.append({"config": checked.config.to_dict(), "plan": checked.plan.to_dict() if checked.plan else None,
-                        "problems": [{"option": p.option, "message": p.message} for p in checked.problems]})
-    answers_out.write(json.dumps(answers))
-    answers_out.close()
+    configs = [ExperimentConfig.from_dict(item["config"]) for item in request["items"]]
+    answers: list[dict] = []
+    lock = threading.Lock()
+
+    def write(extra: list[dict]) -> None:
+        answers_out.write(json.dumps(answers + extra))
+        answers_out.close()
+    threading.Thread(target=_answer_when_overdue, args=(configs, answers, lock, write), daemon=True,
+                     name="user-code-deadline").start()
+    for config, item in zip(configs, request["items"], strict=True):
+        checked = _check_one(config, item["tokens"], request["names_only"])
+        with lock:
+            answers.append(_answer(checked))
+    with lock:
+        write([])
     return 0
+
+
+def _answer(checked: Checked) -> dict:
+    return {"config": checked.config.to_dict(), "plan": checked.plan.to_dict() if checked.plan else None,
+            "problems": [{"option": p.option, "message": p.message} for p in checked.problems]}
+
+
+def _answer_when_overdue(configs: list[ExperimentConfig], answers: list[dict], lock, write) -> None:
+    """The validation child's deadline for the user's code: a model file's import, build_model(), make_batch() or
+    forward that runs longer than the config's hang timeout is named in the answer, and the child ends (its
+    call cannot be interrupted)."""
+    from engine.models.user_calls import overdue
+    while True:
+        time.sleep(0.1)
+        with lock:
+            checking = configs[len(answers)] if len(answers) < len(configs) else None
+            late = overdue(checking.hang_timeout_s) if checking is not None else None
+            if late is None:
+                continue
+            option = "model_file" if checking.model_file else "model"
+            problem = {"option": option, "message": f"{checking.model_file or checking.model}: {late} did not "
+                       f"return within {checking.hang_timeout_s:g} s (--hang-timeout); a model file must build its "
+                       "model and batches without waiting on anything"}
+            write([{"config": config.to_dict(), "plan": None, "problems": [problem]}
+                   for config in configs[len(answers):]])
+            os._exit(0)
 
 
 def run_devices(config: ExperimentConfig) -> list[devices_mod.Device]:

@@ -34,11 +34,11 @@ from engine.events import (Errored, Finished, Launched, Log, NodeSamples, Profil
                            WorkerEvent)
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
-from engine.run.failure import Cause, Failure, noted
+from engine.run.failure import Cause, Failure, Hang, hang_limit, hung_rank, noted
+from engine.run.heartbeat import TRAINING, silent_after
 from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, kill_rank, script_facts
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
-STARTUP_TIMEOUT_S = 180.0  # importing torch and joining the group can take a while on a busy machine
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
 OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
@@ -253,20 +253,28 @@ class Worker:
 
     def _on_rank_message(self, r: Rank, message: dict, failure: Failure | None, steps_only: bool = False):
         """A line of JSON from a rank (engine.record.rank_events), read back into its event."""
-        r.last_heard = time.monotonic()
+        now = time.monotonic()
+        r.alive_at = now
         try:
             event = rank_events.decode(message)
         except (TypeError, KeyError, AttributeError):
+            r.last_heard = now
             self.emit(Warned, message=f"{r.label} sent an event this worker cannot read: "
                                                 f"{str(message)[:200]}")
             return failure
+        if isinstance(event, rank_events.Alive):   # the process answers; no progress (engine/run/heartbeat.py)
+            r.where, r.in_collective = event.where, event.in_collective
+            return failure
+        r.last_heard = now
         if event is None or (steps_only and not isinstance(event, rank_events.StepReport)):
             return failure
         return self._on_rank_event(r, event, failure)
 
     def _on_rank_event(self, r: Rank, event: rank_events.RankEvent, failure: Failure | None):
-        if isinstance(event, rank_events.Ready):
-            r.ready, r.split = True, event.split
+        if isinstance(event, rank_events.Phase):
+            r.phase = event.name
+        elif isinstance(event, rank_events.Ready):
+            r.ready, r.split, r.phase = True, event.split, TRAINING
             self.batch_norm = self.batch_norm or event.batch_norm
             self.plan = self.plan or event.plan
             self.peaks.update(event.peaks or {})
@@ -337,14 +345,16 @@ class Worker:
     def _check_hang(self, failure: Failure | None) -> Failure | None:
         now = time.monotonic()
         limit = self.config.hang_timeout_s
-        # Start-up (imports, rendezvous, profiling) is not a hang until it takes far longer.
-        silent = [rr for rr in self.ranks if not rr.done and
-                  now - rr.last_heard > (limit if rr.ready else max(limit, STARTUP_TIMEOUT_S))]
+        # Our own start (imports, the rendezvous) is not a hang until it takes far longer; the user's code (a
+        # model's build, a script's start) and every step are bounded by the hang timeout.
+        silent = [rr for rr in self.ranks if not rr.done and now - rr.last_heard > hang_limit(rr, limit)]
         if not silent:
             return failure
-        # The rank furthest behind is the one holding the others up.
-        culprit = min(self.ranks, key=lambda rr: (rr.done, rr.last_step))
-        return noted(failure, Cause("hang", culprit, limit))
+        culprit = hung_rank(self.ranks, now, limit)
+        allowed = hang_limit(culprit, limit)
+        return noted(failure, Cause("hang", culprit, Hang(
+            allowed, culprit.phase, now - culprit.alive_at if culprit.alive_at is not None else None,
+            silent_after(limit), start_up=allowed > limit)))
 
     def end_ranks(self) -> None:
         """SIGTERM every rank, SIGKILL what is left after the grace period, reap all. On nodes: every agent ends

@@ -32,6 +32,8 @@ from engine.devices import Device, usable_cores
 from engine.run.loader_placement import held_cores
 from engine.strategies.script import plain
 from engine.environment import RankEnvironment, variable
+from engine.parent_death import become_subreaper
+from engine.run import heartbeat as phases
 from engine.record.rank_events import Done, Failed, Ready
 from engine.results import to_json
 from engine.run.rank import (EventChannel, check_node_rank, describe_exception, die_with_worker, node_channel,
@@ -44,11 +46,14 @@ def end_with_everything_started() -> None:
     """This rank and whatever the script starts (mp.spawn, a server, a loader's workers) are one process group,
     ended whole when the worker ends the rank (SIGTERM; its SIGKILL after the grace period leaves the loader's
     workers to their parent-death signal, engine/run/loader_workers.py), when the worker closes the rank's stdin
-    or dies, and when the rank ends (what the script left running: a child it never waited for)."""
+    or dies, and when the rank ends (what the script left running: a child it never waited for). A daemon the
+    script starts in a session of its own (a double fork and setsid) leaves the group, but not this process's
+    descendants: the rank is their subreaper, and they are ended with the group (``end_the_group``)."""
     try:
         os.setpgid(0, 0)
     except OSError:   # already a group's (or a session's) leader: its group is its own
         pass
+    become_subreaper()
 
     def end_group(_signum, _frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -78,9 +83,13 @@ def end_the_group(including_this: bool = False) -> None:
         # workers die here on purpose
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     import psutil
+    try:   # this process's descendants, daemons in sessions of their own included (it is their subreaper)
+        descendants = {proc.pid: proc for proc in psutil.Process(me).children(recursive=True)}
+    except psutil.Error:
+        descendants = {}
     for proc in psutil.process_iter():
         try:
-            if proc.pid != me and os.getpgid(proc.pid) == group:
+            if proc.pid != me and (proc.pid in descendants or os.getpgid(proc.pid) == group):
                 proc.kill()
         except Exception:  # noqa: BLE001  (gone, or not ours to read: the rest are ended all the same)
             continue
@@ -146,12 +155,14 @@ def main() -> int:
         channel.emit(Failed(str(exc), ""))
         return 1
     config = ExperimentConfig.from_json(env.config_json)
+    heartbeat = phases.Heartbeat(channel.emit, config.hang_timeout_s)
     devices = [Device(**d) for d in json.loads(env.devices_json)]
     own = own_device(devices, env.rank, env.world_size)
     as_python = plain(config)   # one plain process: every core, torch's own threads, the loader's workers as torch
     # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
     spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
     pin(own)
+    heartbeat.enter(phases.IMPORTING)
     import torch
     if as_python:
         torch.set_num_threads(python_threads())
@@ -163,14 +174,16 @@ def main() -> int:
     # hooks' own cost, apart from recording the steps in the worker, the session and the store).
     mode = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1")
     timed = mode != "0"
-    # Ready at the script's first forward: its start-up (imports, datasets, the rendezvous) has the worker's
-    # start-up allowance, not the hang timeout of a step.
+    # Ready at the script's first training forward: its start-up (its imports, datasets, the rendezvous) is the
+    # user's code, bounded by the hang timeout (engine/run/heartbeat.py START_UP: only ours has the allowance).
     def ready() -> None:
         channel.emit(Ready(os.getpid()))
+        heartbeat.training()
     instruments = Instruments(own, channel.emit if mode != "silent" else (lambda _report: None),
                               config.steps or None, on_training=ready if timed else None, count_flops=mode == "1",
                               warmup=config.warmup)
     instruments.given_samples = config.samples_per_step
+    heartbeat.enter(phases.SCRIPT)
     if not timed:
         ready()
     if not as_python:
