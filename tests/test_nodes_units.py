@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import threading
 
@@ -112,11 +113,18 @@ def test_either_side_gives_the_other_up_within_half_the_hang_timeout():
 def test_a_token_file_must_be_private_and_long_enough(tmp_path):
     path = new_token(tmp_path / "dir" / "token")
     assert len(read_token(path)) == 64 and (path.stat().st_mode & 0o777) == 0o600
+    assert (path.parent.stat().st_mode & 0o777) == 0o700   # the folder it made for it: private too
     with pytest.raises(FileExistsError):
         new_token(path)  # never overwritten
     path.chmod(0o640)
-    with pytest.raises(TokenError, match="chmod 600"):
+    with pytest.raises(TokenError) as refused:
         read_token(path)
+    assert str(refused.value) == (f"the token file {path} may be read or changed by other users (mode 0640); "
+                                  f"allow only its owner: chmod 600 {path}")
+    path.chmod(0o602)   # written by others is refused too: they could put in a token of their own
+    with pytest.raises(TokenError, match="mode 0602"):
+        read_token(path)
+    path.chmod(0o600)
     short = tmp_path / "short"
     short.write_text("abc")
     short.chmod(0o600)
@@ -124,10 +132,24 @@ def test_a_token_file_must_be_private_and_long_enough(tmp_path):
         read_token(short)
     with pytest.raises(TokenError, match="--new-token"):
         read_token(tmp_path / "missing")
+    fifo = tmp_path / "fifo"   # a pipe nobody writes: refused at once, not waited on
+    os.mkfifo(fifo, 0o600)
+    with pytest.raises(TokenError, match="not a regular file"):
+        read_token(fifo)
     # The run options' help names the same default the agents read (engine/config.py imports no node code).
     from engine.nodes.token import DEFAULT_TEXT
     from engine.run_options import options
     assert DEFAULT_TEXT in next(o.help for o in options() if o.name == "token_file")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_token_file_of_another_user_is_refused(tmp_path):
+    """Its owner may read it, or change it (to a token of theirs), whatever its mode: as ssh refuses such a key.
+    Run as root (these machines, CI), which could read it anyway."""
+    path = new_token(tmp_path / "token")
+    os.chown(path, 65534, -1)   # nobody's
+    with pytest.raises(TokenError, match=r"belongs to .*uid 65534.*, not to you \(uid 0\); .*chmod 600 NEW"):
+        read_token(path)
 
 
 def node_info(gpus: int, cores: list[int]) -> messages.Info:

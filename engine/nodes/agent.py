@@ -31,6 +31,8 @@ from importlib import metadata
 from engine.cores import usable_cores
 from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
+from engine.nodes.handshakes import AUTH_DEADLINE_S, Handshakes, Pending
+from engine.nodes.janitor import WorkFolder
 from engine.nodes.node_run import NodeRun, bind_rendezvous, launch_strategy
 
 # 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order); 4: a watched
@@ -38,7 +40,6 @@ from engine.nodes.node_run import NodeRun, bind_rendezvous, launch_strategy
 PROTOCOL = 4
 IDLE_SILENCE_S = 60.0   # a connected coordinator that says nothing before launching is dropped after this
 PING_EVERY_S = 1.0      # the coordinator pings this often during a run; the agent answers (engine.nodes.coordinator)
-MAX_HANDSHAKES = 8      # connections not yet authenticated, at most: more are refused at once
 
 
 def log(message: str) -> None:
@@ -71,7 +72,8 @@ class NodeAgent:
             allow = [network_of(listen.host) or ipaddress.ip_network(listen.host)]
         self.allow = allow
         self._busy = threading.Lock()
-        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._handshakes = Handshakes()   # connections not yet authenticated: bounded, the oldest pushed out
+        self.workdir: WorkFolder | None = None   # the runs' folders go in it (serve() makes it)
         self._stop = threading.Event()
         self._server: socket.socket | None = None
         self._session: CoordinatorSession | None = None
@@ -85,15 +87,26 @@ class NodeAgent:
     def serve(self) -> None:
         """Accept coordinators until ``shutdown()``."""
         server = self._server or self.bind()
-        log(f"node agent listening on {self.listen} (interface {self.interface}); coordinators from "
-            f"{', '.join(map(str, self.allow))}; "
-            + ("runs watched scripts (--allow-scripts)" if self.allow_scripts else "runs no scripts"))
+        self.workdir = self.workdir or WorkFolder()
+        try:
+            log(f"node agent listening on {self.listen} (interface {self.interface}); coordinators from "
+                f"{', '.join(map(str, self.allow))}; "
+                + ("runs watched scripts (--allow-scripts)" if self.allow_scripts else "runs no scripts")
+                + f"; working folder {self.workdir.path}")
+            self._accept(server)
+        finally:
+            self.workdir.close()
+
+    def _accept(self, server: socket.socket) -> None:
         while not self._stop.is_set():
             try:
                 conn, peer = server.accept()
             except OSError:
                 break
-            thread = threading.Thread(target=self._serve, args=(conn, peer[0]), name="node-coordinator", daemon=True)
+            # Admitted here, in the order of arrival, not in its thread: "the oldest" is the first accepted.
+            pending = self._handshakes.admit(conn, peer[0]) if allowed(peer[0], self.allow) else None
+            thread = threading.Thread(target=self._serve, args=(conn, peer[0], pending), name="node-coordinator",
+                                      daemon=True)
             thread.start()
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         for thread in self._threads:  # a run going on ends with its session (shutdown closed it)
@@ -112,23 +125,24 @@ class NodeAgent:
                 pass
             self._server.close()
 
-    def _serve(self, conn: socket.socket, peer: str) -> None:
+    def _serve(self, conn: socket.socket, peer: str, pending: Pending | None) -> None:
         with conn:
-            if not allowed(peer, self.allow):
+            if pending is None:
                 log(f"refused a connection from {peer}: not an address this agent serves (--allow)")
                 refuse(conn, f"{peer} is not an address this agent serves (its --allow)")
                 return
-            if not self._handshakes.acquire(blocking=False):
-                log(f"refused a connection from {peer}: {MAX_HANDSHAKES} others are proving the token")
-                refuse(conn, "too many connections at once")
-                return
+            channel = why = None
             try:
-                channel = wire.handshake_agent(conn, self.token)
+                channel = wire.handshake_agent(conn, self.token, timeout=AUTH_DEADLINE_S)
             except (wire.WireError, OSError) as exc:
-                log(f"refused a connection from {peer}: {exc}")
+                why = str(exc)
+            # Settled before the socket is closed (``with conn``): Handshakes shuts down only open ones. Pushed
+            # out meanwhile, its socket is shut down even if the handshake got through.
+            if not self._handshakes.settle(pending) or channel is None:
+                log(f"refused a connection from {peer}: {pending.dropped or why}")
+                if channel is not None:
+                    channel.close()
                 return
-            finally:
-                self._handshakes.release()
             if not self._busy.acquire(blocking=False):
                 log(f"refused {peer}: busy with another coordinator")
                 try:
@@ -237,7 +251,8 @@ class CoordinatorSession:
                                               else f"{host}:{port}")
             self.silence_s = message.silence_s or IDLE_SILENCE_S
             self.node_run = NodeRun(message, host=self.agent.listen.host, interface=self.agent.interface,
-                                    send=lambda m: messages.send(self.channel, m), rendezvous=rendezvous)
+                                    send=lambda m: messages.send(self.channel, m), rendezvous=rendezvous,
+                                    parent_dir=self.agent.workdir.path if self.agent.workdir else None)
             pid = self.node_run.start()
         except (OSError, ValueError, KeyError, TypeError) as exc:
             if self.node_run is not None:

@@ -46,6 +46,13 @@ def cmd_node(args) -> int:
             problems.append(str(exc))
         except OSError as exc:
             problems.append(f"--listen: cannot listen on {listen}: {exc.strerror or exc}")
+    if not problems:
+        from engine.nodes.janitor import WorkFolder
+        try:  # made before serving, so that a temporary folder it cannot write is said here, not as a traceback
+            agent.workdir = WorkFolder()
+        except OSError as exc:
+            problems.append(f"cannot make the agent's working folder: {exc.strerror or exc} "
+                            f"({getattr(exc, 'filename', None) or 'TMPDIR'})")
     if problems:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)

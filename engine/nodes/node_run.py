@@ -30,8 +30,8 @@ from typing import Callable
 import psutil
 
 from engine.devices import Device
-from engine.nodes import messages
 from engine.environment import ROOT, rank_base_environment
+from engine.nodes import messages
 
 KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
 HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped
@@ -63,7 +63,7 @@ class NodeRun:
     """Start with ``start()``; ``stop()`` ends every process of it and removes its folder (idempotent)."""
 
     def __init__(self, launch: messages.Launch, *, host: str, interface: str, send: Callable[[messages.Message], None],
-                 rendezvous: socket.socket | None = None):
+                 rendezvous: socket.socket | None = None, parent_dir: str | None = None):
         self.launch = launch
         self.host = host
         self.interface = interface
@@ -76,7 +76,10 @@ class NodeRun:
         strategy = launch_strategy(launch)
         self.rank_module = strategy.rank_module
         self.ranks_lead_groups = not strategy.builds_model   # a watched script's rank leads its own processes' group
-        self.dir = tempfile.mkdtemp(prefix="splitscope-node-")  # 0700: the ranks' socket is ours alone
+        # 0700: the ranks' socket is ours alone. In the agent's working folder (``parent_dir``), which its watcher
+        # removes even when the agent is SIGKILLed (engine.nodes.janitor).
+        # A short name there: the socket's path must fit a sockaddr_un (108 bytes).
+        self.dir = tempfile.mkdtemp(prefix="run-" if parent_dir else "splitscope-node-", dir=parent_dir)
         self.socket_path = os.path.join(self.dir, "ranks.sock")
         self.proc: subprocess.Popen | None = None
         self.rank_pids: dict[int, int] = {}

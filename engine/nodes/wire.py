@@ -120,26 +120,33 @@ class Channel:
         return line.rstrip(b"\n")
 
 
-def handshake_agent(sock: socket.socket, token: bytes) -> Channel:
+def handshake_agent(sock: socket.socket, token: bytes, timeout: float = HANDSHAKE_TIMEOUT_S) -> Channel:
     """The agent's side: challenge, check the coordinator's proof, prove ourselves. WireError if refused, or
-    not done within HANDSHAKE_TIMEOUT_S however slowly the bytes come (the socket is shut down then)."""
+    not done within ``timeout`` however slowly the bytes come (the socket is shut down then). The agent gives
+    less than the coordinator waits (engine.nodes.handshakes.AUTH_DEADLINE_S): an unproven peer holds a slot."""
     def cut():
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-    timer = threading.Timer(HANDSHAKE_TIMEOUT_S, cut)
+    started = time.monotonic()
+    timer = threading.Timer(timeout, cut)
     timer.daemon = True
     timer.start()
     try:
-        return _handshake_agent(sock, token)
+        return _handshake_agent(sock, token, timeout)
+    except WireError:
+        cut()   # the peer sees the end now, whoever still holds the socket's file
+        if time.monotonic() - started >= timeout:   # the cut (or the socket's timeout) looks like a closed peer
+            raise WireError(f"did not prove the token within {timeout:g} s") from None
+        raise
     finally:
         timer.cancel()
 
 
-def _handshake_agent(sock: socket.socket, token: bytes) -> Channel:
-    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
-    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+def _handshake_agent(sock: socket.socket, token: bytes, timeout: float) -> Channel:
+    deadline = time.monotonic() + timeout
+    sock.settimeout(timeout)
     channel = Channel(sock, side="agent")
     nonce_a = secrets.token_bytes(32)
     channel.send_plain({"type": "challenge", "nonce": nonce_a.hex(), "agent": "splitscope-node"})
@@ -147,7 +154,7 @@ def _handshake_agent(sock: socket.socket, token: bytes) -> Channel:
         reply = channel.receive_plain(deadline)
         nonce_c = bytes.fromhex(reply.get("nonce", ""))
         proof = bytes.fromhex(reply.get("proof", ""))
-    except (ValueError, TypeError, socket.timeout):
+    except (ValueError, TypeError, TimeoutError):
         raise WireError("no valid answer to the challenge") from None
     if reply.get("type") != "auth" or len(nonce_c) != 32 or not hmac.compare_digest(
             proof, _mac(token, b"coordinator", nonce_a, nonce_c)):
@@ -169,7 +176,7 @@ def handshake_coordinator(sock: socket.socket, token: bytes) -> Channel:
         if challenge.get("type") == "refused":
             raise WireError(f"the agent refused the connection: {challenge.get('reason')}")
         nonce_a = bytes.fromhex(challenge.get("nonce", ""))
-    except (ValueError, TypeError, socket.timeout):
+    except (ValueError, TypeError, TimeoutError):
         raise WireError("the peer is not a Splitscope node agent (no challenge)") from None
     if challenge.get("type") != "challenge" or len(nonce_a) != 32:
         raise WireError("the peer is not a Splitscope node agent (no challenge)")
@@ -178,7 +185,7 @@ def handshake_coordinator(sock: socket.socket, token: bytes) -> Channel:
                                                                             nonce_c).hex()})
     try:
         answer = channel.receive_plain(deadline)
-    except socket.timeout:
+    except TimeoutError:
         raise WireError("the agent did not answer the proof") from None
     if answer.get("type") == "refused":
         raise WireError(f"the agent refused: {answer.get('reason')}")
