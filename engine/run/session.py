@@ -33,12 +33,15 @@ from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
 from engine.run import protocol
 from engine.store import default_path, open_store
+from engine.store.client import StoreRestarts
 from engine.telemetry.sample import DeviceSample
 
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
 FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
 EVENT_BACKLOG = 4 * FLUSH_EVENTS
+STORE_RESTARTED = ("the run store's process ended; a new one was started and the steps not yet stored were sent "
+                   "to it again (nothing lost)")
 
 
 def _fork_server_connection():
@@ -87,6 +90,10 @@ class RunSession:
         self._sampler_cpu_from = 0.0                   # and the telemetry sampler's
         self._stderr_tail: list[str] = []
         self._store_error: str | None = None
+        self._notices: list[Warned] = []   # the session's own, handed on with the next batch's events
+        # Every write goes through it, riding through the store process's end: ``again`` sends what the store had not
+        # acknowledged; the window is told once it is stored.
+        self._stored = StoreRestarts(lambda: self._notices.append(Warned(t=self._now(), message=STORE_RESTARTED))).write
         self._folder: str | None = None
 
     # ---- control --------------------------------------------------------------
@@ -192,13 +199,15 @@ class RunSession:
         from engine.run.validate import run_devices
         return run_devices(self.config)
 
-    def _store_profile(self, store, event: ProfileSaved) -> Warned | None:
+    def _store_profile(self, recorder, event: ProfileSaved) -> Warned | None:
         """A rank's torch.profiler trace, moved from its file into the run store (engine.measure.profiling); a warning
         for the user when it could not be."""
         path = event.path
         try:
             with open(path, "rb") as f:
-                store.add_profile(self.run_id, event.rank, event.device, event.t0, f.read())
+                trace = f.read()
+            self._stored(lambda: recorder.add_profile(event.rank, event.device, event.t0, trace),
+                         lambda: recorder.add_profile(event.rank, event.device, event.t0, trace, again=True))
             return None
         except (OSError, ValueError, sqlite3.Error) as exc:
             return Warned(t=self._now(), message=f"the profile of rank {event.rank} could not be stored: {exc}")
@@ -218,9 +227,13 @@ class RunSession:
         samples on."""
         samples = self._sampler.drain() if self._sampler is not None else []
         samples.extend(remote or [])
-        recorder.record(steps, samples)
+        self._stored(lambda: recorder.record(steps, samples), recorder.resend)
         if samples and self.on_samples:
             self.on_samples(samples)
+
+    def _take_notices(self) -> list[Warned]:
+        notices, self._notices = self._notices, []
+        return notices
 
     # ---- the reading thread -----------------------------------------------------
     def _read_stderr(self) -> None:
@@ -292,7 +305,7 @@ class RunSession:
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             try:
-                store = open_store(self.db_path)
+                store = self._stored(lambda: open_store(self.db_path))
             except (sqlite3.Error, OSError) as exc:   # gone or damaged since the run was created: it ends, said why
                 self._store_error = f"cannot write the run store {self.db_path or default_path()}: {exc}"
                 return   # the finally below ends the worker and the run, as failed
@@ -321,7 +334,7 @@ class RunSession:
                             remote.extend(DeviceSample(*row) for row in event.rows)
                             continue  # handed on as samples (on_samples), not as an event
                         case ProfileSaved():
-                            warning = self._store_profile(store, event)
+                            warning = self._store_profile(recorder, event)
                             if warning is not None:
                                 forward.append(warning)
                         case Errored():
@@ -341,6 +354,7 @@ class RunSession:
                         self._store_error = f"cannot write the run store {store.path}: {exc}"
                         forward.append(Errored(t=self._now(), message=self._store_error))
                         self.stop()
+                forward.extend(self._take_notices())
                 if self.on_event:
                     for event in forward:
                         self.on_event(event)
@@ -368,14 +382,15 @@ class RunSession:
             if self._sampler is not None:
                 self._sampler.stop()
             if self._store_error is None and recorder is not None:
-                self._record(recorder, pending)
-                recorder.finish()
+                try:
+                    self._record(recorder, pending)
+                    self._stored(recorder.finish)
+                except sqlite3.Error as exc:   # the run's row is still told why, below
+                    self._store_error = f"cannot write the run store {store.path}: {exc}"
+                    status, error = "failed", self._store_error
             summary = self._complete_summary(summary, recorder, status)
             if store is not None:
-                store.finish_run(self.run_id, status, summary, error, tb)
-        except sqlite3.Error as exc:
-            self._store_error = self._store_error or f"cannot write the run store {store.path}: {exc}"
-            status, error = "failed", self._store_error
+                status, error = self._store_end(store, status, summary, error, tb)
         finally:
             if store is not None:
                 store.close()
@@ -389,8 +404,26 @@ class RunSession:
                 except OSError:
                     pass
         if self.on_event:
+            for notice in self._take_notices():
+                self.on_event(notice)
             self.on_event(Finished(t=self._now(), status=status, summary=summary, run_id=self.run_id, error=error,
                                    traceback=tb))
+
+    def _store_end(self, store, status: str, summary: RunSummary | None, error: str | None,
+                   tb: str | None) -> tuple[str, str | None]:
+        """The run's row says how it ended, and the status and error it says. A store that failed a write may still
+        take this one, and a full disk that will not take the summary may take the failure alone, with its
+        error: a row left "running" would be marked interrupted by the next open, the error lost."""
+        try:
+            self._stored(lambda: store.finish_run(self.run_id, status, summary, error, tb))
+            return status, error
+        except sqlite3.Error as exc:
+            self._store_error = self._store_error or f"cannot write the run store {store.path}: {exc}"
+        try:
+            store.finish_run(self.run_id, "failed", None, self._store_error, None)
+        except sqlite3.Error:
+            pass   # nothing can be written: the result says why, the next open marks the run interrupted
+        return "failed", self._store_error
 
     def _recording_cpu(self, summary: RunSummary) -> dict[str, float] | None:
         """CPU seconds a step of the recording took: the worker's (as it said), this session's reading and recording

@@ -13,7 +13,11 @@ A ``RemoteStore`` has the ``Store``'s methods and raises what they raise
 (``sqlite3.Error`` and its kinds, ``StoreDamaged``). If the store process is
 gone, the call raises ``StoreUnavailable`` (an ``sqlite3.OperationalError``,
 so callers that handle a full disk handle it too), and the next call starts
-a new process.
+a new process. A store whose process was replaced while it was idle (another
+store's call started the new one) opens on the new one at its next call: none
+of its requests was in flight. A writer that must lose nothing re-sends what
+was not acknowledged, through ``StoreRestarts`` (the app's runs:
+engine/run/session.py).
 """
 from __future__ import annotations
 
@@ -23,15 +27,19 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 from engine.environment import ROOT, with_project_path
 from engine.store.database import Store, default_path
 from engine.store.server import CONTROL_ENV, PUBLIC
 
-
+T = TypeVar("T")
 _serve_from_child = False
+ENDING_S = 5.0   # how long a store process whose socket closed may take to be reaped
 
 
 class StoreUnavailable(sqlite3.OperationalError):
@@ -55,6 +63,7 @@ class _StoreProcess:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
+        self.generation = 0   # how many were started: a connection to an earlier one is to a process that ended
 
     def pid(self) -> int | None:
         proc = self._proc
@@ -64,15 +73,28 @@ class _StoreProcess:
         with self._lock:
             self._start_if_ended()
 
-    def connect(self) -> Connection:
-        mine, theirs = socket.socketpair()
+    def connect(self) -> tuple[Connection, int]:
+        """A connection to the store process, and its generation."""
         try:
             with self._lock:
                 self._start_if_ended()
-                socket.send_fds(self._control, [b"c"], [theirs.fileno()])
-        except OSError as exc:
-            mine.close()
+                try:
+                    return self._hand_over(), self.generation
+                except OSError:
+                    # Killed as we called: its sockets closed before it could be reaped. Once it is, a new one.
+                    self._proc.wait(ENDING_S)
+                    self._start_if_ended()
+                    return self._hand_over(), self.generation
+        except (OSError, subprocess.TimeoutExpired) as exc:
             raise StoreUnavailable(f"the store process could not be reached: {exc}") from exc
+
+    def _hand_over(self) -> Connection:
+        mine, theirs = socket.socketpair()
+        try:
+            socket.send_fds(self._control, [b"c"], [theirs.fileno()])
+        except BaseException:
+            mine.close()
+            raise
         finally:
             theirs.close()
         return Connection(mine.detach())
@@ -95,6 +117,7 @@ class _StoreProcess:
         finally:
             child_end.close()
         self._control = control
+        self.generation += 1
 
 
 _process = _StoreProcess()
@@ -118,6 +141,7 @@ class RemoteStore:
 
     def __init__(self, path: str | os.PathLike | None = None):
         self._conn: Connection | None = None
+        self._generation = 0
         wanted = Path(path) if path is not None else default_path()   # this process's SPLITSCOPE_DB
         self.path = Path(os.path.abspath(wanted))
         self._opened = False
@@ -128,10 +152,12 @@ class RemoteStore:
             raise
 
     def _call(self, method: str, *args, **kwargs):
+        if self._conn is not None and self._generation != _process.generation:
+            self._drop()   # its process was replaced while this store was idle: nothing of ours was lost
         if method != "open" and not self._opened:   # a connection that broke: open again on a new one
             self._call("open", str(self.path), os.getpid())
         if self._conn is None:
-            self._conn = _process.connect()
+            self._conn, self._generation = _process.connect()
         try:
             self._conn.send((method, args, kwargs))
             status, value = self._conn.recv()
@@ -162,3 +188,38 @@ class RemoteStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class StoreRestarts:
+    """Writes that ride through the store process's end: ``write()``; if the process ended during it (the call
+    raised StoreUnavailable), ``again()`` (or ``write``), which the store sends to a new one. ``again`` sends what
+    the store had not acknowledged, in a form that stores nothing twice, for the write cut short may have
+    committed. ``on_restart`` is called once such a write is stored, or once a write finds the process replaced
+    since the last (another store's call found it ended while this writer had nothing in flight). More than
+    ``limit`` ends in ``window_s`` seconds is a store process that cannot live: the last StoreUnavailable is
+    raised, saying so, and the writer fails as on a full disk."""
+
+    def __init__(self, on_restart: Callable[[], object] | None = None, limit: int = 3, window_s: float = 60.0):
+        self.on_restart, self.limit, self.window_s = on_restart, limit, window_s
+        self._ends: list[float] = []   # when the process ended under a write (monotonic)
+        self._generation: int | None = None   # the store process's at the last write
+
+    def write(self, write: Callable[[], T], again: Callable[[], T] | None = None) -> T:
+        """What ``write`` (or ``again``) returned."""
+        restarted = False
+        while True:
+            try:
+                value = write()
+            except StoreUnavailable as exc:
+                now = time.monotonic()
+                self._ends = [t for t in self._ends if now - t < self.window_s] + [now]
+                if len(self._ends) > self.limit:
+                    ended = f"it ended {len(self._ends)} times in {self.window_s:.0f} s"
+                    raise StoreUnavailable(f"{exc} ({ended})") from exc
+                restarted, write = True, again or write
+                continue
+            replaced = self._generation not in (None, _process.generation)
+            self._generation = _process.generation
+            if (restarted or replaced) and self.on_restart is not None:
+                self.on_restart()
+            return value
