@@ -107,6 +107,12 @@ def main(argv: list[str]) -> int:
         # argparse quotes the user's words as they are: keep one problem on one line.
         print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return EXIT_INVALID
+    from engine.store.command import location_error, store_notices, store_problem
+    if hasattr(args, "db"):   # a command that opens the store: a path that cannot hold one is bad input
+        problem = location_error(args.db, args.command)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return EXIT_INVALID
     # Checks that build a model run in a child (engine/run/validate.py): a model file that never returns is ended
     # there, at the hang timeout, and this process, which supervises the run, never holds torch.
     from engine.run.validate import validate_in_child
@@ -114,11 +120,11 @@ def main(argv: list[str]) -> int:
     try:
         return _dispatch(args, parser)
     except sqlite3.Error as exc:   # the run store: damaged (set aside), gone or unreadable; never a traceback
-        from engine.store.command import store_problem
         print(f"error: {store_problem(exc, getattr(args, 'db', None))}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         validate_in_child(before)   # main() called in a test's process leaves it as it was
+        store_notices()   # what opening the store found lost (a deleted log), said once
 
 
 def _dispatch(args, parser) -> int:
@@ -187,6 +193,11 @@ def nodes_usable(config: ExperimentConfig) -> bool:
 def store_usable(db) -> bool:
     """Open the store before launching: a read-only or missing location is bad input, not a failed run."""
     from engine.store import StoreDamaged, open_store
+    from engine.store.command import read_only_problem
+    read_only = read_only_problem(db, "a run cannot be recorded in it")
+    if read_only:
+        print(f"error: {read_only}", file=sys.stderr)
+        return False
     try:
         with open_store(db) as store:
             store.check_writable()
@@ -261,9 +272,9 @@ def _predictions(result, db) -> list:
 
 def cmd_what_if(args) -> int:
     from engine.report import predictions_table
-    from engine.store import open_store
+    from engine.store.command import open_for_reading
     from engine.plan.what_if import predict_stored, unpredictable
-    with open_store(args.db) as store:
+    with open_for_reading(args.db) as store:
         record = store.get_run(args.id)
         if record is None:
             print(f"error: no run {args.id!r} in {store.path} (see `runs`)", file=sys.stderr)
@@ -362,9 +373,9 @@ def cmd_experiment(args) -> int:
 # ---- export ---------------------------------------------------------------------------
 def cmd_export(args) -> int:
     from engine.export import ExportError, export
-    from engine.store import open_store
+    from engine.store.command import open_for_reading
     try:
-        with open_store(args.db) as store:
+        with open_for_reading(args.db) as store:
             paths = export(store, args.id, args.format, args.out, force=args.force)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -376,11 +387,11 @@ def cmd_export(args) -> int:
 # ---- runs and devices ---------------------------------------------------------
 def cmd_runs(args) -> int:
     from engine.report import runs_table
-    from engine.store import open_store
-    with open_store(args.db) as store:
+    from engine.store.command import finite, open_for_reading
+    with open_for_reading(args.db) as store:
         runs = store.list_runs(limit=args.limit)
     if args.json:
-        print(json.dumps([r.to_dict() for r in runs]))
+        print(json.dumps(finite([r.to_dict() for r in runs]), allow_nan=False))
     else:
         print(runs_table(runs))
     return EXIT_OK

@@ -1,10 +1,12 @@
 """Run stores for the tests: one with runs in it, the same with pages written over (what a failing disk
-leaves), and what other processes and the kernel see of one."""
+leaves) or a table's root lost, one left by a crash with steps in its log alone, and what other processes
+and the kernel see of one."""
 from __future__ import annotations
 
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -83,3 +85,36 @@ def read_elsewhere(db) -> tuple[set[str], bool]:
     assert out.returncode == 0, out.stderr
     ids, ok = json.loads(out.stdout)
     return set(ids), ok
+
+
+def write_over_table(path: Path, table: str) -> None:
+    """Random bytes over the root page of ``table``: none of its rows can be reached through it any more,
+    while every other table, and ``table``'s indexes, stay as they were."""
+    db = sqlite3.connect(path)
+    try:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    finally:
+        db.close()
+    noise = random.Random(1)
+    with open(path, "r+b") as f:
+        f.seek((root - 1) * PAGE)
+        f.write(bytes(noise.randrange(256) for _ in range(PAGE)))
+
+
+def crash_with_steps_in_the_log(path: Path, steps: int = 50) -> str:
+    """A run whose row is in the store file (checkpointed) and whose ``steps`` are only in the write-ahead log:
+    its process ends without closing the store (as a killed one), leaving the log and its index behind."""
+    code = textwrap.dedent(f"""
+        import os
+        from engine.results import Step
+        from engine.store import Store
+        store = Store({str(path)!r})
+        run_id = store.create_run({{"strategy": "single"}})
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.add_steps(run_id, [Step(step=k, t=0.1 * k, time_s=0.1) for k in range({steps})])
+        print(run_id, flush=True)
+        os._exit(0)""")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert Path(f"{path}-wal").stat().st_size > 0 and Path(f"{path}-shm").exists()
+    return done.stdout.strip()

@@ -2,9 +2,10 @@
 
 A run row (id, started, status, config, summary) with its steps, timeline and
 telemetry samples; experiments group runs. ``--db PATH`` or ``SPLITSCOPE_DB``
-overrides the location. Runs found ``running`` whose owning process is gone are
+overrides the location (location.py). Runs found ``running`` whose owning process is gone are
 marked ``interrupted`` when a store is opened. A process's first open of a path
-checks it (``repair.damage``) and sets a damaged store aside before using it.
+checks it (``repair.check_once``) and sets a damaged store aside before using it.
+A store that cannot be written can still be opened to read (``read_only``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import math
 import os
 import socket
 import sqlite3
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, Collection, Iterable
 
 from engine.config import ExperimentConfig
-from engine.environment import variable
 from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
+from engine.store.location import (StoreLocationError, connect_read_only, default_path, location_problem,
+                                   makes_folders)
 from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
 
 BUSY_TIMEOUT_S = 30.0
@@ -50,18 +51,6 @@ def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
             if not _busy(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-def default_path() -> Path:
-    env = variable("SPLITSCOPE_DB")
-    if env:
-        return Path(env)
-    try:
-        import platformdirs
-    except ImportError:  # an engine-only machine (a GPU box with torch alone): the XDG location platformdirs uses
-        base = Path(variable("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-        return base / "splitscope" / "splitscope.sqlite3"
-    return Path(platformdirs.user_data_dir("splitscope", appauthor=False)) / "splitscope.sqlite3"
 
 
 def _shares(busy: dict | None) -> str | None:
@@ -107,49 +96,31 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
-_checked: set[Path] = set()     # the paths this process has checked (``repair.damage``) since it started
-_checking = threading.Lock()
-
-
-def _check_once(path: Path) -> None:
-    """A process's first open of a store checks it; a damaged one is set aside (StoreDamaged says where)."""
-    with _checking:
-        resolved = path.resolve()
-        if resolved in _checked:
-            return
-        problem = repair.damage(path)
-        if problem is None:
-            _checked.add(resolved)
-            return
-        # Renamed under a process that has it open, the store would go on in the kept copy for that process,
-        # and its last close would delete the log of the fresh store now at the old name.
-        holders = repair.other_holders(path)
-        if holders:
-            raise repair.StoreDamaged(str(path), problem, None, f"processes {', '.join(map(str, holders))} have "
-                                      "it open: close them, and the next open moves it aside")
-        try:
-            kept = repair.set_aside(path)
-        except OSError as exc:
-            raise repair.StoreDamaged(str(path), problem, None, f"it could not be moved: {exc}") from exc
-        raise repair.StoreDamaged(str(path), problem, str(kept))
-
-
 class Store:
     """One connection to the run store. Use from one thread.
 
     A process holding one must never open the store's files otherwise (docs/store.md, "One rule"): the
     app keeps its connections in a process of their own (``engine.store.client``)."""
 
-    def __init__(self, path: str | os.PathLike | None = None, owner_pid: int | None = None):
-        """``owner_pid``: the process its runs are recorded for (the store process passes the app's)."""
+    def __init__(self, path: str | os.PathLike | None = None, owner_pid: int | None = None,
+                 read_only: bool = False):
+        """``owner_pid``: the process its runs are recorded for (the store process passes the app's).
+        ``read_only``: open to read a store that cannot be written (location.read_only_reason): nothing is set
+        up or marked, and every write fails."""
         self.path = Path(path) if path is not None else default_path()
         self.owner_pid = owner_pid or os.getpid()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _check_once(self.path)
-        until_unlocked(self._open)
+        self.read_only = read_only
+        if makes_folders(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        problem = location_problem(self.path)
+        if problem is not None:
+            raise StoreLocationError(f"the run store {self.path}: {problem}")
+        lost = repair.check_once(self.path)
+        until_unlocked(self._open_read_only if read_only else lambda: self._open(lost))
 
-    def _open(self) -> None:
-        """Connect and set the store up (schema, migrations, runs of dead owners marked): ``self._db``."""
+    def _open(self, lost: str | None = None) -> None:
+        """Connect and set the store up (schema, migrations, runs of dead owners marked): ``self._db``. ``lost``:
+        what this process's first check found lost (repair.lost_log), said on the runs it marks."""
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.row_factory = sqlite3.Row
@@ -159,10 +130,18 @@ class Store:
             db.executescript(SCHEMA)
             self._db = db
             migrate(self._db)
-            self.mark_interrupted()
+            self.mark_interrupted(f"its last steps may be lost: {lost}" if lost else None)
         except BaseException:
             db.close()
             raise
+
+    def _open_read_only(self) -> None:
+        self._db = connect_read_only(self.path, BUSY_TIMEOUT_S)
+        self._db.row_factory = sqlite3.Row
+
+    def notices(self) -> list[str]:
+        """What this process's first open of the store found to tell its user (a lost log: repair.lost_log)."""
+        return repair.notices(self.path)
 
     # ---- lifecycle ----------------------------------------------------------
     def close(self) -> None:
@@ -177,8 +156,9 @@ class Store:
     def _tx(self):
         return _Transaction(self._db)
 
-    def mark_interrupted(self) -> int:
-        """Runs left ``running`` by a process that is gone become ``interrupted``."""
+    def mark_interrupted(self, note: str | None = None) -> int:
+        """Runs left ``running`` by a process that is gone become ``interrupted``; ``note`` is added to their
+        error."""
         host = socket.gethostname()
         rows = self._db.execute("SELECT id, owner_pid, owner_host FROM runs WHERE status='running'").fetchall()
         dead = [r["id"] for r in rows
@@ -186,7 +166,9 @@ class Store:
                 and not _pid_alive(r["owner_pid"])]
         with self._tx():
             for run_id in dead:
-                self._db.execute("UPDATE runs SET status='interrupted', ended=? WHERE id=?", (time.time(), run_id))
+                self._db.execute("UPDATE runs SET status='interrupted', ended=?1, "
+                                 "error=COALESCE(error || '; ' || ?2, error, ?2) WHERE id=?3",
+                                 (time.time(), note, run_id))
         return len(dead)
 
     # ---- writing ----------------------------------------------------------
@@ -445,5 +427,18 @@ class _Transaction:
         return self._db
 
     def __exit__(self, exc_type, exc, tb):
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is not None:
+            self._rollback()
+            return False
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            self._rollback()   # a COMMIT that failed (a full disk) may leave the transaction open
+            raise
         return False
+
+    def _rollback(self) -> None:
+        # SQLite rolls a transaction back itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then raised
+        # "cannot rollback - no transaction is active" in place of the error that said what happened.
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")

@@ -1,34 +1,42 @@
-"""A damaged run store: found before a process first uses it, set aside whole, its readable rows copied back.
+"""A damaged run store: found before a process first uses it, set aside whole, what can be read of it copied back.
 
 ``damage(path)`` runs SQLite's ``PRAGMA quick_check`` on a read-only connection.
 ``set_aside(path)`` renames the store with its ``-wal`` and ``-shm`` files to
 ``NAME.damaged-STAMP.sqlite3`` (and ``...-wal``, ``...-shm``, so the kept copy
 still opens with its log); nothing is deleted, and the next open starts a fresh
-store in its place. ``copy_readable(source, target)`` reads each of the store's
-tables in rowid order from the kept copy, steps over the stretches SQLite
-cannot read, and inserts what it could read into the current store, runs and
+store in its place. ``copy_readable(source, target)`` reads the kept copy as far
+as SQLite can (``salvage.py``: row by row with ``writable_schema``, and
+``sqlite3 .recover`` where that command has it) and inserts the runs and
 experiments not already there with their steps, intervals, telemetry and
-profiles. It needs nothing but Python's sqlite3 (no ``sqlite3`` command).
+profiles: a run whose rows did not all come back is marked ``recovered
+(partial)``, and one whose own row was lost is rebuilt from its id.
+``lost_log(path)`` tells, before SQLite first opens a store, that its
+write-ahead log was deleted with writes in it.
 
-No imports from the rest of the store: ``database.py`` calls ``damage`` on its
-first open of a path, and its ``recover_from`` hands its connection here.
+No imports from the rest of the store: ``database.py`` calls ``damage`` and
+``lost_log`` on its first open of a path, and its ``recover_from`` hands its
+connection here.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import sqlite3
+import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.store import salvage
+from engine.store.schema import RECOVERED_PARTIAL
+
 CORRUPT = {11, 26}            # SQLite's primary result codes SQLITE_CORRUPT and SQLITE_NOTADB
 SIDECARS = ("-wal", "-shm")   # SQLite's write-ahead log and its index, named after the store's file
 PROBLEMS_SHOWN = 3            # quick_check lists up to this many problems in a message
-READ_CHUNK = 500
 # Parents before children, so each child row can be kept only where its run or experiment was recovered.
 TABLES = ("experiments", "runs", "steps", "timeline", "samples", "profiles")
-MAX_ROWID = 2 ** 62
+CHILD_TABLES = TABLES[2:]     # a run's rows
 
 
 class StoreDamaged(sqlite3.DatabaseError):
@@ -55,16 +63,92 @@ class Recovery:
     runs: int
     experiments: int
     rows: dict[str, int] = field(default_factory=dict)        # table -> rows inserted
-    unreadable: dict[str, int] = field(default_factory=dict)  # table -> stretches SQLite could not read
+    unreadable: dict[str, int] = field(default_factory=dict)  # table -> rows its index saw that could not be read
+    stretches: dict[str, int] = field(default_factory=dict)   # table -> unreadable stretches stepped over
+    rebuilt: int = 0            # runs whose row was lost, rebuilt from their id (their settings unknown)
+    partial: int = 0            # runs marked RECOVERED_PARTIAL
+    readers: dict[str, str] = field(default_factory=dict)     # table -> whose rows were kept (salvage.py)
 
     def describe(self) -> str:
-        lost = sum(self.unreadable.values())
-        text = (f"recovered {self.runs} run{'s' if self.runs != 1 else ''} and {self.experiments} "
-                f"experiment{'s' if self.experiments != 1 else ''} from {self.source}")
+        text = (f"recovered {_plural(self.runs, 'run', 'runs')} and "
+                f"{_plural(self.experiments, 'experiment', 'experiments')} from {self.source}")
+        if self.rebuilt:
+            text += f" ({self.rebuilt} rebuilt from their ids, their settings unknown)"
+        text += ": " + ", ".join(_rows(self.rows.get(t, 0), t) for t in CHILD_TABLES
+                                 if self.rows.get(t) or t != "profiles")
+        if self.partial:
+            text += f"; {self.partial} marked {RECOVERED_PARTIAL}"
+        lost = [_rows(n, t) for t, n in self.unreadable.items() if n]
         if lost:
-            where = ", ".join(f"{table} ({n})" for table, n in self.unreadable.items() if n)
-            text += f"; unreadable stretches skipped in {where}"
+            text += f"; seen but unreadable: {', '.join(lost)}"
+        if any(self.stretches.values()):
+            text += "; unreadable stretches skipped in " + ", ".join(
+                f"{t} ({n})" for t, n in self.stretches.items() if n)
+        by_sqlite = [t for t, reader in self.readers.items() if reader != salvage.ROW_BY_ROW]
+        if by_sqlite:
+            text += f"; read by sqlite3 .recover: {', '.join(by_sqlite)}"
         return text
+
+
+ROW_NAMES = {"runs": ("run's row", "runs' rows"), "experiments": ("experiment's row", "experiments' rows"),
+             "steps": ("step", "steps"), "timeline": ("interval", "intervals"),
+             "samples": ("telemetry sample", "telemetry samples"), "profiles": ("profile", "profiles")}
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _rows(n: int, table: str) -> str:
+    return _plural(n, *ROW_NAMES.get(table, (table, table)))
+
+
+_checked: set[Path] = set()             # the paths this process has checked since it started
+_notices: dict[Path, list[str]] = {}    # what those checks found to tell the store's user
+_checking = threading.Lock()
+
+
+def check_once(path: Path) -> str | None:
+    """A process's first open of a store checks it: a damaged one is set aside (StoreDamaged says where), and a
+    log lost with writes in it (``lost_log``) is returned, to be said on the runs it cost (and kept for
+    ``notices``). Later opens of the path in this process check nothing and return None."""
+    with _checking:
+        resolved = path.resolve()
+        if resolved in _checked:
+            return None
+        lost = lost_log(path)   # before SQLite opens it: its first open rebuilds the log's index
+        if lost is not None:
+            _notices[resolved] = [f"the run store {path}: {lost}"]
+        problem = damage(path)
+        if problem is None:
+            _checked.add(resolved)
+            return lost
+        # Renamed under a process that has it open, the store would go on in the kept copy for that process,
+        # and its last close would delete the log of the fresh store now at the old name.
+        holders = other_holders(path)
+        if holders:
+            raise StoreDamaged(str(path), problem, None, f"processes {', '.join(map(str, holders))} have it open: "
+                               "close them, and the next open moves it aside")
+        try:
+            kept = set_aside(path)
+        except OSError as exc:
+            raise StoreDamaged(str(path), problem, None, f"it could not be moved: {exc}") from exc
+        raise StoreDamaged(str(path), problem, str(kept))
+
+
+def notices(path: Path) -> list[str]:
+    """What this process's check of the store at ``path`` found to tell its user."""
+    return list(_notices.get(path.resolve(), []))
+
+
+def take_notices() -> list[str]:
+    """Every notice this process's checks found and nobody took yet (the CLI prints them once)."""
+    found = [line for lines in _notices.values() for line in lines if line not in _taken]
+    _taken.update(found)
+    return found
+
+
+_taken: set[str] = set()
 
 
 def damage(path: Path) -> str | None:
@@ -132,120 +216,150 @@ def set_aside(path: Path) -> Path:
 
 
 def copy_readable(source: Path, target: sqlite3.Connection) -> Recovery:
-    """Insert into ``target`` (the store's open connection) every row of ``source`` that SQLite can read, for the
-    runs and experiments ``target`` does not have yet. ``source`` is opened read-only and read whole first, so
-    the store's write lock is held for the inserts alone (a run recording meanwhile waits that long)."""
-    db = sqlite3.connect(f"{Path(source).resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-    try:
-        tables = {r[0] for r in _rows(db, "SELECT name FROM sqlite_master WHERE type='table'")}
-        read = {}
-        for table in TABLES:
-            columns = _shared_columns(db, target, table) if table in tables else []
-            if columns:
-                read[table] = (columns, *_readable(db, table, columns))
-    finally:
-        db.close()
-    rows, unreadable = {}, {table: skipped for table, (_, _, skipped) in read.items()}
+    """Insert into ``target`` (the store's open connection) what can be read of ``source`` (salvage.py), for the
+    runs and experiments ``target`` does not have yet. A run whose rows did not all come back, or may not have,
+    is marked ``RECOVERED_PARTIAL``, its error saying what came back; one whose row was lost is rebuilt from
+    its id. ``source`` is read whole first, so the store's write lock is held for the inserts alone (a run
+    recording meanwhile waits that long)."""
+    source = Path(source)
+    wanted = {table: {r[1]: (r[2].upper(), bool(r[3])) for r in target.execute(f"PRAGMA table_info({table})")}
+              for table in TABLES}
+    read = salvage.read_damaged(source, wanted)
     target.execute("BEGIN IMMEDIATE")
     try:
         had_runs = {r[0] for r in target.execute("SELECT id FROM runs")}
-        had_experiments = {r[0] for r in target.execute("SELECT id FROM experiments")}
-        new_runs: set[str] = set()
-        for table, (columns, found, _) in read.items():
-            key = columns.index("id") if table in ("runs", "experiments") else columns.index("run_id")
-            if table == "experiments":
-                found = [r for r in found if r[key] not in had_experiments]
-            elif table == "runs":
-                found = [r for r in found if r[key] not in had_runs]
-                # A run whose experiment was lost keeps its rows, not a reference to nothing.
-                experiments = {r[0] for r in target.execute("SELECT id FROM experiments")}
-                if "experiment_id" in columns:
-                    e = columns.index("experiment_id")
-                    found = [(*r[:e], r[e] if r[e] in experiments else None, *r[e + 1:]) for r in found]
-                new_runs = {r[key] for r in found}
-            else:
-                found = [r for r in found if r[key] in new_runs]
-            target.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
-                               f"VALUES ({', '.join('?' * len(columns))})", found)
-            rows[table] = len(found)
+        had = {"runs": had_runs, "experiments": {r[0] for r in target.execute("SELECT id FROM experiments")}}
+        inserted: dict[str, int] = {}
+        if "experiments" in read:
+            experiments = read["experiments"]
+            inserted["experiments"] = _insert(target, experiments, [
+                r for r in experiments.rows if r[experiments.columns.index("id")] not in had["experiments"]])
+        runs, rebuilt, partial = _run_rows(read, had_runs, source)
+        # A run whose experiment was lost keeps its rows, not a reference to nothing.
+        known_experiments = {r[0] for r in target.execute("SELECT id FROM experiments")}
+        for run in runs:
+            if run.get("experiment_id") not in known_experiments:
+                run["experiment_id"] = None
+        columns = list(wanted["runs"])
+        inserted["runs"] = _insert(target, salvage.TableRead("runs", columns),
+                                   [tuple(run.get(c) for c in columns) for run in runs])
+        new_runs = {run["id"] for run in runs}
+        for table in CHILD_TABLES:
+            if table in read:
+                key = read[table].columns.index("run_id")
+                inserted[table] = _insert(target, read[table], [r for r in read[table].rows if r[key] in new_runs])
         target.execute("COMMIT")
     except BaseException:
         target.execute("ROLLBACK")
         raise
-    return Recovery(str(source), rows.get("runs", 0), rows.get("experiments", 0), rows, unreadable)
+    unreadable = {}
+    for table, found in read.items():
+        counts = found.counts()
+        # Rows its index saw that did not come back, else at least those read that could not be what was stored.
+        unreadable[table] = max(found.malformed, sum(max(0, n - counts.get(key, 0)) for key, n in found.seen.items()
+                                                     if key not in had.get(table, had_runs)))
+    return Recovery(str(source), inserted.get("runs", 0), inserted.get("experiments", 0),
+                    {t: n for t, n in inserted.items() if t in CHILD_TABLES}, unreadable,
+                    {t: found.stretches for t, found in read.items()}, rebuilt, partial,
+                    {t: found.reader for t, found in read.items()})
 
 
-def _shared_columns(source: sqlite3.Connection, target: sqlite3.Connection, table: str) -> list[str]:
-    """The columns both stores have (an older store lacks the newer ones), in the target's order."""
-    theirs = {r[1] for r in _rows(source, f"PRAGMA table_info({table})")}
-    return [r[1] for r in target.execute(f"PRAGMA table_info({table})") if r[1] in theirs]
+def _insert(target: sqlite3.Connection, table: salvage.TableRead, rows: list[tuple]) -> int:
+    """Rows that break a constraint (a NOT NULL value that could not be read) are left out."""
+    before = target.total_changes
+    target.executemany(f"INSERT OR IGNORE INTO {table.table} ({', '.join(table.columns)}) "
+                       f"VALUES ({', '.join('?' * len(table.columns))})", rows)
+    return target.total_changes - before
 
 
-def _rows(db: sqlite3.Connection, sql: str, args=()) -> list[tuple]:
+def _run_rows(read: dict[str, salvage.TableRead], had_runs: set[str], source: Path) -> tuple[list[dict], int, int]:
+    """The runs' rows to insert: those read, and one rebuilt from its id for each run whose rows of other tables
+    came back without its own; each marked ``RECOVERED_PARTIAL`` where it is known or possible that some of its
+    rows were lost. Returns them, how many were rebuilt, and how many are partial."""
+    runs_read = read.get("runs") or salvage.TableRead("runs", ["id"])
+    found = {r["id"]: r for r in (dict(zip(runs_read.columns, row)) for row in runs_read.rows)
+             if r["id"] not in had_runs}
+    children = {t: read[t] for t in CHILD_TABLES if t in read}
+    counts = {t: found_rows.counts() for t, found_rows in children.items()}
+    ids = set(found) | {run_id for by_run in counts.values() for run_id in by_run if run_id not in had_runs}
+    rows, rebuilt, partial = [], 0, 0
+    for run_id in sorted(ids):
+        run = found.get(run_id) or {"id": run_id}
+        why = []
+        if run_id not in found:
+            why.append("its own row was lost, so its settings are unknown (rebuilt from its id)")
+            rebuilt += 1
+        elif run_id in runs_read.partly_read:
+            why.append("part of its own row could not be read and is left empty")
+        came_back, short, maybe_short = [], False, False
+        for table, found_rows in children.items():
+            got, seen = counts[table].get(run_id, 0), found_rows.seen.get(run_id)
+            if table == "profiles" and not got and not seen:
+                continue
+            came_back.append(f"{got:,}{f' of {seen:,}' if seen is not None and seen > got else ''} "
+                             f"{ROW_NAMES[table][got != 1]}")
+            lossy = bool(found_rows.stretches or found_rows.partly_read or found_rows.malformed)
+            short |= (seen is not None and seen > got) or run_id in found_rows.partly_read
+            maybe_short |= lossy and seen is None and not found_rows.seen_whole
+        if why or short or maybe_short:
+            note = f"{RECOVERED_PARTIAL} from {source}: {', '.join(came_back)} came back"
+            if maybe_short:
+                note += " (more may have been lost: SQLite could not tell whose unreadable rows were)"
+            was = [f"it was {run['status']}"] if run.get("status") else []
+            run["error"] = "; ".join([note, *why, *was, *filter(None, [run.get("error")])])
+            run["status"] = RECOVERED_PARTIAL
+            partial += 1
+        run.setdefault("ended", None)
+        for column, default in (("started", _started(run_id)), ("config", "{}"), ("status", RECOVERED_PARTIAL)):
+            if run.get(column) is None:
+                run[column] = default
+        rows.append(run)
+    return rows, rebuilt, partial
+
+
+def _started(run_id: str) -> float:
+    """When a run began, from its id (``Store.create_run``: its local time to the second), else 0."""
     try:
-        return db.execute(sql, args).fetchall()
-    except sqlite3.DatabaseError:
-        return []
+        return time.mktime(time.strptime(run_id[:15], "%Y%m%d-%H%M%S"))
+    except (ValueError, OverflowError):
+        return 0.0
 
 
-def _readable(db: sqlite3.Connection, table: str, columns: list[str]) -> tuple[list[tuple], int]:
-    """Every row SQLite can read, in rowid order, and how many unreadable stretches were stepped over. A read
-    that fails keeps the rows before it; the row it failed on is the next rowid, found through the table's
-    b-tree alone and skipped; where even the rowids cannot be read (a damaged interior page), the next readable
-    one is searched for (doubling the step, then halving back). A damaged page costs the rows on it."""
-    select = f"SELECT rowid, {', '.join(columns)} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT {READ_CHUNK}"
-    found: list[tuple] = []
-    after, skipped, failing = -MAX_ROWID, 0, False
-    while True:
-        start = after
-        try:
-            chunk = 0
-            for row in db.execute(select, (after,)):
-                found.append(row[1:])
-                after, chunk = row[0], chunk + 1
-            if chunk < READ_CHUNK:
-                return found, skipped
-            failing = False
-            continue
-        except sqlite3.DatabaseError:
-            pass
-        if after > start or not failing:
-            skipped, failing = skipped + 1, True   # a new stretch of unreadable rows
-        bad = _next_rowid(db, table, after)
-        if bad is None:
-            bad = _next_readable(db, table, max(after, 0))
-            if bad is None:
-                return found, skipped
-            after = max(bad - 1, after + 1)    # read from there: it may be readable
-        else:
-            after = bad        # the row the read failed on: skipped
+# The wal-index header (SQLite's wal.c, WalIndexHdr), in the machine's byte order: version, unused, change counter,
+# isInit, bigEndCksum, page size, mxFrame (frames in the log), nPage. Two copies, then WalCkptInfo.
+WAL_HEADER = struct.Struct("=IIIBBHII")
+WAL_INDEX_VERSION = 3007000
+WAL_FRAME_HEADER, WAL_FILE_HEADER = 24, 32
+BACKFILL_AT = 96                          # WalCkptInfo.nBackfill, after the header's two 48-byte copies
 
 
-def _next_rowid(db: sqlite3.Connection, table: str, after: int) -> int | None:
-    """The next rowid after ``after`` as the table's b-tree says it (None: none, or the b-tree is unreadable
-    there, which ``_next_readable`` then steps over)."""
+def lost_log(path: Path) -> str | None:
+    """What a deleted (or cut) write-ahead log lost, found before SQLite first opens the store (which rebuilds the
+    log's index): the index (``-shm``), left by a process that did not close the store, says the log held
+    committed pages not yet copied into the store (``mxFrame`` above ``nBackfill``), and the log is missing or
+    shorter than those pages. None when nothing was lost, or it cannot be told (both files gone: a clean close
+    removes both, so nothing is left to compare)."""
+    log, index = Path(f"{path}{SIDECARS[0]}"), Path(f"{path}{SIDECARS[1]}")
     try:
-        row = db.execute(f"SELECT rowid FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 1", (after,)).fetchone()
-    except sqlite3.DatabaseError:
+        with open(index, "rb") as f:
+            header = f.read(BACKFILL_AT + 4)
+    except OSError:
         return None
-    return row[0] if row else None
-
-
-def _next_readable(db: sqlite3.Connection, table: str, after: int) -> int | None:
-    """The smallest rowid above ``after`` from which the b-tree reads again, roughly (None: nothing readable)."""
-    def reads_from(rowid: int) -> bool:
-        try:
-            db.execute(f"SELECT rowid FROM {table} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (rowid,)).fetchall()
-            return True
-        except sqlite3.DatabaseError:
-            return False
-    step = 1
-    while not reads_from(after + step):
-        step *= 2
-        if after + step > MAX_ROWID:
-            return None
-    low, high = after + step // 2, after + step   # low fails (or is ``after`` itself), high reads
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if reads_from(middle) else (middle, high)
-    return high
+    if len(header) < BACKFILL_AT + 4 or header[:48] != header[48:96]:
+        return None   # no index, or one being written
+    version, _, _, initialised, _, page, frames, _ = WAL_HEADER.unpack_from(header)
+    backfilled = struct.unpack_from("=I", header, BACKFILL_AT)[0]
+    if version != WAL_INDEX_VERSION or not initialised or frames <= backfilled:
+        return None
+    page_size = 65536 if page == 1 else page
+    needed = WAL_FILE_HEADER + frames * (WAL_FRAME_HEADER + page_size)
+    try:
+        size = log.stat().st_size
+    except FileNotFoundError:
+        size = None
+    if size is not None and size >= needed:
+        return None
+    state = "is missing" if size is None else f"is cut short ({size:,} of {needed:,} bytes)"
+    return (f"its write-ahead log {log} {state}, yet its index {index} says the log held {frames - backfilled:,} "
+            "committed pages not yet written into the store: what was recorded last before the store was left "
+            "open (a run's last steps, or whole runs) is lost")

@@ -3,6 +3,9 @@ aggregates telemetry samples into buckets."""
 from __future__ import annotations
 
 STATUSES = ("running", "finished", "failed", "stopped", "interrupted")
+# A run copied back from a damaged store with some of its rows lost, or possibly lost (engine/store/repair.py):
+# its error says what came back and what it was before. Not a status a run ends with.
+RECOVERED_PARTIAL = "recovered (partial)"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
