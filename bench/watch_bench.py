@@ -31,11 +31,15 @@ EXAMPLES = {
 }
 
 
-ARMS = {"untimed": "0", "hooks": "silent", "watched": "1"}
+# Each arm's environment. "unyielding": watched with the recording's threads at the ranks' priority
+# (engine/yielding.py), what the recording cost before they yielded the cores.
+ARMS = {"untimed": {"SPLITSCOPE_WATCH_INSTRUMENTS": "0"}, "hooks": {"SPLITSCOPE_WATCH_INSTRUMENTS": "silent"},
+        "watched": {"SPLITSCOPE_WATCH_INSTRUMENTS": "1"},
+        "unyielding": {"SPLITSCOPE_WATCH_INSTRUMENTS": "1", "SPLITSCOPE_RECORDING_NICE": "0"}}
 
 
 def script_step_ms(args: list[str], arm: str, db: str) -> float:
-    env = dict(os.environ, SPLITSCOPE_WATCH_INSTRUMENTS=ARMS[arm])
+    env = dict(os.environ, **ARMS[arm])
     proc = subprocess.run([sys.executable, "main.py", "watch", "--devices", "cpu:2", "--db", db, "--", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     found = re.search(r"([\d.]+) ms per step", proc.stderr + proc.stdout)
@@ -56,8 +60,7 @@ def watch_overhead(rounds: int = 3) -> list[dict]:
                 each[arm].append(script_step_ms(args, arm, db))
         medians = {arm: statistics.median(values) for arm, values in each.items()}
         rows.append({"example": name, "ms": medians, "each": each,
-                     "hooks": medians["hooks"] / medians["untimed"] - 1,
-                     "watched": medians["watched"] / medians["untimed"] - 1})
+                     **{arm: medians[arm] / medians["untimed"] - 1 for arm in ARMS if arm != "untimed"}})
     return rows
 
 
@@ -127,7 +130,8 @@ def main() -> list[dict]:
     for r in rows:
         ms, each = r["ms"], r["each"]
         print(f"  {r['example']}: untimed {ms['untimed']:.2f} ms, hooks {ms['hooks']:.2f} ms ({r['hooks']:+.1%}), "
-              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}) (each: "
+              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}), unyielding {ms['unyielding']:.2f} ms "
+              f"({r['unyielding']:+.1%}) (each: "
               + "; ".join(f"{arm} {', '.join(f'{x:.1f}' for x in values)}" for arm, values in each.items()) + ")",
               flush=True)
     return rows

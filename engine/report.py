@@ -150,14 +150,14 @@ def _rolled_up_rows(s: RunSummary) -> list[tuple[str, object]]:
 def runs_table(runs) -> str:
     if not runs:
         return "no runs stored yet"
-    lines = [f"{'id':<23} {'started':<16} {'status':<11} {'strategy':<15} {'model':<14} {'devices':<12} "
+    lines = [f"{'id':<23} {'started':<16} {'status':<19} {'strategy':<15} {'model':<14} {'devices':<12} "
              f"{'step ms':>8} {'samples/s':>10}"]
     for r in runs:
         st = r.summary.step_time_s.mean if r.summary and r.summary.step_time_s else None
         tp = r.summary.throughput.mean if r.summary and r.summary.throughput else None
         cfg = r.config
         lines.append(
-            f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<11} "
+            f"{r.id:<23} {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.started)):<16} {r.status:<19} "
             f"{cfg.strategy:<15} {model_label(cfg):<14} {cfg.devices:<12} "
             f"{_fmt(st * 1000 if st else None, '.1f'):>8} {_fmt(tp, '.0f'):>10}")
     return "\n".join(lines)

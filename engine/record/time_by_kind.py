@@ -29,43 +29,62 @@ def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], di
     most ``end - start``. Ranks that never wait for each other (a script whose ranks form no group) run their k-th
     steps at other times than the merged step's: where the window would drop most of a device's time, its
     intervals are taken whole, and may add up to more (engine/record/findings.py says so).
-    The worker runs this for every device of every step: intervals that do not overlap (most steps' most) are
-    counted as they are."""
+    The worker runs this for every device of every step: an interval that overlaps no other (most of most steps')
+    is counted as it is, and only the groups of intervals that overlap (DDP's all-reduces inside the backward) are
+    swept moment by moment."""
     within = [(t0, t1, kind) for kind, t0, t1 in intervals if kind not in BETWEEN_STEPS and t1 > t0]
     clipped = [(t0 if t0 > start else start, t1 if t1 < end else end, kind) for t0, t1, kind in within
                if t1 > start and t0 < end]
     if sum(t1 - t0 for t0, t1, _ in clipped) < 0.5 * sum(t1 - t0 for t0, t1, _ in within):
         clipped = within
     clipped.sort()
+    held: dict[str, float] = {}
     raw: dict[str, float] = {}
-    reach, overlapping = float("-inf"), False
-    for t0, t1, kind in clipped:
+    group: list[tuple[float, float, str]] = []
+    reach = float("-inf")
+    for interval in clipped:
+        t0, t1, kind = interval
         raw[kind] = raw.get(kind, 0.0) + (t1 - t0)
-        overlapping = overlapping or t0 < reach
-        reach = max(reach, t1)
-    if not overlapping:
-        return raw, {}
-    held = dict.fromkeys(raw, 0.0)
-    edges = sorted({t for t0, t1, _ in clipped for t in (t0, t1)})
-    order = [(_RANK.get(kind, len(_RANK)), kind) for _, _, kind in clipped]
+        if group and t0 >= reach:   # the group so far overlaps nothing after it
+            if len(group) == 1:
+                held[group[0][2]] = held.get(group[0][2], 0.0) + (group[0][1] - group[0][0])
+            else:
+                _hold(group, held)
+            group = []
+        group.append(interval)
+        reach = t1 if t1 > reach else reach
+    if group:
+        _hold(group, held)
+    held = {kind: held.get(kind, 0.0) for kind in raw}   # every kind timed, a wholly hidden one at 0
+    hidden = {kind: raw[kind] - held[kind] for kind in raw if raw[kind] - held[kind] > 1e-12}
+    return held, hidden
+
+
+def _hold(group: list[tuple[float, float, str]], held: dict[str, float]) -> None:
+    """Add to ``held`` each moment of a group of overlapping intervals (sorted by start) to the kind that holds it."""
+    if len(group) == 1:
+        t0, t1, kind = group[0]
+        held[kind] = held.get(kind, 0.0) + (t1 - t0)
+        return
+    edges = sorted({t for t0, t1, _ in group for t in (t0, t1)})
+    order = [(_RANK.get(kind, len(_RANK)), kind) for _, _, kind in group]
     i, open_now = 0, []
     for a, b in zip(edges, edges[1:]):
-        while i < len(clipped) and clipped[i][0] <= a:
+        while i < len(group) and group[i][0] <= a:
             open_now.append(i)
             i += 1
-        open_now = [j for j in open_now if clipped[j][1] > a]
+        open_now = [j for j in open_now if group[j][1] > a]
         if not open_now:
             continue
         if len(open_now) == 1:
-            held[clipped[open_now[0]][2]] += b - a
-            continue
-        # an interval holding another open one (of another kind) is its envelope here: the held one counts
-        innermost = [j for j in open_now if not any(
-            k != j and clipped[k][2] != clipped[j][2] and clipped[j][0] <= clipped[k][0]
-            and clipped[k][1] <= clipped[j][1] for k in open_now)] or open_now
-        held[min(order[j] for j in innermost)[1]] += b - a
-    hidden = {kind: raw[kind] - held[kind] for kind in raw if raw[kind] - held[kind] > 1e-12}
-    return held, hidden
+            kind = group[open_now[0]][2]
+        else:
+            # an interval holding another open one (of another kind) is its envelope here: the held one counts
+            innermost = [j for j in open_now if not any(
+                k != j and group[k][2] != group[j][2] and group[j][0] <= group[k][0]
+                and group[k][1] <= group[j][1] for k in open_now)] or open_now
+            kind = min(order[j] for j in innermost)[1]
+        held[kind] = held.get(kind, 0.0) + (b - a)
 
 
 def ordered(kinds) -> list[str]:
