@@ -280,3 +280,23 @@ def test_reading_a_scripts_unusual_inputs_never_fails_it():
                 optimizer.step()
         reports, _ = watching(train)
         assert [r.samples for r in reports] == [samples] * 2
+
+
+@pytest.mark.quick
+def test_a_gpus_steps_wait_in_their_queue_until_its_marks_are_passed():
+    """On a GPU a step is reported once the device has passed its marks; up to QUEUED_AT_MOST wait for it without
+    the script waiting (this path runs only where a clock's marks lag: never on a CPU)."""
+    import types
+
+    from engine.watch.step_queue import QUEUED_AT_MOST, StepEnds
+
+    class Lagging:
+        def done(self, marks):
+            return False
+
+        def wait(self, marks):
+            raise AssertionError("waited with room in the queue")
+    queued = [types.SimpleNamespace(marks=lambda: ()) for _ in range(QUEUED_AT_MOST)]
+    state = types.SimpleNamespace(_queued=list(queued), clock=Lagging(), emit=None, device="cuda:0")
+    StepEnds._report(state, wait=False)
+    assert len(state._queued) == QUEUED_AT_MOST

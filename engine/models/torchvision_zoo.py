@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 
-import torch
 from torch.nn import functional as F
 
 from engine.models import TORCHVISION

@@ -11,6 +11,7 @@ its neighbour (a skip connection) reaches it too.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 from typing import Callable
@@ -78,7 +79,7 @@ def run_each_stage(pipe, inputs: torch.Tensor, run_stage: Callable[[int, Callabl
             stage = pipe.get_stage_module(k)
             args = fx.node.map_arg(node.args, lambda n: cut(n, env[n]))
             kwargs = fx.node.map_arg(node.kwargs, lambda n: cut(n, env[n]))
-            out = run_stage(k, lambda: stage(*args, **kwargs))
+            out = run_stage(k, functools.partial(stage, *args, **kwargs))
             runs.append(StageRun(out, cuts))
             env[node], made_by[node] = out, k
         elif node.op == "call_function" and node.target is operator.getitem:
@@ -103,7 +104,7 @@ def backward_each_stage(runs: list[StageRun], loss: torch.Tensor,
             outputs = [t for t in tensors_in(run.output) if t.requires_grad and id(t) in grad_of]
             if outputs:
                 grads = [grad_of.pop(id(t)) for t in outputs]
-                run_backward(k, lambda: torch.autograd.backward(outputs, grads))
+                run_backward(k, functools.partial(torch.autograd.backward, outputs, grads))
         for c in run.cuts:
             if c.leaf.grad is None:
                 continue

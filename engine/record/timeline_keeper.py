@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from typing import TYPE_CHECKING
 
 from engine.config import TIMELINE_MODES
+
+if TYPE_CHECKING:
+    from engine.results import Step
 
 FIRST, LAST, PER_OCTAVE, NEIGHBOURS, OUTLIERS_PER_OCTAVE = 200, 200, 100, 50, 100
 

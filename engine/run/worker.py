@@ -400,9 +400,9 @@ class Worker:
                                                    if finished and rr.two_way_extra_s is not None), default=None),
             recording_cpu_s=(time.process_time() - self._cpu_from) / (self.totals.steps - 1)
             if self._cpu_from is not None and self.totals.steps > 1 else None,
-            world=self.world, script=None if self.strategy.builds_model else script_facts(self.ranks, self.totals.steps),
-            unformulated=next(
-                (rr.unformulated for rr in self.ranks if rr.unformulated), None))
+            world=self.world,
+            script=None if self.strategy.builds_model else script_facts(self.ranks, self.totals.steps),
+            unformulated=next((rr.unformulated for rr in self.ranks if rr.unformulated), None))
         self.emit(Finished, status=status, summary=summary)
         return 0 if status == "finished" else 1
 

@@ -45,17 +45,15 @@ from engine.watch.clocks import HostClock, clock_for
 from engine.watch.step_queue import Boundary, QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
 from engine.watch.script_facts import ScriptReader
 
-QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
-
 
 class Instruments(StepEnds):
     def __init__(self, device, emit: Callable[[StepReport], None], steps: int | None = None,
                  on_training: Callable[[], None] | None = None, count_flops: bool = True, warmup: int = 1):
         """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
-        once, at the script's first forward (the worker's start-up allowance covers everything before it:
-        imports, datasets, the rendezvous). ``count_flops``: count the FLOPs of step ``COUNTED_STEP``
-        (engine/measure/flops.py, as the engine's ranks count theirs); ``warmup``: the run's (a counted step among
-        the measured ones is said)."""
+        once, at the script's first training forward (the hang timeout bounds everything before it: the
+        script's imports, datasets, the rendezvous; engine/run/heartbeat.py). ``count_flops``: count the FLOPs
+        of step ``COUNTED_STEP`` (engine/measure/flops.py, as the engine's ranks count theirs); ``warmup``: the
+        run's (a counted step among the measured ones is said)."""
         self._warmup = warmup
         self.own = device if not isinstance(device, str) else Device(device, "cpu", 0)
         self.device = self.own.name

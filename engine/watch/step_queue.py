@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from engine.measure.counted_step import COUNTED_STEP
 from engine.record.rank_events import StepReport
 
+QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
+
 
 class WatchEnded(BaseException):
     """Raised from the optimizer's post-hook once the watch has its steps: a BaseException, so the script's own
