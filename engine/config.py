@@ -116,6 +116,8 @@ class ExperimentConfig:
                                     label="decode cost (ms per sample)", form=True)
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
                                     "and exported with `export --format trace` (default 0: none)", form=True)
+    profile_from: int | None = _option(None, "the first step --profile-steps records, counted from 0 (default: "
+                                             "the first measured, --warmup)")
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
                                        "(engine.record.timeline_keeper)", choices=TIMELINE_MODES, form=True)
     optimizer: str = _option("sgd", "the optimizer every strategy builds", choices="optimizers")

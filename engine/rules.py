@@ -92,11 +92,17 @@ def problems(config: ExperimentConfig) -> list[Problem]:
                            "points are its blocks")
     if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
         add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
+    first_profiled = config.warmup if config.profile_from is None else config.profile_from
     if not 0 <= config.profile_steps <= 20:
         add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
-    elif config.profile_steps and config.profile_steps > config.steps - config.warmup:
-        add("profile_steps", f"must be at most the measured steps ({config.steps - config.warmup}: --steps less "
-                             f"--warmup), got {config.profile_steps}")
+    elif config.profile_from is not None and config.profile_from < 0:
+        add("profile_from", f"must be a step, 0 or more, got {config.profile_from}")
+    elif config.profile_from is not None and not config.profile_steps:
+        add("profile_from", "applies with --profile-steps (the steps it records)")
+    elif config.profile_steps and config.steps and config.profile_steps > config.steps - first_profiled:
+        # a watched script's steps (config.steps 0) end when it does: whatever it reaches is recorded
+        add("profile_steps", f"must be at most the steps from the first recorded ({first_profiled}) to the last "
+                             f"({config.steps - 1}: --steps less one), got {config.profile_steps}")
     if config.warmup < 0:
         add("warmup", f"must be 0 or more, got {config.warmup}")
     elif config.steps >= 1 and config.warmup >= config.steps:

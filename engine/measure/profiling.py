@@ -1,4 +1,5 @@
-"""``--profile-steps N``: torch.profiler over a rank's first N measured steps, its Chrome trace kept with the run.
+"""``--profile-steps N``: torch.profiler over N steps of a rank (its first measured, or from ``--profile-from``), its
+Chrome trace kept with the run; a watched script's the same (engine/watch/step_queue.py).
 
 Each rank profiles its own process (CPU ops, and CUDA kernels where it drives a
 GPU), writes the profiler's Chrome trace to a file of its own and says where
@@ -16,6 +17,11 @@ import tempfile
 TRACE_PREFIX = "splitscope-rank"   # a rank's trace file, until the session stores it (engine/run/local_ranks.py)
 
 STEP_MARK = "splitscope step "   # + the step number: the annotation around each profiled step
+
+
+def first_profiled(config) -> int:
+    """The first step ``--profile-steps`` records: ``--profile-from``, else the first measured."""
+    return config.warmup if config.profile_from is None else config.profile_from
 
 
 class StepProfiler:

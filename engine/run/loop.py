@@ -14,7 +14,7 @@ from typing import Callable
 from engine.devices import Device
 from engine.measure.counted_step import counted_step
 from engine.measure.flops import DeviceFlops
-from engine.measure.profiling import StepProfiler
+from engine.measure.profiling import StepProfiler, first_profiled
 from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
 from engine.record.rank_events import Profiled, RankEvent, StepReport
@@ -32,8 +32,8 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
     # first step, whose peak is the optimizer's state being made, not that of the steps after it.
     peak_step = ctx.config.warmup - 1 if ctx.config.warmup >= 2 else None
     meter = TensorMeter(executor.placements(), step_peak=executor.step_peak, peak_step=peak_step)
-    profiler = StepProfiler(ctx.config.profile_steps, ctx.config.warmup, any(d.kind == "cuda" for d in ctx.devices),
-                            ctx.rank)
+    profiler = StepProfiler(ctx.config.profile_steps, first_profiled(ctx.config),
+                            any(d.kind == "cuda" for d in ctx.devices), ctx.rank)
     reported = None
     device_types = sorted({d.kind for d in ctx.devices})
     feed = BatchFeed(ctx, executor, data_device, loader_cores)   # last: a loader's workers start here

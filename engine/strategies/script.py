@@ -71,9 +71,6 @@ class Script(Strategy):
 
     def option_problems(self, config) -> list[Problem]:
         found = super().option_problems(config)
-        if config.profile_steps:
-            found.append(Problem("profile_steps", "a watched script is not profiled (run it under torch.profiler "
-                                                  "yourself)"))
         if config.steps < 0:
             found.append(Problem("steps", f"must be 0 (until the script ends) or more, got {config.steps}"))
         # the options of our own model and loop, which a script does not read, where given (not their defaults)

@@ -139,6 +139,7 @@ def failed(instruments, channel: EventChannel, failure: Failed) -> None:
     """The script failed: its steps so far kept (a GPU's last ones waited for), then its error."""
     try:
         instruments.stop_counting()
+        instruments.close_profiler()
         instruments.flush()
     except Exception:  # noqa: BLE001  (a GPU the error left unusable: those steps are lost, the error is not)
         pass
@@ -183,6 +184,10 @@ def main() -> int:
                               config.steps or None, on_training=ready if timed else None, count_flops=mode == "1",
                               warmup=config.warmup)
     instruments.given_samples = config.samples_per_step
+    if config.profile_steps and timed:
+        from engine.measure.profiling import StepProfiler, first_profiled
+        instruments.profiler = StepProfiler(config.profile_steps, first_profiled(config), own.kind == "cuda",
+                                            env.rank)
     heartbeat.enter(phases.SCRIPT)
     if not timed:
         ready()
@@ -207,6 +212,7 @@ def main() -> int:
             runpy.run_path(script, run_name="__main__")
     except WatchEnded:
         instruments.training()
+        instruments.close_profiler()
         channel.emit(done(instruments, own))
         return STOPPED_BY_US   # the steps asked for are watched: the script is stopped there
     except SystemExit as exc:

@@ -37,6 +37,10 @@ def add_parser(sub) -> None:
                             "the script does not say (watch.step) and its "
                             "batches come from no DataLoader (default: the first dimension of the model's first "
                             "tensor input)")
+    watch.add_argument("--profile-steps", default=None, metavar="N|A:B",
+                       help="record steps A to B (counted from 0), or the first N measured, with torch.profiler on "
+                            "every rank (CUDA kernels on GPUs, CPU ops elsewhere), kept with the run; read by "
+                            "`main.py trace` and exported with `export --format trace`")
     watch.add_argument("--hang-timeout", dest="hang_timeout_s", type=float, default=HANG_TIMEOUT_S,
                        help=f"seconds without a step before a rank is declared hung (default {HANG_TIMEOUT_S:g})")
     watch.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
@@ -87,6 +91,7 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     elif nproc is not None and device_count(devices) not in (None, nproc):
         found.append(Problem("devices", f"{devices} and torchrun --nproc-per-node {nproc}: give one of them "
                                         "(or the same count)"))
+    profiled = profile_range(args.profile_steps, found)
     if args.steps is not None and args.steps < 1:
         found.append(Problem("steps", f"must be at least 1, got {args.steps}"))
     if not 0 < args.telemetry_hz <= 50:
@@ -96,4 +101,21 @@ def watch_config(args) -> tuple[ExperimentConfig, None]:
     config = script_config(script, script_args, devices=devices, steps=args.steps or UNTIL_THE_END, cwd=os.getcwd(),
                            hang_timeout_s=args.hang_timeout_s, warmup=args.warmup, launch=launch, module=module,
                            samples_per_step=args.samples_per_step)
+    if profiled is not None:
+        config = config.replace(profile_steps=profiled[1], profile_from=profiled[0])
     return config.replace(nodes=args.nodes, token_file=args.token_file), None
+
+
+def profile_range(given: str | None, found: list[Problem]) -> tuple[int | None, int] | None:
+    """``--profile-steps``: "A:B" as (A, B - A + 1), "N" as (None: from the first measured, N); a problem in
+    ``found`` where it is neither."""
+    if given is None:
+        return None
+    first, colon, last = given.partition(":")
+    if not colon and first.strip().isdigit():
+        return None, int(first)
+    if colon and first.strip().isdigit() and last.strip().isdigit() and int(last) >= int(first):
+        return int(first), int(last) - int(first) + 1
+    found.append(Problem("profile_steps", f"N (the first N measured steps) or A:B (steps A to B, counted from 0, "
+                                          f"A at most B), got {given!r}"))
+    return None

@@ -64,6 +64,7 @@ class Instruments(StepEnds):
         self._counting = None              # its context, entered for the counted step
         self.emit = emit
         self.max_steps = steps
+        self.profiler = None               # torch.profiler over the steps --profile-steps asks for (StepProfiler)
         self._on_training = on_training
         self.clock = HostClock()           # the model's device's, from the first forward (engine/watch/clocks.py)
         self._clock_chosen = False
@@ -202,6 +203,7 @@ class Instruments(StepEnds):
         if self._on_training is not None:
             callback, self._on_training = self._on_training, None
             callback()
+            self._profile_boundary(None)   # the first step begins
 
     # ---- what the script says (splitscope/watch.py) ------------------------------------
     def declare(self, samples: int | None = None, loss: float | None = None) -> None:
@@ -372,6 +374,7 @@ class Instruments(StepEnds):
                 self._end_step(self.clock.now())
         finally:
             self.stop_counting()
+            self.close_profiler()
             self.flush()
 
     def stop_counting(self) -> None:

@@ -3,10 +3,11 @@ at its end mark or where it stood at its last optimizer step, its FLOPs counted 
 marks until the clock can read them (a GPU's, once the GPU has passed them) and made the rank's report."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from engine.measure.counted_step import COUNTED_STEP
-from engine.record.rank_events import StepReport
+from engine.record.rank_events import Profiled, StepReport
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 
@@ -102,6 +103,7 @@ class StepEnds:
             self._counting, flops = None, {self.device: sum(self.flops.by_device.values())}
         self._queued.append(QueuedStep(self.step, start, end, intervals, losses, declared_loss, samples, flops))
         self.step += 1
+        self._profile_boundary(self.step - 1)
         self._step_start, self._forwarded, self._samples, self._backward_seen = end, False, 0, False
         self._samples_from, self._backwards, self._boundary, self._loader_timed = None, 0, None, False
         if self._optimized and self._steppers is None:
@@ -117,6 +119,23 @@ class StepEnds:
         if self._count_flops and self.step == COUNTED_STEP:
             self._count_next = True   # until a step starts with its first forward (not one ended late)
         self._report(wait=False)
+
+    def _profile_boundary(self, ended: int | None) -> None:
+        """torch.profiler over the steps asked for (--profile-steps, engine/measure/profiling.py): the step that
+        ``ended`` closes its mark (after the last, the trace is written and said), the next one opens its own."""
+        profiler = self.profiler
+        if profiler is None:
+            return
+        if ended is not None:
+            trace = profiler.after_step(ended)
+            if trace is not None:
+                self.emit(Profiled(trace, profiler.started_at))
+        profiler.before_step(self.step, time.perf_counter())
+
+    def close_profiler(self) -> None:
+        """The script ended (or failed, or its steps were watched) inside the profiled steps: none kept."""
+        if self.profiler is not None:
+            self.profiler.close()
 
     def _start_counting(self) -> None:
         self._count_next = False

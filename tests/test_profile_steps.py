@@ -1,0 +1,51 @@
+"""torch.profiler over the steps a user asks for: `watch --profile-steps A:B` on every rank of a watched script,
+and `run --profile-from`: each rank's trace kept with the run, its steps marked (engine/measure/profiling.py)."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import cli
+from engine.measure.profiling import STEP_MARK
+from engine.store import Store
+
+
+def marked_steps(trace: dict) -> list[str]:
+    return sorted({e["name"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith(STEP_MARK)})
+
+
+def test_watch_records_the_steps_asked_for_on_every_rank(tmp_path):
+    db = str(tmp_path / "runs.sqlite3")
+    _, summary = cli("watch", "--devices", "cpu:2", "--profile-steps", "1:2", "--db", db, "--json", "--",
+                     "examples/ddp_train.py", "--steps", "5", "--batch-size", "16", check_json=True)
+    with Store(db) as store:
+        profiles = store.profiles(summary["run_id"])
+    assert [(rank, device) for rank, device, _, _ in profiles] == [(0, "cpu:0"), (1, "cpu:1")]
+    for _, _, _, trace in profiles:
+        assert marked_steps(trace) == [f"{STEP_MARK}1", f"{STEP_MARK}2"]
+        # the script's own ops, its DDP all-reduce among them
+        names = {str(e.get("name")) for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
+        assert "aten::addmm" in names and any("allreduce" in name for name in names), sorted(names)[:40]
+
+
+def test_run_profiles_from_the_step_given(tmp_path):
+    db = str(tmp_path / "runs.sqlite3")
+    _, summary = cli("run", "--devices", "cpu:1", "--width", "32", "--depth", "2", "--batch-size", "16", "--steps",
+                     "5", "--warmup", "1", "--profile-steps", "1", "--profile-from", "3", "--db", db, "--json",
+                     check_json=True)
+    with Store(db) as store:
+        ((_, _, _, trace),) = store.profiles(summary["run_id"])
+    assert marked_steps(trace) == [f"{STEP_MARK}3"]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("given,said", [("2:1", "A at most B"), ("x", "N (the first N measured steps)"),
+                                        ("1:", "A:B")])
+def test_a_profile_range_that_is_none_is_refused(given, said):
+    proc = cli("watch", "--profile-steps", given, "--", "examples/ddp_train.py")
+    assert proc.returncode == 2 and "--profile-steps" in proc.stderr and said in proc.stderr, proc.stderr
+
+
+@pytest.mark.quick
+def test_profile_from_without_profile_steps_is_refused():
+    proc = cli("run", "--profile-from", "2", "--steps", "4")
+    assert proc.returncode == 2 and "--profile-from: applies with --profile-steps" in proc.stderr, proc.stderr
