@@ -28,12 +28,13 @@ def test_naive_split_devices_are_busy_about_half_the_time(runs):
     util = naive["telemetry"]["util_mean"]
     # Here 50-57; a loaded CI machine read 58.9 where the engine timed 46.1: the core also runs what else is
     # ready when the rank waits (see the next-but-one test).
-    assert all(35 <= u <= 70 for u in util), util
+    assert len(util) == 2 and all(35 <= u <= 70 for u in util), util
 
 
 def test_pipeline_raises_each_device_by_ten_points(runs):
     _, naive, piped = runs
-    for before, after in zip(naive["telemetry"]["util_mean"], piped["telemetry"]["util_mean"]):
+    assert len(naive["telemetry"]["util_mean"]) == len(piped["telemetry"]["util_mean"]) == 2
+    for before, after in zip(naive["telemetry"]["util_mean"], piped["telemetry"]["util_mean"], strict=True):
         assert after >= before + 10, (naive["telemetry"], piped["telemetry"])
 
 
@@ -46,9 +47,10 @@ def test_the_engines_busy_share_and_the_oss_reading_are_told_apart_where_they_di
     _, naive, piped = runs
     for summary in (naive, piped):
         devices, telemetry = summary["devices"], summary["telemetry"]
+        assert len(telemetry["util_mean"]) == len(devices) == 2, telemetry
         assert all(0 <= util <= 100.5 for util in telemetry["util_mean"]), telemetry
         assert all(other is not None and other >= 0 for other in telemetry["other_mean"]), telemetry
-        gaps = [util - 100 * busy for util, busy in zip(telemetry["util_mean"], summary["devices_busy"])]
+        gaps = [util - 100 * busy for util, busy in zip(telemetry["util_mean"], summary["devices_busy"], strict=True)]
         flagged = [name for name, gap in zip(devices, gaps) if abs(gap) > 10]
         note = telemetry["disagreement"] or ""
         assert [name for name in devices if note.startswith(f"{name}:") or f"; {name}:" in note] == flagged, note
