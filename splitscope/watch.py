@@ -18,25 +18,32 @@ replaces the watch's guess (the time from a step's end to its first forward).
 from __future__ import annotations
 
 import contextlib
+import sys
 
 KINDS = ("data", "transfer")   # what the hooks cannot see; the others they time themselves (a second would double)
+# Where a watched rank's bootstrap (engine/watch/bootstrap.py) puts the instruments that time its steps, before the
+# script's first line. Read from sys.modules, not imported: a script that is not watched loads nothing of the engine.
+_CURRENT = "engine.watch.current"
 
-# Set by the watched rank's bootstrap (engine/watch/bootstrap.py) before the script's first line: the
-# instruments that time its steps. None: not watched, and every call here does nothing.
-_instruments = None
+
+def _instruments():
+    """The instruments, or None: not watched, and every call here does nothing."""
+    current = sys.modules.get(_CURRENT)
+    return getattr(current, "instruments", None)
 
 
 def watched() -> bool:
     """Whether this process is a rank of a watch."""
-    return _instruments is not None
+    return _instruments() is not None
 
 
 def step(samples: int | None = None, loss: float | None = None) -> None:
     """The step under way has ``samples`` samples and this ``loss`` (either may be left out)."""
     if samples is not None and (not isinstance(samples, int) or samples < 0):
         raise ValueError(f"watch.step: samples must be a whole number of at least 0, got {samples!r}")
-    if _instruments is not None:
-        _instruments.declare(samples=samples, loss=None if loss is None else float(loss))
+    instruments = _instruments()
+    if instruments is not None:
+        instruments.declare(samples=samples, loss=None if loss is None else float(loss))
 
 
 @contextlib.contextmanager
@@ -44,11 +51,12 @@ def phase(kind: str):
     """Time the block as ``kind`` on this device's timeline (one of ``KINDS``)."""
     if kind not in KINDS:
         raise ValueError(f"watch.phase: kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if _instruments is None:
+    instruments = _instruments()
+    if instruments is None:
         yield
         return
-    start = _instruments.now()   # the watch's clock: on a GPU, when the GPU gets there (its idle while the host works)
+    start = instruments.now()   # the watch's clock: on a GPU, when the GPU gets there (its idle while the host works)
     try:
         yield
     finally:
-        _instruments.declare_phase(kind, start, _instruments.now())
+        instruments.declare_phase(kind, start, instruments.now())

@@ -9,7 +9,7 @@ to its device's core as engine/run/rank.py does, sends DataLoader workers to the
 holds (a worker would otherwise inherit its rank's one core and take turns with it), installs the
 instruments (engine/watch/instruments.py) and runs the script as ``__main__`` with its own
 arguments, in its folder; the script imports nothing of ours (splitscope/watch.py, if it does, reaches
-the instruments). Its steps go to the worker as the engine's rank events (Ready, StepReport per
+the instruments, engine/watch/current.py). Its steps go to the worker as the engine's rank events (Ready, StepReport per
 training step, Done, or Failed with the script's traceback) on SPLITSCOPE_EVENT_FD, or on a node
 the agent's socket (SPLITSCOPE_EVENT_SOCKET).
 """
@@ -197,8 +197,8 @@ def main() -> int:
         instruments.install()
     # torch warns of any global module hook where a script compiles a module: ours are kept out of its graph
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-    import splitscope.watch   # what the script says of its steps (watch.step, watch.phase) reaches them
-    splitscope.watch._instruments = instruments
+    from engine.watch import current   # what the script says of its steps (splitscope.watch) reaches them
+    current.instruments = instruments
     script = config.script
     try:
         sys.argv = [script or config.script_module, *shlex.split(config.script_args or "")]
