@@ -14,7 +14,8 @@ from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device
 from engine.plan.planning import balanced_split
 from engine.record.rank_events import StepReport
-from engine.record.summary import StepMerger, stage_balance, stage_busy, theoretical_bubble, why_no_theory
+from engine.record.step_merger import StepMerger
+from engine.record.summary import stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, Step, from_json
 from engine.rules import effective_micro_batches, problems
 from engine.run import protocol
@@ -228,7 +229,7 @@ def test_the_one_second_mean_is_the_same_figure_for_lists_and_arrays(steps, wind
 
 
 def test_a_collective_is_waiting_until_the_last_rank_arrives_and_never_over_the_ranks_own_work():
-    from engine.record.summary import separate_collective_waits
+    from engine.record.step_merger import separate_collective_waits
     # Rank 1 launches both buckets early, the first while its backward still runs (2 .. 5);
     # rank 0 arrives at 6 and at 9.
     rank0 = StepReport(0, 0, 10, {"cpu:0": [["backward", 0, 9], ["communication", 6, 7], ["communication", 9, 10]]})

@@ -40,7 +40,7 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
     """The intervals (step, device, kind, t0, t1) of the ``last`` steps among ``rows``.
 
     ``steps`` give where each step ended (a step starts where the previous one ended,
-    engine.record.summary.StepMerger); ``kept`` is (steps whose intervals are stored, steps), to
+    engine.record.step_merger.StepMerger); ``kept`` is (steps whose intervals are stored, steps), to
     say when the timelines are a sample; ``plan`` (the run's schedule plan) names each compute interval's
     action in the table ("0F1": engine.figures.plan.measured_actions)."""
     shown = sorted({row[0] for row in rows})[-last:]

@@ -4,7 +4,7 @@ engine.run.rank and engine.run.loop make them, ``encode`` writes them (a rank
 on a node sends the same lines through its agent, engine/nodes, which moves
 their times onto the coordinator's clock), and the worker reads them back with
 ``decode`` at the one place it takes them in (engine.run.worker); its step
-merger (engine.record.summary.StepMerger) takes the ``StepReport``s. Fields a
+merger (engine.record.step_merger.StepMerger) takes the ``StepReport``s. Fields a
 newer rank adds are ignored by an older worker; ``time`` (when the rank wrote
 the line) is the channel's, not the event's.
 """
@@ -27,7 +27,7 @@ class Ready:
 @dataclass
 class StepReport:
     """One step on one rank, its intervals on the rank's own clock (the merger moves them; mutable for
-    engine.record.summary.separate_collective_waits, which cuts waits out of collectives in place)."""
+    engine.record.step_merger.separate_collective_waits, which cuts waits out of collectives in place)."""
     step: int
     start: float
     end: float

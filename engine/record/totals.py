@@ -35,7 +35,7 @@ class RunningStat:
 
 
 class RunTotals:
-    """Running totals of a run's merged steps (engine.record.summary.StepMerger's output)."""
+    """Running totals of a run's merged steps (engine.record.step_merger.StepMerger's output)."""
 
     def __init__(self, devices: list[str], warmup: int):
         self.devices = list(devices)

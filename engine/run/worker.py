@@ -28,7 +28,8 @@ from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.record import rank_events
-from engine.record.summary import StepMerger, summarize, theoretical_bubble, theory_formula, unique_devices
+from engine.record.step_merger import StepMerger
+from engine.record.summary import summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
 from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
                            WorkerEvent)

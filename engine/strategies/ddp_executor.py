@@ -6,7 +6,7 @@ launch to the all-reduce's completion, on gloo and on NCCL (there through CUDA
 events on the stream that waits for it), and each bucket's bytes counted
 (engine.measure.communication: the reducer calls no Python op a dispatch mode could see). The worker's merge then cuts each rank's
 share of a collective that came before the last rank arrived off as "wait"
-(engine.record.summary). ``backward`` ends where the last bucket is launched: after it,
+(engine.record.step_merger). ``backward`` ends where the last bucket is launched: after it,
 the rank waits for the all-reduce, then copies the reduced buckets into the
 gradients (timed as "transfer").
 """

@@ -37,7 +37,7 @@ class Strategy:
     uses_micro_batches = False    # cuts the batch into micro-batches (--micro-batches, --split-size, --schedule)
     data_parallel = False         # the batch is split over replicas; reports each one's batch size
     needs_process_group = False   # a torch.distributed group even with one process
-    collectives_span_all_ranks = True  # every collective takes every rank (engine.record.summary separates their waits)
+    collectives_span_all_ranks = True  # every collective takes every rank (engine.record.step_merger separates their waits)
     rank_module = "engine.run.rank"   # what each rank process runs (engine.run.local_ranks)
     builds_model = True               # trains our model (else a script of the user's: engine/strategies/script.py)
     in_picker = True                  # the app's strategy picker offers it
