@@ -22,7 +22,8 @@ from engine.run_options import add_run_options, config_from_args, given_options,
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 # build_parser's subcommands, in its order
-COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node", "watch")
+COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node", "watch",
+            "trace")
 
 
 class ArgumentError(Exception):
@@ -96,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write a new random token to FILE (readable by you alone), then exit")
     from engine.watch.command import add_parser as add_watch_command
     add_watch_command(sub)
+    from engine.traces.command import add_parser as add_trace_command
+    add_trace_command(sub)
     return parser
 
 
@@ -134,6 +137,9 @@ def _dispatch(args, parser) -> int:
     if args.command == "node":
         from engine.nodes.command import cmd_node
         return cmd_node(args)
+    if args.command == "trace":   # a job's profiler traces read (engine/traces)
+        from engine.traces.command import cmd_trace
+        return cmd_trace(args)
     if args.command == "watch":   # run's short way for --strategy script
         from engine.watch.command import NAMES, watch_config
         config, _ = validate_or_report(lambda: watch_config(args), NAMES)
