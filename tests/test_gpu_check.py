@@ -66,4 +66,7 @@ def test_gpu_check_runs_on_an_engine_only_interpreter(tmp_path):
                                                                             "mlp single cpu:1 bfloat16"]
     assert all(0 < r["mfu"] <= 1 and r["efficiency"][0]["measured_peak"] > 0 for r in efficiency["runs"])
     assert all(r["samples_per_joule"] is None for r in efficiency["runs"])
+    # a watched script's profiled steps read back by the trace reader: each rank's CPU ops (no kernels on a CPU)
+    watched = report["watched_profile"]
+    assert watched["ok"] and [r["rank"] for r in watched["ranks"]] == [0, 1], watched
     assert "figures in" in proc.stdout

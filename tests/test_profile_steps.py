@@ -25,6 +25,10 @@ def test_watch_records_the_steps_asked_for_on_every_rank(tmp_path):
         # the script's own ops, its DDP all-reduce among them
         names = {str(e.get("name")) for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
         assert "aten::addmm" in names and any("allreduce" in name for name in names), sorted(names)[:40]
+    # and read back by the trace reader: every rank's, a CPU's ops only (no GPU kernels), said so
+    _, job = cli("trace", "--run", summary["run_id"], "--db", db, "--json", check_json=True)
+    assert [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert all(r["cpu_ops"] > 0 and r["gpu_events_read"] == 0 for r in job["ranks"]), job["ranks"]
 
 
 def test_run_profiles_from_the_step_given(tmp_path):
@@ -49,3 +53,12 @@ def test_a_profile_range_that_is_none_is_refused(given, said):
 def test_profile_from_without_profile_steps_is_refused():
     proc = cli("run", "--profile-from", "2", "--steps", "4")
     assert proc.returncode == 2 and "--profile-from: applies with --profile-steps" in proc.stderr, proc.stderr
+
+
+@pytest.mark.quick
+def test_trace_of_a_run_that_stored_none_says_so(tmp_path):
+    db = str(tmp_path / "runs.sqlite3")
+    proc = cli("trace", "--run", "nosuchrun", "--db", db)
+    assert proc.returncode == 2 and "no run 'nosuchrun'" in proc.stderr, proc.stderr
+    proc = cli("trace", "--db", db)
+    assert proc.returncode == 2 and "or --run RUN_ID" in proc.stderr, proc.stderr

@@ -106,14 +106,17 @@ def cpu_checks() -> list[Check]:
 
 
 def cli(args: list[str], db: Path, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, float]:
-    """``python main.py ARGS --db DB``, handed this script's fork server (engine/forkserver/): torch and the engine
-    are imported once for every run here, not once a command."""
+    """``python main.py ARGS --db DB`` (before a watched script's ``--``, whose arguments are the script's), handed
+    this script's fork server (engine/forkserver/): torch and the engine are imported once for every run here, not
+    once a command."""
     from engine import forkserver
     started = time.time()
     connection = forkserver.hand_over_connection()
     env = dict(os.environ, **({forkserver.CONNECTION_ENV: str(connection.fileno())} if connection else {}))
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "--db", str(db)], cwd=ROOT, env=env,
+        cut = args.index("--") if "--" in args else len(args)
+        proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args[:cut], "--db", str(db), *args[cut:]],
+                              cwd=ROOT, env=env,
                               pass_fds=(connection.fileno(),) if connection else (), capture_output=True, text=True,
                               timeout=timeout)
     finally:
@@ -238,6 +241,32 @@ def input_pipeline(db: Path, cpu: bool) -> dict:
 
 
 # ---- NVML against nvidia-smi ------------------------------------------------------------------
+def watched_profile(db: Path, cpu: bool) -> dict:
+    """``watch --profile-steps 2:3`` of the DDP example, its stored traces read back by ``trace --run`` (engine/traces):
+    on a GPU every rank's kernels seen, idle + compute + non-compute making its span, compute above 0 and the
+    all-reduce's communication kernels found; on CPU virtual devices, each rank's CPU ops."""
+    devices = ["--devices", "cpu:2"] if cpu else ["--devices", "cuda:0"]
+    script = ["examples/ddp_train.py", "--steps", "6", "--batch-size", "32"] + ([] if cpu else ["--device", "cuda"])
+    try:
+        proc, wall = cli(["watch", *devices, "--profile-steps", "2:3", "--json", "--", *script], db)
+        run_id = json.loads(proc.stdout.strip().splitlines()[-1])["run_id"]
+        read, _ = cli(["trace", "--run", run_id, "--json"], db)
+        job = json.loads(read.stdout)
+    except (subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    ranks = [{"rank": r["rank"], "gpu_events": r["gpu_events_read"], "cpu_ops": r["cpu_ops"], "idle_pct": r["idle_pct"],
+              "compute_pct": r["compute_pct"], "non_compute_pct": r["non_compute_pct"]} for r in job["ranks"]]
+    if cpu:
+        whole = bool(ranks) and all(r["cpu_ops"] > 0 for r in ranks)
+    else:
+        whole = bool(ranks) and all(
+            r["gpu_events"] > 0 and r["compute_pct"] > 0
+            and abs(r["idle_pct"] + r["compute_pct"] + r["non_compute_pct"] - 100) <= 0.5 for r in ranks) \
+            and any("COMMUNICATION" in kind and share > 0 for kind, share in (job.get("kernel_type_pct") or {}).items())
+    return {"ok": proc.returncode == 0 and read.returncode == 0 and whole, "wall_s": round(wall, 1), "ranks": ranks,
+            "kernel_type_pct": job.get("kernel_type_pct"), "error": None if whole else read.stderr[-2000:]}
+
+
 def smi_rows(path: Path) -> list[tuple[float, float, float]]:
     """(wall-clock s, utilization %, memory MiB) rows of nvidia-smi's CSV log."""
     rows = []
@@ -352,11 +381,13 @@ def main(argv: list[str]) -> int:
         save()
         report["efficiency"] = guarded("efficiency", lambda: efficiency(db, args.cpu))
         save()
+        report["watched_profile"] = guarded("watched profile", lambda: watched_profile(db, args.cpu))
+        save()
         if not args.cpu:
             report["nvml_vs_nvidia_smi"] = [guarded(f"NVML at {hz} Hz", lambda: nvml_against_smi(db, hz)) | {"hz": hz}
                                             for hz in (10, 50)]
     parts = [report.get("pytest"), *report["runs"], report["compare_strategies"], report["input_pipeline"],
-             report["efficiency"], *report.get("nvml_vs_nvidia_smi", [])]
+             report["efficiency"], report["watched_profile"], *report.get("nvml_vs_nvidia_smi", [])]
     report["ok"] = all(p["ok"] for p in parts if p is not None)
     save()
     for run in report["runs"]:
@@ -370,6 +401,9 @@ def main(argv: list[str]) -> int:
         print(f"{'ok  ' if run['ok'] else 'FAIL'} {run['name']:<48} MFU {run.get('mfu')}, SM activity "
               f"{run.get('sm_active_mean')} % at utilization {run.get('util_mean')} %, "
               f"{run.get('samples_per_joule')} samples/J {run.get('error') or ''}")
+    watched = report["watched_profile"]
+    print(f"{'ok  ' if watched['ok'] else 'FAIL'} watch --profile-steps read back: {watched.get('ranks')} "
+          f"{watched.get('kernel_type_pct')} {watched.get('error') or ''}")
     for line in report.get("nvml_vs_nvidia_smi", []):
         print(f"{'ok  ' if line['ok'] else 'FAIL'} NVML at {line['hz']} Hz {line.get('nvml_util_mean')} % vs "
               f"nvidia-smi {line.get('nvidia_smi_util_mean')} % {line.get('error') or ''}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 
 from engine.traces.errors import TraceError
 from engine.traces.figures import CONSECUTIVE_KERNEL_DELAY
@@ -17,8 +19,13 @@ ITERATION_LINES = 20
 def add_parser(sub) -> None:
     trace = sub.add_parser("trace", help="read PyTorch profiler (Kineto) traces, one file per rank: every GPU's "
                                          "idle, compute and communication time, idle time by cause, the straggler")
-    trace.add_argument("paths", nargs="+", metavar="PATH",
+    trace.add_argument("paths", nargs="*", metavar="PATH",
                        help="trace files (.json or .json.gz, one per rank) or folders of them")
+    trace.add_argument("--run", default=None, metavar="RUN_ID",
+                       help="instead of files: the traces a run stored (`run --profile-steps`, `watch "
+                            "--profile-steps`), one per rank")
+    trace.add_argument("--db", default=None, help="with --run: the run store (default: SPLITSCOPE_DB or the user "
+                                                  "data dir)")
     trace.add_argument("--json", action="store_true", help="the figures as JSON")
     trace.add_argument("--iterations", default=None, metavar="A:B",
                        help="only ProfilerStep#A to #B (both included; A: or :B leaves a side open)")
@@ -39,14 +46,35 @@ def cmd_trace(args) -> int:
     if args.workers is not None and args.workers < 1:
         print(f"error: --workers: must be at least 1, got {args.workers}", file=sys.stderr)
         return EXIT_INVALID
-    try:
-        job = read_job(args.paths, iterations=args.iterations, consecutive_kernel_delay=args.kernel_delay,
-                       workers=args.workers)
-    except TraceError as exc:
-        print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
+    if bool(args.paths) == bool(args.run):
+        print("error: give trace files or folders, or --run RUN_ID (one of them)", file=sys.stderr)
         return EXIT_INVALID
+    with tempfile.TemporaryDirectory(prefix="splitscope-traces-") as folder:
+        try:
+            paths = args.paths or [stored_traces(args.run, args.db, folder)]
+            job = read_job(paths, iterations=args.iterations, consecutive_kernel_delay=args.kernel_delay,
+                           workers=args.workers)
+        except TraceError as exc:
+            print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
+            return EXIT_INVALID
     print(json.dumps(to_json(job)) if args.json else job_table(job))
     return EXIT_OK
+
+
+def stored_traces(run_id: str, db: str | None, folder: str) -> str:
+    """The run's stored torch.profiler traces written into ``folder`` as rank-N.json (the reader takes a rank from
+    the name where the trace does not say it); TraceError where the run has none."""
+    from engine.store.command import open_for_reading
+    with open_for_reading(db) as store:
+        if store.get_run(run_id) is None:
+            raise TraceError(f"--run: no run {run_id!r} in the store")
+        profiles = store.profiles(run_id)
+    if not profiles:
+        raise TraceError(f"--run: run {run_id} stored no profiler traces (give it --profile-steps)")
+    for rank, _device, _t0, trace in profiles:
+        with open(os.path.join(folder, f"rank-{rank}.json"), "w") as f:
+            json.dump(trace, f)
+    return folder
 
 
 def job_table(job: TraceJob) -> str:
