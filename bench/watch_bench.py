@@ -31,11 +31,9 @@ EXAMPLES = {
 }
 
 
-# Each arm's environment. "unyielding": watched with the recording's threads at the ranks' priority
-# (engine/yielding.py), what the recording cost before they yielded the cores.
+# Each arm's environment.
 ARMS = {"untimed": {"SPLITSCOPE_WATCH_INSTRUMENTS": "0"}, "hooks": {"SPLITSCOPE_WATCH_INSTRUMENTS": "silent"},
-        "watched": {"SPLITSCOPE_WATCH_INSTRUMENTS": "1"},
-        "unyielding": {"SPLITSCOPE_WATCH_INSTRUMENTS": "1", "SPLITSCOPE_RECORDING_NICE": "0"}}
+        "watched": {"SPLITSCOPE_WATCH_INSTRUMENTS": "1"}}
 
 
 def script_step_ms(args: list[str], arm: str, db: str) -> float:
@@ -130,8 +128,7 @@ def main() -> list[dict]:
     for r in rows:
         ms, each = r["ms"], r["each"]
         print(f"  {r['example']}: untimed {ms['untimed']:.2f} ms, hooks {ms['hooks']:.2f} ms ({r['hooks']:+.1%}), "
-              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}), unyielding {ms['unyielding']:.2f} ms "
-              f"({r['unyielding']:+.1%}) (each: "
+              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}) (each: "
               + "; ".join(f"{arm} {', '.join(f'{x:.1f}' for x in values)}" for arm, values in each.items()) + ")",
               flush=True)
     return rows

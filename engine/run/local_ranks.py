@@ -32,7 +32,6 @@ from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.record import rank_events
 from engine.run.heartbeat import STARTING
-from engine.yielding import yield_to_training
 from engine.results import from_json
 from engine.script_results import ScriptFacts
 
@@ -222,7 +221,6 @@ class LocalRanks:
         return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,))
 
     def _read_events(self, r: Rank) -> None:
-        yield_to_training()
         for line in r.events:
             try:
                 self.queue.put(("event", r, json.loads(line)))
@@ -231,13 +229,11 @@ class LocalRanks:
         self.queue.put(("eof", r, None))
 
     def _read_stdout(self, r: Rank) -> None:
-        yield_to_training()
         for line in r.proc.stdout:
             self.queue.put(("stdout", r, line.decode("utf-8", "replace").rstrip()))
         self.queue.put(("stdout_eof", r, None))
 
     def _read_stderr(self, r: Rank) -> None:
-        yield_to_training()
         for line in r.proc.stderr:
             r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 

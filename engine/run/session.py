@@ -32,7 +32,6 @@ from engine.record.efficiency import with_energy
 from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
 from engine.run import protocol
-from engine.yielding import yield_to_training
 from engine.store import default_path, open_store
 from engine.store.client import StoreRestarts
 from engine.telemetry.sample import DeviceSample
@@ -238,7 +237,6 @@ class RunSession:
 
     # ---- the reading thread -----------------------------------------------------
     def _read_stderr(self) -> None:
-        yield_to_training()
         for line in self._proc.stderr:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
@@ -253,7 +251,6 @@ class RunSession:
         self._reader_cpu_s = time.thread_time() - start if start is not None else None
 
     def _read_stdout(self, events: "queue.Queue") -> None:
-        yield_to_training()
         try:
             # None: the end of the worker's output.
             for event in itertools.chain(self._timed(protocol.read_events(self._proc.stdout)), [None]):
@@ -297,7 +294,6 @@ class RunSession:
     def _run(self) -> None:
         from engine.record.recorder import RunRecorder
         from engine.record.summary import unique_devices
-        yield_to_training()
         store = None
         recorder = None
         status, summary, error, tb = "failed", None, None, None

@@ -37,7 +37,6 @@ from engine.rules import effective_batch_size, effective_micro_batches, effectiv
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, Hang, hang_limit, hung_rank, noted
 from engine.run.heartbeat import TRAINING, silent_after
-from engine.yielding import yield_to_training
 from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, kill_rank, script_facts
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
@@ -149,7 +148,6 @@ class Worker:
         # more. Telemetry follows each process's memory from here, not from `started`.
         self.emit(Launched, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
                   device_pids=self.device_pids(), devices=self.device_names, **self._nodes_field())
-        yield_to_training()   # from here on this thread merges the ranks' steps: after the ranks' start
         stop_requested = False
         checked_at = 0.0
         while True:

@@ -110,8 +110,6 @@ class TelemetrySampler(threading.Thread):
     # -- the sampler thread --------------------------------------------------
 
     def run(self) -> None:
-        from engine.yielding import yield_to_training
-        yield_to_training()   # reads on its own clock: a late sample is still exact, the ranks' steps are not
         try:
             self._poll_until_stopped()
         finally:
