@@ -44,6 +44,8 @@ from app.views.log_view import LogView
 from app.views.run_box import RunBox
 from app.views.split_view import SplitView
 from app.views.torchvision_picker import LIST_ARGS
+from app.views.watched_command import WatchedCommand
+from app.views.wheel_guard import guard_wheel
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 
@@ -122,11 +124,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.experiment.model_combo.start_torchvision_list = lambda proc: start_module(
             proc, "main", LIST_ARGS, title="torchvision's model list")
         self.split_view = SplitView()
-        settings = column(panel_title("Experiment"), self.experiment, panel_title("Split points"),
+        self.watched = WatchedCommand()   # in the form's place while a watched script runs
+        self.split_title = panel_title("Split points")
+        settings = column(panel_title("Experiment"), self.watched, self.experiment, self.split_title,
                           (self.split_view, 1), margins=10, spacing=8, name="leftPanel")
         # Run, Stop and the progress stay in view below the scrolling settings.
         self.run_box = RunBox(self.run_action, self.stop_action)
         side = column((scrolled(settings), 1), self.run_box, spacing=0, name="leftPanel")
+        guard_wheel(side)   # the wheel scrolls the form; a box changes only once clicked (app/views/wheel_guard.py)
         side.setMinimumWidth(380)
 
         self.center = CenterArea(self.telemetry)
@@ -235,6 +240,12 @@ class MainWindow(QtWidgets.QMainWindow):
             self.experiments.show_status()
         else:
             self.runs.show_progress()
+
+    def show_watched_command(self, config: ExperimentConfig | None) -> None:
+        """A watched script's command in the form's place while it runs (None: the form again)."""
+        self.watched.show_command(config)
+        for view in (self.experiment, self.split_title, self.split_view):
+            view.setVisible(config is None)
 
     def set_redraw_busy(self, busy: bool) -> None:
         """Redraw at the telemetry's rate while work goes, slowly when idle."""

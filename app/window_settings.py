@@ -17,7 +17,8 @@ def restore(window) -> None:
             split.restoreState(state)
     if s.value("window/main_split") is None:
         window.main_split.setSizes([430, 1070])
-        window.right_split.setSizes([700, 220])
+        # The history a few rows tall at first: at 1280x800 the plots' findings need the room to read whole.
+        window.right_split.setSizes([760, 160])
     window.tabs.setCurrentIndex(read_int(s, "window/tab", 0))
     # Export folders are remembered as they are chosen (app/settings.py last_folder), not here.
     window.experiments.menu.set_repeats(read_int(s, "experiments/repeats", 3))

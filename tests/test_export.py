@@ -270,14 +270,36 @@ def test_experiment_csv_and_html(store, experiment_id, tmp_path):
     paths = {p.name.removeprefix(f"{experiment_id}-"): p for p in export(store, experiment_id, "csv", tmp_path)}
     rows = read_csv(paths["step-time.csv"])
     assert rows[0] == ["label", "strategy", "split", "micro-batches", "step time mean (ms)", "step time std (ms)",
-                       "step time min (ms)", "step time max (ms)", "runs"]
-    assert len(rows) - 1 == len(SWEEP) and rows[3][0] == "split size 16" and rows[3][-1] == "3"
+                       "step time min (ms)", "step time max (ms)", "runs", "standing", "disturbed"]
+    assert len(rows) - 1 == len(SWEEP) and rows[3][0] == "split size 16" and rows[3][-3:] == ["3", "best", ""]
     sweep = read_csv(paths["sweep.csv"])
     assert sweep[0][2] == "split size (samples per micro-batch)" and [r[2] for r in sweep[1:]] == ["4", "8", "16", "32"]
     [html] = export(store, experiment_id, "html", tmp_path / "exp.html")
     text = html.read_text()
     assert text.count("<svg") == len(experiment_figures(store, experiment_id))
     assert "split size 16 (best)" in text and "repeats per point" in text and "Environment" in text
+
+
+def test_exports_mark_ties_and_disturbed_points(store, tmp_path):
+    """Two points within each other's spread are tied (no best), and a point with a disturbed run says so: the
+    CSV in a column each, the HTML report per row and in a line under the table."""
+    exp_id = store.create_experiment("split-size", ExperimentPlan(repeats=3, base=CONFIG))
+    points = [sweep_point(s, t) for s, t in ((8, 0.20), (16, 0.19), (32, 0.30))]
+    points[0]["disturbed"] = "other programs took 35% of cpu:1 during this run"
+    store.finish_experiment(exp_id, from_json(ExperimentResult, {
+        "experiment_id": exp_id, "name": "split-size", "best": "split size 16", "tied": ["split size 8"],
+        "points": points}))
+    paths = {p.name.removeprefix(f"{exp_id}-"): p for p in export(store, exp_id, "csv", tmp_path / "csv")}
+    for name in ("step-time.csv", "throughput.csv"):
+        rows = read_csv(paths[name])
+        standing, disturbed = rows[0].index("standing"), rows[0].index("disturbed")
+        assert [r[standing] for r in rows[1:]] == ["tied", "tied", ""]
+        assert [bool(r[disturbed]) for r in rows[1:]] == [True, False, False]
+    [html] = export(store, exp_id, "html", tmp_path / "exp.html")
+    text = html.read_text()
+    assert "split size 8 (tied)" in text and "split size 16 (tied)" in text and "(best)" not in text
+    assert "tied: split size 16, split size 8 (within their spread)" in text
+    assert "1 of 3 points disturbed (split size 8)" in text
 
 
 def test_an_unfinished_experiment_is_rebuilt_from_its_runs(store, tmp_path):
@@ -427,7 +449,6 @@ def test_an_exported_run_breaks_its_lines_where_no_samples_were_taken(store, tmp
 
 
 def test_a_thinned_long_curve_keeps_its_gaps():
-    from engine.export import drawing
     y = [float(k % 100) for k in range(50_000)]
     y[25_000] = None   # one break among 50,000 points
     figure = Figure("long", "t", Axis("t", "s"), Axis("y"), series=[Series("y", list(range(50_000)), y, "#4e9af1")])

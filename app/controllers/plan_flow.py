@@ -156,6 +156,7 @@ class PlanFlow(QtCore.QObject):
         if not self.split_view.blocks and answer.block_names:  # a check with problems has none
             self.split_view.set_names(list(answer.block_names))
         self._show_problems()
+        self.panel.show_check(self.state.problems, list(answer.block_names or []))
         for warning in answer.warnings:
             self.window.log(f"warning: {warning}", level="warning")
         self.window.controls.update()

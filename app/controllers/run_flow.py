@@ -29,7 +29,7 @@ from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
 from engine.events import Launched, Started, WorkerEvent
-from engine.rules import effective_micro_batches
+from engine.rules import effective_micro_batches, watches_script
 from engine.run.session import RunResult
 
 
@@ -96,6 +96,7 @@ class RunFlow(QtCore.QObject):
             w.controls.update()
             return None
         self.begin_live_run(run_id, config, f"run {run_status.short_id(run_id)}")
+        w.show_watched_command(config if watches_script(config) else None)
         self.run_box.show_time_left("")
         self.show_progress()
         w.log(f"run {run_id}: {config.to_json()}")
@@ -111,6 +112,7 @@ class RunFlow(QtCore.QObject):
     def release_devices(self) -> None:
         """The run or the experiment ended: this machine's idle telemetry goes on."""
         self.window.set_redraw_busy(False)
+        self.window.show_watched_command(None)
         self.center.show_timeline_hint(None)
         if not self.window.closing.requested:
             self.idle.start()

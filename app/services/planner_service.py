@@ -32,6 +32,8 @@ from app.state.planner_answers import Answer, Checked, Profiled, Profiling, Read
 # Problems that make the model itself unbuildable: no profile then.
 PROFILE_BLOCKERS = {"model", "model_file", "width", "depth", "batch_size", "config"}
 PROGRESS_EVERY_S = 0.25
+# The options building the model reads: their problems are checked even where others stop the check first.
+MODEL_OPTIONS = {"model", "model_file", "width", "depth", "image_size", "split_level"}
 
 
 class Superseded(Exception):
@@ -76,9 +78,29 @@ def check(req_id: int, config_dict: dict) -> Checked:
         problems = [Problem("config", f"validation failed: {type(exc).__name__}: {exc}")]
         plan = None
     if plan is None:
-        return Checked(req_id, problems=list(problems))
+        return Checked(req_id, problems=list(problems) + model_problems(config, problems))
     return Checked(req_id, problems=list(problems), warnings=list(plan.warnings), stages=len(plan.devices),
                    n_blocks=plan.n_blocks, block_names=list(plan.block_names))
+
+
+def model_problems(config, found: list) -> list:
+    """What building the model alone says where other problems (``found``) stopped the check before it: a model
+    file's SyntaxError showed only once the batch size was mended, and meanwhile the file seemed to load. The model
+    is checked as a single device's run of it, so that only its own options can be at fault."""
+    from engine.config import ExperimentConfig
+    from engine.run import validate
+    from engine.strategies import STRATEGIES
+    strategy = STRATEGIES.get(config.strategy)
+    if strategy is None or not strategy.builds_model or any(p.option in MODEL_OPTIONS for p in found):
+        return []
+    alone = ExperimentConfig(strategy="single", devices="cpu:1", model=config.model, model_file=config.model_file,
+                             width=config.width, depth=config.depth, image_size=config.image_size,
+                             split_level=config.split_level, seed=config.seed, dtype=config.dtype)
+    try:
+        _plan, problems = validate.plan(alone)
+    except Exception:  # the check above said what it could; this one adds to it or says nothing
+        return []
+    return [p for p in problems if p.option in MODEL_OPTIONS]
 
 
 def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:

@@ -51,6 +51,15 @@ def device_choices(cores: int, gpus: list) -> list[DeviceChoice]:
     return choices
 
 
+def hardware_text(cores: int, gpus: list) -> str:
+    """"2 cores for CPU virtual devices · cuda:0 NVIDIA H100, 80 GiB": what this machine offers the form."""
+    parts = [f"{cores} core{'s' if cores != 1 else ''} for CPU virtual devices"]
+    for g in gpus:
+        mem = f", {g.memory_total / 2 ** 30:.0f} GiB" if g.memory_total else ""
+        parts.append(f"{devices_mod.gpu_label(g)} {g.name or 'GPU'}{mem}")
+    return " · ".join(parts if gpus else [*parts, "no CUDA GPU"])
+
+
 def sampled_text(names: list[str]) -> str:
     """What the telemetry samples, counted as the machine has it: "2 cores", "2 cores, 1 GPU".
 

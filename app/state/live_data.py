@@ -13,6 +13,7 @@ import numpy as np
 
 from app.state.announcer import Announcer
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
+from engine.figures import RunView
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
 from engine.figures.run_names import run_names
@@ -20,7 +21,7 @@ from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows,
 from engine.config import ExperimentConfig
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.record.efficiency import device_efficiency
-from engine.efficiency import DeviceEfficiency
+from engine.efficiency import DeviceEfficiency, Efficiency
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 
@@ -47,6 +48,7 @@ class TelemetryHistory:
         self.core: dict[str, RingBuffer] = {}
         # A GPU's SM activity (DeviceSample.sm_active, NVML's GPM), beside its utilization.
         self.sm: dict[str, RingBuffer] = {}
+        self.mem_total: dict[str, int] = {}   # per device, all the memory it has (a GPU's; a CPU device: the RAM)
         self.physical: dict[str, str] = {}   # sample device -> the physical device its utilization measures
         self.run_names: dict[str, str] = {}  # physical device -> the current run's names for it
         self.last_t = 0.0
@@ -99,6 +101,8 @@ class TelemetryHistory:
                 self._buffer(self.sm, s.device).append(x, float(s.sm_active))
             if s.mem_used is not None:
                 self._buffer(self.mem, s.device).append(x, float(s.mem_used))
+                if getattr(s, "mem_total", None):
+                    self.mem_total[s.device] = s.mem_total
             self.last_t = max(self.last_t, x)
             n += 1
         return n
@@ -158,6 +162,7 @@ class RunProgress:
     steps_total: int = 0
     steps_done: int = 0
     step_times: deque = field(default_factory=lambda: deque(maxlen=20))
+    step_samples: deque = field(default_factory=lambda: deque(maxlen=20))   # (seconds, samples) of those steps
     busy: dict[str, float] = field(default_factory=dict)
     bubble_history: deque = field(default_factory=lambda: deque(maxlen=TIMELINE_STEPS))
     error: Errored | None = None   # the worker's error
@@ -201,6 +206,8 @@ class RunProgress:
                     self.efficiency[device] = device_efficiency(device, flops, self.peaks, self.config.peak)
                 if event.time_s is not None:
                     self.step_times.append(event.time_s)
+                    if event.samples is not None:
+                        self.step_samples.append((event.time_s, event.samples))
                 for device, kinds in (event.tensor_memory or {}).items():
                     self.tensor_memory[device] = from_json(TensorMemory, kinds) or TensorMemory()
                 for device, operations in (event.communication or {}).items():
@@ -242,6 +249,12 @@ class RunProgress:
         return (tensor_memory_figure(devices, [self.tensor_memory.get(d) for d in devices]),
                 communication_figure(devices, [self.communication.get(d) for d in devices]))
 
+    def throughput(self) -> float | None:
+        """Samples over time across the last steps (engine/record/totals.py throughput_summary's measure: a mean
+        of each step's rate weighs a fast step as much as a slow one); None before a step's samples are known."""
+        seconds = sum(t for t, _ in self.step_samples)
+        return sum(n for _, n in self.step_samples) / seconds if seconds > 0 else None
+
     def time_left_s(self) -> float | None:
         """Seconds left at the mean step so far; None before a step, or for a run with no set end (a watched
         script that ends by itself: steps_total 0)."""
@@ -278,6 +291,7 @@ class StepHistory:
         self.throughput = ThinningBuffer(self.capacity)
         self.loss = ThinningBuffer(self.capacity)
         self.mfu: dict[str, ThinningBuffer] = {}   # per device, percent (RunProgress.step_mfu)
+        self.times = ThinningBuffer(self.capacity)   # each step's seconds: a watched run's MFU once it ends
         self.timeline: deque[tuple[int, dict]] = deque(maxlen=TIMELINE_STEPS)
         self.timeline_version = 0
 
@@ -287,11 +301,29 @@ class StepHistory:
             self.throughput.append(step, event.throughput)
         if event.loss is not None:
             self.loss.append(step, event.loss)
+        if event.time_s is not None:
+            self.times.append(step, event.time_s)
         for device, share in (mfu or {}).items():
             self.mfu.setdefault(device, ThinningBuffer(self.capacity)).append(step, share * 100)
         if event.intervals:
             self.timeline.append((event.step, event.intervals))
             self.timeline_version += 1
+
+    def fill_mfu(self, efficiency: Efficiency | None) -> bool:
+        """A run whose peaks came only with its summary (a watched script's: its dtype is known once it ran):
+        each device's MFU at every step drawn so far, from the summary's counted FLOPs (none over 100 %:
+        DeviceEfficiency.step_mfu). Whether curves were added (none where the live steps had them already)."""
+        if self.mfu or efficiency is None:
+            return False
+        steps, times = self.times.column(0), self.times.column(1)
+        for d in efficiency.devices:
+            shares = [(step, d.step_mfu(float(t))) for step, t in zip(steps, times)]
+            kept = [(step, share) for step, share in shares if share is not None]
+            if kept:
+                buffer = self.mfu.setdefault(d.device, ThinningBuffer(self.capacity))
+                for step, share in kept:
+                    buffer.append(float(step), share * 100)
+        return bool(self.mfu)
 
 
 @dataclass
@@ -308,6 +340,12 @@ class RunData:
     samples: list[Sample] = field(default_factory=list)
     step_count: int = 0          # steps stored
     timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.record.timeline_keeper)
+
+    def view(self) -> RunView:
+        """What the run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
+        return RunView(summary=self.summary or RunSummary(), steps=self.steps, samples=self.samples,
+                       timeline=self.timeline, step_count=self.step_count, timeline_steps=self.timeline_steps,
+                       warmup=self.config.warmup, label=self.label, config=self.config.to_dict())
 
     def timeline_note(self) -> str:
         """Which steps' intervals the store kept, when not all of them."""

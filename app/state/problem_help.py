@@ -49,7 +49,23 @@ class Help:
 def explain_all(problems: list[Problem], config: ExperimentConfig, *, gpus: int = 0,
                 n_blocks: int | None = None, balanced: tuple[int, ...] | None = None) -> list[Help]:
     """``explain`` for each problem; ``gpus``: how many GPUs CUDA sees."""
-    return [explain(p, config, gpus=gpus, n_blocks=n_blocks, balanced=balanced) for p in problems]
+    return [one_is_one(explain(p, config, gpus=gpus, n_blocks=n_blocks, balanced=balanced)) for p in problems]
+
+
+# The nouns a count names, plural and singular: "use at most 1 devices" read as a slip.
+SINGULAR = {"devices": "device", "stages": "stage", "blocks": "block", "micro-batches": "micro-batch",
+            "split points": "split point", "GPUs": "GPU", "cores": "core", "steps": "step", "ranks": "rank",
+            "nodes": "node"}
+ONE_OF_MANY = re.compile(r"(?<![\d.,])\b1 (" + "|".join(map(re.escape, SINGULAR)) + r")\b")
+
+
+def one_is_one(help_: Help) -> Help:
+    """The problem's words and its fixes' with "1 devices" read "1 device" (the engine's messages and ours count
+    with a plural whatever the number)."""
+    def fix(text: str) -> str:
+        return ONE_OF_MANY.sub(lambda m: f"1 {SINGULAR[m.group(1)]}", text)
+    return Help(help_.option, help_.message, fix(help_.text),
+                tuple(Fix(fix(f.label), f.changes) for f in help_.fixes))
 
 
 def explain(problem: Problem, config: ExperimentConfig, *, gpus: int = 0, n_blocks: int | None = None,

@@ -83,7 +83,9 @@ def running_text(progress: RunProgress) -> str | None:
         return None
     mean = sum(progress.step_times) / len(progress.step_times) if progress.step_times else 0.0
     bubble = progress.measured_bubble()
-    extra = f" · bubble {100 * bubble:.0f}%" if bubble is not None else ""
+    rate = progress.throughput()
+    extra = (f" · {rate:,.0f} samples/s" if rate else "") + (f" · bubble {100 * bubble:.0f}%" if bubble is not None
+                                                              else "")
     of = f"/{progress.steps_total}" if progress.steps_total else ""   # 0: a watched script ends by itself
     return (f"Running {what_runs(progress.config)} on {', '.join(progress.devices)} · step "
             f"{progress.steps_done}{of} · {mean * 1000:.1f} ms/step{extra}")
@@ -156,3 +158,13 @@ def measurement_notes(summary: RunSummary) -> list[str]:
         return []
     return [note for note in (telemetry.disturbed and f"Disturbed: {telemetry.disturbed}.",
                               telemetry.disagreement) if note]
+
+
+def mfu_peak_words(peak_used: str, efficiency=None) -> str:
+    """What the MFU plot's percentages are of: "of the measured peak, 96.7 GFLOP/s" where every device has one
+    figure, else "of each device's measured peak" (engine.efficiency: --peak measured or datasheet)."""
+    from engine.efficiency import si
+    peaks = {d.peak.flops_per_s for d in (efficiency.devices if efficiency else []) if d.peak is not None}
+    if len(peaks) == 1:
+        return f"of the {peak_used} peak, {si(peaks.pop(), 'FLOP/s')}"
+    return f"of each device's {peak_used} peak"

@@ -1,13 +1,19 @@
-"""BubbleBox: the measured and the theoretical bubble beside the timeline, the formula behind the theory,
-the notes that say how far to trust them, and the legend of the timeline's kinds."""
+"""BubbleBox: the measured and the theoretical bubble beside the timeline, the formula behind the theory and the
+steps they cover, and the legend of the timeline's kinds (the findings and notes: app/views/findings_panel.py)."""
 from __future__ import annotations
 
 from PySide6 import QtCore, QtWidgets
 
 from app.views import theme
+from app.views.elided_label import ElidedLabel
 from app.views.timeline_view import KINDS
 from engine.figures import palette
 from engine.measure.timing import KIND_MEANING
+
+
+TITLE = "Bubble (idle share of a step)"
+WIDTH = 260   # px: the formula on a line, the legend on two
+COMPACT_WIDTH = 200   # px: beside another run's box, under the runs compared (the legend in one box of the two)
 
 
 def _fmt_pct(value: float | None) -> str:
@@ -23,11 +29,11 @@ class BubbleBox(QtWidgets.QFrame):
         layout = QtWidgets.QVBoxLayout(self)
         # Tight vertically: with its figures and legend counted whole it sets the timeline row's least height,
         # and the window's with it (tests/app/test_widgets.py keeps that under a 1366x768 laptop's)
-        layout.setContentsMargins(10, 6, 10, 6)
-        layout.setSpacing(3)
-        title = QtWidgets.QLabel("Bubble (idle share of a step)")
-        title.setObjectName("sectionTitle")
-        layout.addWidget(title)
+        layout.setContentsMargins(10, 4, 10, 4)
+        layout.setSpacing(2)
+        self.title = ElidedLabel(TITLE)   # a compared run's name may be long: cut, whole in its tooltip
+        self.title.setObjectName("sectionTitle")
+        layout.addWidget(self.title)
         grid = QtWidgets.QGridLayout()
         grid.setHorizontalSpacing(12)
         self.measured = QtWidgets.QLabel("—")
@@ -39,31 +45,28 @@ class BubbleBox(QtWidgets.QFrame):
         grid.addWidget(self.measured, 1, 0)
         grid.addWidget(self.theory, 1, 1)
         layout.addLayout(grid)
+        # The formula, and which steps the figures cover: what a finding or a note says is the findings panel's
+        # (app/views/findings_panel.py), so the box keeps its height whatever the run says.
         self.formula = QtWidgets.QLabel("")
         self.formula.setObjectName("muted")
         self.formula.setWordWrap(True)
         self.formula.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)
-        # The formula and the notes scroll in the room the box has: a run with many notes (nodes, tensor
-        # memory, a disturbance) grew the box, and the window with it past a 1280x800 screen.
-        self.notes = QtWidgets.QScrollArea()
-        self.notes.setObjectName("bubbleNotes")
-        self.notes.setWidget(self.formula)
-        self.notes.setWidgetResizable(True)
-        self.notes.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.notes.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.notes.setStyleSheet("QScrollArea#bubbleNotes, QScrollArea#bubbleNotes > QWidget > QWidget "
-                                 "{ background: transparent; }")   # the box's panel colour shows through
-        self.notes.setSizePolicy(QtWidgets.QSizePolicy.Policy.Preferred, QtWidgets.QSizePolicy.Policy.Ignored)
-        # Room for the formula and a line of note from the start: figures that come later do not push the box.
-        self.notes.setMinimumHeight(2 * self.formula.fontMetrics().lineSpacing())   # whole lines: no sliver of a third
-        layout.addWidget(self.notes, 1)
+        layout.addWidget(self.formula, 1)
         self.legend = QtWidgets.QLabel()
         self.show_legend(split_backward=False)
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)
         layout.addWidget(self.legend)
-        self.setMinimumWidth(200)
+        self.width_hint = WIDTH
+        self.setMinimumWidth(COMPACT_WIDTH)
         self.setMaximumWidth(280)
+        # One width whatever its text: a box whose width followed its words moved the timeline beside it, and
+        # each move repainted the timeline twice in a step.
+        self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Fixed, QtWidgets.QSizePolicy.Policy.Preferred)
+
+    def name_run(self, name: str | None) -> None:
+        """Whose bubble it is, where several runs are compared side by side (None: the one run's)."""
+        self.title.setText(f"Bubble of {name}" if name else TITLE)
 
     def show_legend(self, split_backward: bool) -> None:
         """The kinds of interval, the zero-bubble schedules' backward halves (I, W) only when the timeline
@@ -80,6 +83,16 @@ class BubbleBox(QtWidgets.QFrame):
         self.legend.setText(legend)
         self.legend.setToolTip("<br>".join(f"<b>{short.get(k, k)}</b>: {KIND_MEANING[k]}" for k in kinds)
                                + "<br><b>idle</b>: nothing timed on the device")
+        self._fit_height()
+
+    def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming)
+        return QtCore.QSize(self.width_hint, super().sizeHint().height())
+
+    def set_compact(self, compact: bool, legend: bool = True) -> None:
+        """Narrower, for two runs side by side (their timelines need the room); ``legend``: this box shows it."""
+        self.width_hint = COMPACT_WIDTH if compact else WIDTH
+        self.legend.setVisible(legend or not compact)
+        self.updateGeometry()
         self._fit_height()
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt naming)
@@ -101,19 +114,25 @@ class BubbleBox(QtWidgets.QFrame):
         margins = self.layout().contentsMargins()
         width = self.contentsRect().width() - margins.left() - margins.right()   # inside the frame's border
         if width > 0:
-            self.legend.setMinimumHeight(self.legend.heightForWidth(width))
+            for label in (self.formula, self.legend):
+                label.setMinimumHeight(max(0, label.heightForWidth(width)) if label.isVisibleTo(self) else 0)
         need = self.layout().minimumSize().height()
         if need > 0 and need != self.minimumHeight():
             self.setMinimumHeight(need)
 
     def show_figures(self, measured: float | None, theory: float | None, formula: str | None = None,
-                     note: str = "") -> None:
-        """``formula``: the theory's formula with its values (engine.record.summary.theory_formula)."""
+                     note: str = "", why_no_theory: str = "") -> None:
+        """``formula``: the theory's formula with its values (engine.record.summary.theory_formula); ``note``: which
+        steps the figures cover; ``why_no_theory``: why no formula holds, where none does (its tooltip: it runs to
+        several lines, which the box has no room for)."""
         self.measured.setText(_fmt_pct(measured))
         self.theory.setText(_fmt_pct(theory) if theory is not None else "n/a")
         if theory is not None:
             self.formula.setText((formula or "") + (f"\n{note}" if note else ""))
             self.formula.setToolTip("p: pipeline stages (devices); V: stages per device; m: micro-batches per step")
         else:
-            self.formula.setText(note or "No pipeline bubble in theory for this strategy.")
+            said = "No formula holds for this run (hover here for why)." if why_no_theory else \
+                "No pipeline bubble in theory for this strategy."
+            self.formula.setText(said + (f"\n{note}" if note else ""))
+            self.formula.setToolTip(why_no_theory)
         self._fit_height()

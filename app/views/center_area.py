@@ -15,7 +15,9 @@ from PySide6 import QtCore, QtWidgets
 from app.state import run_status
 from app.state.live_data import (RunData, RunProgress, TelemetryHistory, compared_memory_figures, memory_figures,
                                  physical_names)
+from app.state.finding_rows import MEMORY_TAB
 from app.views.error_panel import ErrorPanel
+from app.views.flash import flash
 from app.views.experiment_results import ExperimentResultsView
 from app.views.layout import tabs
 from app.views.memory_view import MemoryView
@@ -45,6 +47,7 @@ class CenterArea(QtWidgets.QWidget):
         self.tabs = tabs((self.plots, "Plots"), (self.plan_view, "Plan"), (self.memory_view, "Memory"),
                          (self.results, "Experiment result"), name="centerTabs")
         self.tabs.currentChanged.connect(lambda _index: self._show_live_memory())
+        self.plots.findings.sigWhy.connect(self._show_why)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(6, 8, 8, 4)
         layout.setSpacing(6)
@@ -65,6 +68,12 @@ class CenterArea(QtWidgets.QWidget):
             self.tabs.setCurrentWidget(self.plots)
             self.sigLiveViewTaken.emit()
 
+    def _show_why(self, figure: str) -> None:
+        """A finding's "why" names a figure of the Memory tab: that tab, outlined (the Plots tab's flash there)."""
+        if figure in MEMORY_TAB:
+            self.tabs.setCurrentWidget(self.memory_view)
+            flash(self.memory_view)
+
     def current_run(self) -> RunProgress:
         """The live view's run monitor (app/state/live_data.py)."""
         return self.plots.progress
@@ -80,12 +89,17 @@ class CenterArea(QtWidgets.QWidget):
                 self.show_plan(event.plan, progress.devices, progress.config.schedule)
                 self.plots.set_live_title(run_status.live_title(progress))
                 self.plots.refresh_bubble()   # the worker's theoretical bubble for this run
+                self._name_mfu_peak(run_status.mfu_peak_words(progress.config.peak))
             case Step():
                 self.plots.add_step(event)
                 if time.perf_counter() - self._memory_drawn_at >= MEMORY_REDRAW_S:
                     self._show_live_memory()
             case Finished():
                 self.telemetry.end_run()
+                if event.summary is not None and event.summary.efficiency is not None:
+                    self._name_mfu_peak(run_status.mfu_peak_words(progress.config.peak, event.summary.efficiency))
+                if event.summary is not None and self.plots.steps.fill_mfu(event.summary.efficiency):
+                    self.plots.redraw(force=True)   # a watched run's MFU, known once it ended
 
     def _show_live_memory(self) -> None:
         """The Memory tab from the run monitor, while it is in view: drawing it costs the cores the ranks use."""
@@ -116,8 +130,15 @@ class CenterArea(QtWidgets.QWidget):
         return self.tabs.currentWidget() is self.plots and self.plots.mode == "live"
 
     # -- stored runs and experiments ------------------------------------------------------------
+    def _name_mfu_peak(self, words: str) -> None:
+        """The MFU plot's title says what its percentages are of (the peak), as its live or stored figure."""
+        plot = self.plots.series_plots["efficiency"]
+        plot.show_title(f"{plot.spec.title if plot.figure is None else plot.figure.title} · {words}")
+
     def show_stored_runs(self, runs: list[RunData]) -> None:
         self.plots.show_runs(runs)
+        if len(runs) == 1 and runs[0].summary is not None and runs[0].summary.efficiency is not None:
+            self._name_mfu_peak(run_status.mfu_peak_words(runs[0].config.peak, runs[0].summary.efficiency))
         first = runs[0].summary if runs and runs[0].summary else None
         self.memory_view.show_figures(*(compared_memory_figures(runs) if runs else memory_figures(RunSummary())))
         self.show_plan(first.plan if first else None, list(first.devices) if first else [],

@@ -13,18 +13,20 @@ import os
 
 from PySide6 import QtCore, QtWidgets
 
-from app.state.device_words import device_choices, sharing_warning
+from app.state.device_words import device_choices, hardware_text, sharing_warning
 from app.state.problem_help import Help
 from app.views.batch_hint import BatchHint
 from app.views.devices_box import DevicesBox
-from app.views.model_box import ModelBox
+from app.views.layout import labelled_row
+from app.views.model_box import ModelBox, split_level_text
 from app.views.more_options import MoreOptions
 from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
 from app.views.tips import add_described
+from app.views.wrapped_label import WrappedLabel
 from engine.config import INPUT_PREP, ExperimentConfig
 from engine.run_options import options
-from engine.devices import cuda_visible, gpu_label
+from engine.devices import cuda_visible
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
 from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
@@ -61,9 +63,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.model_combo = ModelBox()
         self.model_combo.sigModelFileChosen.connect(self.sigModelFileChosen)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
-        self.model_desc = QtWidgets.QLabel()
+        self.model_desc = WrappedLabel()
         self.model_desc.setObjectName("muted")
-        self.model_desc.setWordWrap(True)
         self.width_spin = QtWidgets.QSpinBox(minimum=1, maximum=65536, value=512)
         self.width_spin.setToolTip("mlp: features of each hidden Linear")
         self.depth_spin = QtWidgets.QSpinBox(minimum=1, maximum=512, value=8)
@@ -87,8 +88,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.level_label = QtWidgets.QLabel("split at")
         self.level_combo = QtWidgets.QComboBox()
         self.level_combo.setObjectName("splitLevelCombo")
-        for level, text in SPLIT_LEVELS.items():
-            self.level_combo.addItem(text, level)
+        for level in SPLIT_LEVELS:
+            self.level_combo.addItem(split_level_text(level), level)
         # The texts are long; the combo must not widen the panel past its pane.
         self.level_combo.setSizeAdjustPolicy(QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.level_combo.setMinimumContentsLength(8)
@@ -96,8 +97,8 @@ class ExperimentPanel(QtWidgets.QWidget):
                                     "them (--split-level)")
         self.level_combo.currentIndexChanged.connect(self._changed)
         # Two short rows: one wide row would widen the panel past its pane.
-        self.image_row = self._labelled_row(self.image_label, self.image_spin)
-        self.level_row = self._labelled_row(self.level_label, self.level_combo)
+        self.image_row = labelled_row(self.image_label, self.image_spin)
+        self.level_row = labelled_row(self.level_label, self.level_combo)
         form.addRow("Model", self.model_combo)
         form.addRow("", self.model_desc)
         form.addRow("", self.shape_row)
@@ -109,9 +110,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.devices_combo.set_choices(device_choices(self.cores, self.gpus))
         self.devices_combo.set_spec("cpu:2")
         self.devices_combo.currentTextChanged.connect(self._changed)
-        self.devices_info = QtWidgets.QLabel(self._hardware_text())
+        self.devices_info = WrappedLabel(self._hardware_text())
         self.devices_info.setObjectName("muted")
-        self.devices_info.setWordWrap(True)
         form.addRow("Devices", self.devices_combo)
         form.addRow("", self.devices_info)
         self.nodes_row = NodesRow()
@@ -124,9 +124,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         for name, info in STRATEGIES.items():
             if info.in_picker:   # a watched script comes from Run › Watch a script…
                 add_described(self.strategy_combo, name, name, info.description)
-        self.strategy_desc = QtWidgets.QLabel()
+        self.strategy_desc = WrappedLabel()
         self.strategy_desc.setObjectName("muted")
-        self.strategy_desc.setWordWrap(True)
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_desc)
@@ -151,9 +150,8 @@ class ExperimentPanel(QtWidgets.QWidget):
             # Named for people; the id (--schedule) in the tooltip, with what it does.
             add_described(self.schedule_combo, SCHEDULE_INFO[name].display_name, name,
                           f"{description}\n--schedule {name}")
-        self.schedule_desc = QtWidgets.QLabel()
+        self.schedule_desc = WrappedLabel()
         self.schedule_desc.setObjectName("muted")
-        self.schedule_desc.setWordWrap(True)
         self.schedule_combo.currentIndexChanged.connect(self._on_schedule_changed)
         self.schedule_label = QtWidgets.QLabel("Schedule")
         form.addRow(self.schedule_label, self.schedule_combo)
@@ -200,26 +198,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self._on_schedule_changed()
 
     # -- building ------------------------------------------------------------------
-    @staticmethod
-    def _labelled_row(label: QtWidgets.QLabel, field: QtWidgets.QWidget) -> QtWidgets.QWidget:
-        row = QtWidgets.QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(label)
-        row.addWidget(field, 1)
-        widget = QtWidgets.QWidget()
-        widget.setLayout(row)
-        return widget
-
     def _hardware_text(self) -> str:
-        parts = [f"{self.cores} core{'s' if self.cores != 1 else ''} for CPU virtual devices"]
-        if self.gpus:
-            for g in self.gpus:
-                mem = g.memory_total
-                mem_text = f", {mem / 2**30:.0f} GiB" if mem else ""
-                parts.append(f"{gpu_label(g)} {g.name or 'GPU'}{mem_text}")
-        else:
-            parts.append("no CUDA GPU")
-        return " · ".join(parts)
+        return hardware_text(self.cores, self.gpus)
 
     def set_gpus(self, gpus: list[GpuInfo]) -> None:
         """GPU inventory arrived (it is read off the UI thread): offer them."""
@@ -388,6 +368,16 @@ class ExperimentPanel(QtWidgets.QWidget):
             token_file=self.nodes_row.token_file(),
             **self.more.values(),
         )
+
+    def show_check(self, problems: list[Help], block_names: list[str]) -> None:
+        """The planner's check came back: a model file's line says whether it loaded, the split level its blocks."""
+        failed = next((p for p in problems if p.option in ("model", "model_file")), None)
+        self.model_combo.take_check(failed.message if failed else None)
+        self.model_desc.setText(self.model_combo.description())
+        for index in range(self.level_combo.count()):
+            level = self.level_combo.itemData(index)
+            shown = block_names if level == self.level_combo.currentData() else None
+            self.level_combo.setItemText(index, split_level_text(level, shown))
 
     def show_problems(self, problems: list[Help]) -> list[str]:
         """Show the problems below the form, in the form's order, each fix a button; returns the texts shown.

@@ -25,6 +25,16 @@ def column(*items: QtWidgets.QWidget | tuple[QtWidgets.QWidget, int], margins: i
     return widget
 
 
+def labelled_row(label: QtWidgets.QLabel, field: QtWidgets.QWidget) -> QtWidgets.QWidget:
+    """``label`` and ``field`` on one row, the field taking the room left."""
+    widget = QtWidgets.QWidget()
+    row = QtWidgets.QHBoxLayout(widget)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(label)
+    row.addWidget(field, 1)
+    return widget
+
+
 def scrolled(widget: QtWidgets.QWidget) -> QtWidgets.QScrollArea:
     area = QtWidgets.QScrollArea()
     area.setWidgetResizable(True)

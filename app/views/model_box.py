@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6 import QtCore, QtWidgets
 
 from app.views.tips import add_described, describe
-from engine.models import MODELS, torchvision_name
+from engine.models import MODELS, SPLIT_LEVELS, torchvision_name
 
 OPEN_FILE = "__open_model_file__"
 PICK_TORCHVISION = "__pick_torchvision_model__"
@@ -27,6 +27,7 @@ class ModelBox(QtWidgets.QComboBox):
         super().__init__(parent)
         self.setObjectName("modelCombo")
         self.model_file: str | None = None
+        self._loaded: dict[str, str] = {}   # per model file, the check's word: "" loaded, else why it did not
         self._last_index = 0
         # Starts the torchvision picker's list process; the window sets it (forked from the app's fork server).
         self.start_torchvision_list: Callable[[QtCore.QProcess], None] | None = None
@@ -61,12 +62,20 @@ class ModelBox(QtWidgets.QComboBox):
     def description(self) -> str:
         data = self.currentData()
         if self.is_file():
-            return f"{self.chosen_file()}\nbuild_model() and make_batch(batch_size, generator)"
+            said = self._loaded.get(self.chosen_file())
+            how = "being checked…" if said is None else f"not loaded: {said}" if said else \
+                "loaded: build_model() and make_batch(batch_size, generator)"
+            return f"{self.chosen_file()}\n{how}"
         if self.is_torchvision():
             return (f"torchvision's {torchvision_name(data)}, as get_model builds it (no weights): "
                     "10 classes of synthetic images; split at its named submodules")
         info = MODELS.get(data)
         return info.description if info else ""
+
+    def take_check(self, failed: str | None) -> None:
+        """The planner's check of the config: for the model file chosen, None where it loaded, else why not."""
+        if self.is_file():
+            self._loaded[self.chosen_file()] = failed or ""
 
     def _remember(self, index: int) -> None:
         if not self.choosing():
@@ -127,3 +136,13 @@ class ModelBox(QtWidgets.QComboBox):
             self.setItemData(idx, self.model_file, QtCore.Qt.ItemDataRole.ToolTipRole)
         self.setCurrentIndex(idx)
         self.sigModelFileChosen.emit(self.model_file)
+
+
+def split_level_text(level: int, block_names: list[str] | None = None) -> str:
+    """The split level's words, with the model's own blocks where known ("the model's children (conv1 … fc)"),
+    not another model's example (layer3 is a ResNet's)."""
+    words = SPLIT_LEVELS[level].split(" (")[0]
+    if not block_names:
+        return words
+    shown = block_names if len(block_names) <= 2 else [block_names[0], "…", block_names[-1]]
+    return f"{words} ({' '.join(shown)})"

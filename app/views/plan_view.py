@@ -27,7 +27,13 @@ EMPTY = ("No plan: a pipeline schedule's plan shows here for a run of the pipeli
          "distinct GPUs (the schedule's own action list, tick by tick).")
 
 
-WHAT_IF_COLUMNS = ["schedule", "stages per device", "micro-batches", "step (predicted)", "bubble", ""]
+# Short headers, their words in tooltips: with the measured step and its error beside the prediction, the longer
+# ones pushed the rows' Run buttons out of the Plan tab at 1280x800.
+WHAT_IF_COLUMNS = ["schedule", "V", "m", "predicted", "measured", "error", "bubble", ""]
+WHAT_IF_TIPS = ["the pipeline schedule", "stages per device", "micro-batches per step",
+                "the step time the what-if predicts", "the mean step of the newest run of that row in this window"]
+ERROR_TIP = ("The prediction's error: (predicted − measured) / measured. + the prediction was slower than the run, "
+             "− faster. Measured: the mean step of the newest run of that row made in this window.")
 
 
 def _lanes_plot(bottom_label: str) -> pg.PlotWidget:
@@ -144,22 +150,30 @@ class PlanView(QtWidgets.QWidget):
             "it ran. Where the gaps here are not the plan's idle ticks, the machine and the plan disagree (the "
             "Plots tab's timeline shows every interval).")
 
-    def show_predictions(self, predictions: list, runnable: bool = True, inputs: list[str] = ()) -> None:
+    def show_predictions(self, predictions: list, runnable: bool = True, inputs: list[str] = (),
+                         measured: list = (), source: tuple[str, str | None] | None = None) -> None:
         """engine.plan.what_if's predictions for the run in view, each row's button running it for real where
         ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead);
-        ``inputs``: what they took from the run's probes (what_if.measured_inputs), in the caption's tooltip."""
+        ``inputs``: what they took from the run's probes (what_if.measured_inputs), in the caption's tooltip;
+        ``measured``: per row, the run of it (app/state/what_if_rows.py MeasuredRow) or None; ``source``: the run
+        they are predicted from, and its disturbance if it was disturbed (the caption says so)."""
         table = self.what_if
         table.setRowCount(len(predictions))
-        for row, p in enumerate(predictions):
+        measured = list(measured) + [None] * (len(predictions) - len(measured))
+        for row, (p, ran) in enumerate(zip(predictions, measured)):
             cells = [p.schedule, str(p.stages_per_device), str(p.micro_batches), f"{p.step_time_s * 1e3:.1f} ms",
-                     f"{100 * p.bubble:.0f}%"]
+                     f"{ran.step_s * 1e3:.1f} ms" if ran else "", f"{100 * ran.error(p.step_time_s):+.1f} %"
+                     if ran else "", f"{100 * p.bubble:.0f}%"]
             for column, text in enumerate(cells):
                 item = QtWidgets.QTableWidgetItem(text)
                 if p.measured:
                     item.setToolTip("this run's own schedule and micro-batches: the fit, measured")
+                elif ran is not None and column in (4, 5):
+                    item.setToolTip(f"run {ran.run_id}" + (f", disturbed: {ran.disturbed}" if ran.disturbed else "")
+                                    + f"\n{ERROR_TIP}")
                 table.setItem(row, column, item)
             what = f"{p.schedule} with {p.stages_per_device} stage(s) per device and {p.micro_batches} micro-batches"
-            button = QtWidgets.QPushButton("measured" if p.measured else "Run")
+            button = QtWidgets.QPushButton("measured" if p.measured else "Run again" if ran else "Run")
             button.setEnabled(runnable and not p.measured)
             button.setToolTip(f"Run pipeline with {what} for real" if runnable
                               else f"A stored run's prediction: set its model, devices and batch in the panel, "
@@ -167,10 +181,15 @@ class PlanView(QtWidgets.QWidget):
             button.clicked.connect(lambda _=False, s=p.schedule, v=p.stages_per_device, m=p.micro_batches:
                                    self.sigRunPrediction.emit(s, v, m))
             table.setCellWidget(row, len(cells), button)
+        for column, tip in enumerate([*WHAT_IF_TIPS, ERROR_TIP]):
+            table.horizontalHeaderItem(column).setToolTip(tip)
         self.what_if.setVisible(bool(predictions))
-        self.what_if_caption.setText(f"What-if: {TRUST}" if predictions else "")
-        measured = "".join(f"\n\nMeasured after the run: {line}." for line in inputs)
-        self.what_if_caption.setToolTip(f"What-if: {TRUST_DETAIL}{measured}" if predictions else "")
+        run_id, disturbed = source or (None, None)
+        whose = f"What-if of run {run_id}" if run_id else "What-if"
+        warned = f" · predicted from a disturbed run ({disturbed}): as uncertain as its times" if disturbed else ""
+        self.what_if_caption.setText(f"{whose}: {TRUST}{warned}" if predictions else "")
+        said = "".join(f"\n\nMeasured after the run: {line}." for line in inputs)
+        self.what_if_caption.setToolTip(f"What-if: {TRUST_DETAIL}{said}" if predictions else "")
 
     def show_what_if_status(self, text: str) -> None:
         """While the what-if is computed, or why there is none: the caption alone."""

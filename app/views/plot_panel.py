@@ -1,4 +1,5 @@
-"""PlotPanel: utilization, memory, throughput, loss, and the timeline with its bubble figures.
+"""PlotPanel: utilization, memory, throughput, loss, MFU; under them the run's findings, then the timeline with
+its bubble figures (two runs compared: side by side, app/views/timeline_row.py).
 
 Two modes: *live* (the ring buffers of this session: telemetry of the machine
 or of the running devices, and the current run's steps) and *history* (runs
@@ -14,10 +15,12 @@ import time
 from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
-from app.state.live_data import (TIMELINE_STEPS, RunData, RunProgress, StepHistory, TelemetryHistory, node_lines,
-                                 tensor_lines)
+from app.state.finding_rows import labelled, live_rows, memory_limits, summary_rows, theory_notes
+from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory
 from app.views import theme
 from app.views.elided_label import ElidedLabel
+from app.views.findings_panel import FindingsPanel
+from app.views.flash import flash
 from app.views.heatmap_plot import HeatmapPlot
 from app.views.outlier_list import OutlierList
 from app.views.live_plots import LIVE_PLOTS
@@ -25,15 +28,13 @@ from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
 from app.views.telemetry_redraw import TelemetryRedraw
-from app.views.bubble_box import BubbleBox
-from app.views.timeline_view import TimelineView
-from engine.figures import RunView, comparison_figures, palette, run_figures
+from app.views.timeline_row import TimelineRow, splits_backward
+from engine.figures import comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.run import STEP_COLORS
-from engine.record.summary import theory_formula
+from engine.figures.run_names import run_names
 from engine.record.outliers import alike, outliers, step_kinds
-from engine.record.time_by_kind import input_wait_line
 from engine.results import RunSummary, Step
 
 LIVE_WINDOW_S = 60.0
@@ -157,13 +158,16 @@ class PlotPanel(QtWidgets.QWidget):
         top.addWidget(self.outliers)
         layout.addLayout(grid, 5)
 
-        bottom = QtWidgets.QHBoxLayout()
-        self.timeline = TimelineView()
+        # What the figures say, first thing under the plots (app/views/findings_panel.py).
+        self.findings = FindingsPanel()
+        self.findings.sigDevicesHovered.connect(self._finding_hovered)
+        self.findings.sigWhy.connect(self.point_at)
+        layout.addWidget(self.findings)
+        self.timeline_row = TimelineRow()   # the timeline and bubble box; two runs compared side by side
+        self.timeline, self.bubble = self.timeline_row.timeline, self.timeline_row.bubble
         self.timeline.sigDeviceClicked.connect(self._device_clicked)
-        bottom.addWidget(self.timeline, 1)
-        self.bubble = BubbleBox()
-        bottom.addWidget(self.bubble)
-        layout.addLayout(bottom, 2)
+        layout.addWidget(self.timeline_row, 2)
+        self.picked: str | None = None   # the device a click picked (a hovered finding's devices pass)
         self.set_mode("live")
 
     @property
@@ -193,6 +197,7 @@ class PlotPanel(QtWidgets.QWidget):
                 plot.getPlotItem().enableAutoRange(x=False)
             self._fit_step_axes()
             self.run_marks.restore()
+            self.timeline_row.show_one()
             self.timeline.set_devices(self.progress.devices)
             self.timeline.clear_steps()
             self.redraw(force=True)
@@ -356,14 +361,15 @@ class PlotPanel(QtWidgets.QWidget):
         run_devices = set(p.devices)
         memory = {d: buf.last(1) for d, buf in self.telemetry.mem.items() if d in run_devices and len(buf)}
         self._show_outliers(p.devices, self._kinds[1], memory)
-        self.bubble.show_legend(self._timeline_splits_backward())
-        notes = [*([p.summary.diagnosis] if p.summary and p.summary.diagnosis else []),
-                 *((p.summary.notes if p.summary else None) or p.notes),
-                 *(run_status.measurement_notes(p.summary) if p.summary else [])]
+        self.bubble.show_legend(splits_backward(self.timeline))
         when = (run_status.covers_note(p.summary) if p.summary else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
-        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(),
-                                 note="\n".join(filter(None, [when, *p.node_lines(), *notes, *p.tensor_lines()])))
+        notes = (p.summary.notes if p.summary else None) or p.notes
+        self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(), note=when,
+                                 why_no_theory=" ".join(theory_notes(notes)))
+        self.findings.show_rows(
+            summary_rows(p.summary, self.telemetry.mem_total, [] if p.summary.notes else p.notes) if p.summary
+            else live_rows(p.notes, p.nodes, p.tensor_memory.items()))
 
     def _show_outliers(self, devices: list[str], kinds: list, memory: dict[str, float]) -> None:
         """The ranked list beside the timeline, for runs of many devices (engine/record/outliers.py)."""
@@ -375,15 +381,27 @@ class PlotPanel(QtWidgets.QWidget):
     def _device_clicked(self, device: str) -> None:
         """A device picked in a heatmap, the timeline or the outlier list: highlighted in all of them (a heatmap's
         utilization row may be a core: the run's device on it is meant)."""
-        self.highlight(self.telemetry_redraw.run_device(device) if device else None)
+        self.picked = self.telemetry_redraw.run_device(device) if device else None
+        self.highlight(self.picked)
+
+    def _finding_hovered(self, devices: list[str]) -> None:
+        """A finding under the cursor: its devices marked on the timelines, and one device alone highlighted in
+        the plots as a click would; the cursor gone, the picked device again."""
+        self.timeline_row.mark_devices(devices)
+        self.telemetry_redraw.highlight(devices[0] if len(devices) == 1 else self.picked)
+
+    def point_at(self, figure: str) -> None:
+        """A finding's "why": its figure flashes (the Memory tab's are the window's middle's to show)."""
+        shown = {**self.series_plots, "timeline": self.timeline, "bubble": self.bubble}
+        heatmap = self.heatmaps.get(figure)
+        widget = heatmap if heatmap is not None and heatmap.isVisible() else shown.get(figure)
+        if widget is not None:
+            flash(widget)
 
     def highlight(self, device: str | None) -> None:
         self.telemetry_redraw.highlight(device)
         self.timeline.highlight(device)
         self.outliers.pick(device)
-
-    def _timeline_splits_backward(self) -> bool:
-        return any(row[2] in ("backward-input", "backward-weight") for row in self.timeline.rows)
 
     def refresh_bubble(self) -> None:
         if self.mode == "live":
@@ -399,7 +417,7 @@ class PlotPanel(QtWidgets.QWidget):
         for axis in self.time_axes:
             axis.now = None
         self.run_marks.hide()
-        views = [run_view(run) for run in runs]
+        views = [run.view() for run in runs]
         figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
         heat = any(figures[name].heat is not None for name in self.heatmaps)
         self.telemetry_redraw.set_heat(heat)
@@ -411,40 +429,20 @@ class PlotPanel(QtWidgets.QWidget):
             plot.draw_figure(figures[spec.name])
             # devices, or runs; a step plot's one curve is named by its title
             plot.legend.setVisible(not single or spec.per_device or isinstance(spec.data(self.steps), dict))
-        # The timeline and the bubble show the first (newest) selected run.
-        first = runs[0] if runs else None
-        if first is None:
+        if not runs:
             return
+        # The timeline and bubble of the first (newest) run selected, or of the first two side by side.
+        names = run_names([r.config.to_dict() for r in runs], [r.label for r in runs], [r.summary for r in runs])
+        self.timeline_row.show_stored(runs, names)
+        first = runs[0]
         summary = first.summary or RunSummary()
-        devices = list(summary.devices)
-        self.timeline.set_devices(devices)
-        last_steps = sorted({row[0] for row in first.timeline})[-TIMELINE_STEPS:]
-        self.timeline.set_rows([tuple(row) for row in first.timeline if row[0] in last_steps])
-        busy = dict(zip(devices, summary.devices_busy))
-        stages = len(summary.split) + 1 if summary.split else len(devices)
-        note = "" if single else f"Timeline and bubble of {first.label}; curves of all {len(runs)} runs."
-        note = "\n".join(filter(None, [run_status.covers_note(summary), note, first.timeline_note()]))
-        self.timeline.set_busy(busy, run_status.measured_steps(summary))
         memory: dict[str, float] = {}
-        known = set(devices)
+        known = set(summary.devices)
         for sample in first.samples:
             if sample.mem_used is not None and sample.device in known:
                 memory[sample.device] = max(memory.get(sample.device, 0.0), sample.mem_used)
-        self._show_outliers(devices, summary.time_by_kind or [], memory)
-        self.bubble.show_legend(self._timeline_splits_backward())
-        self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
-                                 summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
-                                                                          summary.micro_batches or 1),
-                                 note="\n".join(filter(None, [note, summary.diagnosis,
-                                                               input_wait_line(summary.time_by_kind or []),
-                                                               *node_lines(summary),
-                                                               *summary.notes,
-                                                               *run_status.measurement_notes(summary),
-                                                               *tensor_lines(summary)])))
+        self._show_outliers(list(summary.devices), summary.time_by_kind or [], memory)
+        rows = [summary_rows(r.summary or RunSummary(), memory_limits(r.samples)) for r in runs[:2]]
+        self.findings.show_rows(rows[0] if single else [row for name, of_run in zip(names, rows)
+                                                         for row in labelled(name, of_run)])
 
-
-def run_view(run: RunData) -> RunView:
-    """What a stored run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
-    return RunView(summary=run.summary or RunSummary(), steps=run.steps, samples=run.samples, timeline=run.timeline,
-                   step_count=run.step_count, timeline_steps=run.timeline_steps, warmup=run.config.warmup,
-                   label=run.label, config=run.config.to_dict())

@@ -46,6 +46,7 @@ class TimelineView(pg.PlotWidget):
         self.export_name = "timeline"
         self.export_dir = ""
         item = self.getPlotItem()
+        self.short_title = False
         self._title_busy("the last step")
         item.setLabel("bottom", TIMELINE.x.label, units=TIMELINE.x.unit, color=theme.MUTED)
         item.showGrid(x=True, y=False, alpha=theme.GRID_ALPHA)
@@ -80,6 +81,7 @@ class TimelineView(pg.PlotWidget):
         self._highlight.setZValue(-10)
         self._highlight.setVisible(False)
         item.addItem(self._highlight, ignoreBounds=True)
+        self._marks: list[pg.LinearRegionItem] = []   # a hovered finding's devices (mark_devices)
         self.placeholder = pg.TextItem("Run an experiment to see what each device does, step by step",
                                        color=theme.MUTED, anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
@@ -161,6 +163,19 @@ class TimelineView(pg.PlotWidget):
         if lane is not None:
             self._highlight.setRegion((lane - 0.5, lane + 0.5))
 
+    def mark_devices(self, devices: list[str]) -> None:
+        """A band across each lane holding one of ``devices`` (a finding's, while the cursor is on it), beside the
+        picked device's; [] takes them away."""
+        item = self.getPlotItem()
+        for band in self._marks:
+            item.removeItem(band)
+        lanes = sorted({lane for lane in (self.lane_of(d) for d in devices) if lane is not None})
+        self._marks = [pg.LinearRegionItem((lane - 0.5, lane + 0.5), orientation="horizontal", movable=False,
+                                           brush=palette.rgba(theme.WARNING, 0.18), pen=None) for lane in lanes]
+        for band in self._marks:
+            band.setZValue(-9)
+            item.addItem(band, ignoreBounds=True)
+
     def _clicked(self, event) -> None:
         """A click on a folded node unfolds it; on a device's lane, picks the device (again: lets it go)."""
         if event.button() != QtCore.Qt.MouseButton.LeftButton:
@@ -206,9 +221,21 @@ class TimelineView(pg.PlotWidget):
 
     def _title_busy(self, covers: str) -> None:
         self.busy_covers = covers
+        if self.short_title:
+            self.getPlotItem().titleLabel.setText("")   # hidden, its text would still ask for its width
+            self.getPlotItem().setTitle(None)
+            return
         self.getPlotItem().setTitle(
             f"<span style='color:{theme.FOREGROUND};font-size:10pt'>{TIMELINE.title}</span>"
             f"<span style='color:{theme.MUTED};font-size:9pt'> · busy share of {covers} at left</span>")
+
+    def set_short_title(self, short: bool) -> None:
+        """No title, and the time axis named short: a timeline beside another run's is narrow (its run's name is
+        above it), and words wider than the plot widened its scene past the view (the right of the steps was lost)."""
+        self.short_title = short
+        self._title_busy(self.busy_covers)
+        self.getPlotItem().setLabel("bottom", "time" if short else TIMELINE.x.label, units=TIMELINE.x.unit,
+                                    color=theme.MUTED)
 
     def set_busy(self, busy: dict[str, float], covers: str = "the last step") -> None:
         """Each device's busy share (0..1) of the steps ``covers`` names, shown in its row's label."""

@@ -239,7 +239,6 @@ def _lanes(axes, figure: Figure) -> None:
 def _heat(picture, figure: Figure) -> None:
     """A heatmap (engine/figures/heatmap.py): each node's mean as lines above, a row per device below, rows
     grouped by node with a hairline between nodes, the colour bar at the right."""
-    import numpy as np
     from engine.figures.heatmap import COLORMAP, as_matrix
     heat = figure.heat
     means, axes = picture.subplots(2, 1, sharex=True, height_ratios=(1, 3))

@@ -10,12 +10,14 @@ import dataclasses
 
 from engine.experiments import preset_title, stored_result
 from engine.export.errors import ExportError
+from engine.export.standing import standing
 from engine.figures import Figure, RunView, experiment_figures as figures_of_result, run_figures as figures_of_run
 from engine.figures.timeline import TIMELINE_STEPS
-from engine.results import RunSummary
+from engine.results import ExperimentResult, RunSummary
 from engine.store import Store
 
 EXPORT_ROWS = 100_000   # at most this many step rows, and telemetry rows, in a run's figures
+STANDING_TABLES = ("step-time", "throughput")   # the bars a point's standing is judged on: their tables say it
 
 
 def run_view(store: Store, run_id: str) -> RunView:
@@ -43,4 +45,17 @@ def experiment_figures(store: Store, experiment_id: str) -> list[Figure]:
         raise ExportError(f"no experiment with id {experiment_id!r}")
     result = stored_result(store, experiment)
     result = result if result.name else dataclasses.replace(result, name=experiment.name)
-    return figures_of_result(result, preset_title(result.name))
+    return [with_standing(f, result) for f in figures_of_result(result, preset_title(result.name))]
+
+
+def with_standing(figure: Figure, result: ExperimentResult) -> Figure:
+    """The step time's and throughput's tables (their CSV) with each point's standing ("best", "tied", "") and
+    whether a run of it was disturbed (empty where not), so a spreadsheet reads what the app and the report say."""
+    if figure.name not in STANDING_TABLES:
+        return figure
+    points = {p.label: p for p in result.points}
+    columns, rows = [*figure.columns, "standing"], [[*row, standing(result, row[0])] for row in figure.rows]
+    if "disturbed" not in columns:
+        columns.append("disturbed")
+        rows = [[*row, getattr(points.get(row[0]), "disturbed", None) or ""] for row in rows]
+    return dataclasses.replace(figure, columns=columns, rows=rows)

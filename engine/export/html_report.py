@@ -13,6 +13,7 @@ from typing import Iterable
 
 from engine.export.drawing import inline_svg
 from engine.export.environment import environment
+from engine.export.standing import standing, summary_line
 from engine.figures import Figure
 from engine.figures.numbers import format_value, is_number, pct
 from engine.record import by_node
@@ -115,7 +116,10 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),
         ("bubble", f"measured {pct(s.bubble.measured)}, theory {pct(s.bubble.theory)}"),
         ("efficiency", "; ".join(s.efficiency.lines()) if s.efficiency else None),
+        ("disturbed", f"{s.telemetry.disturbed}: its times are not comparable"
+         if s.telemetry and s.telemetry.disturbed else None),
     ]
+    rows += [("finding" if i else "findings", f"{f.severity}: {f.text}") for i, f in enumerate(s.findings)]
     if s.telemetry:
         rows.append(("telemetry", f"{s.telemetry.samples} samples at {s.telemetry.rate_hz} Hz; mean util "
                      + ", ".join(f"{d} {format_value(u) + '%' if is_number(u) else 'n/a'}"
@@ -157,15 +161,25 @@ def experiment_config_rows(experiment: ExperimentRecord) -> list[tuple[str, obje
 
 
 def experiment_points_table(result: ExperimentResult) -> str:
+    """The points a row each, its standing beside its label ("(best)", "(tied)") and, where a run of any was
+    disturbed, a column saying which; under it the line that sums the result up."""
     columns = ["point", "strategy", "split", "micro-batches", "step time", "predicted (what-if)", "throughput",
                "bubble", "stage balance", "MFU", "samples/J", "runs"]
-    rows = [[f"{p.label}{' (best)' if p.label == result.winner else ''}", p.strategy, p.split, p.micro_batches,
+    rows = [[_labelled(result, p.label), p.strategy, p.split, p.micro_batches,
              _duration(p.step_time_s), _duration(MeanStd(p.predicted_step_s, None)) if p.predicted_step_s else "—",
              _mean_std(p.throughput, "samples/s"),
              pct(p.bubble.measured),
              _ratio(p.stage_balance), pct(p.mfu), format_value(p.samples_per_joule), len(p.run_ids)]
             for p in result.points]
-    return table(columns, rows)
+    if any(p.disturbed for p in result.points):
+        columns.append("disturbed")
+        rows = [row + [p.disturbed or ""] for row, p in zip(rows, result.points)]
+    return table(columns, rows) + f'<p class="verdict">{escape(summary_line(result))}</p>'
+
+
+def _labelled(result: ExperimentResult, label: str) -> str:
+    mark = standing(result, label)
+    return f"{label} ({mark})" if mark else label
 
 
 # ---- the page --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ SHORT = {"micro_batches": "m", "split_size": "split size", "batch_size": "batch"
 
 
 def as_ran(config: dict, summary: RunSummary | None) -> dict:
-    """The settings a run ran with: the summary's devices, split and micro-batches over the config's."""
+    """The settings a run ran with: the summary's devices, split and micro-batches over the config's (1 for a
+    strategy that does not cut the batch: what ran, where the config leaves it unset)."""
     ran = dict(config or {})
     if summary is not None:
         if summary.devices:
@@ -32,6 +33,8 @@ def as_ran(config: dict, summary: RunSummary | None) -> dict:
             ran["split"] = list(summary.split)
         if summary.micro_batches:
             ran["micro_batches"] = summary.micro_batches
+        elif summary.strategy and summary.strategy != "script":
+            ran["micro_batches"] = 1   # a strategy without micro-batches runs each batch whole (the naive split: m=1)
     if ran.get("model_file"):
         ran["model_file"] = os.path.basename(str(ran["model_file"]))
     return ran

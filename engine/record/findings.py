@@ -6,12 +6,16 @@ The worker makes them from its summary (``findings``); the session adds what onl
 (``with_telemetry``: another program on a device's core)."""
 from __future__ import annotations
 
-from engine.results import DeviceKinds, RunSummary
+from engine.results import RunSummary
 from engine.script_results import Finding, ScriptFacts
 
 NOTICEABLE = 0.1          # a share of the step worth a finding
 UNCOUNTED_AT = 0.05       # operations without a FLOP formula worth saying, as a share of the counted step's time
 SEVERE = 0.3              # a share that is the step's main story
+BALANCED_AT = 0.8         # the least busy stage's work over the busiest's, under which the split is not balanced
+ABOVE_THEORY = 0.05       # a bubble this far (and a fifth) over its schedule's theory is worth a finding
+NEAR_LIMIT = 0.9          # a device's peak memory over its memory worth a finding (a "problem" from FULL)
+FULL = 0.97
 # What shortens an input wait, in the engine's own options (engine/config.py).
 ENGINE_INPUT_FIX = ("more loader workers on cores of their own (--loader-workers, --loader-cores), pinned memory on "
                     "GPUs (--pin-memory), or a cheaper decode")
@@ -79,6 +83,7 @@ def findings(summary: RunSummary, *, script: bool, world: int,
                              "(watch.step(samples=...) or --samples-per-step): throughput is not measured",
                              list(summary.devices), 0.5))
     found += _flop_findings(summary, unformulated)
+    found += [f for f in (unbalanced_stages(summary), bubble_above_theory(summary)) if f is not None]
     if not found or max(f.share for f in found) < NOTICEABLE:
         busy = min((1 - d.idle_share for d in kinds), default=None)
         if busy is not None:
@@ -87,10 +92,62 @@ def findings(summary: RunSummary, *, script: bool, world: int,
     return sorted(found, key=lambda f: -f.share)
 
 
-def with_telemetry(summary: RunSummary) -> RunSummary:
-    """The summary with the telemetry's finding (``disturbed``: another program on a device's core) among the
-    rest, and its diagnosis the first finding's text."""
-    listed = list(summary.findings)
+def unbalanced_stages(summary: RunSummary) -> Finding | None:
+    """A split whose stages' work, as measured, is not even (``stage_balance`` under BALANCED_AT): the busiest
+    stage sets the pace of every step. A split balanced by the blocks' profiled times can be one of these."""
+    busy = summary.stage_busy
+    if summary.stage_balance is None or summary.stage_balance >= BALANCED_AT or not busy \
+            or len(busy) != len(summary.devices):
+        return None
+    most, least = busy.index(max(busy)), busy.index(min(busy))
+    busiest, idlest = summary.devices[most], summary.devices[least]
+    share = busy[most] - busy[least]
+    return Finding("unbalanced_stages", _severity(share), f"the split's stages are not balanced: {busiest} works "
+                   f"{pct(busy[most])} of each step, {idlest} {pct(busy[least])}; the busiest stage sets the pace, so "
+                   f"a split that moves blocks from {busiest} toward {idlest} shortens the step (the blocks' "
+                   "profiled times, which a balanced split is made from, are not the run's)", [busiest, idlest],
+                   share)
+
+
+def bubble_above_theory(summary: RunSummary) -> Finding | None:
+    """A measured bubble well over its schedule's theory: idle time the formula does not count."""
+    measured, theory = summary.bubble.measured, summary.bubble.theory
+    if measured is None or theory is None or measured - theory < max(ABOVE_THEORY, theory / 5):
+        return None
+    formula = f" ({summary.bubble.formula})" if summary.bubble.formula else ""
+    schedule = f"{summary.schedule}'s" if summary.schedule else "the split's"
+    return Finding("bubble_above_theory", _severity(measured - theory), f"the bubble is {pct(measured)} where "
+                   f"{schedule} theory says {pct(theory)}{formula}: the {pct(measured - theory)} more is idle time "
+                   "the formula does not count (stages of unequal work, the exchange between them, the optimizer's "
+                   "step, a slower rank)", list(summary.devices), measured - theory)
+
+
+def memory_near_limit(summary: RunSummary, limits: dict[str, int]) -> list[Finding]:
+    """A device whose memory at its peak (the telemetry's) came near all it has (``limits``: bytes per device, a
+    GPU's memory or the machine's RAM): a larger batch or model would not fit. CPU devices share the machine's
+    RAM, so theirs are counted together."""
+    telemetry = summary.telemetry
+    peaks = dict(zip(summary.devices, telemetry.mem_peak_bytes)) if telemetry is not None else {}
+    cpus = [d for d in summary.devices if d.rpartition("/")[2].startswith("cpu") and peaks.get(d) and limits.get(d)]
+    groups = [[d] for d in summary.devices if d not in cpus and peaks.get(d) and limits.get(d)]
+    found = []
+    for group in groups + ([cpus] if cpus else []):
+        used, limit = sum(peaks[d] for d in group), max(limits[d] for d in group)
+        if used < NEAR_LIMIT * limit:
+            continue
+        whose = f"{group[0]}'s memory" if len(group) == 1 else f"the RAM {', '.join(group)} share"
+        found.append(Finding("memory_near_limit", "problem" if used >= FULL * limit else "warning",
+                             f"{', '.join(group)} used {used / 2 ** 30:.2f} GiB of {whose} ({limit / 2 ** 30:.2f} "
+                             f"GiB, {pct(used / limit)}) at the peak: a larger batch or model would not fit",
+                             list(group), 0.5 if used >= FULL * limit else 0.2))
+    return found
+
+
+def with_telemetry(summary: RunSummary, memory_limits: dict[str, int] | None = None) -> RunSummary:
+    """The summary with the telemetry's findings (``disturbed``: another program on a device's core; with
+    ``memory_limits``, bytes per device, ``memory_near_limit``) among the rest, and its diagnosis the first
+    finding's text."""
+    listed = list(summary.findings) + memory_near_limit(summary, memory_limits or {})
     if summary.telemetry is not None and summary.telemetry.disturbed:
         listed.append(Finding("disturbed", "warning", summary.telemetry.disturbed, list(summary.devices), 0.05))
     cpu = summary.recording_cpu_s

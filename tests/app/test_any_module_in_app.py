@@ -119,9 +119,12 @@ def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
     qtbot.waitUntil(lambda: table.rowCount() > 0, timeout=60_000)
     rows = {tuple(table.item(r, c).text() for c in range(3)): r for r in range(table.rowCount())}
     assert ("gpipe", "1", "4") in rows and ("1f1b", "1", "2") in rows and ("zbv", "2", "4") in rows
-    assert not table.cellWidget(rows[("gpipe", "1", "4")], 5).isEnabled()   # the run itself: measured
+    button = table.columnCount() - 1
+    assert not table.cellWidget(rows[("gpipe", "1", "4")], button).isEnabled()   # the run itself: measured
     caption = window.plan_view.what_if_caption   # how far to trust it: a line, in full on hover
-    assert caption.text() == f"What-if: {TRUST}" and caption.toolTip().startswith(f"What-if: {TRUST_DETAIL}")
+    source = window.history.newest_run_id()
+    assert caption.text().startswith(f"What-if of run {source}: {TRUST}")
+    assert caption.toolTip().startswith(f"What-if: {TRUST_DETAIL}")
     # and what the predictions took from the run's probes, measured after its last step
     assert "Measured after the run: a backward split into input and weight gradient costs cpu:0" in caption.toolTip()
     assert "Measured after the run: two devices sending hand-overs to each other at once" in caption.toolTip()
@@ -129,6 +132,10 @@ def test_a_what_if_row_runs_its_schedule_for_real(qtbot, window):
     measured = {(c[0], c[3], c[5]) for c in window.plan_view.measured_cells}
     assert {("cpu:0", "forward", 3), ("cpu:1", "backward", 0)} <= measured and not window.plan_view.measured.isHidden()
     with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
-        table.cellWidget(rows[("interleaved1f1b", "2", "2")], 5).click()
+        table.cellWidget(rows[("interleaved1f1b", "2", "2")], button).click()
     summary = finished.args[0].summary
     assert (summary.schedule, summary.micro_batches, len(summary.split)) == ("interleaved1f1b", 2, 3)
+    # the table it came from stays, the row's run measured beside its prediction, with the error's sign
+    row = rows[("interleaved1f1b", "2", "2")]
+    assert table.item(row, 4).text() == f"{summary.step_time_s.mean * 1e3:.1f} ms"
+    assert table.item(row, 5).text()[0] in "+-" and caption.text().startswith(f"What-if of run {source}")

@@ -141,7 +141,9 @@ def test_a_stored_run_of_sixty_four_devices_shows_its_heatmaps_and_outliers(pane
     panel.show_runs([run])
     heat = panel.heatmaps["memory"]
     assert heat.isVisibleTo(panel) and heat.figure is not None and heat.figure.heat is not None
-    assert left_labels(heat.view) == NODES and len(heat.figure.heat.groups()) == 8
+    # every node named once the plots have made room for the run's findings under them (a layout pass later)
+    qtbot.waitUntil(lambda: left_labels(heat.view) == NODES, timeout=2_000)
+    assert len(heat.figure.heat.groups()) == 8
     utilization = panel.heatmaps["utilization"].figure.heat
     assert utilization.values[NAMES.index(IDLE)][0] == pytest.approx(5.0)
     assert panel.outliers.texts()[0].startswith(f"{IDLE} idles 90 %")

@@ -21,8 +21,8 @@ def test_a_run_over_two_nodes_shows_its_devices_grouped_by_node(qtbot, window, n
     assert timeline.node_groups() == [("node0", ["node0/cpu:0"]), ("node1", ["node1/cpu:0"])]
     labels = [text for _, text in timeline.getPlotItem().getAxis("left")._tickLevels[0]]
     assert labels[0].startswith("node0/cpu:0") and labels[1].startswith("node1/cpu:0")
-    # Each node with its address and its clock, beside the timeline.
-    bubble = window.plots.bubble.formula.text()
+    # Each node with its address and its clock, under the plots.
+    bubble = "\n".join(window.plots.findings.texts())
     assert f"node0 {node_cluster.address(0)}:" in bubble and f"node1 {node_cluster.address(1)}:" in bubble
     offset = float(re.search(r"node1 .*: rank 1, clock ([+-][\d.]+) s", bubble).group(1))
     assert abs(offset - 1000.0) < 0.05  # node1's clock runs 1000 s ahead (tests/netns.py)
@@ -35,4 +35,4 @@ def test_a_run_over_two_nodes_shows_its_devices_grouped_by_node(qtbot, window, n
         qtbot.keyClick(window, QtCore.Qt.Key.Key_Escape)
     assert finished.args[0].status == "stopped"
     assert [n.label for n in finished.args[0].summary.nodes] == ["node0", "node1"]
-    assert "node1 " in window.plots.bubble.formula.text()  # from the run's summary now
+    assert "node1 " in "\n".join(window.plots.findings.texts())  # from the run's summary now

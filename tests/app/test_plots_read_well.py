@@ -166,18 +166,21 @@ def test_on_a_1280x800_screen_the_plots_keep_a_data_area_to_read(qtbot, qapp_con
 
 
 def test_on_a_1280x800_screen_many_notes_scroll_and_the_window_keeps_its_size(qtbot, qapp_configured):
-    """The bubble box's notes (nodes, tensor memory, a disturbance, a disagreement) scroll in the room the
-    box has: they grew the box, the window past the screen, and the status bar fell off it."""
+    """A run's findings and notes (nodes, tensor memory, a disturbance, a disagreement) scroll in the findings
+    panel under the plots: in the bubble box they grew the box, the window past the screen, and the status bar
+    fell off it. The panel keeps the height of its first three rows."""
     from app.main_window import MainWindow
+    from app.state.finding_rows import FindingRow
     win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
-    notes = "\n".join(f"note {k}: other programs took 35% of cpu:1 during this run: its times are not comparable"
-                      for k in range(30))
-    win.plots.bubble.show_figures(0.5, 0.2, "(p-1)/(m+p-1) = 1/5", note=notes)
+    rows = [FindingRow("note", "info", f"note {k}: other programs took 35% of cpu:1 during this run: its times are "
+                                       "not comparable") for k in range(30)]
+    win.plots.findings.show_rows(rows)
     qapp_configured.processEvents()
     assert win.minimumSizeHint().height() <= 800 and win.height() <= 800, (win.minimumSizeHint(), win.height())
     assert win.statusBar().isVisible() and win.statusBar().geometry().bottom() < win.height()
-    assert win.plots.bubble.notes.verticalScrollBar().maximum() > 0   # the notes scroll
-    assert "note 29" in win.plots.bubble.formula.text()
+    panel = win.plots.findings
+    assert panel.scroll.verticalScrollBar().maximum() > 0 and panel.first_row_in_view()   # the rest scroll
+    assert "note 29" in panel.texts()[-1]
     win.shutdown()
 
 
@@ -197,7 +200,7 @@ def test_on_a_1280x800_screen_the_bubble_box_shows_its_figures_and_whole_legend(
     qapp_configured.processEvents()
     for figure in (box.measured, box.theory):
         assert figure.height() >= figure.sizeHint().height(), (figure.height(), figure.sizeHint())
-        assert figure.geometry().bottom() < box.notes.geometry().top()
+        assert figure.geometry().bottom() < box.formula.geometry().top()
     assert box.legend.height() >= box.legend.heightForWidth(box.legend.width()) and "idle" in box.legend.text()
     assert box.legend.geometry().bottom() <= box.contentsRect().bottom()
     win.shutdown()

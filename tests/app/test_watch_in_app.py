@@ -92,10 +92,20 @@ def test_watch_a_script_from_the_run_menu_shows_live_steps_the_timeline_and_the_
         action.trigger()
         qtbot.waitUntil(lambda: not action.isEnabled() and not window.run_action.isEnabled(), timeout=10_000)
         wait_steps(qtbot, window, 2)
+        # the watched command in the form's place, read only, while it runs
+        assert window.watched.isVisible() and not window.experiment.isVisible()
+        assert str(EXAMPLE) in window.watched.values["Script"].text()
+        assert window.watched.values["Arguments"].text() == "--steps 30 --batch-size 32 --decode-ms 0.5"
     info = finished.args[0]
     assert info.status == "finished", info
     assert info.summary.strategy == "script" and info.summary.model == "ddp_train.py"
     plots = window.plots
+    assert window.experiment.isVisible() and not window.watched.isVisible()   # the form back
+    assert [row.code for row in plots.findings.rows][:len(info.summary.findings)] == \
+        [f.code for f in info.summary.findings]   # the script's findings under the plots
+    counted = [d.device for d in (info.summary.efficiency.devices if info.summary.efficiency else [])
+               if d.mfu is not None]
+    assert set(counted) <= set(plots.series_plots["efficiency"].series_keys())   # its MFU, known at its end
     assert plots.series_plots["throughput"].point_count() == 30
     assert {r[1] for r in plots.timeline.rows} == {"cpu:0", "cpu:1"}
     assert {"forward", "backward", "communication", "data"} <= {r[2] for r in plots.timeline.rows}

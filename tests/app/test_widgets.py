@@ -223,7 +223,10 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
     win.plots.timeline.set_devices(devices)
     win.plots.timeline.set_busy(dict.fromkeys(devices, 0.5))
     qapp_configured.processEvents()
-    rects = {name: plot.geometry() for name, plot in win.plots.plots.items()}
+    from PySide6 import QtCore
+    # in the plots' own coordinates (the timeline sits in a row of its own)
+    rects = {name: QtCore.QRect(plot.mapTo(win.plots, QtCore.QPoint(0, 0)), plot.size())
+             for name, plot in win.plots.plots.items()}
     for name, plot in win.plots.plots.items():
         assert rects[name].height() >= plot.minimumHeight(), (name, rects[name])
     bubble = win.plots.bubble
@@ -559,7 +562,7 @@ def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
 
 def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
     """The process's memory is mostly torch itself; what the tensors hold on each device tells model-parallel
-    (a part of the model each) from ddp (the whole model on each), under the bubble."""
+    (a part of the model each) from ddp (the whole model on each), under the plots."""
     from app.state.live_data import RunData
     from engine.results import TensorMemory
     mib = 2 ** 20
@@ -571,9 +574,9 @@ def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
                        summary=summary, error=None)
 
     panel.show_runs([stored("model-parallel", [1, 1])])
-    split = panel.bubble.formula.text()
+    split = "\n".join(panel.findings.texts())
     panel.show_runs([stored("ddp", [2, 2])])
-    replicas = panel.bubble.formula.text()
+    replicas = "\n".join(panel.findings.texts())
     assert "tensors cpu:0: 2 MiB (params 1, grads 1" in split and "tensors cpu:1: 2 MiB" in split
     assert "tensors cpu:0: 4 MiB (params 2, grads 2" in replicas and "tensors cpu:1: 4 MiB" in replicas
 
