@@ -9,7 +9,7 @@ import sys
 
 BENCHES = ["bench.engine_bench", "bench.gloo_exchange", "bench.any_module_bench", "bench.telemetry_bench",
            "bench.app_bench", "bench.long_run_bench", "bench.sharding_bench", "bench.nodes_bench", "bench.watch_bench",
-           "bench.loader_bench", "bench.efficiency_bench", "bench.trace_bench"]
+           "bench.loader_bench", "bench.efficiency_bench", "bench.trace_bench", "bench.advise_bench"]
 
 
 def main(names: list[str]) -> int:

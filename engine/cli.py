@@ -23,7 +23,7 @@ from engine.run_options import add_run_options, config_from_args, given_options,
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 # build_parser's subcommands, in its order
 COMMANDS = ("run", "runs", "experiment", "export", "what-if", "models", "devices", "recover", "node", "watch",
-            "trace")
+            "trace", "advise")
 
 
 class ArgumentError(Exception):
@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_watch_command(sub)
     from engine.traces.command import add_parser as add_trace_command
     add_trace_command(sub)
+    from engine.advise.command import add_parser as add_advise_command
+    add_advise_command(sub)
     return parser
 
 
@@ -140,6 +142,9 @@ def _dispatch(args, parser) -> int:
     if args.command == "trace":   # a job's profiler traces read (engine/traces)
         from engine.traces.command import cmd_trace
         return cmd_trace(args)
+    if args.command == "advise":   # the best way to spread a model over the devices (engine/advise)
+        from engine.advise.command import cmd_advise
+        return cmd_advise(args, store_usable)
     if args.command == "watch":   # run's short way for --strategy script
         from engine.watch.command import NAMES, watch_config
         config, _ = validate_or_report(lambda: watch_config(args), NAMES)

@@ -72,13 +72,15 @@ def _help(o: Option) -> str:
     return text
 
 
-def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False,
+                    leave_out: frozenset[str] = frozenset()) -> None:
     """Every option ExperimentConfig declares (engine/config.py: its flag, help and default there), and the
     run's own (telemetry rate, store, --json); for an experiment, those its base takes and with no defaults,
-    so only what the user gave overrides the preset's."""
+    so only what the user gave overrides the preset's. ``leave_out``: options the command decides itself
+    (advise chooses the strategy, split and schedule)."""
     g = p.add_argument_group("run options")
     for o in options():
-        if for_experiment and not o.in_experiment:
+        if (for_experiment and not o.in_experiment) or o.name in leave_out:
             continue
         default = argparse.SUPPRESS if for_experiment else None if o.name in NOT_GIVEN else o.default
         if o.type is bool:   # --pin-memory, --no-pin-memory

@@ -78,6 +78,7 @@ LONGEST_FIRST = ("test_nodes.py",           # 140 s (with a node run more than n
                  "test_any_module_in_app.py",  # 74
                  "test_long_runs.py",       # 58
                  "test_export.py",          # 45
+                 "test_advise.py",          # 45 without its solo test (2026-12-07, at load 9)
                  "test_watch.py",           # 40 (2026-12-04)
                  "test_training.py",        # 33
                  "test_experiments.py",     # 30

@@ -31,6 +31,7 @@ class BlockInfo:
     out_bytes: int       # bytes of activation leaving the block, per sample
     kind: str = ""       # the block's module class ("BasicBlock", "Linear")
     flops: float = 0.0   # its forward+backward's FLOPs per sample (torch's formulas: engine/measure/flops.py)
+    forward_s: float = 0.0   # the forward's part of cost_s (its best repeat: engine/advise predicts each apart)
 
 
 def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> list[BlockInfo]:
@@ -49,6 +50,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
     # Copies: profiling must not touch the run's parameters or BatchNorm statistics.
     blocks = [copy.deepcopy(block).to(device) for _, block in spec.blocks]
     best = [float("inf")] * len(blocks)
+    best_forward = [float("inf")] * len(blocks)
     out_bytes = [0] * len(blocks)
     flops = [DeviceFlops(device) for _ in blocks]
     clock = block_clock(device)
@@ -62,6 +64,9 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
             with counted_once(flops[i], repeat):   # the first repeat, a warm-up the best leaves out
                 t0 = clock()
                 out = block(cut)
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize(device)
+                forward_seconds = clock() - t0
                 if out.requires_grad:
                     # A gradient of ones, as the sum's: backward(ones) would import torch's symbolic shapes and
                     # sympy on first use (0.7 s of the app's first profile), for a shape check a sum does not need.
@@ -71,11 +76,13 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
                 seconds = clock() - t0
             if repeat > 0 or PROFILE_REPEATS == 1:
                 best[i] = min(best[i], seconds)
+                best_forward[i] = min(best_forward[i], forward_seconds)
             out_bytes[i] = out.numel() * out.element_size() // n
             h = out.detach()
     return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__,
-                      count.by_device.get(device, 0) / n)
-            for (name, _), block, cost, size, count in zip(spec.blocks, blocks, best, out_bytes, flops)]
+                      count.by_device.get(device, 0) / n, forward)
+            for (name, _), block, cost, size, count, forward in zip(spec.blocks, blocks, best, out_bytes, flops,
+                                                                    best_forward)]
 
 
 def counted_once(flops, repeat: int):
@@ -101,6 +108,7 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
         tracing.stage_on(pipe, k, device)
     n = inputs.shape[0]
     best = [float("inf")] * len(units)
+    best_forward = [float("inf")] * len(units)
     out_bytes = [0] * len(units)
     flops = [DeviceFlops(device) for _ in units]
     clock = block_clock(device)
@@ -110,19 +118,23 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
         with counted_once(flops[k], repeat):
             t0 = clock()
             out = call()
+            if device.startswith("cuda"):
+                torch.cuda.synchronize(device)
+            forward_seconds = clock() - t0
             traced_chain.backward_with_ones(out)
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
             seconds = clock() - t0
         if repeat > 0 or PROFILE_REPEATS == 1:
             best[k] = min(best[k], seconds)
+            best_forward[k] = min(best_forward[k], forward_seconds)
         out_bytes[k] = traced_chain.output_bytes(out) // n
         return out
     for repeat in range(PROFILE_REPEATS):
         traced_chain.run_each_stage(pipe, inputs.to(device), timed)
     return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__,
-                      count.by_device.get(device, 0) / n)
-            for (name, unit), cost, size, count in zip(spec.blocks, best, out_bytes, flops)]
+                      count.by_device.get(device, 0) / n, forward)
+            for (name, unit), cost, size, count, forward in zip(spec.blocks, best, out_bytes, flops, best_forward)]
 
 
 def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:

@@ -299,15 +299,26 @@ def predict(summary: RunSummary, rows, warmup: int, multi_stage: bool = True,
     overhead = fit_overhead(own, own_per_device, times, m, measured_step, two_way)
     out = []
     for schedule, per_device, count in candidates(summary, p, own_per_device, multi_stage):
-        model = _Model(schedule, p, per_device, times, m / count, overhead, two_way)
-        step = model.step(count)
-        busy = [count * (t.forward + t.backward) * (m / count) + t.optimizer
-                + count * split_share(schedule, device, p, per_device) * t.split.at(m / count)
-                for device, t in enumerate(times)]
-        bubble = 1.0 - statistics.fmean(b / step for b in busy)
+        step, bubble = simulated_step(schedule, per_device, times, count, m / count, overhead, two_way)
         measured = (schedule, per_device, count) == (own, own_per_device, m)
         out.append(Prediction(schedule.name, count, step, bubble, measured, per_device))
     return out
+
+
+def simulated_step(schedule: Schedule, per_device: int, times: list[DeviceTimes], micro_batches: int,
+                   scale: float = 1.0, overhead: float = 0.0, two_way: float = 0.0) -> tuple[float, float]:
+    """(step time, bubble) of ``schedule`` at ``micro_batches`` over ``len(times)`` devices with ``per_device``
+    stages each: its action list played out with each device's ``times`` per micro-batch (times ``scale``: the
+    measured micro-batch's size over the candidate's), ``overhead`` seconds per hand-over between devices and
+    ``two_way`` (RunSummary.two_way_extra_s). ``predict`` simulates every candidate of a run with it, and
+    engine/advise every pipeline candidate of a model from its probe."""
+    p = len(times)
+    model = _Model(schedule, p, per_device, times, scale, overhead, two_way)
+    step = model.step(micro_batches)
+    busy = [micro_batches * (t.forward + t.backward) * scale + t.optimizer
+            + micro_batches * split_share(schedule, device, p, per_device) * t.split.at(scale)
+            for device, t in enumerate(times)]
+    return step, 1.0 - statistics.fmean(b / step for b in busy)
 
 
 def measured_inputs(summary: RunSummary | None, schedules) -> list[str]:
