@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.config import ExperimentConfig  # noqa: E402
 from engine.results import Step  # noqa: E402
-from engine.rules import effective_batch_size, effective_lr, effective_stages_per_device  # noqa: E402
+from engine.rules import effective_stages_per_device  # noqa: E402
 from engine.run.session import RunSession  # noqa: E402
 
 
@@ -165,9 +165,9 @@ def prediction_error_from(db: str, bench: str | None = None) -> list[dict]:
             measured_steps = range(ref.config.warmup, ref.config.steps)
             rows_of_ref, times_of_ref = store.timeline(ref.id), store.step_times(ref.id, measured_steps)
 
-            def by_key(summary):
+            def by_key(summary, rows=rows_of_ref, times=times_of_ref, warmup=ref.config.warmup):
                 return {(p.schedule, p.stages_per_device, p.micro_batches): p.step_time_s
-                        for p in predict(summary, rows_of_ref, ref.config.warmup, step_times=times_of_ref)}
+                        for p in predict(summary, rows, warmup, step_times=times)}
             predicted, without_probe = by_key(ref.summary), by_key(ref.summary.replace(split_backward_extra_s=None))
             medians = {}
             for record in entry["runs"]:

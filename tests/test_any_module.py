@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from engine.config import ExperimentConfig
-from engine.devices import Device
 from engine.models.build import build
 from engine.models.units import split_units
 from engine.store import Store

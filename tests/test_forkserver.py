@@ -24,7 +24,7 @@ from engine.events import Launched
 from engine.forkserver import client as forkserver_client
 from engine.forkserver import ForkServer, ForkServerError, run_module, shared, shared_pid, wire
 from engine.forkserver.client import Connection, start
-from helpers import cli, cli_together, small_mlp
+from helpers import cli
 from procs import ROOT
 
 TESTS = ROOT / "tests"

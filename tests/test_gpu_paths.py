@@ -18,7 +18,7 @@ from engine.plan.planning import balanced_split_per_stage
 from engine.run.session import RunSession
 from engine.run.local_ranks import rank_environment
 from engine.store import Store
-from engine.telemetry import TelemetrySampler, nvml
+from engine.telemetry import TelemetrySampler
 from engine.telemetry import gpu_inventory
 from engine.telemetry.targets import physical_name, targets_for
 from fake_nvml import FakeGpu, make_fake_pynvml

@@ -100,7 +100,7 @@ def test_samples_come_from_keyword_inputs_and_a_sequence_first_models_second_dim
                                   (SequenceFirst(), lambda m: m(torch.randn(35, 20, 3)), 20)):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
-        def train():
+        def train(call=call, model=model, optimizer=optimizer):
             for _ in range(2):
                 call(model).backward()
                 optimizer.step()
@@ -273,7 +273,7 @@ def test_reading_a_scripts_unusual_inputs_never_fails_it():
 
     for model, batch, samples in ((Dicts(), lambda: {"x": torch.randn(9, 3)}, 9),
                                   (Nested(), lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]), 0)):
-        def train():
+        def train(model=model, batch=batch):
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             for _ in range(2):
                 model(batch()).backward()

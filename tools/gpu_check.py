@@ -373,7 +373,7 @@ def main(argv: list[str]) -> int:
             save()
         report["runs"] = []
         for check in cpu_checks() if args.cpu else gpu_checks():
-            report["runs"].append(guarded(check.name, lambda: run_check(check, db)) | {"name": check.name})
+            report["runs"].append(guarded(check.name, lambda check=check: run_check(check, db)) | {"name": check.name})
             save()
         report["compare_strategies"] = guarded("compare-strategies", lambda: compare_strategies(db, args.cpu))
         save()
@@ -384,8 +384,8 @@ def main(argv: list[str]) -> int:
         report["watched_profile"] = guarded("watched profile", lambda: watched_profile(db, args.cpu))
         save()
         if not args.cpu:
-            report["nvml_vs_nvidia_smi"] = [guarded(f"NVML at {hz} Hz", lambda: nvml_against_smi(db, hz)) | {"hz": hz}
-                                            for hz in (10, 50)]
+            report["nvml_vs_nvidia_smi"] = [
+                guarded(f"NVML at {hz} Hz", lambda hz=hz: nvml_against_smi(db, hz)) | {"hz": hz} for hz in (10, 50)]
     parts = [report.get("pytest"), *report["runs"], report["compare_strategies"], report["input_pipeline"],
              report["efficiency"], report["watched_profile"], *report.get("nvml_vs_nvidia_smi", [])]
     report["ok"] = all(p["ok"] for p in parts if p is not None)
