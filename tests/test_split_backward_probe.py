@@ -42,6 +42,7 @@ def test_the_probe_times_each_stage_on_its_last_inputs_and_leaves_no_gradient():
     assert all(p.grad is None for m in modules for p in m.parameters())
 
 
+@pytest.mark.solo   # compares measured times with each other (the fixed part against the whole): alone
 @pytest.mark.parametrize("per_sample", [False, True])
 def test_the_extra_is_what_the_split_costs_more_per_call_or_per_sample(monkeypatch, per_sample):
     """torch's split functions made 200 ms slower than its whole backward, a call (fixed) or 25 ms a sample of

@@ -81,6 +81,19 @@ def run_args(base: ExperimentConfig, candidate: Candidate, batch_size: int) -> l
     """What ``main.py run`` takes to run ``candidate`` of this model (without ``run``, ``--json`` or ``--db``): the
     model's options, the devices, the batch, the strategy and its options, and every other option given that
     differs from its default."""
+    args = model_args(base)
+    args += ["--devices", candidate.devices, "--batch-size", str(batch_size), "--strategy", candidate.strategy]
+    if candidate.split:
+        args += ["--split", ",".join(map(str, candidate.split))]
+    if candidate.schedule is not None:   # a pipeline's
+        args += ["--schedule", candidate.schedule or "gpipe", "--micro-batches", str(candidate.micro_batches)]
+        if (candidate.stages_per_device or 1) > 1:
+            args += ["--stages-per-device", str(candidate.stages_per_device)]
+    return args + other_args(base)
+
+
+def model_args(base: ExperimentConfig) -> list[str]:
+    """The model's options as the command line takes them."""
     args = ["--model-file", base.model_file] if base.model_file else ["--model", base.model]
     if not base.model_file and base.model == "mlp":
         args += ["--width", str(base.width), "--depth", str(base.depth)]
@@ -88,13 +101,13 @@ def run_args(base: ExperimentConfig, candidate: Candidate, batch_size: int) -> l
         args += ["--image-size", str(base.image_size)]
     if base.split_level != 1:
         args += ["--split-level", str(base.split_level)]
-    args += ["--devices", candidate.devices, "--batch-size", str(batch_size), "--strategy", candidate.strategy]
-    if candidate.split:
-        args += ["--split", ",".join(map(str, candidate.split))]
-    if candidate.strategy == "pipeline":
-        args += ["--schedule", candidate.schedule or "gpipe", "--micro-batches", str(candidate.micro_batches)]
-        if (candidate.stages_per_device or 1) > 1:
-            args += ["--stages-per-device", str(candidate.stages_per_device)]
+    return args
+
+
+def other_args(base: ExperimentConfig) -> list[str]:
+    """Every option of ``base`` that differs from its default, but the model's, the devices, the batch and those
+    advise chooses (``CHOSEN``)."""
+    args = []
     for option in options():
         if option.name in CHOSEN or option.name in MODEL_OPTIONS or option.name in ("devices", "batch_size"):
             continue

@@ -22,7 +22,7 @@ from typing import Callable
 
 from engine import devices as devices_mod
 from engine import rules
-from engine.advise.advice import CHOSEN, advice
+from engine.advise.advice import CHOSEN, advice, model_args, other_args
 from engine.advise.results import Advice, Ranked
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.run_options import add_run_options, given_options
@@ -150,16 +150,25 @@ def cmd_advise(args, store_usable: Callable[[str | None], bool]) -> int:
     return EXIT_OK
 
 
+def advise_args(config: ExperimentConfig) -> list[str]:
+    """``main.py advise``'s arguments (after ``advise``) for ``config``'s model, devices, batch and other options,
+    leaving out what advise chooses itself (the strategy, split, schedule, steps): the app's Advise asks with its
+    form's config (app/controllers/advise_flow.py)."""
+    batch = ["--batch-size", str(config.batch_size)] if config.batch_size is not None else []
+    return [*model_args(config), "--devices", config.devices, *batch, *other_args(config)]
+
+
 def candidate_json(entry: Ranked, batch_size: int) -> dict:
     c, p, m = entry.candidate, entry.prediction, entry.measured
     return {"label": entry.label, "strategy": c.strategy, "devices": c.devices, "split": c.split,
-            "schedule": c.schedule if c.strategy == "pipeline" else None, "micro_batches": c.micro_batches,
+            "schedule": c.schedule, "micro_batches": c.micro_batches,
             "stages_per_device": c.stages_per_device,
             "predicted_step_s": p.step_s, "predicted_throughput": p.throughput(batch_size),
             "measured_step_s": m.step_s if m else None, "measured_std_s": m.step_std_s if m else None,
             "measured_throughput": m.throughput if m else None, "run_id": m.run_id if m else None,
             "disturbed": m.disturbed if m else None, "check_error": m.error if m else None,
-            "prediction_error": entry.prediction_error, "bubble": p.bubble, "communication_s": p.communication_s,
+            "prediction_error": entry.prediction_error, "bubble": p.bubble, "compute_s": p.compute_s,
+            "communication_s": p.communication_s,
             "memory_bytes": p.memory_bytes, "fits": p.fits, "why": p.why}
 
 

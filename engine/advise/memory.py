@@ -31,21 +31,38 @@ def in_flight(schedule: str, micro_batches: int, devices: int, per_device: int) 
 
 def per_device(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
     """Bytes each of the candidate's devices holds at its step's peak."""
-    blocks = model.blocks
-    states = model.state_bytes_per_param_byte
-    params = model.param_bytes
-    saved = sum(b.saved_bytes for b in blocks)
-    if candidate.strategy == "single":
-        return [int(params * states + saved * batch_size)]
+    return HELD[candidate.strategy](candidate, model, batch_size, devices)
+
+
+def _single(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
+    saved = sum(b.saved_bytes for b in model.blocks)
+    return [int(model.param_bytes * model.state_bytes_per_param_byte + saved * batch_size)]
+
+
+def _ddp(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
+    params, saved = model.param_bytes, sum(b.saved_bytes for b in model.blocks)
     replica = -(-batch_size // devices)
-    if candidate.strategy == "ddp":
-        return [int(params * states + params + saved * replica)] * devices
-    if candidate.strategy == "fsdp":
-        largest = max((b.param_bytes for b in blocks), default=0)
-        return [int(params * states / devices + 2 * largest + saved * replica)] * devices
-    if candidate.strategy == "tensor-parallel":
-        split = sum(pair.param_bytes for pair in model.tensor_parallel_pairs)
-        return [int((params - split + split / devices) * states + saved * batch_size)] * devices
+    return [int(params * model.state_bytes_per_param_byte + params + saved * replica)] * devices
+
+
+def _fsdp(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
+    blocks, saved = model.blocks, sum(b.saved_bytes for b in model.blocks)
+    replica = -(-batch_size // devices)
+    largest = max((b.param_bytes for b in blocks), default=0)
+    return [int(model.param_bytes * model.state_bytes_per_param_byte / devices + 2 * largest
+                + saved * replica)] * devices
+
+
+def _tensor_parallel(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
+    split = sum(pair.param_bytes for pair in model.tensor_parallel_pairs)
+    saved = sum(b.saved_bytes for b in model.blocks)
+    return [int((model.param_bytes - split + split / devices) * model.state_bytes_per_param_byte
+                + saved * batch_size)] * devices
+
+
+def _split(candidate: Candidate, model: ModelProbe, batch_size: int, devices: int) -> list[int]:
+    """A split's stages (the naive split: one stage a device, the whole batch at once)."""
+    blocks, states = model.blocks, model.state_bytes_per_param_byte
     schedule = SCHEDULE_INFO[candidate.schedule or "gpipe"]
     v = candidate.stages_per_device or 1
     m = candidate.micro_batches or 1
@@ -59,3 +76,8 @@ def per_device(candidate: Candidate, model: ModelProbe, batch_size: int, devices
         activations = sum(b.saved_bytes for stage in mine for b in stage) * batch_size / m * held
         out.append(int(state + activations))
     return out
+
+
+# Each strategy advise considers (engine/advise/candidates.py), and how its devices' memory is made up.
+HELD = {"single": _single, "ddp": _ddp, "fsdp": _fsdp, "tensor-parallel": _tensor_parallel,
+        "model-parallel": _split, "pipeline": _split}

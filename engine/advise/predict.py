@@ -41,15 +41,8 @@ def predict(candidate: Candidate, devices: list[Device], model: ModelProbe, link
     n = len(devices)
     held = max(memory.per_device(candidate, model, batch_size, n))
     fits = held <= memory_limit
-    if candidate.strategy == "single" or link is None:
-        step, compute, communication, bubble, words = _single(model, batch_size)
-    elif candidate.strategy in ("ddp", "fsdp"):
-        step, compute, communication, bubble, words = _data_parallel(candidate.strategy, model, link, batch_size,
-                                                                     devices)
-    elif candidate.strategy == "tensor-parallel":
-        step, compute, communication, bubble, words = _tensor_parallel(model, link, batch_size, devices)
-    else:
-        step, compute, communication, bubble, words = _staged(candidate, model, link, batch_size, devices)
+    predictor = _single if link is None else PREDICTORS[candidate.strategy]   # one device: nothing exchanged
+    step, compute, communication, bubble, words = predictor(candidate, model, link, batch_size, devices)
     words += f"; {_size(held)} on the fullest device" + ("" if fits else f", over the {_size(memory_limit)} limit")
     return Prediction(step, compute, communication, bubble, held, fits, words)
 
@@ -58,7 +51,7 @@ def _forward_backward(blocks: list[BlockProbe], samples: float) -> float:
     return sum(b.forward_s(samples) + b.backward_s(samples) for b in blocks)
 
 
-def _single(model: ModelProbe, batch_size: int):
+def _single(candidate: Candidate, model: ModelProbe, link: LinkProbe | None, batch_size: int, devices: list[Device]):
     # The probe's whole step, and the blocks' time per sample for any samples beyond those it timed.
     more = max(0, batch_size - model.probed_samples)
     step = model.whole_step_s + more * sum(b.forward_per_sample_s + b.backward_per_sample_s for b in model.blocks)
@@ -72,21 +65,28 @@ def _sharing(devices: list[Device]) -> int:
     return max(cores.values(), default=1)
 
 
-def _data_parallel(strategy: str, model: ModelProbe, link: LinkProbe, batch_size: int, devices: list[Device]):
+def _ddp(candidate: Candidate, model: ModelProbe, link: LinkProbe, batch_size: int, devices: list[Device]):
+    params = model.param_bytes
+    buckets = max(1, math.ceil(params / DDP_BUCKET_BYTES))
+    communication = buckets * link.all_reduce.latency_s + link.all_reduce.per_byte_s * params
+    return _replicas(model, batch_size, devices, communication, sum(b.optimizer_s for b in model.blocks),
+                     f"the gradients' all-reduce ({params / MIB:.3g} MiB)")
+
+
+def _fsdp(candidate: Candidate, model: ModelProbe, link: LinkProbe, batch_size: int, devices: list[Device]):
+    sharded = [b.param_bytes for b in model.blocks if b.param_bytes]
+    communication = sum(2 * link.all_gather.seconds(size) + link.reduce_scatter.seconds(size) for size in sharded)
+    return _replicas(model, batch_size, devices, communication,
+                     sum(b.optimizer_s for b in model.blocks) / len(devices),
+                     f"{2 * len(sharded)} all-gathers of the blocks' parameters and {len(sharded)} reduce-scatters "
+                     "of their gradients")
+
+
+def _replicas(model: ModelProbe, batch_size: int, devices: list[Device], communication: float, optimizer: float,
+              what: str):
+    """A data-parallel step: each device's slice of the batch, its optimizer share, then ``what`` it exchanges."""
     n = len(devices)
     replica = math.ceil(batch_size / n)
-    optimizer = sum(b.optimizer_s for b in model.blocks)
-    params = model.param_bytes
-    if strategy == "ddp":
-        buckets = max(1, math.ceil(params / DDP_BUCKET_BYTES))
-        communication = buckets * link.all_reduce.latency_s + link.all_reduce.per_byte_s * params
-        what = f"the gradients' all-reduce ({params / MIB:.3g} MiB)"
-    else:
-        sharded = [b.param_bytes for b in model.blocks if b.param_bytes]
-        communication = sum(2 * link.all_gather.seconds(size) + link.reduce_scatter.seconds(size) for size in sharded)
-        optimizer /= n
-        what = (f"{2 * len(sharded)} all-gathers of the blocks' parameters and {len(sharded)} reduce-scatters of "
-                f"their gradients")
     compute = _forward_backward(model.blocks, replica) + optimizer
     shared = _sharing(devices)
     step = shared * (compute + model.step_overhead_s) + communication
@@ -97,7 +97,8 @@ def _data_parallel(strategy: str, model: ModelProbe, link: LinkProbe, batch_size
     return step, compute, communication, communication / step, words
 
 
-def _tensor_parallel(model: ModelProbe, link: LinkProbe, batch_size: int, devices: list[Device]):
+def _tensor_parallel(candidate: Candidate, model: ModelProbe, link: LinkProbe, batch_size: int,
+                     devices: list[Device]):
     n = len(devices)
     pairs = model.tensor_parallel_pairs
     split = sum(p.param_bytes for p in pairs) / (model.param_bytes or 1)   # the pairs' share of the work
@@ -159,3 +160,8 @@ def _size(nbytes: float) -> str:
         if nbytes >= size:
             return f"{nbytes / size:.3g} {unit}"
     return f"{int(nbytes)} B"
+
+
+# Each strategy advise considers (engine/advise/candidates.py), and how its step is predicted.
+PREDICTORS = {"single": _single, "ddp": _ddp, "fsdp": _fsdp, "tensor-parallel": _tensor_parallel,
+              "model-parallel": _staged, "pipeline": _staged}

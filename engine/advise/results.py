@@ -92,7 +92,7 @@ class Candidate:
     @property
     def label(self) -> str:
         """"ddp", "model-parallel split 4", "1f1b m=8 split 4", "interleaved1f1b V=2 m=8 split 2,5,7"."""
-        if self.strategy != "pipeline":
+        if self.schedule is None:   # no schedule: a strategy that runs each batch whole
             return self.strategy + (f" split {_points(self.split)}" if self.split else "")
         v = f" V={self.stages_per_device}" if (self.stages_per_device or 1) > 1 else ""
         return f"{self.schedule}{v} m={self.micro_batches} split {_points(self.split)}"

@@ -33,7 +33,7 @@ def as_ran(config: dict, summary: RunSummary | None) -> dict:
             ran["split"] = list(summary.split)
         if summary.micro_batches:
             ran["micro_batches"] = summary.micro_batches
-        elif summary.strategy and summary.strategy != "script":
+        elif _runs_batches_whole(summary.strategy):
             ran["micro_batches"] = 1   # a strategy without micro-batches runs each batch whole (the naive split: m=1)
     if ran.get("model_file"):
         ran["model_file"] = os.path.basename(str(ran["model_file"]))
@@ -61,8 +61,12 @@ def run_names(configs: Sequence[dict], labels: Sequence[str],
     if len(labels) < 2:
         return labels
     ran = [as_ran(c, s) for c, s in zip(configs, summaries or [None] * len(labels))]
-    keys = differing(ran)
-    parts = [[f"{SHORT.get(k, k.replace('_', ' '))}={_text(r.get(k))}" for k in keys] for r in ran]
+    # A run read from profiler traces (engine/traces/as_run.py) has none of an engine run's settings: it is named
+    # by its traces ("trace traces: NAME"), and the settings that tell the others apart are theirs alone.
+    traced = [r.get("strategy") == "trace" for r in ran]
+    keys = differing([r for r, trace in zip(ran, traced) if not trace])
+    parts = [[str(r.get("model"))] if trace else [f"{SHORT.get(k, k.replace('_', ' '))}={_text(r.get(k))}"
+                                                  for k in keys] for r, trace in zip(ran, traced)]
     strategies = [str(r["strategy"]) if r.get("strategy") else "" for r in ran]
     names = [" ".join([strategy or label, *part]) for strategy, label, part in zip(strategies, labels, parts)]
     # the same settings: the label tells them apart ("18:29:22 pipeline" names its strategy already)
@@ -71,3 +75,11 @@ def run_names(configs: Sequence[dict], labels: Sequence[str],
              for name, label, strategy, part in zip(names, labels, strategies, parts)]
     return [f"{name} #{names[:i].count(name) + 1}" if names.count(name) > 1 else name
             for i, name in enumerate(names)]
+
+
+def _runs_batches_whole(strategy: str | None) -> bool:
+    """Our model under a strategy that cuts no batch into micro-batches (not a user's script, nor a job's traces,
+    which are no strategy of the registry)."""
+    from engine.strategies import STRATEGIES
+    known = STRATEGIES.get(strategy or "")
+    return known is not None and known.builds_model and not known.uses_micro_batches
