@@ -26,8 +26,16 @@ class Action:
 
 RUN = Action("Run", "start_run", "Ctrl+R", "Run the experiment (Ctrl+R)", Pixmap.SP_MediaPlay)
 STOP = Action("Stop", "stop_run", "Esc", "Stop the run (Esc)", Pixmap.SP_MediaStop)
+ADVISE = Action("Advise", "advise.start", "Ctrl+Shift+A",
+                "The best way to spread the form's model over its devices: every strategy, schedule and split "
+                "predicted, the best few checked by short runs (as main.py advise; Ctrl+Shift+A)",
+                Pixmap.SP_FileDialogDetailedView)
 OPEN_MODEL = Action("Open model file…", "experiment.model_combo.open_model_file",
                     tip="A Python file defining build_model() and make_batch()")
+OPEN_TRACES = Action("Open traces…", "traces.open_folder", "Ctrl+Shift+O",
+                     "A folder of a job's PyTorch profiler traces, a file per rank: opened as a run of kind trace")
+OPEN_TRACE_FILES = Action("Open trace files…", "traces.open_files",
+                          tip="A job's profiler trace files (.json, .json.gz), a file per rank: opened as a run")
 WATCH = Action("Watch a script…", "runs.watch_script", "Ctrl+Shift+W",
                "Run your own training script, unmodified, and watch each device (as main.py watch)")
 QUIT = Action("Quit", "close", "Ctrl+Q")
@@ -62,14 +70,24 @@ def run_actions(window: QtWidgets.QMainWindow) -> tuple[QtGui.QAction, QtGui.QAc
     return run, stop, watch
 
 
+def advise_action(window: QtWidgets.QMainWindow) -> QtGui.QAction:
+    """Advise, beside Run: its shortcut works wherever the focus is in the window, as Run's."""
+    action = make(window, ADVISE)
+    action.setShortcutContext(QtCore.Qt.ShortcutContext.WindowShortcut)
+    window.addAction(action)
+    return action
+
+
 def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QAction, watch: QtGui.QAction,
             report_actions: list[QtGui.QAction], plot_actions: dict[str, list[QtGui.QAction]],
-            experiments_menu: QtWidgets.QMenu) -> QtWidgets.QMenu:
+            experiments_menu: QtWidgets.QMenu, advise: QtGui.QAction | None = None) -> QtWidgets.QMenu:
     """File, Run, Experiments, View and Help; returns File › Export (its report formats, then one submenu per
     plot)."""
     bar = window.menuBar()
     file_menu = bar.addMenu("&File")
     file_menu.addAction(make(window, OPEN_MODEL))
+    for spec in (OPEN_TRACES, OPEN_TRACE_FILES):   # a job's profiler traces (app/controllers/trace_flow.py)
+        file_menu.addAction(make(window, spec))
     file_menu.addSeparator()
     # The selected run or experiment through engine.export, or one plot's figure, drawn by the same backend.
     export_menu = file_menu.addMenu("&Export")
@@ -85,6 +103,8 @@ def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QActi
     file_menu.addAction(make(window, QUIT))
     run_menu = bar.addMenu("&Run")
     run_menu.addAction(run)
+    if advise is not None:
+        run_menu.addAction(advise)
     run_menu.addAction(stop)
     run_menu.addSeparator()
     run_menu.addAction(watch)

@@ -2,7 +2,7 @@
 
 The window lays out the views, makes the controllers and wires their signals. What a
 user action sets going is a controller's (app/controllers/: RunFlow, PlanFlow, WhatIfFlow,
-ExperimentFlow, HistoryFlow, RunControls, ReportExporter, CloseFlow); each is handed the
+ExperimentFlow, HistoryFlow, RunControls, ReportExporter, CloseFlow, AdviseFlow); each is handed the
 views it changes and calls their own methods, never their widgets (the middle of the
 window, app/views/center_area.py, draws what the live run's monitor announces), and the
 window's few named methods under "what controllers may change". The menus are
@@ -17,6 +17,7 @@ import time
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app import actions, window_settings
+from app.controllers.advise_flow import AdviseFlow
 from app.controllers.close_flow import CloseFlow
 from app.controllers.experiment_flow import ExperimentFlow
 from app.controllers.history_flow import HistoryFlow
@@ -25,6 +26,7 @@ from app.controllers.report_export import ReportExporter
 from app.controllers.run_controls import RunControls
 from app.controllers.run_flow import RunFlow
 from app.controllers.store_flow import StoreFlow
+from app.controllers.trace_flow import TraceFlow
 from app.controllers.what_if_flow import WhatIfFlow
 from app.help_menu import HelpMenu
 from app.services.forked_process import start_module
@@ -86,16 +88,20 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.idle = IdleTelemetry(self.telemetry_hz, self)
         self.run_action, self.stop_action, self.watch_action = actions.run_actions(self)
+        self.advise_action = actions.advise_action(self)
         self._build_ui()
         self.what_if = WhatIfFlow(self, self.plan_view, self.center_tabs, self.store, self.db_path)
         self.runs = RunFlow(self, self.idle, self.run_box, self.center, self.what_if)
         self.plans = PlanFlow(self, self.split_view, self.experiment, self.center)
         self.experiments = ExperimentFlow(self, self.runs, self.run_box, self.center, self.history)
         self.history_flow = HistoryFlow(self, self.history, self.center)
+        self.traces = TraceFlow(self, self.history)   # File › Open traces…: a job's profiler traces as a run
         self.closing = CloseFlow(self)
+        self.advise = AdviseFlow(self, self.advise_action, self.run_box, self.experiment, self.split_view,
+                                 self.center_tabs, self.db_path)
         self.controls = RunControls(
             self, dict(runs=self.runs, experiments=self.experiments, plans=self.plans, what_if=self.what_if,
-                       closing=self.closing),
+                       closing=self.closing, advise=self.advise),
             dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment,
                  split=self.split_view, what_if_rows=self.plan_view.what_if, run_box=self.run_box))
         self.exporter = ReportExporter(self, self.db_path, self.export_target)
@@ -105,7 +111,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.export_menu = actions.install(
             self, self.run_action, self.stop_action, self.watch_action, list(self.exporter.actions.values()),
             {name: list(plot.export_actions.values()) for name, plot in self.plots.plots.items()},
-            self.experiments.menu)
+            self.experiments.menu, advise=self.advise_action)
         window_settings.restore(self)
 
         self.redraw_timer = QtCore.QTimer(self)
@@ -212,7 +218,9 @@ class MainWindow(QtWidgets.QMainWindow):
         return self.runs.start()
 
     def stop_run(self) -> None:
-        if self.experiments.is_running():
+        if self.advise.is_running():
+            self.advise.stop()
+        elif self.experiments.is_running():
             self.experiments.stop()
         else:
             self.runs.stop()
@@ -300,6 +308,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.telemetry.add(self.idle.close())
         self.plans.close()
         self.what_if.close()
+        self.traces.close()
+        self.advise.close()   # its checking run stopped in order, else killed
         if self.runs.is_running():  # only after a forced close: end the worker before we go
             self.runs.worker.wait_blocking(5.0)
         if self.experiments.is_running():

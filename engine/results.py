@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from engine.efficiency import Efficiency  # the efficiency section: its own module's types
-from engine.script_results import Finding, ScriptFacts  # what was read of a watched script, and the findings
+from engine.script_results import Finding, ScriptFacts, TraceSource  # what was read (a script, traces); findings
 from engine.telemetry.sample import DeviceSample
 from engine.telemetry.summary import TelemetrySummary  # the telemetry section: its own layer's type
 
@@ -303,6 +303,7 @@ class RunSummary:
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)
     efficiency: Efficiency | None = None  # FLOPs, MFU and energy per device (engine.record.efficiency)
     script: ScriptFacts | None = None     # a watched script's model, optimizers, samples' source (docs/summary.md)
+    traces: TraceSource | None = None     # a run of kind trace: the profiler traces it was read from
     findings: list[Finding] = field(default_factory=list)   # what explains the step, most first (diagnosis: 1st)
     recording_cpu_s: dict[str, float] | None = None   # CPU a step: the worker's, the session's, the telemetry's
 

@@ -1,5 +1,6 @@
 """A run summary's sections for what was read rather than configured (docs/summary.md): what a watched script
-is (``ScriptFacts``, engine/watch/script_facts.py reads it) and the findings that explain a run's step
+is (``ScriptFacts``, engine/watch/script_facts.py reads it), which profiler traces a run of kind trace was read
+from (``TraceSource``, engine/traces/as_run.py) and the findings that explain a run's step
 (``Finding``, engine/record/findings.py makes them). Plain data, like the rest of engine/results.py."""
 from __future__ import annotations
 
@@ -51,3 +52,16 @@ class Finding:
     text: str
     devices: list[str] = field(default_factory=list)
     share: float = 0.0   # how much of the step it explains (0..1): what orders the list
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    """Where a run of kind trace came from: a job's profiler traces read (File › Open traces…, ``trace --store``);
+    the store keeps their figures and a few iterations' lanes, not the traces."""
+    paths: list[str] = field(default_factory=list)    # the files and folders read, made absolute
+    files: int = 0
+    ranks: list[int] = field(default_factory=list)    # the ranks read (a device "rank N" each)
+    world_size: int | None = None                     # as the traces said it
+    iterations: str | None = None                     # "A:B" as asked, None for all
+    kernel_delay_us: float = 30.0                     # the consecutive kernel delay the idle categories took
+    lane_resolution_us: float = 0.0                   # the lanes' gaps under this joined (engine/traces/lanes.py)

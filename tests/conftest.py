@@ -75,6 +75,7 @@ LONGEST_FIRST = ("test_nodes.py",           # 140 s (with a node run more than n
                  "test_any_module.py",      # 104
                  "test_forkserver.py",      # 87
                  "test_zoo.py",             # 84
+                 "test_advise_in_app.py",   # 78: three advises of the ToyModel from the window (2026-12-07)
                  "test_any_module_in_app.py",  # 74
                  "test_long_runs.py",       # 58
                  "test_export.py",          # 45

@@ -59,6 +59,8 @@ def test_the_run_monitor_follows_a_run_from_its_events():
     (Activity(run=True, stopping=True), [], "ok", "Stopping the run…"),
     (Activity(experiment=True), [], "ok", "An experiment is in progress."),
     (Activity(experiment=True, stopping=True), [], "ok", "Stopping the experiment…"),
+    (Activity(advise=True), [], "ok", "Advise is probing and checking candidates (Esc stops)."),
+    (Activity(advise=True, stopping=True), [], "ok", "Stopping advise…"),
     (Activity(), [Help("micro_batches", "must divide 64", "Micro-batches: must divide 64"),
                   Help("split", "x", "Split points: x")],
      "problems", "Cannot run: Micro-batches: must divide 64 (and 1 more)"),

@@ -12,13 +12,13 @@ from app.state import plan_state, run_rules
 
 class RunControls(QtCore.QObject):
     def __init__(self, window, flows: dict, views: dict):
-        """``flows``: the controllers whose state decides (runs, experiments, plans, what_if, closing);
+        """``flows``: the controllers whose state decides (runs, experiments, plans, what_if, closing, advise);
         ``views``: what it enables (run and stop actions, the panel, the split view, the what-if rows, the
         run box)."""
         super().__init__(window)
         self.window = window
         self.runs, self.experiments, self.plans = flows["runs"], flows["experiments"], flows["plans"]
-        self.what_if, self.closing = flows["what_if"], flows["closing"]
+        self.what_if, self.closing, self.advise = flows["what_if"], flows["closing"], flows["advise"]
         self.views = views
 
     def is_busy(self) -> bool:
@@ -26,9 +26,11 @@ class RunControls(QtCore.QObject):
         return self.runs.is_running() or self.experiments.is_running()
 
     def activity(self) -> run_rules.Activity:
-        running = self.runs.is_running()
-        return run_rules.Activity(run=running, experiment=self.experiments.is_running(),
-                                  stopping=self.runs.stopping if running else self.experiments.stopping)
+        running, advising = self.runs.is_running(), self.advise.is_running()
+        stopping = (self.runs.stopping if running else self.advise.stopping if advising
+                    else self.experiments.stopping)
+        return run_rules.Activity(run=running, experiment=self.experiments.is_running(), stopping=stopping,
+                                  advise=advising)
 
     def blocked_reason(self) -> str | None:
         """Why Run is disabled, or None when it is enabled (app/state/run_rules.py)."""
@@ -39,6 +41,7 @@ class RunControls(QtCore.QObject):
         views, activity = self.views, self.activity()
         reason = self.blocked_reason()
         views["run"].setEnabled(reason is None)
+        self.advise.set_controls(ready=reason is None, busy=activity.busy)
         views["what_if_rows"].setEnabled(not activity.busy)
         problems = self.plans.state.check == plan_state.PROBLEMS
         if self.what_if.take_start(problems, ready=reason is None and not activity.busy):

@@ -24,6 +24,7 @@ from engine.record.efficiency import device_efficiency
 from engine.efficiency import DeviceEfficiency, Efficiency
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
+from engine.traces.as_run import is_trace_run
 
 HISTORY_S = 3600          # one hour of telemetry per device
 STEP_POINTS = 8192        # points per step curve, however long the run (a pixel column holds several)
@@ -351,6 +352,8 @@ class RunData:
         """Which steps' intervals the store kept, when not all of them."""
         if self.timeline_steps >= self.step_count:
             return ""
+        if is_trace_run(self.config.strategy):   # engine/traces/lanes.py keeps the last iterations' lanes alone
+            return f"lanes kept for the last {self.timeline_steps:,} of {self.step_count:,} iterations"
         return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
                 "(the first and last 200, an even sample, the outliers)")
 

@@ -1,6 +1,6 @@
 """When Run is blocked, and why: the rules of the run controls, without Qt (tests call them directly).
 
-One run or one experiment at a time (they share the devices); a configuration
+One run, one experiment or one advise at a time (they share the devices); a configuration
 with problems, or one still being checked by the planner, does not run; nor one
 whose split waits for the model's blocks to be profiled (``plan_state.PROFILING``):
 the user would run a split they have not seen.
@@ -14,14 +14,16 @@ from app.state.problem_help import Help
 
 @dataclass(frozen=True)
 class Activity:
-    """What the app is doing: a run, an experiment, and whether a stop was asked."""
+    """What the app is doing: a run, an experiment, an advise (its probe and checking runs), and whether a stop
+    was asked."""
     run: bool = False
     experiment: bool = False
     stopping: bool = False
+    advise: bool = False
 
     @property
     def busy(self) -> bool:
-        return self.run or self.experiment
+        return self.run or self.experiment or self.advise
 
 
 def blocked_reason(activity: Activity, problems: list[Help], check_state: str,
@@ -34,6 +36,8 @@ def blocked_reason(activity: Activity, problems: list[Help], check_state: str,
         return "Stopping the run…" if activity.stopping else "A run is in progress."
     if activity.experiment:
         return "Stopping the experiment…" if activity.stopping else "An experiment is in progress."
+    if activity.advise:
+        return "Stopping advise…" if activity.stopping else "Advise is probing and checking candidates (Esc stops)."
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

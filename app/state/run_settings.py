@@ -15,6 +15,7 @@ from engine.figures import run_names
 from engine.results import RunSummary
 from engine.rules import effective_batch_size, model_label, watches_script
 from engine.strategies import STRATEGIES
+from engine.traces.as_run import is_trace_run
 
 # Config keys that have a column of their own (model_file, width and depth are the model's).
 SHOWN = frozenset({"strategy", "model", "model_file", "width", "depth", "devices", "split", "micro_batches",
@@ -58,7 +59,12 @@ def schedule_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
 def batch_text(config: ExperimentConfig, summary: RunSummary | None) -> str:
     if summary is not None and summary.batch_size:
         return str(summary.batch_size)
-    return "—" if watches_script(config) else str(effective_batch_size(config))
+    return "—" if watches_script(config) or is_trace_run(config.strategy) else str(effective_batch_size(config))
+
+
+def input_prep_text(config: ExperimentConfig) -> str:
+    """How its steps got their batches; "—" for a run read from traces, whose input no one configured."""
+    return "—" if is_trace_run(config.strategy) else config.input_prep
 
 
 def differing(configs: list[ExperimentConfig]) -> list[str]:

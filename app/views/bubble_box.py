@@ -9,6 +9,7 @@ from app.views.elided_label import ElidedLabel
 from app.views.timeline_view import KINDS
 from engine.figures import palette
 from engine.measure.timing import KIND_MEANING
+from engine.traces.lanes import IDLE_LANE_KINDS, LANE_KINDS, LANE_MEANING
 
 
 TITLE = "Bubble (idle share of a step)"
@@ -68,20 +69,23 @@ class BubbleBox(QtWidgets.QFrame):
         """Whose bubble it is, where several runs are compared side by side (None: the one run's)."""
         self.title.setText(f"Bubble of {name}" if name else TITLE)
 
-    def show_legend(self, split_backward: bool) -> None:
+    def show_legend(self, split_backward: bool, traces: bool = False) -> None:
         """The kinds of interval, the zero-bubble schedules' backward halves (I, W) only when the timeline
-        holds some: they would take a line from every other run's box."""
+        holds some: they would take a line from every other run's box. ``traces``: a run read from profiler
+        traces, whose lanes are kernels by type and idle gaps by cause (engine/traces/lanes.py)."""
         short = {"backward-input": "I", "backward-weight": "W"}
-        kinds = [k for k in KINDS if (split_backward or k not in short) and k != "eval"]   # eval: a script's, named
-        # in its findings, not worth a line of every run's box
-        legend = " ".join(
-            f"<span style='color:{palette.kind_color(k)}'>■</span>&nbsp;{short.get(k, k)}" for k in kinds)
-        legend = legend.replace("■</span>&nbsp;wait", "▬</span>&nbsp;wait")
+        if traces:
+            kinds, meaning, thin = list(LANE_KINDS), LANE_MEANING, set(IDLE_LANE_KINDS.values())
+        else:   # eval: a script's, named in its findings, not worth a line of every run's box
+            kinds = [k for k in KINDS if (split_backward or k not in short) and k != "eval"]
+            meaning, thin = KIND_MEANING, {"wait"}
+        legend = " ".join(f"<span style='color:{palette.kind_color(k)}'>{'▬' if k in thin else '■'}</span>"
+                          f"&nbsp;{short.get(k, k)}" for k in kinds)
         legend += f" <span style='color:{theme.over_panel(palette.IDLE, palette.IDLE_ALPHA)}'>■</span>&nbsp;idle"
         if legend == self.legend.text():
             return
         self.legend.setText(legend)
-        self.legend.setToolTip("<br>".join(f"<b>{short.get(k, k)}</b>: {KIND_MEANING[k]}" for k in kinds)
+        self.legend.setToolTip("<br>".join(f"<b>{short.get(k, k)}</b>: {meaning[k]}" for k in kinds)
                                + "<br><b>idle</b>: nothing timed on the device")
         self._fit_height()
 

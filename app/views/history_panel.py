@@ -69,7 +69,7 @@ def row_values(record: RunRecord, experiment_names: dict[str, str] | None = None
         run_settings.micro_batches_text(c, record.summary),
         run_settings.schedule_text(c, record.summary),
         run_settings.batch_text(c, record.summary),
-        c.input_prep,
+        run_settings.input_prep_text(c),
         run_settings.others_text(c, other_keys or []),
         "—" if s.step_time_s is None
         else f"{s.step_time_s.mean * 1000:.1f} ms" + (", disturbed" if disturbed(s) else ""),

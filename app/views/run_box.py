@@ -30,15 +30,21 @@ class RunBox(QtWidgets.QFrame):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(10, 8, 10, 10)
         layout.setSpacing(6)
-        buttons = QtWidgets.QHBoxLayout()
-        buttons.addWidget(self.run_button, 1)
-        buttons.addWidget(self.stop_button, 1)
-        layout.addLayout(buttons)
+        self._buttons = QtWidgets.QHBoxLayout()
+        self._buttons.addWidget(self.run_button, 1)
+        self._buttons.addWidget(self.stop_button, 1)
+        layout.addLayout(self._buttons)
         layout.addWidget(self.reason)
         progress = QtWidgets.QHBoxLayout()
         progress.addWidget(self.progress_bar, 1)
         progress.addWidget(self.time_left)
         layout.addLayout(progress)
+
+    def add_beside_run(self, action: QtGui.QAction, name: str) -> QtWidgets.QToolButton:
+        """Another of the window's actions as a button right of Run (Advise), enabled with its action."""
+        button = self._button(name, action)
+        self._buttons.insertWidget(1, button, 1)
+        return button
 
     @staticmethod
     def _button(name: str, action: QtGui.QAction) -> QtWidgets.QToolButton:

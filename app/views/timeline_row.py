@@ -17,6 +17,7 @@ from app.views.elided_label import ElidedLabel
 from app.views.timeline_view import TimelineView
 from engine.record.summary import theory_formula
 from engine.results import RunSummary
+from engine.traces.as_run import is_trace_run
 
 COMPARED = 2   # runs drawn side by side; the curves above overlay every run selected
 
@@ -57,7 +58,7 @@ class RunTimeline(QtWidgets.QWidget):
         self.timeline.set_rows([tuple(row) for row in run.timeline if row[0] in last_steps])
         self.timeline.set_busy(dict(zip(devices, summary.devices_busy)), run_status.measured_steps(summary))
         stages = len(summary.split) + 1 if summary.split else len(devices)
-        self.bubble.show_legend(splits_backward(self.timeline))
+        self.bubble.show_legend(splits_backward(self.timeline), traces=is_trace_run(summary.strategy))
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
@@ -102,9 +103,11 @@ class TimelineRow(QtWidgets.QWidget):
             return
         rest = f"curves of all {len(runs)} runs above; timelines of the first {COMPARED}" \
             if len(runs) > COMPARED else ""
-        for view, run, name in zip(self.runs, runs, names):
+        # one legend for both, unless one is read from traces: its lanes' kinds are others (engine/traces/lanes.py)
+        traced = [is_trace_run((run.summary or RunSummary()).strategy) for run in runs[:COMPARED]]
+        for view, run, name, trace in zip(self.runs, runs, names, traced):
             view.name_run(name)
-            view.bubble.set_compact(True, legend=view is self.runs[-1])   # one legend for both
+            view.bubble.set_compact(True, legend=view is self.runs[-1] or trace != traced[-1])
             view.timeline.set_short_title(True)
             view.draw_stored(run, rest)
             view.show()

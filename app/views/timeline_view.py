@@ -24,6 +24,7 @@ from engine.figures.plan import action_label, measured_actions
 from engine.figures.timeline import FOLD_COLUMNS, KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
 from engine.figures.heatmap import uses_heatmap
 from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
+from engine.traces.lanes import LANE_KINDS   # a run read from profiler traces: kernels by type, idle gaps by cause
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
@@ -58,7 +59,7 @@ class TimelineView(pg.PlotWidget):
                                      brush=palette.rgba(palette.IDLE, palette.IDLE_ALPHA), pen=None)
         item.addItem(self._idle)
         self._bars: dict[str, pg.BarGraphItem] = {}
-        for kind in KINDS:
+        for kind in dict.fromkeys((*KINDS, *LANE_KINDS)):
             bar = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=palette.kind_color(kind), pen=None)
             item.addItem(bar)
             self._bars[kind] = bar

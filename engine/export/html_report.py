@@ -17,7 +17,7 @@ from engine.export.standing import standing, summary_line
 from engine.figures import Figure
 from engine.figures.numbers import format_value, is_number, pct
 from engine.record import by_node
-from engine.results import ExperimentResult, MeanStd, RunSummary
+from engine.results import ExperimentResult, MeanStd, RunSummary, to_json
 from engine.store import ExperimentRecord, RunRecord
 
 STYLE = """
@@ -214,8 +214,11 @@ def page(*, title: str, meta: str, config_html: str, summary_html: str, figures:
 
 
 def run_page(run: RunRecord, figures: list[Figure]) -> str:
+    traces = run.summary.traces if run.summary else None
+    # a run read from profiler traces was configured by nothing but where they were and how they were read
+    config = sorted((to_json(traces) if traces else run.config.to_dict()).items())
     return page(title=f"Splitscope run {run.id}", meta=f"{run.status} · started {_when(run.started)}",
-                config_html=key_value_table(sorted(run.config.to_dict().items())),
+                config_html=key_value_table(config),
                 summary_html=key_value_table(run_summary_rows(run)), figures=figures)
 
 

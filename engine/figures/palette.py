@@ -29,6 +29,14 @@ KIND_COLORS = {
     "wait": MUTED,
     "eval": "#edc948",    # a watched script's evaluation, between its steps
     "other": "#bab0ac",   # a step's time no timer covered (a table's, never a bar's: no interval has it)
+    # A run read from profiler traces: its kernels by type, its GPU's idle gaps by cause (engine/traces/lanes.py
+    # LANE_KINDS; "communication" is the one above)
+    "compute": "#4e9af1",
+    "memory": "#b07aa1",
+    "sync": "#9c755f",
+    "host-wait": "#edc948",
+    "kernel-wait": "#76b7b2",
+    "other-idle": MUTED,
 }
 # A node folded into one timeline lane (many devices): its busy share, the deeper the more of its devices busy.
 FOLDED_BUSY = KIND_COLORS["forward"]

@@ -11,6 +11,8 @@ time by kind, its idle time by cause, and across ranks the waits at collectives 
     collectives  across ranks: collectives matched, waits, straggler, the job's idle time
     rank, job    one file read; the job put together
     findings     what the figures say
+    lanes        where asked: a rank's last iterations' kernels by kind and idle gaps by cause, its busy columns
+    as_run       a job's traces as a run of kind trace, for the store (``trace --store``, the app's Open traces…)
     command      ``main.py trace``
 """
 from engine.traces.errors import TraceError

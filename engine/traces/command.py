@@ -1,5 +1,6 @@
-"""``main.py trace PATH... [--json] [--iterations A:B]``: a job's profiler traces read, as a table or JSON
-(docs/traces.md). Bad input is one line, ``error: ...``, and exit status 2."""
+"""``main.py trace PATH... [--json] [--iterations A:B] [--store]``: a job's profiler traces read, as a table or
+JSON (docs/traces.md), and with ``--store`` kept in the run store as a run of kind trace (engine/traces/as_run.py:
+what the app's File › Open traces… runs). Bad input is one line, ``error: ...``, and exit status 2."""
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ def add_parser(sub) -> None:
     trace.add_argument("--run", default=None, metavar="RUN_ID",
                        help="instead of files: the traces a run stored (`run --profile-steps`, `watch "
                             "--profile-steps`), one per rank")
-    trace.add_argument("--db", default=None, help="with --run: the run store (default: SPLITSCOPE_DB or the user "
-                                                  "data dir)")
+    trace.add_argument("--db", default=None, help="with --run or --store: the run store (default: SPLITSCOPE_DB or "
+                                                  "the user data dir)")
+    trace.add_argument("--store", action="store_true",
+                       help="keep the job in the run store as a run of kind trace (each rank a device; its figures, "
+                            "the last iterations' kernels by kind and idle gaps by cause; the paths, not the traces): "
+                            "the history lists it, `export RUN_ID` writes it; its id is printed (--json: run_id)")
+    trace.add_argument("--progress", action="store_true",
+                       help="a line on stderr as each rank's file is read: progress: N/TOTAL FILE")
     trace.add_argument("--json", action="store_true", help="the figures as JSON")
     trace.add_argument("--iterations", default=None, metavar="A:B",
                        help="only ProfilerStep#A to #B (both included; A: or :B leaves a side open)")
@@ -39,7 +46,8 @@ def add_parser(sub) -> None:
 
 def cmd_trace(args) -> int:
     from engine.results import to_json
-    from engine.traces.job import read_job
+    from engine.traces.job import read_job_and_lanes
+    from engine.traces.lanes import LaneRequest
     if args.kernel_delay < 0:
         print(f"error: --kernel-delay: must be 0 or more, got {args.kernel_delay:g}", file=sys.stderr)
         return EXIT_INVALID
@@ -49,16 +57,46 @@ def cmd_trace(args) -> int:
     if bool(args.paths) == bool(args.run):
         print("error: give trace files or folders, or --run RUN_ID (one of them)", file=sys.stderr)
         return EXIT_INVALID
+    if args.store and args.run:
+        print("error: --store: give trace files or folders (a run's own traces are stored with it already)",
+              file=sys.stderr)
+        return EXIT_INVALID
+    if args.store:   # said before minutes of reading, not after
+        from engine.store.command import read_only_problem
+        read_only = read_only_problem(args.db, "the traces cannot be stored in it")
+        if read_only:
+            print(f"error: {read_only}", file=sys.stderr)
+            return EXIT_INVALID
     with tempfile.TemporaryDirectory(prefix="splitscope-traces-") as folder:
         try:
             paths = args.paths or [stored_traces(args.run, args.db, folder)]
-            job = read_job(paths, iterations=args.iterations, consecutive_kernel_delay=args.kernel_delay,
-                           workers=args.workers)
+            job, lanes = read_job_and_lanes(paths, iterations=args.iterations,
+                                            consecutive_kernel_delay=args.kernel_delay, workers=args.workers,
+                                            lanes=LaneRequest() if args.store else None,
+                                            progress=_say_progress if args.progress else None)
         except TraceError as exc:
             print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
             return EXIT_INVALID
-    print(json.dumps(to_json(job)) if args.json else job_table(job))
+    run_id = _store(job, lanes, paths, args.db) if args.store else None
+    if args.json:
+        print(json.dumps({**to_json(job), **({"run_id": run_id} if run_id else {})}))
+    else:
+        print(job_table(job) + (f"\n\nstored as run {run_id} (the app's History; main.py export {run_id})"
+                                if run_id else ""))
     return EXIT_OK
+
+
+def _say_progress(done: int, total: int, path) -> None:
+    print(f"progress: {done}/{total} {path}", file=sys.stderr, flush=True)
+
+
+def _store(job: TraceJob, lanes, paths, db: str | None) -> str:
+    """The job stored as a run of kind trace (engine/traces/as_run.py); its id. A store that fails raises
+    sqlite3.Error, which engine/cli.py says in one line."""
+    from engine.store import open_store
+    from engine.traces.as_run import store_trace_run, trace_run
+    with open_store(db) as store:
+        return store_trace_run(store, trace_run(job, lanes, paths))
 
 
 def stored_traces(run_id: str, db: str | None, folder: str) -> str:

@@ -7,11 +7,13 @@ import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from engine.traces import collectives, figures
 from engine.traces.errors import TraceError
 from engine.traces.files import FROM_DISTRIBUTED_INFO, check_job, trace_files
 from engine.traces.findings import job_findings
+from engine.traces.lanes import LaneRequest, RankLanes
 from engine.traces.rank import IterationRange, RankReading, read_rank
 from engine.traces.results import IterationFigures, RankIteration, Straggler, TraceJob
 
@@ -35,14 +37,27 @@ def parse_iterations(text: str | None) -> IterationRange | None:
     return IterationRange(low, high)
 
 
+# Told as each rank's file is read: (files read, files in all, the file just read).
+Progress = Callable[[int, int, Path], None]
+
+
 def read_job(paths: list[str | Path], iterations: str | None = None,
              consecutive_kernel_delay: float = figures.CONSECUTIVE_KERNEL_DELAY,
              workers: int | None = None) -> TraceJob:
     """The job whose traces ``paths`` name (files or folders). ``iterations``: "A:B" to keep to ProfilerStep#A to
     #B; ``workers``: processes reading files side by side (default: one per core, where the files are big)."""
+    return read_job_and_lanes(paths, iterations, consecutive_kernel_delay, workers, lanes=None)[0]
+
+
+def read_job_and_lanes(paths: list[str | Path], iterations: str | None = None,
+                       consecutive_kernel_delay: float = figures.CONSECUTIVE_KERNEL_DELAY,
+                       workers: int | None = None, lanes: LaneRequest | None = LaneRequest(),
+                       progress: Progress | None = None) -> tuple[TraceJob, list[RankLanes]]:
+    """``read_job``, and each rank's lanes for the timeline as ``lanes`` asks (engine/traces/lanes.py; None:
+    none), in rank order; ``progress`` is told as each file is read."""
     chosen = parse_iterations(iterations)
     files = trace_files(paths)
-    readings = _read_all(files, chosen, consecutive_kernel_delay, workers)
+    readings = _read_all(files, chosen, consecutive_kernel_delay, workers, lanes, progress)
     world = check_job([(Path(r.figures.file), r.identity) for r in readings])
     readings.sort(key=lambda r: r.identity.rank)
     if chosen is not None and not any(r.iterations for r in readings):
@@ -64,19 +79,32 @@ def read_job(paths: list[str | Path], iterations: str | None = None,
                    iterations_chosen=chosen.text() if chosen else None,
                    consecutive_kernel_delay=consecutive_kernel_delay, collectives_matched=waits.matched,
                    notes=_notes(readings, world))
-    return dataclasses.replace(job, findings=job_findings(job))
+    return (dataclasses.replace(job, findings=job_findings(job)),
+            [r.lanes for r in readings if r.lanes is not None])
 
 
-def _read_all(files: list[Path], chosen, delay: float, workers: int | None) -> list[RankReading]:
+def _read_all(files: list[Path], chosen, delay: float, workers: int | None, lanes: LaneRequest | None,
+              progress: Progress | None) -> list[RankReading]:
     if workers is None:
         size = sum(f.stat().st_size for f in files)
         workers = min(len(files), len(os.sched_getaffinity(0))) if size >= PARALLEL_FROM_BYTES else 1
     if workers <= 1 or len(files) <= 1:
-        return [read_rank(f, i, chosen, delay) for i, f in enumerate(files)]
+        return _told(progress, files, (read_rank(f, i, chosen, delay, lanes) for i, f in enumerate(files)))
     import multiprocessing
     # spawn, not fork: the caller may be the app, whose threads a fork would copy mid-flight
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(read_rank, files, range(len(files)), [chosen] * len(files), [delay] * len(files)))
+        n = len(files)
+        return _told(progress, files, pool.map(read_rank, files, range(n), [chosen] * n, [delay] * n, [lanes] * n))
+
+
+def _told(progress: Progress | None, files: list[Path], readings) -> list[RankReading]:
+    """``readings`` (in the files' order, as each comes), with ``progress`` told of each."""
+    out = []
+    for reading in readings:
+        out.append(reading)
+        if progress is not None:
+            progress(len(out), len(files), files[len(out) - 1])
+    return out
 
 
 def _with_wait(reading: RankReading, waits: collectives.Waits):

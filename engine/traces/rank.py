@@ -12,6 +12,7 @@ from engine.traces.errors import TraceError
 from engine.traces.files import RankIdentity, identify
 from engine.traces.json_stream import TraceStream
 from engine.traces.kernels import COMMUNICATION, Interval
+from engine.traces.lanes import LaneRequest, RankLanes, rank_lanes
 from engine.traces.records import RankRecords
 from engine.traces.results import Collective, CpuOp, RankFigures
 from engine.traces.timeline import KINDS, Timeline, build
@@ -41,10 +42,12 @@ class RankReading:
     busy: dict[int, list[Interval]] = field(default_factory=dict)    # each iteration's merged busy intervals
     comm_kernels: list[CommKernel] = field(default_factory=list)
     world_size: int | None = None
+    lanes: RankLanes | None = None     # where asked (LaneRequest): the timeline's intervals of its last iterations
 
 
 def read_rank(path: Path, position: int, chosen: IterationRange | None = None,
-              consecutive_kernel_delay: float = figures.CONSECUTIVE_KERNEL_DELAY) -> RankReading:
+              consecutive_kernel_delay: float = figures.CONSECUTIVE_KERNEL_DELAY,
+              lanes: LaneRequest | None = None) -> RankReading:
     stream = TraceStream(path)
     records = RankRecords(str(path))
     add = records.add
@@ -63,6 +66,8 @@ def read_rank(path: Path, position: int, chosen: IterationRange | None = None,
         inside = figures.Selection(timeline, by_iteration[iteration])
         reading.iterations[iteration] = figures.temporal(inside)
         reading.busy[iteration] = inside.merged()
+    if lanes is not None:
+        reading.lanes = rank_lanes(identity.rank, timeline, by_iteration, consecutive_kernel_delay, lanes, positions)
     communication = KINDS.index(COMMUNICATION)
     for i in positions:
         if timeline.kind[i] == communication:

@@ -1,0 +1,85 @@
+"""TraceFlow: File › Open traces… and Open trace files…: a job's profiler traces (one file per rank) opened as a
+run of kind trace.
+
+The traces are read and stored in a child process (app/services/trace_reader.py: ``main.py trace --store``,
+engine/traces/as_run.py), each file read said on the status line; then the history lists the run and selects
+it, so it is shown as any stored run (each rank a device: its lanes in the timeline, its time by kind, the
+findings; for many ranks the heatmaps and the outliers) and can be compared with a run or exported like one.
+What goes wrong is one line on the status line and in the log.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore, QtWidgets
+
+from app.services.trace_reader import TraceReader
+
+LAST_FOLDER = "traces/folder"   # the settings key: where the dialogs open next time
+FILE_FILTER = "Profiler traces (*.json *.json.gz);;All files (*)"
+
+
+class TraceFlow(QtCore.QObject):
+    sigStored = QtCore.Signal(str)   # the run's id, once stored (the history then selects it)
+    sigFailed = QtCore.Signal(str)   # why, in one line
+
+    def __init__(self, window, history):
+        super().__init__(window)
+        self.window = window
+        self.history = history
+        self.paths: list[str] = []   # those being read
+        self.reader = TraceReader(window.db_path, self)
+        self.reader.sigProgress.connect(self._progress)
+        self.reader.sigStored.connect(self._stored)
+        self.reader.sigFailed.connect(self._failed)
+
+    def open_folder(self) -> None:
+        """A folder of a job's traces, each of its .json and .json.gz files a rank."""
+        folder = QtWidgets.QFileDialog.getExistingDirectory(
+            self.window, "Open traces: a folder of profiler traces, a file per rank", self._start_folder())
+        if folder:
+            self.open_paths([folder])
+
+    def open_files(self) -> None:
+        """Trace files, each a rank (of one job)."""
+        files, _ = QtWidgets.QFileDialog.getOpenFileNames(
+            self.window, "Open trace files: a file per rank", self._start_folder(), FILE_FILTER)
+        if files:
+            self.open_paths(files)
+
+    def open_paths(self, paths: list[str]) -> None:
+        """Read the traces ``paths`` name (files or folders), off the UI thread; a reading under way is ended."""
+        self.paths = [str(p) for p in paths]
+        self.window.settings.setValue(LAST_FOLDER, str(Path(self.paths[0]).expanduser().resolve().parent)
+                                      if Path(self.paths[0]).is_file() else self.paths[0])
+        self.window.log(f"Reading the traces of {self._named()}…", status=True)
+        self.reader.read(self.paths)
+
+    def busy(self) -> bool:
+        return self.reader.busy()
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def _start_folder(self) -> str:
+        return str(self.window.settings.value(LAST_FOLDER, "") or "")
+
+    def _named(self) -> str:
+        first = Path(self.paths[0]).name if self.paths else "?"
+        return first + (f" and {len(self.paths) - 1} more" if len(self.paths) > 1 else "")
+
+    def _progress(self, done: int, total: int, path: str) -> None:
+        self.window.set_status(f"Reading the traces of {self._named()}: {done} of {total} files read "
+                               f"({Path(path).name})…")
+
+    def _stored(self, run_id: str) -> None:
+        self.window.log(f"Traces of {self._named()} stored as run {run_id}", status=True)
+        self.history.show_page("runs")
+        self.history.refresh()
+        self.history.select_ids([run_id])   # the selection loads it onto the plots (HistoryFlow)
+        self.sigStored.emit(run_id)
+
+    def _failed(self, why: str) -> None:
+        text = f"Could not open the traces of {self._named()}: {why}"
+        self.window.log(text, status=True, level="error")
+        self.sigFailed.emit(text)
