@@ -47,3 +47,14 @@ def start_module(proc: QtCore.QProcess, module: str, args: list[str], title: str
     finally:
         if connection is not None:
             connection.close()   # the relay's now
+
+
+def end_process(proc: QtCore.QProcess | None, wait_ms: int = 2000) -> None:
+    """Kill ``proc`` if it still runs (its child with it: the relay's connection closes), wait for it a moment,
+    and let Qt delete it."""
+    if proc is None:
+        return
+    if proc.state() != QtCore.QProcess.ProcessState.NotRunning:
+        proc.kill()
+        proc.waitForFinished(wait_ms)
+    proc.deleteLater()

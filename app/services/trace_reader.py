@@ -14,7 +14,7 @@ import sys
 
 from PySide6 import QtCore
 
-from app.services.forked_process import start_module
+from app.services.forked_process import end_process, start_module
 
 PROGRESS = "progress: "   # engine/traces/command.py's lines on stderr
 
@@ -51,12 +51,7 @@ class TraceReader(QtCore.QObject):
 
     def _end(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.state() != QtCore.QProcess.ProcessState.NotRunning:
-            proc.kill()
-            proc.waitForFinished(2000)
-        proc.deleteLater()
+        end_process(proc)
 
     def _on_stderr(self, proc: QtCore.QProcess) -> None:
         if proc is not self._proc:

@@ -13,7 +13,7 @@ import sys
 
 from PySide6 import QtCore
 
-from app.services.forked_process import start_module
+from app.services.forked_process import end_process, start_module
 from engine.plan.what_if import Prediction
 from engine.results import from_json
 
@@ -45,12 +45,7 @@ class WhatIfClient(QtCore.QObject):
 
     def _end(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.state() != QtCore.QProcess.ProcessState.NotRunning:
-            proc.kill()
-            proc.waitForFinished(2000)
-        proc.deleteLater()
+        end_process(proc)
 
     def _on_finished(self, proc: QtCore.QProcess, code: int) -> None:
         if proc is not self._proc:

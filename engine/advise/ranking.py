@@ -19,7 +19,7 @@ import sys
 from engine import devices as devices_mod
 from engine import forkserver
 from engine.advise.results import Ranking
-from engine.config import ExperimentConfig, Problem
+from engine.config import ExperimentConfig
 from engine.environment import ROOT, with_project_path
 from engine.results import from_json, to_json
 from engine.rules import MOST_HANG_TIMEOUT_S, effective_batch_size
@@ -107,16 +107,8 @@ def auto_memory_limit(devices) -> tuple[int, str]:
 def _built(config: ExperimentConfig):
     """(the model's spec, None), or (None, the problem building it)."""
     from engine.models.build import build
-    from engine.models.custom import ModelFileError
-    from engine.models.torchvision_zoo import TorchvisionModelError
-    try:
-        return build(config), None
-    except ModelFileError as exc:
-        return None, Problem("model_file", str(exc))
-    except TorchvisionModelError as exc:
-        return None, Problem(exc.option, str(exc))
-    except (RuntimeError, ValueError, MemoryError) as exc:
-        return None, Problem("model", f"could not build {config.model}: {type(exc).__name__}: {exc}")
+    from engine.run.validate import built_or_problem
+    return built_or_problem(config, lambda: build(config))
 
 
 def _serve() -> int:

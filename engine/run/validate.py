@@ -333,27 +333,34 @@ def _build_model(config: ExperimentConfig):
     import torch
 
     from engine.models import build
-    from engine.models.custom import ModelFileError
-    from engine.models.torchvision_zoo import TorchvisionModelError
-    try:
+
+    def on_meta_else_here():
         # On the meta device: the blocks' structure without their memory, so checking a
         # 16384-wide model takes no gigabytes and resnet50 builds in a blink.
         try:
             with torch.device("meta"), _meta_initializers_skipped():
-                return build.build(config), None
+                return build.build(config)
         except (RuntimeError, NotImplementedError) as exc:
             if "meta" not in str(exc).lower():
                 raise
             # A constructor that reads a tensor's values (torchvision's RegNet, a model file's
             # ``x.item()``) cannot build on the meta device: build it for real.
-            return build.build(config), None
+            return build.build(config)
+    return built_or_problem(config, on_meta_else_here)
+
+
+def built_or_problem(config: ExperimentConfig, make):
+    """(``make()``'s model spec, None), or (None, the problem building the config's model, named by its option)."""
+    from engine.models.custom import ModelFileError
+    from engine.models.torchvision_zoo import TorchvisionModelError
+    try:
+        return make(), None
     except ModelFileError as exc:
         return None, Problem("model_file", str(exc))
     except TorchvisionModelError as exc:
         return None, Problem(exc.option, str(exc))
     except (RuntimeError, ValueError, MemoryError) as exc:
         return None, Problem("model", f"could not build {config.model}: {type(exc).__name__}: {exc}")
-
 
 if __name__ == "__main__":
     sys.exit(_serve())
