@@ -10,6 +10,7 @@ do not touch.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -113,7 +114,21 @@ def hooks_in_process(snippet: str = HOOKS_IN_PROCESS) -> dict:
     return {"plain_us": plain, "hooked_us": hooked, "added_us": hooked - plain}
 
 
+def ddp_hooks_in_process(rounds: int = 11, steps: int = 300) -> dict:
+    """The hooks on two pinned DDP ranks in one launch (bench/ddp_hooks_in_process.py): each arm's median step."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           str(ROOT / "bench" / "ddp_hooks_in_process.py"), str(rounds), str(steps)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> list[dict]:
+    found = ddp_hooks_in_process()
+    plain, hooked = found["medians"]["plain"], found["medians"]["hooked"]
+    print(f"the hooks on two DDP ranks in one launch (the DDP example's model, a pinned core each, 11 rounds of "
+          f"300 steps): {plain:.2f} ms a step, {hooked:.2f} ms hooked ({hooked / plain - 1:+.1%})", flush=True)
     found = hooks_in_process()
     print(f"the hooks in one process (the DDP example's model, one core, 7 rounds of 300 steps): "
           f"{found['plain_us']:.0f} us a step, {found['hooked_us']:.0f} us hooked: +{found['added_us']:.0f} us",

@@ -300,3 +300,42 @@ def test_a_gpus_steps_wait_in_their_queue_until_its_marks_are_passed():
     state = types.SimpleNamespace(_queued=list(queued), clock=Lagging(), emit=None, device="cuda:0")
     StepEnds._report(state, wait=False)
     assert len(state._queued) == QUEUED_AT_MOST
+
+
+def test_ddp_on_a_cpu_is_timed_by_its_own_timer_without_a_hook_once_a_synchronised_backward(tmp_path):
+    """DDP on a CPU: each step's all-reduce is one communication interval inside its backward, read from DDP's
+    own timer (no comm hook of ours: a Python hook's callback on gloo's thread cost 10 % of a step); a backward
+    under no_sync (gradient accumulation) adds none; a script's own comm hook is kept and still timed."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    made = []
+
+    def train():
+        plain = DistributedDataParallel(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+        hooked = DistributedDataParallel(nn.Linear(8, 1))
+        hooked.register_comm_hook(None, default_hooks.allreduce_hook)
+        made.extend([plain, hooked])
+        for ddp in (plain, hooked):
+            optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+            for _ in range(3):
+                with ddp.no_sync():
+                    ddp(torch.randn(4, 8)).sum().backward()
+                ddp(torch.randn(4, 8)).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    try:
+        reports, _ = watching(train)
+    finally:
+        dist.destroy_process_group()
+    assert len(reports) == 6
+    assert not made[0]._comm_hooks and len(made[1]._comm_hooks) == 1
+    for report in reports:
+        intervals = report.intervals["cpu:0"]
+        talks = [(t0, t1) for kind, t0, t1, *_ in intervals if kind == "communication"]
+        backwards = [(t0, t1) for kind, t0, t1, *_ in intervals if kind == "backward"]
+        assert len(talks) == 1 and len(backwards) == 2, intervals
+        (t0, t1), (b0, b1) = talks[0], backwards[1]
+        # the system clock read against the host's: within a millisecond of the backward that ran it
+        assert b0 - 1e-3 <= t0 <= t1 <= b1 + 1e-3

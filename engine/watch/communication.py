@@ -6,9 +6,12 @@
 - Tensor parallel's functional collectives (``torch.distributed._functional_collectives``, which DTensor
   calls for its redistributions): from the call to the wait for its result (``wait_tensor``, at the
   result's first use, which is when the script's next operation needs it).
-- DistributedDataParallel's all-reduce, through a comm hook set at each DDP module's first forward (the
-  reducer's own arithmetic: times 1/world, then summed), from the bucket's launch to its completion,
-  overlapping the backward it runs under.
+- DistributedDataParallel's all-reduce, overlapping the backward it runs under. On a GPU, through a comm hook
+  set at each DDP module's first forward (the reducer's own arithmetic: times 1/world, then summed), from each
+  bucket's launch to its completion. On a CPU, from DDP's own timer (its runtime logging, sampled every step):
+  from the first bucket's launch to the end of the reducer's wait for the last, read at each backward's end. A
+  Python hook there costs the step 10 % (its future completes on gloo's thread, which must take the GIL for the
+  callback: bench/watch_bench.py measured it); the timer costs nothing measurable.
 - A pipeline stage's waits for its peer's activation or gradient (torch's pipelining schedules wait on
   their sends and receives in one module-level function, wrapped here as the engine's own pipeline wraps
   it: engine/strategies/scheduled_stages.py), as ``wait``.
@@ -166,11 +169,57 @@ def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
         except RuntimeError:   # a built-in hook (mixed precision) took the place: its all-reduce goes untimed
             pass
 
+    on_host = HostReducers(instruments)
+
     @functools.wraps(original_init)
     def init(ddp, *args, **kwargs):
         original_init(ddp, *args, **kwargs)
-        ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
-    return [patch(DistributedDataParallel, "__init__", init)]
+        if getattr(ddp, "device_type", None) == "cpu" and getattr(ddp, "logger", None) is not None:
+            on_host.add(ddp)
+        else:
+            ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
+    instruments.after_backward.append(on_host.read)
+    return [patch(DistributedDataParallel, "__init__", init), on_host.release]
+
+
+class HostReducers:
+    """The DDP modules on a CPU, their all-reduce timed by DDP's own timer (``Reducer``'s runtime stats, which
+    its ``Logger`` sets at a forward for the iteration before; asked here at the backward's end, when the reducer
+    has waited for its last bucket). The timer's marks are the system clock's nanoseconds. A module with a comm hook
+    of the script's own is left to it: the hook's collectives are timed as ``torch.distributed``'s."""
+    DEFAULT_SAMPLE_RATE = 100   # DDP's (kDDPRuntimeLoggingSampleRate), given back when the watch ends
+
+    def __init__(self, instruments):
+        import weakref
+        self._instruments = instruments
+        self._modules: weakref.WeakSet = weakref.WeakSet()
+        self._last_start: dict[int, int] = {}   # id(module) -> the last all-reduce's start read (no_sync reads it again)
+
+    def add(self, ddp) -> None:
+        ddp._set_ddp_runtime_logging_sample_rate(1)
+        self._modules.add(ddp)
+
+    def read(self) -> None:
+        import time
+        for ddp in list(self._modules):
+            if getattr(ddp, "_comm_hooks", None):   # the script's own hook: its collectives are timed as they run
+                continue
+            logger = ddp.logger
+            logger.set_runtime_stats_and_log()
+            marks = logger._get_ddp_logging_data().ints_map
+            start, end = marks.get("backward_comm_time_start", 0), marks.get("backward_comm_time_end", 0)
+            if start <= 0 or end < start or self._last_start.get(id(ddp)) == start:
+                continue
+            self._last_start[id(ddp)] = start
+            clock = self._instruments.clock
+            offset = clock.now() - time.time_ns() / 1e9   # the system clock's seconds to the instruments' marks
+            self._instruments.add("communication", start / 1e9 + offset, end / 1e9 + offset)
+
+    def release(self) -> None:
+        for ddp in list(self._modules):
+            if getattr(ddp, "logger", None) is not None:
+                ddp._set_ddp_runtime_logging_sample_rate(self.DEFAULT_SAMPLE_RATE)
+        self._modules = type(self._modules)()
 
 
 def time_peer_waits(instruments) -> list[Callable[[], None]]:

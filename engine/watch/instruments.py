@@ -112,6 +112,7 @@ class Instruments(StepEnds):
         self._compiling = lambda: False     # torch.compiler.is_compiling once installed: whether Dynamo traces the hook
         self.calling = threading.local()   # inside a timed collective: the ones it calls are its own
         self._undo: list[Callable[[], None]] = []
+        self.after_backward: list[Callable[[], None]] = []   # read at each outermost backward's end (communication.py)
 
     # ---- installing ------------------------------------------------------------------
     def install(self) -> None:
@@ -157,6 +158,8 @@ class Instruments(StepEnds):
         as a pipeline's last stage hands it over (a one-tensor sequence), is the step's."""
         import torch
         self.add("backward", t0, self.clock.now())
+        for read in self.after_backward:
+            read()
         self._backward_seen = self._ever_trained = True
         self._backwards += 1
         if not self._optimized:
