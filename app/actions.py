@@ -36,6 +36,9 @@ OPEN_TRACES = Action("Open traces…", "traces.open_folder", "Ctrl+Shift+O",
                      "A folder of a job's PyTorch profiler traces, a file per rank: opened as a run of kind trace")
 OPEN_TRACE_FILES = Action("Open trace files…", "traces.open_files",
                           tip="A job's profiler trace files (.json, .json.gz), a file per rank: opened as a run")
+OPEN_RUN_TRACES = Action("Open the run's profiler traces", "traces.open_selected_run",
+                         tip="The traces the selected run recorded (--profile-steps): its kernels, or its ops on a "
+                             "CPU, read as a run of kind trace and compared with it")
 WATCH = Action("Watch a script…", "runs.watch_script", "Ctrl+Shift+W",
                "Run your own training script, unmodified, and watch each device (as main.py watch)")
 QUIT = Action("Quit", "close", "Ctrl+Q")
@@ -86,7 +89,7 @@ def install(window: QtWidgets.QMainWindow, run: QtGui.QAction, stop: QtGui.QActi
     bar = window.menuBar()
     file_menu = bar.addMenu("&File")
     file_menu.addAction(make(window, OPEN_MODEL))
-    for spec in (OPEN_TRACES, OPEN_TRACE_FILES):   # a job's profiler traces (app/controllers/trace_flow.py)
+    for spec in (OPEN_TRACES, OPEN_TRACE_FILES, OPEN_RUN_TRACES):   # profiler traces (app/controllers/trace_flow.py)
         file_menu.addAction(make(window, spec))
     file_menu.addSeparator()
     # The selected run or experiment through engine.export, or one plot's figure, drawn by the same backend.

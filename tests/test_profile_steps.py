@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import cli
+from engine.measure.counted_step import counted_step, counted_step_note
 from engine.measure.profiling import STEP_MARK
 from engine.store import Store
 
@@ -25,10 +26,24 @@ def test_watch_records_the_steps_asked_for_on_every_rank(tmp_path):
         # the script's own ops, its DDP all-reduce among them
         names = {str(e.get("name")) for e in trace["traceEvents"] if e.get("cat") == "cpu_op"}
         assert "aten::addmm" in names and any("allreduce" in name for name in names), sorted(names)[:40]
+        # the FLOP counter's dispatch mode is in no profiled step: it counted the step after them
+        assert not any("DispatchMode" in name for name in names)
+    assert any(note.startswith("step 3's FLOPs were counted") for note in summary["notes"]), summary["notes"]
     # and read back by the trace reader: every rank's, a CPU's ops only (no GPU kernels), said so
     _, job = cli("trace", "--run", summary["run_id"], "--db", db, "--json", check_json=True)
     assert [r["rank"] for r in job["ranks"]] == [0, 1]
     assert all(r["cpu_ops"] > 0 and r["gpu_events_read"] == 0 for r in job["ranks"]), job["ranks"]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("steps,profiled,counted", [(10, range(0), 1), (10, range(1, 3), 3), (10, range(2, 4), 1),
+                                                    (3, range(1, 3), 1), (0, range(0, 5), 5)])
+def test_the_flops_are_counted_on_a_step_the_profiler_does_not_record(steps, profiled, counted):
+    """The counter's dispatch would be in a profiled step's trace: the step after them is counted where there is
+    one (``steps`` 0: a watched script's, open-ended); where there is none, the note says the trace holds it."""
+    assert counted_step(steps, profiled) == counted
+    note = counted_step_note(steps, 5, profiled) or ""
+    assert ("its trace holds the counter's dispatch" in note) == (counted in profiled)
 
 
 def test_run_profiles_from_the_step_given(tmp_path):

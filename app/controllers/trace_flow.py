@@ -1,5 +1,6 @@
 """TraceFlow: File › Open traces… and Open trace files…: a job's profiler traces (one file per rank) opened as a
-run of kind trace.
+run of kind trace; File › Open the run's profiler traces: those the selected run recorded (--profile-steps), read
+the same way into a run named for it and shown beside it (the kernels beside the hooks' kinds, compared).
 
 The traces are read and stored in a child process (app/services/trace_reader.py: ``main.py trace --store``,
 engine/traces/as_run.py), each file read said on the status line; then the history lists the run and selects
@@ -28,6 +29,7 @@ class TraceFlow(QtCore.QObject):
         self.window = window
         self.history = history
         self.paths: list[str] = []   # those being read
+        self._beside: str | None = None   # the run whose stored traces are being read: shown with them
         self.reader = TraceReader(window.db_path, self)
         self.reader.sigProgress.connect(self._progress)
         self.reader.sigStored.connect(self._stored)
@@ -49,11 +51,23 @@ class TraceFlow(QtCore.QObject):
 
     def open_paths(self, paths: list[str]) -> None:
         """Read the traces ``paths`` name (files or folders), off the UI thread; a reading under way is ended."""
-        self.paths = [str(p) for p in paths]
+        self.paths, self._beside = [str(p) for p in paths], None
         self.window.settings.setValue(LAST_FOLDER, str(Path(self.paths[0]).expanduser().resolve().parent)
                                       if Path(self.paths[0]).is_file() else self.paths[0])
         self.window.log(f"Reading the traces of {self._named()}…", status=True)
         self.reader.read(self.paths)
+
+    def open_selected_run(self) -> None:
+        """The profiler traces of the one run selected in the history, read into a run of kind trace and compared
+        with it; without one selected, said on the status line."""
+        selected = self.history.selected_ids()
+        if len(selected) != 1:
+            self.window.log("Select one run in the history: its profiler traces (recorded with --profile-steps) "
+                            "are read and shown beside it", status=True)
+            return
+        self.paths, self._beside = [f"run {selected[0]}"], selected[0]
+        self.window.log(f"Reading the profiler traces of run {selected[0]}…", status=True)
+        self.reader.read_run(selected[0])
 
     def busy(self) -> bool:
         return self.reader.busy()
@@ -76,7 +90,8 @@ class TraceFlow(QtCore.QObject):
         self.window.log(f"Traces of {self._named()} stored as run {run_id}", status=True)
         self.history.show_page("runs")
         self.history.refresh()
-        self.history.select_ids([run_id])   # the selection loads it onto the plots (HistoryFlow)
+        # the selection loads it onto the plots (HistoryFlow); with the run it was read from, compared side by side
+        self.history.select_ids([run_id] + ([self._beside] if self._beside else []))
         self.sigStored.emit(run_id)
 
     def _failed(self, why: str) -> None:

@@ -1,6 +1,7 @@
 """TraceReader: a job's profiler traces read and stored as a run of kind trace, in a child process.
 
-``main.py trace PATH... --store --json --progress --db DB`` (engine/traces/command.py) reads them off the UI
+``main.py trace PATH... --store --json --progress --db DB`` (or ``--run RUN_ID``: the traces a run stored;
+engine/traces/command.py) reads them off the UI
 thread and out of the app's process: a 1 GB folder is minutes of pure-Python decoding that would otherwise
 hold the GIL against the window, and the reader's own worker processes start from there. It tells each file
 read on stderr (``progress: N/TOTAL FILE``) and answers with the job's JSON and its ``run_id``. One reading
@@ -34,6 +35,14 @@ class TraceReader(QtCore.QObject):
         return self._proc is not None
 
     def read(self, paths: list[str]) -> None:
+        """The traces ``paths`` name (files or folders)."""
+        self._start(paths)
+
+    def read_run(self, run_id: str) -> None:
+        """The traces the run ``run_id`` stored (--profile-steps), kept as a run named for it."""
+        self._start(["--run", run_id])
+
+    def _start(self, what: list[str]) -> None:
         self._end()
         self._errors = []
         proc = QtCore.QProcess(self)
@@ -42,7 +51,7 @@ class TraceReader(QtCore.QObject):
         proc.finished.connect(lambda code, _status, p=proc: self._on_finished(p, code))
         proc.errorOccurred.connect(lambda error, p=proc: self._on_error(p, error))
         self._proc = proc
-        start_module(proc, "main", ["trace", *paths, "--store", "--json", "--progress", "--db", self.db_path],
+        start_module(proc, "main", ["trace", *what, "--store", "--json", "--progress", "--db", self.db_path],
                      "(reading profiler traces)")
 
     def close(self) -> None:

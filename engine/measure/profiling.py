@@ -24,12 +24,23 @@ def first_profiled(config) -> int:
     return config.warmup if config.profile_from is None else config.profile_from
 
 
+def profiled_steps(config) -> range:
+    """The steps ``--profile-steps`` records (none without it)."""
+    first = first_profiled(config)
+    return range(first, first + config.profile_steps)
+
+
 class StepProfiler:
     def __init__(self, steps: int, first_step: int, cuda: bool, rank: int):
         self.steps, self.first, self.cuda, self.rank = steps, first_step, cuda, rank
         self._profiler = None
         self._mark = None
         self.started_at: float | None = None
+
+    @property
+    def recorded(self) -> range:
+        """The steps it records."""
+        return range(self.first, self.first + self.steps)
 
     def before_step(self, step: int, now: float) -> None:
         if self.steps and step == self.first:

@@ -14,7 +14,7 @@ from typing import Callable
 from engine.devices import Device
 from engine.measure.counted_step import counted_step
 from engine.measure.flops import DeviceFlops
-from engine.measure.profiling import StepProfiler, first_profiled
+from engine.measure.profiling import StepProfiler, first_profiled, profiled_steps
 from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
 from engine.record.rank_events import Profiled, RankEvent, StepReport
@@ -36,6 +36,7 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
                             any(d.kind == "cuda" for d in ctx.devices), ctx.rank)
     reported = None
     device_types = sorted({d.kind for d in ctx.devices})
+    counted_at = counted_step(ctx.config.steps, profiled_steps(ctx.config))
     feed = BatchFeed(ctx, executor, data_device, loader_cores)   # last: a loader's workers start here
     try:
         for step in range(ctx.config.steps):
@@ -44,7 +45,7 @@ def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None
             start = time.perf_counter()
             profiler.before_step(step, start)
             inputs, targets = feed.next()
-            counted = flops is not None and step == counted_step(ctx.config.steps)
+            counted = flops is not None and step == counted_at
             with autocast(ctx.config, device_types), meter.step_context((inputs, targets)), \
                     (flops.counting() if counted else nullcontext()):
                 result = executor.step(inputs, targets)

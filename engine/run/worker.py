@@ -330,13 +330,15 @@ class Worker:
     def notes(self) -> list[str]:
         """What the user must know to read this run's result."""
         from engine.measure.counted_step import counted_step_note
+        from engine.measure.profiling import profiled_steps
         from engine.record.summary import why_no_theory
         from engine.run.validate import batch_norm_note
-        profiled = (f"steps {self.config.warmup} to {self.config.warmup + self.config.profile_steps - 1} ran under "
-                    "torch.profiler (--profile-steps): its overhead is in their times"
-                    if self.config.profile_steps else None)
+        steps = profiled_steps(self.config)
+        profiled = (f"steps {steps.start} to {steps.stop - 1} ran under torch.profiler (--profile-steps): its "
+                    "overhead is in their times" if steps else None)
         notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
-                 counted_step_note(self.config.steps, self.config.warmup) if self.strategy.builds_model else None,
+                 counted_step_note(self.config.steps, self.config.warmup, steps) if self.strategy.builds_model
+                 else None,
                  why_no_theory(self.config.strategy, [d.name for d in self.devices],
                                effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
         notes += list(dict.fromkeys(line for rr in self.ranks for line in rr.probe_notes()))   # the two-way's once

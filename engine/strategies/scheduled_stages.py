@@ -21,6 +21,7 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as _schedules
 
 from engine.measure.counted_step import counted_step
+from engine.measure.profiling import profiled_steps
 from engine.models import effective_batch_size, tracing
 from engine.precision import autocast, make_optimizer
 from engine.strategies.schedule_actions import tick_plan
@@ -146,7 +147,7 @@ class ScheduledStages(Executor):
         # sees every op, which would slow the steps measured, and what a schedule moves repeats step to step.
         self.p2p_meter = collective_meter(self.timer, ctx.comm, self.device)
         self.comm = ctx.comm
-        self._steps, self._counted_step = 0, counted_step(ctx.config.steps)
+        self._steps, self._counted_step = 0, counted_step(ctx.config.steps, profiled_steps(ctx.config))
         self.config = ctx.config
 
     def plan(self) -> list[list[str]] | None:

@@ -55,8 +55,10 @@ class TraceRun:
     samples: list[dict] = field(default_factory=list)
 
 
-def trace_run(job: TraceJob, lanes: list[RankLanes], paths: list[str | Path]) -> TraceRun:
-    given = [os.path.abspath(p) for p in paths]
+def trace_run(job: TraceJob, lanes: list[RankLanes], paths: list[str | Path], of_run: str | None = None) -> TraceRun:
+    """``of_run``: the id of the run whose stored traces these are (``trace --run ID --store``): named for it, not
+    for the files they were written to for reading."""
+    given = [f"run {of_run}'s profiler traces"] if of_run else [os.path.abspath(p) for p in paths]
     origin = _origin(lanes)
     steps = _steps(job, lanes, origin)
     times = [s.time_s for s in steps if s.time_s]

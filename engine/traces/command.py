@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     trace.add_argument("--store", action="store_true",
                        help="keep the job in the run store as a run of kind trace (each rank a device; its figures, "
                             "the last iterations' kernels by kind and idle gaps by cause; the paths, not the traces): "
-                            "the history lists it, `export RUN_ID` writes it; its id is printed (--json: run_id)")
+                            "the history lists it, `export RUN_ID` writes it; its id is printed (--json: run_id); "
+                            "with --run, named for that run, to be compared with it (its kernels beside its steps)")
     trace.add_argument("--progress", action="store_true",
                        help="a line on stderr as each rank's file is read: progress: N/TOTAL FILE")
     trace.add_argument("--json", action="store_true", help="the figures as JSON")
@@ -57,10 +58,6 @@ def cmd_trace(args) -> int:
     if bool(args.paths) == bool(args.run):
         print("error: give trace files or folders, or --run RUN_ID (one of them)", file=sys.stderr)
         return EXIT_INVALID
-    if args.store and args.run:
-        print("error: --store: give trace files or folders (a run's own traces are stored with it already)",
-              file=sys.stderr)
-        return EXIT_INVALID
     if args.store:   # said before minutes of reading, not after
         from engine.store.command import read_only_problem
         read_only = read_only_problem(args.db, "the traces cannot be stored in it")
@@ -77,7 +74,7 @@ def cmd_trace(args) -> int:
         except TraceError as exc:
             print("error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
             return EXIT_INVALID
-    run_id = _store(job, lanes, paths, args.db) if args.store else None
+    run_id = _store(job, lanes, paths, args.db, args.run) if args.store else None
     if args.json:
         print(json.dumps({**to_json(job), **({"run_id": run_id} if run_id else {})}))
     else:
@@ -90,13 +87,14 @@ def _say_progress(done: int, total: int, path) -> None:
     print(f"progress: {done}/{total} {path}", file=sys.stderr, flush=True)
 
 
-def _store(job: TraceJob, lanes, paths, db: str | None) -> str:
-    """The job stored as a run of kind trace (engine/traces/as_run.py); its id. A store that fails raises
-    sqlite3.Error, which engine/cli.py says in one line."""
+def _store(job: TraceJob, lanes, paths, db: str | None, of_run: str | None) -> str:
+    """The job stored as a run of kind trace (engine/traces/as_run.py); its id. ``of_run``: the run whose stored
+    traces were read (``--run``), which the new run is named for. A store that fails raises sqlite3.Error, which
+    engine/cli.py says in one line."""
     from engine.store import open_store
     from engine.traces.as_run import store_trace_run, trace_run
     with open_store(db) as store:
-        return store_trace_run(store, trace_run(job, lanes, paths))
+        return store_trace_run(store, trace_run(job, lanes, paths, of_run))
 
 
 def stored_traces(run_id: str, db: str | None, folder: str) -> str:

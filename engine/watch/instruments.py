@@ -52,7 +52,8 @@ class Instruments(StepEnds):
         """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
         once, at the script's first training forward (the hang timeout bounds everything before it: the
         script's imports, datasets, the rendezvous; engine/run/heartbeat.py). ``count_flops``: count the FLOPs
-        of step ``COUNTED_STEP`` (engine/measure/flops.py, as the engine's ranks count theirs); ``warmup``: the
+        of step ``COUNTED_STEP`` (engine/measure/flops.py, as the engine's ranks count theirs; the step after
+        those --profile-steps records where it is one of them); ``warmup``: the
         run's (a counted step among the measured ones is said)."""
         self._warmup = warmup
         self.own = device if not isinstance(device, str) else Device(device, "cpu", 0)
@@ -389,7 +390,7 @@ class Instruments(StepEnds):
     def note(self) -> str | None:
         """What a reader must know of this rank's steps, a line a note."""
         notes = [self.misplaced, self.uncounted,
-                 counted_step_note(0, self._warmup) if self.counted() else None]
+                 counted_step_note(0, self._warmup, self.profiled()) if self.counted() else None]
         if not self._optimized and self.hand_steps:
             notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
                          "model's next call after a backward, with its parameters or their gradients changed since)")

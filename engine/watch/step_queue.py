@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from engine.measure.counted_step import COUNTED_STEP
+from engine.measure.counted_step import counted_step
 from engine.record.rank_events import Profiled, StepReport
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
@@ -116,9 +116,13 @@ class StepEnds:
             raise WatchEnded(f"{self.step} steps watched")
         # the counted step's FLOPs from its first forward on (a step ended late, at an optimizer's second step,
         # has had the next one's forward already: the one after it is counted)
-        if self._count_flops and self.step == COUNTED_STEP:
+        if self._count_flops and self.step == counted_step(0, self.profiled()):
             self._count_next = True   # until a step starts with its first forward (not one ended late)
         self._report(wait=False)
+
+    def profiled(self) -> range:
+        """The steps torch.profiler records (--profile-steps; none without)."""
+        return self.profiler.recorded if self.profiler is not None else range(0)
 
     def _profile_boundary(self, ended: int | None) -> None:
         """torch.profiler over the steps asked for (--profile-steps, engine/measure/profiling.py): the step that

@@ -9,6 +9,7 @@ import numpy as np
 from PySide6 import QtGui, QtWidgets
 
 from engine.figures.timeline import LANE_HEIGHT
+from helpers import cli
 from tests.app.app_helpers import shown
 
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "traces" / "hta_trace_filter"
@@ -63,4 +64,28 @@ def test_a_folder_with_no_trace_is_said_in_one_line(qtbot, qapp_configured, tmp_
     assert "rank-0.json: not a trace" in text and "\n" not in text
     assert win.status_label.text() == text
     assert not win.history.records
+    win.shutdown()
+
+
+def test_a_runs_own_profiler_traces_open_beside_it(qtbot, qapp_configured):
+    """File › Open the run's profiler traces: the selected run's stored traces (run --profile-steps) read in a child
+    into a run of kind trace named for it, and the two shown compared; with no run selected, said first."""
+    from app.main_window import MainWindow
+    win = shown(qtbot, MainWindow(start_services=False))
+    _action(win, "Open the run's profiler traces").trigger()
+    assert "Select one run in the history" in win.status_label.text()
+    _, summary = cli("run", "--devices", "cpu:1", "--width", "32", "--depth", "2", "--batch-size", "16", "--steps",
+                     "3", "--warmup", "1", "--profile-steps", "1", "--db", win.db_path, "--json", check_json=True)
+    source = summary["run_id"]
+    win.history.refresh()
+    with qtbot.waitSignal(win.sigHistoryShown, timeout=READ_S * 1000):
+        win.history.select_ids([source])
+    with qtbot.waitSignal(win.sigHistoryShown, timeout=READ_S * 1000,
+                          check_params_cb=lambda ids: len(ids) == 2) as both:
+        _action(win, "Open the run's profiler traces").trigger()
+    (read,) = set(both.args[0]) - {source}
+    assert set(both.args[0]) == {source, read}
+    (record,) = [r for r in win.history.records if r.id == read]
+    assert record.config.strategy == "trace" and record.summary.model == f"traces: run {source}'s profiler traces"
+    assert any("CPU ops only" in note for note in record.summary.notes)   # a CPU's trace: no GPU kernels, said
     win.shutdown()
