@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-quick bench soak gpu-check clean
+.PHONY: run lint test test-quick bench soak gpu-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,11 +16,18 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: $(STAMP)
 	$(PY) main.py
 
+# ruff (pyproject.toml [tool.ruff]) and the import contracts (.importlinter); `make test` runs both first.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
+
 # Two phases: the tests that compare figures load moves (marked solo) run alone, after the rest has run on three
 # workers (pytest-xdist, a test file to a worker so that its shared runs are made once; the longest files first,
 # tests/conftest.py LONGEST_FIRST). Three on two cores: many tests wait (on a process's start, a rendezvous, a
 # hang timeout), and a third worker fills those waits (tests/README.md). Both phases always run.
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not soak and not solo" --durations=15; \
 	rest=$$?; echo "--- the solo tests, one at a time"; \
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "solo and not soak" --durations=5; \

@@ -38,10 +38,10 @@ CASES = {
 def measure(config: ExperimentConfig, db: str) -> dict:
     import torch
 
-    from engine.plan import planning
+    from bench.engine_bench import run
     from engine.models import tracing
     from engine.models.build import build
-    from bench.engine_bench import run
+    from engine.plan import planning
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     spec = build(config)

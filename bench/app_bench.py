@@ -21,9 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.app_measurements import (GOALS, private_env, bench_idle_cpu, bench_live_cpu, bench_redraw,  # noqa: E402
-                                    bench_stalls)
-
+from bench.app_measurements import GOALS, bench_idle_cpu, bench_live_cpu, bench_redraw, bench_stalls, private_env  # noqa: E402
 
 START_UP_GOAL_S = 3.0   # Run clickable this long after launch (issue 28); the window itself far sooner
 

@@ -22,8 +22,8 @@
 from __future__ import annotations
 
 import os
-import sys
 import statistics
+import sys
 import time
 from types import SimpleNamespace
 
@@ -40,6 +40,7 @@ def _quiet_offscreen_warnings(mode, context, message) -> None:
 def _app():
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6 import QtCore, QtWidgets
+
     from app.application import configure
     QtCore.qInstallMessageHandler(_quiet_offscreen_warnings)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["splitscope-bench"])
@@ -62,8 +63,9 @@ def private_env(tmp: str) -> None:
 
 def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: float = 1.0) -> dict:
     import numpy as np
-    from app.state.live_data import RunProgress
+
     from app.main_window import MainWindow
+    from app.state.live_data import RunProgress
     from engine.config import ExperimentConfig
     from engine.results import Step
     app = _app()
@@ -134,6 +136,7 @@ def bench_redraw(frames: int = 40, devices: int = 8, hz: float = 10.0, hours: fl
 
 def bench_idle_cpu(seconds: float = 10.0, warmup: float = 4.0, hz: float = 10.0) -> dict:
     import psutil
+
     from app.main_window import MainWindow
     app = _app()
     win = MainWindow(telemetry_hz=hz)
@@ -170,8 +173,10 @@ def simulated_step(step: int, names: list[str], start: float):
 
 def bench_live_cpu(devices: int = 64, seconds: float = 10.0, warmup: float = 3.0, hz: float = 10.0) -> dict:
     import threading
+
     import psutil
     from PySide6 import QtCore
+
     from app.main_window import RUN_REDRAW_MS, MainWindow
     from app.state.live_data import RunProgress
     from engine.config import ExperimentConfig
@@ -250,6 +255,7 @@ def bench_history_open(db: str, run_id: str, times: int = 5) -> dict:
 def bench_stalls(steps: int = 30) -> dict:
     import psutil
     from PySide6 import QtCore
+
     from app.main_window import MainWindow
     app = _app()
     win = MainWindow()
@@ -297,7 +303,7 @@ def bench_stalls(steps: int = 30) -> dict:
     # The app's whole process (UI thread, the session's reader and sampler threads): what
     # it takes from the cores the ranks train on.
     app_cpu = (c1.user - c0.user) + (c1.system - c0.system)
-    gaps = [(b - a) * 1000 - period_ms for a, b in zip(beats, beats[1:])]
+    gaps = [(b - a) * 1000 - period_ms for a, b in zip(beats, beats[1:], strict=False)]
     win.shutdown()
     win.deleteLater()
     app.processEvents()

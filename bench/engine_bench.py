@@ -113,6 +113,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
     offset of the order, not of the model. The runs stay in ``db``, labelled by round, so that
     ``prediction_error_from`` can judge a change to the model on them again in seconds."""
     import random
+
     from engine.plan.what_if import candidates
     from engine.results import RunSummary
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
@@ -202,7 +203,7 @@ def prediction_error_from(db: str, bench: str | None = None) -> list[dict]:
                     "measured_ms": measured * 1000, "error": statistics.median(row["predicted"]) / measured - 1,
                     "error_without_probe": statistics.median(row["without_probe"]) / measured - 1,
                     "error_to_base_setting": statistics.median(row["to_base"]) if row["to_base"] else None,
-                    "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"])],
+                    "round_errors": [p / m_ - 1 for p, m_ in zip(row["predicted"], row["measured"], strict=True)],
                     "measured_ms_each": [x * 1000 for x in row["measured"]],
                     "base_spread": max(row["base_spread"]), "measured_spread": max(row["measured_spread"]),
                     "base_split_extra_ms": row["base_split_extra_ms"],
@@ -227,9 +228,9 @@ def _plain_pipeline_step_times(width, depth, batch, micro, steps, split, warmup)
     for proc in procs:
         if proc.wait(timeout=600):
             raise RuntimeError(f"plain pipeline script exited with {proc.returncode}")
-    ends = [json.load(open(out)) for out in outs]
-    last = [max(step) for step in zip(*ends)]
-    return [b - a for a, b in zip(last, last[1:])][warmup - 1:]
+    ends = [json.loads(Path(out).read_text()) for out in outs]
+    last = [max(step) for step in zip(*ends, strict=True)]
+    return [b - a for a, b in zip(last, last[1:], strict=False)][warmup - 1:]
 
 
 def staged_overhead(db: str, shapes=((512, 8, 2048), (256, 8, 1024), (1024, 4, 1024)), steps=20, warmup=3,

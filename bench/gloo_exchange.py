@@ -60,7 +60,8 @@ def measure(rows: list[int]) -> dict[tuple[int, str], list[float]]:
     with tempfile.TemporaryDirectory(prefix="splitscope-gloo-") as folder, mp.Manager() as manager:
         results = manager.dict()
         mp.spawn(_rank, args=(os.path.join(folder, "store"), rows, results), nprocs=2)
-        return {(size, name): [max(a, b) for a, b in zip(results[(size, name, 0)], results[(size, name, 1)])]
+        return {(size, name): [max(a, b)
+                               for a, b in zip(results[(size, name, 0)], results[(size, name, 1)], strict=True)]
                 for size in rows for name, *_ in PATTERNS}
 
 

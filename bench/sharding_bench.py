@@ -34,8 +34,8 @@ def meter_overhead(rounds: int = 5, steps: int = 20) -> dict:
     import torch
     from torch import nn
 
-    from engine.measure.communication import CommLedger, collective_meter
     from engine.devices import Device
+    from engine.measure.communication import CommLedger, collective_meter
     from engine.measure.timing import StepTimer
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -271,8 +271,8 @@ def _predictions(result, db) -> list:
     """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.plan.what_if): torch-
     free, so `run` stays quick; every schedule is `what-if RUN_ID`'s. A prediction that fails costs the run
     nothing: the run is stored and reported without it."""
-    from engine.store import open_store
     from engine.plan.what_if import predict_stored
+    from engine.store import open_store
     try:
         with open_store(db) as store:
             return predict_stored(store, result.run_id, multi_stage=False)
@@ -282,9 +282,9 @@ def _predictions(result, db) -> list:
 
 
 def cmd_what_if(args) -> int:
+    from engine.plan.what_if import predict_stored, unpredictable
     from engine.report import predictions_table
     from engine.store.command import open_for_reading
-    from engine.plan.what_if import predict_stored, unpredictable
     with open_for_reading(args.db) as store:
         record = store.get_run(args.id)
         if record is None:
@@ -361,7 +361,7 @@ def cmd_experiment(args) -> int:
     # Every point must be valid before the first run starts (one check for all of them).
     from engine.run.validate import check_all
     bad = [(p.label, checked.problems) for p, checked in
-           zip(runner.points, check_all([(p.config, None) for p in runner.points])) if checked.problems]
+           zip(runner.points, check_all([(p.config, None) for p in runner.points]), strict=True) if checked.problems]
     if bad:
         for label, problems in bad:
             for problem in problems:

@@ -158,7 +158,7 @@ class ExperimentConfig:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
         """Build from a dict; unknown keys and wrong types raise ConfigError listing each."""
         if not isinstance(data, dict):
             raise ConfigError([Problem("config", "must be a JSON object")])
@@ -178,7 +178,7 @@ class ExperimentConfig:
         return cls(**values)
 
     @classmethod
-    def from_stored(cls, data: Any) -> "ExperimentConfig":
+    def from_stored(cls, data: Any) -> ExperimentConfig:
         """A config as any version of Splitscope stored it: an option this version does not know, or a value
         it cannot read, is left out (its default stands), so a stored run always opens."""
         values = {}
@@ -191,14 +191,14 @@ class ExperimentConfig:
         return cls(**values)
 
     @classmethod
-    def from_json(cls, text: str) -> "ExperimentConfig":
+    def from_json(cls, text: str) -> ExperimentConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError([Problem("config", f"not valid JSON: {exc}")]) from None
         return cls.from_dict(data)
 
-    def replace(self, **changes: Any) -> "ExperimentConfig":
+    def replace(self, **changes: Any) -> ExperimentConfig:
         return dataclasses.replace(self, **changes)
 
 

@@ -107,7 +107,7 @@ def parse(spec: str, needed: int, *, gpus: int | None = None, cores: list[int] |
     """
     cores = cores if cores is not None else usable_cores()
     spec = spec.strip().lower()
-    if gpus is not None:
+    if gpus is not None:  # noqa: SIM108  (a conditional expression in one would read worse, and lose the comment)
         n_gpus = gpus
     else:  # ask NVML once, and only when the spec can mean a GPU
         n_gpus = gpu_count() if spec == "auto" or "cuda" in spec else 0

@@ -19,9 +19,9 @@ the session removes when the worker has ended, however it ended), the store's co
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FOLDER = "SPLITSCOPE_RUN_FOLDER"
@@ -68,7 +68,7 @@ class RankEnvironment:
     group_rank: str | None           # torchrun's GROUP_RANK: the one torchrun gave it
 
     @classmethod
-    def read(cls, env=None) -> "RankEnvironment":
+    def read(cls, env=None) -> RankEnvironment:
         def var(name: str, default: str | None = None) -> str | None:
             return variable(name, default, env)
         fd = var("SPLITSCOPE_EVENT_FD")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 # Each option's flag where the config declares one (engine.config fills it: it is above this module).
 FLAGS: dict[str, str] = {}
 

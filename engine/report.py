@@ -37,16 +37,19 @@ def summary_table(s: RunSummary) -> str:
     if s.param_change is not None:
         rows.append(("param change", f"{s.param_change:.6g} (how far training moved them)"))
     if s.devices_busy:
-        rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}" for d, b in zip(s.devices, s.devices_busy))))
+        rows.append(("busy (engine)", "  ".join(f"{d} {b:.0%}"
+                                                for d, b in zip(s.devices, s.devices_busy, strict=False))))
     if s.optimizer:
         rows.append(("optimizer", f"{s.optimizer}, {s.dtype}"))
     if s.communication:
-        rows.append(("communication", "  ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication)
+        rows.append(("communication", "  ".join(f"{d} {c.text()}"
+                                                for d, c in zip(s.devices, s.communication, strict=False)
                                                 if c is not None)))
     if s.tensor_memory:
-        rows.append(("tensor memory", "  ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory)
+        rows.append(("tensor memory", "  ".join(f"{d} {m.text()}"
+                                                for d, m in zip(s.devices, s.tensor_memory, strict=False)
                                                 if m is not None)))
-        peaks = [f"{d} {m.step_peak_text()}" for d, m in zip(s.devices, s.tensor_memory)
+        peaks = [f"{d} {m.step_peak_text()}" for d, m in zip(s.devices, s.tensor_memory, strict=False)
                  if m is not None and m.step_peak]
         if peaks:
             rows.append(("step peak", "  ".join(peaks) + " (torch's FSDPMemTracker, last warm-up step)"))
@@ -66,12 +69,14 @@ def summary_table(s: RunSummary) -> str:
         rows += [("efficiency", first), *(("", line) for line in more)]
     tel = s.telemetry
     if tel and tel.util_mean:
-        rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%" for d, u in zip(s.devices, tel.util_mean))))
+        rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%"
+                                                 for d, u in zip(s.devices, tel.util_mean, strict=False))))
         if any(m is not None for m in tel.sm_active_mean):
             rows.append(("SM activity (GPM)", "  ".join(f"{d} {_fmt(m, '.0f')}%"
-                                                        for d, m in zip(s.devices, tel.sm_active_mean))))
+                                                        for d, m in zip(s.devices, tel.sm_active_mean, strict=False))))
         if any(o is not None for o in tel.other_mean):
-            others = [f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean) if o is not None]
+            others = [f"{d} {_fmt(o, '.0f')}%" for d, o in zip(s.devices, tel.other_mean, strict=False)
+                      if o is not None]
             rows.append(("others on cores", "  ".join(others)))
         rows.append(("samples", f"{tel.samples} at {tel.rate_hz} Hz"))
         if tel.disturbed:
@@ -97,7 +102,7 @@ def script_rows(facts) -> list[tuple[str, object]]:
     rows = [("script's model", model)] if model else []
     if facts.optimizers:
         rows.append(("learning rate", ", ".join(f"{name} {lr:g}" if lr is not None else name
-                                                for name, lr in zip(facts.optimizers, facts.lr))))
+                                                for name, lr in zip(facts.optimizers, facts.lr, strict=False))))
     if facts.samples_source:
         rows.append(("samples from", facts.samples_source))
     if facts.micro_steps and facts.micro_steps > 1:

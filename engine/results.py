@@ -307,7 +307,7 @@ class RunSummary:
     findings: list[Finding] = field(default_factory=list)   # what explains the step, most first (diagnosis: 1st)
     recording_cpu_s: dict[str, float] | None = None   # CPU a step: the worker's, the session's, the telemetry's
 
-    def replace(self, **changes) -> "RunSummary":
+    def replace(self, **changes) -> RunSummary:
         return dataclasses.replace(self, **changes)
 
     @property

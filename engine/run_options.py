@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from engine import models, strategies
 from engine.config import ConfigError, ExperimentConfig, Problem, declared_flag, field_types

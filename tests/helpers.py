@@ -83,10 +83,10 @@ def cli_together(*runs: list[str], timeout: float = 240, envs: list[dict] | None
     parameters training ends with); returns their JSON summaries, in order. ``envs``: each run's additions to
     the environment."""
     procs = [start_cli(*args, env=extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for args, extra in zip(runs, envs or [{}] * len(runs))]
+             for args, extra in zip(runs, envs or [{}] * len(runs), strict=True)]
     summaries = []
     try:
-        for proc, args in zip(procs, runs):
+        for proc, args in zip(procs, runs, strict=True):
             out, err = proc.communicate(timeout=timeout)
             assert proc.returncode == 0, f"{' '.join(args)}: {err}"
             summaries.append(json.loads(out))

@@ -69,22 +69,21 @@ def node_processes(what: str = "engine.run.rank") -> list[psutil.Process]:
 
 
 class Agent:
-    def __init__(self, cluster: "Cluster", index: int, args: list[str], clock_offset_s: float):
+    def __init__(self, cluster: Cluster, index: int, args: list[str], clock_offset_s: float):
         self.cluster, self.index, self.args, self.clock_offset_s = cluster, index, args, clock_offset_s
         self.proc: subprocess.Popen | None = None
         self.log_path = cluster.dir / f"agent{index}-{time.monotonic_ns()}.log"
 
-    def start(self) -> "Agent":
+    def start(self) -> Agent:
         ns = self.cluster.namespace(self.index)
         core = self.cluster.cores[self.index % len(self.cluster.cores)]
         prefix = ["ip", "netns", "exec", ns]
         if self.clock_offset_s:  # a machine whose clock reads differently: a time namespace of its own
             prefix += ["unshare", "--time", "--fork", f"--monotonic={self.clock_offset_s:g}"]
         command = prefix + ["taskset", "-c", str(core), sys.executable, str(ROOT / "main.py"), "node", *self.args]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, SPLITSCOPE_TEST_TAG=NODE_TAG), start_new_session=True)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, SPLITSCOPE_TEST_TAG=NODE_TAG), start_new_session=True)
         deadline = time.monotonic() + 60
         while "listening" not in self.log():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -160,7 +159,7 @@ class Cluster:
         return ",".join(f"{self.address(k)}:{port}" for k in range(self.n))
 
     # ---- making and removing ---------------------------------------------------------------------------
-    def make(self) -> "Cluster":
+    def make(self) -> Cluster:
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.coordinator}/24", "dev", self.bridge)
         _ip("addr", "add", f"{self.stranger}/24", "dev", self.bridge)

@@ -92,7 +92,7 @@ def test_torchvision_families_run_single_and_as_a_two_stage_pipeline():
     summaries = cli_together(*[["run", "--model", f"torchvision:{name}", "--image-size", str(size), "--batch-size",
                                 "4", "--steps", "2", "--warmup", "0", "--strategy", "pipeline", "--devices", "cpu:2",
                                 "--micro-batches", "2", "--json"] for name, size in piped.items()])
-    for name, summary in zip(piped, summaries):
+    for name, summary in zip(piped, summaries, strict=True):
         assert summary["status"] == "finished" and summary["steps"] == 2, name
         assert len(summary["split"]) == 1 and len(summary["devices_busy"]) == 2, name
 

@@ -8,8 +8,7 @@ import pytest
 from engine import devices
 from engine.devices import Device
 from engine.report import device_inventory, devices_table
-from engine.telemetry import TelemetrySampler, all_targets
-from engine.telemetry import gpu_inventory
+from engine.telemetry import TelemetrySampler, all_targets, gpu_inventory
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.targets import targets_for
 from fake_nvml import FakeGpu, make_fake_pynvml

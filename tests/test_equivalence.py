@@ -32,7 +32,7 @@ def together(equivalence_db):
             **{name: ["--strategy", "pipeline", "--devices", "cpu:2", "--micro-batches", "4", "--schedule", name]
                for name in MULTI_STAGE}}
     summaries = cli_together(*[["run", *small_mlp(*args, "--db", db, "--json")] for args in runs.values()])
-    return dict(zip(runs, summaries))
+    return dict(zip(runs, summaries, strict=True))
 
 
 def rel(a: float, b: float) -> float:
@@ -123,6 +123,7 @@ def test_the_first_step_times_each_micro_batchs_work_as_the_next_does(name, toge
     step (engine/strategies/scheduled_stages.py): not a micro-batch's forward, so not one on the timeline,
     whose slices the trace's flows pair. Every device's first step has the compute slices of the second."""
     from collections import Counter
+
     from engine.store import Store
     with Store(equivalence_db) as store:
         rows = store.timeline(together[name]["run_id"], steps=[0, 1])

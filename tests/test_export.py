@@ -17,16 +17,17 @@ import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from drawn_svg import SVG, drawn, fill, points
-from no_qt import QT, run_without, run_without_qt
-from procs import ROOT
 from engine.export import ExportError, experiment_figures, export, run_figures
 from engine.figures import Axis, Bars, Figure, Mark, Series, palette
 from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Step, from_json
 from engine.store import Store
+from no_qt import QT, run_without, run_without_qt
+from procs import ROOT
 
 MATPLOTLIB_MISSING = "png, svg, pdf and html export draw with matplotlib, which is not installed here"
 DEVICES = ["cpu:0", "cpu:1"]
@@ -420,7 +421,7 @@ def test_pdf_export_from_the_cli_needs_no_display(store, run_id, experiment_id, 
         names = {p.rsplit("/", 1)[-1].removeprefix(f"{item}-") for p in paths}
         assert names >= ({"busy.pdf", "timeline.pdf"} if item == run_id else {"sweep.pdf", "step-time.pdf"})
         for path in paths:
-            data = open(path, "rb").read()
+            data = Path(path).read_bytes()
             assert data.startswith(b"%PDF-") and data.count(b"/Type /Page ") == 1, path
     usage = subprocess.run([sys.executable, "main.py", "export", "--help"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=60)
@@ -541,7 +542,7 @@ def test_trace_export_of_an_experiment_holds_its_runs_one_after_another(store, e
         export(store, experiment_id, "trace", tmp_path)
     exp_id = store.create_experiment("split-size", ExperimentPlan(repeats=1, base=CONFIG))
     runs = []
-    for k, label in enumerate(("split size 8", "split size 16")):
+    for label in ("split size 8", "split size 16"):
         run_id = store.create_run(CONFIG, experiment_id=exp_id, label=label)
         store.add_steps(run_id, [step_event(s) for s in range(3)])
         store.finish_run(run_id, "finished", summary=from_json(RunSummary, {"run_id": run_id, "devices": DEVICES}))
@@ -587,7 +588,7 @@ def test_profile_steps_store_a_profiler_trace_per_rank_exported_on_the_runs_cloc
         marks = sorted((e for e in events if e["ph"] == "X" and e["pid"] == pids[device]
                         and str(e["name"]).startswith("splitscope step ")), key=lambda e: e["ts"])
         assert [m["name"] for m in marks] == ["splitscope step 1", "splitscope step 2"], device
-        for mark, step in zip(marks, (1, 2)):
+        for mark, step in zip(marks, (1, 2), strict=True):
             # A rank's step is not the run's: in a pipeline the last stage starts its next step while the
             # first still finishes this one. What the rank measured inside its step lies inside its mark
             # (the mark's start is read a statement after the profiler opened it: 2 ms of slack).

@@ -15,12 +15,11 @@ import psutil
 import pytest
 
 import faulty_models
-from procs import ROOT, tagged_processes
 from engine.config import ExperimentConfig
 from engine.results import Step
 from engine.run.session import RunSession
 from engine.store import Store
-
+from procs import ROOT, tagged_processes
 
 RUN_THREAD_PREFIXES = ("run-session", "worker-stdout", "worker-stderr", "telemetry-sampler")
 

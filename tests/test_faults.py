@@ -7,10 +7,10 @@ import time
 
 import psutil
 
-from helpers import start_cli
-from procs import tagged_processes
 from engine.results import Step
 from engine.store import Store
+from helpers import start_cli
+from procs import tagged_processes
 
 
 def rank_processes() -> list[psutil.Process]:
@@ -50,9 +50,10 @@ def test_sigkill_of_a_rank_fails_the_run_naming_it(fresh_store):
 
 
 def test_stop_ends_the_run_within_3_seconds(fresh_store):
+    import threading
+
     from engine.config import ExperimentConfig
     from engine.run.session import RunSession
-    import threading
     first_step = threading.Event()
     config = ExperimentConfig(strategy="pipeline", devices="cpu:2", model="mlp", width=128, depth=4,
                               batch_size=128, steps=100000, warmup=0, micro_batches=4)

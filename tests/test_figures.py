@@ -103,6 +103,7 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
 # -- plots that read well: gaps, labels, colours, names ---------------------------------------
 def test_a_gap_in_the_samples_breaks_the_line_and_late_samples_do_not():
     import numpy as np
+
     from engine.figures.gaps import broken, gap_after
     t = [0.0, 0.1, 0.2, 0.3, 0.55, 0.65, 40.0, 40.1]   # 0.25 s late: a starved sampler; 39 s: none taken
     assert gap_after(t) == [5]
@@ -149,7 +150,7 @@ def test_labels_of_close_lines_take_rows_and_none_overlaps_in_one():
     assert many[:4] == [0, 1, 2, None] and many[4] == 0
     for row in range(3):
         spans = sorted((2 * i, 2 * i + 7) for i, r in enumerate(many) if r == row)
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), row
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), row
 
 
 def test_runs_compared_are_named_by_the_settings_that_differ():

@@ -96,8 +96,8 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
     """A GPU's energy counter (DeviceSample.energy_j) read over the measured steps: its mean power times the mean
     step is the energy a step, and the samples a step over it the samples per joule; a device without a counter
     has none, said once."""
-    from engine.record.efficiency import with_energy
     from engine.efficiency import DeviceEfficiency, Efficiency, Peak
+    from engine.record.efficiency import with_energy
     from engine.telemetry.sample import DeviceSample
     from engine.telemetry.summary import TelemetryTotals
     totals = TelemetryTotals(["cuda:0", "cpu:0"], warmup=1, rate_hz=10)
@@ -129,7 +129,7 @@ def test_the_split_views_blocks_carry_their_flops_per_sample():
     from engine.plan.planning import block_costs
     spec = build(ExperimentConfig(model="mlp", width=128, depth=4, batch_size=32))
     blocks = block_costs(spec, 32)
-    for i, ((_, module), info) in enumerate(zip(spec.blocks, blocks)):
+    for i, ((_, module), info) in enumerate(zip(spec.blocks, blocks, strict=True)):
         linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
         expected = sum(2 * m.in_features * m.out_features * (2 if i == 0 else 3) for m in linears)
         assert info.flops == expected, (info.name, info.flops, expected)

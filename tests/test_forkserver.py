@@ -21,8 +21,15 @@ import pytest
 
 from engine.config import ExperimentConfig
 from engine.events import Launched
-from engine.forkserver import client as forkserver_client
-from engine.forkserver import ForkServer, ForkServerError, run_module, shared, shared_pid, wire
+from engine.forkserver import (
+    ForkServer,
+    ForkServerError,
+    client as forkserver_client,
+    run_module,
+    shared,
+    shared_pid,
+    wire,
+)
 from engine.forkserver.client import Connection, start
 from helpers import cli
 from procs import ROOT

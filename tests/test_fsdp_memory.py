@@ -48,7 +48,7 @@ def test_fsdp_memory_by_kind_and_its_step_peak_are_torchs_fsdpmemtrackers(tmp_pa
                   "--db", str(tmp_path / "runs.sqlite3"), "--json", check_json=True)
     summary = from_json(RunSummary, fsdp)
     block = (WIDTH * WIDTH + WIDTH) * 4   # one Linear(256, 256)'s weight and bias, float32
-    for memory, torchs in zip(summary.tensor_memory, reference()):
+    for memory, torchs in zip(summary.tensor_memory, reference(), strict=True):
         assert memory.params == torchs["step"]["Sharded Param"]
         assert memory.grads == torchs["backward"]["Sharded Grad"] == memory.params
         assert memory.optimizer == torchs["step"]["OptState"]

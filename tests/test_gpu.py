@@ -145,7 +145,8 @@ def test_a_watched_script_on_a_gpu_is_timed_where_the_gpu_runs_its_work(db):
         mine = sorted((t0, t1, kind) for s, _, kind, t0, t1 in rows if s == step and kind != "communication")
         kinds = [kind for *_, kind in mine]
         assert kinds[-3:] == ["forward", "backward", "optimizer"], mine
-        assert all(a[1] <= b[0] + 1e-4 for a, b in zip(mine, mine[1:])), mine   # one stream: one after another
+        # one stream: one after another
+        assert all(a[1] <= b[0] + 1e-4 for a, b in zip(mine, mine[1:], strict=False)), mine
     forward = device["by_kind"]["forward"]
     assert forward > 1e-4   # 2048 x 1024 through three layers on the GPU, not a launch's microseconds
 

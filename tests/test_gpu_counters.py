@@ -12,8 +12,7 @@ import pytest
 
 from engine.report import device_inventory, devices_table
 from engine.store import Store
-from engine.telemetry import GpuTarget, TelemetrySampler
-from engine.telemetry import gpu_counters, gpu_fields, gpu_inventory
+from engine.telemetry import GpuTarget, TelemetrySampler, gpu_counters, gpu_fields, gpu_inventory
 from engine.telemetry.poll import Poll
 from fake_nvml import DEFAULT_GPM_METRICS, GPM_FUNCTIONS, GPM_TYPES, FakeGpu, make_fake_pynvml
 
@@ -119,7 +118,7 @@ def test_a_50_hz_sampler_thread_reads_gpm_every_few_passes_and_frees_its_buffers
     with_gpm = [s for s in full if s.sm_active is not None]
     assert all(gpm_of(s) == EXPECTED_GPM for s in with_gpm)
     assert len(with_gpm) < len(full)   # passes 20 ms apart: most are inside an interval and carry None
-    gaps = [b.t - a.t for a, b in zip(with_gpm, with_gpm[1:])]
+    gaps = [b.t - a.t for a, b in zip(with_gpm, with_gpm[1:], strict=False)]
     assert all(gap >= 0.15 for gap in gaps)   # never an interval shorter than the floor
     assert all(s.energy_j == 0.0 for s in full)
 

@@ -15,11 +15,10 @@ from engine import experiments
 from engine.config import ExperimentConfig
 from engine.devices import Device, parse
 from engine.plan.planning import balanced_split_per_stage
-from engine.run.session import RunSession
 from engine.run.local_ranks import rank_environment
+from engine.run.session import RunSession
 from engine.store import Store
-from engine.telemetry import TelemetrySampler
-from engine.telemetry import gpu_inventory
+from engine.telemetry import TelemetrySampler, gpu_inventory
 from engine.telemetry.targets import physical_name, targets_for
 from fake_nvml import FakeGpu, make_fake_pynvml
 

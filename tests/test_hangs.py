@@ -13,12 +13,12 @@ import time
 import psutil
 import pytest
 
-from helpers import start_cli
-from procs import tagged_processes
 from engine.config import ExperimentConfig
 from engine.events import Started
 from engine.results import Step
 from engine.run.session import RunSession
+from helpers import start_cli
+from procs import tagged_processes
 
 LIMIT_S = 4   # --hang-timeout of every hang here
 

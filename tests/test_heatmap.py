@@ -144,8 +144,8 @@ def test_the_summary_of_256_devices_reads_node_by_node_and_names_the_device_that
 
 
 def test_the_html_report_of_many_devices_keeps_its_table_by_node_in_lines():
-    from engine.export.html_report import key_value_table, run_summary_rows
     from engine.config import ExperimentConfig
+    from engine.export.html_report import key_value_table, run_summary_rows
     from engine.store.database import RunRecord
     record = RunRecord("r", 0.0, 10.0, "finished", ExperimentConfig(strategy="ddp"), many_devices_summary(8), None,
                        None, None, None)

@@ -76,7 +76,7 @@ def test_the_loader_options_are_checked_before_anything_launches(capsys):
     assert cli.main(["run", "--input-prep", "loader", "--pin-memory", "--devices", "cpu:1", "--steps", "1"]) \
         == cli.EXIT_INVALID
     assert "--pin-memory: applies to runs on GPUs" in capsys.readouterr().err
-    from engine import rules   # on each node, the cores its devices leave
+    from engine import rules  # on each node, the cores its devices leave
     over_nodes = ExperimentConfig(**LOADER, loader_workers=1, loader_cores="1", nodes="10.0.0.2:29400")
     assert any(p.option == "loader_cores" and "not with --nodes" in p.message for p in rules.problems(over_nodes))
     absent = max(usable_cores()) + 1
@@ -160,7 +160,7 @@ def test_loader_workers_run_on_the_free_core_and_end_with_the_run_on_stop_and_on
             loader = [s for s in store.samples(stopped.run_id) if s.device == f"loader (core {spare[0]})"]
         # a core's busy share (a poll within one tick of the last has none), no memory: no process is its own
         assert any(s.util is not None for s in loader) and all(s.mem_used is None for s in loader)
-        from app.state.live_data import physical_names   # the window draws it as the core's series
+        from app.state.live_data import physical_names  # the window draws it as the core's series
         assert physical_names(config)[f"loader (core {spare[0]})"] == f"core {spare[0]}"
 
     # a model that raises at its third step: the run fails, and its loader's workers are gone with its rank

@@ -97,7 +97,7 @@ def test_a_sampled_runs_summary_equals_the_one_computed_from_all_its_steps(synth
     assert summary.throughput.mean == pytest.approx(sum(s.samples for s in steps) / sum(times), rel=1e-9)
     assert summary.throughput.std == pytest.approx(statistics.stdev(s.throughput for s in steps), rel=1e-6)
     total = math.fsum(times)
-    for device, share in zip(summary.devices, summary.devices_busy):
+    for device, share in zip(summary.devices, summary.devices_busy, strict=True):
         stored = math.fsum(s.busy[device] * s.time_s for s in steps) / total
         assert share == pytest.approx(stored, abs=1e-6)  # stored shares keep 6 decimals
 

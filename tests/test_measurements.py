@@ -135,6 +135,7 @@ def memtracker_replica(width: int, depth: int, batch: int, replica_batch: int) -
     each kind is whole: after the loss (activations), after backward (gradients), after the step."""
     import torch
     from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType
+
     from engine.config import ExperimentConfig
     from engine.models.build import build
     spec = build(ExperimentConfig(model="mlp", width=width, depth=depth, batch_size=batch))

@@ -13,10 +13,10 @@ import threading
 import time
 
 import pytest
-from helpers import ROOT
 
 from engine.nodes.address import NodeAddress
 from engine.nodes.handshakes import AUTH_DEADLINE_S, PER_PEER, Handshakes
+from helpers import ROOT
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window
 

@@ -15,10 +15,9 @@ import time
 
 import pytest
 
+from engine.store import Store
 from helpers import ROOT, cli, end_torchrun, small_mlp, start_cli, start_torchrun
 from netns import AGENT_PORT, Agent, node_processes
-
-from engine.store import Store
 
 TOLERANCE = 1e-4
 

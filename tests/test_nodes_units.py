@@ -104,8 +104,9 @@ def test_nodes_are_addresses_in_the_order_torchrun_numbers_them():
 def test_either_side_gives_the_other_up_within_half_the_hang_timeout():
     from engine.nodes.coordinator import silence_limit
     assert silence_limit(120) == 10 and silence_limit(12) == 6 and silence_limit(1) == 3  # at least 3 pings
-    from engine.nodes.address import network_of
     import ipaddress
+
+    from engine.nodes.address import network_of
     assert network_of("127.0.0.1") == ipaddress.ip_network("127.0.0.0/8")
     assert network_of("::1") in (None, ipaddress.ip_network("::1/128"))  # IPv6 masks become a prefix
 
@@ -248,9 +249,8 @@ def test_a_node_nobody_serves_is_named_before_anything_launches(tmp_path):
 
 
 def test_experiments_say_they_run_on_this_machine():
-    from helpers import cli
-
     from engine.experiments import ExperimentRunner
+    from helpers import cli
     with pytest.raises(ValueError, match="experiments run on this machine; --nodes"):
         ExperimentRunner("schedules", ExperimentConfig(devices="cpu:1", nodes="10.0.0.1:1,10.0.0.2:1"))
     refused = cli("experiment", "schedules", "--nodes", "10.0.0.1:1,10.0.0.2:1")

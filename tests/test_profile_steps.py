@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import cli
 from engine.measure.counted_step import counted_step, counted_step_note
 from engine.measure.profiling import STEP_MARK
 from engine.store import Store
+from helpers import cli
 
 
 def marked_steps(trace: dict) -> list[str]:

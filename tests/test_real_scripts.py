@@ -66,7 +66,7 @@ def watched(tmp_path_factory) -> dict[str, Watched]:
         lines = out.strip().splitlines()
         return Watched(db, done, json.loads(lines[-1]) if lines else {})
     with ThreadPoolExecutor(3) as pool:
-        return dict(zip(WATCHES, pool.map(one, WATCHES)))
+        return dict(zip(WATCHES, pool.map(one, WATCHES), strict=True))
 
 
 def finished(run: Watched) -> dict:

@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.report import summary_table
-from engine.results import (BatchSplit, ExperimentResult, MeanStd, RunSummary, TensorMemory, from_json,
-                            to_json)
+from engine.results import BatchSplit, ExperimentResult, MeanStd, RunSummary, TensorMemory, from_json, to_json
 from engine.store import Store
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`

@@ -6,10 +6,10 @@ import threading
 
 import psutil
 
-from procs import tagged_processes
 from engine.config import ExperimentConfig
 from engine.results import Step
 from engine.run.session import RunSession
+from procs import tagged_processes
 
 
 def listening_sockets() -> list[tuple[int, str]]:

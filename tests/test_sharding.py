@@ -34,7 +34,7 @@ def runs(tmp_path_factory):
     from helpers import cli_together
     db = str(tmp_path_factory.mktemp("sharding") / "runs.sqlite3")
     summaries = cli_together(*[["run", *small_mlp(*args, "--db", db, "--json")] for args in RUNS.values()])
-    return dict(zip(RUNS, summaries))
+    return dict(zip(RUNS, summaries, strict=True))
 
 
 def rel(a: float, b: float) -> float:

@@ -9,8 +9,7 @@ import time
 import pynvml as real_pynvml
 import pytest
 
-from engine.telemetry import GpuTarget, TelemetrySampler, all_targets, nvml
-from engine.telemetry import gpu_inventory
+from engine.telemetry import GpuTarget, TelemetrySampler, all_targets, gpu_inventory, nvml
 from fake_nvml import FakeGpu, make_fake_pynvml
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.quick]
@@ -169,7 +168,7 @@ def test_buffered_utilization_samples_move_to_the_perf_counter_clock(use_nvml):
     samples = sampler.poll_once()
     buffered = samples[:-1]
     assert [s.util for s in buffered] == [10.0, 20.0, 30.0]
-    for s, seconds_ago in zip(buffered, (0.03, 0.02, 0.01)):
+    for s, seconds_ago in zip(buffered, (0.03, 0.02, 0.01), strict=True):
         assert s.t == pytest.approx(now_perf - seconds_ago, abs=0.004)
         assert s.mem_used is None and s.power_w is None  # utilization-only samples
     assert samples[-1].mem_used is not None

@@ -51,7 +51,7 @@ def test_the_engines_busy_share_and_the_oss_reading_are_told_apart_where_they_di
         assert all(0 <= util <= 100.5 for util in telemetry["util_mean"]), telemetry
         assert all(other is not None and other >= 0 for other in telemetry["other_mean"]), telemetry
         gaps = [util - 100 * busy for util, busy in zip(telemetry["util_mean"], summary["devices_busy"], strict=True)]
-        flagged = [name for name, gap in zip(devices, gaps) if abs(gap) > 10]
+        flagged = [name for name, gap in zip(devices, gaps, strict=True) if abs(gap) > 10]
         note = telemetry["disagreement"] or ""
         assert [name for name in devices if note.startswith(f"{name}:") or f"; {name}:" in note] == flagged, note
 

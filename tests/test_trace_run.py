@@ -42,7 +42,7 @@ def test_each_file_read_is_told(reading):
 def test_lanes_hold_the_kernels_by_kind_and_the_idle_gaps_by_cause(reading):
     job, lanes, _ = reading
     assert [rank.rank for rank in lanes] == [0, 1]
-    for rank, figures in zip(lanes, job.ranks):
+    for rank, figures in zip(lanes, job.ranks, strict=True):
         kinds = {kind for _, kind, _, _ in rank.intervals}
         assert kinds <= set(LANE_KINDS)
         assert {"compute", "communication", "host-wait"} <= kinds   # the fixture's ranks idle mostly on the host

@@ -12,8 +12,7 @@ import pytest
 
 from engine.cli import main
 from engine.results import to_json
-from engine.traces import TraceError, read_job
-from engine.traces import json_stream
+from engine.traces import TraceError, json_stream, read_job
 from helpers import cli
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
@@ -89,7 +88,7 @@ def test_small_chunks_read_the_same(monkeypatch, job):
 def test_iterations_chosen(job):
     one = read_job([FOLDER], iterations="551:551")
     assert [it.iteration for it in one.iterations] == [551] and one.iterations_chosen == "551:551"
-    for ours, everything in zip(one.ranks, job.ranks):
+    for ours, everything in zip(one.ranks, job.ranks, strict=True):
         assert 0 < ours.kernel_us <= everything.kernel_us
     with pytest.raises(TraceError, match="--iterations 600:700: no iteration"):
         read_job([FOLDER], iterations="600:700")

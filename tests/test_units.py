@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device
@@ -167,8 +166,8 @@ def test_step_merger_tiles_steps_across_ranks():
 def test_store_marks_runs_of_dead_processes_interrupted(tmp_path):
     db = tmp_path / "s.sqlite3"
     # A child process creates a run and dies without finishing it.
-    code = ("import sys; sys.path.insert(0, %r); from engine.store import Store; "
-            "s = Store(%r); print(s.create_run({'strategy': 'single'}))") % (os.getcwd(), str(db))
+    code = (f"import sys; sys.path.insert(0, {os.getcwd()!r}); from engine.store import Store; "
+            f"s = Store({str(db)!r}); print(s.create_run({{'strategy': 'single'}}))")
     run_id = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     with Store(db) as store:
         run = store.get_run(run_id)

@@ -376,9 +376,9 @@ def test_the_scripts_own_api_does_nothing_unwatched_and_imports_neither_torch_no
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
     from splitscope import watch
-    with pytest.raises(ValueError, match="kind must be one of data, transfer, got 'forward'"):
-        with watch.phase("forward"):   # the hooks time it: a second interval would count it twice
-            pass
+    with pytest.raises(ValueError, match="kind must be one of data, transfer, got 'forward'"), \
+            watch.phase("forward"):   # the hooks time it: a second interval would count it twice
+        pass
     with pytest.raises(ValueError, match="samples must be a whole number"):
         watch.step(samples=-1)
 
@@ -413,6 +413,7 @@ def test_a_script_that_updates_its_parameters_by_hand_has_a_step_per_update_and_
     (an in-place update under no_grad) or their gradients reset since (an update through .data, then zeroed or
     dropped gradients); gradient accumulation, two backwards before each update, is one step of 2 micro-batches."""
     import torch
+
     from engine.watch.instruments import Instruments
     reports = []
     instruments = Instruments("cpu:0", reports.append)

@@ -8,9 +8,9 @@ import pytest
 
 from engine.plan.what_if import TRUST, TRUST_DETAIL, predict, unpredictable
 from engine.results import MeanStd, RunSummary
+from engine.store import Store
 from engine.strategies.schedule_actions import actions, order, simulate, tick_plan
 from engine.strategies.schedules import SCHEDULE_INFO
-from engine.store import Store
 from helpers import cli
 
 EVEN = {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}   # per device; a device's V stages share it
@@ -136,7 +136,7 @@ def test_predictions_from_a_real_run_land_near_the_measured_steps(fresh_store):
     assert len(ref["split_backward_extra_s"]) == 2 and all(isinstance(x, float) for x in ref["split_backward_extra_s"])
     # and of it, the part paid at any micro-batch size (the probe's half-sized micro-batch tells)
     assert all(0 <= fixed <= extra
-               for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"]))
+               for fixed, extra in zip(ref["split_backward_fixed_s"], ref["split_backward_extra_s"], strict=True))
     # and what the two devices' sending to each other at once costs beyond one way (exchange_probe.py)
     assert isinstance(ref["two_way_extra_s"], float) and ref["two_way_extra_s"] >= 0
     table = cli("what-if", ref["run_id"])

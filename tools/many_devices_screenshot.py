@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SPLITSCOPE_DB"] = str(Path(private) / "runs.sqlite3")
     os.environ["SPLITSCOPE_SETTINGS"] = str(Path(private) / "settings.ini")
     from PySide6 import QtCore, QtWidgets
+
     from app.application import configure
     from app.main_window import RUN_REDRAW_MS, MainWindow
     from app.state.live_data import RunProgress

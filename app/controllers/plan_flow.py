@@ -16,13 +16,13 @@ from PySide6 import QtCore
 from app.services.planner_client import PlannerClient
 from app.state import plan_state, problem_help
 from app.state.plan_state import BlockProfile, PlanState
-from app.state.problem_help import Help
 from app.state.planner_answers import Checked, Profiled
+from app.state.problem_help import Help
 from engine import rules
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
-from engine.problems import Problem
 from engine.models import MODELS
+from engine.problems import Problem
 from engine.rules import effective_stages_per_device
 from engine.strategies import STRATEGIES
 from engine.strategies.staged import stage_devices

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from PySide6 import QtCore, QtGui, QtWidgets
 

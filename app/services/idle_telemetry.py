@@ -71,8 +71,7 @@ class IdleTelemetry(QtCore.QObject):
     # -- the helper thread ----------------------------------------------------------------
     def _make_sampler(self, generation: int, read_inventory: bool) -> None:
         try:
-            from engine.telemetry import TelemetrySampler, all_targets
-            from engine.telemetry import gpu_inventory
+            from engine.telemetry import TelemetrySampler, all_targets, gpu_inventory
             sampler = TelemetrySampler(all_targets(), rate_hz=self.rate_hz, on_warning=lambda msg: None)
             gpus = gpu_inventory.inventory() if read_inventory else None
         except Exception as exc:  # no telemetry is a message, not a crash

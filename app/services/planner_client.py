@@ -14,8 +14,7 @@ from PySide6 import QtCore
 from app.services.forked_process import start_module
 from app.state import planner_answers
 
-
-_early: list["PlannerClient"] = []   # a planner started before the window was built (start_early)
+_early: list[PlannerClient] = []   # a planner started before the window was built (start_early)
 
 
 class PlannerClient(QtCore.QObject):
@@ -51,7 +50,7 @@ class PlannerClient(QtCore.QObject):
         _early.append(client)
 
     @classmethod
-    def taken(cls, parent: QtCore.QObject) -> "PlannerClient":
+    def taken(cls, parent: QtCore.QObject) -> PlannerClient:
         """The planner started early, now ``parent``'s; else a new one (not started)."""
         if not _early:
             return cls(parent)

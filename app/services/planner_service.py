@@ -45,13 +45,13 @@ def _emit(answer: Answer) -> None:
     sys.stdout.flush()
 
 
-def _read_stdin(lines: "queue.Queue[str | None]") -> None:
+def _read_stdin(lines: queue.Queue[str | None]) -> None:
     for line in sys.stdin:
         lines.put(line)
     lines.put(None)  # EOF: the app is gone
 
 
-def _newest(lines: "queue.Queue[str | None]", first: str | None) -> tuple[str | None, bool]:
+def _newest(lines: queue.Queue[str | None], first: str | None) -> tuple[str | None, bool]:
     """The newest pending request (older ones are stale) and whether EOF came."""
     newest, eof = first, first is None
     while True:
@@ -106,10 +106,10 @@ def model_problems(config, found: list) -> list:
 def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     import torch
 
-    from engine.plan import planning
     from engine.config import ExperimentConfig
     from engine.devices import DeviceError, parse
     from engine.models.build import build
+    from engine.plan import planning
     from engine.rules import effective_batch_size
     from engine.run.validate import devices_needed
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
@@ -125,7 +125,7 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
                     costs_by_kind={kind: [b.cost_s for b in infos] for kind, infos in timed.items()})
 
 
-def _progress(req_id: int, lines: "queue.Queue[str | None]"):
+def _progress(req_id: int, lines: queue.Queue[str | None]):
     """The profile's progress callback: says how far it is now and then, and stops it when a newer request
     waits (it raises Superseded)."""
     said = [time.monotonic()]

@@ -6,7 +6,7 @@ process) is killed so the app never waits forever.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6 import QtCore
 

@@ -8,7 +8,6 @@ thread one slot call, and the UI thread never waits on the worker.
 """
 from __future__ import annotations
 
-
 from PySide6 import QtCore
 
 from app.services.sample_queue import SampleQueue

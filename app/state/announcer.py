@@ -5,7 +5,7 @@ through their subscription, so the controller need not call each of them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class Announcer:

@@ -4,8 +4,8 @@ with the devices it names and the figure it comes from ("why"). No Qt: app/views
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from engine.record.findings import memory_near_limit
 from engine.results import NodeSummary, RunSummary, TensorMemory
@@ -77,7 +77,7 @@ def summary_rows(summary: RunSummary, memory_limits: dict[str, int] | None = Non
     if kinds:
         rows.append(FindingRow("time_by_kind", "info", kinds, list(summary.devices), WHY["time_by_kind"]))
     return rows + note_rows([*summary.notes, *live_notes], summary.nodes or [],
-                            zip(summary.devices, summary.tensor_memory or []))
+                            zip(summary.devices, summary.tensor_memory or [], strict=False))
 
 
 def live_rows(notes: Iterable[str], nodes: list[NodeSummary],

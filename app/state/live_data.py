@@ -6,22 +6,23 @@ threads into queues, and the UI thread drains them here on its redraw timer.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from app.state.announcer import Announcer
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
+from engine.config import ExperimentConfig
+from engine.efficiency import DeviceEfficiency, Efficiency
+from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.figures import RunView
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
 from engine.figures.run_names import run_names
-from engine.figures.timeline import TIMELINE_STEPS   # steps the timeline shows, here as in exports
-from engine.config import ExperimentConfig
-from engine.events import Errored, Finished, Launched, Started, WorkerEvent
+from engine.figures.timeline import TIMELINE_STEPS  # steps the timeline shows, here as in exports
 from engine.record.efficiency import device_efficiency
-from engine.efficiency import DeviceEfficiency, Efficiency
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 from engine.traces.as_run import is_trace_run
@@ -318,7 +319,7 @@ class StepHistory:
             return False
         steps, times = self.times.column(0), self.times.column(1)
         for d in efficiency.devices:
-            shares = [(step, d.step_mfu(float(t))) for step, t in zip(steps, times)]
+            shares = [(step, d.step_mfu(float(t))) for step, t in zip(steps, times, strict=True)]
             kept = [(step, share) for step, share in shares if share is not None]
             if kept:
                 buffer = self.mfu.setdefault(d.device, ThinningBuffer(self.capacity))
@@ -360,7 +361,7 @@ class RunData:
 
 def tensor_lines(summary: RunSummary) -> list[str]:
     """"tensors cpu:0: 2.78 MiB (params 1.01, ...)" per device of a finished run (its most over the steps)."""
-    return _tensor_lines(zip(summary.devices, summary.tensor_memory or []))
+    return _tensor_lines(zip(summary.devices, summary.tensor_memory or [], strict=False))
 
 
 def memory_figures(summary: RunSummary) -> tuple[Figure, Figure]:
@@ -378,9 +379,9 @@ def compared_memory_figures(runs: list[RunData]) -> tuple[Figure, Figure]:
     if len(runs) == 1:
         return memory_figures(summaries[0])
     names = run_names([run.config.to_dict() for run in runs], [run.label for run in runs], summaries)
-    bars = [(f"{name} · {device}", memory, comm) for name, s in zip(names, summaries)
+    bars = [(f"{name} · {device}", memory, comm) for name, s in zip(names, summaries, strict=True)
             for device, memory, comm in zip(s.devices, s.tensor_memory or [None] * len(s.devices),
-                                            s.communication or [None] * len(s.devices))]
+                                            s.communication or [None] * len(s.devices), strict=False)]
     labels = [label for label, _, _ in bars]
     return (tensor_memory_figure(labels, [memory for _, memory, _ in bars]),
             communication_figure(labels, [comm for _, _, comm in bars]))
@@ -395,8 +396,8 @@ def physical_names(config: ExperimentConfig) -> dict[str, str]:
     from engine.cores import usable_cores
     from engine.devices import DeviceError
     from engine.run.loader_placement import LOADER_SERIES, sampled_cores
-    from engine.telemetry.targets import physical_name
     from engine.run.validate import run_devices
+    from engine.telemetry.targets import physical_name
     try:
         devices = run_devices(config)
     except (DeviceError, ValueError):  # the run fails to start and says why; nothing to map

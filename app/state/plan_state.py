@@ -35,7 +35,7 @@ class BlockProfile:
     costs_by_kind: dict[str, list[float]]
 
     @classmethod
-    def from_answer(cls, answer: Profiled) -> "BlockProfile | None":
+    def from_answer(cls, answer: Profiled) -> BlockProfile | None:
         """The planner's profile (app/services/planner_service.py), or None when it has no blocks."""
         if not answer.blocks:
             return None

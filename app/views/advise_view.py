@@ -91,5 +91,5 @@ class AdviseView(QtWidgets.QWidget):
     def set_usable(self, usable: bool) -> None:
         """Whether the rows' "Use this" may be clicked: never while something runs, never for a row that does
         not fit memory."""
-        for row, button in zip(self.rows, self.buttons):
+        for row, button in zip(self.rows, self.buttons, strict=True):
             button.setEnabled(usable and row.fits)

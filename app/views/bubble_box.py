@@ -11,7 +11,6 @@ from engine.figures import palette
 from engine.measure.timing import KIND_MEANING
 from engine.traces.lanes import IDLE_LANE_KINDS, LANE_KINDS, LANE_MEANING
 
-
 TITLE = "Bubble (idle share of a step)"
 WIDTH = 260   # px: the formula on a line, the legend on two
 COMPACT_WIDTH = 200   # px: beside another run's box, under the runs compared (the legend in one box of the two)

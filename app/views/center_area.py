@@ -13,12 +13,18 @@ import time
 from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
-from app.state.live_data import (RunData, RunProgress, TelemetryHistory, compared_memory_figures, memory_figures,
-                                 physical_names)
 from app.state.finding_rows import MEMORY_TAB
+from app.state.live_data import (
+    RunData,
+    RunProgress,
+    TelemetryHistory,
+    compared_memory_figures,
+    memory_figures,
+    physical_names,
+)
 from app.views.error_panel import ErrorPanel
-from app.views.flash import flash
 from app.views.experiment_results import ExperimentResultsView
+from app.views.flash import flash
 from app.views.layout import tabs
 from app.views.memory_view import MemoryView
 from app.views.plan_view import PlanView

@@ -25,10 +25,10 @@ from app.views.notice_area import NoticeArea
 from app.views.tips import add_described
 from app.views.wrapped_label import WrappedLabel
 from engine.config import INPUT_PREP, ExperimentConfig
-from engine.run_options import options
 from engine.devices import cuda_visible
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
+from engine.run_options import options
 from engine.strategies import SCHEDULE_INFO, SCHEDULES, STRATEGIES
 from engine.telemetry.gpu_inventory import GpuInfo
 
@@ -400,7 +400,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         settings.setValue("experiment/config", self.config().to_json())
         form = (self.mb_mode.currentData(), self.mb_spin.value(), self.per_device_spin.value(),
                 self.image_spin.value(), self.level_combo.currentData(), self.nodes_row.chosen_token_file() or "")
-        for key, value in zip(self.FORM_KEYS, form):
+        for key, value in zip(self.FORM_KEYS, form, strict=True):
             settings.setValue(f"experiment/{key}", value)
 
     def restore(self, settings: QtCore.QSettings) -> None:

@@ -14,7 +14,7 @@ of its context menu.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -26,8 +26,7 @@ from engine.experiments.presets import preset_title
 from engine.figures import Figure, experiment_figures, palette
 from engine.figures.experiment import stat, sweep_metric
 from engine.figures.figure import Mark
-from engine.figures.numbers import is_number as _number
-from engine.figures.numbers import time_unit
+from engine.figures.numbers import is_number as _number, time_unit
 from engine.results import ExperimentPoint, ExperimentResult
 
 BEST_COLOR = palette.BEST
@@ -121,7 +120,7 @@ def _tick_each(xs: list[float]) -> bool:
     print on top of each other)."""
     if not xs or len(xs) > 12 or not all(x.is_integer() for x in xs):
         return False
-    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
     return not gaps or min(gaps) >= (xs[-1] - xs[0]) / 12
 
 
@@ -159,7 +158,7 @@ class StepTimeBars(SeriesPlot):
         self.set_axes(figure.x, figure.y)
         bars = figure.bars
         drawn = [(i, label, value, (bars.errors or [None] * len(bars.labels))[i])
-                 for i, (label, value) in enumerate(zip(bars.labels, bars.values)) if _number(value)]
+                 for i, (label, value) in enumerate(zip(bars.labels, bars.values, strict=True)) if _number(value)]
         self.labels = [label for _, label, _, _ in drawn]
         self.means = [value for _, _, value, _ in drawn]
         self.stds = [error if _number(error) else 0.0 for _, _, _, error in drawn]
@@ -181,7 +180,7 @@ class StepTimeBars(SeriesPlot):
         prefix, self._ticks = shared_prefix(self.labels)
         item.setLabel("bottom", prefix or figure.x.text, color=theme.MUTED)
         item.setXRange(-0.6, len(drawn) - 0.4, padding=0)
-        item.setYRange(0, max(m + s for m, s in zip(self.means, self.stds)) * 1.12 or 1.0, padding=0)
+        item.setYRange(0, max(m + s for m, s in zip(self.means, self.stds, strict=True)) * 1.12 or 1.0, padding=0)
         self._fit_ticks()
 
     def _fit_ticks(self) -> None:
@@ -224,7 +223,8 @@ class SweepPlot(SeriesPlot):
         if off_sweep is not None and not any(_number(m.y) for m in figure.marks):
             figure = dataclasses.replace(figure, marks=[*figure.marks, off_sweep])
         self.draw_figure(figure)
-        xs = sorted({float(x) for s in figure.series for x, y in zip(s.x, s.y) if _number(x) and _number(y)})
+        xs = sorted({float(x) for s in figure.series for x, y in zip(s.x, s.y, strict=True)
+                     if _number(x) and _number(y)})
         self.getPlotItem().getAxis("bottom").setTicks([[(x, str(int(x))) for x in xs]] if _tick_each(xs) else None)
         best = next((m for m in figure.marks if _number(m.y)), None)
         if best is not None:

@@ -20,8 +20,8 @@ def preset_base(config: ExperimentConfig) -> ExperimentConfig:
     preset chooses for each point, nor the nodes); what the panel leaves to the engine (None) stays the
     preset's. What else a preset sets itself it says (``Preset.sets``, in the menu).
     """
-    from engine.run_options import options
     from engine.experiments import default_config
+    from engine.run_options import options
     return default_config({o.name: getattr(config, o.name) for o in options()
                            if o.in_experiment and getattr(config, o.name) is not None})
 
@@ -38,7 +38,7 @@ class ExperimentsMenu(QtWidgets.QMenu):
     def __init__(self, parent: QtWidgets.QWidget | None = None):
         super().__init__("E&xperiments", parent)
         self.setToolTipsVisible(True)
-        from engine.experiments import PRESETS   # torch-free: names, descriptions, point builders
+        from engine.experiments import PRESETS  # torch-free: names, descriptions, point builders
         self.preset_actions: dict[str, QtGui.QAction] = {}
         for name, preset in PRESETS.items():
             action = self.addAction(preset.shown_name)

@@ -9,8 +9,8 @@ is drawn over the node means, and the panel highlights it everywhere: ``sigDevic
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -164,7 +164,7 @@ class HeatmapPlot(QtWidgets.QWidget):
     def _draw_means(self, blocks: list) -> None:
         centers = self._x0 + self._dx * (np.arange(self._matrix.shape[1]) + 0.5)
         means = block_means(self._matrix, blocks) if len(self._matrix) else []
-        for k, ((node, _, _), mean) in enumerate(zip(blocks, means)):
+        for k, ((node, _, _), mean) in enumerate(zip(blocks, means, strict=False)):
             self.means.set_plain_series(mean_name(node), centers, mean, palette.series_color(k))
         self._draw_selected(centers)
 

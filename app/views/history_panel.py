@@ -23,7 +23,6 @@ from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable
 from app.views.table_rows import one_line_rows, show_selection_or_top
-
 from engine.experiments.presets import preset_title
 from engine.results import RunSummary
 from engine.store import RunRecord, Store, open_store

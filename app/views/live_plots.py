@@ -7,8 +7,9 @@ here and its data (a buffer in app/state/live_data.py's TelemetryHistory or Step
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from engine.figures.figure import Figure
 from engine.figures.run import EFFICIENCY, LOSS, MEMORY, MIB, THROUGHPUT, UTILIZATION

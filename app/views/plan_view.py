@@ -160,7 +160,7 @@ class PlanView(QtWidgets.QWidget):
         table = self.what_if
         table.setRowCount(len(predictions))
         measured = list(measured) + [None] * (len(predictions) - len(measured))
-        for row, (p, ran) in enumerate(zip(predictions, measured)):
+        for row, (p, ran) in enumerate(zip(predictions, measured, strict=False)):
             cells = [p.schedule, str(p.stages_per_device), str(p.micro_batches), f"{p.step_time_s * 1e3:.1f} ms",
                      f"{ran.step_s * 1e3:.1f} ms" if ran else "", f"{100 * ran.error(p.step_time_s):+.1f} %"
                      if ran else "", f"{100 * p.bubble:.0f}%"]

@@ -24,7 +24,7 @@ from engine.figures import Figure
 
 FORMATS = ("png", "svg", "pdf", "csv")
 # Every plot with export actions: a folder chosen on one is where the next dialog opens, on any of them.
-_EXPORTERS: "weakref.WeakSet" = weakref.WeakSet()
+_EXPORTERS: weakref.WeakSet = weakref.WeakSet()
 
 
 def export_figure(figure: Figure, fmt: str, path: str | Path) -> Path:

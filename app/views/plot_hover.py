@@ -7,7 +7,8 @@ and keeps it in place while the live view scrolls under a still cursor.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pyqtgraph as pg
 from PySide6 import QtCore

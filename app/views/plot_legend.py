@@ -77,7 +77,7 @@ class LegendRow(pg.GraphicsWidget):
         return self.wanted and bool(self.entries)
 
     # -- layout ------------------------------------------------------------------------
-    def sizeHint(self, which, constraint=QtCore.QSizeF()):  # noqa: N802
+    def sizeHint(self, which, constraint=None):  # noqa: N802
         if which == QtCore.Qt.SizeHint.MaximumSize:
             return QtCore.QSizeF(LARGE, self._height)
         return QtCore.QSizeF(0, self._height)  # any width: the entries wrap to it

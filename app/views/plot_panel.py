@@ -22,8 +22,8 @@ from app.views.elided_label import ElidedLabel
 from app.views.findings_panel import FindingsPanel
 from app.views.flash import flash
 from app.views.heatmap_plot import HeatmapPlot
-from app.views.outlier_list import OutlierList
 from app.views.live_plots import LIVE_PLOTS
+from app.views.outlier_list import OutlierList
 from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
@@ -443,6 +443,6 @@ class PlotPanel(QtWidgets.QWidget):
                 memory[sample.device] = max(memory.get(sample.device, 0.0), sample.mem_used)
         self._show_outliers(list(summary.devices), summary.time_by_kind or [], memory)
         rows = [summary_rows(r.summary or RunSummary(), memory_limits(r.samples)) for r in runs[:2]]
-        self.findings.show_rows(rows[0] if single else [row for name, of_run in zip(names, rows)
+        self.findings.show_rows(rows[0] if single else [row for name, of_run in zip(names, rows, strict=False)
                                                          for row in labelled(name, of_run)])
 

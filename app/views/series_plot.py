@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import html
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -136,7 +136,7 @@ class SeriesPlot(pg.PlotWidget):
 
     @classmethod
     def of_frame(cls, frame: Figure, parent: QtWidgets.QWidget | None = None,
-                 x_axis: pg.AxisItem | None = None) -> "SeriesPlot":
+                 x_axis: pg.AxisItem | None = None) -> SeriesPlot:
         """A plot titled and labelled as the figure ``frame`` (engine.figures) is: live or exported, one name."""
         plot = cls(frame.title, frame.y.label, frame.y.unit, x_label=frame.x.label, x_units=frame.x.unit,
                    export_name=frame.name, parent=parent, x_axis=x_axis)
@@ -378,8 +378,8 @@ class SeriesPlot(pg.PlotWidget):
         """Bars stand at 0, 1, 2, ... in the order of those with a value (experiment_results.StepTimeBars)."""
         bars = figure.bars
         errors = list(bars.errors or []) + [None] * len(bars.labels)
-        drawn = [(label, value, errors[i]) for i, (label, value) in enumerate(zip(bars.labels, bars.values))
-                 if is_number(value)]
+        drawn = [(label, value, errors[i])
+                 for i, (label, value) in enumerate(zip(bars.labels, bars.values, strict=True)) if is_number(value)]
         i = int(round(x))
         if not drawn or not 0 <= i < len(drawn) or abs(x - i) > 0.4:
             return None
@@ -444,7 +444,7 @@ def stack_labels(view: pg.ViewBox, lines: list[pg.InfiniteLine], rows: int = 3) 
     pixel = view.viewPixelSize()[0] or 1.0
     xs = [line.value() for line in lines]
     widths = [(size.width() + MARK_GAP_PX) * pixel for size in sizes]
-    for line, row in zip(lines, label_rows(xs, widths, rows)):
+    for line, row in zip(lines, label_rows(xs, widths, rows), strict=True):
         line.label.setVisible(row is not None)
         if row is not None:
             line.label.setPosition(1.0 - (1 + row * row_px) / height)

@@ -18,8 +18,8 @@ from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.notice_area import FixButtons
-from engine.plan.planning import BlockInfo, stage_shares
 from engine.efficiency import si
+from engine.plan.planning import BlockInfo, stage_shares
 
 
 class StageBar(QtWidgets.QWidget):
@@ -70,7 +70,7 @@ class StageBar(QtWidgets.QWidget):
         y0 = rect.top() + 2 * (row_h + 4)
         x = float(rect.left())
         p.setPen(QtGui.QColor(theme.FOREGROUND))
-        for s, share in enumerate(self.shares[:-1]):
+        for share in self.shares[:-1]:
             x += rect.width() * share["time"]
             text = f"▲ {human_bytes(share['crossing'] * self.micro_batch_size)}"
             p.drawText(QtCore.QRectF(x - 60, y0, 120, 16), QtCore.Qt.AlignmentFlag.AlignCenter, text)

@@ -56,7 +56,8 @@ class RunTimeline(QtWidgets.QWidget):
         self.timeline.set_devices(devices)
         last_steps = sorted({row[0] for row in run.timeline})[-TIMELINE_STEPS:]
         self.timeline.set_rows([tuple(row) for row in run.timeline if row[0] in last_steps])
-        self.timeline.set_busy(dict(zip(devices, summary.devices_busy)), run_status.measured_steps(summary))
+        self.timeline.set_busy(dict(zip(devices, summary.devices_busy, strict=False)),
+                               run_status.measured_steps(summary))
         stages = len(summary.split) + 1 if summary.split else len(devices)
         self.bubble.show_legend(splits_backward(self.timeline), traces=is_trace_run(summary.strategy))
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
@@ -105,7 +106,7 @@ class TimelineRow(QtWidgets.QWidget):
             if len(runs) > COMPARED else ""
         # one legend for both, unless one is read from traces: its lanes' kinds are others (engine/traces/lanes.py)
         traced = [is_trace_run((run.summary or RunSummary()).strategy) for run in runs[:COMPARED]]
-        for view, run, name, trace in zip(self.runs, runs, names, traced):
+        for view, run, name, trace in zip(self.runs, runs, names, traced, strict=False):
             view.name_run(name)
             view.bubble.set_compact(True, legend=view is self.runs[-1] or trace != traced[-1])
             view.timeline.set_short_title(True)

@@ -8,8 +8,8 @@ how long it took; between intervals, how long the device idled.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyqtgraph as pg
@@ -20,11 +20,12 @@ from app.views.plot_hover import Found, Hover
 from app.views.series_plot import cache_axes
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
+from engine.figures.heatmap import uses_heatmap
 from engine.figures.plan import action_label, measured_actions
 from engine.figures.timeline import FOLD_COLUMNS, KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
-from engine.figures.heatmap import uses_heatmap
 from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
-from engine.traces.lanes import LANE_KINDS   # a run read from profiler traces: kernels by type, idle gaps by cause
+from engine.traces.lanes import LANE_KINDS  # a run read from profiler traces: kernels by type, idle gaps by cause
+
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6

@@ -12,7 +12,7 @@ first is ddp's slower form, the second needs four devices and pairs of linear la
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from engine import rules, strategies
 from engine.advise.results import Candidate
@@ -67,7 +67,7 @@ def neighbourhood(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, ...]
         for step in (-1, 1):
             moved = split[:index] + (split[index] + step,) + split[index + 1:]
             bounds = (0, *moved, n_blocks)
-            if all(a < b for a, b in zip(bounds, bounds[1:])) and moved not in found:
+            if all(a < b for a, b in zip(bounds, bounds[1:], strict=False)) and moved not in found:
                 found.append(moved)
     return found
 

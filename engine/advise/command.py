@@ -18,10 +18,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from engine import devices as devices_mod
-from engine import rules
+from engine import devices as devices_mod, rules
 from engine.advise.advice import CHOSEN, advice, model_args, other_args
 from engine.advise.results import Advice, Ranked
 from engine.config import ConfigError, ExperimentConfig, Problem

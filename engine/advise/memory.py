@@ -67,7 +67,7 @@ def _split(candidate: Candidate, model: ModelProbe, batch_size: int, devices: in
     v = candidate.stages_per_device or 1
     m = candidate.micro_batches or 1
     edges = (0, *(candidate.split or ()), len(blocks))
-    stages = [blocks[a:b] for a, b in zip(edges, edges[1:])]
+    stages = [blocks[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     held = in_flight(schedule.name, m, devices, v)
     out = []
     for device in range(devices):

@@ -40,7 +40,7 @@ def probe_model(spec, config: ExperimentConfig, device: str, tensor_parallel_wid
     timed = sum(total for _, total in at_large)
     scale = min(1.0, max(0.0, whole - sum(optimizer)) / timed) if timed > 0 else 1.0
     blocks = []
-    for i, ((f_small, t_small), (f_large, t_large)) in enumerate(zip(at_small, at_large)):
+    for i, ((f_small, t_small), (f_large, t_large)) in enumerate(zip(at_small, at_large, strict=True)):
         forward = _line(small, f_small * scale, large, f_large * scale)
         backward = _line(small, (t_small - f_small) * scale, large, (t_large - f_large) * scale)
         blocks.append(BlockProbe(spec.blocks[i][0], *forward, *backward, optimizer[i], param_bytes[i], out_bytes[i],
@@ -58,7 +58,7 @@ def _best_of_rounds(spec, samples: int, device: str, rounds: int = 2) -> tuple[l
     for _ in range(rounds):
         infos = planning.block_costs(spec, samples, device)
         times = [(b.forward_s, b.cost_s) for b in infos]
-        best = [(min(a[0], b[0]), min(a[1], b[1])) for a, b in zip(best, times)] if best else times
+        best = [(min(a[0], b[0]), min(a[1], b[1])) for a, b in zip(best, times, strict=True)] if best else times
     return best, [b.out_bytes for b in infos]
 
 

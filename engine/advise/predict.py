@@ -121,7 +121,7 @@ def _staged(candidate: Candidate, model: ModelProbe, link: LinkProbe, batch_size
     m = candidate.micro_batches or 1
     samples = batch_size / m
     edges = (0, *(candidate.split or ()), len(model.blocks))
-    stages = [model.blocks[a:b] for a, b in zip(edges, edges[1:])]
+    stages = [model.blocks[a:b] for a, b in zip(edges, edges[1:], strict=False)]
     times = []
     for device in range(p):
         mine = [b for s in schedule.stages_of(device, p, v) for b in stages[s]]
@@ -134,7 +134,7 @@ def _staged(candidate: Candidate, model: ModelProbe, link: LinkProbe, batch_size
     handover = sum(crossing) / len(crossing)
     per_handover = link.point_to_point.seconds(handover)
     simulated, bubble = simulated_step(schedule, v, times, m, 1.0, per_handover, link.two_way_extra_s)
-    busy = {device: m * (t.forward + t.backward) + t.optimizer for device, t in zip(devices, times)}
+    busy = {device: m * (t.forward + t.backward) + t.optimizer for device, t in zip(devices, times, strict=True)}
     cores: Counter = Counter()
     for device, work in busy.items():
         cores[device.core if device.kind == "cpu" else device.name] += work

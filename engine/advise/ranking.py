@@ -16,8 +16,7 @@ import os
 import subprocess
 import sys
 
-from engine import devices as devices_mod
-from engine import forkserver
+from engine import devices as devices_mod, forkserver
 from engine.advise.results import Ranking
 from engine.config import ExperimentConfig
 from engine.environment import ROOT, with_project_path

@@ -16,8 +16,8 @@ import math
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from engine.advise.candidates import configured
 from engine.advise.results import Measured, Ranked

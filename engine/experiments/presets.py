@@ -2,8 +2,8 @@
 sweep value), with what it sets itself over the base, and the defaults that size them for the machine."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from engine.config import ExperimentConfig
 from engine.devices import cpu_devices, gpu_count, usable_cores
@@ -220,7 +220,7 @@ def schedules(base: ExperimentConfig) -> list[Point]:
         # micro-batch per stage): the rest would stop the experiment before its first run.
         from engine.run.validate import check_all
         checked = check_all([(p.config, None) for p in others])
-        points += [p for p, c in zip(others, checked) if not c.problems]
+        points += [p for p, c in zip(others, checked, strict=True) if not c.problems]
     return points
 
 
@@ -243,8 +243,8 @@ def memory_scaling(base: ExperimentConfig) -> list[Point]:
     # experiment. Any other problem is the base's, and stops it before its first run, saying so.
     from engine.run.validate import check_all
     tensor_parallel = [p for p in points if p.config.strategy in ("tensor-parallel", "fsdp+tp")]
-    refused = {p.label for p, c in zip(tensor_parallel, check_all([(p.config, None) for p in tensor_parallel]))
-               if c.problems}
+    checked = check_all([(p.config, None) for p in tensor_parallel])
+    refused = {p.label for p, c in zip(tensor_parallel, checked, strict=True) if c.problems}
     return [p for p in points if p.label not in refused]
 
 

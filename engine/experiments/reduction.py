@@ -23,7 +23,7 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
     """A point over its repeats (docs/summary.md): the one reduction of runs that every view reads."""
     first = runs[0]
     per_run = [r.stage_busy for r in runs if r.stage_busy]
-    stage_busy = [statistics.fmean(v) for v in zip(*per_run)] if per_run else None
+    stage_busy = [statistics.fmean(v) for v in zip(*per_run, strict=False)] if per_run else None
     return ExperimentPoint(
         label=point.label,
         strategy=point.config.strategy,
@@ -37,7 +37,7 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
         throughput=mean_std([r.throughput.mean for r in runs], [r.throughput.std for r in runs]),
         bubble=Bubble(measured=_mean_of([r.bubble.measured for r in runs]), theory=first.bubble.theory,
                       formula=first.bubble.formula),
-        devices_busy=[statistics.fmean(v) for v in zip(*(r.devices_busy or [] for r in runs))],
+        devices_busy=[statistics.fmean(v) for v in zip(*(r.devices_busy or [] for r in runs), strict=False)],
         # Balance of the mean busy shares, so the figure and the shares shown beside it agree.
         stage_busy=stage_busy,
         stage_balance=stage_balance(point.config.strategy, first.devices, stage_busy),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from engine.config import ExperimentConfig
 from engine.events import WorkerEvent

@@ -167,8 +167,8 @@ def _bars(axes, figure: Figure) -> None:
         heights = [v if is_number(v) else 0.0 for v in segment.values]
         axes.bar(range(n), heights, bottom=bottoms, width=0.62, color=segment.color, label=segment.name,
                  gid=f"{figure.name}/segment/{segment.name}")
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
-    for i, (label, value) in enumerate(zip(bars.labels, values)):
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    for i, (label, value) in enumerate(zip(bars.labels, values, strict=True)):
         if value is None:
             continue
         if bars.segments:

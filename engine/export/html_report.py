@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable
 from html import escape
-from typing import Iterable
 
 from engine.export.drawing import inline_svg
 from engine.export.environment import environment
@@ -104,14 +104,15 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
         ("loss", f"{format_value(s.loss.first)} → {format_value(s.loss.last)}" if s.loss else None),
         ("parameter norm", s.param_norm),
         ("parameter change", s.param_change),
-        ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(s.devices, s.devices_busy)) or None),
+        ("busy per device", ", ".join(f"{d} {pct(b)}" for d, b in zip(s.devices, s.devices_busy, strict=False))
+         or None),
         ("optimizer", f"{s.optimizer}, {s.dtype}" if s.optimizer else None),
-        ("tensor memory", "; ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory or [])
+        ("tensor memory", "; ".join(f"{d} {m.text()}" for d, m in zip(s.devices, s.tensor_memory or [], strict=False)
                                     if m is not None) or None),
         ("step peak (torch's FSDPMemTracker)", "; ".join(f"{d} {m.step_peak_text()}" for d, m in
-                                                        zip(s.devices, s.tensor_memory or [])
+                                                        zip(s.devices, s.tensor_memory or [], strict=False)
                                                         if m is not None and m.step_peak) or None),
-        ("communication", "; ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication or [])
+        ("communication", "; ".join(f"{d} {c.text()}" for d, c in zip(s.devices, s.communication or [], strict=False)
                                     if c is not None) or None),
         ("stage balance", _ratio(s.stage_balance) if s.stage_balance is not None else None),
         ("bubble", f"measured {pct(s.bubble.measured)}, theory {pct(s.bubble.theory)}"),
@@ -123,7 +124,7 @@ def run_summary_rows(run: RunRecord) -> list[tuple[str, object]]:
     if s.telemetry:
         rows.append(("telemetry", f"{s.telemetry.samples} samples at {s.telemetry.rate_hz} Hz; mean util "
                      + ", ".join(f"{d} {format_value(u) + '%' if is_number(u) else 'n/a'}"
-                                 for d, u in zip(s.devices, s.telemetry.util_mean))))
+                                 for d, u in zip(s.devices, s.telemetry.util_mean, strict=False))))
     for note in s.notes:
         rows.append(("note", note))
     if run.experiment_id:
@@ -173,7 +174,7 @@ def experiment_points_table(result: ExperimentResult) -> str:
             for p in result.points]
     if any(p.disturbed for p in result.points):
         columns.append("disturbed")
-        rows = [row + [p.disturbed or ""] for row, p in zip(rows, result.points)]
+        rows = [row + [p.disturbed or ""] for row, p in zip(rows, result.points, strict=True)]
     return table(columns, rows) + f'<p class="verdict">{escape(summary_line(result))}</p>'
 
 

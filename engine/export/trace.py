@@ -57,7 +57,7 @@ def _work_pieces(rows: list[tuple], kind: str) -> list[tuple[float, float]]:
 
 def _in_pairs(slices: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Each two slices as one: the last stage times each micro-batch's loss as a forward of its own."""
-    return [(a[0], b[1]) for a, b in zip(slices[::2], slices[1::2])]
+    return [(a[0], b[1]) for a, b in zip(slices[::2], slices[1::2], strict=False)]
 
 
 def trace_document(store: Store, run_id: str) -> dict:
@@ -83,7 +83,7 @@ def trace_document(store: Store, run_id: str) -> dict:
     actions = measured_actions(summary.plan or [], devices, rows) if summary else {}
     for device, mine in by_device.items():
         mine.sort(key=lambda r: (r[3], -r[4]))
-        for row, lane in zip(mine, _lanes([(r[3], r[4]) for r in mine])):
+        for row, lane in zip(mine, _lanes([(r[3], r[4]) for r in mine]), strict=True):
             step, _, kind, t0, t1 = row
             thread_of[(device, "start", t0)] = thread_of[(device, "end", t1)] = lane
             args, name = {"step": step}, kind
@@ -103,7 +103,7 @@ def trace_document(store: Store, run_id: str) -> dict:
             events.append({"ph": "C", "name": "memory MiB", "pid": pid[sample.device], "ts": sample.t * US,
                            "args": {"used": sample.mem_used / 2**20}})
     events.extend(_flows(summary, by_device, actions, pid, thread_of))
-    for rank, device, t0, trace in store.profiles(run_id):
+    for _rank, device, t0, trace in store.profiles(run_id):
         if device in pid:
             events.extend(_profiler_events(trace, pid[device], t0))
     return {"traceEvents": events, "displayTimeUnit": "ms",
@@ -132,7 +132,7 @@ def _profiler_events(trace: dict, pid: int, t0: float) -> list[dict]:
         # thread of their own beside it, as the run's own slices do.
         mine.sort(key=lambda e: (e["ts"], -e.get("dur", 0.0)))
         lanes = _lanes([(e["ts"], e["ts"] + max(0.0, e.get("dur", 0.0))) for e in mine])
-        for e, lane in zip(mine, lanes):
+        for e, lane in zip(mine, lanes, strict=True):
             events.append({**e, "pid": pid, "tid": tid + lane, "ts": e["ts"] + offset,
                            "dur": max(0.0, e.get("dur", 0.0))})
         for lane in range(max(lanes) + 1):
@@ -195,14 +195,14 @@ def _ordered_flows(summary, by_device, pid, thread_of) -> list[dict]:
         for row in by_device.get(device, []):
             steps[device][row[0]].append(row)
     events, flow_id = [], 0
-    for a, b in zip(stages, stages[1:]):
+    for a, b in zip(stages, stages[1:], strict=False):
         for step in sorted(set(steps[a]) & set(steps[b])):
             for kind, src, dst in (("forward", a, b), ("backward", b, a)):
                 sends = _work_pieces(steps[src][step], kind)
                 takes = _work_pieces(steps[dst][step], kind)
                 if kind == "forward" and dst == stages[-1] and len(takes) == 2 * len(sends):
                     takes = _in_pairs(takes)
-                for (s0, s1), (d0, d1) in zip(sends, takes):
+                for (_s0, s1), (d0, _d1) in zip(sends, takes, strict=False):  # counts may differ: the unpaired left out
                     if d0 < s1:  # not after the piece it would come from: not this pairing
                         continue
                     flow_id += 1

@@ -99,10 +99,8 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
     if fmt == "html":
         (path,) = _targets(item_id, fmt, out, figures)
         _refuse_existing([path], force)
-        if kind == "run":
-            text = run_page(item, figures)
-        else:
-            text = experiment_page(item, stored_result(store, item), figures)
+        text = (run_page(item, figures) if kind == "run"
+                else experiment_page(item, stored_result(store, item), figures))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return [path]
@@ -112,7 +110,7 @@ def export(store: Store, item_id: str, fmt: str, out: str | Path, *, force: bool
     paths = _targets(item_id, fmt, out, figures)
     _refuse_existing(paths, force)
     out.mkdir(parents=True, exist_ok=True)
-    for figure, path in zip(figures, paths):
+    for figure, path in zip(figures, paths, strict=True):
         if fmt == "csv":
             path.write_text(csv_text(figure), encoding="utf-8", newline="")
         else:

@@ -5,7 +5,7 @@ exports all of them. Tables keep SI units (seconds); charts may show ms.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series
@@ -84,18 +84,18 @@ def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[Exp
     shown_unit, factor = time_unit(means) if unit == "s" else (unit, 1.0)
     table_unit, to_table = ("ms", 1000.0) if unit == "s" else (unit, 1.0)   # tables: times in ms throughout
     columns = IDENT_COLUMNS + [f"{label} mean ({table_unit})", f"{label} std ({table_unit})"]
-    rows = [row + [m, s] for row, m, s in zip(ident, scaled(means, to_table), scaled(stds, to_table))]
+    rows = [row + [m, s] for row, m, s in zip(ident, scaled(means, to_table), scaled(stds, to_table), strict=True)]
     if key == "step_time_s":
         columns += ["step time min (ms)", "step time max (ms)"]   # over the runs: the spread "tied" is judged by
-        rows = [row + scaled(p.step_time_range or [None, None], 1000.0) for row, p in zip(rows, points)]
+        rows = [row + scaled(p.step_time_range or [None, None], 1000.0) for row, p in zip(rows, points, strict=True)]
     columns.append("runs")
-    rows = [row + [len(p.run_ids)] for row, p in zip(rows, points)]
+    rows = [row + [len(p.run_ids)] for row, p in zip(rows, points, strict=True)]
     if key == "step_time_s" and any(p.predicted_step_s for p in points):
         columns.append("step time predicted (ms)")   # engine.experiments.with_predictions
-        rows = [row + scaled([p.predicted_step_s], 1000.0) for row, p in zip(rows, points)]
+        rows = [row + scaled([p.predicted_step_s], 1000.0) for row, p in zip(rows, points, strict=True)]
     if any(p.disturbed for p in points):
         columns.append("disturbed")
-        rows = [row + [p.disturbed or ""] for row, p in zip(rows, points)]
+        rows = [row + [p.disturbed or ""] for row, p in zip(rows, points, strict=True)]
     return Figure(name, title, POINT, Axis(label, shown_unit),
                   bars=Bars([p.label for p in points], scaled(means, factor), scaled(stds, factor), best=best),
                   columns=columns, rows=rows)
@@ -104,7 +104,7 @@ def stat_bars(name: str, title: str, label: str, unit: str, points: Sequence[Exp
 def value_bars(name: str, title: str, y: Axis, values: list, ident) -> Figure:
     """Bars of one number per point."""
     return Figure(name, title, POINT, y, bars=Bars([row[0] for row in ident], values),
-                  columns=IDENT_COLUMNS + [y.text], rows=[row + [v] for row, v in zip(ident, values)])
+                  columns=IDENT_COLUMNS + [y.text], rows=[row + [v] for row, v in zip(ident, values, strict=True)])
 
 
 def sweep_figure(result: ExperimentResult, shown_name: str | None = None) -> Figure:
@@ -173,7 +173,7 @@ def bubble_figure(name: str, points: Sequence[ExperimentPoint], ident) -> Figure
                   Axis("bubble", "% of step time"),
                   bars=Bars([p.label for p in points], measured, refs=theory, ref_label="theory (p-1)/(m+p-1)"),
                   columns=IDENT_COLUMNS + ["bubble measured (%)", "bubble theory (%)"],
-                  rows=[row + [m, t] for row, m, t in zip(ident, measured, theory)])
+                  rows=[row + [m, t] for row, m, t in zip(ident, measured, theory, strict=True)])
 
 
 def _device_mean(values: list) -> float | None:

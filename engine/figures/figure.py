@@ -12,8 +12,8 @@ the app's live plots too, so a live plot and its export carry one title and unit
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from engine.devices import node_groups
 from engine.figures import palette
@@ -47,7 +47,7 @@ class Series:
 
     def points(self) -> int:
         """How many points can be drawn (both x and y numbers)."""
-        return sum(1 for x, y in zip(self.x, self.y) if is_number(x) and is_number(y))
+        return sum(1 for x, y in zip(self.x, self.y, strict=True) if is_number(x) and is_number(y))
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Figure:
     columns: list[str] = field(default_factory=list)           # CSV header, units in brackets: "t (ms)"
     rows: list[list] = field(default_factory=list)
 
-    def with_data(self, **changes) -> "Figure":
+    def with_data(self, **changes) -> Figure:
         """This frame (or figure) with its title, series, bars, lanes, marks or table replaced."""
         return dataclasses.replace(self, **changes)
 
@@ -158,5 +158,5 @@ class Figure:
 def series_table(series: Sequence[Series], x: Axis, y: Axis) -> tuple[list[str], list[list]]:
     """(columns, rows) of curves that share no x values (a plot's live series): one row per measured point
     (not the breaks at a gap, engine/figures/gaps.py)."""
-    rows = [[s.name, xv, yv] for s in series for xv, yv in zip(s.x, s.y) if is_number(yv)]
+    rows = [[s.name, xv, yv] for s in series for xv, yv in zip(s.x, s.y, strict=True) if is_number(yv)]
     return ["series", x.text, y.text], rows

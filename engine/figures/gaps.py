@@ -20,8 +20,8 @@ in, arrays out (NaN at a break: the app applies this to an hour of samples).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import median
-from typing import Sequence
 
 GAP_PERIODS = 3.0   # a sample that came this many periods late: samples are missing, not late
 # The floor: a sampler starved for a moment by the ranks on its cores is late by a few tenths of a
@@ -42,7 +42,7 @@ def sampling_period(t: Sequence[float], spans: Sequence | None = None) -> float:
         steps = steps[steps > 0]
         return float(np.median(steps)) if len(steps) else 0.0
     raw = [i for i in range(len(t)) if spans is None or not spans[i]][-RECENT - 1:]
-    steps = [t[j] - t[i] for i, j in zip(raw, raw[1:]) if j == i + 1 and t[j] > t[i]]
+    steps = [t[j] - t[i] for i, j in zip(raw, raw[1:], strict=False) if j == i + 1 and t[j] > t[i]]
     return float(median(steps)) if steps else 0.0
 
 

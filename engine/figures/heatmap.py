@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def heat_figure(frame: Figure, series: Mapping[str, tuple[Sequence[float], Seque
     start = min(float(x[0]) for x in known) if known else 0.0
     end = max(float(x[-1]) for x in known) if known else 1.0
     dx = max((end - start) / max(columns, 1), 1e-9) * (1 + 1e-9)   # the last sample falls in the last column
-    matrix = np.array([column_means(x, y, start, dx, columns) for x, (_, y) in zip(xs, series.values())]) \
+    matrix = np.array([column_means(x, y, start, dx, columns) for x, (_, y) in zip(xs, series.values(), strict=True)]) \
         if devices else np.empty((0, columns))
     low, top = frame.y_range
     low = 0.0 if low is None else float(low)
@@ -115,7 +115,7 @@ def heat_of(frame: Figure, heat: Heat, table: tuple[list[str], list[list]] | Non
     centers = heat.x0 + heat.dx * (np.arange(heat.columns) + 0.5)
     means = [Series(mean_name(node), centers.tolist(), as_cells(mean),
                     palette.series_color(k))
-             for k, ((node, _, _), mean) in enumerate(zip(blocks, block_means(matrix, blocks)))] \
+             for k, ((node, _, _), mean) in enumerate(zip(blocks, block_means(matrix, blocks), strict=True))] \
         if len(matrix) else []
     columns, rows = table if table is not None else heat_table(heat, frame)
     return frame.with_data(series=means, heat=heat, columns=columns, rows=rows)
@@ -123,6 +123,7 @@ def heat_of(frame: Figure, heat: Heat, table: tuple[list[str], list[list]] | Non
 
 def heat_table(heat: Heat, frame: Figure) -> tuple[list[str], list[list]]:
     """A heatmap's own table: one row per device and column with a value."""
-    rows = [[device, heat.x0 + (k + 0.5) * heat.dx, value] for device, row in zip(heat.devices, heat.values)
+    rows = [[device, heat.x0 + (k + 0.5) * heat.dx, value]
+            for device, row in zip(heat.devices, heat.values, strict=False)
             for k, value in enumerate(row) if value is not None]
     return ["device", frame.x.text, f"mean {frame.y.text}"], rows

@@ -9,7 +9,7 @@ taken there: its line stays, and the plot's hover names it.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def label_rows(xs: Sequence[float], widths: Sequence[float], rows: int = 3, gap: float = 0.0) -> list[int | None]:

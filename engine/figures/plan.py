@@ -12,7 +12,7 @@ reduction) are left out.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.figures.figure import Axis, Figure, Lanes
 
@@ -83,7 +83,7 @@ def measured_actions(plan: Sequence[Sequence[str]], devices: Sequence[str],
         want = expected.get(device)
         mine.sort(key=lambda row: row[3])
         if want is not None and [row[2] for row in mine] == [kind for kind, _, _ in want]:
-            out.update((row, (stage, micro_batch)) for row, (_, stage, micro_batch) in zip(mine, want))
+            out.update((row, (stage, micro_batch)) for row, (_, stage, micro_batch) in zip(mine, want, strict=True))
     return out
 
 

@@ -12,8 +12,8 @@ a title says when its figure holds every k-th step or bucketed telemetry.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from engine.figures import palette
 from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, series_table
@@ -146,7 +146,7 @@ def utilization_figure(run: RunView, devices: list[str]) -> Figure:
     sm_by_t = _by_time(run.samples, "sm_active", 1.0)
     measured = {d: _measured(run, d, "util", 1.0) for d in devices}
     means = {d: trailing_mean(t, values) if t else [] for d, (t, values, _) in measured.items()}
-    mean_at = [dict(zip(measured[d][0], means[d])) for d in devices]
+    mean_at = [dict(zip(measured[d][0], means[d], strict=True)) for d in devices]
     core_seen = {d for values in core_by_t.values() for d in values}
     sm_seen = {d for values in sm_by_t.values() for d in values}
     core_devices = [d for d in devices if d in core_seen]
@@ -213,7 +213,8 @@ def step_time_figure(run: RunView) -> Figure:
     series = Series("step time", [s.step for s in run.steps], scaled(times, factor), STEP_COLORS["step-time"])
     return STEP_TIME.with_data(title=STEP_TIME.title + run.of_steps, y=Axis("step time", unit), series=[series],
                                marks=warmup_marks(run.warmup, run.steps), columns=["step", "step time (ms)"],
-                               rows=[[s.step, t] for s, t in zip(run.steps, scaled(times, 1000.0))])  # tables: ms
+                               rows=[[s.step, t]   # tables: ms
+                                     for s, t in zip(run.steps, scaled(times, 1000.0), strict=True)])
 
 
 def efficiency_figure(run: RunView) -> Figure:
@@ -250,7 +251,7 @@ def batch_split_figure(steps: Sequence[Step], devices: list[str]) -> Figure:
 def busy_figure(summary: RunSummary, devices: list[str]) -> Figure:
     busy = summary.devices_busy
     names = list(summary.devices or devices)[:len(busy)]
-    rows = [[d, b * 100, 100 - b * 100] if is_number(b) else [d, None, None] for d, b in zip(names, busy)]
+    rows = [[d, b * 100, 100 - b * 100] if is_number(b) else [d, None, None] for d, b in zip(names, busy, strict=False)]
     return BUSY.with_data(title=f"{BUSY.title} · bubble {pct(summary.bubble.measured)}",
                           bars=Bars([r[0] for r in rows], [r[1] for r in rows]),
                           columns=["device", "busy (%)", "idle (%)"], rows=rows)
@@ -260,7 +261,7 @@ def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory
     """What the run's tensors held on each device, stacked by kind ("other" where a GPU's allocator or fsdp's
     tracked step says it, TensorMemory.other; that step's peak by torch's kinds in the table's "step peak" columns),
     where the process's memory is mostly torch itself. From a summary, or live from the last reports."""
-    shown = [(d, m) for d, m in zip(devices, memories) if m is not None]
+    shown = [(d, m) for d, m in zip(devices, memories, strict=False) if m is not None]
     # "other" only where every bar has it: on CPU only fsdp's tracked step says it, and ddp's bar beside it
     # would look lighter for what it was not asked.
     kinds = [k for k in MEMORY_KINDS if k != "other" or (shown and all(m.other is not None for _, m in shown))]
@@ -284,7 +285,7 @@ def tensor_memory_figure(devices: Sequence[str], memories: Sequence[TensorMemory
 
 def communication_figure(devices: Sequence[str], comms: Sequence[Communication | None]) -> Figure:
     """Each device's collectives per measured step, stacked by operation; their time in the table."""
-    shown = [(d, c) for d, c in zip(devices, comms) if c is not None]
+    shown = [(d, c) for d, c in zip(devices, comms, strict=False) if c is not None]
     operations = [op for op in OPERATIONS if any(t.operation == op for _, c in shown for t in c.traffic)]
     rows = []
     for d, c in shown:
@@ -306,7 +307,7 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
     (the raw samples of several runs are noise). Each run is named by what sets it apart (run_names.py)."""
     names = run_names([run.config for run in runs], [run.label for run in runs], [run.summary for run in runs])
     util, memory, throughput, loss, efficiency = [], [], [], [], []
-    for r, (run, name) in enumerate(zip(runs, names)):
+    for r, (run, name) in enumerate(zip(runs, names, strict=True)):
         color = palette.series_color(r)
         for d, mfu_series in enumerate(efficiency_figure(run).series):
             efficiency.append(dataclasses.replace(mfu_series, name=f"{name} {mfu_series.name}", color=color, dash=d))
@@ -323,6 +324,6 @@ def comparison_figures(runs: Sequence[RunView]) -> list[Figure]:
                 curves.append(Series(name, [s.step for s in steps], [getattr(s, key) for s in steps], color))
     of_runs = f" · {len(runs)} runs"
     return [frame.with_data(title=frame.title + of_runs, series=series,
-                            **dict(zip(("columns", "rows"), series_table(series, frame.x, frame.y))))
+                            **dict(zip(("columns", "rows"), series_table(series, frame.x, frame.y), strict=True)))
             for frame, series in ((UTILIZATION, util), (MEMORY, memory), (THROUGHPUT, throughput), (LOSS, loss),
                                   (EFFICIENCY, efficiency))]

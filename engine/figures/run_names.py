@@ -10,7 +10,7 @@ labels (the history's start time), and numbered if even those agree.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.results import RunSummary
 
@@ -60,19 +60,20 @@ def run_names(configs: Sequence[dict], labels: Sequence[str],
     labels = list(labels)
     if len(labels) < 2:
         return labels
-    ran = [as_ran(c, s) for c, s in zip(configs, summaries or [None] * len(labels))]
+    ran = [as_ran(c, s) for c, s in zip(configs, summaries or [None] * len(labels), strict=True)]
     # A run read from profiler traces (engine/traces/as_run.py) has none of an engine run's settings: it is named
     # by its traces ("trace traces: NAME"), and the settings that tell the others apart are theirs alone.
     traced = [r.get("strategy") == "trace" for r in ran]
-    keys = differing([r for r, trace in zip(ran, traced) if not trace])
+    keys = differing([r for r, trace in zip(ran, traced, strict=True) if not trace])
     parts = [[str(r.get("model"))] if trace else [f"{SHORT.get(k, k.replace('_', ' '))}={_text(r.get(k))}"
-                                                  for k in keys] for r, trace in zip(ran, traced)]
+                                                  for k in keys] for r, trace in zip(ran, traced, strict=True)]
     strategies = [str(r["strategy"]) if r.get("strategy") else "" for r in ran]
-    names = [" ".join([strategy or label, *part]) for strategy, label, part in zip(strategies, labels, parts)]
+    names = [" ".join([strategy or label, *part])
+             for strategy, label, part in zip(strategies, labels, parts, strict=True)]
     # the same settings: the label tells them apart ("18:29:22 pipeline" names its strategy already)
     names = [" ".join(filter(None, [label, "" if strategy in label.split() else strategy, *part]))
              if names.count(name) > 1 else name
-             for name, label, strategy, part in zip(names, labels, strategies, parts)]
+             for name, label, strategy, part in zip(names, labels, strategies, parts, strict=True)]
     return [f"{name} #{names[:i].count(name) + 1}" if names.count(name) > 1 else name
             for i, name in enumerate(names)]
 

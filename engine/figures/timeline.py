@@ -5,7 +5,7 @@ what the app's timeline shows (its context-menu export).
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from engine.devices import node_groups
 from engine.figures.figure import Axis, Figure, Lanes
@@ -62,7 +62,7 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
     # milliseconds for the short windows a timeline usually shows: "3.2 ms" reads better than "0.0032 s"
     unit, factor = ("ms", 1000.0) if end - start < 2 else ("s", 1.0)
     # a step ends where the next begins: its recorded end, else the next one's first interval
-    boundaries = [ends.get(step, starts.get(after)) for step, after in zip(shown, shown[1:])]
+    boundaries = [ends.get(step, starts.get(after)) for step, after in zip(shown, shown[1:], strict=False)]
     title = f"Timeline of the last {len(shown) or last} steps"
     intervals = [(device, kind, (t0 - start) * factor, (t1 - start) * factor) for _, device, kind, t0, t1 in picked]
     drawn_lanes, folded = lanes, {}

@@ -10,9 +10,20 @@ engine.run.validate``) with the same environment, descriptors and command line; 
 no server can run (not Linux, ``SPLITSCOPE_FORKSERVER=0``) they start fresh, as
 before. docs/architecture.md says who owns what, and how nothing outlives its owner.
 """
-from engine.forkserver.client import (CONNECTION_ENV, ForkedProcess, ForkServer, ForkServerError, ForkServerRefused,
-                                      hand_over_connection, run_module, shared, shared_pid, start_process,
-                                      started, worker_connection)
+from engine.forkserver.client import (
+    CONNECTION_ENV,
+    ForkedProcess,
+    ForkServer,
+    ForkServerError,
+    ForkServerRefused,
+    hand_over_connection,
+    run_module,
+    shared,
+    shared_pid,
+    start_process,
+    started,
+    worker_connection,
+)
 
 __all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess",
            "hand_over_connection", "run_module", "shared", "shared_pid", "start_process", "started",

@@ -34,7 +34,7 @@ def become(request: Spawn, fds: list[int], server_pid: int, server_sockets: list
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         die_with_parent(expected_parent=server_pid)  # the server ended: so do its children
-        _place_descriptors(dict(zip(request.fds, fds)))
+        _place_descriptors(dict(zip(request.fds, fds, strict=True)))
         os.environ.clear()
         os.environ.update(request.env)
         os.chdir(request.cwd)

@@ -24,8 +24,8 @@ import socket
 import sys
 
 from engine.forkserver import messages, wire
-from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 from engine.forkserver.child import become
+from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 from engine.parent_death import die_with_parent
 
 # What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once. The

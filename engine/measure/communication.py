@@ -66,7 +66,7 @@ class CommLedger:
         self._held: list[tuple[str, str, int, object, object]] = []
         self._hold = False
 
-    def record(self, device: "Device", operation: str, nbytes: int, start, end) -> None:
+    def record(self, device: Device, operation: str, nbytes: int, start, end) -> None:
         """Marks from ``StepTimer.mark``: perf_counter seconds, or CUDA events (timed once the step ended);
         ``end`` None: counted, not timed (a send or receive)."""
         with self._lock:
@@ -113,7 +113,7 @@ def payload_bytes(args, result) -> int:
     return max([size(a) for a in args] + [size(result)])
 
 
-def collective_meter(timer: "StepTimer", ledger: CommLedger, device: "Device"):
+def collective_meter(timer: StepTimer, ledger: CommLedger, device: Device):
     """A TorchDispatchMode that times and counts every collective called inside it on ``device``.
 
     On a CPU device each collective is waited for as it is called (FSDP2 waits for its own at once

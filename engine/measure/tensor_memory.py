@@ -61,18 +61,18 @@ RECOUNT_EVERY = 100
 @dataclass(frozen=True)
 class Placement:
     """A module an executor placed on a device, and the optimizer that updates it (None: another does)."""
-    device: "Device"
-    module: "torch.nn.Module"
-    optimizer: "torch.optim.Optimizer | None" = None
+    device: Device
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None = None
 
 
-def _local(t: "torch.Tensor") -> "torch.Tensor":
+def _local(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's (fsdp, tensor-parallel) local shard: what this rank holds; any other tensor itself."""
     to_local = getattr(t, "to_local", None)
     return to_local() if to_local is not None else t
 
 
-def _storage(t: "torch.Tensor") -> tuple[int, int]:
+def _storage(t: torch.Tensor) -> tuple[int, int]:
     storage = _local(t).untyped_storage()
     return storage.data_ptr(), storage.nbytes()
 
@@ -87,14 +87,14 @@ def _bytes(tensors) -> int:
     return sum(seen.values())
 
 
-def _extent(t: "torch.Tensor") -> tuple[int, int, int]:
+def _extent(t: torch.Tensor) -> tuple[int, int, int]:
     """(its storage's address, first byte, end byte): the part of its storage a tensor spans. A replica's
     slice of a whole batch, or a micro-batch's, holds its own bytes, not the batch's storage behind it."""
     t = _local(t)
     start = t.storage_offset() * t.element_size()
     if t.numel() == 0:
         return t.untyped_storage().data_ptr(), start, start
-    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
     return t.untyped_storage().data_ptr(), start, start + span * t.element_size()
 
 
@@ -170,7 +170,7 @@ class ActivationCounter:
                 if not stack:
                     local.after = self._hooks(device)
 
-    def _pack(self, device: str, t: "torch.Tensor"):
+    def _pack(self, device: str, t: torch.Tensor):
         # A parameter, or a view of one (a linear layer saves its weight transposed): FSDP's gathered parameters
         # too, whose storage is not the shard's. They are "params".
         if isinstance(t if t._base is None else t._base, self._torch.nn.Parameter):

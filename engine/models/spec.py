@@ -3,8 +3,8 @@ seeded data and loss."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -17,7 +17,7 @@ class ModelSpec:
     name: str
     blocks: list[tuple[str, nn.Module]]
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    data: "DataSource"
+    data: DataSource
     module: nn.Module | None = None
     """Any nn.Module, whose ``blocks`` are then its split units (named submodules, in the order its forward
     first calls them: engine.models.units) and whose stages the pipelining tracer cuts; None when the

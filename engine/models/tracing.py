@@ -18,6 +18,7 @@ import torch
 
 from engine.models.spec import ModelSpec
 
+
 class TraceError(ValueError):
     pass
 

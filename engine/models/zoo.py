@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.models.spec import DataSource, DatasetSource, ModelSpec
+from engine.models.spec import DatasetSource, DataSource, ModelSpec
 
 TEACHER_SEED = 7  # the fixed task every run of a model learns
 

@@ -18,8 +18,8 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from engine.nodes import messages, wire
 from engine.nodes.address import NodeAddress, node_label, parse_nodes

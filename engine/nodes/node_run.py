@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import psutil
 

@@ -35,8 +35,8 @@ def split_point_rows(config: ExperimentConfig, stages: int = 2) -> tuple[list[di
     time and bytes per sample leaving each, and the balanced split into ``stages``."""
     import torch
 
-    from engine.plan import planning
     from engine.models.build import build
+    from engine.plan import planning
     torch.set_num_threads(1)  # as on one CPU virtual device
     spec = build(config)
     infos = planning.block_costs(spec, effective_batch_size(config))

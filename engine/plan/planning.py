@@ -82,7 +82,7 @@ def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> li
     return [BlockInfo(name, sum(p.numel() for p in block.parameters()), cost, size, type(block).__name__,
                       count.by_device.get(device, 0) / n, forward)
             for (name, _), block, cost, size, count, forward in zip(spec.blocks, blocks, best, out_bytes, flops,
-                                                                    best_forward)]
+                                                                    best_forward, strict=True)]
 
 
 def counted_once(flops, repeat: int):
@@ -99,7 +99,7 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
     import torch
 
     from engine.measure.flops import DeviceFlops
-    from engine.models import tracing, traced_chain
+    from engine.models import traced_chain, tracing
     model = copy.deepcopy(spec.module)  # tracing annotates the module it traces
     units = [(name, dict(model.named_modules())[name]) for name, _ in spec.blocks]
     pipe = tracing.cut(spec.__class__(spec.name, units, spec.loss_fn, spec.data, module=model),
@@ -130,11 +130,12 @@ def _traced_unit_costs(spec, inputs, device: str, report) -> list[BlockInfo]:
             best_forward[k] = min(best_forward[k], forward_seconds)
         out_bytes[k] = traced_chain.output_bytes(out) // n
         return out
-    for repeat in range(PROFILE_REPEATS):
+    for repeat in range(PROFILE_REPEATS):  # noqa: B007  (timed, called in the loop, reads it)
         traced_chain.run_each_stage(pipe, inputs.to(device), timed)
     return [BlockInfo(name, sum(p.numel() for p in unit.parameters()), cost, size, type(unit).__name__,
                       count.by_device.get(device, 0) / n, forward)
-            for (name, unit), cost, size, count, forward in zip(spec.blocks, best, out_bytes, flops, best_forward)]
+            for (name, unit), cost, size, count, forward in zip(spec.blocks, best, out_bytes, flops, best_forward,
+                                                                strict=True)]
 
 
 def balanced_split(costs: list[float], stages: int) -> tuple[int, ...]:
@@ -211,7 +212,7 @@ def stage_shares(blocks: list[BlockInfo], split: tuple[int, ...]) -> list[dict]:
     total_params = sum(b.params for b in blocks) or 1
     total_cost = sum(b.cost_s for b in blocks) or 1.0
     out = []
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in zip(edges[:-1], edges[1:], strict=False):
         part = blocks[a:b]
         if not part:
             out.append({"first": a, "last": b - 1, "params": 0.0, "time": 0.0, "crossing": 0})

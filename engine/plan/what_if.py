@@ -170,7 +170,7 @@ def split_extras(summary: RunSummary, own: Schedule, own_per_device: int) -> tup
     p = len(summary.devices)
     extra = [max(0.0, value or 0.0) for value in (summary.split_backward_extra_s or [None] * p)]
     fixed = summary.split_backward_fixed_s or [None] * p
-    costs = [SplitCost(e, e if f is None else min(e, max(0.0, f))) for e, f in zip(extra, fixed)]
+    costs = [SplitCost(e, e if f is None else min(e, max(0.0, f))) for e, f in zip(extra, fixed, strict=False)]
     return costs, [extra[device] * split_share(own, device, p, own_per_device) for device in range(p)]
 
 
@@ -334,7 +334,7 @@ def measured_inputs(summary: RunSummary | None, schedules) -> list[str]:
         fixed = summary.split_backward_fixed_s or [None] * len(extra)
         per_device = ", ".join(f"{device} " + (f"{value * 1e3:+.2f} ms" if value is not None else "—")
                                + (f" ({part * 1e3:.2f} of it per call)" if part is not None else "")
-                               for device, value, part in zip(summary.devices, extra, fixed))
+                               for device, value, part in zip(summary.devices, extra, fixed, strict=False))
         lines.append(f"a backward split into input and weight gradient costs {per_device} per micro-batch "
                      "(measured after the run, the rest growing with its samples; the zero-bubble schedules' "
                      "lines include it)")

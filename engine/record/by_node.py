@@ -8,7 +8,7 @@ Every device's own figures stay in the exports' CSV tables (``export RUN --forma
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.devices import node_groups
 from engine.figures.heatmap import uses_heatmap
@@ -55,7 +55,7 @@ def node_table(s: RunSummary) -> list[str]:
 
 def outlier_lines(s: RunSummary) -> list[str]:
     """The devices to look at first (engine/record/outliers.py), or what they share when none stands out."""
-    memory = {d: float(m.total) for d, m in zip(s.devices, s.tensor_memory or []) if m is not None}
+    memory = {d: float(m.total) for d, m in zip(s.devices, s.tensor_memory or [], strict=False) if m is not None}
     found = outliers(s.time_by_kind or [], memory)
     if found:
         return [o.text for o in found]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.record.totals import RunTotals
 from engine.efficiency import DeviceEfficiency, DevicePeaks, Efficiency
+from engine.record.totals import RunTotals
 from engine.results import from_json
 from engine.telemetry.summary import TelemetrySummary
 
@@ -43,7 +43,7 @@ def device_efficiency(device: str, flops: float, peaks: dict[str, dict], peak_us
 def with_energy(efficiency: Efficiency, devices: list[str], telemetry: TelemetrySummary | None) -> Efficiency:
     """Each device's energy per step from its mean power over the measured steps (the telemetry's, which the
     session has), and a note, once, for the devices without an energy counter."""
-    power = dict(zip(devices, telemetry.power_w)) if telemetry and telemetry.power_w else {}
+    power = dict(zip(devices, telemetry.power_w, strict=False)) if telemetry and telemetry.power_w else {}
     measured = [dataclasses.replace(d, energy_j_per_step=power[d.device] * d.step_s)
                 if power.get(d.device) is not None else d for d in efficiency.devices]
     without = [d.device for d in measured if d.energy_j_per_step is None]

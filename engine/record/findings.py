@@ -127,7 +127,7 @@ def memory_near_limit(summary: RunSummary, limits: dict[str, int]) -> list[Findi
     GPU's memory or the machine's RAM): a larger batch or model would not fit. CPU devices share the machine's
     RAM, so theirs are counted together."""
     telemetry = summary.telemetry
-    peaks = dict(zip(summary.devices, telemetry.mem_peak_bytes)) if telemetry is not None else {}
+    peaks = dict(zip(summary.devices, telemetry.mem_peak_bytes, strict=False)) if telemetry is not None else {}
     cpus = [d for d in summary.devices if d.rpartition("/")[2].startswith("cpu") and peaks.get(d) and limits.get(d)]
     groups = [[d] for d in summary.devices if d not in cpus and peaks.get(d) and limits.get(d)]
     found = []

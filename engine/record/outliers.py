@@ -8,8 +8,8 @@ kind (DeviceKinds: the summary's, or ``step_kinds`` of the live timeline's last 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from engine.measure.timing import busy_time
 from engine.record.time_by_kind import ordered

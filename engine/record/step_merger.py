@@ -36,7 +36,7 @@ def separate_collective_waits(reports: list[StepReport]) -> None:
                 waited_until = min(arrival, span[2])
                 waits[r].setdefault(device, []).append((span[1], waited_until))
                 span[1] = waited_until
-    for report, by_device in zip(reports, waits):
+    for report, by_device in zip(reports, waits, strict=True):
         for device, pieces in by_device.items():
             spans = report.intervals[device]
             other_work = [(t0, t1) for kind, t0, t1 in spans if kind in BUSY_KINDS]

@@ -69,7 +69,7 @@ def _hold(group: list[tuple[float, float, str]], held: dict[str, float]) -> None
     edges = sorted({t for t0, t1, _ in group for t in (t0, t1)})
     order = [(_RANK.get(kind, len(_RANK)), kind) for _, _, kind in group]
     i, open_now = 0, []
-    for a, b in zip(edges, edges[1:]):
+    for a, b in zip(edges, edges[1:], strict=False):
         while i < len(group) and group[i][0] <= a:
             open_now.append(i)
             i += 1

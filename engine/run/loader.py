@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -63,10 +63,10 @@ class SampleSet(Dataset):
         for x, _ in pool[:-1]:
             self.offsets.append(self.offsets[-1] + len(x))
         if self.image:
-            self.stored = [{r: _jpeg(x[r]) for r in rows_k} for (x, _), rows_k in zip(pool, self.rows)]
+            self.stored = [{r: _jpeg(x[r]) for r in rows_k} for (x, _), rows_k in zip(pool, self.rows, strict=True)]
             self.augment = _augmentation(tuple(self.shape[1:]))
         else:
-            self.stored = [{r: x[r] for r in rows_k} for (x, _), rows_k in zip(pool, self.rows)]
+            self.stored = [{r: x[r] for r in rows_k} for (x, _), rows_k in zip(pool, self.rows, strict=True)]
 
     def __len__(self) -> int:
         return len(self.targets)

@@ -23,7 +23,7 @@ import socket
 import tempfile
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from engine import forkserver, strategies
 from engine.config import ExperimentConfig
@@ -31,8 +31,8 @@ from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.record import rank_events
-from engine.run.heartbeat import STARTING
 from engine.results import from_json
+from engine.run.heartbeat import STARTING
 from engine.script_results import ScriptFacts
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream

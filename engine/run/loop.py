@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Callable
 
 from engine.devices import Device
 from engine.measure.counted_step import counted_step

@@ -11,7 +11,8 @@ import dataclasses
 import functools
 import json
 import math
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from engine.events import NAMES, TYPES, Warned, WorkerEvent
 from engine.results import from_json

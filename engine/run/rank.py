@@ -20,11 +20,11 @@ from datetime import timedelta
 
 from engine import strategies
 from engine.cores import usable_cores
-from engine.parent_death import die_with_parent
 from engine.environment import RankEnvironment
+from engine.parent_death import die_with_parent
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
-from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, Heartbeat
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
+from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, Heartbeat
 from engine.run.loader_placement import worker_cores
 from engine.run.protocol import finite
 
@@ -191,11 +191,11 @@ def describe_exception(exc: BaseException) -> str:
 def run_rank(config, devices, rank, world, channel, own, loader_cores=(), heartbeat=None) -> None:
     """Build and train this rank's part; ``own`` is the device the process is pinned to (``own_device``),
     ``loader_cores`` where its DataLoader's workers run (engine.run.loader_placement)."""
-    from engine.run import loop
-    from engine.models.build import build
-    from engine.strategies.base import ParameterChange, RankContext
-    from engine.measure.timing import StepTimer
     from engine.measure.flops import DeviceFlops
+    from engine.measure.timing import StepTimer
+    from engine.models.build import build
+    from engine.run import loop
+    from engine.strategies.base import ParameterChange, RankContext
     spec = build(config)
     split = resolve_split(config, spec, devices, rank, world)
     # The GPUs this process works on: its own, or every listed one when it is alone.
@@ -229,10 +229,12 @@ def device_peaks(mine, dtype: str, module) -> dict[str, dict]:
     run, a few tenths of a second on this process's core or GPU) and, for a known GPU, the datasheet's; a
     float32 run's on a GPU are TF32's where ``module``'s work runs on TF32 tensor cores
     (engine.measure.peak.run_tf32)."""
+    import dataclasses
+
+    import torch
+
     from engine.efficiency import DevicePeaks
     from engine.measure.peak import datasheet_peak, measured_peak, run_tf32
-    import dataclasses
-    import torch
     peaks = {}
     tf32 = run_tf32(dtype, module) if any(d.kind == "cuda" for d in mine) else False
     for device in mine:

@@ -21,8 +21,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from engine import forkserver
 from engine.config import ExperimentConfig
@@ -250,7 +250,7 @@ class RunSession:
             yield event
         self._reader_cpu_s = time.thread_time() - start if start is not None else None
 
-    def _read_stdout(self, events: "queue.Queue") -> None:
+    def _read_stdout(self, events: queue.Queue) -> None:
         try:
             # None: the end of the worker's output.
             for event in itertools.chain(self._timed(protocol.read_events(self._proc.stdout)), [None]):
@@ -266,7 +266,7 @@ class RunSession:
             return  # the session closed the pipe as it ended
 
     @staticmethod
-    def _next_batch(events: "queue.Queue") -> list:
+    def _next_batch(events: queue.Queue) -> list:
         """The events of the next FLUSH_S after the first one arrives (at most FLUSH_EVENTS; or until the
         worker's output ends).
 

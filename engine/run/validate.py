@@ -19,12 +19,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from engine import devices as devices_mod
-from engine import forkserver, models, rules, strategies
+from engine import devices as devices_mod, forkserver, models, rules, strategies
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.cores import usable_cores
-from engine.run import loader_placement
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
+from engine.run import loader_placement
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class RunPlan:
                 "n_blocks": self.n_blocks, "block_names": self.block_names, "warnings": self.warnings}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunPlan":
+    def from_dict(cls, d: dict) -> RunPlan:
         return cls([devices_mod.Device(**x) for x in d["devices"]], d["world_size"], d["n_blocks"],
                    d["block_names"], d["warnings"])
 

@@ -27,12 +27,11 @@ import time
 from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
+from engine.events import Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.record import rank_events
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
-from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned,
-                           WorkerEvent)
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import protocol
 from engine.run.failure import Cause, Failure, Hang, hang_limit, hung_rank, noted
@@ -113,7 +112,7 @@ class Worker:
         self.nodes = NodeRanks(self.config, self.links, self.devices, telemetry_hz=self.telemetry_hz,
                                run_id=self.run_id or uuid.uuid4().hex, put=self._from_node)
         self.ranks = [Rank(k, device, process, None) for k, (device, process) in
-                      enumerate(zip(self.devices, self.nodes.processes))]
+                      enumerate(zip(self.devices, self.nodes.processes, strict=True))]
         self.nodes.launch()
 
     def _from_node(self, kind: str, key, payload) -> None:

@@ -11,8 +11,14 @@
 - ``location.py``: the default path, and whether a path can hold a store, or only be read;
 - ``command.py``: ``recover`` and the store's checks and messages on the command line.
 """
-from engine.store.client import (RemoteStore, StoreUnavailable, open_store, serve_from_child, start_store_process,
-                                 store_process_pid)
+from engine.store.client import (
+    RemoteStore,
+    StoreUnavailable,
+    open_store,
+    serve_from_child,
+    start_store_process,
+    store_process_pid,
+)
 from engine.store.database import STATUSES, ExperimentRecord, RunRecord, Store, default_path
 from engine.store.location import StoreLocationError
 from engine.store.repair import Recovery, StoreDamaged

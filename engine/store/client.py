@@ -183,7 +183,7 @@ class RemoteStore:
     def close(self) -> None:
         self._drop()
 
-    def __enter__(self) -> "RemoteStore":
+    def __enter__(self) -> RemoteStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,15 +17,15 @@ import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Iterable
+from typing import Any
 
 from engine.config import ExperimentConfig
 from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
-from engine.store.location import (StoreLocationError, connect_read_only, default_path, location_problem,
-                                   makes_folders)
+from engine.store.location import StoreLocationError, connect_read_only, default_path, location_problem, makes_folders
 from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
 
 BUSY_TIMEOUT_S = 30.0
@@ -147,7 +147,7 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -277,7 +277,7 @@ def _run_rows(read: dict[str, salvage.TableRead], had_runs: set[str], source: Pa
     came back without its own; each marked ``RECOVERED_PARTIAL`` where it is known or possible that some of its
     rows were lost. Returns them, how many were rebuilt, and how many are partial."""
     runs_read = read.get("runs") or salvage.TableRead("runs", ["id"])
-    found = {r["id"]: r for r in (dict(zip(runs_read.columns, row)) for row in runs_read.rows)
+    found = {r["id"]: r for r in (dict(zip(runs_read.columns, row, strict=False)) for row in runs_read.rows)
              if r["id"] not in had_runs}
     children = {t: read[t] for t in CHILD_TABLES if t in read}
     counts = {t: found_rows.counts() for t, found_rows in children.items()}

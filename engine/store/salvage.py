@@ -197,15 +197,13 @@ def _fits(row: tuple, columns: Columns, lacking_allowed: bool = False) -> bool:
     """Whether a row read can be what was stored: each value of its column's type, text without NUL, NOT NULL
     columns filled (unless ``lacking_allowed``: a run's own row read in part, which repair.py fills in). A page
     cut in half reads as rows of zeros and fragments, which SQLite does not always call malformed."""
-    for value, (declared, not_null) in zip(row, columns.values()):
+    for value, (declared, not_null) in zip(row, columns.values(), strict=False):
         if value is None:
             if not_null and not lacking_allowed:
                 return False
-        elif declared == "INTEGER" and type(value) is not int:
-            return False
-        elif declared == "REAL" and type(value) not in (int, float):
-            return False
-        elif declared == "TEXT" and (type(value) is not str or "\x00" in value):
+        elif (declared == "INTEGER" and type(value) is not int
+              or declared == "REAL" and type(value) not in (int, float)
+              or declared == "TEXT" and (type(value) is not str or "\x00" in value)):
             return False
     return True
 

@@ -10,8 +10,8 @@ from engine.strategies.data_parallel import DataParallel
 from engine.strategies.ddp import Ddp
 from engine.strategies.pipeline import ModelParallel, Pipeline
 from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
-from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
 from engine.strategies.script import Script
+from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
 from engine.strategies.single import Single
 from engine.strategies.strategy import Strategy
 

@@ -44,7 +44,7 @@ class RankContext:
     world_size: int
     devices: list[Device]            # every device of the run, in order
     split: tuple[int, ...] | None    # first block of each later stage (staged strategies)
-    spec: "ModelSpec"
+    spec: ModelSpec
     timer: StepTimer
     comm: CommLedger = field(default_factory=CommLedger)   # the step's collectives (engine.measure.communication)
 
@@ -57,7 +57,7 @@ class StepResult:
 
 
 class Executor(ABC):
-    def place_batch(self, inputs: "torch.Tensor", targets: "torch.Tensor"):
+    def place_batch(self, inputs: torch.Tensor, targets: torch.Tensor):
         """Put a host batch where ``step`` reads it (the GPU of the first stage, ...), timing any copy as
         "transfer"; returns what ``step`` takes. Called before the first step for prepared batches, inside
         the step for batches drawn there (engine.run.feed)."""
@@ -69,7 +69,7 @@ class Executor(ABC):
         return range(batch_size)
 
     @abstractmethod
-    def step(self, inputs: "torch.Tensor", targets: "torch.Tensor") -> StepResult:
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepResult:
         """One optimizer update on the global batch (each rank takes its part)."""
 
     @abstractmethod
@@ -110,7 +110,7 @@ class Executor(ABC):
         params = self.reported_parameters()
         return None if params is None else params_sq(params)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (no-op by default: only executors that hold threads override it)
         pass
 
 
@@ -153,7 +153,7 @@ def replica_loss(loss_fn, out, targets, total: int, replicas: int):
 def stage_bounds(split: tuple[int, ...], n_blocks: int) -> list[tuple[int, int]]:
     """[start, stop) block ranges of each stage."""
     edges = (0, *split, n_blocks)
-    return list(zip(edges[:-1], edges[1:]))
+    return list(zip(edges[:-1], edges[1:], strict=False))
 
 
 def params_sq(params) -> float:
@@ -170,7 +170,7 @@ class ParameterChange:
     the change is what training did, and a wrong update changes it by its whole size.
     """
 
-    def __init__(self, executor: "Executor"):
+    def __init__(self, executor: Executor):
         self._executor = executor
         params = executor.reported_parameters()
         self._initial = None if params is None else [p.detach().clone() for p in params]
@@ -182,4 +182,4 @@ class ParameterChange:
         import torch
         with torch.no_grad():
             return float(sum((p.detach().double() - p0.double()).pow(2).sum()
-                             for p, p0 in zip(self._executor.reported_parameters(), self._initial)))
+                             for p, p0 in zip(self._executor.reported_parameters(), self._initial, strict=True)))

@@ -78,10 +78,10 @@ class DataParallelSteps(Executor):
             used = len(chunks)
             with torch.no_grad():
                 for replica in self.replicas[1:used]:
-                    for p_rep, p in zip(replica.parameters(), self.module.parameters()):
+                    for p_rep, p in zip(replica.parameters(), self.module.parameters(), strict=True):
                         p_rep.copy_(p)
                         p_rep.grad = None
-                    for b_rep, b in zip(replica.buffers(), self.module.buffers()):
+                    for b_rep, b in zip(replica.buffers(), self.module.buffers(), strict=True):
                         b_rep.copy_(b)
 
         def forward(i):
@@ -114,12 +114,11 @@ class DataParallelSteps(Executor):
             with timer.span(devices[i], "communication"):
                 received.append([p.grad.to(dev0.torch_device) if p.grad is not None else None
                                  for p in self.replicas[i].parameters()])
-        with timer.span(dev0, "communication"):
-            with torch.no_grad():
-                for grads_of_replica in received:
-                    for p, grad in zip(self.module.parameters(), grads_of_replica):
-                        if grad is not None:
-                            p.grad = grad.clone() if p.grad is None else p.grad.add_(grad)
+        with timer.span(dev0, "communication"), torch.no_grad():
+            for grads_of_replica in received:
+                for p, grad in zip(self.module.parameters(), grads_of_replica, strict=True):
+                    if grad is not None:
+                        p.grad = grad.clone() if p.grad is None else p.grad.add_(grad)
         with timer.span(dev0, "optimizer"):
             self.optimizer.step()
         split = [len(c) for c in chunks] + [0] * (len(devices) - used)
@@ -131,7 +130,7 @@ class DataParallelSteps(Executor):
     def placements(self) -> list[Placement]:
         # The optimizer updates the master copy on device 0; the replicas are copied from it each step.
         return [Placement(d, replica, self.optimizer if i == 0 else None)
-                for i, (d, replica) in enumerate(zip(self.devices, self.replicas))]
+                for i, (d, replica) in enumerate(zip(self.devices, self.replicas, strict=True))]
 
     def close(self) -> None:
         for t in self.threads[1:]:

@@ -18,7 +18,15 @@ from torch.nn.parallel import DistributedDataParallel
 
 from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss, replica_rows
+from engine.strategies.base import (
+    Executor,
+    RankContext,
+    StepResult,
+    place_on,
+    replica_batch,
+    replica_loss,
+    replica_rows,
+)
 
 
 class Ddp(Executor):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable
 
 from engine.measure.flops import carried
 from engine.precision import current_autocast

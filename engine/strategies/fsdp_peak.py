@@ -58,7 +58,7 @@ def _fsdp_mem_tracker() -> type:
 class FsdpStepPeak:
     """A context around one step; ``by_kind`` then gives the bytes live at its peak on the rank's device."""
 
-    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, device: "Device"):
+    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, device: Device):
         self._tracker = _fsdp_mem_tracker()(module, optimizer)
         self._device = device
 
@@ -67,7 +67,7 @@ class FsdpStepPeak:
         chunk made inside the step is a view of that storage, which would otherwise count as an activation."""
         self._tracker.track_inputs(tuple(tensors))
 
-    def __enter__(self) -> "FsdpStepPeak":
+    def __enter__(self) -> FsdpStepPeak:
         self._tracker.__enter__()
         return self
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.precision import make_optimizer
-from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
 from engine.measure.tensor_memory import Placement
+from engine.precision import make_optimizer
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, stage_bounds
 
 
 class InProcessStages(Executor):
@@ -24,11 +24,12 @@ class InProcessStages(Executor):
         self.micro_batches = micro_batches
         self.loss_fn = ctx.spec.loss_fn
         bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
-        self.stages = [ctx.spec.sequential(a, b).to(d.torch_device) for (a, b), d in zip(bounds, self.devices)]
+        self.stages = [ctx.spec.sequential(a, b).to(d.torch_device)
+                       for (a, b), d in zip(bounds, self.devices, strict=True)]
         # One optimizer per stage, so each stage's update is timed on its own device (SGD's and
         # AdamW's updates are per parameter: the same as one optimizer over all of them).
         # A stage without parameters (a lone ReLU) has none.
-        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
+        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices, strict=True)
                            if (optimizer := make_optimizer(stage.parameters(), ctx.config)) is not None]
 
     def place_batch(self, inputs, targets):
@@ -43,9 +44,9 @@ class InProcessStages(Executor):
         # Forward every micro-batch through every stage, keeping each stage's cut input and output.
         saved: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
         losses = []
-        for x, y in zip(inputs.chunk(m), targets.chunk(m)):
+        for x, y in zip(inputs.chunk(m), targets.chunk(m), strict=True):
             h, per_stage = x, []
-            for k, (stage, dev) in enumerate(zip(self.stages, self.devices)):
+            for k, (stage, dev) in enumerate(zip(self.stages, self.devices, strict=True)):
                 if k:
                     h = move_between(self.timer, h, self.devices[k - 1], dev)
                 # The model's input needs no gradient (as on one device): stage 0 skips computing it.
@@ -59,7 +60,7 @@ class InProcessStages(Executor):
             losses.append(loss)
             saved.append(per_stage)
         # Backward, last stage first, handing each stage's input gradient to the stage before.
-        for loss, per_stage in zip(losses, saved):
+        for loss, per_stage in zip(losses, saved, strict=True):
             grad = None
             for k in range(len(self.stages) - 1, -1, -1):
                 cut, out = per_stage[k]
@@ -82,7 +83,7 @@ class InProcessStages(Executor):
 
     def placements(self) -> list[Placement]:
         optimizers = {dev.name: optimizer for optimizer, dev in self.optimizers}
-        return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices)]
+        return [Placement(d, stage, optimizers.get(d.name)) for stage, d in zip(self.stages, self.devices, strict=True)]
 
 
 def move_between(timer, tensor: torch.Tensor, src, dst) -> torch.Tensor:

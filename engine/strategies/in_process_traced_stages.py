@@ -30,7 +30,7 @@ class InProcessTracedStages(InProcessStages):
         micro = effective_batch_size(ctx.config) // micro_batches  # the tracer specializes on the shape
         self.pipe = tracing.cut(ctx.spec, ctx.split, ctx.spec.data.example_inputs(micro))
         self.stages = [tracing.stage_on(self.pipe, k, d.torch_device) for k, d in enumerate(self.devices)]
-        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices)
+        self.optimizers = [(optimizer, dev) for stage, dev in zip(self.stages, self.devices, strict=True)
                            if (optimizer := make_optimizer(stage.parameters(), ctx.config)) is not None]
 
     def _place(self, source_stage: int | None, k: int, tensor: torch.Tensor) -> torch.Tensor:
@@ -53,7 +53,7 @@ class InProcessTracedStages(InProcessStages):
         for optimizer, _ in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         passes = []
-        for x, y in zip(inputs.chunk(m), targets.chunk(m)):
+        for x, y in zip(inputs.chunk(m), targets.chunk(m), strict=True):
             runs = traced_chain.run_each_stage(self.pipe, x, self._run, self._place)
             with self.timer.span(last, "forward"):
                 loss = self.loss_fn(runs[-1].output, y) / m

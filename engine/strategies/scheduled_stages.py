@@ -17,21 +17,19 @@ import time
 
 import torch
 import torch.distributed.pipelining
-from torch.distributed.pipelining import PipelineStage
-from torch.distributed.pipelining import schedules as _schedules
+from torch.distributed.pipelining import PipelineStage, schedules as _schedules
 
+from engine.measure.communication import collective_meter
 from engine.measure.counted_step import counted_step
 from engine.measure.profiling import profiled_steps
+from engine.measure.tensor_memory import Placement
 from engine.models import effective_batch_size, tracing
 from engine.precision import autocast, make_optimizer
-from engine.strategies.schedule_actions import tick_plan
+from engine.strategies.base import Executor, RankContext, StepResult, place_on, stage_bounds
 from engine.strategies.exchange_probe import two_way_extra_s
-from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
+from engine.strategies.schedule_actions import tick_plan
 from engine.strategies.schedules import SCHEDULE_INFO
-from engine.strategies.base import (Executor, RankContext, StepResult, place_on, stage_bounds)
-from engine.measure.communication import collective_meter
-from engine.measure.tensor_memory import Placement
-
+from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
 
 
 def _time_chunks(stage, timer, device) -> None:

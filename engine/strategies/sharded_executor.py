@@ -19,7 +19,15 @@ from torch.distributed.tensor.parallel import parallelize_module
 from engine.measure.communication import collective_meter
 from engine.measure.tensor_memory import Placement
 from engine.precision import make_optimizer
-from engine.strategies.base import Executor, RankContext, StepResult, place_on, replica_batch, replica_loss, replica_rows
+from engine.strategies.base import (
+    Executor,
+    RankContext,
+    StepResult,
+    place_on,
+    replica_batch,
+    replica_loss,
+    replica_rows,
+)
 from engine.strategies.tensor_parallel_plan import parallelize_plan
 
 
@@ -82,7 +90,8 @@ class ShardedExecutor(Executor):
         for p in self.module.parameters():
             if isinstance(p, DTensor):
                 coordinate, names = p.device_mesh.get_coordinate(), p.device_mesh.mesh_dim_names or ()
-                if all(c == 0 for c, placement in zip(coordinate, p.placements) if placement.is_replicate()) \
+                if all(c == 0 for c, placement in zip(coordinate, p.placements, strict=True)
+                       if placement.is_replicate()) \
                         and all(at == 0 for dim, at in ours.items() if dim not in names):
                     owned.append(p.to_local())
             elif self.rank == 0:

@@ -136,7 +136,7 @@ def split_backward_extra_s(modules, indices, last_index: int, kept: LastInputs, 
     extra, fixed, began = 0.0, 0.0, time.perf_counter()
     kept.armed = False   # the probe's own forwards are not the last step's: what they get is not kept
     try:
-        for position, (module, index) in enumerate(zip(modules, indices)):
+        for position, (module, index) in enumerate(zip(modules, indices, strict=True)):
             if position not in kept.inputs:
                 return None, f"stage {index} ran no forward on the last step"
             if not any(isinstance(a, tuple) for a in kept.inputs[position]):

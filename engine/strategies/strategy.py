@@ -87,7 +87,7 @@ class Strategy:
             return [Problem("split", f"applies only to {' and '.join(names_with('uses_split'))}, not {self.name}")]
         if len(config.split) == 0:
             return [Problem("split", "give at least one split point")]
-        if any(b <= a for a, b in zip(config.split, config.split[1:])):
+        if any(b <= a for a, b in zip(config.split, config.split[1:], strict=False)):
             return [Problem("split", f"split points must be strictly increasing, got "
                                      f"{','.join(map(str, config.split))}")]
         return []

@@ -20,7 +20,7 @@ empty value.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from engine.environment import variable
 from engine.telemetry import nvml

@@ -183,7 +183,7 @@ def gpm_metrics(older: Any, newer: Any) -> tuple[dict[str, float | None], int | 
     request.version = NVML_GPM_METRICS_GET_VERSION
     request.numMetrics = len(GPM_FIELDS)
     request.sample1, request.sample2 = older, newer
-    for slot, metric_id in zip(request.metrics, GPM_FIELDS.values()):
+    for slot, metric_id in zip(request.metrics, GPM_FIELDS.values(), strict=False):
         slot.metricId = metric_id
     answer, error = nvml.call("nvmlGpmMetricsGet", request)
     if error is not None:

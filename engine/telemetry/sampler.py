@@ -12,7 +12,7 @@ import math
 import threading
 import time
 from collections import deque
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.poll import Poll

@@ -7,7 +7,7 @@ plots and the exports draw this line over the faint raw samples.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 SMOOTH_S = 1.0  # the averaging window: a few samples at 10 Hz, a few steps of a typical run
 
@@ -48,5 +48,5 @@ def core_total_apart(own_t: Sequence[float], own_means: Sequence[float],
                      core_t: Sequence[float], core_means: Sequence[float]) -> bool:
     """Whether a device's core's total (``core_means`` at ``core_t``) came more than CORE_APART_POINTS from
     its own work's means at some instant both were read (one sampler pass reads both: the same ``t``)."""
-    own = dict(zip(own_t, own_means))
-    return any(abs(core - own[t]) > CORE_APART_POINTS for t, core in zip(core_t, core_means) if t in own)
+    own = dict(zip(own_t, own_means, strict=True))
+    return any(abs(core - own[t]) > CORE_APART_POINTS for t, core in zip(core_t, core_means, strict=True) if t in own)

@@ -8,8 +8,8 @@ samples stay stored with the run; they just do not enter the means.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from engine.telemetry.sample import DeviceSample
 
@@ -139,8 +139,9 @@ class TelemetryTotals:
             other_mean=other_mean,
             disturbed=disturbance(other_mean, self.names),
             sm_active_mean=[round(total / n, 1) if n else None
-                            for total, n in zip(self._sm_sum[kind], self._sm_count[kind])],
-            power_w=[_power(first, last) for first, last in zip(self._energy_first[kind], self._energy_last[kind])],
+                            for total, n in zip(self._sm_sum[kind], self._sm_count[kind], strict=True)],
+            power_w=[_power(first, last)
+                     for first, last in zip(self._energy_first[kind], self._energy_last[kind], strict=True)],
         )
 
 
@@ -180,7 +181,7 @@ def disagreements(util_mean: list[float | None], devices_busy: list[float | None
     engine only the intervals it timed), so a gap is worth showing, not an error.
     """
     lines = []
-    for name, util, busy in zip(device_names, util_mean, devices_busy):
+    for name, util, busy in zip(device_names, util_mean, devices_busy, strict=False):
         if util is None or busy is None:
             continue
         engine_percent = 100.0 * busy
@@ -194,7 +195,7 @@ def disturbance(other_mean: list[float | None], device_names: list[str]) -> str 
     """The run's "disturbed" mark: the devices whose cores others took more than DISTURBED_POINTS percent of,
     in words, or None. Busy intervals stretch while another program holds the core, so such a run's times
     are not those of the split or the schedule alone."""
-    taken = [(name, other) for name, other in zip(device_names, other_mean)
+    taken = [(name, other) for name, other in zip(device_names, other_mean, strict=True)
              if other is not None and other > DISTURBED_POINTS]
     if not taken:
         return None

@@ -1,14 +1,14 @@
 """Which targets to sample: a run's devices, or everything for the idle view."""
 from __future__ import annotations
 
-from typing import Protocol, Union
+from typing import Protocol
 
 from engine.cores import usable_cores
 from engine.telemetry.cpu_target import CpuTarget
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.gpu_target import GpuTarget
 
-Target = Union[CpuTarget, GpuTarget]
+Target = CpuTarget | GpuTarget
 
 
 class Sampled(Protocol):

@@ -76,7 +76,7 @@ def trace_run(job: TraceJob, lanes: list[RankLanes], paths: list[str | Path], of
         steps=len(steps), steps_measured=len(steps),
         step_time_s=MeanStd(statistics.fmean(times), statistics.pstdev(times)) if times else None,
         devices_busy=busy,
-        bubble=Bubble(measured=1 - statistics.fmean(b for r, b in zip(job.ranks, busy) if r.kernel_us > 0)
+        bubble=Bubble(measured=1 - statistics.fmean(b for r, b in zip(job.ranks, busy, strict=True) if r.kernel_us > 0)
                       if gpu_ranks else None),
         notes=notes, timeline_steps=sum(1 for s in steps if s.intervals),
         time_by_kind=[_kinds(r, job) for r in job.ranks] if gpu_ranks else None,

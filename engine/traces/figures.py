@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.traces.kernels import (COMMUNICATION, COMPUTATION, MEMORY, Interval, by_overlap, covered, merged,
-                                   overlap)
+from engine.traces.kernels import COMMUNICATION, COMPUTATION, MEMORY, Interval, by_overlap, covered, merged, overlap
 from engine.traces.timeline import KINDS, Timeline
 
 HOST_WAIT, KERNEL_WAIT, OTHER_IDLE = "host_wait", "kernel_wait", "other"
@@ -94,7 +93,7 @@ def idle_by_stream_category(selection: Selection, consecutive_kernel_delay: floa
     for stream in sorted(by_stream):
         kernels = sorted(by_stream[stream], key=ts.__getitem__)
         categories = {OTHER_IDLE: 0.0}        # the first kernel's: no gap before it
-        for before, i in zip(kernels, kernels[1:]):
+        for before, i in zip(kernels, kernels[1:], strict=False):
             gap = ts[i] - end[before]
             if launch[i] > end[before]:        # False for NaN: no launch known
                 category = HOST_WAIT

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 from engine.traces import collectives, figures
 from engine.traces.errors import TraceError
@@ -20,6 +20,7 @@ from engine.traces.results import IterationFigures, RankIteration, Straggler, Tr
 # Worker processes pay their start (a fresh interpreter importing this package: about 0.1 s) back only on work
 # of some size: below this many bytes of trace files, one process reads them all.
 PARALLEL_FROM_BYTES = 64 << 20
+ALL_LANES = LaneRequest()   # the lanes a reading keeps unless told otherwise (frozen: one default serves all)
 
 
 def parse_iterations(text: str | None) -> IterationRange | None:
@@ -51,7 +52,7 @@ def read_job(paths: list[str | Path], iterations: str | None = None,
 
 def read_job_and_lanes(paths: list[str | Path], iterations: str | None = None,
                        consecutive_kernel_delay: float = figures.CONSECUTIVE_KERNEL_DELAY,
-                       workers: int | None = None, lanes: LaneRequest | None = LaneRequest(),
+                       workers: int | None = None, lanes: LaneRequest | None = ALL_LANES,
                        progress: Progress | None = None) -> tuple[TraceJob, list[RankLanes]]:
     """``read_job``, and each rank's lanes for the timeline as ``lanes`` asks (engine/traces/lanes.py; None:
     none), in rank order; ``progress`` is told as each file is read."""

@@ -16,8 +16,9 @@ import gzip
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from engine.traces.errors import TraceError
 

@@ -5,7 +5,7 @@ expressions, tried in the same order, so that a kernel counts where HTA counts i
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
 # HTA's order for "A overlapping B" names (get_gpu_kernel_breakdown with include_memory_kernels)
@@ -81,7 +81,7 @@ def by_overlap(merged_by_type: dict[str, list[Interval]]) -> dict[str, float]:
     names: dict[int, str] = {}
     out: dict[str, float] = {}
     running = 0
-    for (time, change), following in zip(points, points[1:]):
+    for (time, change), following in zip(points, points[1:], strict=False):
         running += change
         if running > 0:
             if running not in names:

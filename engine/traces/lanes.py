@@ -89,7 +89,7 @@ def lane_intervals(timeline: Timeline, positions: list[int], delay: float,
         out += [(iteration, BUSY_LANE_KINDS[kind], start, end)
                 for iteration, start, end, _ in _joined(timeline, mine, resolution)]
     groups = _joined(timeline, positions, resolution)
-    for (_, _, before_end, _), (iteration, start, _, late) in zip(groups, groups[1:]):
+    for (_, _, before_end, _), (iteration, start, _, late) in zip(groups, groups[1:], strict=False):
         if start - before_end <= resolution:
             continue
         category = HOST_WAIT if late(before_end) else KERNEL_WAIT if start - before_end < delay else OTHER_IDLE

@@ -63,7 +63,7 @@ def build(records: RankRecords) -> Timeline:
     if filtered:
         timeline.left_out_step = max(steps, key=lambda s: s[1])[0]
     launches: dict[int, float] = {}
-    for correlation, ts in zip(records.launch_correlation, records.launch_ts):
+    for correlation, ts in zip(records.launch_correlation, records.launch_ts, strict=True):
         launches[correlation] = start_of(ts)
     kept_correlations = {c for c, ts in launches.items() if ts < last_start} if filtered else None
     starts = [s[1] for s in steps]

@@ -29,15 +29,22 @@ import warnings
 
 from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
-from engine.run.loader_placement import held_cores
-from engine.strategies.script import plain
 from engine.environment import RankEnvironment, variable
 from engine.parent_death import become_subreaper
-from engine.run import heartbeat as phases
 from engine.record.rank_events import Done, Failed, Ready
 from engine.results import to_json
-from engine.run.rank import (EventChannel, check_node_rank, describe_exception, die_with_worker, node_channel,
-                             own_device, pin)
+from engine.run import heartbeat as phases
+from engine.run.loader_placement import held_cores
+from engine.run.rank import (
+    EventChannel,
+    check_node_rank,
+    describe_exception,
+    die_with_worker,
+    node_channel,
+    own_device,
+    pin,
+)
+from engine.strategies.script import plain
 
 STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
@@ -169,8 +176,8 @@ def main() -> int:
         torch.set_num_threads(python_threads())
     elif own.kind == "cpu" or env.world_size > 1:   # one intra-op thread per CPU virtual device, as our own
         torch.set_num_threads(1)                    # ranks; on GPUs as torchrun sets OMP_NUM_THREADS for several
-    from engine.watch.instruments import Instruments, WatchEnded
     from engine.run.loader_workers import place_loader_workers
+    from engine.watch.instruments import Instruments, WatchEnded
     # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
     # hooks' own cost, apart from recording the steps in the worker, the session and the store).
     mode = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1")
@@ -197,7 +204,7 @@ def main() -> int:
         instruments.install()
     # torch warns of any global module hook where a script compiles a module: ours are kept out of its graph
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-    from engine.watch import current   # what the script says of its steps (splitscope.watch) reaches them
+    from engine.watch import current  # what the script says of its steps (splitscope.watch) reaches them
     current.instruments = instruments
     script = config.script
     try:

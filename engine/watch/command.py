@@ -9,10 +9,18 @@ import argparse
 import os
 
 from engine.config import ConfigError, ExperimentConfig
-from engine.problems import Problem
 from engine.measure.counted_step import COUNTED_STEP
-from engine.strategies.script import (DEFAULT_DEVICES, HANG_TIMEOUT_S, PLAIN, PLAIN_DEVICES, UNTIL_THE_END,
-                                      WARMUP_STEPS, script_config)
+from engine.problems import Problem
+from engine.strategies.script import (
+    DEFAULT_DEVICES,
+    HANG_TIMEOUT_S,
+    PLAIN,
+    PLAIN_DEVICES,
+    UNTIL_THE_END,
+    WARMUP_STEPS,
+    script_config,
+)
+
 # How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
 NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun",
          "python": "python", "script_module": "-m MODULE", "samples_per_step": "--samples-per-step"}

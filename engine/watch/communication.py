@@ -25,7 +25,7 @@ patches one thing and returns what undoes it.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_single",
                "all_gather_coalesced", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor",
@@ -143,8 +143,8 @@ def time_functional_collectives(instruments) -> list[Callable[[], None]]:
 
 def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
     import torch.distributed as dist
+    from torch.distributed.distributed_c10d import all_reduce  # untimed: torch.distributed's name is wrapped
     from torch.nn.parallel import DistributedDataParallel
-    from torch.distributed.distributed_c10d import all_reduce   # untimed: torch.distributed's name is wrapped
     original_init = DistributedDataParallel.__init__
 
     def timed_allreduce(process_group, bucket):

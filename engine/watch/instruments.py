@@ -34,16 +34,17 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable
+from collections.abc import Callable
 
-from engine.record.rank_events import StepReport
-from engine.watch import communication, wrappers
 from engine.devices import Device
 from engine.measure.counted_step import counted_step_note
+from engine.record.rank_events import StepReport
+from engine.watch import communication, wrappers
 from engine.watch.clocks import HostClock, clock_for
+from engine.watch.script_facts import ScriptReader
+
 # WatchEnded: part of this module's interface (what the bootstrap catches)
 from engine.watch.step_queue import Boundary, QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
-from engine.watch.script_facts import ScriptReader
 
 
 class Instruments(StepEnds):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 from engine.script_results import LoaderFacts, ScriptFacts
 
@@ -25,12 +25,12 @@ class ScriptReader:
     ``optimizer_stepped`` and ``step_samples``) and from the wrappers ``install`` puts on torch's classes."""
 
     def __init__(self):
-        self.optimizers: "weakref.WeakSet" = weakref.WeakSet()   # every optimizer the script made, alive
+        self.optimizers: weakref.WeakSet = weakref.WeakSet()   # every optimizer the script made, alive
         self.models: dict[int, tuple[str, int]] = {}   # id -> (class name, parameters) of the modules it trained
         self.stepped: dict[int, tuple[str, float | None]] = {}   # id -> (class name, lr) of those that stepped
         self.dtypes: dict[str, int] = {}        # the dtype of each training forward (autocast's, else the model's)
         self.loader: LoaderFacts | None = None  # the last DataLoader a training batch came from
-        self.loaders: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # iterator -> its loader's
+        self.loaders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # iterator -> its loader's
         self.loader_samples = 0                 # samples of the batches fetched since the last reset
         self.source: str | None = None          # where the last step's samples were counted from
         self.micro_steps: list[int] = []        # backwards per step

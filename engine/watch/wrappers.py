@@ -3,7 +3,7 @@ the function it returns: never anything on the script's own objects."""
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 
 def time_backward(instruments) -> Callable[[], None]:

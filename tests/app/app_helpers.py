@@ -1,6 +1,7 @@
 """Helpers for the app's window tests: set the experiment through the widgets, wait on the window."""
 from __future__ import annotations
 
+
 def shown(qtbot, widget, size: tuple[int, int] | None = None):
     """``widget`` on screen (offscreen), at ``size`` if given, closed with the test; returned."""
     qtbot.addWidget(widget)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from PySide6 import QtCore
 
 from engine.plan.what_if import TRUST, TRUST_DETAIL
-
 from tests.app.app_helpers import wait_ready
 from tests.helpers import ROOT
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import struct
+from pathlib import Path
 
 import pytest
 from PySide6 import QtWidgets
@@ -86,8 +87,8 @@ def test_file_menu_exports_the_selected_run_and_asks_before_overwriting(qtbot, w
     with qtbot.waitSignal(window.sigExported, timeout=30_000) as exported:
         export_action(window, "PNG images…").trigger()
     png = [p for p in exported.args[0] if p.endswith(".png")]
-    assert png and all(open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n" for p in png)
-    width, height = struct.unpack(">II", open(png[0], "rb").read(24)[16:24])
+    assert png and all(Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in png)
+    width, height = struct.unpack(">II", Path(png[0]).read_bytes()[16:24])
     assert width > 100 and height > 100
     report = tmp_path / "report"             # no extension typed: .html is added
     monkeypatch.setattr(QtWidgets.QFileDialog, "getSaveFileName", lambda *a, **k: (str(report), ""))

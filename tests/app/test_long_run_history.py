@@ -7,7 +7,6 @@ import time
 import pytest
 
 from engine.results import RunSummary, Step, from_json
-
 from engine.store import Store
 
 STEPS = 50_000   # ten times the steps the history reads (PLOT_POINTS): as long as the test needs

@@ -103,7 +103,7 @@ def test_naive_split_utilization_reads_one_half_on_its_smoothed_line(qtbot, wind
         legend = sorted(n for n in window.plots.series_plots["utilization"].legend_names()
                         if not n.endswith("core total (all programs)"))
     assert legend == ["core 0 · cpu:0", "core 1 · cpu:1"]  # while the run goes; "core 0" alone after it
-    busy = dict(zip(done.args[0].summary.devices, done.args[0].summary.devices_busy))
+    busy = dict(zip(done.args[0].summary.devices, done.args[0].summary.devices_busy, strict=True))
     plot = window.plots.series_plots["utilization"]
     for core, device in (("core 0", "cpu:0"), ("core 1", "cpu:1")):
         x, smooth = plot.series_data(core)

@@ -62,7 +62,7 @@ def test_sixty_four_devices_are_a_heatmap_grouped_by_node_with_the_idle_device_f
     figure = heat.to_figure()
     assert [block[1:] for block in figure.heat.groups()] == [(8 * n, 8) for n in range(8)]
     rows = {device: np.nanmean(np.array(values, dtype=float)) for device, values in
-            zip(figure.heat.devices, figure.heat.values)}
+            zip(figure.heat.devices, figure.heat.values, strict=True)}
     assert rows[IDLE] == pytest.approx(5.0) and rows["node5/cuda:2"] == pytest.approx(90.0)
     # Each node's mean above it: node5's carries its idle device.
     means = {s.name: np.nanmean(np.array(s.y, dtype=float)) for s in figure.series}

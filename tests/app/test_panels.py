@@ -280,6 +280,7 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     assert preset_base(config).persistent_workers is True
     # A number is typed as the command line writes it, whatever the system's locale ("0,05" in German).
     from PySide6 import QtGui
+
     from app.views.more_options import MoreOptions
     from engine.run_options import options
     before = QtCore.QLocale()

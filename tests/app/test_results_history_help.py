@@ -40,7 +40,7 @@ def test_every_bar_keeps_a_label_that_fits_its_room_at_any_width(qtbot, results)
                                 / 6.2 + 8) < 1, timeout=3_000)
         texts = results.bars.tick_texts
         assert len(texts) == len(LABELS) and axis._tickLevels == [list(enumerate(texts))]
-        for label, text in zip(LABELS, texts):
+        for label, text in zip(LABELS, texts, strict=True):
             lines = text.split("\n")
             assert all(line.strip(" …") for line in lines), (width, texts)      # never an empty label
             assert all(metrics.horizontalAdvance(line) <= results.bars.label_room for line in lines), (width, texts)

@@ -146,7 +146,7 @@ def test_redraw_draws_one_group_a_tick_and_every_group_in_turn(panel):
         before = drawn_state()
         panel.redraw()
         after = drawn_state()
-        changed = [name for name, b, a in zip(("telemetry", "steps", "timeline"), before, after) if a != b]
+        changed = [name for name, b, a in zip(("telemetry", "steps", "timeline"), before, after, strict=True) if a != b]
         assert len(changed) == 1, (changed, before, after)
         drawn += changed
     assert sorted(drawn) == ["steps", "telemetry", "timeline"]
@@ -342,6 +342,7 @@ def blocks(n=5):
 
 def test_split_view_preselects_and_marks_the_balanced_split(qtbot, qapp_configured):
     from PySide6 import QtCore
+
     from app.views.split_view import SplitView
     view = SplitView()
     qtbot.addWidget(view)
@@ -413,8 +414,8 @@ def test_experiment_panel_builds_configs_and_places_problems(qtbot, qapp_configu
 
 
 def test_settings_round_trip(qtbot, qapp_configured):
-    from app.views.experiment_panel import ExperimentPanel
     from app.settings import make_settings
+    from app.views.experiment_panel import ExperimentPanel
     a = ExperimentPanel(cores=2)
     qtbot.addWidget(a)
     a.strategy_combo.setCurrentIndex(a.strategy_combo.findData("pipeline"))
@@ -459,6 +460,7 @@ def test_settings_round_trip(qtbot, qapp_configured):
 
 def test_a_new_token_file_is_written_for_the_owner_alone_and_never_over_another(qtbot, qapp_configured, tmp_path):
     import stat
+
     from app.views.nodes_row import NodesRow
     from engine.nodes.token import read_token
     row = NodesRow()
@@ -476,6 +478,7 @@ def test_a_new_token_file_is_written_for_the_owner_alone_and_never_over_another(
 
 def test_the_model_file_dialog_starts_in_the_examples_the_first_time(qtbot, qapp_configured, monkeypatch):
     from PySide6 import QtWidgets
+
     from app.views.experiment_panel import ExperimentPanel
     from app.views.model_box import OPEN_FILE
     asked = []
@@ -496,6 +499,7 @@ def test_the_model_file_dialog_starts_in_the_examples_the_first_time(qtbot, qapp
 
 def test_history_lists_runs_and_loads_several_for_comparison(qtbot, qapp_configured, panel, tmp_path):
     from PySide6 import QtCore
+
     from app.views.history_panel import HistoryPanel
     from engine.store import Store
     store = Store(tmp_path / "history.sqlite3")

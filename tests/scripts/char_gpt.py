@@ -16,8 +16,8 @@ from ast import literal_eval
 
 import torch
 import torch.nn as nn
+from torch.distributed import destroy_process_group, init_process_group
 from torch.nn import functional as F
-from torch.distributed import init_process_group, destroy_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # -----------------------------------------------------------------------------

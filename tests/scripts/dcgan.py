@@ -135,16 +135,16 @@ for epoch in range(opt.niter):
         optimizerG.step()
         batches += 1
 
-        print('[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f'
-              % (epoch, opt.niter, i, len(dataloader), errD.item(), errG.item(), D_x, D_G_z1, D_G_z2))
+        print(f'[{epoch}/{opt.niter}][{i}/{len(dataloader)}] Loss_D: {errD.item():.4f} Loss_G: {errG.item():.4f} '
+              f'D(x): {D_x:.4f} D(G(z)): {D_G_z1:.4f} / {D_G_z2:.4f}')
 
     with torch.no_grad():
         netG.eval()
         samples = netG(fixed_noise)
         netG.train()
-    torch.save(samples, '%s/fake_samples_epoch_%03d.pt' % (outf, epoch))
-    torch.save(netG.state_dict(), '%s/netG_epoch_%d.pth' % (outf, epoch))
-    torch.save(netD.state_dict(), '%s/netD_epoch_%d.pth' % (outf, epoch))
+    torch.save(samples, f'{outf}/fake_samples_epoch_{epoch:03d}.pt')
+    torch.save(netG.state_dict(), f'{outf}/netG_epoch_{epoch}.pth')
+    torch.save(netD.state_dict(), f'{outf}/netD_epoch_{epoch}.pth')
 
 print(f'batches {batches}')
 print(f'final loss {errD.item():.4f}')

@@ -14,7 +14,6 @@ batch of each epoch). Prints `optimizer steps N` and `final loss X`.
 import argparse
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn as nn
@@ -67,8 +66,8 @@ def collate_fn(features):
 
 @dataclass
 class SequenceClassifierOutput:
-    loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
 
 class SequenceClassifier(nn.Module):

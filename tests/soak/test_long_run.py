@@ -73,7 +73,7 @@ def test_a_long_run_through_the_app_keeps_every_process_flat(qtbot, window, priv
     started = time.monotonic()
     for minute in range(1, int(MINUTES) + 1):
         qtbot.wait(int(max(0.0, started + 60 * minute - time.monotonic()) * 1000))
-        gaps = [b - a for a, b in zip(beats, beats[1:])]
+        gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
         beats[:] = beats[-1:]
         pauses, gc_pauses[:] = list(gc_pauses), []
         rows.append({"minute": minute, "steps": window.plots.progress.steps_done,
