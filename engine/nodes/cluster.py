@@ -72,3 +72,4 @@ def strategy_problems(config, strategy, devices: list[Device]) -> list[Problem]:
                 if s.builds_model and s.world_size(config, devices) == len(devices)]
     return [Problem("strategy", f"{strategy.name} runs its devices in one process, so it cannot span nodes; "
                                 f"with --nodes use {', '.join(spanning)}")]
+

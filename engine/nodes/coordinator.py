@@ -427,3 +427,17 @@ class NodeRanks:
             link.channel.close()
         for process in self.processes:
             process.exited(process.poll() if process.poll() is not None else -15)
+
+
+def connect_run_nodes(config):
+    """The run's nodes, connected and authenticated (``connect_all``), and their devices; raises
+    ConnectionError (a NodeError) or DeviceError naming the node that cannot be used."""
+    from engine.devices import DeviceError
+    from engine.nodes.cluster import cluster_devices
+    links = connect_all(config)
+    try:
+        return links, cluster_devices(config.devices, [link.address for link in links], [link.info for link in links])
+    except DeviceError:
+        for link in links:
+            link.channel.close()
+        raise

@@ -263,7 +263,8 @@ class Worker:
                                                 f"{str(message)[:200]}")
             return failure
         if isinstance(event, rank_events.Alive):   # the process answers; no progress (engine/run/heartbeat.py)
-            r.where, r.in_collective = event.where, event.in_collective
+            # its phase too: a Phase event read while only steps are taken (steps_only) is not seen otherwise
+            r.where, r.in_collective, r.phase = event.where, event.in_collective, event.phase
             return failure
         r.last_heard = now
         if event is None or (steps_only and not isinstance(event, rank_events.StepReport)):
@@ -327,22 +328,10 @@ class Worker:
                   peaks=dict(self.peaks), **self._nodes_field())
 
     def notes(self) -> list[str]:
-        """What the user must know to read this run's result."""
-        from engine.measure.counted_step import counted_step_note
-        from engine.measure.profiling import profiled_steps
-        from engine.record.summary import why_no_theory
-        from engine.run.validate import batch_norm_note
-        steps = profiled_steps(self.config)
-        profiled = (f"steps {steps.start} to {steps.stop - 1} ran under torch.profiler (--profile-steps): its "
-                    "overhead is in their times" if steps else None)
-        notes = [batch_norm_note(self.config, self.batch_norm, len(self.devices)), profiled,
-                 counted_step_note(self.config.steps, self.config.warmup, steps) if self.strategy.builds_model
-                 else None,
-                 why_no_theory(self.config.strategy, [d.name for d in self.devices],
-                               effective_micro_batches(self.config), self.world > 1, self.config.schedule)]
-        notes += list(dict.fromkeys(line for rr in self.ranks for line in rr.probe_notes()))   # the two-way's once
-        notes += list(dict.fromkeys(line for rr in self.ranks if rr.note for line in rr.note.splitlines()))   # once
-        return [note for note in notes if note]
+        """What the user must know to read this run's result (engine/run/run_notes.py)."""
+        from engine.run.run_notes import run_notes
+        return run_notes(self.config, self.devices, self.strategy.builds_model, self.world, self.batch_norm,
+                         self.ranks)
 
     def _check_hang(self, failure: Failure | None) -> Failure | None:
         now = time.monotonic()
@@ -415,20 +404,6 @@ def _watch_stdin(stop: threading.Event) -> None:
     stop.set()
 
 
-def _connect_nodes(config):
-    """The run's nodes, connected and authenticated, and their devices (engine.nodes); ConnectionError (a
-    NodeError) or DeviceError naming the node that cannot be used."""
-    from engine.nodes.cluster import cluster_devices
-    from engine.nodes.coordinator import connect_all
-    links = connect_all(config)
-    try:
-        return links, cluster_devices(config.devices, [link.address for link in links], [link.info for link in links])
-    except DeviceError:
-        for link in links:
-            link.channel.close()
-        raise
-
-
 def main() -> int:
     origin, session_pid = time.perf_counter(), os.getppid()
     out = sys.stdout
@@ -445,7 +420,8 @@ def main() -> int:
         config = ExperimentConfig.from_dict(message)
         links = None
         if config.nodes:
-            links, devices = _connect_nodes(config)
+            from engine.nodes.coordinator import connect_run_nodes
+            links, devices = connect_run_nodes(config)
         else:
             from engine.run.validate import run_devices
             devices = run_devices(config)
