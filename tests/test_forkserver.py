@@ -87,6 +87,21 @@ def test_a_child_is_what_python_m_would_start(server, tmp_path):
         assert seen[key] == fresh[key], key
 
 
+def test_the_server_imports_what_a_request_names_once_before_forking_it(server, tmp_path):
+    """A request's ``imports`` (a run's strategy's and model's, engine/run/local_ranks.py): imported by the server
+    before it forks that child, so the child and every later one find it imported; a module that does not import
+    is the child's to fail on, as a fresh process would, and the child is forked all the same."""
+    def modules_seen(**imports) -> dict:
+        child = start(server.connection, "forked_probe", env=probe_env(PROBE_MODULES="colorsys,wave"),
+                      cwd=tmp_path, **imports)
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        return json.loads(out)["preloaded"]
+    assert modules_seen()["wave"] is False   # in no request yet, and in no preload
+    assert modules_seen(imports=["colorsys", "no_such_module_anywhere"]) == {"colorsys": True, "wave": False}
+    assert modules_seen()["colorsys"] is True   # imported once: every later child has it
+
+
 def test_an_exception_exits_1_with_its_traceback_and_signals_reach_the_child(server, tmp_path):
     failing = start(server.connection, "forked_probe", env=probe_env(PROBE_RAISE="the model broke"), cwd=tmp_path)
     _, err = failing.communicate(timeout=60)

@@ -19,6 +19,7 @@ from pathlib import Path
 from PySide6 import QtCore
 
 from engine import forkserver
+from engine.forkserver import relay, server as server_imports
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is in app/services/)
 
@@ -28,6 +29,8 @@ def start_module(proc: QtCore.QProcess, module: str, args: list[str], title: str
     env = QtCore.QProcessEnvironment.systemEnvironment()
     env.insert("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), env.value("PYTHONPATH")])))
     env.insert("SPLITSCOPE_RELAY_TITLE", title)
+    # The app's server lives as long as the window: what any of its children may import, once, with the first
+    env.insert(relay.IMPORTS_ENV, ",".join(server_imports.WHAT_SOME_RUNS_IMPORT))
     server = forkserver.started()   # never started here: at start-up it would compete with this child
     # A server still importing would make the child wait for all of its imports (5 s and more): fresh is
     # sooner then (the app's first planner, at start-up).

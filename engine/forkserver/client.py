@@ -101,7 +101,7 @@ class Connection:
                 raise ForkServerError(str(exc)) from exc
 
     def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
-              timeout: float = REPLY_TIMEOUT_S, cancel: threading.Event | None = None) -> int:
+              timeout: float = REPLY_TIMEOUT_S, cancel: threading.Event | None = None, imports=()) -> int:
         """A child running ``python -m module argv`` with ``fds`` (its number -> ours) open; its pid. ``title``:
         what ps shows after its command (``python -m module argv``). The server answers once its imports are
         done (seconds after it started); ``cancel`` set meanwhile stops the wait. A request that timed out or
@@ -109,7 +109,7 @@ class Connection:
         it forked (a shared connection's late child finds its pipes closed)."""
         ident = next(self._ids)
         numbers = sorted(fds)
-        self._send(Spawn(ident, module, dict(env), str(cwd), numbers, [str(a) for a in argv], title),
+        self._send(Spawn(ident, module, dict(env), str(cwd), numbers, [str(a) for a in argv], title, list(imports)),
                    [fds[n] for n in numbers])
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -226,8 +226,9 @@ class ForkedProcess:
 
 
 def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass_fds=(), argv=(),
-          title: str = "", cancel: threading.Event | None = None) -> ForkedProcess:
-    """Fork ``python -m module`` with pipes for its standard streams and ``pass_fds`` open at their numbers."""
+          title: str = "", cancel: threading.Event | None = None, imports=()) -> ForkedProcess:
+    """Fork ``python -m module`` with pipes for its standard streams and ``pass_fds`` open at their numbers;
+    ``imports``: what it will import, imported by the server first (messages.Spawn)."""
     if not os.path.isdir(cwd):  # as Popen says it, before anything starts
         raise FileNotFoundError(f"no such directory: {str(cwd)!r}")
     child_in, stdin = os.pipe()
@@ -235,7 +236,7 @@ def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass
     stderr, child_err = os.pipe()
     ours = (stdin, stdout, stderr)
     try:
-        pid = connection.spawn(module, env=env, cwd=cwd, argv=argv, title=title, cancel=cancel,
+        pid = connection.spawn(module, env=env, cwd=cwd, argv=argv, title=title, cancel=cancel, imports=imports,
                                fds={0: child_in, 1: child_out, 2: child_err, **{fd: fd for fd in pass_fds}})
     except BaseException:
         for fd in ours:
@@ -249,23 +250,24 @@ def start(connection: Connection, module: str, *, env: dict[str, str], cwd, pass
 
 
 def start_process(module: str, *, env: dict[str, str], cwd, pass_fds=(), connection: Connection | None = None,
-                  title: str = "", cancel: threading.Event | None = None):
+                  title: str = "", cancel: threading.Event | None = None, imports=()):
     """``python -m module`` with piped standard streams: forked by ``connection``'s server when given (``title``
     after its command in ps; ``cancel``: Connection.spawn), else a fresh interpreter (subprocess.Popen).
     ForkServerError from the server is the caller's to note."""
     if connection is not None:
-        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title, cancel=cancel)
+        return start(connection, module, env=env, cwd=cwd, pass_fds=pass_fds, title=title, cancel=cancel,
+                     imports=imports)
     return subprocess.Popen([sys.executable, "-m", module], cwd=cwd, env=env, pass_fds=tuple(pass_fds),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def run_module(module: str, *, input: str, env: dict[str, str], cwd, argv=(), timeout: float | None = None
-               ) -> subprocess.CompletedProcess:
+def run_module(module: str, *, input: str, env: dict[str, str], cwd, argv=(), timeout: float | None = None,
+               imports=()) -> subprocess.CompletedProcess:
     """``python -m module ARGV`` with ``input`` on its stdin, to its end (subprocess.run, capturing text)."""
     server = shared()
     if server is not None:
         try:
-            proc = start(server.connection, module, env=env, cwd=cwd, argv=argv)
+            proc = start(server.connection, module, env=env, cwd=cwd, argv=argv, imports=imports)
         except ForkServerError:
             pass
         else:

@@ -13,7 +13,9 @@ from engine.tagged import MessageError, Tagged  # noqa: F401 (MessageError: what
 @dataclass(frozen=True)
 class Spawn:
     """Fork a child running ``python -m module argv``, its descriptors ``fds`` (its numbers, in the order of
-    the descriptors sent beside the message), in ``cwd`` with ``env``; ``title``: what ps shows after it."""
+    the descriptors sent beside the message), in ``cwd`` with ``env``; ``title``: what ps shows after it;
+    ``imports``: what the child will import, imported by the server first where it has not yet (a run's strategy
+    and model: engine/run/local_ranks.py), so that each of a run's ranks does not import it again."""
     id: int
     module: str
     env: dict[str, str]
@@ -21,6 +23,7 @@ class Spawn:
     fds: list[int]
     argv: list[str] = field(default_factory=list)
     title: str = ""
+    imports: list[str] = field(default_factory=list)   # modules the server imports (once) before it forks this
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ the module on its own stdin, stdout and stderr, so the parent reads and writes t
 it and exits with its status (128 + N for signal N, as a shell says it). SIGTERM is passed on to the child. A
 kill of this process closes its connection, and the server then ends the child (engine/forkserver/server.py).
 With no connection, or one the server refuses or lost, it becomes ``python -m MODULE ARGS`` itself (exec): the
-same program, started fresh.
+same program, started fresh. ``SPLITSCOPE_RELAY_IMPORTS`` names modules the server imports before it forks the
+child, where it has not yet (the app asks for everything a child of its may import: its server lives as long).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import sys
 from engine.environment import variable
 from engine.forkserver.client import ForkServerError, worker_connection
 
+IMPORTS_ENV = "SPLITSCOPE_RELAY_IMPORTS"   # comma-separated: what the server imports first (messages.Spawn.imports)
+
 
 def main(argv: list[str]) -> int:
     # A Ctrl-C in the app's terminal reaches its whole group: the app ends its children in order; this one
@@ -27,8 +30,9 @@ def main(argv: list[str]) -> int:
     connection = worker_connection()
     if connection is not None:
         try:
+            imports = [name for name in variable(IMPORTS_ENV, "").split(",") if name]
             pid = connection.spawn(module, env=dict(os.environ), cwd=os.getcwd(), fds={0: 0, 1: 1, 2: 2},
-                                   argv=args, title=variable("SPLITSCOPE_RELAY_TITLE", ""))
+                                   argv=args, title=variable("SPLITSCOPE_RELAY_TITLE", ""), imports=imports)
         except ForkServerError:
             connection.close()
         else:

@@ -28,14 +28,20 @@ from engine.forkserver.child import become
 from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 from engine.parent_death import die_with_parent
 
-# What a rank or the validation child imports: about 3.5 s of a fresh process's start here, paid once. The
+# What every rank or validation child imports: about 2.5-3 s of a fresh process's start here, paid once. The
 # entry modules themselves (engine.run.rank, engine.run.validate) are run afresh in each child, as `python -m` would.
-PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "torch.distributed.fsdp",
-           "torch.distributed.tensor.parallel", "torch.profiler", "torchvision", "engine.run.loop",
-           "engine.models.build", "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
-           "engine.strategies.data_parallel_executors", "engine.strategies.scheduled_stages",
+# torch._dynamo is among them: DDP's construction imports it, and a single device's rank did too (1.0-1.2 s in
+# each rank when the server had not). What only some runs need (pipelining, FSDP, tensor parallel, torchvision: about 1 s more) is
+# imported when a request first names it (Spawn.imports: the run's strategy's and model's), so a command that
+# trains an MLP never pays for them.
+PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "torch.profiler", "engine.run.loop", "engine.models.build",
+           "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
            "engine.strategies.in_process_stages", "engine.strategies.in_process_traced_stages",
-           "engine.strategies.sharded_executor", "engine.models.tracing")
+           "engine.models.tracing")
+WHAT_SOME_RUNS_IMPORT = ("torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+                         "torchvision", "engine.strategies.data_parallel_executors",
+                         "engine.strategies.scheduled_stages", "engine.strategies.sharded_executor")
+"""The rest of what a child may import: what a long-lived owner (the app) asks its server for with its first child."""
 # Variables read once, by the interpreter's start or by torch's and its libraries' loading: a child whose
 # environment differs in one of them would not be what `python -m` starts, so it is refused (and started
 # fresh). Those the child sets up itself are left out; the thread counts are every rank's (engine/environment.py).
@@ -137,7 +143,8 @@ class Server:
 
     def _spawn(self, sock: socket.socket, request: Spawn, fds: list[int] | None) -> None:
         problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
-                   _request_problem(request, fds) or self._environment_problem(request.env))
+                   _request_problem(request, fds) or self._environment_problem(request.env)
+                   or self._import(request.imports))
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -154,6 +161,21 @@ class Server:
         if pid:
             self.children[pid] = sock
         self._tell(sock, Spawned(request.id, pid) if pid else Refused(request.id, problem))
+
+    def _import(self, names: list[str]) -> str | None:
+        """The modules a request names that are not imported yet, imported here as PRELOAD's are (one that fails is
+        the child's to say, as a fresh process would); why no child may be forked after them, or None."""
+        new = [name for name in names if name not in sys.modules]
+        if not new:
+            return None
+        before = dict(os.environ)
+        _import_each(new)
+        problem = unsafe_to_fork()
+        if problem is not None:
+            return problem
+        self.set_by_imports.update({k: v for k, v in os.environ.items() if before.get(k) != v})
+        _freeze()
+        return None
 
     def _environment_problem(self, env: dict[str, str]) -> str | None:
         # What the imports set themselves is read later, from the environment the child gets (a process that
@@ -278,6 +300,22 @@ def unsafe_to_fork() -> str | None:
     return None
 
 
+def _import_each(names) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
+            pass
+
+
+def _freeze() -> None:
+    """What the imports made lives as long as any child: out of the cyclic collector's reach, a child's full
+    collection neither walks it nor copies its pages (here 290 ms and 84 MB of copied pages a child without
+    this; 0 with it)."""
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> int:
     """``python -m engine.forkserver OWNER_PID [room for titles]``; stdin: the owner's socketpair end."""
     if len(sys.argv) < 2 or not sys.argv[1].isdigit():
@@ -287,19 +325,11 @@ def main() -> int:
     die_with_parent(expected_parent=int(sys.argv[1]))  # at once, mid-import too
     owner = socket.socket(fileno=os.dup(0))
     started_with = dict(os.environ)
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
-            pass
+    _import_each(PRELOAD)
     problem = unsafe_to_fork()
     if problem is not None:
         print(f"fork server: {problem}; not forking (clients start fresh processes)", file=sys.stderr)
         return 1
-    # What the imports made lives as long as any child: out of the cyclic collector's reach, a child's full
-    # collection neither walks it nor copies its pages (here 290 ms and 84 MB of copied pages a child
-    # without this; 0 with it).
-    gc.collect()
-    gc.freeze()
+    _freeze()
     set_by_imports = {k: v for k, v in os.environ.items() if started_with.get(k) != v}
     return Server(owner, started_with, set_by_imports).serve()

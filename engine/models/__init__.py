@@ -25,6 +25,8 @@ class ModelInfo:
     """The block the model-parallel tutorial starts its second stage at (``--split NAME``)."""
     batch_origin: str = "its default"
     """Where ``batch_size`` comes from, as the app's suggestion says it ("suggested: 120 (the tutorial's)")."""
+    imports: tuple[str, ...] = ()
+    """What building it imports beyond torch (a fork server imports it once before forking: engine/forkserver)."""
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -43,9 +45,10 @@ MODELS: dict[str, ModelInfo] = {
                   batch_origin="sized for CPU devices"),
         ModelInfo("resnet18", "torchvision ResNet18 (BatchNorm), 10 classes of 64x64 images, split at "
                   "basic-block granularity", 32, 0.01, tutorial_split="layer3",
-                  batch_origin="sized for CPU devices"),
+                  batch_origin="sized for CPU devices", imports=("torchvision",)),
         ModelInfo("resnet50", "torchvision ResNet50 (BatchNorm) at the tutorial's setup: 1000 classes, 128x128, "
-                  "MSE on one-hot labels, split at bottleneck granularity; the tutorial splits it at layer3", 120, 0.001, tutorial_split="layer3", batch_origin="the tutorial's"),
+                  "MSE on one-hot labels, split at bottleneck granularity; the tutorial splits it at layer3", 120, 0.001, tutorial_split="layer3", batch_origin="the tutorial's",
+                  imports=("torchvision",)),
     )
 }
 
@@ -54,7 +57,7 @@ TORCHVISION = "torchvision:"  # "torchvision:NAME": any classification model tor
 
 TORCHVISION_DEFAULTS = ModelInfo("torchvision", "A torchvision classification model (weights not loaded), 10 "
                                  "classes of synthetic images at the size its weights expect", 8, 0.01,
-                                 batch_origin="sized for CPU devices")
+                                 batch_origin="sized for CPU devices", imports=("torchvision",))
 """What a ``torchvision:NAME`` model defaults to (its own name and description come from torchvision)."""
 
 
@@ -82,6 +85,12 @@ def lookup(model: str) -> ModelInfo | None:
     if torchvision_name(model):
         return TORCHVISION_DEFAULTS
     return None
+
+
+def model_imports(model: str) -> tuple[str, ...]:
+    """What building ``model`` imports beyond torch (a model file's own imports are its own)."""
+    known = lookup(model)
+    return known.imports if known else ()
 
 
 class UnknownModel(ValueError):

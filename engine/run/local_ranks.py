@@ -30,6 +30,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
+from engine.models import model_imports
 from engine.record import rank_events
 from engine.results import from_json
 from engine.run.heartbeat import STARTING
@@ -154,6 +155,7 @@ class LocalRanks:
         self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
         strategy = strategies.get(config.strategy)
         self.module = RANK_MODULE or strategy.rank_module
+        self.imports = strategy.rank_imports + model_imports(config.model)   # the fork server's, before it forks them
         # A script of the user's meets its peers as under torchrun (MASTER_ADDR/PORT); our ranks through a file.
         self.torchrun_rendezvous = not strategy.builds_model
         from engine.strategies.script import plain
@@ -206,7 +208,8 @@ class LocalRanks:
             try:
                 # A stop while the server still imports torch (the first run of a session) ends the wait.
                 return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,),
-                                                connection=self.forks, title=title, cancel=self.stop_event)
+                                                connection=self.forks, title=title, cancel=self.stop_event,
+                                                imports=self.imports)
             except forkserver.ForkServerError as exc:
                 forks, self.forks = self.forks, None
                 if not isinstance(exc, forkserver.ForkServerRefused):

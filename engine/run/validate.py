@@ -101,7 +101,8 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
     limit = sum(config.hang_timeout_s if 0 < config.hang_timeout_s <= rules.MOST_HANG_TIMEOUT_S else 0.0
                 for config, _ in items) + CHILD_START_S   # one out of bounds is a problem the child names
     try:
-        done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root, timeout=limit)
+        done = forkserver.run_module("engine.run.validate", input=request, env=env, cwd=root, timeout=limit,
+                                     imports=sorted({m for config, _ in items for m in models.model_imports(config.model)}))
     except subprocess.TimeoutExpired:
         return [Checked(config, None, [Problem("config", f"validation did not finish within {limit:g} s (the hang "
                                                          "timeouts and its start); it was ended")])

@@ -7,6 +7,7 @@ from engine.strategies.strategy import Strategy
 
 
 class DataParallel(Strategy):
+    rank_imports = ("engine.strategies.data_parallel_executors",)
     name = "data-parallel"
     description = ("nn.DataParallel's steps in one process: scatter the batch, replicate the model from device 0, "
                    "forward on each device, gather and compute the loss on device 0, backward, reduce the "

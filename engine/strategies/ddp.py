@@ -13,6 +13,7 @@ from engine.strategies.strategy import Strategy
 
 
 class Ddp(Strategy):
+    rank_imports = ("engine.strategies.ddp_executor",)
     name = "ddp"
     description = ("DistributedDataParallel: one process per device, each on its slice of the batch, gradients "
                    "all-reduced (timed as communication).")

@@ -16,6 +16,8 @@ from engine.strategies.strategy import Strategy
 
 
 class Pipeline(Strategy):
+    rank_imports = ("engine.strategies.scheduled_stages", "engine.strategies.in_process_traced_stages",
+                    "engine.strategies.in_process_stages")
     name = "pipeline"
     description = ("Split into stages and cut the batch into micro-batches that flow through the stages together "
                    "(any of torch's pipeline schedules: GPipe, 1F1B, interleaved, zero bubble).")

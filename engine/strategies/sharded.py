@@ -20,6 +20,7 @@ FSDP_TP_WIDTH = 2
 
 
 class _Sharded(Strategy):
+    rank_imports = ("engine.strategies.sharded_executor",)
     needs_process_group = True
     shards = False      # FSDP over the data-parallel devices
     min_devices = 1

@@ -39,6 +39,9 @@ class Strategy:
     needs_process_group = False   # a torch.distributed group even with one process
     collectives_span_all_ranks = True  # every collective takes every rank (engine.record.step_merger separates their waits)
     rank_module = "engine.run.rank"   # what each rank process runs (engine.run.local_ranks)
+    # What its ranks import beyond the fork server's base (engine/forkserver/server.py PRELOAD): the server imports
+    # them once before forking the run's ranks, so a run that does not pipeline or shard never pays for those
+    rank_imports: tuple[str, ...] = ()
     builds_model = True               # trains our model (else a script of the user's: engine/strategies/script.py)
     in_picker = True                  # the app's strategy picker offers it
 
