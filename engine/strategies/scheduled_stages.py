@@ -88,6 +88,18 @@ def _time_peer_waits(timer, device) -> None:
     _schedules._wait_batch_p2p = timed_wait
 
 
+def _no_warmup_to_itself(stage) -> None:
+    """A traced stage (torch's ``_PipelineStage``, not a ``PipelineStage``) warms its neighbours' links up with a
+    send and a receive to each (schedules.py ``_warmup_p2p``'s legacy path), its own rank's included: in a V
+    (zbv, dualpipev) a rank holds two neighbouring stages, and gloo cannot send to itself ("Pair is not
+    connected"). Those two stages exchange nothing over the network in the schedule itself; their warm-up ops to
+    this rank are dropped (a send and its receive, both of them here)."""
+    import torch.distributed as dist
+    own_ops = stage._get_init_p2p_neighbors_ops
+    me = dist.get_rank()
+    stage._get_init_p2p_neighbors_ops = lambda: [op for op in own_ops() if op.peer != me]
+
+
 class ScheduledStages(Executor):
     def __init__(self, ctx: RankContext, micro_batches: int, schedule: str):
         self.rank, self.world = ctx.rank, ctx.world_size
@@ -109,6 +121,7 @@ class ScheduledStages(Executor):
                 modules.append(pipe.get_stage_module(index).to(torch_device))
                 stages.append(pipe.build_stage(index, torch_device))
                 tracing.run_on_copied_inputs(stages[-1])
+                _no_warmup_to_itself(stages[-1])
         else:
             bounds = stage_bounds(ctx.split, len(ctx.spec.blocks))
             for index in mine:
