@@ -32,7 +32,7 @@ def assert_same_training(summary: dict, single: dict) -> None:
 
 
 def test_the_example_transformer_split_at_a_named_block_trains_as_one_device():
-    single, naive, piped, inside, ddp, vee = cli_together(
+    single, naive, piped, inside, ddp, vee, dualpipe = cli_together(
         [*TRANSFORMER_RUN, "--devices", "cpu:1"],
         [*TRANSFORMER_RUN, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layers.2"],
         [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--schedule", "1f1b",
@@ -41,10 +41,14 @@ def test_the_example_transformer_split_at_a_named_block_trains_as_one_device():
         [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--devices", "cpu:2",
          "--split-level", "2", "--split", "layers.1.attn"],
         [*TRANSFORMER_RUN, "--strategy", "ddp", "--devices", "cpu:2"],
-        # a V (zbv): each rank holds two neighbouring traced stages, whose warm-up must not send to itself
+        # the Vs (zbv, dualpipev): each rank holds two neighbouring traced stages, whose warm-up must not send to
+        # itself
         [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--schedule", "zbv", "--devices",
-         "cpu:2", "--split", "2,3,4"])
+         "cpu:2", "--split", "2,3,4"],
+        [*TRANSFORMER_RUN, "--strategy", "pipeline", "--micro-batches", "4", "--schedule", "dualpipev",
+         "--devices", "cpu:2", "--split", "2,3,4"])
     assert_same_training(vee, single)
+    assert_same_training(dualpipe, single)
     for summary in (naive, piped):
         assert summary["split"] == [3]  # embed, layers.0, layers.1 | layers.2, ...
         assert_same_training(summary, single)
