@@ -92,14 +92,14 @@ def test_the_server_imports_what_a_request_names_once_before_forking_it(server, 
     before it forks that child, so the child and every later one find it imported; a module that does not import
     is the child's to fail on, as a fresh process would, and the child is forked all the same."""
     def modules_seen(**imports) -> dict:
-        child = start(server.connection, "forked_probe", env=probe_env(PROBE_MODULES="colorsys,wave"),
+        child = start(server.connection, "forked_probe", env=probe_env(PROBE_MODULES="poplib,imaplib"),
                       cwd=tmp_path, **imports)
         out, err = child.communicate(timeout=60)
         assert child.returncode == 0, err
         return json.loads(out)["preloaded"]
-    assert modules_seen()["wave"] is False   # in no request yet, and in no preload
-    assert modules_seen(imports=["colorsys", "no_such_module_anywhere"]) == {"colorsys": True, "wave": False}
-    assert modules_seen()["colorsys"] is True   # imported once: every later child has it
+    assert modules_seen() == {"poplib": False, "imaplib": False}   # in no request yet, and in no preload
+    assert modules_seen(imports=["poplib", "no_such_module_anywhere"]) == {"poplib": True, "imaplib": False}
+    assert modules_seen()["poplib"] is True   # imported once: every later child has it
 
 
 def test_an_exception_exits_1_with_its_traceback_and_signals_reach_the_child(server, tmp_path):

@@ -65,6 +65,8 @@ class Server:
         self.poller = select.poll()
         self.started_with = _read_at_start(started_with)
         self.set_by_imports = set_by_imports
+        self.unsafe: str | None = None   # why forking became unsafe after a request's imports (_import)
+        self.failed: set[str] = set()    # what a request named that did not import: not tried again
         self._wake_read, wake_write = os.pipe()
         for fd in (self._wake_read, wake_write):
             os.set_blocking(fd, False)
@@ -143,8 +145,8 @@ class Server:
 
     def _spawn(self, sock: socket.socket, request: Spawn, fds: list[int] | None) -> None:
         problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
-                   _request_problem(request, fds) or self._environment_problem(request.env)
-                   or self._import(request.imports))
+                   _request_problem(request, fds) or self._import(request.imports)
+                   or self._environment_problem(request.env))
         pid = None
         if problem is None:
             for stream in (sys.stdout, sys.stderr):
@@ -165,14 +167,16 @@ class Server:
     def _import(self, names: list[str]) -> str | None:
         """The modules a request names that are not imported yet, imported here as PRELOAD's are (one that fails is
         the child's to say, as a fresh process would); why no child may be forked after them, or None."""
-        new = [name for name in names if name not in sys.modules]
+        if self.unsafe is not None:   # an earlier request's import made forking unsafe: for good
+            return self.unsafe
+        new = [name for name in names if name not in sys.modules and name not in self.failed]
         if not new:
             return None
         before = dict(os.environ)
-        _import_each(new)
-        problem = unsafe_to_fork()
-        if problem is not None:
-            return problem
+        self.failed.update(_import_each(new))
+        self.unsafe = unsafe_to_fork()
+        if self.unsafe is not None:
+            return self.unsafe
         self.set_by_imports.update({k: v for k, v in os.environ.items() if before.get(k) != v})
         _freeze()
         return None
@@ -300,12 +304,15 @@ def unsafe_to_fork() -> str | None:
     return None
 
 
-def _import_each(names) -> None:
+def _import_each(names) -> set[str]:
+    """Each of ``names`` imported; those that failed."""
+    failed = set()
     for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a child that needs it says why, as a fresh process would
-            pass
+            failed.add(name)
+    return failed
 
 
 def _freeze() -> None:

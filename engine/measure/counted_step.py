@@ -24,8 +24,8 @@ def counted_step_note(steps: int, warmup: int, profiled: range = range(0)) -> st
     notes = []
     if step >= warmup:
         notes.append(f"step {step}'s FLOPs were counted (engine/measure/flops.py) while it was measured: its time "
-                     "includes the counter's (a few % of a step; see make bench), with --warmup 2 or more it would "
-                     "not")
+                     f"includes the counter's (a few % of a step; see make bench), with --warmup {step + 1} or more "
+                     "it would not")
     if step in profiled:
         notes.append(f"step {step}'s FLOPs were counted while torch.profiler recorded it (no step after the "
                      "profiled ones): its trace holds the counter's dispatch too")

@@ -263,8 +263,9 @@ class Worker:
                                                 f"{str(message)[:200]}")
             return failure
         if isinstance(event, rank_events.Alive):   # the process answers; no progress (engine/run/heartbeat.py)
-            # its phase too: a Phase event read while only steps are taken (steps_only) is not seen otherwise
-            r.where, r.in_collective, r.phase = event.where, event.in_collective, event.phase
+            # Not its phase: the heartbeat reads it before it writes, so an Alive can come after a newer Phase event
+            # and would set the rank's phase back (the Phase events say it; Alive.phase is for the rank's log)
+            r.where, r.in_collective = event.where, event.in_collective
             return failure
         r.last_heard = now
         if event is None or (steps_only and not isinstance(event, rank_events.StepReport)):

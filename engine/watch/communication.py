@@ -166,7 +166,7 @@ def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
             return
         try:
             ddp.register_comm_hook(ddp.process_group, timed_allreduce)
-        except RuntimeError:   # a built-in hook (mixed precision) took the place: its all-reduce goes untimed
+        except (RuntimeError, AssertionError):   # a built-in hook (mixed precision) took the place: untimed
             pass
 
     on_host = HostReducers(instruments)
@@ -174,7 +174,9 @@ def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
     @functools.wraps(original_init)
     def init(ddp, *args, **kwargs):
         original_init(ddp, *args, **kwargs)
-        if getattr(ddp, "device_type", None) == "cpu" and getattr(ddp, "logger", None) is not None:
+        if getattr(ddp, "logger", None) is None:   # every parameter's all-reduce delayed: no reducer to time
+            return
+        if getattr(ddp, "device_type", None) == "cpu":
             on_host.add(ddp)
         else:
             ddp._splitscope_first_call = ddp.register_forward_pre_hook(time_buckets)
@@ -185,7 +187,7 @@ def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
 class HostReducers:
     """The DDP modules on a CPU, their all-reduce timed by DDP's own timer (``Reducer``'s runtime stats, which
     its ``Logger`` sets at a forward for the iteration before; asked here at the backward's end, when the reducer
-    has waited for its last bucket). The timer's marks are the system clock's nanoseconds. A module with a comm hook
+    has waited for its last bucket). The timer's marks are c10's clock's nanoseconds (``_timer_offset``). A module with a comm hook
     of the script's own is left to it: the hook's collectives are timed as ``torch.distributed``'s."""
     DEFAULT_SAMPLE_RATE = 100   # DDP's (kDDPRuntimeLoggingSampleRate), given back when the watch ends
 
@@ -200,26 +202,52 @@ class HostReducers:
         self._modules.add(ddp)
 
     def read(self) -> None:
-        import time
+        """Never raises into the script's backward (engine/watch/wrappers.py calls it in a ``finally``): a module
+        whose timer cannot be read goes untimed."""
+        if self._instruments.clock.deferred:   # a GPU's clock: its marks are events, not the host's seconds
+            return
         for ddp in list(self._modules):
-            if getattr(ddp, "_comm_hooks", None):   # the script's own hook: its collectives are timed as they run
-                continue
-            logger = ddp.logger
-            logger.set_runtime_stats_and_log()
-            marks = logger._get_ddp_logging_data().ints_map
-            start, end = marks.get("backward_comm_time_start", 0), marks.get("backward_comm_time_end", 0)
-            if start <= 0 or end < start or self._last_start.get(id(ddp)) == start:
-                continue
-            self._last_start[id(ddp)] = start
-            clock = self._instruments.clock
-            offset = clock.now() - time.time_ns() / 1e9   # the system clock's seconds to the instruments' marks
-            self._instruments.add("communication", start / 1e9 + offset, end / 1e9 + offset)
+            try:
+                self._read_one(ddp)
+            except Exception:  # noqa: BLE001 - the script's step matters more than one all-reduce's interval
+                self._modules.discard(ddp)
+
+    def _read_one(self, ddp) -> None:
+        if getattr(ddp, "_comm_hooks", None):   # the script's own hook: its collectives are timed as they run
+            return
+        logger = ddp.logger
+        logger.set_runtime_stats_and_log()
+        marks = logger._get_ddp_logging_data().ints_map
+        start, end = marks.get("backward_comm_time_start", 0), marks.get("backward_comm_time_end", 0)
+        if start <= 0 or end < start or self._last_start.get(id(ddp)) == start:
+            return
+        self._last_start[id(ddp)] = start
+        offset = _timer_offset(self._instruments.clock)
+        self._instruments.add("communication", start / 1e9 + offset, end / 1e9 + offset)
 
     def release(self) -> None:
         for ddp in list(self._modules):
             if getattr(ddp, "logger", None) is not None:
                 ddp._set_ddp_runtime_logging_sample_rate(self.DEFAULT_SAMPLE_RATE)
         self._modules = type(self._modules)()
+        self._last_start.clear()
+
+
+def _timer_offset(clock) -> float:
+    """DDP's timer clock (c10's getTime: the system clock on Linux, the steady clock on macOS and Windows) to the
+    instruments' marks, in seconds: the timer's clock read between two of the instruments', the closest of three
+    tries (a preemption between two reads would shift every interval by it)."""
+    import sys
+    import time
+    timer_ns = time.time_ns if sys.platform.startswith("linux") else time.monotonic_ns
+    best = None
+    for _ in range(3):
+        before = clock.now()
+        timer = timer_ns() / 1e9
+        after = clock.now()
+        if best is None or after - before < best[0]:
+            best = (after - before, (before + after) / 2 - timer)
+    return best[1]
 
 
 def time_peer_waits(instruments) -> list[Callable[[], None]]:

@@ -391,7 +391,7 @@ class Instruments(StepEnds):
     def note(self) -> str | None:
         """What a reader must know of this rank's steps, a line a note."""
         notes = [self.misplaced, self.uncounted,
-                 counted_step_note(0, self._warmup, self.profiled()) if self.counted() else None]
+                 counted_step_note(self.max_steps or 0, self._warmup, self.profiled()) if self.counted() else None]
         if not self._optimized and self.hand_steps:
             notes.append("no optimizer stepped: a step ends where the script updated its parameters itself (its "
                          "model's next call after a backward, with its parameters or their gradients changed since)")

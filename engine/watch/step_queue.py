@@ -116,7 +116,7 @@ class StepEnds:
             raise WatchEnded(f"{self.step} steps watched")
         # the counted step's FLOPs from its first forward on (a step ended late, at an optimizer's second step,
         # has had the next one's forward already: the one after it is counted)
-        if self._count_flops and self.step == counted_step(0, self.profiled()):
+        if self._count_flops and self.step == counted_step(self.max_steps or 0, self.profiled()):
             self._count_next = True   # until a step starts with its first forward (not one ended late)
         self._report(wait=False)
 
