@@ -31,9 +31,9 @@ from engine.parent_death import die_with_parent
 # What every rank or validation child imports: about 2.5-3 s of a fresh process's start here, paid once. The
 # entry modules themselves (engine.run.rank, engine.run.validate) are run afresh in each child, as `python -m` would.
 # torch._dynamo is among them: DDP's construction imports it, and a single device's rank did too (1.0-1.2 s in
-# each rank when the server had not). What only some runs need (pipelining, FSDP, tensor parallel, torchvision: about 1 s more) is
-# imported when a request first names it (Spawn.imports: the run's strategy's and model's), so a command that
-# trains an MLP never pays for them.
+# each rank when the server had not). What only some runs need (pipelining, FSDP, tensor parallel, torchvision:
+# about 1 s more) is imported when a request first names it (Spawn.imports: the run's strategy's and model's), so
+# a command that trains an MLP never pays for them.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "torch.profiler", "engine.run.loop", "engine.models.build",
            "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
            "engine.strategies.in_process_stages", "engine.strategies.in_process_traced_stages",

@@ -9,9 +9,9 @@
 - DistributedDataParallel's all-reduce, overlapping the backward it runs under. On a GPU, through a comm hook
   set at each DDP module's first forward (the reducer's own arithmetic: times 1/world, then summed), from each
   bucket's launch to its completion. On a CPU, from DDP's own timer (its runtime logging, sampled every step):
-  from the first bucket's launch to the end of the reducer's wait for the last, read at each backward's end. A
-  Python hook there costs the step 10 % (its future completes on gloo's thread, which must take the GIL for the
-  callback: bench/watch_bench.py measured it); the timer costs nothing measurable.
+  from the first bucket's launch to the end of the reducer's wait for the last, read at each backward's end (about
+  10 µs a step): no Python runs on gloo's thread, where a hook's future completes and its callback must take the
+  GIL (bench/ddp_hooks_in_process.py measures the hooks on DDP ranks; the two cost the same within its noise).
 - A pipeline stage's waits for its peer's activation or gradient (torch's pipelining schedules wait on
   their sends and receives in one module-level function, wrapped here as the engine's own pipeline wraps
   it: engine/strategies/scheduled_stages.py), as ``wait``.
@@ -187,30 +187,30 @@ def time_ddp_buckets(instruments) -> list[Callable[[], None]]:
 class HostReducers:
     """The DDP modules on a CPU, their all-reduce timed by DDP's own timer (``Reducer``'s runtime stats, which
     its ``Logger`` sets at a forward for the iteration before; asked here at the backward's end, when the reducer
-    has waited for its last bucket). The timer's marks are c10's clock's nanoseconds (``_timer_offset``). A module with a comm hook
-    of the script's own is left to it: the hook's collectives are timed as ``torch.distributed``'s."""
+    has waited for its last bucket). The timer's marks are c10's clock's nanoseconds (``_timer_offset``). A module
+    with a comm hook of the script's own is left to it: the hook's collectives are timed as ``torch.distributed``'s."""
     DEFAULT_SAMPLE_RATE = 100   # DDP's (kDDPRuntimeLoggingSampleRate), given back when the watch ends
 
     def __init__(self, instruments):
         import weakref
         self._instruments = instruments
-        self._modules: weakref.WeakSet = weakref.WeakSet()
-        self._last_start: dict[int, int] = {}   # id(module) -> the last all-reduce's start read (no_sync reads it again)
+        # each module -> its last all-reduce's start read (a backward under no_sync reads the same one again)
+        self._last_start: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def add(self, ddp) -> None:
         ddp._set_ddp_runtime_logging_sample_rate(1)
-        self._modules.add(ddp)
+        self._last_start[ddp] = 0
 
     def read(self) -> None:
         """Never raises into the script's backward (engine/watch/wrappers.py calls it in a ``finally``): a module
         whose timer cannot be read goes untimed."""
         if self._instruments.clock.deferred:   # a GPU's clock: its marks are events, not the host's seconds
             return
-        for ddp in list(self._modules):
+        for ddp in list(self._last_start):
             try:
                 self._read_one(ddp)
             except Exception:  # noqa: BLE001 - the script's step matters more than one all-reduce's interval
-                self._modules.discard(ddp)
+                self._last_start.pop(ddp, None)
 
     def _read_one(self, ddp) -> None:
         if getattr(ddp, "_comm_hooks", None):   # the script's own hook: its collectives are timed as they run
@@ -219,17 +219,16 @@ class HostReducers:
         logger.set_runtime_stats_and_log()
         marks = logger._get_ddp_logging_data().ints_map
         start, end = marks.get("backward_comm_time_start", 0), marks.get("backward_comm_time_end", 0)
-        if start <= 0 or end < start or self._last_start.get(id(ddp)) == start:
+        if start <= 0 or end < start or self._last_start.get(ddp) == start:
             return
-        self._last_start[id(ddp)] = start
+        self._last_start[ddp] = start
         offset = _timer_offset(self._instruments.clock)
         self._instruments.add("communication", start / 1e9 + offset, end / 1e9 + offset)
 
     def release(self) -> None:
-        for ddp in list(self._modules):
+        for ddp in list(self._last_start):
             if getattr(ddp, "logger", None) is not None:
                 ddp._set_ddp_runtime_logging_sample_rate(self.DEFAULT_SAMPLE_RATE)
-        self._modules = type(self._modules)()
         self._last_start.clear()
 
 
