@@ -12,9 +12,12 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 
 class ElidedLabel(QtWidgets.QLabel):
-    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None):
+    def __init__(self, text: str = "", parent: QtWidgets.QWidget | None = None,
+                 mode: QtCore.Qt.TextElideMode = QtCore.Qt.TextElideMode.ElideRight):
+        """``mode``: where the text is cut (ElideMiddle for a line ending in a path: its file's name stays)."""
         super().__init__(parent)
         self._full = ""
+        self._mode = mode
         self.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
         self.setText(text)
 
@@ -34,5 +37,5 @@ class ElidedLabel(QtWidgets.QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        shown = self.fontMetrics().elidedText(self._full, QtCore.Qt.TextElideMode.ElideRight, max(self.width(), 1))
+        shown = self.fontMetrics().elidedText(self._full, self._mode, max(self.width(), 1))
         super().setText(shown)

@@ -3,6 +3,8 @@
 From engine/figures/heatmap.py's HEATMAP_FROM devices on, the Plots tab draws the two telemetry plots this
 way (64 lines and 64 legend entries cannot be read). Its cost is bounded by pixels: one image of devices x
 columns (columns about a pixel wide; app/state/heat_columns.py keeps them incrementally), and a line per node.
+A row is never shorter than ROW_PX: rows that do not fit the plot's place scroll under the means plot, which
+carries the time axis for both (64 rows of a pixel each could not be told apart or pointed at).
 The cursor names the device, time and value under it; a click on a row selects the device (its own series
 is drawn over the node means, and the panel highlights it everywhere: ``sigDeviceClicked``).
 """
@@ -26,9 +28,10 @@ from engine.figures.heatmap import COLORMAP, as_cells, as_matrix, block_means, h
 AXIS_WIDTH = 64          # px: the two plots' left axes, so their time axes line up
 BAR_WIDTH = 58           # px: the colour scale at the right, and the room the means plot keeps beside it
 SELECTED = "#ffffff"     # the selected device's line and outline
-MEANS_SHARE = 1          # the means plot's stretch, against the heatmap's HEAT_SHARE
-HEAT_SHARE = 2
+MEANS_PX = 80            # the means plot's height: its title, a band of lines and the time axis; rows get the rest
 LABEL_PX = 13            # px a row label needs: where rows are shorter, every k-th node is named
+ROW_PX = 3               # px a device's row has at least (8 devices a node: every node named)
+ROWS_MARGIN = 4          # px above and below the rows inside their scrolled area
 
 
 class HeatmapPlot(QtWidgets.QWidget):
@@ -53,12 +56,12 @@ class HeatmapPlot(QtWidgets.QWidget):
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        self.means = SeriesPlot.of_frame(frame.with_data(y=Axis(frame.y.unit or "")))
-        self.means.setMinimumHeight(50)
+        self.means = SeriesPlot.of_frame(frame.with_data(y=Axis(frame.y.unit or "")), x_axis=x_axis)
+        self.means.setFixedHeight(MEANS_PX)
         # A line per node, named by the cursor: a legend of 8-32 nodes would take the rows the lines need.
         self.means.legend.action.setChecked(False)
         means_item = self.means.getPlotItem()
-        means_item.hideAxis("bottom")
+        self._name_time_axis(frame.x.text)
         means_item.disableAutoRange()   # x follows the heatmap's, y its colour scale
         means_item.getAxis("left").setWidth(AXIS_WIDTH)
         means_item.showAxis("right")
@@ -67,16 +70,16 @@ class HeatmapPlot(QtWidgets.QWidget):
         right.setStyle(showValues=False)
         right.setPen(pg.mkPen(None))
         self.means.to_figure = self.to_figure   # its context menu's exports are the whole heatmap's
-        layout.addWidget(self.means, MEANS_SHARE)
+        layout.addWidget(self.means)
 
-        self.view = pg.PlotWidget(background=theme.PANEL, axisItems={"bottom": x_axis} if x_axis else None)
+        self.view = pg.PlotWidget(background=theme.PANEL)
         item = self.view.getPlotItem()
         item.setMouseEnabled(x=False, y=False)
         item.disableAutoRange()   # both ranges are set: the rows', and the window's (linked to the means')
         item.hideButtons()
+        item.hideAxis("bottom")   # the means' above is both plots' time axis: it stays put while rows scroll
         item.getViewBox().invertY(True)
         item.getAxis("left").setWidth(AXIS_WIDTH)
-        item.setLabel("bottom", frame.x.text, color=theme.MUTED)
         theme.mute_axes(item)
         self.view.getViewBox().setXLink(means_item.getViewBox())
         self.image = pg.ImageItem(axisOrder="row-major")
@@ -97,10 +100,30 @@ class HeatmapPlot(QtWidgets.QWidget):
         self.view.scene().sigMouseClicked.connect(self._clicked)
         self.view.getViewBox().sigResized.connect(self._label_rows)
         cache_axes(item)
-        layout.addWidget(self.view, HEAT_SHARE)
+        self.rows_area = QtWidgets.QScrollArea()
+        self.rows_area.setWidgetResizable(True)
+        self.rows_area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.rows_area.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.rows_area.setWidget(self.view)
+        self.rows_area.viewport().installEventFilter(self)
+        layout.addWidget(self.rows_area, 1)
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
         return QtCore.QSize(420, 210)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802  (Qt naming)
+        """The rows' viewport resized (a scroll bar shown or hidden): the means plot keeps the scroll bar's
+        width free at its right too, so the two plots' time axes stay one above the other."""
+        if event.type() == QtCore.QEvent.Type.Resize and watched is self.rows_area.viewport():
+            bar = self.rows_area.width() - self.rows_area.viewport().width()
+            self.means.getPlotItem().getAxis("right").setWidth(BAR_WIDTH + bar)
+        return False
+
+    def _name_time_axis(self, text: str) -> None:
+        """The time axis's name in its tooltip and the cursor's text, not under it: its line is the rows'."""
+        axis = self.means.getPlotItem().getAxis("bottom")
+        axis.showLabel(False)
+        axis.setToolTip(text)
 
     def pixels(self) -> int:
         """The heatmap's width in pixels: its columns need be no narrower."""
@@ -121,6 +144,7 @@ class HeatmapPlot(QtWidgets.QWidget):
             line = pg.InfiniteLine(first - 0.5, angle=0, pen=pg.mkPen(theme.PANEL, width=2))
             item.addItem(line, ignoreBounds=True)
             self._dividers.append(line)
+        self.view.setMinimumHeight(ROW_PX * len(self.devices) + 2 * ROWS_MARGIN)
         self._label_rows()
         item.setYRange(-0.5, max(len(self.devices), 1) - 0.5, padding=0)
         if self.selected not in self.devices:
@@ -193,7 +217,7 @@ class HeatmapPlot(QtWidgets.QWidget):
         self.figure = None
         self.x_origin = origin
         self.means.show_title(self.frame.title)
-        self.view.getPlotItem().setLabel("bottom", self.frame.x.text, color=theme.MUTED)
+        self._name_time_axis(self.frame.x.text)
 
     def clear(self) -> None:
         self.show_columns([], np.empty((0, 0)), 0.0, 1.0, self._levels)
@@ -203,7 +227,7 @@ class HeatmapPlot(QtWidgets.QWidget):
         heat = figure.heat
         matrix = as_matrix(heat.values)
         self.x_origin = None
-        self.view.getPlotItem().setLabel("bottom", figure.x.text, color=theme.MUTED)
+        self._name_time_axis(figure.x.text)
         self.means.show_title(figure.title)
         self.show_columns(list(heat.devices), matrix, heat.x0, heat.dx, (heat.low, heat.high),
                           x_range=(heat.x0, heat.x0 + heat.dx * max(heat.columns, 1)))

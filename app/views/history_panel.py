@@ -145,9 +145,11 @@ class HistoryPanel(QtWidgets.QWidget):
             bar.addWidget(button)
         self.runs_button.setChecked(True)
         self.page_group.idClicked.connect(lambda i: self.show_page("experiments" if i else "runs"))
-        self.count_label = ElidedLabel()
+        # The store's path cut in its middle (its file's name stays), given more room than the hint beside it,
+        # which says what every user learns once.
+        self.count_label = ElidedLabel(mode=QtCore.Qt.TextElideMode.ElideMiddle)
         self.count_label.setObjectName("muted")
-        bar.addWidget(self.count_label, 1)
+        bar.addWidget(self.count_label, 3)
         self.hint = ElidedLabel(RUNS_HINT)
         self.hint.setObjectName("muted")
         self.hint.setAlignment(QtCore.Qt.AlignmentFlag.AlignRight | QtCore.Qt.AlignmentFlag.AlignVCenter)

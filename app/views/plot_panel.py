@@ -47,6 +47,7 @@ FRAME_GROUPS = ("telemetry", "steps", "timeline")
 # 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
 # the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
 PLOT_MIN_HEIGHT = 135
+HEAT_ROW_STRETCH = 3   # the telemetry row's height against the step plots' while it shows heatmaps
 HEAT_FRAME_S = 1.0  # seconds between live heatmap and many devices' timeline redraws (see _is_due)
 GRID_COLUMNS = 6   # the plots' grid: two telemetry plots of three columns, three step plots of two
 
@@ -151,12 +152,13 @@ class PlotPanel(QtWidgets.QWidget):
         self.run_marks = RunMarks(self._plots(per_device=True))
         self.telemetry_redraw = TelemetryRedraw(telemetry, [spec for spec in LIVE_PLOTS if spec.per_device],
                                                 {spec.name: self.series_plots[spec.name] for spec in telemetry_plots},
-                                                self.heatmaps)
+                                                self.heatmaps, on_heat=self._give_heatmaps_room)
         self.outliers = OutlierList()
         self.outliers.sigDeviceClicked.connect(self._device_clicked)
         self.outliers.setVisible(False)
         top.addWidget(self.outliers)
         layout.addLayout(grid, 5)
+        self.plot_grid = grid
 
         # What the figures say, first thing under the plots (app/views/findings_panel.py).
         self.findings = FindingsPanel()
@@ -169,6 +171,12 @@ class PlotPanel(QtWidgets.QWidget):
         layout.addWidget(self.timeline_row, 2)
         self.picked: str | None = None   # the device a click picked (a hovered finding's devices pass)
         self.set_mode("live")
+
+    def _give_heatmaps_room(self, heat: bool) -> None:
+        """Heatmaps take the telemetry row's greater part (a device's row is 3 px at least: HeatmapPlot), the
+        step plots keeping their minimum height; lines share the rows evenly."""
+        self.plot_grid.setRowStretch(0, HEAT_ROW_STRETCH if heat else 1)
+        self.plot_grid.setRowStretch(1, 1)
 
     @property
     def plots(self) -> dict[str, QtWidgets.QWidget]:

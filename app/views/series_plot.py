@@ -22,6 +22,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.views import plot_export, theme
 from app.views.plot_hover import Found, Hover, quantity
 from app.views.plot_legend import LegendRow
+from app.views.series_arrays import drawn, floats, keep_a_constant_readable
 from engine.figures import Axis, Figure, Series, palette, series_table
 from engine.figures.label_rows import label_rows
 from engine.figures.numbers import format_value, is_number
@@ -193,7 +194,7 @@ class SeriesPlot(pg.PlotWidget):
             self._styles[key] = {"name": name or key, "color": color, "dash": 0, "width": width, "faint": False}
             self.legend.add(key, name or key, color, 0)
         self._data[key] = (x, y)
-        x, y, connect = _drawn(x, y)
+        x, y, connect = drawn(x, y)
         curve.setData(x, y, connect=connect)
 
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
@@ -222,7 +223,7 @@ class SeriesPlot(pg.PlotWidget):
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
         self._data[key] = (x, y)
-        x, y, connect = _drawn(x, y)
+        x, y, connect = drawn(x, y)
         # A line needs two points: a one-step run, or a short run's one memory sample,
         # would show nothing. Such series are drawn as dots until they grow.
         lone = len(x) < 2
@@ -240,7 +241,7 @@ class SeriesPlot(pg.PlotWidget):
         self.set_axes(figure.x, figure.y)
         item = self.getPlotItem()
         for s in figure.series:
-            x, y, err = _floats(s)
+            x, y, err = floats(s)
             self.set_series(s.name, x, y, s.color, s.name, dash=s.dash, width=s.width, faint=s.faint)
             if s.markers:
                 curve = self._curves[s.name]
@@ -262,6 +263,7 @@ class SeriesPlot(pg.PlotWidget):
                 self._add_extra(pg.ScatterPlotItem([mark.x], [mark.y], symbol="o", size=MARK_SYMBOL_SIZE,
                                                    brush=None, pen=pg.mkPen(mark.color, width=2)))
         self._stack_marks()
+        keep_a_constant_readable(item.getViewBox(), self._data.values())
         item.enableAutoRange()
         low, high = figure.y_range
         if is_number(low) and is_number(high):
@@ -289,6 +291,7 @@ class SeriesPlot(pg.PlotWidget):
         finally:
             # Auto-range now, while the curves are held: left to the paint, the new range
             # would move the axes during the paint and the view would paint twice.
+            keep_a_constant_readable(view, self._data.values())
             view.updateAutoRange()
             for curve in list(self._curves.values()):
                 curve.hold = False
@@ -408,28 +411,6 @@ class SeriesPlot(pg.PlotWidget):
     def export(self, fmt: str, path: str | Path) -> Path | None:
         """Write the plot as ``fmt`` (png, svg, pdf or csv) to ``path``; emits sigExported or sigExportFailed."""
         return plot_export.export_widget(self, fmt, path)
-
-
-def _floats(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """A series as arrays: points of no x left out, a y of no number NaN (a break), errors 0 where none."""
-    x = np.array([v if is_number(v) else np.nan for v in s.x], dtype=float)
-    y = np.array([v if is_number(v) else np.nan for v in s.y], dtype=float)
-    keep = np.isfinite(x)
-    err = None
-    if s.yerr is not None:
-        err = np.array([abs(v) if is_number(v) else 0.0 for v in s.yerr], dtype=float)[keep]
-    return x[keep], y[keep], err
-
-
-def _drawn(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | np.ndarray]:
-    """What a curve draws: its points of a value, joined but across a NaN (a gap), as pyqtgraph's
-    ``connect`` array says (point i joins i+1 where True). Without NaN, as given (no copy, no check)."""
-    has = np.isfinite(y)
-    if has.all():
-        return x, y, "all"
-    index = np.flatnonzero(has)
-    connect = np.diff(index) == 1   # the next point with a value is the next point: no gap between
-    return x[index], y[index], np.append(connect, False)
 
 
 def stack_labels(view: pg.ViewBox, lines: list[pg.InfiniteLine], rows: int = 3) -> None:

@@ -8,6 +8,8 @@ buffers that changed; from there on each plot is a HeatmapPlot fed with column m
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from app.state.heat_columns import HeatColumns
@@ -33,8 +35,10 @@ class TelemetryRedraw:
     devices, into ``heatmaps`` (a HeatmapPlot per LivePlot, in the same place)."""
 
     def __init__(self, telemetry: TelemetryHistory, specs: list[LivePlot], lines: dict[str, SeriesPlot],
-                 heatmaps: dict[str, HeatmapPlot]):
+                 heatmaps: dict[str, HeatmapPlot], on_heat: Callable[[bool], None] = lambda heat: None):
+        """``on_heat``: told when the plots turn to heatmaps and back (the panel gives them more room)."""
         self.telemetry = telemetry
+        self.on_heat = on_heat
         self.specs = specs
         self.lines, self.heatmaps = lines, heatmaps
         self.heat = False                     # drawn as heatmaps now
@@ -58,6 +62,7 @@ class TelemetryRedraw:
             plot.setVisible(not heat)
             self.heatmaps[name].setVisible(heat)
             plot.stand_in = self.heatmaps[name] if heat else None
+        self.on_heat(heat)
         if not heat:
             self._drawn.clear()
 

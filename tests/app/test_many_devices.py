@@ -69,7 +69,9 @@ def test_sixty_four_devices_are_a_heatmap_grouped_by_node_with_the_idle_device_f
     assert list(means) == [f"{node} mean" for node in NODES]
     assert means["node5 mean"] == pytest.approx((7 * 90 + 5) / 8) and means["node4 mean"] == pytest.approx(90.0)
     # The cursor on the idle device's row names it and its value.
-    found = heat.cell_at(panel.now() - 5, NAMES.index(IDLE))
+    row = NAMES.index(IDLE)   # a column with a sample (the clock has moved on since they were fed)
+    column = np.flatnonzero(np.isfinite(heat._matrix[row]))[-1]
+    found = heat.cell_at(heat._x0 + heat._dx * (column + 0.5), row)
     assert found is not None and IDLE in found.text and "utilization 5 %" in found.text
     # The devices to look at first: the idle one, and nothing else stands out.
     assert panel.outliers.isVisibleTo(panel)
@@ -77,6 +79,27 @@ def test_sixty_four_devices_are_a_heatmap_grouped_by_node_with_the_idle_device_f
     # File › Export of the utilization plot writes what is shown: the heatmap.
     path = panel.series_plots["utilization"].export("svg", tmp_path / "utilization.svg")
     assert path is not None and 'id="utilization/heat"' in path.read_text()
+
+
+def test_in_a_laptops_plots_area_each_device_has_three_pixels_every_node_its_name_and_one_time_axis(panel, qtbot):
+    """The Plots tab of a 1280x800 window (about 840x590): 64 rows of at least 3 px, scrolled under the means plot
+    where they do not fit; each node named; the means' time axis over the rows' time, pixel for pixel; a constant
+    throughput reads flat, not as an axis of 640.0 +/- 0.4."""
+    panel.resize(840, 590)
+    panel.redraw(force=True)
+    qtbot.wait(50)
+    for heat in panel.heatmaps.values():
+        rows_px = heat.view.getViewBox().height() / len(NAMES)
+        assert rows_px >= 3, rows_px
+        assert left_labels(heat.view) == NODES
+        means_box, rows_box = heat.means.getPlotItem().getViewBox(), heat.view.getViewBox()
+        left = [box.mapToDevice(box.mapFromView(QtCore.QPointF(-30, 0))) for box in (means_box, rows_box)]
+        right = [box.mapToDevice(box.mapFromView(QtCore.QPointF(-1, 0))) for box in (means_box, rows_box)]
+        on_screen = [box.scene().views()[0].mapToGlobal(point.toPoint()).x()
+                     for box, point in zip((means_box, rows_box, means_box, rows_box), left + right, strict=True)]
+        assert abs(on_screen[0] - on_screen[1]) <= 1 and abs(on_screen[2] - on_screen[3]) <= 1, on_screen
+    low, high = panel.series_plots["throughput"].getPlotItem().getViewBox().viewRange()[1]
+    assert high - low >= 0.2 * 640.0 and low < 640.0 < high, (low, high)
 
 
 def test_a_device_picked_in_the_outlier_list_is_highlighted_in_the_heatmaps_and_the_timeline(panel, qtbot):

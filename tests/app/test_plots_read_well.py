@@ -242,7 +242,9 @@ def test_hover_names_the_point_under_the_cursor(panel):
     assert text.startswith("core 0\n") and re.search(r"\ntime from now -[\d.]+ s\n", text), text
     assert text.endswith("\nutilization 100 %"), text
     assert panel.series_plots["utilization"].hover.label.isVisible()
-    text = hover(panel.series_plots["memory"], x[10], 700.0)
+    # the last of the earlier samples (58 to 45 s ago): the window's left edge moves on with the clock
+    memory_x, memory_y = panel.series_plots["memory"].series_data("cpu:0")
+    text = hover(panel.series_plots["memory"], memory_x[np.flatnonzero(memory_y == 700.0)[-1]], 700.0)
     assert text.startswith("cpu:0\n") and text.endswith("memory used 700 MiB")
     (left, right), (bottom, top) = panel.series_plots["memory"].getPlotItem().getViewBox().viewRange()
     assert hover(panel.series_plots["memory"], (left + right) / 2, (bottom + top) / 2) == ""   # in the gap: nothing

@@ -211,6 +211,9 @@ def test_changing_texts_never_raise_the_window_minimum_size(qtbot, qapp_configur
     after = win.minimumSizeHint()
     assert after.width() == before.width() and after.height() <= before.height() + 8, (before, after)
     assert win.status_label.text() == long and win.status_label.toolTip() == long
+    from PySide6 import QtWidgets
+    shown = QtWidgets.QLabel.text(win.history.count_label)   # what is painted: cut in its middle
+    assert shown.startswith("12 runs") and shown.endswith(".sqlite3") and "…" in shown, shown
     win.shutdown()
 
 
