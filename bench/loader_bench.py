@@ -18,14 +18,14 @@ BASE = ExperimentConfig(model="resnet18", devices="cpu:1", batch_size=32, steps=
 
 
 def measured(config: ExperimentConfig, db: str) -> tuple[float, float]:
-    """(throughput, the device's input-wait share) of one run."""
+    """(throughput, the device's share on its input: decoding it itself, or waiting for its workers) of one run."""
     session = RunSession(config, db_path=db, telemetry_hz=10)
     session.start()
     result = session.wait(600)
     if result is None or result.status != "finished":
         raise RuntimeError(f"{config.loader_workers} workers: {result and result.error}")
     summary = result.summary
-    return summary.throughput.mean, max(d.share("data") for d in summary.time_by_kind)
+    return summary.throughput.mean, max(d.input_share for d in summary.time_by_kind)
 
 
 def sweep(rounds: int = 3) -> list[dict]:

@@ -1,12 +1,19 @@
 """An engine run's findings beside a script's (engine/record/findings.py): a split whose stages are not balanced,
-a bubble over its schedule's theory, memory near the device's limit, and none of them where the figures are as
-they should be. Summaries built directly: nothing runs."""
+a bubble over its schedule's theory, memory near the device's limit, a rank loading its data itself against one
+waiting for its loader's workers, and none of them where the figures are as they should be. Summaries built
+directly, or from step reports through the worker's merger and totals: nothing runs."""
 from __future__ import annotations
 
 import pytest
 
+from engine.config import ExperimentConfig
 from engine.record.findings import bubble_above_theory, findings, memory_near_limit, unbalanced_stages, with_telemetry
+from engine.record.rank_events import StepReport
+from engine.record.step_merger import StepMerger
+from engine.record.summary import summarize
+from engine.record.totals import RunTotals
 from engine.results import Bubble, RunSummary
+from engine.script_results import LoaderFacts, ScriptFacts
 from engine.telemetry.summary import TelemetrySummary
 
 pytestmark = pytest.mark.quick
@@ -44,3 +51,60 @@ def test_memory_near_the_limit_counts_a_gpu_alone_and_cpu_devices_together():
     assert memory_near_limit(summary, {}) == []   # no limits known: nothing said
     listed = with_telemetry(summary, memory_limits={"cuda:0": 8 * GIB}).findings
     assert [f.code for f in listed] == ["memory_near_limit"]
+
+
+def watched_slow_loader(kind: str, workers: int) -> RunSummary:
+    """A watched script's summary, as the worker makes it from its one rank's step reports: each 100 ms step spends
+    60 ms taking its batch from a DataLoader with ``workers`` workers (timed as ``kind``, engine/watch/script_facts.py
+    fetch_kind), then 40 ms of forward, backward and optimizer."""
+    merger, totals = StepMerger(1, ["cpu:0"], origin=0.0, loss_parts=False), RunTotals(["cpu:0"], warmup=1)
+    for k in range(5):
+        t = 0.1 * k
+        intervals = [[kind, t, t + 0.06], ["forward", t + 0.06, t + 0.08], ["backward", t + 0.08, t + 0.095],
+                     ["optimizer", t + 0.095, t + 0.1]]
+        totals.add(merger.add(0, StepReport(k, t, t + 0.1, {"cpu:0": intervals}, 0.5, 32)))
+    facts = ScriptFacts(model="Net", loader=LoaderFacts(batch_size=32, num_workers=workers))
+    return summarize(run_id="r", status="finished", config=ExperimentConfig(strategy="script"), devices=["cpu:0"],
+                     split=None, micro_batches=1, batch_size=32, totals=totals, param_sq_parts=[],
+                     data_parallel=False, script=facts)
+
+
+def test_a_rank_loading_its_data_itself_is_busy_on_it_and_one_waiting_for_its_workers_idles():
+    """num_workers=0: the rank runs __getitem__ itself, busy all its step, the finding saying it loads (the fix:
+    workers); with workers the same time is a wait, idle: the bubble and the finding's share are that time."""
+    loading = watched_slow_loader("data", 0)
+    (kinds,) = loading.time_by_kind
+    (first, *_) = loading.findings
+    assert loading.devices_busy == [pytest.approx(1.0)] and loading.bubble.measured == pytest.approx(0.0, abs=1e-9)
+    assert kinds.idle_share == pytest.approx(0.0, abs=1e-9)
+    assert first.code == "data_load" and first.share == pytest.approx(kinds.share("data"))
+    assert first.text.startswith(f"cpu:0 spends {round(100 * kinds.share('data'))} % of each step loading its data "
+                                 "in its own process") and "num_workers, now 0" in first.text
+    assert "waits" not in first.text and "data_wait" not in [f.code for f in loading.findings]
+
+    waiting = watched_slow_loader("data-wait", 2)
+    (kinds,) = waiting.time_by_kind
+    (first, *_) = waiting.findings
+    busy = waiting.devices_busy[0]
+    assert first.code == "data_wait" and "data_load" not in [f.code for f in waiting.findings]
+    # one figure: what the rank waited is its idle time, the bubble, and the finding's share
+    assert first.share == pytest.approx(kinds.share("data-wait")) == pytest.approx(kinds.idle_share)
+    assert waiting.bubble.measured == pytest.approx(1 - busy) == pytest.approx(kinds.idle_share)
+    assert first.text.startswith(f"cpu:0 waits on data (its loader's worker processes) "
+                                 f"{round(100 * kinds.idle_share)} % of each step, idle meanwhile")
+    assert "num_workers, now 2" in first.text and "prefetch_factor" in first.text
+    # the same time on the input either way
+    assert kinds.input_share == pytest.approx(loading.time_by_kind[0].input_share)
+    assert not any(f.code == "peer_wait" for f in waiting.findings)
+
+
+def test_an_engine_runs_wait_for_its_loaders_workers_is_no_wait_for_a_peer():
+    """An engine run's idle time is a peer's wait (its timers cover its work), but the wait for its loader's
+    workers: that is data_wait, in the engine's own options."""
+    from engine.results import DeviceKinds
+    kinds = [DeviceKinds(d, 0.1, {"data-wait": 0.05, "forward": 0.05}, idle_s=0.05) for d in ("cpu:0", "cpu:1")]
+    summary = RunSummary(strategy="ddp", devices=["cpu:0", "cpu:1"], steps=4, time_by_kind=kinds)
+    codes = [f.code for f in findings(summary, script=False, world=2)]
+    assert codes.count("data_wait") == 2 and "peer_wait" not in codes
+    (wait, *_) = findings(summary, script=False, world=2)
+    assert "--loader-workers" in wait.text

@@ -1,5 +1,6 @@
-"""--input-prep loader (issue 32): a real DataLoader feeds the steps, its wait is the step's "data", its workers
-run on the cores no device holds and end with the run, and the input-pipeline experiment sweeps them."""
+"""--input-prep loader (issue 32): a real DataLoader feeds the steps, the rank's decoding the step's "data" (busy),
+its wait for the workers "data-wait" (idle), its workers run on the cores no device holds and end with the run, and
+the input-pipeline experiment sweeps them."""
 from __future__ import annotations
 
 import json
@@ -108,8 +109,9 @@ def test_the_loader_feeds_the_prepared_batches_and_a_replica_decodes_its_own_row
     for summary in (single, ddp):
         assert summary.param_change == pytest.approx(ahead.param_change, rel=1e-5)
         assert summary.loss.last == pytest.approx(ahead.loss.last, rel=1e-5)
-        assert all(d.by_kind.get("data", 0) > 0 for d in summary.time_by_kind)   # each rank waited on its batch
-    assert not any(d.by_kind.get("data") for d in ahead.time_by_kind)
+        # each rank waited for its workers' batch (idle), and loaded none itself
+        assert all(d.by_kind.get("data-wait", 0) > 0 and not d.by_kind.get("data") for d in summary.time_by_kind)
+    assert not any(d.input_share for d in ahead.time_by_kind)
 
 
 def loader_workers() -> list[psutil.Process]:
@@ -186,9 +188,12 @@ def test_a_heavy_decode_without_workers_is_most_of_the_step_and_a_worker_on_a_fr
                             decode_cost_ms=80)
     alone = run(base, fresh_store).summary
     helped = run(base.replace(loader_workers=1), fresh_store).summary
-    starved = max(d.share("data") for d in alone.time_by_kind)
-    assert starved > 0.5 and max(d.share("data") for d in helped.time_by_kind) < starved, (alone, helped)
-    assert alone.diagnosis.startswith("cpu:0 waits on data") and "--loader-workers" in alone.diagnosis
+    starved = max(d.input_share for d in alone.time_by_kind)
+    assert starved > 0.5 and max(d.input_share for d in helped.time_by_kind) < starved, (alone, helped)
+    # decoding itself the rank is busy on its data; with a worker, what is left of it is a wait (idle)
+    assert alone.diagnosis.startswith("cpu:0 spends") and "loading its data in its own process" in alone.diagnosis
+    assert "--loader-workers" in alone.diagnosis
+    assert all(d.share("data") == 0 for d in helped.time_by_kind)
     assert helped.throughput.mean > alone.throughput.mean
 
 

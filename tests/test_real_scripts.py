@@ -153,7 +153,8 @@ def test_ranks_that_never_form_a_process_group_are_said_to_train_alone_not_to_wa
 
 def test_a_ddp_script_with_a_slow_loader_has_kinds_that_add_up_to_its_step(watched):
     """Every third batch waits 80 ms on its data: each device's kinds (its all-reduce under its backward counted
-    once, the rest `other`) add up to its step, and throughput is samples over time on the uneven steps."""
+    once, the rest `other`) add up to its step, and throughput is samples over time on the uneven steps. Its
+    DataLoader has no workers: the rank loads its batches itself, busy on its data, and the finding says so."""
     run = watched["slow_loader_ddp"]
     summary = finished(run)
     assert summary["steps"] == 6
@@ -163,10 +164,13 @@ def test_a_ddp_script_with_a_slow_loader_has_kinds_that_add_up_to_its_step(watch
         assert sum(device["by_kind"].values()) == pytest.approx(device["step_s"], rel=0.01), device
         assert timed["data"] > 0 and device["by_kind"].get("communication", 0) + device["hidden"].get(
             "communication", 0) > 0   # DDP's all-reduce, counted once where it overlaps
+        assert "data-wait" not in timed   # no worker to wait for
     measured = [s for s in run.steps() if s.step >= summary["steps"] - summary["steps_measured"]]
     assert summary["throughput"]["mean"] == pytest.approx(sum(s.samples for s in measured)
                                                           / sum(s.time_s for s in measured), rel=1e-6)
-    waits = [f["text"] for f in summary["findings"] if f["code"] == "data_wait"]
-    assert waits and all("num_workers, now 0" in text for text in waits)
+    loads = [f for f in summary["findings"] if f["code"] == "data_load"]
+    assert loads and all("num_workers, now 0" in f["text"] for f in loads) and "data_wait" not in run.codes()
+    shares = {d["device"]: d["by_kind"]["data"] / d["step_s"] for d in summary["time_by_kind"]}
+    assert all(f["share"] == pytest.approx(shares[f["devices"][0]]) for f in loads)   # the kind's share, as said
     assert {"worker", "session", "telemetry"} <= set(summary["recording_cpu_s"]) and "recording_cpu" in run.codes()
     assert "--loader-workers" not in json.dumps(summary["findings"])   # the script's words, not our flags

@@ -291,16 +291,20 @@ def test_the_diagnosis_names_the_device_that_idles_or_waits_on_its_input_most():
     from engine.results import DeviceKinds, RunSummary
     fed = DeviceKinds("cpu:0", 0.1, {"forward": 0.05, "backward": 0.045}, 0.005)
     starved = DeviceKinds("cpu:1", 0.1, {"data": 0.07, "forward": 0.03}, 0.0)
+    fed_late = DeviceKinds("cpu:1", 0.1, {"data-wait": 0.07, "forward": 0.03}, 0.07)   # by its loader's workers
     waiting = DeviceKinds("cpu:1", 0.1, {"forward": 0.03, "wait": 0.06}, 0.06)
 
     def diagnosis(kinds):   # an engine run's: its first finding
         found = findings(RunSummary(devices=[d.device for d in kinds], steps=1, time_by_kind=kinds), script=False,
                          world=len(kinds))
         return found[0].text if found else None
-    # ... with what shortens the wait
-    assert diagnosis([fed, starved]) == "cpu:1 waits on data (the input pipeline) 70 % of each step: more loader " \
-        "workers on cores of their own (--loader-workers, --loader-cores), pinned memory on GPUs (--pin-memory), " \
-        "or a cheaper decode"
+    # ... with what takes the loading off the rank, or shortens the wait
+    assert diagnosis([fed, starved]) == "cpu:1 spends 70 % of each step loading its data in its own process (busy " \
+        "on it, not waiting): loader workers on cores of their own would load it beside the step (--input-prep " \
+        "loader --loader-workers, --loader-cores), or a cheaper decode"
+    assert diagnosis([fed, fed_late]) == "cpu:1 waits on data (its loader's worker processes) 70 % of each step, " \
+        "idle meanwhile: more loader workers on cores of their own (--loader-workers, --loader-cores), pinned " \
+        "memory on GPUs (--pin-memory), or a cheaper decode"
     assert diagnosis([fed, waiting]).startswith("cpu:1 idles 60 % of each step (waiting on a peer")
     assert diagnosis([fed]) == "every device busy at least 95 % of each step" and diagnosis([]) is None
     assert table([fed, starved])[0].split() == ["device", "step", "ms", "data", "forward", "backward", "idle"]

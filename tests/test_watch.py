@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from engine.devices import cpu_devices, usable_cores
+from engine.results import DeviceKinds
 from engine.store import Store
 from helpers import cli, run_torchrun
 from procs import ROOT, wait_for_no_tagged
@@ -150,16 +151,18 @@ def test_a_watched_tensor_parallel_script_shows_each_blocks_all_reduces_and_trai
 @pytest.mark.solo   # the spare core's time is the loader's only when no other test's runs take it
 @pytest.mark.skipif(len(usable_cores()) < 2, reason="needs a core no device holds")
 def test_more_loader_workers_on_the_spare_core_cut_the_input_wait(tmp_path):
-    """The DDP example with slow decoding on one device (cpu:1): decoding in the rank's own process, the wait
-    for data is at least half of each step; with a loader worker, which the watch places on the core no device
-    holds, the wait falls (the order asserted, not the values)."""
+    """The DDP example with slow decoding on one device (cpu:1): decoding in the rank's own process, its data is at
+    least half of each step, busy (``data``); with a loader worker, which the watch places on the core no device
+    holds, what is left is a wait for the worker (``data-wait``, idle) and falls (the order asserted, not the
+    values)."""
     shares = []
-    for workers in ("0", "1"):
+    for workers, kind, other in (("0", "data", "data-wait"), ("1", "data-wait", "data")):
         proc, summary = watch(tmp_path / "runs.db", "--devices", "cpu:1", "--", str(EXAMPLE), "--steps", "8",
                               "--decode-ms", "0.2", "--batch-size", "64", "--workers", workers)
         assert proc.returncode == 0, proc.stderr[-3000:]
         (times,) = summary["time_by_kind"]
-        shares.append(times["by_kind"]["data"] / times["step_s"])
+        assert kind in times["by_kind"] and other not in times["by_kind"], times
+        shares.append(DeviceKinds(**times).input_share)
     assert shares[0] >= 0.5 and shares[1] < shares[0], shares
 
 

@@ -1,6 +1,7 @@
 """How a watched script is read, in one process and without launching anything (issue 51): its steps where
 several optimizers step or none does, its evaluation apart from its steps, its samples from keyword inputs and
-sequence-first models, the command line's plain python form, and what the findings say of impossible figures."""
+sequence-first models, a DataLoader's fetches loaded or waited for, the command line's plain python form, and what
+the findings say of impossible figures."""
 from __future__ import annotations
 
 import pytest
@@ -127,6 +128,38 @@ def test_the_declared_and_given_samples_come_first():
         instruments.uninstall()
     assert [r.samples for r in reports] == [11, 5]
     assert instruments.reader.facts().samples_source == "the script's watch.step(samples=...)"
+
+
+class SlowItems(torch.utils.data.Dataset):
+    """A dataset whose every sample takes 2 ms to make (a slow decode)."""
+
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, index):
+        import time
+        time.sleep(0.002)
+        return torch.ones(2), torch.zeros(1)
+
+
+@pytest.mark.parametrize("workers, kind", [(0, "data"), (1, "data-wait")])
+def test_a_dataloaders_fetch_is_loading_without_workers_and_a_wait_with_them(workers, kind):
+    """Without workers the rank runs __getitem__ itself: its fetches are ``data`` (busy); with a worker process the
+    rank waits for each batch: ``data-wait`` (idle). Either way every step has its fetch, and nothing else is data."""
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        for inputs, targets in torch.utils.data.DataLoader(SlowItems(), batch_size=8, num_workers=workers):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(inputs), targets).backward()
+            optimizer.step()
+    reports, instruments = watching(train)
+    assert len(reports) == 4 and [r.samples for r in reports] == [8] * 4
+    for report in reports:
+        data = [k for k in kinds(report) if k.startswith("data")]
+        assert data == [kind], kinds(report)
+    assert instruments.reader.facts().loader.num_workers == workers
 
 
 @pytest.mark.parametrize("words, script, module, args, refused", [

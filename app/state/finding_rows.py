@@ -36,7 +36,8 @@ THEORY_NOTES = ("no theoretical bubble", "no closed-form bubble")
 MOST_KIND_DEVICES = 4   # devices the time-by-kind line names
 # Where each finding's figure is and what in it says so.
 WHY = {
-    "data_wait": Why(TIMELINE, "the timeline: the data intervals of each step on that device's lane"),
+    "data_load": Why(TIMELINE, "the timeline: the data intervals of each step on that device's lane"),
+    "data_wait": Why(TIMELINE, "the timeline: the thin data-wait bands of each step on that device's lane"),
     "peer_wait": Why(TIMELINE, "the timeline: the idle gaps on that device's lane, and its busy share at its left"),
     "other_time": Why(TIMELINE, "the timeline: the gaps between the model's calls, its backward and its optimizer"),
     "communication": Why(TIMELINE, "the timeline: the communication intervals no compute overlaps"),

@@ -8,7 +8,7 @@ from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.timeline_view import KINDS
 from engine.figures import palette
-from engine.measure.timing import KIND_MEANING
+from engine.measure.timing import KIND_MEANING, WAIT_KINDS
 from engine.traces.lanes import IDLE_LANE_KINDS, LANE_KINDS, LANE_MEANING
 
 TITLE = "Bubble (idle share of a step)"
@@ -77,7 +77,7 @@ class BubbleBox(QtWidgets.QFrame):
             kinds, meaning, thin = list(LANE_KINDS), LANE_MEANING, set(IDLE_LANE_KINDS.values())
         else:   # eval: a script's, named in its findings, not worth a line of every run's box
             kinds = [k for k in KINDS if (split_backward or k not in short) and k != "eval"]
-            meaning, thin = KIND_MEANING, {"wait"}
+            meaning, thin = KIND_MEANING, set(WAIT_KINDS)
         legend = " ".join(f"<span style='color:{palette.kind_color(k)}'>{'▬' if k in thin else '■'}</span>"
                           f"&nbsp;{short.get(k, k)}" for k in kinds)
         legend += f" <span style='color:{theme.over_panel(palette.IDLE, palette.IDLE_ALPHA)}'>■</span>&nbsp;idle"

@@ -56,8 +56,9 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
 
 
 def _input_wait(runs: list[RunSummary]) -> float | None:
-    """The mean over the runs of the largest share of a step a device waits on its input ("data")."""
-    shares = [max(d.share("data") for d in r.time_by_kind) for r in runs if r.time_by_kind]
+    """The mean over the runs of the largest share of a step a device spends on its input (``input_share``:
+    loading it in its own process with no loader workers, waiting for them with some)."""
+    shares = [max(d.input_share for d in r.time_by_kind) for r in runs if r.time_by_kind]
     return statistics.fmean(shares) if shares and any(shares) else None
 
 

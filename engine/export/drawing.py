@@ -24,7 +24,7 @@ from engine.figures import palette
 from engine.figures.figure import Figure
 from engine.figures.numbers import format_value, is_number
 from engine.figures.timeline import KIND_HEIGHT, LANE_HEIGHT
-from engine.measure.timing import BUSY_KINDS
+from engine.measure.timing import KINDS
 
 FORMATS = ("png", "svg", "pdf")
 INSTALL = "pip install matplotlib==3.10.7"
@@ -212,7 +212,7 @@ def _lanes(axes, figure: Figure) -> None:
                    for share in shares if share > 0]
         axes.broken_barh(columns, (row[node] - LANE_HEIGHT / 2, LANE_HEIGHT), facecolors=colours,
                          gid=f"{figure.name}/folded/{node}")
-    kinds = [k for k in BUSY_KINDS + ("wait", "eval") if any(kind == k for _, kind, _, _ in lanes.intervals)]
+    kinds = [k for k in KINDS if any(kind == k for _, kind, _, _ in lanes.intervals)]
     kinds += sorted({kind for _, kind, _, _ in lanes.intervals} - set(kinds))
     for device, i in row.items():
         for kind in kinds:

@@ -19,6 +19,7 @@ MUTED = "#8b949e"       # marks that explain rather than measure: warm-up's end,
 # What a device was doing (engine.measure.timing.KINDS): the timeline's bars and their legend.
 KIND_COLORS = {
     "data": "#76b7b2",
+    "data-wait": "#76b7b2",   # the data colour as a thin band (engine/figures/timeline.py KIND_HEIGHT): idle on data
     "forward": "#4e9af1",
     "backward": "#f28e2b",
     "backward-input": "#ffbe7d",

@@ -12,13 +12,13 @@ from engine.figures.figure import Axis, Figure, Lanes
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.numbers import is_number, pct
 from engine.figures.plan import action_label, measured_actions
-from engine.measure.timing import BUSY_KINDS
+from engine.measure.timing import BUSY_KINDS, WAIT_KINDS
 from engine.results import Bubble, Step
 
 TIMELINE_STEPS = 3          # steps a timeline shows, on screen and in exports: one look for one run
-# Waiting for another device's data is drawn as a thin band: busy in a sense, but not computing; so are a trace's
-# idle gaps, coloured by their cause (engine/traces/lanes.py IDLE_LANE_KINDS).
-KIND_HEIGHT = {"wait": 0.3, "host-wait": 0.3, "kernel-wait": 0.3, "other-idle": 0.3}
+# Waiting for a peer or for a DataLoader's workers is drawn as a thin band: timed, but the device idles; so are a
+# trace's idle gaps, coloured by their cause (engine/traces/lanes.py IDLE_LANE_KINDS).
+KIND_HEIGHT = {**dict.fromkeys(WAIT_KINDS, 0.3), "host-wait": 0.3, "kernel-wait": 0.3, "other-idle": 0.3}
 LANE_HEIGHT = 0.72          # of a lane's pitch: the rest separates the lanes
 FOLD_COLUMNS = 240          # columns of a folded node's busy shading (many devices: a lane per node)
 

@@ -12,10 +12,12 @@ import time
 from contextlib import contextmanager
 
 # Kinds of interval, in a step's order, and what each means (the timeline's legend and
-# the README read this). "wait" is recorded but not busy.
+# the README read this). "data-wait" and "wait" are recorded but not busy.
 KIND_MEANING = {
-    "data": "drawing the batch inside the step (--input-prep in-step), on the process's CPU device, or waiting "
-            "for a DataLoader's next batch (--input-prep loader), on the device that idles meanwhile",
+    "data": "loading the batch in the rank's own process: drawing it inside the step (--input-prep in-step), or a "
+            "DataLoader without workers decoding it (--input-prep loader, a watched script's num_workers=0)",
+    "data-wait": "waiting for a DataLoader's worker processes to hand over the next batch (--loader-workers, a "
+                 "watched script's num_workers > 0): the device idles meanwhile (not busy)",
     "forward": "a stage's or replica's forward pass, the loss included",
     "backward": "a backward pass: gradients of this device's part of the model",
     "backward-input": "a zero-bubble schedule's first half of a backward: the gradient of the stage's input, "
@@ -32,7 +34,8 @@ KIND_MEANING = {
 }
 BUSY_KINDS = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
               "optimizer")
-KINDS = BUSY_KINDS + ("wait", "eval")
+WAIT_KINDS = ("data-wait", "wait")   # timed, but the device idles through them (drawn as thin bands)
+KINDS = BUSY_KINDS + WAIT_KINDS + ("eval",)
 
 
 _open_spans = threading.local()   # per thread: the devices of the spans it is inside, innermost last

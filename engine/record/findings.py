@@ -16,7 +16,10 @@ BALANCED_AT = 0.8         # the least busy stage's work over the busiest's, unde
 ABOVE_THEORY = 0.05       # a bubble this far (and a fifth) over its schedule's theory is worth a finding
 NEAR_LIMIT = 0.9          # a device's peak memory over its memory worth a finding (a "problem" from FULL)
 FULL = 0.97
-# What shortens an input wait, in the engine's own options (engine/config.py).
+# What shortens an input wait, in the engine's own options (engine/config.py): the rank loading its batches itself
+# (busy, "data"), then waiting for its loader's workers (idle, "data-wait").
+ENGINE_LOAD_FIX = ("loader workers on cores of their own would load it beside the step (--input-prep loader "
+                   "--loader-workers, --loader-cores), or a cheaper decode")
 ENGINE_INPUT_FIX = ("more loader workers on cores of their own (--loader-workers, --loader-cores), pinned memory on "
                     "GPUs (--pin-memory), or a cheaper decode")
 
@@ -35,13 +38,20 @@ def findings(summary: RunSummary, *, script: bool, world: int,
     communicated = not script and len(summary.devices) > 1 or bool(summary.communication) or any(
         d.by_kind.get(k) or d.hidden.get(k) for d in kinds for k in ("communication", "wait", "transfer"))
     for d in kinds:
-        data = d.share("data")
-        if data >= NOTICEABLE:
-            found.append(Finding("data_wait", _severity(data), f"{d.device} waits on data (the input pipeline) "
-                                 f"{pct(data)} of each step: {_input_fix(script, facts)}", [d.device], data))
-        # waiting on a peer: an engine run's idle time (its timers cover its work); a script's timed waits (a
-        # pipeline stage's for its peer), its untimed Python being its own (other_time)
-        waited = d.share("wait") if script else d.idle_share
+        # its input: loaded in its own process (busy, as its busy share counts it) or waited for from its loader's
+        # workers (idle): each finding is that kind's share of the step (engine/measure/timing.py KIND_MEANING)
+        loading, waiting = d.share("data"), d.share("data-wait")
+        if loading >= NOTICEABLE:
+            found.append(Finding("data_load", _severity(loading), f"{d.device} spends {pct(loading)} of each step "
+                                 "loading its data in its own process (busy on it, not waiting): "
+                                 f"{_load_fix(script, facts)}", [d.device], loading))
+        if waiting >= NOTICEABLE:
+            found.append(Finding("data_wait", _severity(waiting), f"{d.device} waits on data (its loader's worker "
+                                 f"processes) {pct(waiting)} of each step, idle meanwhile: "
+                                 f"{_input_fix(script, facts)}", [d.device], waiting))
+        # waiting on a peer: an engine run's idle time (its timers cover its work) but its wait for data; a script's
+        # timed waits (a pipeline stage's for its peer), its untimed Python being its own (other_time)
+        waited = d.share("wait") if script else d.idle_share - waiting
         if communicated and len(summary.devices) > 1 and waited >= NOTICEABLE:
             share = waited
             why = "a pipeline stage's wait for its peer's activation or gradient" if script else \
@@ -172,14 +182,25 @@ def _no_steps(status: str, facts: ScriptFacts | None) -> Finding:
                    [], 1.0)
 
 
-def _input_fix(script: bool, facts: ScriptFacts | None) -> str:
-    """What shortens the wait, in the words of what the user can change."""
+def _load_fix(script: bool, facts: ScriptFacts | None) -> str:
+    """What takes the loading off the rank's own process, in the words of what the user can change."""
     if not script:
-        return ENGINE_INPUT_FIX
+        return ENGINE_LOAD_FIX
     loader = facts.loader if facts is not None else None
     if loader is None:
         return ("the script makes its batches itself, outside any DataLoader: a DataLoader with num_workers > 0 "
                 "would make them beside the step")
+    return (f"DataLoader workers would load it beside the step (num_workers, now {loader.num_workers}), "
+            "or a cheaper __getitem__")
+
+
+def _input_fix(script: bool, facts: ScriptFacts | None) -> str:
+    """What shortens the wait for the loader's workers, in the words of what the user can change."""
+    if not script:
+        return ENGINE_INPUT_FIX
+    loader = facts.loader if facts is not None else None
+    if loader is None:   # its settings unread (a DataLoader of its own kind)
+        return "more DataLoader workers (num_workers), a larger prefetch_factor, or a cheaper __getitem__"
     fixes = [f"more DataLoader workers (num_workers, now {loader.num_workers})"]
     if not loader.pin_memory:
         fixes.append("pin_memory=True on GPUs")

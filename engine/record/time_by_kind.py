@@ -5,8 +5,8 @@ from __future__ import annotations
 from engine.results import DeviceKinds
 
 # The order tables list kinds in (engine/measure/timing.py names them; engine/figures/palette.py colours them).
-KIND_ORDER = ("data", "forward", "backward", "backward-input", "backward-weight", "transfer", "communication",
-              "wait", "optimizer", "other")
+KIND_ORDER = ("data", "data-wait", "forward", "backward", "backward-input", "backward-weight", "transfer",
+              "communication", "wait", "optimizer", "other")
 OTHER = "other"   # a step's time in no kind: what the timers did not cover (the script's own Python, a bubble)
 
 
@@ -16,7 +16,7 @@ OTHER = "other"   # a step's time in no kind: what the timers did not cover (the
 # here: the device's own compute, then what it exchanges, then what it waits for. What is left of the others is
 # their hidden (overlapped) part. Kinds not listed (a newer engine's) come last.
 PRECEDENCE = ("forward", "backward", "backward-input", "backward-weight", "optimizer", "communication", "transfer",
-              "data", "wait")
+              "data", "data-wait", "wait")
 BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a step's time (engine/watch)
 
 
@@ -90,14 +90,6 @@ def _hold(group: list[tuple[float, float, str]], held: dict[str, float]) -> None
 def ordered(kinds) -> list[str]:
     """``kinds`` in table order, unknown ones (a newer engine's) after the known."""
     return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))
-
-
-def input_wait_line(devices: list[DeviceKinds]) -> str | None:
-    """Each device's share of its step spent waiting on its input ("data"), where any waits: the bubble box
-    says it beside the bubble. None where no device waits on data."""
-    if not any(d.by_kind.get("data") for d in devices):
-        return None
-    return "input wait (data) per step: " + ", ".join(f"{d.device} {100 * d.share('data'):.0f} %" for d in devices)
 
 
 def table(devices: list[DeviceKinds]) -> list[str]:

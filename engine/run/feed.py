@@ -14,8 +14,9 @@ devices inside the step: for seeing what input preparation costs.
 
 Through a DataLoader (``--input-prep loader``, engine.run.loader) the pool's samples
 are decoded and augmented as they are read, on the loader's workers or (with none)
-by the rank itself; the rank's wait for each batch is ``data`` on its own device,
-on the host's clock (a GPU idles meanwhile), and the copy to a GPU is ``transfer``.
+by the rank itself; the time the rank takes each batch, on its own device and the
+host's clock, is ``data`` where the rank decodes it (busy) and ``data-wait`` where
+it waits for the workers (idle, a GPU too), and the copy to a GPU is ``transfer``.
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ class BatchFeed:
             gpus = any(d.kind == "cuda" for d in ctx.devices)
             self._loader = BatchLoader(config, batches, executor.input_rows, list(loader_cores),
                                        pin_memory=config.pin_memory and gpus)
+            # without workers the rank decodes each batch itself (busy); with them it waits for theirs (idle)
+            self._loader_kind = "data-wait" if config.loader_workers else "data"
 
     def next(self):
         """This step's (inputs, targets), as the executor's step takes them."""
@@ -69,7 +72,7 @@ class BatchFeed:
             waited = time.perf_counter()
             inputs, targets = self._loader.next()
             if self._data_device is not None:   # the host's clock, on a GPU too: it idles while the host waits
-                self._timer.add(self._data_device.name, "data", waited, time.perf_counter())
+                self._timer.add(self._data_device.name, self._loader_kind, waited, time.perf_counter())
             return self._executor.place_batch(inputs, targets)
         data = self._timer.span(self._data_device, "data") if self._data_device is not None else nullcontext()
         with data:

@@ -17,9 +17,11 @@ Installed in a rank process before the script's first line (engine/watch/bootstr
 - **communication**: DDP's all-reduce, ``torch.distributed``'s collectives and tensor parallel's
   functional collectives (engine/watch/communication.py); a barrier is ``wait``;
 - **wait**: a pipeline stage waiting for its peer's activation or gradient (the same module);
-- **data**: each batch's fetch from a DataLoader (engine/watch/script_facts.py times it); a script
-  that makes its batches itself, from a step's end to the next step's first forward (the input
-  pipeline, and whatever else the script does between steps), less any wait for a peer in it.
+- **data**: each batch's fetch from a DataLoader without workers, which loads it in the rank's own
+  process (engine/watch/script_facts.py times it: busy); a script that makes its batches itself, from
+  a step's end to the next step's first forward (the input pipeline, and whatever else the script does
+  between steps), less any wait for a peer in it;
+- **data-wait**: each batch's fetch from a DataLoader with worker processes: the rank waits (idle).
 A step's samples come from, in order: what the script said (splitscope/watch.py ``watch.step(samples=)``),
 the DataLoader batches fetched for it, ``--samples-per-step``, else the batch dimension of the first tensor the
 model took, positional or keyword (engine/watch/script_facts.py: what the script is, read as it runs). What the
@@ -142,15 +144,16 @@ class Instruments(StepEnds):
         self._undo += self.reader.install()
         self.reader.clock, self.reader.on_fetch = (lambda: self.clock.now()), self._fetched
 
-    def _fetched(self, t0, t1) -> None:
-        """A DataLoader's batch, fetched on the script's thread from mark ``t0`` to ``t1``: the step's data (what else
-        the script does between its steps is not, where the batches come from a DataLoader)."""
+    def _fetched(self, kind: str, t0, t1) -> None:
+        """A DataLoader's batch, fetched on the script's thread from mark ``t0`` to ``t1``: the step's data, loaded or
+        waited for (``kind``; what else the script does between its steps is not, where the batches come from a
+        DataLoader)."""
         if threading.get_ident() != self._main or self._own_data:
             return
         self._loader_timed = True
         if self._step_start is None:   # the first step starts at its first batch
             self._step_start = t0
-        self.add("data", t0, t1)
+        self.add(kind, t0, t1)
 
     def _forked(self) -> None:
         self._main = None

@@ -40,7 +40,8 @@ class ScriptReader:
         self._first_parameters: dict[int, object] = {}   # module id -> its first parameter (first_parameter)
         self._dtype_names: dict[object, str] = {}
         self.clock: Callable[[], object] | None = None         # the instruments' marks, and what takes each
-        self.on_fetch: Callable[[object, object], None] = lambda t0, t1: None   # batch's fetch from-to
+        self.on_fetch: Callable[[str, object, object], None] = lambda kind, t0, t1: None   # batch's fetch: its
+        # kind (fetch_kind) from-to
         self._undo: list[Callable[[], None]] = []
 
     # ---- installing ------------------------------------------------------------------
@@ -82,7 +83,7 @@ class ScriptReader:
             batch = original_next(iterator)
             try:
                 if t0 is not None:
-                    reader.on_fetch(t0, reader.clock())
+                    reader.on_fetch(reader.fetch_kind(iterator), t0, reader.clock())
                 reader.fetched(iterator, batch)
             except Exception as exc:  # noqa: BLE001  (never the script's batch lost for our count)
                 reader.could_not("a DataLoader batch's samples", exc)
@@ -94,6 +95,14 @@ class ScriptReader:
     def could_not(self, what: str, exc: Exception) -> None:
         if self.unread is None:
             self.unread = f"{what} could not be read ({type(exc).__name__}: {exc})"
+
+    def fetch_kind(self, iterator) -> str:
+        """What the rank did while a batch came out of ``iterator``: loaded it itself ("data", busy: a DataLoader
+        without workers runs ``__getitem__`` and collate in the rank's process) or waited for a worker process to
+        hand it over ("data-wait", idle)."""
+        loader = self.loaders.get(iterator)
+        workers = loader.num_workers if loader is not None else getattr(iterator, "_num_workers", 0)
+        return "data-wait" if workers else "data"
 
     # ---- what the hooks report -------------------------------------------------------
     def fetched(self, iterator, batch) -> None:

@@ -27,7 +27,8 @@ def quiet_window(qtbot, qapp_configured):
 
 
 def watched_summary() -> RunSummary:
-    """A watched script whose __getitem__ is slow: cpu:0 waits on data 98 % of each step, as the walk found it."""
+    """A watched script whose __getitem__ is slow, its DataLoader without workers: cpu:0 loads its data 98 % of each
+    step (busy, as its busy share says), as the walk found it."""
     kinds = [DeviceKinds("cpu:0", 0.5, {"data": 0.49, "forward": 0.004, "backward": 0.004, "optimizer": 0.002})]
     summary = RunSummary(strategy="script", model="script: slow_loader.py", devices=["cpu:0"], steps=20,
                          steps_measured=19, step_time_s=MeanStd(0.5), throughput=MeanStd(64.0),
@@ -45,12 +46,13 @@ def stored(summary: RunSummary, label: str = "run 1", config: ExperimentConfig |
                    summary=summary, error=None)
 
 
-def test_a_watched_scripts_data_wait_is_the_first_finding_and_reads_without_scrolling(qtbot, quiet_window):
+def test_a_watched_scripts_data_loading_is_the_first_finding_and_reads_without_scrolling(qtbot, quiet_window):
     quiet_window.center.show_stored_runs([stored(watched_summary())])   # as HistoryFlow shows a stored run
     panel = quiet_window.plots.findings
     qtbot.waitUntil(panel.isVisible, timeout=2_000)
     first = panel.texts()[0]
-    assert panel.rows[0].code == "data_wait" and first.startswith("cpu:0 waits on data (the input pipeline) 98 %")
+    assert panel.rows[0].code == "data_load" and first.startswith("cpu:0 spends 98 % of each step loading its data "
+                                                                  "in its own process")
     assert "num_workers, now 0" in first   # the script's own DataLoader words, not our flags
     assert panel.first_row_in_view() and panel.scroll.verticalScrollBar().value() == 0
     # the first row whole within the window at 1280x800
@@ -60,7 +62,7 @@ def test_a_watched_scripts_data_wait_is_the_first_finding_and_reads_without_scro
     assert "disturbed" in codes and "time_by_kind" in codes   # the telemetry's word, and the kinds of the step
     # the bubble box keeps to the bubble: no finding, diagnosis or disturbance in it
     bubble = quiet_window.plots.bubble.formula.text()
-    assert "waits on data" not in bubble and "other programs" not in bubble
+    assert "loading its data" not in bubble and "other programs" not in bubble
 
 
 def test_hovering_a_finding_marks_its_devices_and_its_why_names_the_figure(qtbot, quiet_window):
