@@ -13,7 +13,7 @@ from app.state.problem_help import Help
 from app.state.run_rules import Activity, blocked_reason, ready_text
 from engine.config import ExperimentConfig
 from engine.devices import Device
-from engine.events import Errored, Finished, Launched, Started, Warned
+from engine.events import Errored, Finished, Launched, Log, Started, Warned
 from engine.results import Bubble, RunSummary, Step
 from no_qt import run_without_qt
 
@@ -146,6 +146,16 @@ def test_each_worker_event_has_its_log_line_and_level():
     assert event_log_line(Warned(t=1.0, message="slow"), run) == ("warning: slow", "warning")
     assert event_log_line(Errored(t=1.0, rank=1, message="died"), run) == ("error (rank 1): died", "error")
     assert event_log_line(step(0, 0.1, {}), run) is None   # steps are the plots'
+    # what a rank printed, under its rank; a script watched as one plain process is "the script"
+    assert event_log_line(Log(t=1.0, rank=1, message="epoch 1"), run) == ("rank 1: epoch 1", "info")
+    plain = RunProgress(config=ExperimentConfig(strategy="script", script="/work/train.py", script_launch="python"))
+    assert event_log_line(Log(t=1.0, rank=0, message="epoch 1"), plain) == ("the script: epoch 1", "info")
+    # a failure's traceback under the rank that raised; a node's error names the node
+    tb = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nKeyError: 4\n'
+    assert event_log_line(Errored(t=1.0, rank=0, message="rank 0 failed: KeyError: 4", traceback=tb), run) == \
+        ("error (rank 0): rank 0 failed: KeyError: 4\n" + tb.rstrip(), "error")
+    assert event_log_line(Errored(t=1.0, node="node1", message="node1 lost"), run) == ("error (node1): node1 lost",
+                                                                                       "error")
 
 
 # -- the planner's state -------------------------------------------------------------------------

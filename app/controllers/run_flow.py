@@ -28,7 +28,7 @@ from app.state.live_data import RunProgress
 from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
-from engine.events import Launched, Started, WorkerEvent
+from engine.events import Errored, Launched, Started, WorkerEvent
 from engine.rules import effective_micro_batches, watches_script
 from engine.run.session import RunResult
 
@@ -47,6 +47,7 @@ class RunFlow(QtCore.QObject):
         self.started_at: float | None = None
         self.runs_begun = 0         # runs begun since the app started, an experiment's too
         self.last_watch: dict[str, str | None] = {}   # the watch dialog's fields, as last accepted
+        self.logged_traceback: str | None = None   # the run's error's traceback, in the Log already with its rank
         self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
         self.worker.sigEvents.connect(self.on_events)
         self.worker.sigFinished.connect(self._on_finished)
@@ -87,6 +88,7 @@ class RunFlow(QtCore.QObject):
         config = config or w.current_config()
         self.center.hide_error()
         self.hold_devices()
+        self.logged_traceback = None
         try:
             run_id = self.worker.start(config)
         except Exception as exc:
@@ -151,6 +153,8 @@ class RunFlow(QtCore.QObject):
             line = run_status.event_log_line(event, progress)
             if line is not None:
                 w.log(line[0], level=line[1])
+            if isinstance(event, Errored):   # its line has the traceback (run_status.event_log_line)
+                self.logged_traceback = event.traceback
         w.update_progress()
 
     def show_progress(self) -> None:
@@ -199,5 +203,5 @@ class RunFlow(QtCore.QObject):
         # The cause in words first ("the worker (pid 123) was killed by SIGKILL"), the traceback behind a button.
         self.center.show_error(f"Run failed: {message}", tb)
         self.window.log(f"run failed: {message}", level="error")
-        if tb:
+        if tb and tb != self.logged_traceback:
             self.window.log(tb, level="error")

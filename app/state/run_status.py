@@ -11,6 +11,7 @@ from engine.events import Errored, Log, Started, Warned, WorkerEvent
 from engine.results import RunSummary
 from engine.rules import model_label, watches_script
 from engine.run.session import RunResult
+from engine.strategies.script import plain
 
 
 def short_id(run_id: str) -> str:
@@ -125,13 +126,22 @@ def event_log_line(event: WorkerEvent, progress: RunProgress) -> tuple[str, str]
     match event:
         case Started():
             return f"started: devices {', '.join(progress.devices)}{_split(progress)}, pids {event.pids}", "info"
-        case Log():
-            return f"log: {event.message}", "info"
+        case Log():   # what a rank printed (a watched script's own output): whose it is first
+            return f"{_whose(event.rank, progress)}: {event.message}", "info"
         case Warned():
             return f"warning: {event.message}", "warning"
-        case Errored():
-            return f"error (rank {event.rank}): {event.message}", "error"
+        case Errored():   # with the traceback of the rank that raised (a watched script's own, as python prints it)
+            whose = _whose(event.rank, progress) if event.rank is not None else event.node or "the run"
+            traceback = f"\n{event.traceback.rstrip()}" if event.traceback else ""
+            return f"error ({whose}): {event.message}{traceback}", "error"
     return None
+
+
+def _whose(rank: int | None, progress: RunProgress) -> str:
+    """"rank 1", or "the script" for a script watched as one plain process (no ranks of its own)."""
+    if watches_script(progress.config) and plain(progress.config):
+        return "the script"
+    return f"rank {rank}" if rank is not None else "the run"
 
 
 def _split(progress: RunProgress) -> str:

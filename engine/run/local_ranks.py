@@ -238,7 +238,10 @@ class LocalRanks:
 
     def _read_stderr(self, r: Rank) -> None:
         for line in r.proc.stderr:
-            r.stderr_tail = (r.stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
+            text = line.decode("utf-8", "replace").rstrip()
+            r.stderr_tail = (r.stderr_tail + [text])[-40:]
+            if self.torchrun_rendezvous:   # a user's script: its logging's lines and warnings are its output too
+                self.queue.put(("stderr", r, text))
 
 
 def script_facts(ranks: list[Rank], steps: int) -> ScriptFacts:

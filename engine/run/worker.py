@@ -157,7 +157,7 @@ class Worker:
             stop_requested = stop_requested or self.stop_event.is_set()
             if kind == "event":
                 failure = self._on_rank_message(r, payload, failure)
-            elif kind in ("stdout", "stdout_eof"):
+            elif kind in ("stdout", "stdout_eof", "stderr"):
                 self._on_output(kind, r, payload)
             elif kind == "garbled":
                 self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
@@ -228,17 +228,18 @@ class Worker:
                 kind, r, payload = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
-            if kind in ("stdout", "stdout_eof"):
+            if kind in ("stdout", "stdout_eof", "stderr"):
                 self._on_output(kind, r, payload)
             elif kind == "event":
                 self._on_rank_message(r, payload, None, steps_only=True)
 
     def _on_output(self, kind: str, r: Rank, line: str | None) -> None:
-        """A line a rank printed (the run's log), or the end of its output."""
+        """A line a rank printed (the run's log; a watched script's stderr too), or the end of its output."""
         if kind == "stdout_eof":
             r.output_closed = True
         elif line:
-            r.output_tail = (r.output_tail + [line])[-OUTPUT_TAIL:]   # said where a script took no step
+            if kind == "stdout":
+                r.output_tail = (r.output_tail + [line])[-OUTPUT_TAIL:]   # said where a script took no step
             self.emit(Log, message=line, rank=r.rank)
 
     def _merge_what_is_queued(self) -> None:

@@ -3,6 +3,7 @@ RunFlow.watch_script), drawn as any run."""
 from __future__ import annotations
 
 import html
+import re
 
 from PySide6 import QtCore, QtWidgets
 
@@ -26,11 +27,15 @@ for _ in range(4):
 print("tiny done")
 """
 FAILING = """\
+import logging
+
+
 def load_the_data():
     raise RuntimeError("the data folder is gone")
 
 
 print("about to fail")
+logging.warning("no checkpoint to resume from")   # on stderr, as a script's logging writes by default
 load_the_data()
 """
 
@@ -195,14 +200,16 @@ def test_a_script_watched_as_plain_python_from_the_dialog_finishes(qtbot, window
     log = window.log_view.toPlainText()
     assert info.status == "finished", (info, log[-2000:])
     assert info.summary.strategy == "script" and info.summary.model == "tiny.py"
-    assert "ranks: none" in log and "tiny done" in log   # as `python tiny.py` runs it
+    assert "the script: ranks: none" in log and "the script: tiny done" in log   # as `python tiny.py` runs it
     assert window.plots.progress.steps_done == 4
     assert window.history.run_ids()[0] == info.run_id and window.runs.last_watch["launch"] == "python"
     assert not window.center.error_panel.isVisible()
 
 
 def test_a_failing_watched_scripts_traceback_is_shown(qtbot, window, monkeypatch, tmp_path):
-    """The script's own traceback, its file and line, in the error panel (open, not behind a click) and the Log."""
+    """The script's own traceback, its file and line, in the error panel (open, not behind a click) and the Log;
+    in the Log each of its two ranks' output (a print, and its logging's line on stderr) under the rank's name, and
+    the traceback once, under the rank that raised."""
     script = tmp_path / "failing.py"
     script.write_text(FAILING)
     info = _watch_from_the_menu(qtbot, window, monkeypatch, script, "torchrun")
@@ -213,8 +220,16 @@ def test_a_failing_watched_scripts_traceback_is_shown(qtbot, window, monkeypatch
     shown_tb = panel.traceback.toPlainText()
     assert panel.traceback.isVisible() and panel.details_button.isChecked()
     assert "Traceback (most recent call last)" in shown_tb, shown_tb
-    assert f'File "{script}", line 6' in shown_tb and "in load_the_data" in shown_tb, shown_tb
+    assert f'File "{script}", line 10' in shown_tb and "in load_the_data" in shown_tb, shown_tb
     assert "RuntimeError: the data folder is gone" in shown_tb
     log = window.log_view.toPlainText()
-    assert "about to fail" in log and f'File "{script}", line 2, in load_the_data' in log, log[-2000:]
+    lines = [re.sub(r"^\d\d:\d\d:\d\d  ", "", line) for line in log.splitlines()]   # less each entry's time
+    for rank in (0, 1):   # the script's own output, each line under its rank
+        assert f"rank {rank}: about to fail" in lines, log[-2000:]
+        assert f"rank {rank}: WARNING:root:no checkpoint to resume from" in lines, log[-2000:]
+    (error,) = [k for k, line in enumerate(lines) if line.startswith("error (rank ")]
+    assert "RuntimeError: the data folder is gone" in lines[error]
+    assert lines[error + 1] == "Traceback (most recent call last):"
+    assert f'  File "{script}", line 5, in load_the_data' in lines[error + 1:], log[-2000:]
+    assert lines.count("RuntimeError: the data folder is gone") == 1   # the traceback's last line, once
     assert window.history.records[0].status == "failed"
