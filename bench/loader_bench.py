@@ -10,6 +10,7 @@ import tempfile
 
 from engine.config import ExperimentConfig
 from engine.cores import usable_cores
+from engine.record.time_by_kind import input_share
 from engine.run.session import RunSession
 
 WORKERS = (0, 1, 2)
@@ -25,7 +26,7 @@ def measured(config: ExperimentConfig, db: str) -> tuple[float, float]:
     if result is None or result.status != "finished":
         raise RuntimeError(f"{config.loader_workers} workers: {result and result.error}")
     summary = result.summary
-    return summary.throughput.mean, max(d.input_share for d in summary.time_by_kind)
+    return summary.throughput.mean, max(input_share(d) for d in summary.time_by_kind)
 
 
 def sweep(rounds: int = 3) -> list[dict]:

@@ -247,10 +247,6 @@ class DeviceKinds:
     def share(self, kind: str) -> float:
         return self.by_kind.get(kind, 0.0) / self.step_s if self.step_s > 0 else 0.0
 
-    @property
-    def input_share(self) -> float:   # on its input: loading it itself ("data", busy), or waiting for its workers
-        return self.share("data") + self.share("data-wait")
-
 
 @dataclass(frozen=True)
 class SplitCost:
@@ -392,7 +388,7 @@ class ExperimentPoint:
     communication: list[Communication | None] | None = None  # per device, per step, its first run's
     disturbed: str | None = None         # a run of the point was disturbed (TelemetrySummary.disturbed): which, how
     input_wait: float | None = None      # the share of its step the device most on its input spends so
-                                         # (DeviceKinds.input_share), mean over the runs; None where none is
+                                         # (time_by_kind.input_share), mean over the runs; None where none is
     series: str | None = None            # the sweep's line it belongs to (default: its strategy's)
     mfu: float | None = None             # the run's MFU (Efficiency.mfu), mean over the runs that have one
     samples_per_joule: float | None = None   # likewise (Efficiency.samples_per_joule: GPUs' energy counters)

@@ -11,6 +11,7 @@ from engine.record.findings import bubble_above_theory, findings, memory_near_li
 from engine.record.rank_events import StepReport
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize
+from engine.record.time_by_kind import input_share
 from engine.record.totals import RunTotals
 from engine.results import Bubble, RunSummary
 from engine.script_results import LoaderFacts, ScriptFacts
@@ -94,7 +95,7 @@ def test_a_rank_loading_its_data_itself_is_busy_on_it_and_one_waiting_for_its_wo
                                  f"{round(100 * kinds.idle_share)} % of each step, idle meanwhile")
     assert "num_workers, now 2" in first.text and "prefetch_factor" in first.text
     # the same time on the input either way
-    assert kinds.input_share == pytest.approx(loading.time_by_kind[0].input_share)
+    assert input_share(kinds) == pytest.approx(input_share(loading.time_by_kind[0]))
     assert not any(f.code == "peer_wait" for f in waiting.findings)
 
 

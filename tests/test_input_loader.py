@@ -14,6 +14,7 @@ import torch
 from engine import cli
 from engine.config import ExperimentConfig
 from engine.cores import usable_cores
+from engine.record.time_by_kind import input_share
 from engine.results import Step
 from engine.run.session import RunSession
 from engine.run.validate import plan
@@ -111,7 +112,7 @@ def test_the_loader_feeds_the_prepared_batches_and_a_replica_decodes_its_own_row
         assert summary.loss.last == pytest.approx(ahead.loss.last, rel=1e-5)
         # each rank waited for its workers' batch (idle), and loaded none itself
         assert all(d.by_kind.get("data-wait", 0) > 0 and not d.by_kind.get("data") for d in summary.time_by_kind)
-    assert not any(d.input_share for d in ahead.time_by_kind)
+    assert not any(input_share(d) for d in ahead.time_by_kind)
 
 
 def loader_workers() -> list[psutil.Process]:
@@ -188,8 +189,8 @@ def test_a_heavy_decode_without_workers_is_most_of_the_step_and_a_worker_on_a_fr
                             decode_cost_ms=80)
     alone = run(base, fresh_store).summary
     helped = run(base.replace(loader_workers=1), fresh_store).summary
-    starved = max(d.input_share for d in alone.time_by_kind)
-    assert starved > 0.5 and max(d.input_share for d in helped.time_by_kind) < starved, (alone, helped)
+    starved = max(input_share(d) for d in alone.time_by_kind)
+    assert starved > 0.5 and max(input_share(d) for d in helped.time_by_kind) < starved, (alone, helped)
     # decoding itself the rank is busy on its data; with a worker, what is left of it is a wait (idle)
     assert alone.diagnosis.startswith("cpu:0 spends") and "loading its data in its own process" in alone.diagnosis
     assert "--loader-workers" in alone.diagnosis

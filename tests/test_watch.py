@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from engine.devices import cpu_devices, usable_cores
+from engine.record.time_by_kind import input_share
 from engine.results import DeviceKinds
 from engine.store import Store
 from helpers import cli, run_torchrun
@@ -162,7 +163,7 @@ def test_more_loader_workers_on_the_spare_core_cut_the_input_wait(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         (times,) = summary["time_by_kind"]
         assert kind in times["by_kind"] and other not in times["by_kind"], times
-        shares.append(DeviceKinds(**times).input_share)
+        shares.append(input_share(DeviceKinds(**times)))
     assert shares[0] >= 0.5 and shares[1] < shares[0], shares
 
 

@@ -230,7 +230,7 @@ def input_pipeline(db: Path, cpu: bool) -> dict:
         except (ValueError, IndexError):
             summary = {"error": proc.stderr.strip()[-2000:]}
         kinds = summary.get("time_by_kind") or []
-        # DeviceKinds.input_share, read from the JSON (this tool imports nothing of the engine): decoding the batch
+        # engine/record/time_by_kind.py input_share, read from the JSON (this tool imports nothing of the engine): decoding the batch
         # in the rank ("data", no workers) or waiting for its workers ("data-wait")
         waits = [(d["by_kind"].get("data", 0.0) + d["by_kind"].get("data-wait", 0.0)) / d["step_s"] for d in kinds
                  if d.get("step_s")]

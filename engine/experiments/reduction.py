@@ -13,6 +13,7 @@ from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.experiments.presets import Point
 from engine.record.summary import stage_balance
+from engine.record.time_by_kind import input_share
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def reduce_point(point: Point, runs: list[RunSummary]) -> ExperimentPoint:
 def _input_wait(runs: list[RunSummary]) -> float | None:
     """The mean over the runs of the largest share of a step a device spends on its input (``input_share``:
     loading it in its own process with no loader workers, waiting for them with some)."""
-    shares = [max(d.input_share for d in r.time_by_kind) for r in runs if r.time_by_kind]
+    shares = [max(input_share(d) for d in r.time_by_kind) for r in runs if r.time_by_kind]
     return statistics.fmean(shares) if shares and any(shares) else None
 
 

@@ -92,6 +92,12 @@ def ordered(kinds) -> list[str]:
     return sorted(kinds, key=lambda k: (KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER), k))
 
 
+def input_share(d: DeviceKinds) -> float:
+    """The device's share of its step on its input: loading it in its own process ("data", busy) or waiting for its
+    DataLoader's workers ("data-wait", idle)."""
+    return d.share("data") + d.share("data-wait")
+
+
 def table(devices: list[DeviceKinds]) -> list[str]:
     """One line per device: its step and each kind in ms, its idle share."""
     kinds = ordered({k for d in devices for k in d.by_kind})
