@@ -25,6 +25,7 @@ from app.services.idle_telemetry import IdleTelemetry
 from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.live_data import RunProgress
+from app.state.plan_state import configured_theory
 from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
@@ -130,6 +131,7 @@ class RunFlow(QtCore.QObject):
                                micro_batches=effective_micro_batches(config),
                                split=list(config.split) if config.split else None,
                                status="starting", label=label)
+        configured_theory(progress, config)   # its ranks' `started` event replaces it with what they run
         self.center.follow_run(progress, take_view, mark or label.split(",")[0])
         self.center.show_timeline_hint(run_status.starting_text(progress, self.first_run))
         self.center.refresh_bubble()   # the figures of this run's configuration, not the last run's

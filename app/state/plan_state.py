@@ -226,6 +226,12 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
     progress.devices = []
     progress.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)
     progress.micro_batches = effective_micro_batches(config)
+    configured_theory(progress, config)
+
+
+def configured_theory(progress: RunProgress, config: ExperimentConfig) -> None:
+    """``progress`` takes the theory of ``config`` as configured: before a run, and for a run until its worker's
+    `started` event brings the theory of what it launched."""
     progress.theory, progress.theory_text, progress.notes = None, None, []
     devices = config_devices(config)
     strategy = STRATEGIES.get(config.strategy)
@@ -233,11 +239,12 @@ def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) ->
         from engine.record.summary import theoretical_bubble, theory_formula, why_no_theory
         names = [d.name for d in devices]
         own = strategy.world_size(config, devices) > 1
-        progress.theory = theoretical_bubble(config.strategy, names, progress.micro_batches, own, config.schedule,
+        micro_batches = effective_micro_batches(config)
+        progress.theory = theoretical_bubble(config.strategy, names, micro_batches, own, config.schedule,
                                              effective_stages_per_device(config))
-        progress.theory_text = theory_formula(config.schedule, len(dict.fromkeys(names)), progress.micro_batches,
+        progress.theory_text = theory_formula(config.schedule, len(dict.fromkeys(names)), micro_batches,
                                               effective_stages_per_device(config))
-        progress.notes = [n for n in [why_no_theory(config.strategy, names, progress.micro_batches, own,
+        progress.notes = [n for n in [why_no_theory(config.strategy, names, micro_batches, own,
                                                     config.schedule)] if n]
 
 

@@ -20,6 +20,8 @@ def _fmt_pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+WHEN_DRAWN = frozenset({"backward-input", "backward-weight", "data-wait"})   # named when a run has them
+
 class BubbleBox(QtWidgets.QFrame):
     """The measured and the theoretical bubble beside the timeline (whose rows carry each device's busy share)."""
 
@@ -53,7 +55,7 @@ class BubbleBox(QtWidgets.QFrame):
         self.formula.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.formula, 1)
         self.legend = QtWidgets.QLabel()
-        self.show_legend(split_backward=False)
+        self.show_legend()
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(QtCore.Qt.TextFormat.RichText)
         layout.addWidget(self.legend)
@@ -68,15 +70,16 @@ class BubbleBox(QtWidgets.QFrame):
         """Whose bubble it is, where several runs are compared side by side (None: the one run's)."""
         self.title.setText(f"Bubble of {name}" if name else TITLE)
 
-    def show_legend(self, split_backward: bool, traces: bool = False) -> None:
-        """The kinds of interval, the zero-bubble schedules' backward halves (I, W) only when the timeline
-        holds some: they would take a line from every other run's box. ``traces``: a run read from profiler
-        traces, whose lanes are kernels by type and idle gaps by cause (engine/traces/lanes.py)."""
+    def show_legend(self, drawn: frozenset[str] = frozenset(), traces: bool = False) -> None:
+        """The kinds of interval; those of some runs only (the zero-bubble schedules' backward halves I and W, a
+        wait on DataLoader workers) only when the timeline draws some (``drawn``): each would take a line from
+        every other run's box. ``traces``: a run read from profiler traces, whose lanes are kernels by type and
+        idle gaps by cause (engine/traces/lanes.py)."""
         short = {"backward-input": "I", "backward-weight": "W"}
         if traces:
             kinds, meaning, thin = list(LANE_KINDS), LANE_MEANING, set(IDLE_LANE_KINDS.values())
         else:   # eval: a script's, named in its findings, not worth a line of every run's box
-            kinds = [k for k in KINDS if (split_backward or k not in short) and k != "eval"]
+            kinds = [k for k in KINDS if (k not in WHEN_DRAWN or k in drawn) and k != "eval"]
             meaning, thin = KIND_MEANING, set(WAIT_KINDS)
         legend = " ".join(f"<span style='color:{palette.kind_color(k)}'>{'▬' if k in thin else '■'}</span>"
                           f"&nbsp;{short.get(k, k)}" for k in kinds)

@@ -28,7 +28,7 @@ from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
 from app.views.telemetry_redraw import TelemetryRedraw
-from app.views.timeline_row import TimelineRow, splits_backward
+from app.views.timeline_row import TimelineRow, drawn_kinds
 from engine.figures import comparison_figures, palette, run_figures
 from engine.figures.figure import Axis
 from engine.figures.heatmap import uses_heatmap
@@ -369,8 +369,9 @@ class PlotPanel(QtWidgets.QWidget):
         run_devices = set(p.devices)
         memory = {d: buf.last(1) for d, buf in self.telemetry.mem.items() if d in run_devices and len(buf)}
         self._show_outliers(p.devices, self._kinds[1], memory)
-        self.bubble.show_legend(splits_backward(self.timeline))
+        self.bubble.show_legend(drawn_kinds(self.timeline))
         when = (run_status.covers_note(p.summary) if p.summary else
+                "as configured, until its ranks start" if p.status == "starting" else
                 "live, the last steps" if p.run_id or p.launched else "for the experiment as configured")
         notes = (p.summary.notes if p.summary else None) or p.notes
         self.bubble.show_figures(p.measured_bubble(), p.theory_bubble(), p.theory_formula(), note=when,

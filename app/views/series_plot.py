@@ -347,6 +347,7 @@ class SeriesPlot(pg.PlotWidget):
             self.getPlotItem().removeItem(extra)
         self._extras = []
         self._mark_lines = []
+        keep_a_constant_readable(self.getPlotItem().getViewBox(), ())   # a new run's range is its own
         if self.figure is not None:
             self.show_title(self.spec.title)
         self.figure = None

@@ -59,7 +59,7 @@ class RunTimeline(QtWidgets.QWidget):
         self.timeline.set_busy(dict(zip(devices, summary.devices_busy, strict=False)),
                                run_status.measured_steps(summary))
         stages = len(summary.split) + 1 if summary.split else len(devices)
-        self.bubble.show_legend(splits_backward(self.timeline), traces=is_trace_run(summary.strategy))
+        self.bubble.show_legend(drawn_kinds(self.timeline), traces=is_trace_run(summary.strategy))
         self.bubble.show_figures(summary.bubble.measured, summary.bubble.theory,
                                  summary.bubble.formula or theory_formula(summary.schedule or "gpipe", stages,
                                                                           summary.micro_batches or 1),
@@ -125,6 +125,6 @@ class TimelineRow(QtWidgets.QWidget):
         return self.runs[0].sizeHint()
 
 
-def splits_backward(timeline: TimelineView) -> bool:
-    """Whether the timeline holds a zero-bubble schedule's backward halves (the legend names them only then)."""
-    return any(row[2] in ("backward-input", "backward-weight") for row in timeline.rows)
+def drawn_kinds(timeline: TimelineView) -> frozenset[str]:
+    """The kinds of interval the timeline draws (the bubble box's legend names some only then)."""
+    return frozenset(row[2] for row in timeline.rows)

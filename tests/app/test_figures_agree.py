@@ -92,3 +92,19 @@ def test_a_what_if_rows_run_is_measured_beside_its_prediction(qtbot, quiet_windo
     assert (table.item(1, 3).text(), table.item(1, 4).text(), table.item(1, 5).text()) == \
         ("80.0 ms", "62.5 ms", "+28.0 %")
     assert table.item(0, 4).text() == "100.0 ms"   # the source's own row: its own step
+
+
+def test_a_starting_runs_bubble_box_shows_its_configured_theory_until_its_ranks_say_theirs(qtbot, quiet_window):
+    """Between Run and the ranks' `started` event (seconds under load) the box named no theory for a pipeline
+    ("No pipeline bubble in theory for this strategy"); it shows the configured one, and says so."""
+    win = quiet_window
+    config = ExperimentConfig(strategy="pipeline", devices="cpu:2", micro_batches=4, batch_size=BATCH, steps=4)
+    win.runs.begin_live_run("r-starting", config, "run r-starting")
+    bubble = win.plots.bubble
+    assert bubble.theory.text() == "20.0%" and "as configured, until its ranks start" in bubble.formula.text(), \
+        (bubble.theory.text(), bubble.formula.text())
+    progress = win.plots.progress
+    progress.apply(Started(t=0.0, devices=[Device("cpu:0", "cpu", 0), Device("cpu:1", "cpu", 1)], split=[2],
+                           micro_batches=4, theory_bubble=0.2, theory_text="(p−1)/(m+p−1): p=2, m=4"))
+    win.plots.refresh_bubble()
+    assert "live, the last steps" in bubble.formula.text(), bubble.formula.text()

@@ -203,6 +203,10 @@ def test_on_a_1280x800_screen_the_bubble_box_shows_its_figures_and_whole_legend(
         assert figure.geometry().bottom() < box.formula.geometry().top()
     assert box.legend.height() >= box.legend.heightForWidth(box.legend.width()) and "idle" in box.legend.text()
     assert box.legend.geometry().bottom() <= box.contentsRect().bottom()
+    # a kind of some runs only is named where the timeline draws it: a wait on DataLoader workers
+    assert "data-wait" not in box.legend.text() and "backward" in box.legend.text()
+    box.show_legend(frozenset({"data-wait"}))
+    assert "data-wait" in box.legend.text()
     win.shutdown()
 
 
