@@ -120,6 +120,22 @@ def test_runs_whose_own_rows_are_lost_come_back_rebuilt_from_their_ids_with_all_
             assert store.step_count(run_id) == 300
 
 
+def test_a_recovery_that_brings_back_no_run_says_why(tmp_path):
+    """"recovered 0 runs" alone left the user guessing (issue 54): an empty file, one that is not SQLite, and a
+    store whose runs are in the target already each say so."""
+    (tmp_path / "empty.sqlite3").write_bytes(b"")
+    (tmp_path / "noise.sqlite3").write_bytes(bytes(range(256)) * 64)
+    db = tmp_path / "runs.sqlite3"
+    store_with_runs(db, runs=2)
+    with Store(tmp_path / "into.sqlite3") as store:
+        said = {name: store.recover_from(tmp_path / f"{name}.sqlite3").describe() for name in ("empty", "noise")}
+        assert "(the file is empty)" in said["empty"], said
+        assert "(the file is not an SQLite database" in said["noise"], said
+        assert store.recover_from(db).runs == 2
+        again = store.recover_from(db)
+        assert again.runs == 0 and "(its 2 runs are in this store already)" in again.describe(), again.describe()
+
+
 def test_sqlite3_recover_is_used_where_it_reads_more(tmp_path, monkeypatch):
     """Where the ``sqlite3`` command's .recover gets more rows than the row-by-row read, its rows are kept (here
     a stand-in for the command, which gives the whole store's SQL: Debian's sqlite3 lacks .recover's

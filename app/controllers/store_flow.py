@@ -24,7 +24,9 @@ class StoreFlow(QtCore.QObject):
         self.error_panel.sigAction.connect(self.recover)
         if notice is not None:
             window.log(notice.message, level="error")
-            self.error_panel.show_error(notice.message, None, "Recover runs" if notice.kept_at else None)
+            self.error_panel.show_error(notice.headline or notice.message, None,
+                                        "Recover runs" if notice.kept_at else None,
+                                        details=notice.message if notice.headline else "")
 
     def recover(self) -> None:
         if self.notice is None or self.notice.kept_at is None or self.recovery.busy:

@@ -27,8 +27,9 @@ from engine.store import RemoteStore, StoreDamaged, default_path, open_store, se
 
 @dataclass(frozen=True)
 class StoreNotice:
-    message: str
+    message: str           # the whole story: what was wrong, where the file went, what Recover does
     kept_at: str | None    # a damaged store set aside, whose readable runs can be recovered
+    headline: str = ""     # one line above the plots (the message behind Details: four lines squeezed the plots)
 
 
 def open_window_store(db_path: str | None) -> tuple[RemoteStore, StoreNotice | None]:
@@ -38,8 +39,9 @@ def open_window_store(db_path: str | None) -> tuple[RemoteStore, StoreNotice | N
     except StoreDamaged as damaged:
         if damaged.kept_at is not None:
             try:
-                return open_store(db_path), StoreNotice(f"{damaged}. Recover copies the runs it can still read "
-                                                        "into the new store.", damaged.kept_at)
+                return open_store(db_path), StoreNotice(
+                    f"{damaged}. Recover copies the runs it can still read into the new store.", damaged.kept_at,
+                    "The run store was damaged and set aside; a fresh one starts.")
             except (sqlite3.Error, OSError) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
         else:
@@ -49,7 +51,8 @@ def open_window_store(db_path: str | None) -> tuple[RemoteStore, StoreNotice | N
     fallback = Path(tempfile.mkdtemp(prefix="splitscope-")) / "runs.sqlite3"
     return open_store(fallback), StoreNotice(
         f"The run store {db_path or default_path()} cannot be used ({problem}). This session's runs are kept in "
-        f"{fallback} instead: export what you want to keep.", None)
+        f"{fallback} instead: export what you want to keep.", None,
+        "The run store cannot be used: this session's runs are kept in a temporary one (see Details).")
 
 
 class StoreRecovery(QtCore.QObject):

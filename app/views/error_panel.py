@@ -44,13 +44,16 @@ class ErrorPanel(QtWidgets.QFrame):
         layout.addWidget(self.traceback)
         self.hide()
 
-    def show_error(self, message: str, tb: str | None, action: str | None = None) -> None:
-        """``action``: the text of a button whose click is sigAction (None: no button)."""
+    def show_error(self, message: str, tb: str | None, action: str | None = None, details: str = "") -> None:
+        """``action``: the text of a button whose click is sigAction (None: no button); ``details``: the whole
+        story behind a one-line ``message``, shown on request (a traceback is shown at once)."""
         # The header is read, the traceback is evidence: only the header loses repr()'s escapes.
         self.message.setText(readable(message))
-        self.traceback.setPlainText(tb or "(no traceback: the process ended without one)")
-        self.details_button.setChecked(bool(tb))
-        self.details_button.setVisible(bool(tb) or action is None)
+        self.message.setToolTip(details)
+        self.traceback.setPlainText(details or tb or "(no traceback: the process ended without one)")
+        self.details_button.setText("Details" if details else "Traceback")
+        self.details_button.setChecked(bool(tb) and not details)
+        self.details_button.setVisible(bool(tb or details) or action is None)
         self.action_button.setText(action or "")
         self.action_button.setVisible(action is not None)
         self.action_button.setEnabled(True)

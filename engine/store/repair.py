@@ -68,10 +68,13 @@ class Recovery:
     rebuilt: int = 0            # runs whose row was lost, rebuilt from their id (their settings unknown)
     partial: int = 0            # runs marked RECOVERED_PARTIAL
     readers: dict[str, str] = field(default_factory=dict)     # table -> whose rows were kept (salvage.py)
+    why_none: str = ""          # where nothing came back: why (an empty file, not SQLite, ...)
 
     def describe(self) -> str:
         text = (f"recovered {_plural(self.runs, 'run', 'runs')} and "
                 f"{_plural(self.experiments, 'experiment', 'experiments')} from {self.source}")
+        if self.why_none:
+            text += f" ({self.why_none})"
         if self.rebuilt:
             text += f" ({self.rebuilt} rebuilt from their ids, their settings unknown)"
         text += ": " + ", ".join(_rows(self.rows.get(t, 0), t) for t in CHILD_TABLES
@@ -261,7 +264,30 @@ def copy_readable(source: Path, target: sqlite3.Connection) -> Recovery:
     return Recovery(str(source), inserted.get("runs", 0), inserted.get("experiments", 0),
                     {t: n for t, n in inserted.items() if t in CHILD_TABLES}, unreadable,
                     {t: found.stretches for t, found in read.items()}, rebuilt, partial,
-                    {t: found.reader for t, found in read.items()})
+                    {t: found.reader for t, found in read.items()},
+                    "" if inserted.get("runs") else _why_none(source, read, had_runs))
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _why_none(source: Path, read: dict, had_runs: set) -> str:
+    """Why no run came back from ``source``: "recovered 0 runs" alone left the user guessing."""
+    try:
+        with source.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"it could not be read: {exc.strerror or exc}"
+    if not head:
+        return "the file is empty"
+    if head != SQLITE_HEADER:
+        return "the file is not an SQLite database: its first bytes are not SQLite's header"
+    if not read:
+        return "none of its tables could be read: the pages that describe them are lost"
+    found = {row[read["runs"].columns.index("id")] for row in read["runs"].rows} if "runs" in read else set()
+    if found and found <= had_runs:
+        return f"its {_plural(len(found), 'run', 'runs')} are in this store already"
+    return "no run's row or step could be read"
 
 
 def _insert(target: sqlite3.Connection, table: salvage.TableRead, rows: list[tuple]) -> int:

@@ -27,7 +27,12 @@ def test_a_damaged_store_opens_the_window_with_a_notice_and_recover_brings_its_r
     assert len(kept) == 1 and db.exists()
     panel = win.center.error_panel
     assert panel.isVisible() and panel.action_button.isVisible() and panel.action_button.text() == "Recover runs"
-    assert f"the run store {db} is damaged" in panel.message.text() and str(kept[0]) in panel.message.text()
+    # one line above the plots (four squeezed them at 1280x800); the whole story behind Details
+    assert panel.message.text() == "The run store was damaged and set aside; a fresh one starts."
+    assert panel.details_button.text() == "Details" and not panel.traceback.isVisible()
+    qtbot.mouseClick(panel.details_button, QtCore.Qt.MouseButton.LeftButton)
+    details = panel.traceback.toPlainText()
+    assert panel.traceback.isVisible() and f"the run store {db} is damaged" in details and str(kept[0]) in details
     assert win.history.records == []
     qtbot.mouseClick(panel.action_button, QtCore.Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(win.history.records) == 5, timeout=20_000)
