@@ -21,10 +21,14 @@
 """
 from __future__ import annotations
 
+import collections
 import os
 import statistics
 import sys
+import threading
 import time
+import traceback
+from pathlib import Path
 from types import SimpleNamespace
 
 GOALS = {"redraw_median_ms": 16.0, "idle_cpu_percent": 3.0, "stall_max_ms": 50.0, "history_open_ms": 1000.0,
@@ -172,8 +176,6 @@ def simulated_step(step: int, names: list[str], start: float):
 
 
 def bench_live_cpu(devices: int = 64, seconds: float = 10.0, warmup: float = 3.0, hz: float = 10.0) -> dict:
-    import threading
-
     import psutil
     from PySide6 import QtCore
 
@@ -291,6 +293,8 @@ def bench_stalls(steps: int = 30) -> dict:
 
     win.sigRunFinished.connect(finished)
     heartbeat.start(period_ms)
+    where = StallSampler(beats)
+    where.start()
     proc = psutil.Process()
     c0 = proc.cpu_times()
     t0 = time.perf_counter()
@@ -298,6 +302,7 @@ def bench_stalls(steps: int = 30) -> dict:
     QtCore.QTimer.singleShot(300_000, loop.quit)
     loop.exec()
     heartbeat.stop()
+    where.stop()
     wall = time.perf_counter() - t0
     c1 = proc.cpu_times()
     # The app's whole process (UI thread, the session's reader and sampler threads): what
@@ -312,4 +317,33 @@ def bench_stalls(steps: int = 30) -> dict:
             "app_cpu_percent_of_a_core": round(100 * app_cpu / wall, 1),
             "stall_max_ms": round(max(gaps), 1) if gaps else None,
             "stall_p99_ms": round(gaps[int(0.99 * len(gaps)) - 1], 1) if gaps else None,
-            "late_over_50ms": sum(g > 50 for g in gaps)}
+            "late_over_50ms": sum(g > 50 for g in gaps), "stalled_in": where.worst()}
+
+
+class StallSampler(threading.Thread):
+    """Where the UI thread is while its heartbeat is late: every SAMPLE_S, when the last beat is more than
+    LATE_S old, the main thread's innermost frames (of the app, the engine, Qt's Python or pyqtgraph) are
+    counted. ``worst``: the stacks that held it longest, with about how many milliseconds each."""
+    SAMPLE_S, LATE_S, FRAMES = 0.005, 0.04, 6
+
+    def __init__(self, beats: list[float]):
+        super().__init__(daemon=True)
+        self.beats, self.main = beats, threading.main_thread().ident
+        self.counts: collections.Counter = collections.Counter()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.SAMPLE_S):
+            if not self.beats or time.perf_counter() - self.beats[-1] < self.LATE_S:
+                continue
+            frame = sys._current_frames().get(self.main)
+            stack = [f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno} {f.name}"
+                     for f in traceback.extract_stack(frame)[-self.FRAMES:]] if frame is not None else []
+            self.counts[" < ".join(reversed(stack))] += 1
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(1.0)
+
+    def worst(self, top: int = 5) -> list[dict]:
+        return [{"ms": round(n * self.SAMPLE_S * 1000), "stack": stack} for stack, n in self.counts.most_common(top)]

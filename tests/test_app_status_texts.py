@@ -66,6 +66,8 @@ def test_an_experiment_says_which_point_of_how_many_and_how_it_ended():
     assert run.bar_text == "run 8 of 15: pipeline"
     once = PointRun("schedules", k=2, n=3, label="gpipe", points=3)
     assert once.header == "Compare pipeline schedules · point 2 of 3: gpipe"        # one repeat: no run count
+    # the plots' line where a run starts: each repeat its own label, not "pipeline" three times
+    assert (run.mark, once.mark) == ("pipeline 2/3", "gpipe")
     progress = starting_run()
     progress.apply(Launched(t=0.5))
     assert running_text(once, progress) == \

@@ -105,7 +105,7 @@ class ExperimentFlow(QtCore.QObject):
         # The first run takes the view; later ones only if the user still watches the live plots.
         watching = self.center.watching_live()
         if run.config is not None:
-            self.runs.begin_live_run(None, run.config, run.header, take_view=k == 1 or watching, mark=label)
+            self.runs.begin_live_run(None, run.config, run.header, take_view=k == 1 or watching, mark=run.mark)
         self.show_status()
         w.log(f"experiment {run.header} (run {k} of {n})")
         if k == 1:   # the experiment is in the store now: list it

@@ -45,6 +45,12 @@ class PointRun:
         return text + (f" · run {self.repeat} of {self.repeats}" if self.repeats > 1 else "")
 
     @property
+    def mark(self) -> str:
+        """The line's label on the telemetry plots where this run starts: "pipeline", "pipeline 2/3" for a
+        repeat (two lines labelled alike read as one entry shown twice)."""
+        return self.label + (f" {self.repeat}/{self.repeats}" if self.repeats > 1 else "")
+
+    @property
     def bar_text(self) -> str:
         """The progress bar's label: it counts the experiment's runs."""
         return f"run {self.k} of {self.n}: {self.label}"
