@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import plot_export, theme
 from app.views.plot_hover import Found, Hover
@@ -30,6 +30,8 @@ from engine.traces.lanes import LANE_KINDS  # a run read from profiler traces: k
 X_RANGE_HEADROOM = 1.12
 X_RANGE_SHRINK = 0.6
 LABEL_PX = 13          # px a lane's label needs
+SMALL_LABEL_PX = 10    # px a lane's label needs in the smaller font taken where lanes are shorter than LABEL_PX
+SMALL_LABEL_PT = 7     # that font's size (eight folded nodes in a 1280x800 window: every node named)
 
 
 class TimelineView(pg.PlotWidget):
@@ -260,14 +262,21 @@ class TimelineView(pg.PlotWidget):
                 labels[k] = labels[k][len(node) + 1:]
         axis = self.getPlotItem().getAxis("left")
         self.labels = labels
-        # Lanes shorter than a line of text (eight folded nodes in a laptop's timeline): every k-th named.
+        # Lanes shorter than a line of text: a smaller font, then every k-th named.
         pixels = self.getPlotItem().getViewBox().height() or 200.0
-        every = max(1, math.ceil(LABEL_PX * len(labels) / pixels))
+        small = LABEL_PX * len(labels) > pixels
+        if small != getattr(self, "_small_labels", False):   # a style change redraws the axis: only on a change
+            self._small_labels = small
+            font = QtGui.QFont(self.font())
+            if small:
+                font.setPointSize(SMALL_LABEL_PT)
+            axis.setStyle(tickFont=font)
+        every = max(1, math.ceil((SMALL_LABEL_PX if small else LABEL_PX) * len(labels) / pixels))
         axis.setTicks([list(enumerate(labels))[::every], []])
         # Tick labels do not widen the axis by themselves; size it for the longest label
         # (room for "100%" always, so the axis keeps its width as the shares change).
         width = max([len(name) + (6 if self.busy else 0) for name in self.devices] + [4])
-        axis.setWidth(int(12 + 7 * width))
+        axis.setWidth(int(12 + (5 if small else 7) * width))
 
     def _lane_label(self, key: str, names: list[str]) -> str:
         """"cpu:0  71%", or a folded node's "node3 ▸ 8  64%" (its devices' mean busy share)."""

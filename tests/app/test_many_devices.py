@@ -98,6 +98,8 @@ def test_in_a_laptops_plots_area_each_device_has_three_pixels_every_node_its_nam
         on_screen = [box.scene().views()[0].mapToGlobal(point.toPoint()).x()
                      for box, point in zip((means_box, rows_box, means_box, rows_box), left + right, strict=True)]
         assert abs(on_screen[0] - on_screen[1]) <= 1 and abs(on_screen[2] - on_screen[3]) <= 1, on_screen
+    # the timeline's eight folded nodes each named too (a smaller font where a lane is short)
+    assert [label.split(" ")[0] for label in left_labels(panel.timeline)] == NODES, left_labels(panel.timeline)
     low, high = panel.series_plots["throughput"].getPlotItem().getViewBox().viewRange()[1]
     assert high - low >= 0.2 * 640.0 and low < 640.0 < high, (low, high)
 
