@@ -109,3 +109,21 @@ def test_an_engine_runs_wait_for_its_loaders_workers_is_no_wait_for_a_peer():
     assert codes.count("data_wait") == 2 and "peer_wait" not in codes
     (wait, *_) = findings(summary, script=False, world=2)
     assert "--loader-workers" in wait.text
+
+
+def test_kinds_longer_than_the_step_are_a_finding_never_shares():
+    """A watched DDP script's kinds once added to 2.11 s in a 0.98 s step (issue 54): the finding says so, and
+    neither the findings panel's time-by-kind line nor the CLI's table gives that device's shares as figures."""
+    from app.state.finding_rows import time_by_kind_text
+    from engine.record.time_by_kind import table
+    from engine.results import DeviceKinds
+    over = DeviceKinds("cpu:0", 0.98, {"forward": 0.71, "backward": 1.4}, idle_s=0.0)
+    fine = DeviceKinds("cpu:1", 0.98, {"forward": 0.3, "backward": 0.6}, idle_s=0.08)
+    summary = RunSummary(run_id="r", strategy="script", devices=["cpu:0", "cpu:1"], steps=4, time_by_kind=[over, fine])
+    assert [f.code for f in findings(summary, script=True, world=2) if f.code == "kinds_exceed_step"] == \
+        ["kinds_exceed_step"]
+    line = time_by_kind_text(summary)
+    assert "cpu:0: kinds add up to more than its step" in line and "forward 72 %" not in line, line
+    assert "cpu:1 backward 61 %, forward 31 %" in line, line
+    rows = table([over, fine])
+    assert rows[1].endswith("kinds exceed the step: see its finding") and "exceed" not in rows[2], rows

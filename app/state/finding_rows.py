@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.record.findings import memory_near_limit
+from engine.record.time_by_kind import exceeds_step
 from engine.results import NodeSummary, RunSummary, TensorMemory
 from engine.script_results import Finding
 
@@ -113,6 +114,9 @@ def time_by_kind_text(summary: RunSummary) -> str | None:
     devices = summary.time_by_kind or []
     for d in devices[:MOST_KIND_DEVICES]:
         if d.step_s <= 0:
+            continue
+        if exceeds_step(d):   # shares adding to more than the step are no figures: its finding says why
+            parts.append(f"{d.device}: kinds add up to more than its step (see its finding)")
             continue
         shares = sorted(((kind, seconds / d.step_s) for kind, seconds in d.by_kind.items() if seconds > 0),
                         key=lambda item: -item[1])

@@ -6,6 +6,7 @@ The worker makes them from its summary (``findings``); the session adds what onl
 (``with_telemetry``: another program on a device's core)."""
 from __future__ import annotations
 
+from engine.record.time_by_kind import exceeds_step
 from engine.results import RunSummary
 from engine.script_results import Finding, ScriptFacts
 
@@ -68,7 +69,7 @@ def findings(summary: RunSummary, *, script: bool, world: int,
             found.append(Finding("communication", _severity(exchanged), f"{d.device} communicates {pct(exchanged)} "
                                  "of each step that no compute hides", [d.device], exchanged))
         total = sum(d.by_kind.values())
-        if d.step_s > 0 and total > 1.01 * d.step_s:
+        if exceeds_step(d):
             found.append(Finding("kinds_exceed_step", "problem", f"{d.device}'s kinds add up to "
                                  f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: its work ran outside the "
                                  "merged step's time (ranks whose k-th steps fall at other times), so its shares of "

@@ -23,6 +23,9 @@ BETWEEN_STEPS = ("eval",)   # a watched script's evaluation: timed, never in a s
 _RANK = {kind: i for i, kind in enumerate(PRECEDENCE)}
 
 
+EXCEEDS_STEP = 1.01   # kinds this much over their step are not rounding
+
+
 def exclusive(intervals, start: float, end: float) -> tuple[dict[str, float], dict[str, float]]:
     """(seconds each kind holds, each moment counted once: the innermost interval's kind, else by
     ``PRECEDENCE``; seconds of each kind hidden under another), within ``[start, end]``: the first add up to at
@@ -98,6 +101,12 @@ def input_share(d: DeviceKinds) -> float:
     return d.share("data") + d.share("data-wait")
 
 
+def exceeds_step(d: DeviceKinds) -> bool:
+    """Its kinds add up to more than its step (ranks whose k-th steps fall at other times): its shares cannot be
+    what they seem, so they are a finding (kinds_exceed_step), never figures."""
+    return d.step_s > 0 and sum(d.by_kind.values()) > EXCEEDS_STEP * d.step_s
+
+
 def table(devices: list[DeviceKinds]) -> list[str]:
     """One line per device: its step and each kind in ms, its idle share."""
     kinds = ordered({k for d in devices for k in d.by_kind})
@@ -105,5 +114,6 @@ def table(devices: list[DeviceKinds]) -> list[str]:
     for d in devices:
         lines.append(f"{d.device:<10} {1e3 * d.step_s:>8.1f} "
                      + " ".join(f"{1e3 * d.by_kind.get(k, 0.0):>{max(9, len(k))}.1f}" for k in kinds)
-                     + f" {100 * d.idle_share:>5.0f}%")
+                     + f" {100 * d.idle_share:>5.0f}%" + ("  kinds exceed the step: see its finding" if exceeds_step(d)
+                                                           else ""))
     return lines
