@@ -330,20 +330,33 @@ class StallSampler(threading.Thread):
         super().__init__(daemon=True)
         self.beats, self.main = beats, threading.main_thread().ident
         self.counts: collections.Counter = collections.Counter()
+        self.others: collections.Counter = collections.Counter()   # the other threads' stacks meanwhile
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(self.SAMPLE_S):
             if not self.beats or time.perf_counter() - self.beats[-1] < self.LATE_S:
                 continue
-            frame = sys._current_frames().get(self.main)
-            stack = [f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno} {f.name}"
-                     for f in traceback.extract_stack(frame)[-self.FRAMES:]] if frame is not None else []
-            self.counts[" < ".join(reversed(stack))] += 1
+            frames = sys._current_frames()
+            self.counts[_stack(frames.get(self.main), self.FRAMES)] += 1
+            # The UI thread waiting for the GIL shows only the event loop: which other thread ran, then.
+            for ident, frame in frames.items():
+                if ident not in (self.main, self.ident):
+                    self.others[_stack(frame, 3)] += 1
 
     def stop(self) -> None:
         self.done.set()
         self.join(1.0)
 
-    def worst(self, top: int = 5) -> list[dict]:
-        return [{"ms": round(n * self.SAMPLE_S * 1000), "stack": stack} for stack, n in self.counts.most_common(top)]
+    def worst(self, top: int = 5) -> dict:
+        def ranked(counts):
+            return [{"ms": round(n * self.SAMPLE_S * 1000), "stack": stack} for stack, n in counts.most_common(top)]
+        return {"ui_thread": ranked(self.counts), "other_threads": ranked(self.others)}
+
+
+def _stack(frame, depth: int) -> str:
+    """A thread's innermost ``depth`` frames, innermost first: "folder/file.py:line function < ..."."""
+    if frame is None:
+        return ""
+    return " < ".join(f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno} {f.name}"
+                      for f in reversed(traceback.extract_stack(frame)[-depth:]))
