@@ -8,6 +8,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run lint test test-quick bench soak gpu-check clean
 
+# Python writes each module's bytecode once (__pycache__, git-ignored), even where the environment says not to:
+# the app, the CLI and each of the suite's hundreds of processes otherwise compile every module they import
+# again (a quarter of a CLI-heavy test file's CPU; about 1.5 s of a loaded machine's app start-up).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
