@@ -17,20 +17,16 @@ from PySide6 import QtCore, QtWidgets
 from app.state import run_status
 from app.state.finding_rows import labelled, live_rows, memory_limits, summary_rows, theory_notes
 from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory
-from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.findings_panel import FindingsPanel
 from app.views.flash import flash
-from app.views.heatmap_plot import HeatmapPlot
+from app.views.live_grid import LIVE_TIME, LivePlotGrid
 from app.views.live_plots import LIVE_PLOTS
-from app.views.outlier_list import OutlierList
-from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
 from app.views.run_marks import RunMarks
 from app.views.series_plot import SeriesPlot
 from app.views.telemetry_redraw import TelemetryRedraw
 from app.views.timeline_row import TimelineRow, drawn_kinds
 from engine.figures import comparison_figures, palette, run_figures
-from engine.figures.figure import Axis
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.run import STEP_COLORS
 from engine.figures.run_names import run_names
@@ -38,18 +34,9 @@ from engine.record.outliers import alike, outliers, step_kinds
 from engine.results import RunSummary, Step
 
 LIVE_WINDOW_S = 60.0
-# Live telemetry's x values are seconds since the app started; its axis, its hover and its exports count
-# back from now (SeriesPlot.x_origin).
-LIVE_TIME = Axis("time from now", "s")
 # The plots redrawn together, each in its own redraw tick (see PlotPanel.redraw).
 FRAME_GROUPS = ("telemetry", "steps", "timeline")
-# Pixels a plot keeps however short the window: its title, legend row, axis and a data area to read (on a
-# 1280x800 screen the utilization plot's data area was about 70 px, under its legend). Two rows of them,
-# the timeline and the window's other parts still fit a 1366x768 laptop (the window's minimum height).
-PLOT_MIN_HEIGHT = 135
-HEAT_ROW_STRETCH = 3   # the telemetry row's height against the step plots' while it shows heatmaps
 HEAT_FRAME_S = 1.0  # seconds between live heatmap and many devices' timeline redraws (see _is_due)
-GRID_COLUMNS = 6   # the plots' grid: two telemetry plots of three columns, three step plots of two
 
 
 STEP_AXIS_PAD = 0.02
@@ -104,61 +91,16 @@ class PlotPanel(QtWidgets.QWidget):
         layout.addLayout(header)
 
         # The live plots, from their definitions (app/views/live_plots.py), two to a row.
-        self.series_plots: dict[str, SeriesPlot] = {}
-        self.heatmaps: dict[str, HeatmapPlot] = {}   # in the telemetry plots' places, with many devices
-        self.time_axes: list[RelativeTimeAxis] = []
-        grid = QtWidgets.QGridLayout()
-        grid.setSpacing(6)
-        # The telemetry row: each plot, or the heatmap in its place (the hidden one takes no room), and with
-        # many devices the devices to look at first beside them (engine/record/outliers.py).
-        top = QtWidgets.QHBoxLayout()
-        top.setSpacing(6)
-        grid.addLayout(top, 0, 0, 1, GRID_COLUMNS)
-        telemetry_plots = [spec for spec in LIVE_PLOTS if spec.per_device]
-        for index, spec in enumerate(LIVE_PLOTS):
-            # Telemetry scrolls in time; steps are whole (a 5-step run's axis must not read 2.5).
-            axis = RelativeTimeAxis() if spec.per_device else WholeNumberAxis()
-            plot = self.series_plots[spec.name] = SeriesPlot.of_frame(spec.figure, x_axis=axis)
-            plot.setMinimumHeight(PLOT_MIN_HEIGHT)
-            # A row of the telemetry plots above, a row of the step plots below, each row as wide as the panel.
-            row = 0 if spec.per_device else 1
-            place = index if spec.per_device else index - len(telemetry_plots)
-            per_row = len(telemetry_plots) if spec.per_device else len(LIVE_PLOTS) - len(telemetry_plots)
-            span = GRID_COLUMNS // per_row
-            if spec.per_device:
-                top.addWidget(plot, 1)
-            else:
-                grid.addWidget(plot, row, place * span, 1, span)
-            # A row no wider at its least than the two telemetry plots above it: the window fits a laptop.
-            plot.setMinimumWidth(2 * plot.minimumWidth() // per_row)
-            if spec.per_device:
-                heat_axis = RelativeTimeAxis()
-                heatmap = self.heatmaps[spec.name] = HeatmapPlot(spec.figure, x_axis=heat_axis)
-                heatmap.x_origin = self.now
-                heatmap.setMinimumHeight(PLOT_MIN_HEIGHT)
-                heatmap.setVisible(False)
-                heatmap.sigDeviceClicked.connect(self._device_clicked)
-                top.addWidget(heatmap, 1)
-                self.time_axes += [axis, heat_axis]
-                # A vertical grid would scroll with the time axis: costly to repaint, and noisy to watch.
-                plot.getPlotItem().showGrid(x=False, y=True, alpha=theme.GRID_ALPHA)
-                plot.getPlotItem().getAxis("left").setStyle(maxTickLevel=1)
-                plot.set_axes(LIVE_TIME, plot.spec.y, origin=self.now)
-                fixed = spec.figure.y_range if spec.figure.y_range and None not in spec.figure.y_range else None
-                if fixed:
-                    plot.setYRange(*fixed, padding=0.02)
-                plot.getPlotItem().enableAutoRange(x=False, y=fixed is None)
-                plot.getPlotItem().setXRange(-self.window_s, 0, padding=0)
+        grid = self.plot_grid = LivePlotGrid(self.now, self.window_s, self._device_clicked)
+        self.series_plots, self.heatmaps, self.time_axes = grid.series_plots, grid.heatmaps, grid.time_axes
+        self.outliers = grid.outliers
         self.run_marks = RunMarks(self._plots(per_device=True))
-        self.telemetry_redraw = TelemetryRedraw(telemetry, [spec for spec in LIVE_PLOTS if spec.per_device],
+        telemetry_plots = [spec for spec in LIVE_PLOTS if spec.per_device]
+        self.telemetry_redraw = TelemetryRedraw(telemetry, telemetry_plots,
                                                 {spec.name: self.series_plots[spec.name] for spec in telemetry_plots},
-                                                self.heatmaps, on_heat=self._give_heatmaps_room)
-        self.outliers = OutlierList()
-        self.outliers.sigDeviceClicked.connect(self._device_clicked)
-        self.outliers.setVisible(False)
-        top.addWidget(self.outliers)
+                                                self.heatmaps, on_heat=grid.give_heatmaps_room,
+                                                make_heatmaps=lambda: grid.make_heatmaps(live=self.mode == "live"))
         layout.addLayout(grid, 5)
-        self.plot_grid = grid
 
         # What the figures say, first thing under the plots (app/views/findings_panel.py).
         self.findings = FindingsPanel()
@@ -171,12 +113,6 @@ class PlotPanel(QtWidgets.QWidget):
         layout.addWidget(self.timeline_row, 2)
         self.picked: str | None = None   # the device a click picked (a hovered finding's devices pass)
         self.set_mode("live")
-
-    def _give_heatmaps_room(self, heat: bool) -> None:
-        """Heatmaps take the telemetry row's greater part (a device's row is 3 px at least: HeatmapPlot), the
-        step plots keeping their minimum height; lines share the rows evenly."""
-        self.plot_grid.setRowStretch(0, HEAT_ROW_STRETCH if heat else 1)
-        self.plot_grid.setRowStretch(1, 1)
 
     @property
     def plots(self) -> dict[str, QtWidgets.QWidget]:
@@ -428,7 +364,7 @@ class PlotPanel(QtWidgets.QWidget):
         self.run_marks.hide()
         views = [run.view() for run in runs]
         figures = {f.name: f for f in (run_figures(views[0]) if single else comparison_figures(views))}
-        heat = any(figures[name].heat is not None for name in self.heatmaps)
+        heat = any(figures[spec.name].heat is not None for spec in LIVE_PLOTS if spec.per_device)
         self.telemetry_redraw.set_heat(heat)
         for spec in LIVE_PLOTS:
             plot = self.series_plots[spec.name]

@@ -35,8 +35,11 @@ class TelemetryRedraw:
     devices, into ``heatmaps`` (a HeatmapPlot per LivePlot, in the same place)."""
 
     def __init__(self, telemetry: TelemetryHistory, specs: list[LivePlot], lines: dict[str, SeriesPlot],
-                 heatmaps: dict[str, HeatmapPlot], on_heat: Callable[[bool], None] = lambda heat: None):
-        """``on_heat``: told when the plots turn to heatmaps and back (the panel gives them more room)."""
+                 heatmaps: dict[str, HeatmapPlot], on_heat: Callable[[bool], None] = lambda heat: None,
+                 make_heatmaps: Callable[[], None] = lambda: None):
+        """``on_heat``: told when the plots turn to heatmaps and back (the panel gives them more room);
+        ``make_heatmaps``: fills ``heatmaps`` the first time they are shown."""
+        self.make_heatmaps = make_heatmaps
         self.telemetry = telemetry
         self.on_heat = on_heat
         self.specs = specs
@@ -58,9 +61,12 @@ class TelemetryRedraw:
         if heat == self.heat:
             return
         self.heat = heat
+        if heat:
+            self.make_heatmaps()
         for name, plot in self.lines.items():
             plot.setVisible(not heat)
-            self.heatmaps[name].setVisible(heat)
+            if name in self.heatmaps:
+                self.heatmaps[name].setVisible(heat)
             plot.stand_in = self.heatmaps[name] if heat else None
         self.on_heat(heat)
         if not heat:
@@ -72,9 +78,9 @@ class TelemetryRedraw:
         self.highlighted = device
         for spec in self.specs:
             row = self._row_key(spec, device) if device else None
-            heatmap = self.heatmaps[spec.name]
-            # A stored run's rows are its devices' own names.
-            heatmap.select(row if row in heatmap.devices else device if device in heatmap.devices else None)
+            heatmap = self.heatmaps.get(spec.name)
+            if heatmap is not None:   # a stored run's rows are its devices' own names
+                heatmap.select(row if row in heatmap.devices else device if device in heatmap.devices else None)
             self.lines[spec.name].emphasize(row)
 
     def run_device(self, key: str) -> str:

@@ -150,7 +150,7 @@ def test_the_legend_has_its_own_row_and_can_be_hidden(panel, qapp_configured):
 
 def test_on_a_1280x800_screen_the_plots_keep_a_data_area_to_read(qtbot, qapp_configured):
     from app.main_window import MainWindow
-    from app.views.plot_panel import PLOT_MIN_HEIGHT
+    from app.views.live_grid import PLOT_MIN_HEIGHT
     win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
     now = time.perf_counter()
     win.telemetry.add([sample(now - 5 + 0.1 * k, f"core {c}") for k in range(50) for c in range(8)])
