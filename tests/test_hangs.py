@@ -9,6 +9,7 @@ import subprocess
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -125,6 +126,40 @@ def test_the_rank_that_stopped_is_named_not_its_waiting_peers():
     assert "its heartbeat stopped" in result.error and f"{LIMIT_S} s (--hang-timeout)" in result.error, result.error
     _, alive = psutil.wait_procs(tagged_processes(), timeout=15)
     assert alive == []
+
+
+def test_the_users_build_is_held_to_the_hang_timeout_and_the_set_up_after_it_to_the_allowance(monkeypatch):
+    """In a rank, building the model is the user's code (its phase held to --hang-timeout); the engine's set-up
+    after it, up to Ready (the strategy's executor, the peaks measured on the device: over 4 s when eight runs share
+    two cores), is the engine's own start-up, held to the start-up allowance (engine/run/heartbeat.py START_UP)."""
+    from engine.devices import cpu_devices
+    from engine.models import build as build_module
+    from engine.run import heartbeat, rank
+    phases, events = [], []
+
+    class Phases:   # what run_rank asks of its Heartbeat
+        phase = heartbeat.BUILDING
+
+        def enter(self, phase):
+            self.phase = phase
+
+        def training(self):
+            self.phase = heartbeat.TRAINING
+    beat = Phases()
+
+    def noting(what, function):
+        def call(*args, **kwargs):
+            phases.append((what, beat.phase))
+            return function(*args, **kwargs)
+        return call
+    monkeypatch.setattr(build_module, "build", noting("build", build_module.build))
+    monkeypatch.setattr(rank, "device_peaks", noting("peaks", rank.device_peaks))
+    config = ExperimentConfig(model="mlp", width=16, depth=2, batch_size=4, steps=1, warmup=0, devices="cpu:1")
+    devices = cpu_devices(1)
+    rank.run_rank(config, devices, 0, 1, SimpleNamespace(emit=events.append), devices[0], heartbeat=beat)
+    assert phases == [("build", heartbeat.BUILDING), ("peaks", heartbeat.PREPARING)]
+    assert heartbeat.BUILDING not in heartbeat.START_UP and heartbeat.PREPARING in heartbeat.START_UP
+    assert [type(e).__name__ for e in events][:1] == ["Ready"] and beat.phase == heartbeat.TRAINING
 
 
 DAEMON_SCRIPT = '''

@@ -24,7 +24,7 @@ from engine.environment import RankEnvironment
 from engine.parent_death import die_with_parent
 from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
-from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, Heartbeat
+from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, PREPARING, Heartbeat
 from engine.run.loader_placement import worker_cores
 from engine.run.protocol import finite
 
@@ -197,6 +197,8 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=(), heartb
     from engine.run import loop
     from engine.strategies.base import ParameterChange, RankContext
     spec = build(config)
+    if heartbeat is not None:   # the user's code has returned: what follows up to the first step is ours
+        heartbeat.enter(PREPARING)
     split = resolve_split(config, spec, devices, rank, world)
     # The GPUs this process works on: its own, or every listed one when it is alone.
     mine = devices if world == 1 else [devices[rank]]
