@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine import cli
+from engine.devices import DeviceError, most_cpu_devices, parse, usable_cores
 from engine.store import Store
 from helpers import cli as run_cli
 
@@ -43,7 +44,6 @@ CASES = {
                                 "--devices"),
     "device does not exist": (["--devices", "cuda:7"], "--devices"),
     "device not a device": (["--devices", "tpu:0"], "--devices"),
-    "more CPU devices than the machine can run": (["--devices", "cpu:1000"], "--devices"),
     "no CPU device": (["--devices", "cpu:0"], "--devices"),
     "an empty model name": (["--model", ""], "--model"),
     "a hang timeout past any timer": (["--hang-timeout", "1e23"], "--hang-timeout"),
@@ -75,6 +75,13 @@ CASES = {
 }
 
 
+# The bound is this machine's (engine/devices.py most_cpu_devices: 8 a core, or its memory at 512 MB a rank): one
+# device past it is refused on any machine; the cpu:1000 where the bound is below it (fewer than 125 cores);
+# a million devices on every machine (8 a core would take 125,000 cores).
+MOST_CPU_DEVICES = most_cpu_devices(usable_cores())[0]
+TOO_MANY_CPU_DEVICES = sorted({MOST_CPU_DEVICES + 1, 1_000_000} | ({1000} if MOST_CPU_DEVICES < 1000 else set()))
+
+
 def assert_invalid(code, err, option, db):
     assert code == 2
     assert any(line.startswith(f"error: {option}") for line in err.splitlines()), err
@@ -87,6 +94,20 @@ def test_bad_option(case, capsys, fresh_store):
     args, option = CASES[case]
     code = cli.main(["run", "--steps", "2", *args] if "--steps" not in args else ["run", *args])
     assert_invalid(code, capsys.readouterr().err, option, fresh_store)
+
+
+@pytest.mark.parametrize("count", TOO_MANY_CPU_DEVICES)
+def test_more_cpu_devices_than_the_machine_runs_are_refused(count, capsys, fresh_store):
+    code = cli.main(["run", "--steps", "2", "--devices", f"cpu:{count}"])
+    err = capsys.readouterr().err
+    assert_invalid(code, err, "--devices", fresh_store)
+    assert f"'cpu:{count}': at most cpu:{MOST_CPU_DEVICES} here (" in err, err
+
+
+def test_the_bound_on_cpu_devices_is_itself_allowed():
+    assert len(parse(f"cpu:{MOST_CPU_DEVICES}", 1)) == MOST_CPU_DEVICES
+    with pytest.raises(DeviceError, match=f"at most cpu:{MOST_CPU_DEVICES} here"):
+        parse(f"cpu:{MOST_CPU_DEVICES + 1}", 1)
 
 
 @pytest.mark.parametrize("kind", list(BROKEN_FILES))
@@ -126,11 +147,22 @@ def test_bad_input_from_the_real_command_line(fresh_store):
     assert "error: --split" in proc.stderr
 
 
-def test_a_watch_on_more_cpu_devices_than_the_machine_runs_is_refused_before_any_rank_starts(tmp_path, fresh_store):
+WATCH_CASES = {
+    "more CPU devices than the machine runs": (["--devices", f"cpu:{MOST_CPU_DEVICES + 1}"],
+                                               f"error: --devices: 'cpu:{MOST_CPU_DEVICES + 1}': at most cpu:"),
+    "no CPU device": (["--devices", "cpu:0"], "error: --devices: 'cpu:0': N in cpu:N must be a whole number"),
+    "a hang timeout past any timer": (["--hang-timeout", "1e23"], "error: --hang-timeout: must be more than 0 and "
+                                                                  "at most"),
+}
+
+
+@pytest.mark.parametrize("case", list(WATCH_CASES))
+def test_a_watch_with_bad_options_is_refused_before_any_rank_starts(case, tmp_path, fresh_store):
+    args, said = WATCH_CASES[case]
     script = tmp_path / "train.py"
     script.write_text("raise SystemExit('never started')\n")
-    proc = run_cli("watch", "--devices", "cpu:1000", "--db", str(fresh_store), "--", str(script))
-    assert proc.returncode == 2 and "error: --devices: 'cpu:1000': at most cpu:" in proc.stderr, proc.stderr
+    proc = run_cli("watch", *args, "--db", str(fresh_store), "--", str(script))
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert "never started" not in proc.stderr + proc.stdout
     with Store(fresh_store) as store:
         assert store.list_runs() == []
