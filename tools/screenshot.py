@@ -1,6 +1,6 @@
 """Take the README screenshot from the real app during a real run, under Xvfb.
 
-    python tools/screenshot.py [--out resources/screenshot.png] [--size 1600x1000] [--experiment NAME]
+    python tools/screenshot.py [--out resources/screenshot.png] [--size 1280x800] [--experiment NAME]
                                [--strategy S --devices D] [--nodes ADDR:PORT,... --token-file F]
 
 Needs Xvfb, xdotool and ImageMagick's ``import`` (Debian/Ubuntu:
@@ -88,7 +88,7 @@ def xdotool(*args: str, env: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="README screenshot of the real app during a run")
     parser.add_argument("--out", default=str(ROOT / "resources" / "screenshot.png"))
-    parser.add_argument("--size", default="1600x1000")
+    parser.add_argument("--size", default="1280x800")
     parser.add_argument("--settle", type=float, default=9.0, help="seconds for the planner to check the config")
     parser.add_argument("--into-run", type=float, default=14.0, help="seconds into the run to capture")
     parser.add_argument("--no-history", action="store_true", help="skip the headless runs for the history")
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 xdotool("key", "--clearmodifiers", "ctrl+r", env=env)
             print(f"screenshot: {args.experiment or 'run'} started; capturing in {args.into_run:g} s", flush=True)
+            # The pointer off the plots: where Xvfb leaves it (the screen's middle), its hover highlights a device.
+            xdotool("mousemove", "--window", window, str(int(width) - 2), str(int(height) - 2), env=env)
             time.sleep(args.into_run)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             subprocess.run([need("import"), "-display", display, "-window", window, args.out], check=True,
