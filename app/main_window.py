@@ -1,12 +1,14 @@
 """MainWindow: the experiment on the left, live plots in the middle, history and log below.
 
-The window lays out the views, makes the controllers and wires their signals. What a
+The window lays out the views, makes the app's model and the controllers, and wires them.
+The model (app/state/app_model.py, no Qt) holds what the app is doing and knows and names
+each change in an event; the window connects its views to those events (the status line,
+the Log, the history) and the controls follow them (app/controllers/run_controls.py). What a
 user action sets going is a controller's (app/controllers/: RunFlow, PlanFlow, WhatIfFlow,
-ExperimentFlow, HistoryFlow, RunControls, ReportExporter, CloseFlow, AdviseFlow); each is handed the
-views it changes and calls their own methods, never their widgets (the middle of the
-window, app/views/center_area.py, draws what the live run's monitor announces), and the
-window's few named methods under "what controllers may change". The menus are
-declared in app/actions.py. Which thread and process owns what, and that the UI thread
+ExperimentFlow, HistoryFlow, RunControls, ReportExporter, CloseFlow, AdviseFlow, TraceFlow,
+StoreFlow); each gets the model, the views it draws on (calling their methods, never their
+widgets) and the window's port (app/window_port.py: the few things under "what controllers
+may ask"), never the window. The menus are declared in app/actions.py. Which thread and process owns what, and that the UI thread
 never waits on any of them: docs/architecture.md, "The app's threads".
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from app.services.idle_telemetry import IdleTelemetry
 from app.services.ui_thread_gc import UiThreadCollector
 from app.services.window_store import open_window_store
 from app.settings import make_settings
+from app.state.app_model import AppModel
 from app.state.device_words import sampled_text
 from app.state.live_data import TelemetryHistory
 from app.views import theme
@@ -48,6 +51,7 @@ from app.views.split_view import SplitView
 from app.views.torchvision_picker import LIST_ARGS
 from app.views.watched_command import WatchedCommand
 from app.views.wheel_guard import guard_wheel
+from app.window_port import MainWindowPort
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 
@@ -82,7 +86,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.store, store_notice = open_window_store(db_path)   # in the store process (docs/store.md)
         self.db_path = str(self.store.path)
         self.t0 = time.perf_counter()
-        self.telemetry = TelemetryHistory(self.telemetry_hz, origin=self.t0)
+        self.model = AppModel(TelemetryHistory(self.telemetry_hz, origin=self.t0), self.db_path, self.telemetry_hz)
+        self.telemetry = self.model.telemetry
+        self.port = MainWindowPort(self)   # what controllers may ask of the window: they never get the window
         self._closed = False
         self._warmed_up = False   # the fork server asked to start (start_services)
 
@@ -90,23 +96,25 @@ class MainWindow(QtWidgets.QMainWindow):
         self.run_action, self.stop_action, self.watch_action = actions.run_actions(self)
         self.advise_action = actions.advise_action(self)
         self._build_ui()
-        self.what_if = WhatIfFlow(self, self.plan_view, self.center_tabs, self.store, self.db_path)
-        self.runs = RunFlow(self, self.idle, self.run_box, self.center, self.what_if)
-        self.plans = PlanFlow(self, self.split_view, self.experiment, self.center)
-        self.experiments = ExperimentFlow(self, self.runs, self.run_box, self.center, self.history)
-        self.history_flow = HistoryFlow(self, self.history, self.center)
-        self.traces = TraceFlow(self, self.history)   # File › Open traces…: a job's profiler traces as a run
-        self.closing = CloseFlow(self)
-        self.advise = AdviseFlow(self, self.advise_action, self.run_box, self.experiment, self.split_view,
-                                 self.center_tabs, self.db_path)
+        self._follow_model()
+        model, port = self.model, self.port
+        self.what_if = WhatIfFlow(model, port, self.plan_view, self.center_tabs, self.store, parent=self)
+        self.runs = RunFlow(model, port, self.idle, self.run_box, self.center, self.what_if, parent=self)
+        self.plans = PlanFlow(model, port, self.split_view, self.experiment, self.center, parent=self)
+        self.experiments = ExperimentFlow(model, port, self.runs, self.run_box, self.center, self.history,
+                                          parent=self)
+        self.history_flow = HistoryFlow(model, self.history, self.center, parent=self)
+        # File › Open traces…: a job's profiler traces as a run
+        self.traces = TraceFlow(model, port, self.history, self.settings, parent=self)
+        self.closing = CloseFlow(model, port, parent=self)
+        self.advise = AdviseFlow(model, port, self.advise_action, self.run_box, self.center_tabs, parent=self)
         self.controls = RunControls(
-            self, dict(runs=self.runs, experiments=self.experiments, plans=self.plans, what_if=self.what_if,
-                       closing=self.closing, advise=self.advise),
-            dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment,
-                 split=self.split_view, what_if_rows=self.plan_view.what_if, run_box=self.run_box))
-        self.exporter = ReportExporter(self, self.db_path, self.export_target)
+            model, dict(run=self.run_action, stop=self.stop_action, watch=self.watch_action, panel=self.experiment,
+                        split=self.split_view, what_if_rows=self.plan_view.what_if, run_box=self.run_box,
+                        presets=self.experiments.menu), parent=self)
+        self.exporter = ReportExporter(model, port, self.export_target, parent=self)
         self.help = HelpMenu(self)
-        self.store_flow = StoreFlow(self, self.center.error_panel, store_notice)
+        self.store_flow = StoreFlow(model, self.center.error_panel, store_notice, parent=self)
         self._wire()
         self.export_menu = actions.install(
             self, self.run_action, self.stop_action, self.watch_action, list(self.exporter.actions.values()),
@@ -119,7 +127,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.redraw_timer.timeout.connect(self._tick)
         self.redraw_timer.start(IDLE_REDRAW_MS)
         self.history.refresh()
-        self.controls.update()
+        self.model.end()   # nothing goes yet: the controls and Advise say why Run waits
         if start_services:
             # After the window shows: nothing slow on the way to the first paint.
             QtCore.QTimer.singleShot(0, self.start_services)
@@ -159,6 +167,14 @@ class MainWindow(QtWidgets.QMainWindow):
         # 1280x800 one the window opened 1500x940, its right and bottom edges off screen.
         size, screen = QtCore.QSize(1500, 940), self.screen() or QtGui.QGuiApplication.primaryScreen()
         self.resize(size.boundedTo(screen.availableGeometry().size() * 0.95) if screen is not None else size)
+
+    def _follow_model(self) -> None:
+        """The views that show a part of the app's model follow its event (app/state/app_model.py)."""
+        events = self.model.events
+        events.status.connect(self.status_label.setText)
+        events.logged.connect(self.log_view.add)
+        events.stored.connect(self.history.refresh)
+        events.experiment.connect(self.history.mark_running_experiment)
 
     def _wire(self) -> None:
         self.experiment.sigConfigChanged.connect(self.plans.config_changed)
@@ -208,7 +224,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.worker.warm_up()
 
     def _on_inventory(self, gpus: list) -> None:
-        self.plans.gpus = list(gpus)
+        self.model.gpus = list(gpus)
         if gpus:
             self.experiment.set_gpus(gpus)
             self.log("GPUs: " + "; ".join(f"{devices_mod.gpu_label(g)} {g.name or 'GPU'}" for g in gpus))
@@ -233,7 +249,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """What File › Export writes: what is in view (an experiment's result, a stored run), else the newest run."""
         return self.history_flow.export_target(self.center.experiment_in_view())
 
-    # -- what controllers may change (app/controllers/ call these, never the widgets) ---------------
+    # -- what controllers may ask (through app/window_port.py; tests and tools call them too) ------------
     def current_config(self) -> ExperimentConfig:
         """The experiment the panel and the split view describe (may raise when its values make no config)."""
         return self.experiment.config(split=self.split_view.split())
@@ -260,13 +276,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.redraw_timer.setInterval(RUN_REDRAW_MS if busy else IDLE_REDRAW_MS)
 
     def set_status(self, text: str) -> None:
-        self.status_label.setText(text)
+        self.model.set_status(text)
 
     def log(self, text: str, status: bool = False, level: str = "info") -> None:
         """A line in the Log ("warning" and "error" in their colours); ``status``: on the status line too."""
-        self.log_view.add(text, level)
-        if status:
-            self.set_status(text)
+        self.model.log(text, status=status, level=level)
 
     # -- the redraw tick -----------------------------------------------------------------------
     def _tick(self) -> None:
@@ -276,9 +290,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plots.redraw()
         if self.runs.is_running():
             self.runs.worker.check_alive()
-        if self.controls.is_busy():
+        if self.model.is_busy():
             self.update_progress()
-        source = "run" if self.controls.is_busy() else ("idle" if self.idle.active else "off")
+        source = "run" if self.model.is_busy() else ("idle" if self.idle.active else "off")
         text = f"telemetry {self.telemetry_hz:g} Hz · {sampled_text(self.telemetry.devices)} · {source}"
         if text != self.telemetry_label.text():   # ten times a second: the status bar repaints only on a change
             self.telemetry_label.setText(text)

@@ -3,15 +3,18 @@
 candidate ranked in the Advise tab (app/views/advise_view.py), where a row's "Use this" fills the form with it.
 
 Advise runs its checks on the devices, so while it goes nothing else runs (app/state/run_rules.py: Run, the
-presets and the form wait; Stop stops it). It takes the form's model, devices, batch and options, never its
+presets and the form wait; Stop stops it): it is the app model's ``activity`` (app/state/app_model.py), which
+the controls follow, and Advise itself follows that and the check as Run does. It takes the form's model, devices, batch and options, never its
 strategy, split or schedule: those it chooses (engine/advise/command.py ``advise_args``).
 """
 from __future__ import annotations
 
 from PySide6 import QtCore
 
+from app.controllers.window_port import WindowPort
 from app.services.advise_client import AdviseClient
 from app.state.advise_rows import caption, form_choice, progress_of, rows_of
+from app.state.app_model import AppModel
 from app.views.advise_view import AdviseView
 from engine import rules
 
@@ -19,22 +22,25 @@ from engine import rules
 class AdviseFlow(QtCore.QObject):
     sigEnded = QtCore.Signal(object, str)   # the Advice or None, and "finished", "stopped" or "failed"
 
-    def __init__(self, window, action, run_box, panel, split_view, center_tabs, db_path: str):
-        """``action``: the window's Advise (app/actions.py), shown beside Run in ``run_box``; ``panel`` and
-        ``split_view``: the form "Use this" fills; ``center_tabs``: the Advise tab is added there."""
-        super().__init__(window)
-        self.window, self.action, self.run_box = window, action, run_box
-        self.panel, self.split_view, self.center_tabs = panel, split_view, center_tabs
+    def __init__(self, model: AppModel, port: WindowPort, action, run_box, center_tabs,
+                 parent: QtCore.QObject | None = None):
+        """``action``: the window's Advise (app/actions.py), shown beside Run in ``run_box``; ``center_tabs``: the
+        Advise tab is added there; a row's "Use this" fills the form through ``port``."""
+        super().__init__(parent)
+        self.model, self.port = model, port
+        self.action, self.run_box, self.center_tabs = action, run_box, center_tabs
         self.view = AdviseView()
         center_tabs.addTab(self.view, "Advise")
         run_box.add_beside_run(action, "adviseButton")
-        self.client = AdviseClient(db_path, self)
+        self.client = AdviseClient(model.db_path, self)
         self.client.sigProgress.connect(self._on_line)
         self.client.sigEnded.connect(self.show_answer)
-        self.client.sigKilled.connect(lambda message: window.log(message, status=True, level="error"))
+        self.client.sigKilled.connect(lambda message: model.log(message, status=True, level="error"))
         self.view.sigUse.connect(self.use)
         self.advice = None       # the last answer: its rows are in the tab
         self.budget_s: float | None = None   # advise's --budget-s for its checking runs; None: its own (60 s)
+        model.events.activity.connect(lambda _activity: self._follow())
+        model.events.plan.connect(lambda _plan: self._follow())
 
     def is_running(self) -> bool:
         return self.client.is_running()
@@ -45,35 +51,38 @@ class AdviseFlow(QtCore.QObject):
 
     def start(self) -> bool:
         """Advise on the form's model and devices; False (and why in the log) where it cannot start now."""
-        w = self.window
-        reason = w.controls.blocked_reason()
+        model = self.model
+        reason = model.blocked_reason()
         if reason is not None:
-            w.log(f"cannot advise now: {reason}", status=True)
+            model.log(f"cannot advise now: {reason}", status=True)
             return False
         from engine.advise.command import advise_args
-        config = w.panel_config()
+        config = self.port.panel_config()
         args = advise_args(config) + (["--budget-s", f"{self.budget_s:g}"] if self.budget_s else [])
-        self.client.start(args, w.telemetry_hz)
+        self.client.start(args, model.telemetry_hz)
         what = f"{rules.model_label(config)} on {config.devices}"
         self.view.show_status(f"Advise for {what}: starting…", clear=True)
         self.center_tabs.setCurrentWidget(self.view)
         self.run_box.show_progress(0, 0, "Advise: starting")
         self.run_box.show_time_left("")
-        w.log("advise: main.py advise " + " ".join(args))
-        w.set_status(f"Advise for {what}: starting…")
-        w.controls.update()
+        model.log("advise: main.py advise " + " ".join(args))
+        model.set_status(f"Advise for {what}: starting…")
+        model.begin("advise")
         return True
 
     def stop(self) -> None:
         if not self.client.is_running():
             return
         self.client.stop()
-        self.window.set_status("Stopping advise…")
-        self.window.controls.update()
+        self.model.set_status("Stopping advise…")
+        self.model.stop_asked()
+
+    def _follow(self) -> None:
+        """Work began or ended, or the check changed: Advise as Run, "Use this" while nothing goes."""
+        self.set_controls(ready=self.model.blocked_reason() is None, busy=self.model.busy)
 
     def set_controls(self, ready: bool, busy: bool) -> None:
-        """RunControls' say: Advise as Run (``ready``: the form checked, nothing going), "Use this" when not
-        ``busy``."""
+        """Advise as Run (``ready``: the form checked, nothing going), "Use this" when not ``busy``."""
         self.action.setEnabled(ready)
         self.view.set_usable(not busy)
 
@@ -82,7 +91,7 @@ class AdviseFlow(QtCore.QObject):
 
     # -- the child's lines and answer ------------------------------------------------------------
     def _on_line(self, line: str) -> None:
-        self.window.log(line, level="error" if line.startswith("error: ") else "info")
+        self.model.log(line, level="error" if line.startswith("error: ") else "info")
         progress = progress_of(line)
         if progress is None:
             return
@@ -90,24 +99,24 @@ class AdviseFlow(QtCore.QObject):
         self.run_box.show_progress(done, total, text)
         self.view.show_status(text + "…")
         if not self.client.stopping:   # the status line says it stops
-            self.window.set_status(text)
+            self.model.set_status(text)
 
     def show_answer(self, advice, status: str, why: str) -> None:
         """Advise ended (app/services/advise_client.py ``answer_of``): its candidates in the tab, or why none."""
-        w = self.window
-        w.controls.update()
+        model = self.model
+        model.end()
         if advice is not None:
             self.advice = advice
             details = "\n".join([f"Why: {advice.why}", *(f"Note: {note}." for note in advice.notes)])
             self.view.show_rows(rows_of(advice), caption(advice, stopped=status == "stopped"), details,
-                                usable=not w.controls.activity().busy)
+                                usable=not model.busy)
             text = f"Advise {status}: {advice.choice.label} (its row's Use this fills the form)"
         else:
             text = f"Advise {status}: {why}"
             self.view.show_status(text)
         self.run_box.end_progress(text, complete=status == "finished")
-        w.log(text, status=True, level="error" if status == "failed" else "info")
-        w.history.refresh()   # its checks are stored runs
+        model.log(text, status=True, level="error" if status == "failed" else "info")
+        model.run_stored()   # its checks are stored runs
         self.sigEnded.emit(advice, status)
 
     def use(self, index: int) -> None:
@@ -118,9 +127,7 @@ class AdviseFlow(QtCore.QObject):
         try:
             chosen = form_choice(self.advice, entry)
         except ValueError as exc:
-            self.window.log(f"cannot fill the form with {entry.label}: {exc}", status=True, level="error")
+            self.model.log(f"cannot fill the form with {entry.label}: {exc}", status=True, level="error")
             return
-        self.panel.apply_changes(chosen.changes)
-        if chosen.split is not None:
-            self.split_view.set_split(chosen.split)   # after the panel's changes: its stages are the new ones
-        self.window.log(f"the form now holds {entry.label} on {entry.candidate.devices} (Run runs it)", status=True)
+        self.port.fill_form(chosen.changes, chosen.split)
+        self.model.log(f"the form now holds {entry.label} on {entry.candidate.devices} (Run runs it)", status=True)

@@ -12,7 +12,9 @@ current run and keeps the finished points. At the end the header and the status
 line say how it ended ("Compare strategies finished: 5 points, best pipeline"),
 the result view shows the bars, sweep and table, and the history lists it. The
 window names a preset for people (``preset_title``), the log by its id, as the
-command line takes it.
+command line takes it. That it goes, is stopping or ended, and which experiment the store
+holds, are the app model's (app/state/app_model.py ``activity`` and ``experiment``): the
+controls and the history follow them.
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import time
 
 from PySide6 import QtCore
 
+from app.controllers.window_port import WindowPort
 from app.services.experiment_client import ExperimentClient
 from app.state import experiment_status, run_status
+from app.state.app_model import AppModel
 from app.state.experiment_status import PointRun
 from app.state.units import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
@@ -33,21 +37,22 @@ from engine.results import ExperimentResult
 class ExperimentFlow(QtCore.QObject):
     sigFinished = QtCore.Signal(object)   # the ExperimentResult (status finished, stopped or failed)
 
-    def __init__(self, window, runs, run_box, center, history):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, port: WindowPort, runs, run_box, center, history,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model, self.port = model, port
         self.center = center        # app/views/center_area.py: the live view, the result, errors
-        self.history = history      # app/views/history_panel.py: lists the experiment while it runs
+        self.history = history      # app/views/history_panel.py: selects the experiment once it ends
         self.runs = runs            # app/controllers/run_flow.py: each run of the experiment follows as one run does
         self.run_box = run_box      # app/views/run_box.py: the progress counts runs
-        self.client = ExperimentClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
+        self.client = ExperimentClient(db_path=model.db_path, telemetry_hz=model.telemetry_hz, parent=self)
         self.client.sigStarted.connect(self._on_started)
         self.client.sigProgress.connect(self._on_progress)
         self.client.sigEvents.connect(self._on_events)
         self.client.sigFinished.connect(self._on_finished)
         self.client.sigFailed.connect(self._on_failed)
-        self.client.sigKilled.connect(lambda msg: window.log(msg, status=True, level="error"))
-        self.menu = ExperimentsMenu(window)
+        self.client.sigKilled.connect(lambda msg: model.log(msg, status=True, level="error"))
+        self.menu = ExperimentsMenu(port.parent_widget())
         self.menu.sigPresetChosen.connect(self.start)
         self.name: str | None = None
         self.started_at: float | None = None
@@ -61,12 +66,12 @@ class ExperimentFlow(QtCore.QObject):
         return self.client.stopping
 
     def start(self, name: str) -> bool:
-        w = self.window
-        if w.controls.is_busy():
-            w.log(f"cannot start experiment {preset_title(name)}: {w.controls.blocked_reason()}", status=True)
+        model = self.model
+        if model.is_busy():
+            model.log(f"cannot start experiment {preset_title(name)}: {model.blocked_reason()}", status=True)
             return False
         try:
-            base = preset_base(w.panel_config())
+            base = preset_base(self.port.panel_config())
         except Exception as exc:  # the panel's values do not make a config (e.g. an empty devices box)
             self.center.show_error(f"Cannot start experiment {preset_title(name)}: {type(exc).__name__}: {exc}")
             return False
@@ -79,50 +84,49 @@ class ExperimentFlow(QtCore.QObject):
         # busy until the runner says how many runs
         self.run_box.show_progress(0, 0, f"{preset_title(name)}: preparing…")
         self.run_box.show_time_left("")
-        w.set_status(f"{preset_title(name)}: preparing the points…")
-        w.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
-        w.controls.update()
+        model.set_status(f"{preset_title(name)}: preparing the points…")
+        model.log(f"experiment {name}: {repeats} repeat{'s' if repeats != 1 else ''} per point, base {base.to_json()}")
+        model.begin("experiment")
         return True
 
     def stop(self) -> None:
         if self.is_running() and not self.stopping:
             self.client.stop()
-            self.window.set_status(f"Stopping {preset_title(self.name or '')}: the current run ends, "
+            self.model.set_status(f"Stopping {preset_title(self.name or '')}: the current run ends, "
                                    "finished runs are kept…")
-            self.window.log("experiment stop requested")
-            self.window.controls.update()
+            self.model.log("experiment stop requested")
+            self.model.stop_asked()
 
     # -- progress ------------------------------------------------------------------
     def _on_started(self, name: str, total: int) -> None:
         self.run_box.show_progress(0, max(1, total), f"{preset_title(name)}: {total} runs")
-        self.window.log(f"experiment {name}: {total} runs")
+        self.model.log(f"experiment {name}: {total} runs")
 
     def _on_progress(self, k: int, n: int, label: str, run: PointRun) -> None:
         """Run ``k`` of ``n`` begins: ``run`` says which point of how many (its config None if the runner
         has no points)."""
-        w = self.window
         self.run_box.show_progress(k - 1, n, run.bar_text)
         # The first run takes the view; later ones only if the user still watches the live plots.
         watching = self.center.watching_live()
         if run.config is not None:
             self.runs.begin_live_run(None, run.config, run.header, take_view=k == 1 or watching, mark=run.mark)
         self.show_status()
-        w.log(f"experiment {run.header} (run {k} of {n})")
-        if k == 1:   # the experiment is in the store now: list it
-            self.history.mark_running_experiment(self.client.experiment_id)
+        self.model.log(f"experiment {run.header} (run {k} of {n})")
+        if k == 1:   # the experiment is in the store now: the history lists it
+            self.model.set_experiment(self.client.experiment_id)
 
     def _on_events(self, events: list[WorkerEvent]) -> None:
-        w = self.window
+        model = self.model
         self.runs.on_events(events)
         for event in events:
             if isinstance(event, Finished) and event.run_id:
                 # RunSession's closing event: this run is stored, show it in the history.
                 status = event.status
-                w.log(f"run {event.run_id} {status}" + (f": {event.error}" if event.error else ""),
+                model.log(f"run {event.run_id} {status}" + (f": {event.error}" if event.error else ""),
                       level="error" if status == "failed" else "info")
                 self.center.current_run().status = status
-                self.history.refresh()
-                w.telemetry.add(self.client.take_samples())  # a point of a fraction of a second: all it sampled
+                model.run_stored()
+                model.telemetry.add(self.client.take_samples())  # a point of a fraction of a second: all it sampled
                 self.center.settle_plots()   # the point's summary: its measured and theoretical bubble
 
     def status_text(self) -> str | None:
@@ -139,7 +143,7 @@ class ExperimentFlow(QtCore.QObject):
         text = self.status_text()
         if not text or self.stopping:   # the status line says it stops
             return
-        self.window.set_status(text)
+        self.model.set_status(text)
         progress = self.center.current_run()
         elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
         own = run_status.time_left_text(progress)   # until the first run has ended: the run's, said as such
@@ -151,7 +155,7 @@ class ExperimentFlow(QtCore.QObject):
 
     # -- the end -------------------------------------------------------------------
     def _on_finished(self, result: ExperimentResult) -> None:
-        w = self.window
+        model = self.model
         failed = [p for p in result.points if p.error]
         took = time.perf_counter() - (self.started_at or time.perf_counter())
         status = result.status
@@ -159,36 +163,35 @@ class ExperimentFlow(QtCore.QObject):
             first = failed[0]
             self.center.show_error(f"{preset_title(result.name)}: point {first.label} failed: {first.error}")
         text = experiment_status.finished_text(result)
-        w.set_status(f"{text} · took {format_duration(took)}")
-        w.log(f"experiment {result.experiment_id} {status}: {text}")
+        model.set_status(f"{text} · took {format_duration(took)}")
+        model.log(f"experiment {result.experiment_id} {status}: {text}")
         self.run_box.end_progress(f"{preset_title(result.name)} {status}", complete=status == "finished")
         self._settle(experiment_status.finished_title(result))
         self.center.show_experiment_result(result)
         self.history.select_experiment(result.experiment_id or "")
         self.sigFinished.emit(result)
-        w.controls.after_busy()
+        model.work_ended()
 
     def _on_failed(self, message: str, tb: str) -> None:
-        w = self.window
+        model = self.model
         title = preset_title(self.name or "The experiment")
         self.center.show_error(f"{title} failed: {message}", tb)
-        w.log(f"experiment {self.name} failed: {message}", level="error")
+        model.log(f"experiment {self.name} failed: {message}", level="error")
         if tb:
-            w.log(tb, level="error")
-        w.set_status(f"{title} failed: {message}")
+            model.log(tb, level="error")
+        model.set_status(f"{title} failed: {message}")
         self.run_box.show_progress(0, 1, f"{title} failed")
         self._settle(experiment_status.failed_title(self.name or "the experiment"))
         self.sigFinished.emit(ExperimentResult(experiment_id=self.client.experiment_id, name=self.name or "",
                                                status="failed", error=message))
-        w.controls.after_busy()
+        model.work_ended()
 
     def _settle(self, title: str) -> None:
         """The experiment ended: the header says so (not its last run's), the devices go back to idle."""
-        w = self.window
-        w.telemetry.add(self.client.take_samples())
+        self.model.telemetry.add(self.client.take_samples())
         self.center.mark_telemetry("end")
         self.center.title_live_view(title)
         self.runs.release_devices()
         self.run_box.show_time_left("")
-        self.history.mark_running_experiment(None)
+        self.model.set_experiment(None)
         self.center.settle_plots()

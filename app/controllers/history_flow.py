@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 
+from app.state.app_model import AppModel
 from app.state.live_data import RunData
 
 
 class HistoryFlow(QtCore.QObject):
     sigRunsShown = QtCore.Signal(list)   # run ids now on the plots
 
-    def __init__(self, window, history, center):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, history, center, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model = model
         self.history = history
         self.center = center        # app/views/center_area.py: where stored runs and results are drawn
         self.shown_runs: list[str] = []
@@ -49,7 +50,7 @@ class HistoryFlow(QtCore.QObject):
         if token != self.history.latest_token:
             return  # a newer selection is loading
         if error:
-            self.window.log(error, status=True, level="error")
+            self.model.log(error, status=True, level="error")
             self.center.show_error(error)
         if not runs:
             return

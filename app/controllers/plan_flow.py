@@ -6,16 +6,19 @@ these kinds of device (app/state/plan_state.py keeps them). Problems go under th
 experiment panel's options and the split view, in the app's words and with the fixes
 the views apply (app/state/problem_help.py); the blocks, with the balanced split for
 the configured devices, go to the split view; the bubble box previews the theory
-until a run gives a measurement. The Run button follows the check, and waits for the
-blocks a split is chosen on (app/controllers/run_controls.py).
+until a run gives a measurement. The check lives in the app's model (``model.plan``,
+app/state/app_model.py), which announces each change: the Run button follows it, and
+waits for the blocks a split is chosen on (app/controllers/run_controls.py).
 """
 from __future__ import annotations
 
 from PySide6 import QtCore
 
+from app.controllers.window_port import WindowPort
 from app.services.planner_client import PlannerClient
 from app.state import plan_state, problem_help
-from app.state.plan_state import BlockProfile, PlanState
+from app.state.app_model import AppModel
+from app.state.plan_state import BlockProfile
 from app.state.planner_answers import Checked, Profiled
 from app.state.problem_help import Help
 from engine import rules
@@ -32,20 +35,20 @@ class PlanFlow(QtCore.QObject):
     sigChecked = QtCore.Signal(list)    # problems of the latest config (problem_help.Help); [] when valid
     sigProfiled = QtCore.Signal()       # the split view shows the blocks, or why there are none
 
-    def __init__(self, window, split_view, panel, center):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, port: WindowPort, split_view, panel, center,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model, self.port = model, port
         self.split_view = split_view
         self.panel = panel          # app/views/experiment_panel.py: the settings, and their problems under them
         self.center = center        # app/views/center_area.py: the bubble box's preview
-        self.state = PlanState()
-        self.gpus: list = []            # the GPU inventory (GpuInfo): torch numbers the visible ones cuda:0, ...
+        self.state = model.plan     # what the planner answered: this flow changes it, and announces each change
         self.planner = PlannerClient.taken(self)   # app.application started one while the window was built
         self.planner.sigChecked.connect(self._on_checked)
         self.planner.sigProfiled.connect(self._on_profiled)
         self.planner.sigProfiling.connect(self._on_profiling)
         self.planner.sigCrashed.connect(self._on_planner_crashed)
-        self.planner.sigReady.connect(lambda: window.log("planner ready (validation and block profiling)"))
+        self.planner.sigReady.connect(lambda: model.log("planner ready (validation and block profiling)"))
         split_view.sigSplitChanged.connect(self._on_split_changed)
         split_view.sigSkipProfile.connect(self._skip_profile)
         split_view.sigProfileAgain.connect(self._profile_again)
@@ -59,9 +62,9 @@ class PlanFlow(QtCore.QObject):
 
     # -- the settings change -------------------------------------------------------------------
     def config_changed(self) -> None:
-        config = self.window.panel_config()
+        config = self.port.panel_config()
         strategy = STRATEGIES.get(config.strategy)
-        stages = (plan_state.stage_count(config, self.gpus) or 2) * effective_stages_per_device(config)
+        stages = (plan_state.stage_count(config, self.model.gpus) or 2) * effective_stages_per_device(config)
         view = self.split_view
         view.set_context(bool(strategy and strategy.uses_split), stages, plan_state.micro_batch_size(config))
         model = MODELS.get(config.model) if not config.model_file else None
@@ -79,7 +82,7 @@ class PlanFlow(QtCore.QObject):
         self._preview_bubble()
 
     def request_check(self) -> None:
-        config = self.window.current_config()
+        config = self.port.current_config()
         quick = self._explained(rules.problems(config),
                                 config)
         request = self.state.ask(config, quick, self.split_view.stages, self.planner.started)
@@ -87,7 +90,7 @@ class PlanFlow(QtCore.QObject):
         if request is not None:
             self.planner.request(request.config, profile=request.profile, stages=request.stages)
         self.split_view.show_profile_action(self.state.profile_action)
-        self.window.controls.update()
+        self.model.plan_changed()
 
     def _on_split_changed(self) -> None:
         view = self.split_view
@@ -117,10 +120,10 @@ class PlanFlow(QtCore.QObject):
     def _preview_bubble(self) -> None:
         """Before the first run, the bubble box shows the theory for the configured experiment."""
         progress = self.center.current_run()
-        if progress.run_id is not None or self.window.controls.is_busy():
+        if progress.run_id is not None or self.model.is_busy():
             return
-        config = self.window.current_config()
-        plan_state.preview_run(progress, config, plan_state.stage_count(config, self.gpus) or 0)
+        config = self.port.current_config()
+        plan_state.preview_run(progress, config, plan_state.stage_count(config, self.model.gpus) or 0)
         self.center.refresh_bubble()
 
     def _show_blocks(self, profile: BlockProfile, keep_choice: bool) -> None:
@@ -128,7 +131,7 @@ class PlanFlow(QtCore.QObject):
         view = self.split_view
         balanced = None
         if view.uses_split:
-            config = self.window.panel_config()
+            config = self.port.panel_config()
             kinds = [d.kind for d in stage_devices(config, plan_state.config_devices(config),
                                                       effective_stages_per_device(config))]
             balanced = profile.balanced(kinds, view.stages)
@@ -141,7 +144,7 @@ class PlanFlow(QtCore.QObject):
     def _explained(self, problems: list[Problem], config: ExperimentConfig) -> list[Help]:
         """``problems`` in the app's words, with their fixes (app/state/problem_help.py)."""
         view = self.split_view
-        return problem_help.explain_all(problems, config, gpus=len(cuda_visible(self.gpus)),
+        return problem_help.explain_all(problems, config, gpus=len(cuda_visible(self.model.gpus)),
                                         n_blocks=len(view.blocks) or None, balanced=view.balanced)
 
     def _show_problems(self) -> None:
@@ -152,14 +155,14 @@ class PlanFlow(QtCore.QObject):
 
     # -- the planner answers --------------------------------------------------------------------
     def _on_checked(self, _request_id: int, answer: Checked) -> None:
-        self.state.checked(self._explained(answer.problems, self.window.current_config()))
+        self.state.checked(self._explained(answer.problems, self.port.current_config()))
         if not self.split_view.blocks and answer.block_names:  # a check with problems has none
             self.split_view.set_names(list(answer.block_names))
         self._show_problems()
         self.panel.show_check(self.state.problems, list(answer.block_names or []))
         for warning in answer.warnings:
-            self.window.log(f"warning: {warning}", level="warning")
-        self.window.controls.update()
+            self.model.log(f"warning: {warning}", level="warning")
+        self.model.plan_changed()
         self.sigChecked.emit(self.state.problems)
 
     def _on_profiling(self, _request_id: int, fraction: float) -> None:
@@ -172,8 +175,8 @@ class PlanFlow(QtCore.QObject):
         if profile is None:
             self.split_view.show_waiting(self.state.split_text())   # the names and a split chosen by them stay
             self.split_view.show_profile_action(self.state.profile_action)
-            self.window.log(f"block profiling failed: {self.state.profile_error}", level="warning")
-            self.window.controls.update()   # Run waited for the blocks; the engine balances the split
+            self.model.log(f"block profiling failed: {self.state.profile_error}", level="warning")
+            self.model.plan_changed()   # Run waited for the blocks; the engine balances the split
             self.sigProfiled.emit()
             return
         # A split the user chose by the blocks' names stays; otherwise (none, or the even one Skip chose) the
@@ -186,6 +189,6 @@ class PlanFlow(QtCore.QObject):
         self.request_check()
 
     def _on_planner_crashed(self, message: str) -> None:
-        self.window.log(message, level="error")
+        self.model.log(message, level="error")
         self.state.planner_lost()
-        self.window.controls.update()
+        self.model.plan_changed()

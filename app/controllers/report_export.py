@@ -15,7 +15,9 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.controllers.window_port import WindowPort
 from app.settings import last_folder, remember_folder
+from app.state.app_model import AppModel
 from app.views.plot_export import confirm_overwrite
 
 REPORT_FOLDER = "export/report_dir"   # File > Export's last folder, apart from the plots' own
@@ -36,17 +38,17 @@ ONE_FILE = {"html": ("an HTML report", "HTML report (*.html)", ".html"),   # for
 
 class ReportExporter(QtCore.QObject):
     """Owns the File › Export actions; ``target()`` says what to export: ("run"|"experiment", id) or None.
-    The outcome goes to the window's log and status line (a failure also in a message box), then the signals."""
+    The outcome goes to the model's log and status line (a failure also in a message box), then the signals."""
 
     sigExported = QtCore.Signal(list)      # paths written (str)
     sigExportFailed = QtCore.Signal(str)   # message
     _sigDone = QtCore.Signal(int, object, str)   # token, paths or None, error
 
-    def __init__(self, window, db_path: str,
-                 target: Callable[[], tuple[str, str] | None]):
-        super().__init__(window)
-        self.window = window
-        self.db_path = db_path
+    def __init__(self, model: AppModel, port: WindowPort, target: Callable[[], tuple[str, str] | None],
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model, self.port = model, port
+        self.db_path = model.db_path
         self.target = target
         self.busy = False
         self._token = 0
@@ -66,21 +68,21 @@ class ReportExporter(QtCore.QObject):
         target = self.target()
         if target is None:
             QtWidgets.QMessageBox.information(
-                self.window, "Nothing to export",
+                self.port.parent_widget(), "Nothing to export",
                 "Select a run or an experiment in History first (or finish a run).")
             return False
         kind, item_id = target
         if fmt == "trace" and kind == "experiment" and not self._has_runs(item_id):
             # Said before the file is asked for: nothing after the dialog should be a refusal.
             QtWidgets.QMessageBox.information(
-                self.window, "Nothing to trace",
+                self.port.parent_widget(), "Nothing to trace",
                 "This experiment has no runs stored: a trace holds its runs' timelines.")
             return False
         start_dir = Path(last_folder(REPORT_FOLDER) or Path.home())
         if fmt in ONE_FILE:
             what, file_filter, suffix = ONE_FILE[fmt]
             path, _ = QtWidgets.QFileDialog.getSaveFileName(
-                self.window, f"Export the {kind} as {what}", str(start_dir / f"{item_id}{suffix}"),
+                self.port.parent_widget(), f"Export the {kind} as {what}", str(start_dir / f"{item_id}{suffix}"),
                 file_filter, options=QtWidgets.QFileDialog.Option.DontConfirmOverwrite)
             if not path:
                 return False
@@ -91,13 +93,13 @@ class ReportExporter(QtCore.QObject):
             remember_folder(str(out.parent), REPORT_FOLDER)
         else:
             folder = QtWidgets.QFileDialog.getExistingDirectory(
-                self.window, f"Export the {kind}'s figures as {fmt.upper()} into a folder", str(start_dir))
+                self.port.parent_widget(), f"Export the {kind}'s figures as {fmt.upper()} into a folder", str(start_dir))
             if not folder:
                 return False
             out = Path(folder)
             existing = self._existing_targets(item_id, fmt, out)
             remember_folder(str(out), REPORT_FOLDER)
-        if not confirm_overwrite(self.window, existing):
+        if not confirm_overwrite(self.port.parent_widget(), existing):
             return False
         self.start(item_id, fmt, out, force=bool(existing))
         return True
@@ -154,11 +156,11 @@ class ReportExporter(QtCore.QObject):
         self.busy = False
         if paths is None:
             message = f"export failed: {error}"
-            self.window.log(message, status=True, level="error")
-            QtWidgets.QMessageBox.warning(self.window, "Export failed", message)
+            self.model.log(message, status=True, level="error")
+            QtWidgets.QMessageBox.warning(self.port.parent_widget(), "Export failed", message)
             self.sigExportFailed.emit(message)
             return
         where = str(Path(paths[0]).parent) if paths else ""
-        self.window.log(f"exported {len(paths)} file{'s' if len(paths) != 1 else ''} to {where}: "
+        self.model.log(f"exported {len(paths)} file{'s' if len(paths) != 1 else ''} to {where}: "
                         + ", ".join(Path(p).name for p in paths), status=True)
         self.sigExported.emit(list(paths))

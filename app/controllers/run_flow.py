@@ -3,7 +3,9 @@
 Run starts the configured experiment through the worker client (the idle telemetry
 stops: the run samples its own devices). Each batch of the worker's events updates the
 live view's run monitor (``RunProgress.apply``), which the window's middle draws from
-(app/views/center_area.py); the status line, the progress bar and the time left follow. At the end the status line says how it went
+(app/views/center_area.py); the status line, the progress bar and the time left follow.
+That a run goes, is stopping or ended is the app model's ``activity`` (app/state/app_model.py):
+the controls follow it. At the end the status line says how it went
 (app/state/run_status.py), the history lists the run and the idle telemetry goes on.
 An experiment's runs (app/controllers/experiment_flow.py) come through
 ``hold_devices``, ``begin_live_run`` and ``on_events`` too: the same plots, memory,
@@ -21,9 +23,11 @@ import traceback
 
 from PySide6 import QtCore, QtWidgets
 
+from app.controllers.window_port import WindowPort
 from app.services.idle_telemetry import IdleTelemetry
 from app.services.worker_client import WorkerClient
 from app.state import run_status
+from app.state.app_model import AppModel
 from app.state.live_data import RunProgress
 from app.state.plan_state import configured_theory
 from app.views.watch_dialog import WatchDialog
@@ -38,9 +42,10 @@ class RunFlow(QtCore.QObject):
     sigStarted = QtCore.Signal(str)       # run id
     sigFinished = QtCore.Signal(object)   # the RunResult (status finished, stopped or failed)
 
-    def __init__(self, window, idle: IdleTelemetry, run_box, center, what_if):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, port: WindowPort, idle: IdleTelemetry, run_box, center, what_if,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model, self.port = model, port
         self.center = center        # app/views/center_area.py: the live view, errors
         self.what_if = what_if      # app/controllers/what_if_flow.py: the Plan tab's rows for the run that ended
         self.idle = idle
@@ -49,11 +54,11 @@ class RunFlow(QtCore.QObject):
         self.runs_begun = 0         # runs begun since the app started, an experiment's too
         self.last_watch: dict[str, str | None] = {}   # the watch dialog's fields, as last accepted
         self.logged_traceback: str | None = None   # the run's error's traceback, in the Log already with its rank
-        self.worker = WorkerClient(db_path=window.db_path, telemetry_hz=window.telemetry_hz, parent=self)
+        self.worker = WorkerClient(db_path=model.db_path, telemetry_hz=model.telemetry_hz, parent=self)
         self.worker.sigEvents.connect(self.on_events)
         self.worker.sigFinished.connect(self._on_finished)
         self.worker.sigFailed.connect(self._on_failed)
-        self.worker.sigKilled.connect(lambda msg: window.log(msg, status=True, level="error"))
+        self.worker.sigKilled.connect(lambda msg: model.log(msg, status=True, level="error"))
 
     def is_running(self) -> bool:
         return self.worker.is_running()
@@ -71,10 +76,10 @@ class RunFlow(QtCore.QObject):
     def watch_script(self) -> str | None:
         """Run › Watch a script…: the user's own script as a run (--strategy script); its run id, or None when
         cancelled, busy, or the start failed."""
-        if self.window.controls.activity().busy:
+        if self.model.busy:
             return None
         # the GPUs as the window's inventory counts them (none until it is read): the devices' check takes cuda:K
-        dialog = WatchDialog(self.window, gpus=len(cuda_visible(self.window.plans.gpus)), **self.last_watch)
+        dialog = WatchDialog(self.port.parent_widget(), gpus=len(cuda_visible(self.model.gpus)), **self.last_watch)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
             return None
         self.last_watch = dialog.fields()
@@ -83,10 +88,10 @@ class RunFlow(QtCore.QObject):
     def start(self, config: ExperimentConfig | None = None) -> str | None:
         """Run the configured experiment (or ``config``: a watched script's); its run id, or None when Run is held
         back or the start failed."""
-        w = self.window
-        if config is None and w.controls.blocked_reason() is not None:
+        model = self.model
+        if config is None and model.blocked_reason() is not None:
             return None
-        config = config or w.current_config()
+        config = config or self.port.current_config()
         self.center.hide_error()
         self.hold_devices()
         self.logged_traceback = None
@@ -94,30 +99,30 @@ class RunFlow(QtCore.QObject):
             run_id = self.worker.start(config)
         except Exception as exc:
             self.center.show_error(f"Could not start the run: {type(exc).__name__}: {exc}", traceback.format_exc())
-            w.log(f"could not start the run: {exc}", level="error")
+            model.log(f"could not start the run: {exc}", level="error")
             self.release_devices()
-            w.controls.update()
+            model.end()
             return None
         self.begin_live_run(run_id, config, f"run {run_status.short_id(run_id)}")
-        w.show_watched_command(config if watches_script(config) else None)
+        self.port.show_watched_command(config if watches_script(config) else None)
         self.run_box.show_time_left("")
         self.show_progress()
-        w.log(f"run {run_id}: {config.to_json()}")
-        w.controls.update()
+        model.log(f"run {run_id}: {config.to_json()}")
+        model.begin("run")
         self.sigStarted.emit(run_id)
         return run_id
 
     def hold_devices(self) -> None:
         """A run or an experiment takes the devices: the idle sampler stops (each run samples its own)."""
-        self.window.telemetry.add(self.idle.stop())
-        self.window.set_redraw_busy(True)
+        self.model.telemetry.add(self.idle.stop())
+        self.port.set_redraw_busy(True)
 
     def release_devices(self) -> None:
         """The run or the experiment ended: this machine's idle telemetry goes on."""
-        self.window.set_redraw_busy(False)
-        self.window.show_watched_command(None)
+        self.port.set_redraw_busy(False)
+        self.port.show_watched_command(None)
         self.center.show_timeline_hint(None)
-        if not self.window.closing.requested:
+        if not self.model.closing:
             self.idle.start()
 
     def begin_live_run(self, run_id: str | None, config: ExperimentConfig, label: str,
@@ -140,13 +145,12 @@ class RunFlow(QtCore.QObject):
         if not self.worker.is_running() or self.worker.stopping:
             return
         self.worker.stop()
-        self.window.set_status("Stopping the run… (the worker ends within 3 s)")
-        self.window.log("stop requested")
-        self.window.controls.update()
+        self.model.set_status("Stopping the run… (the worker ends within 3 s)")
+        self.model.log("stop requested")
+        self.model.stop_asked()
 
     # -- the worker's events (UI thread, batched) ---------------------------------------------
     def on_events(self, events: list[WorkerEvent]) -> None:
-        w = self.window
         progress = self.center.current_run()
         for event in events:
             progress.apply(event)   # the live view draws what it changed (CenterArea follows the monitor)
@@ -154,15 +158,14 @@ class RunFlow(QtCore.QObject):
                 self.center.show_timeline_hint(run_status.starting_text(progress, self.first_run))
             line = run_status.event_log_line(event, progress)
             if line is not None:
-                w.log(line[0], level=line[1])
+                self.model.log(line[0], level=line[1])
             if isinstance(event, Errored):   # its line has the traceback (run_status.event_log_line)
                 self.logged_traceback = event.traceback
-        w.update_progress()
+        self.port.update_progress()
 
     def show_progress(self) -> None:
         """The progress bar, the time left and the status line, from the run monitor: before the first
         step, what the run is doing (run_status.starting_text)."""
-        w = self.window
         progress = self.center.current_run()
         starting = run_status.starting_text(progress, self.first_run)
         if progress.steps_total:
@@ -175,35 +178,35 @@ class RunFlow(QtCore.QObject):
             self.run_box.show_time_left(left)
         text = run_status.starting_status(progress, self.first_run) or run_status.running_text(progress)
         if text is not None and not self.stopping:   # the status line says it stops
-            w.set_status(text)
+            self.model.set_status(text)
 
     # -- the end --------------------------------------------------------------------------
     def _on_finished(self, result: RunResult) -> None:
-        w = self.window
+        model = self.model
         progress = self.center.current_run()
         progress.status = result.status
         progress.summary = result.summary or progress.summary
-        w.telemetry.add(self.worker.take_samples())
+        model.telemetry.add(self.worker.take_samples())
         self.center.mark_telemetry("end")
         took = time.perf_counter() - (self.started_at or time.perf_counter())
-        w.set_status(run_status.finished_text(result, progress, took))
+        model.set_status(run_status.finished_text(result, progress, took))
         # A run that ended before its first step no longer says "starting".
         self.run_box.end_progress(None if progress.steps_done else result.status,
                                   complete=result.status == "finished")
         self.run_box.show_time_left("")
         self.center.title_live_view(run_status.last_run_title(result))
-        w.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
-        w.history.refresh()
+        model.log(f"run {result.run_id} {result.status}", level="error" if result.status == "failed" else "info")
+        model.run_stored()
         self.what_if.show_run(result.run_id if result.status == "finished" else None, runnable=True)
         self.center.settle_plots()
         self.release_devices()
-        w.controls.update()
+        model.end()
         self.sigFinished.emit(result)
-        w.controls.after_busy()
+        model.work_ended()
 
     def _on_failed(self, message: str, tb: str) -> None:
         # The cause in words first ("the worker (pid 123) was killed by SIGKILL"), the traceback behind a button.
         self.center.show_error(f"Run failed: {message}", tb)
-        self.window.log(f"run failed: {message}", level="error")
+        self.model.log(f"run failed: {message}", level="error")
         if tb and tb != self.logged_traceback:
-            self.window.log(tb, level="error")
+            self.model.log(tb, level="error")

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from PySide6 import QtCore, QtWidgets
 
+from app.controllers.window_port import WindowPort
 from app.services.trace_reader import TraceReader
+from app.state.app_model import AppModel
 
 LAST_FOLDER = "traces/folder"   # the settings key: where the dialogs open next time
 FILE_FILTER = "Profiler traces (*.json *.json.gz);;All files (*)"
@@ -24,13 +26,16 @@ class TraceFlow(QtCore.QObject):
     sigStored = QtCore.Signal(str)   # the run's id, once stored (the history then selects it)
     sigFailed = QtCore.Signal(str)   # why, in one line
 
-    def __init__(self, window, history):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, port: WindowPort, history, settings: QtCore.QSettings,
+                 parent: QtCore.QObject | None = None):
+        """``settings``: the window's, where the dialogs' last folder is kept."""
+        super().__init__(parent)
+        self.model, self.port = model, port
         self.history = history
+        self.settings = settings
         self.paths: list[str] = []   # those being read
         self._beside: str | None = None   # the run whose stored traces are being read: shown with them
-        self.reader = TraceReader(window.db_path, self)
+        self.reader = TraceReader(model.db_path, self)
         self.reader.sigProgress.connect(self._progress)
         self.reader.sigStored.connect(self._stored)
         self.reader.sigFailed.connect(self._failed)
@@ -38,23 +43,23 @@ class TraceFlow(QtCore.QObject):
     def open_folder(self) -> None:
         """A folder of a job's traces, each of its .json and .json.gz files a rank."""
         folder = QtWidgets.QFileDialog.getExistingDirectory(
-            self.window, "Open traces: a folder of profiler traces, a file per rank", self._start_folder())
+            self.port.parent_widget(), "Open traces: a folder of profiler traces, a file per rank", self._start_folder())
         if folder:
             self.open_paths([folder])
 
     def open_files(self) -> None:
         """Trace files, each a rank (of one job)."""
         files, _ = QtWidgets.QFileDialog.getOpenFileNames(
-            self.window, "Open trace files: a file per rank", self._start_folder(), FILE_FILTER)
+            self.port.parent_widget(), "Open trace files: a file per rank", self._start_folder(), FILE_FILTER)
         if files:
             self.open_paths(files)
 
     def open_paths(self, paths: list[str]) -> None:
         """Read the traces ``paths`` name (files or folders), off the UI thread; a reading under way is ended."""
         self.paths, self._beside = [str(p) for p in paths], None
-        self.window.settings.setValue(LAST_FOLDER, str(Path(self.paths[0]).expanduser().resolve().parent)
+        self.settings.setValue(LAST_FOLDER, str(Path(self.paths[0]).expanduser().resolve().parent)
                                       if Path(self.paths[0]).is_file() else self.paths[0])
-        self.window.log(f"Reading the traces of {self._named()}…", status=True)
+        self.model.log(f"Reading the traces of {self._named()}…", status=True)
         self.reader.read(self.paths)
 
     def open_selected_run(self) -> None:
@@ -62,11 +67,11 @@ class TraceFlow(QtCore.QObject):
         with it; without one selected, said on the status line."""
         selected = self.history.selected_ids()
         if len(selected) != 1:
-            self.window.log("Select one run in the history: its profiler traces (recorded with --profile-steps) "
+            self.model.log("Select one run in the history: its profiler traces (recorded with --profile-steps) "
                             "are read and shown beside it", status=True)
             return
         self.paths, self._beside = [f"run {selected[0]}"], selected[0]
-        self.window.log(f"Reading the profiler traces of run {selected[0]}…", status=True)
+        self.model.log(f"Reading the profiler traces of run {selected[0]}…", status=True)
         self.reader.read_run(selected[0])
 
     def busy(self) -> bool:
@@ -76,18 +81,18 @@ class TraceFlow(QtCore.QObject):
         self.reader.close()
 
     def _start_folder(self) -> str:
-        return str(self.window.settings.value(LAST_FOLDER, "") or "")
+        return str(self.settings.value(LAST_FOLDER, "") or "")
 
     def _named(self) -> str:
         first = Path(self.paths[0]).name if self.paths else "?"
         return first + (f" and {len(self.paths) - 1} more" if len(self.paths) > 1 else "")
 
     def _progress(self, done: int, total: int, path: str) -> None:
-        self.window.set_status(f"Reading the traces of {self._named()}: {done} of {total} files read "
+        self.model.set_status(f"Reading the traces of {self._named()}: {done} of {total} files read "
                                f"({Path(path).name})…")
 
     def _stored(self, run_id: str) -> None:
-        self.window.log(f"Traces of {self._named()} stored as run {run_id}", status=True)
+        self.model.log(f"Traces of {self._named()} stored as run {run_id}", status=True)
         self.history.show_page("runs")
         self.history.refresh()
         # the selection loads it onto the plots (HistoryFlow); with the run it was read from, compared side by side
@@ -96,5 +101,5 @@ class TraceFlow(QtCore.QObject):
 
     def _failed(self, why: str) -> None:
         text = f"Could not open the traces of {self._named()}: {why}"
-        self.window.log(text, status=True, level="error")
+        self.model.log(text, status=True, level="error")
         self.sigFailed.emit(text)

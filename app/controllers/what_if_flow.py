@@ -3,27 +3,33 @@
 A stored pipeline run's what-if (engine.plan.what_if) is simulated in a child that
 imports torch (app/services/what_if_client.py), so it is asked for only once the Plan
 tab is in view, and an earlier run's answer never lands under a later one. A row's
-Run sets the panel to that schedule, stages per device and micro-batches, and the run
-starts once the window has checked that config (``start_when_ready``). When that run ends,
-the table it came from stays, the step the run measured beside the row's prediction
-(app/state/what_if_rows.py): what the prediction is worth, told by the run it predicted.
+Run sets the form to that schedule, stages per device and micro-batches, and the run
+starts once the planner has checked that config (``start_when_ready``: this follows the
+model's check and activity, app/state/app_model.py, and asks the window's port to run as
+a click on Run would). When that run ends, the table it came from stays, the step the run
+measured beside the row's prediction (app/state/what_if_rows.py): what the prediction is
+worth, told by the run it predicted.
 """
 from __future__ import annotations
 
 from PySide6 import QtCore
 
+from app.controllers.window_port import WindowPort
 from app.services.what_if_client import WhatIfClient
+from app.state import plan_state
+from app.state.app_model import AppModel
 from app.state.what_if_rows import MeasuredRows
 
 
 class WhatIfFlow(QtCore.QObject):
-    def __init__(self, window, plan_view, center_tabs, store, db_path: str):
-        super().__init__(window)
-        self.window = window
+    def __init__(self, model: AppModel, port: WindowPort, plan_view, center_tabs, store,
+                 parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.model, self.port = model, port
         self.plan_view = plan_view
         self.center_tabs = center_tabs
         self.store = store
-        self.client = WhatIfClient(db_path, self)
+        self.client = WhatIfClient(model.db_path, self)
         self.client.sigPredictions.connect(self._on_predictions)
         self.client.sigFailed.connect(
             lambda run_id, why: plan_view.show_what_if_status(f"What-if failed for run {run_id}: {why}"))
@@ -37,6 +43,8 @@ class WhatIfFlow(QtCore.QObject):
         self.row_ran = False              # a row's Run started a run: at its end the table it came from stays
         plan_view.sigRunPrediction.connect(self.run_prediction)
         center_tabs.currentChanged.connect(lambda _index: self.ask())
+        model.events.plan.connect(lambda _plan: self._start_if_ready())
+        model.events.activity.connect(lambda _activity: self._start_if_ready())
 
     def show_run(self, run_id: str | None, runnable: bool) -> None:
         """The Plan tab's measured step and what-if rows for a stored run (None: none)."""
@@ -90,12 +98,17 @@ class WhatIfFlow(QtCore.QObject):
     def run_prediction(self, schedule: str, stages_per_device: int, micro_batches: int) -> None:
         """A row's Run: the pipeline with that schedule, stages per device and micro-batches, started once it
         is checked."""
-        self.window.experiment.apply_changes({"strategy": "pipeline", "schedule": schedule,
-                                              "stages_per_device": stages_per_device,
-                                              "micro_batches": micro_batches})
+        self.port.fill_form({"strategy": "pipeline", "schedule": schedule, "stages_per_device": stages_per_device,
+                             "micro_batches": micro_batches})
         self.start_when_ready = True
         self.row_ran = True
-        self.window.controls.update()
+        self._start_if_ready()
+
+    def _start_if_ready(self) -> None:
+        model = self.model
+        ready = model.blocked_reason() is None and not model.busy
+        if self.take_start(model.plan.check == plan_state.PROBLEMS, ready=ready):
+            QtCore.QTimer.singleShot(0, self.port.start_run)   # a what-if row's run, as a click on Run would
 
     def take_start(self, problems: bool, ready: bool) -> bool:
         """Whether a row's run starts now: its config checked and Run enabled (``ready``); one found to have
