@@ -82,14 +82,21 @@ def run_app(argv: list[str], t_start: float) -> int:
         report["torch_imported"] = "torch" in sys.modules
         report["title"] = window.windowTitle()
         keep_start_up_objects_out_of_collections()
+        run_ready()   # clickable from the first paint on when nothing holds it back
 
     QtCore.QTimer.singleShot(0, shown)
 
-    def run_ready():   # the first moment Run can be clicked: the planner checked the settings
-        if window.run_action.isEnabled() and "run_ready_s" not in report:
+    def run_ready():   # the first moment Run can be clicked (a click before the planner's check waits for it)
+        if window.run_action.isEnabled() and "shown_s" in report and "run_ready_s" not in report:
             report["run_ready_s"] = round(time.perf_counter() - t_start, 3)
             report["run_ready_at_unix"] = time.time()
+
+    def checked(plan):   # the planner's first answer: a click on Run starts the run at once from now
+        if plan.check != "pending" and "checked_at_unix" not in report:
+            report["checked_s"] = round(time.perf_counter() - t_start, 3)
+            report["checked_at_unix"] = time.time()
     window.run_action.changed.connect(run_ready)
+    window.model.events.plan.connect(checked)
     quit_after = variable("SPLITSCOPE_QUIT_AFTER_MS")
     if quit_after:
         def quit_now():

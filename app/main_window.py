@@ -39,6 +39,7 @@ from app.settings import make_settings
 from app.state.app_model import AppModel
 from app.state.device_words import sampled_text
 from app.state.live_data import TelemetryHistory
+from app.state.plan_state import PENDING
 from app.views import theme
 from app.views.center_area import CenterArea
 from app.views.elided_label import ElidedLabel
@@ -213,8 +214,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.plans.start()
         self.idle.start()
         # The fork server imports torch too (7 s here): on two cores it would halve the planner's share, so it
-        # starts once Run can be clicked (or after WARM_UP_LATEST_MS), while the user reads the window.
-        self.run_action.changed.connect(lambda: self.run_action.isEnabled() and self._warm_up_once())
+        # starts once the first check is in (or at a click on Run, or after WARM_UP_LATEST_MS).
+        self.model.events.plan.connect(lambda plan: plan.check != PENDING and self._warm_up_once())
         QtCore.QTimer.singleShot(WARM_UP_LATEST_MS, self._warm_up_once)
 
     def _warm_up_once(self) -> None:

@@ -53,15 +53,19 @@ def test_unknown_work_is_refused_with_the_known_kinds(model):
         model.begin("sweep")
 
 
-def test_run_waits_for_the_plans_check_and_the_change_is_announced(model):
+def test_a_run_asked_before_the_check_waits_for_it_and_the_change_is_announced(model):
     told = heard(model)
     model.plan.check = PENDING
     model.plan_changed()
-    assert model.blocked_reason() == "Checking the configuration…"
+    assert model.blocked_reason() is None   # Run can be clicked while the planner checks
+    model.wait_for_check()
+    assert model.blocked_reason().startswith("Run starts once the configuration is checked")
+    assert not model.busy   # nothing holds the devices yet
     model.plan.check = OK
     model.plan_changed()
+    model.wait_for_check(False)
     assert model.blocked_reason() is None
-    assert told == [("plan", model.plan), ("plan", model.plan)]
+    assert [t[0] for t in told] == ["plan", "activity", "plan", "activity"]
 
 
 def test_the_store_and_the_experiment_in_it_are_announced(model):

@@ -53,7 +53,8 @@ def test_the_run_monitor_follows_a_run_from_its_events():
 
 @pytest.mark.parametrize("activity, problems, check, reason", [
     (Activity(), [], "ok", None),
-    (Activity(), [], "pending", "Checking the configuration…"),
+    (Activity(), [], "pending", None),   # clickable: the run then waits for the check
+    (Activity(waiting_check=True), [], "pending", "Run starts once the configuration is checked (Esc cancels)."),
     (Activity(), [], "unavailable", None),
     (Activity(run=True), [], "ok", "A run is in progress."),
     (Activity(run=True, stopping=True), [], "ok", "Stopping the run…"),
@@ -73,6 +74,7 @@ def test_run_is_blocked_while_busy_checking_or_wrong_and_says_why(activity, prob
 
 def test_the_line_under_run_says_when_nobody_checks():
     assert ready_text(None, "ok") == "Ready: Ctrl+R runs, Esc stops."
+    assert ready_text(None, "pending").startswith("Checking the configuration…")
     assert ready_text(None, "unavailable").startswith("Validation is unavailable")
     assert ready_text("A run is in progress.", "unavailable") == "A run is in progress."
 

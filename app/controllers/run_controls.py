@@ -27,7 +27,7 @@ class RunControls(QtCore.QObject):
         activity, reason = model.activity, model.blocked_reason()
         views["run"].setEnabled(reason is None)
         views["what_if_rows"].setEnabled(not activity.busy)
-        views["stop"].setEnabled(activity.busy and not activity.stopping)
+        views["stop"].setEnabled((activity.busy and not activity.stopping) or activity.waiting_check)
         views["watch"].setEnabled(not activity.busy)
         views["presets"].set_presets_enabled(not activity.busy)
         for view in (views["panel"], views["split"]):

@@ -29,7 +29,7 @@ from app.services.worker_client import WorkerClient
 from app.state import run_status
 from app.state.app_model import AppModel
 from app.state.live_data import RunProgress
-from app.state.plan_state import configured_theory
+from app.state.plan_state import PENDING, PROFILING, configured_theory
 from app.views.watch_dialog import WatchDialog
 from engine.config import ExperimentConfig
 from engine.devices import cuda_visible
@@ -59,6 +59,7 @@ class RunFlow(QtCore.QObject):
         self.worker.sigFinished.connect(self._on_finished)
         self.worker.sigFailed.connect(self._on_failed)
         self.worker.sigKilled.connect(lambda msg: model.log(msg, status=True, level="error"))
+        model.events.plan.connect(lambda _plan: self._start_when_checked())
 
     def is_running(self) -> bool:
         return self.worker.is_running()
@@ -91,6 +92,9 @@ class RunFlow(QtCore.QObject):
         model = self.model
         if config is None and model.blocked_reason() is not None:
             return None
+        if config is None and model.plan.check == PENDING:
+            self._wait_for_check()
+            return None
         config = config or self.port.current_config()
         self.center.hide_error()
         self.hold_devices()
@@ -111,6 +115,24 @@ class RunFlow(QtCore.QObject):
         model.begin("run")
         self.sigStarted.emit(run_id)
         return run_id
+
+    def _wait_for_check(self) -> None:
+        """Run clicked while the planner checks the form: the run starts when the check passes
+        (``_start_when_checked``); the worker's processes start warming now, beside the check."""
+        self.model.wait_for_check()
+        self.worker.warm_up()
+        self.model.log("Run: it starts once the planner has checked the configuration", status=True)
+
+    def _start_when_checked(self) -> None:
+        model = self.model
+        if not model.activity.waiting_check or model.plan.check in (PENDING, PROFILING):
+            return   # not asked, or not checked yet (a split's blocks profiled: Skip, above the split, ends that)
+        model.wait_for_check(False)
+        reason = model.blocked_reason()
+        if reason is None:
+            QtCore.QTimer.singleShot(0, self.start)   # after every view has taken the check's answer
+        else:
+            model.log(f"Run not started: {reason}", status=True, level="warning")
 
     def hold_devices(self) -> None:
         """A run or an experiment takes the devices: the idle sampler stops (each run samples its own)."""
@@ -142,6 +164,10 @@ class RunFlow(QtCore.QObject):
         self.center.refresh_bubble()   # the figures of this run's configuration, not the last run's
 
     def stop(self) -> None:
+        if self.model.activity.waiting_check:
+            self.model.wait_for_check(False)
+            self.model.log("Run cancelled before it started (the check was not in yet)", status=True)
+            return
         if not self.worker.is_running() or self.worker.stopping:
             return
         self.worker.stop()

@@ -72,6 +72,12 @@ class AppModel:
             raise ValueError(f"unknown work {kind!r}: one of {', '.join(WORK_KINDS)}")
         self._set_activity(Activity(**{kind: True}))
 
+    def wait_for_check(self, waiting: bool = True) -> None:
+        """Run was clicked while the planner checks the configuration: the run starts once the check passes
+        (``waiting`` False: it no longer waits, started, cancelled or refused)."""
+        if self.activity.waiting_check != waiting:
+            self._set_activity(replace(self.activity, waiting_check=waiting))
+
     def stop_asked(self) -> None:
         self._set_activity(replace(self.activity, stopping=True))
 

@@ -33,9 +33,11 @@ def set_small_mlp(win, strategy="model-parallel", devices="cpu:2", **overrides):
 
 
 def wait_ready(qtbot, win, timeout=30_000, profiled=True):
-    """Wait until validation passed (and the blocks are profiled): Run is enabled."""
+    """Wait until validation passed (and the blocks are profiled): Run is enabled and a click starts the run
+    at once (Run is clickable while the planner checks too; the run then waits for the check)."""
     def ready():
         assert win.run_action.isEnabled(), f"Run disabled: {win.run_reason.text()!r}"
+        assert win.model.plan.check != "pending", "the planner has not checked the configuration yet"
         assert not profiled or win.split_view.blocks, f"no blocks: {win.split_view.summary.text()!r}"
     qtbot.waitUntil(ready, timeout=timeout)
 

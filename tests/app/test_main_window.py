@@ -268,3 +268,43 @@ def test_closing_during_a_run_asks_then_stops_cleanly(qtbot, window, monkeypatch
     assert finished.args[0].status == "stopped"
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=5_000)
     assert window._closed
+
+
+def test_run_clicked_before_the_check_waits_for_it_and_esc_cancels_it(qtbot, window, monkeypatch, tmp_path):
+    """Run can be clicked while the planner checks (at start-up its torch import takes seconds): the run waits
+    for the check and starts once it passes; Esc cancels it before it starts; a check that finds problems
+    starts nothing."""
+    set_small_mlp(window, strategy="single", devices="cpu:1", steps=3)
+    wait_ready(qtbot, window, profiled=False)
+    runs_before = window.runs.runs_begun
+
+    def click_run_before_the_check():
+        assert window.model.plan.check == "pending" and window.run_action.isEnabled()
+        window.run_action.trigger()
+        assert window.model.activity.waiting_check and not window.worker.is_running()
+        assert window.run_reason.text() == "Run starts once the configuration is checked (Esc cancels)."
+        assert not window.run_action.isEnabled() and window.stop_action.isEnabled()
+
+    window.experiment.steps_spin.setValue(4)   # the change asks the planner again
+    click_run_before_the_check()
+    window.stop_action.trigger()
+    assert not window.model.activity.waiting_check and "cancelled" in window.status_label.text()
+    qtbot.waitUntil(lambda: window.model.plan.check == "ok", timeout=30_000)
+    qtbot.wait(200)
+    assert window.runs.runs_begun == runs_before and not window.worker.is_running()
+
+    # A model file that does not load: only the planner finds it (the form's own check passes).
+    broken = tmp_path / "broken_model.py"
+    broken.write_text(BROKEN_SYNTAX)
+    open_model_file(qtbot, window, monkeypatch, broken)
+    click_run_before_the_check()
+    qtbot.waitUntil(lambda: window.model.plan.check == "problems", timeout=30_000)
+    assert window.status_label.text().startswith("Run not started: Cannot run") and "broken_model.py" in \
+        window.status_label.text()
+    assert window.runs.runs_begun == runs_before and not window.model.activity.waiting_check
+
+    set_small_mlp(window, strategy="single", devices="cpu:1", steps=4)
+    with qtbot.waitSignal(window.sigRunFinished, timeout=RUN_TIMEOUT_MS) as finished:
+        click_run_before_the_check()
+    assert finished.args[0].status == "finished" and window.runs.runs_begun == runs_before + 1
+    assert window.plots.series_plots["loss"].point_count() == 4
