@@ -2,6 +2,7 @@
 constant needs to read as one."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -40,10 +41,11 @@ def keep_a_constant_readable(view: pg.ViewBox, data: Iterable[tuple[np.ndarray, 
     """Where every point plotted has one value v (a simulated or capped throughput), the view's y range is at
     least CONSTANT_SPAN x |v| around it; pyqtgraph's auto range would span v +/- 0.5, and an axis running
     16383.6 .. 16384.4 reads as change where there is none. Any other data: no limit."""
-    values = [y[np.isfinite(y)] for _, y in data if len(y)]
-    values = [v for v in values if len(v)]
-    low = min((float(v.min()) for v in values), default=None)
-    high = max((float(v.max()) for v in values), default=None)
+    # fmin/fmax pass over NaN without a filtered copy (each frame scans an hour of every device's samples)
+    extremes = [(float(np.fmin.reduce(y)), float(np.fmax.reduce(y))) for _, y in data if len(y)]
+    extremes = [(lo, hi) for lo, hi in extremes if math.isfinite(lo) and math.isfinite(hi)]
+    low = min((lo for lo, _ in extremes), default=None)
+    high = max((hi for _, hi in extremes), default=None)
     constant = low is not None and high is not None and high - low <= SAME_VALUE * abs(high) and high != 0
     wanted = CONSTANT_SPAN * abs(high) if constant else None
     if view.state["limits"]["yRange"][0] != wanted:
