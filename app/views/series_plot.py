@@ -20,6 +20,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import plot_export, theme
+from app.views.peak_curve import PeakCurve
 from app.views.plot_hover import Found, Hover, quantity
 from app.views.plot_legend import LegendRow
 from app.views.series_arrays import drawn, floats, keep_a_constant_readable
@@ -119,7 +120,8 @@ class SeriesPlot(pg.PlotWidget):
         item.setMenuEnabled(True)
         item.hideButtons()
         self.legend = LegendRow(item)
-        self._curves: dict[str, pg.PlotDataItem] = {}
+        self._curves: dict[str, LiveCurve | PeakCurve | pg.PlotCurveItem] = {}
+        self.long_series = False   # live telemetry: its curves are PeakCurves (set_series)
         self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._styles: dict[str, dict] = {}        # how each curve was drawn: its export draws it so
         self._extras: list[pg.GraphicsObject] = []  # a figure's marks and error bars
@@ -198,31 +200,41 @@ class SeriesPlot(pg.PlotWidget):
         curve.setData(x, y, connect=connect)
 
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
-                   dash: int = 0, width: float = 1.6, faint: bool = False) -> None:
+                   dash: int = 0, width: float = 1.6, faint: bool = False, peaks: bool | None = None) -> None:
         """``faint``: the raw samples behind their mean, translucent, without a legend entry and drawn without
-        antialiasing (a third of a redraw's cost, and no one reads its edges).
+        antialiasing (a third of a redraw's cost, and no one reads its edges). ``peaks``: drawn as a PeakCurve
+        (app/views/peak_curve.py; the plot's ``long_series`` if None) once it has two points.
 
         A curve of more points than ``SMOOTH_EDGES_UP_TO`` is drawn without antialiasing too: a noisy
         step curve of thousands of steps is a band of vertical strokes, and antialiasing them took
         40-80 ms a paint (the UI thread stalled); with a few hundred points the edges are what one sees."""
+        peaks = (self.long_series if peaks is None else peaks) and len(x) >= 2   # a lone point is a dot
         curve = self._curves.get(key)
+        if curve is not None and isinstance(curve, PeakCurve) != peaks:
+            self.getPlotItem().removeItem(curve)   # it grew past one point: its legend entry stays
+            curve = None
         if curve is None:
             style = palette.DASHES[dash % len(palette.DASHES)]
             pen = pg.mkPen(palette.rgba(color, palette.FAINT_ALPHA) if faint else color,
                            width=width * (3 if key == self.emphasized else 1))
             if style is not None:
                 pen.setDashPattern([float(v) for v in style])
-            curve = LiveCurve(pen=pen, name=None if faint else (name or key),
-                              **({"antialias": False} if faint else {}))
+            kind = PeakCurve if peaks else LiveCurve
+            curve = kind(pen=pen, name=None if faint else (name or key), **({"antialias": False} if faint else {}))
+            curve.setZValue(10 if key == self.emphasized else 0)
             self.getPlotItem().addItem(curve)
             self._curves[key] = curve
             self._styles[key] = {"name": name or key, "color": color, "dash": dash, "width": width, "faint": faint}
             if not faint:
                 self.legend.add(key, name or key, color, dash)
         smooth_edges = not faint and len(x) <= SMOOTH_EDGES_UP_TO
+        self._data[key] = (x, y)
+        if peaks:
+            curve.opts["antialias"] = smooth_edges
+            curve.set_whole(x, y)
+            return
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
-        self._data[key] = (x, y)
         x, y, connect = drawn(x, y)
         # A line needs two points: a one-step run, or a short run's one memory sample,
         # would show nothing. Such series are drawn as dots until they grow.

@@ -44,6 +44,8 @@ class TelemetryRedraw:
         self.on_heat = on_heat
         self.specs = specs
         self.lines, self.heatmaps = lines, heatmaps
+        for plot in lines.values():
+            plot.long_series = True   # an hour of every device's samples: drawn as PeakCurves
         self.heat = False                     # drawn as heatmaps now
         self.highlighted: str | None = None   # a device picked in a heatmap or the outlier list
         self._drawn: dict[tuple[str, str], int] = {}
