@@ -68,22 +68,30 @@ def fresh_store(tmp_path, monkeypatch):
     return db
 
 
-# The files that take longest (seconds of one worker's time in a clean-clone run, 2026-12-03), started first:
-# xdist hands files to its three workers in collection order, and a long file handed out last leaves the
-# others idle until it ends. The rest keep their order.
-LONGEST_FIRST = ("test_nodes.py",           # 140 s (with a node run more than now)
-                 "test_any_module.py",      # 104
-                 "test_forkserver.py",      # 87
-                 "test_zoo.py",             # 84
-                 "test_advise_in_app.py",   # 78: three advises of the ToyModel from the window (2026-12-07)
-                 "test_any_module_in_app.py",  # 74
-                 "test_long_runs.py",       # 58
-                 "test_export.py",          # 45
-                 "test_advise.py",          # 45 without its solo test (2026-12-07, at load 9)
-                 "test_watch.py",           # 40 (2026-12-04)
-                 "test_training.py",        # 33
-                 "test_experiments.py",     # 30
-                 "test_gpu_check.py")       # 30
+# The files that take longest (seconds of one worker's time, phase one of `make test` on 2026-12-07 beside two other
+# suites on the machine: about 1.2 times a quiet run's), started first: xdist hands files to its three workers in
+# collection order, and a long file handed out last leaves the others idle until it ends. The rest keep their order.
+LONGEST_FIRST = ("test_nodes.py",             # 175
+                 "test_any_module.py",        # 174
+                 "test_gpu_check.py",         # 155 (CPU 56 s: mostly waiting on its runs' processes)
+                 "test_zoo.py",               # 130
+                 "test_watch.py",             # 127
+                 "test_fsdp_memory.py",       # 102
+                 "test_export.py",            # 98
+                 "test_any_module_in_app.py",  # 85
+                 "test_forkserver.py",        # 84
+                 "test_in_process.py",        # 74
+                 "test_fuzz.py",              # 71
+                 "test_main_window.py",       # 69
+                 "test_export_from_app.py",   # 67
+                 "test_flops.py",             # 65
+                 "test_planner_service.py",   # 51
+                 "test_long_runs.py",         # 45 (101 with 30,000 synthetic steps)
+                 "test_advise_in_app.py",     # 41
+                 "test_real_scripts.py",      # 38
+                 "test_experiments.py",       # 37 without its solo tests
+                 "test_hangs.py",             # 36
+                 "test_training.py")          # 35
 
 
 def _longest_first(items) -> None:

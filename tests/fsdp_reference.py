@@ -16,13 +16,17 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from engine.config import ExperimentConfig
 from engine.models.build import build
 from engine.strategies.base import replica_batch, replica_loss
+from engine.strategies.fsdp_peak import _fsdp_mem_tracker
+
+# torch's own class, loaded as the engine loads it: without its package's __init__, which imports inductor, dynamo
+# and triton (3.3 s a rank; tests/test_fsdp_memory.py checks it is the same class).
+FSDPMemTracker = _fsdp_mem_tracker()
 
 
 def main(rank: int, world: int, port: int, width: int, depth: int, batch: int) -> None:

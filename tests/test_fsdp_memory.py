@@ -7,7 +7,9 @@ import socket
 import subprocess
 import sys
 
+from engine import forkserver
 from engine.figures.run import tensor_memory_figure
+from engine.forkserver.client import start
 from engine.results import RunSummary, from_json
 from helpers import ROOT, cli
 
@@ -15,19 +17,25 @@ WIDTH, DEPTH, BATCH = 256, 4, 256
 
 
 def reference(world: int = 2) -> list[dict]:
-    """tests/fsdp_reference.py on ``world`` ranks over loopback: each rank's FSDPMemTracker readings."""
+    """tests/fsdp_reference.py on ``world`` ranks over loopback: each rank's FSDPMemTracker readings. The ranks
+    fork from this process's fork server (engine/forkserver), torch imported there once, as the engine's ranks
+    do: a fresh interpreter each imported it again (about 3 s of CPU a rank)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "fsdp_reference.py"), str(rank), str(world),
-                               str(port), str(WIDTH), str(DEPTH), str(BATCH)], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    argv = [str(port), str(WIDTH), str(DEPTH), str(BATCH)]
+    server = forkserver.shared()
+    ranks = [start(server.connection, "fsdp_reference", env=env, cwd=ROOT, argv=[str(rank), str(world), *argv])
+             if server is not None else
+             subprocess.Popen([sys.executable, "-m", "fsdp_reference", str(rank), str(world), *argv], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for rank in range(world)]
     readings = []
     try:
         for rank in ranks:
             out, err = rank.communicate(timeout=120)
-            assert rank.returncode == 0, err
+            assert rank.wait() == 0, err.decode()
             readings.append(json.loads(out))
     finally:
         for rank in ranks:

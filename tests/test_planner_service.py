@@ -13,7 +13,9 @@ from engine.config import ExperimentConfig
 from procs import ROOT
 
 
-def read_until(proc: subprocess.Popen, wanted, timeout: float = 60) -> list[dict]:
+# A deadline, not a timing: beside two other suites (load 9 to 16, 2026-12-07) the small mlp's answer after the
+# superseded resnet18 took more than 60 s.
+def read_until(proc: subprocess.Popen, wanted, timeout: float = 180) -> list[dict]:
     """The planner's messages up to and including the first that ``wanted(message)`` accepts."""
     seen, deadline = [], time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
