@@ -591,10 +591,12 @@ def test_profile_steps_store_a_profiler_trace_per_rank_exported_on_the_runs_cloc
         for mark, step in zip(marks, (1, 2), strict=True):
             # A rank's step is not the run's: in a pipeline the last stage starts its next step while the
             # first still finishes this one. What the rank measured inside its step lies inside its mark
-            # (the mark's start is read a statement after the profiler opened it: 2 ms of slack).
+            # (the mark's start is read a statement after the profiler opened it: microseconds, but a loaded
+            # machine preempts a rank there: CI's run saw 2.03 ms. 50 ms of slack; the lines below hold the mark
+            # to its own step of the run, not a neighbour's, which is what a misplaced mark would break).
             own = [(t0 * 1e6, t1 * 1e6) for s, d, _, t0, t1 in intervals if s == step and d == device]
             assert own, (device, step)
-            slack = 2000.0
+            slack = 50_000.0
             assert mark["ts"] - slack <= min(t0 for t0, _ in own), (device, step)
             assert max(t1 for _, t1 in own) <= mark["ts"] + mark["dur"] + slack, (device, step)
             # and the mark is that step of the run's, not a neighbour's
