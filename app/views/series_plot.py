@@ -254,7 +254,10 @@ class SeriesPlot(pg.PlotWidget):
         item = self.getPlotItem()
         for s in figure.series:
             x, y, err = floats(s)
-            self.set_series(s.name, x, y, s.color, s.name, dash=s.dash, width=s.width, faint=s.faint)
+            # peaks=False: a figure's x range is auto-ranged from its curves' bounds, and a PeakCurve's bounds are
+            # those of the range in view (one sample beyond each side): the two would widen each other a sample
+            # at a time (a stored long run's plots hung in CI's paint); live plots set their x range themselves.
+            self.set_series(s.name, x, y, s.color, s.name, dash=s.dash, width=s.width, faint=s.faint, peaks=False)
             if s.markers:
                 curve = self._curves[s.name]
                 curve.setSymbol("o")
