@@ -263,10 +263,10 @@ def test_rank_events_read_back_what_a_rank_wrote():
 
 
 def test_fork_server_messages_read_back_and_garbled_ones_are_named():
-    """engine/forkserver/messages.py: each message through its JSON object and back; a known op with a field
+    """engine/wire/forkserver.py: each message through its JSON object and back; a known op with a field
     missing or mistyped is garbled, naming the op and the request's id (a spawn is refused under it); an op
     no end knows is None."""
-    from engine.forkserver import messages as m
+    from engine.wire import forkserver as m
     for message in (m.Spawn(3, "engine.run.rank", {"A": "1"}, "/tmp", [0, 1, 2], ["x"], "(rank 0)"),
                     m.Spawned(3, 1234), m.Refused(None, "why"), m.Exited(1234, -9), m.Signal(1234, 15), m.Ping(),
                     m.Pong(), m.Client()):

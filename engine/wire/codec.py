@@ -31,14 +31,15 @@ class WireError(ValueError):
                  ident: int | None = None):
         super().__init__(f"{channel}: {message}")
         self.detail = message   # what is wrong, without the channel (an answer on that channel says it)
+        self.missing = False    # a field it needs is not there (rather than there as another type)
         self.channel, self.tag, self.field, self.ident = channel, tag, field, ident
 
 
 # ---- JSON text --------------------------------------------------------------------------------
-def dumps(value: Any, *, sort_keys: bool = False, indent: int | None = None) -> str:
-    """``value`` (plain JSON values, dataclasses turned into objects) as JSON text, compact unless ``indent``;
-    NaN and infinities as null."""
-    separators = None if indent is not None else (",", ":")
+def dumps(value: Any, *, sort_keys: bool = False, indent: int | None = None, compact: bool = True) -> str:
+    """``value`` (plain JSON values, dataclasses turned into objects) as JSON text; NaN and infinities as null.
+    Compact between processes; ``compact=False`` (json's own spacing) or ``indent`` for what a person reads."""
+    separators = (",", ":") if compact and indent is None else None
     try:   # most values hold only finite numbers: no copy made (the worker writes one a step)
         return json.dumps(value, separators=separators, sort_keys=sort_keys, indent=indent, allow_nan=False,
                           default=_object)
@@ -161,7 +162,9 @@ def _build(kind: type, data: dict, where: _Where, what: str, path: str = ""):
     for f in _fields(kind):
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise where.error(f"{what} without {f.name}", path + f.name)
+                error = where.error(f"{what} without {f.name}", path + f.name)
+                error.missing = True
+                raise error
             continue
         values[f.name] = _checked(hints[f.name], data[f.name], f"{label}'s {f.name}", where, path + f.name)
     return kind(**values)
@@ -171,11 +174,12 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _number(value) -> bool:
+def is_number(value) -> bool:
+    """An int or a float, not a bool (JSON's true is Python's 1)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-_PLAIN = {int: _whole, float: _number, str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
+_PLAIN = {int: _whole, float: is_number, str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
           list: lambda v: isinstance(v, list), dict: lambda v: isinstance(v, dict)}
 _ANY = (Any, object)
 
