@@ -402,7 +402,7 @@ def cmd_runs(args) -> int:
     with open_for_reading(args.db) as store:
         runs = store.list_runs(limit=args.limit)
     if args.json:
-        print(codec.dumps([r.to_dict() for r in runs], compact=False))
+        print(codec.dumps([r.to_dict() for r in runs], compact=False, finite=True))
     else:
         print(runs_table(runs))
     return EXIT_OK

@@ -10,8 +10,11 @@ type raises WireError naming the channel, the tag and the field, never the value
 secrets); one whose tag this end does not know is None, ignored (a newer peer's). ``typed`` does the same for an
 untagged object (a child's answer). A field this end does not declare is ignored: a newer peer may add one.
 
-JSON has no NaN or infinity: ``dumps`` writes them as null (a diverged loss must still travel) and a null where
-a float is declared reads back as NaN.
+JSON has no NaN or infinity. ``dumps`` writes them as Python's json does (NaN, Infinity: every end is ours and
+reads them back, and an infinite learning rate must reach the validation that refuses it); with ``finite`` as null
+(the worker's and a rank's events: a diverged loss must still travel as JSON any reader takes), and a null where a
+float is declared reads back as NaN. A null where a field with a default is declared is that field left out (a
+summary of no steps has no devices' busy shares).
 """
 from __future__ import annotations
 
@@ -36,15 +39,19 @@ class WireError(ValueError):
 
 
 # ---- JSON text --------------------------------------------------------------------------------
-def dumps(value: Any, *, sort_keys: bool = False, indent: int | None = None, compact: bool = True) -> str:
-    """``value`` (plain JSON values, dataclasses turned into objects) as JSON text; NaN and infinities as null.
-    Compact between processes; ``compact=False`` (json's own spacing) or ``indent`` for what a person reads."""
+def dumps(value: Any, *, sort_keys: bool = False, indent: int | None = None, compact: bool = True,
+          finite: bool = False) -> str:
+    """``value`` (plain JSON values, dataclasses turned into objects) as JSON text; ``finite``: NaN and infinities
+    as null. Compact between processes; ``compact=False`` (json's own spacing) or ``indent`` for what a person
+    reads."""
     separators = (",", ":") if compact and indent is None else None
+    if not finite:
+        return json.dumps(value, separators=separators, sort_keys=sort_keys, indent=indent, default=_object)
     try:   # most values hold only finite numbers: no copy made (the worker writes one a step)
         return json.dumps(value, separators=separators, sort_keys=sort_keys, indent=indent, allow_nan=False,
                           default=_object)
     except ValueError:
-        return json.dumps(finite(value), separators=separators, sort_keys=sort_keys, indent=indent,
+        return json.dumps(finite_values(value), separators=separators, sort_keys=sort_keys, indent=indent,
                           allow_nan=False, default=_object)
 
 
@@ -56,16 +63,16 @@ def loads(text: str | bytes, channel: str) -> Any:
         raise WireError(f"not JSON ({exc})", channel) from None
 
 
-def finite(value: Any) -> Any:
+def finite_values(value: Any) -> Any:
     """``value`` with every NaN and infinity made None (JSON has none)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
+        return {k: finite_values(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
+        return [finite_values(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return finite(dataclasses.asdict(value))
+        return finite_values(dataclasses.asdict(value))
     return value
 
 
@@ -160,14 +167,20 @@ def _build(kind: type, data: dict, where: _Where, what: str, path: str = ""):
     hints = _hints(kind)
     label = where.tag or kind.__name__
     for f in _fields(kind):
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        defaulted = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if f.name not in data or (data[f.name] is None and defaulted and not _allows_none(hints[f.name])):
+            if not defaulted:
                 error = where.error(f"{what} without {f.name}", path + f.name)
                 error.missing = True
                 raise error
             continue
         values[f.name] = _checked(hints[f.name], data[f.name], f"{label}'s {f.name}", where, path + f.name)
     return kind(**values)
+
+
+def _allows_none(hint) -> bool:
+    return hint in _ANY or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                            and type(None) in typing.get_args(hint))
 
 
 def _whole(value) -> bool:

@@ -40,7 +40,8 @@ class StepReport:
     loss_part: float | None = None
     samples: int | None = 0
     batch_split: list[int] | None = None
-    tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
+    # device -> bytes by kind, where it changed (and fsdp's step_peak: {torch's kind: bytes})
+    tensor_memory: dict[str, dict] | None = None
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
     flops: dict[str, int] | None = None      # device -> FLOPs of this step's work, on the step counted (the second)
 
@@ -115,7 +116,7 @@ def decode(message: dict) -> RankEvent | None:
 
 def line(event: RankEvent, time: float) -> str:
     """The event as the rank writes it: one line of JSON (no newline), ``time`` when it wrote it."""
-    return codec.dumps({**CHANNEL.encode(event), "time": time})
+    return codec.dumps({**CHANNEL.encode(event), "time": time}, finite=True)
 
 
 def devices_text(devices: list[Device]) -> str:

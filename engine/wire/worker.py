@@ -15,7 +15,6 @@ from typing import Any
 
 from engine.events import TYPES, Warned, WorkerEvent
 from engine.wire import codec
-from engine.wire.codec import finite  # noqa: F401 (what the ends that write numbers use)
 
 VERSION = 1
 CHANNEL = codec.Channel("the worker's events", "type", TYPES)
@@ -66,7 +65,7 @@ def encode(event: WorkerEvent) -> str:
     fields = CHANNEL.encode(event)
     if fields["t"] is not None:
         fields["t"] = round(fields["t"], 6)
-    return codec.dumps({"v": VERSION, **fields})
+    return codec.dumps({"v": VERSION, **fields}, finite=True)
 
 
 def decode(line: str | bytes) -> WorkerEvent | None:
