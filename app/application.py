@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import time
 
@@ -11,6 +10,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
 from engine.environment import variable
+from engine.wire import codec
 
 
 def dark_palette() -> QtGui.QPalette:
@@ -108,5 +108,5 @@ def run_app(argv: list[str], t_start: float) -> int:
     # After the loop: a run still going (a forced close) is stopped and reaped here.
     window.shutdown()
     if quit_after:
-        print(json.dumps({"splitscope_app": report}), file=sys.stderr, flush=True)
+        print(codec.dumps({"splitscope_app": report}, compact=False), file=sys.stderr, flush=True)
     return rc

@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 
 from engine.config import ExperimentConfig
-from engine.nodes import messages, wire
+from engine.nodes import wire
 from engine.nodes.agent import PROTOCOL
 from engine.run.session import RunSession
 from engine.store import Store
 from engine.telemetry.sample import FIELD_NAMES, DeviceSample
+from engine.wire import nodes as messages
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICES_PER_NODE = 32

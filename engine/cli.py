@@ -7,7 +7,6 @@ No Qt is imported here: the CLI runs on machines without a display.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sqlite3
@@ -19,6 +18,7 @@ from engine.nodes.token import DEFAULT_TEXT as TOKEN_DEFAULT
 from engine.results import to_json
 from engine.rules import effective_batch_size, watches_script
 from engine.run_options import add_run_options, config_from_args, given_options, split_tokens
+from engine.wire import codec
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 # build_parser's subcommands, in its order
@@ -255,7 +255,7 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
                {"run_id": result.run_id, "status": result.status, "error": result.error})
         if predictions:
             out["predictions"] = [to_json(p) for p in predictions]
-        print(json.dumps(out))
+        print(codec.dumps(out, compact=False))
     else:
         from engine.report import predictions_table, summary_table
         if result.summary:
@@ -301,7 +301,7 @@ def cmd_what_if(args) -> int:
     if not predictions and not args.json:
         print(f"no what-if for run {args.id}: none of its kept steps is past its warm-up", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps([to_json(p) for p in predictions]) if args.json
+    print(codec.dumps([to_json(p) for p in predictions], compact=False) if args.json
           else predictions_table(predictions, summary=record.summary))
     return EXIT_OK
 
@@ -374,7 +374,7 @@ def cmd_experiment(args) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     if args.json:
-        print(json.dumps(to_json(result)))
+        print(codec.dumps(to_json(result), compact=False))
     else:
         from engine.report import experiment_table
         print(experiment_table(result))
@@ -398,11 +398,11 @@ def cmd_export(args) -> int:
 # ---- runs and devices ---------------------------------------------------------
 def cmd_runs(args) -> int:
     from engine.report import runs_table
-    from engine.store.command import finite, open_for_reading
+    from engine.store.command import open_for_reading
     with open_for_reading(args.db) as store:
         runs = store.list_runs(limit=args.limit)
     if args.json:
-        print(json.dumps(finite([r.to_dict() for r in runs]), allow_nan=False))
+        print(codec.dumps([r.to_dict() for r in runs], compact=False, finite=True))
     else:
         print(runs_table(runs))
     return EXIT_OK
@@ -412,11 +412,11 @@ def cmd_models(args) -> int:
     from engine.plan import model_listing
     if args.torchvision:
         rows = model_listing.torchvision_rows()
-        print(json.dumps(rows) if args.json else model_listing.torchvision_text(rows))
+        print(codec.dumps(rows, compact=False) if args.json else model_listing.torchvision_text(rows))
         return EXIT_OK
     if not (args.model or args.model_file):
         rows = model_listing.builtin_rows()
-        print(json.dumps(rows) if args.json else model_listing.builtin_text(rows))
+        print(codec.dumps(rows, compact=False) if args.json else model_listing.builtin_text(rows))
         return EXIT_OK
     config = ExperimentConfig(model=args.model or "custom", batch_size=args.batch_size,
                               model_file=os.path.abspath(args.model_file) if args.model_file else None,
@@ -437,7 +437,7 @@ def cmd_models(args) -> int:
         print(f"error: {'--model-file' if args.model_file else '--model'}: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if args.json:
-        print(json.dumps({"split_points": rows, "balanced_split": list(split)}))
+        print(codec.dumps({"split_points": rows, "balanced_split": list(split)}, compact=False))
     else:
         print(model_listing.split_points_text(rows, split, effective_batch_size(config), config.split_level))
     return EXIT_OK
@@ -447,7 +447,7 @@ def cmd_devices(args) -> int:
     from engine.report import device_inventory, devices_table
     inventory = device_inventory()
     if args.json:
-        print(json.dumps({**inventory, "gpus": [to_json(g) for g in inventory["gpus"]]}))
+        print(codec.dumps({**inventory, "gpus": [to_json(g) for g in inventory["gpus"]]}, compact=False))
     else:
         print(devices_table(inventory))
     return EXIT_OK

@@ -9,13 +9,13 @@ option, ``engine.run_options``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any
 
 from engine.problems import FLAGS, ConfigError, Problem  # noqa: F401 (part of this module's interface)
+from engine.wire import codec
 
 # How each step gets its batch (engine.run.feed does it; named here so the config needs no torch).
 INPUT_PREP = {
@@ -155,7 +155,7 @@ class ExperimentConfig:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+        return codec.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
@@ -193,9 +193,9 @@ class ExperimentConfig:
     @classmethod
     def from_json(cls, text: str) -> ExperimentConfig:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError([Problem("config", f"not valid JSON: {exc}")]) from None
+            data = codec.loads(text, "a config")
+        except codec.WireError as exc:
+            raise ConfigError([Problem("config", f"not valid JSON: {exc.detail}")]) from None
         return cls.from_dict(data)
 
     def replace(self, **changes: Any) -> ExperimentConfig:

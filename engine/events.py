@@ -1,7 +1,7 @@
 """What the worker tells whoever runs it, typed: one event per line of JSON (docs/protocol.md).
 
-The worker (engine.run.worker) makes these and writes them with ``protocol.encode``;
-the session (engine.run.session) reads them back with ``protocol.decode``, stores
+The worker (engine.run.worker) makes these and writes them with ``engine.wire.worker.encode``;
+the session (engine.run.session) reads them back with ``engine.wire.worker.decode``, stores
 them and hands the same objects to its caller: the CLI's progress, an experiment,
 the app. Every reader matches on the type; JSON exists only on the pipe between
 the two processes. A merged step is ``engine.results.Step``, the row the store

@@ -327,7 +327,7 @@ class Step:
     loss: float | None = None
     busy: dict[str, float] | None = None         # device -> busy share of the step
     batch_split: list[int] | None = None
-    tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
+    tensor_memory: dict[str, dict] | None = None   # device -> bytes by kind where it changed (fsdp: step_peak too)
     # As the worker reports it (engine.events); the store keeps the intervals in its timeline table:
     work: dict[str, float] | None = None         # device -> share without drawing the batch, where a step drew one
     intervals: dict[str, list[list]] | None = None          # device -> [[kind, t0, t1], ...], run clock

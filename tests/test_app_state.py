@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from app.state import planner_answers
 from app.state.live_data import RunProgress
 from app.state.problem_help import Help
 from app.state.run_rules import Activity, blocked_reason, ready_text
@@ -15,6 +14,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.events import Errored, Finished, Launched, Log, Started, Warned
 from engine.results import Bubble, RunSummary, Step
+from engine.wire import planner as planner_answers
 from no_qt import run_without_qt
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
@@ -168,7 +168,7 @@ def small_config(**overrides):
                                         batch_size=64, steps=6), **overrides))
 
 
-# The planner's answer as its line reads back (app/state/planner_answers.py).
+# The planner's answer as its line reads back (engine/wire/planner.py).
 BLOCKS = planner_answers.decode(json.dumps({
     "kind": "blocks", "id": 1, "blocks": [{"name": f"layer{i}", "params": 10, "cost_s": c, "out_bytes": 4}
                                          for i, c in enumerate([1.0, 1.0, 1.0, 3.0])],

@@ -8,7 +8,6 @@ import pytest
 
 from engine.config import ExperimentConfig
 from engine.record.findings import bubble_above_theory, findings, memory_near_limit, unbalanced_stages, with_telemetry
-from engine.record.rank_events import StepReport
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize
 from engine.record.time_by_kind import input_share
@@ -16,6 +15,7 @@ from engine.record.totals import RunTotals
 from engine.results import Bubble, RunSummary
 from engine.script_results import LoaderFacts, ScriptFacts
 from engine.telemetry.summary import TelemetrySummary
+from engine.wire.rank import StepReport
 
 pytestmark = pytest.mark.quick
 GIB = 2 ** 30

@@ -10,7 +10,7 @@ from engine import cli
 from engine.config import ConfigError, ExperimentConfig
 from engine.events import NAMES
 from engine.rules import problems
-from engine.run import protocol
+from engine.wire import worker as protocol
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 

@@ -12,12 +12,13 @@ import pytest
 
 from engine.config import ExperimentConfig
 from engine.devices import DeviceError
-from engine.nodes import messages, wire
+from engine.nodes import wire
 from engine.nodes.address import AddressError, allowed, parse_address, parse_networks, parse_nodes
 from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
 from engine.nodes.cluster import cluster_devices, node_devices
 from engine.nodes.token import TokenError, new_token, read_token
 from engine.rules import problems
+from engine.wire import nodes as messages
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 

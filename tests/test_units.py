@@ -12,13 +12,13 @@ from hypothesis import given, settings, strategies as st
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device
 from engine.plan.planning import balanced_split
-from engine.record.rank_events import StepReport
 from engine.record.step_merger import StepMerger
 from engine.record.summary import stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, Step, from_json
 from engine.rules import effective_micro_batches, problems
-from engine.run import protocol
 from engine.store import Store
+from engine.wire import worker as protocol
+from engine.wire.rank import StepReport
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 
@@ -248,9 +248,9 @@ def test_a_collective_is_waiting_until_the_last_rank_arrives_and_never_over_the_
 
 
 def test_rank_events_read_back_what_a_rank_wrote():
-    """engine.record.rank_events: each event through its JSON line and back; the channel's ``time`` and a newer
+    """engine/wire/rank.py: each event through its JSON line and back; the channel's ``time`` and a newer
     rank's fields ignored, an unknown type None, a known one missing its fields an error the worker reports."""
-    from engine.record import rank_events as ev
+    from engine.wire import rank as ev
     events = [ev.Ready(123, [4], True, [["0F0"]]), ev.StepReport(2, 1.0, 2.0, {"cpu:0": [["forward", 1.0, 1.5]]},
                                                                 0.5, 8, [4, 4], {"cpu:0": {"params": 10}}),
               ev.Profiled("/tmp/trace.json", 3.0), ev.Done(1.0, 0.1, 0.002), ev.Failed("boom", "Traceback...")]
@@ -258,15 +258,15 @@ def test_rank_events_read_back_what_a_rank_wrote():
         line = json.dumps({**ev.encode(event), "time": 9.0, "from_a_newer_rank": 1})
         assert ev.decode(json.loads(line)) == event
     assert ev.decode({"type": "telepathy"}) is None
-    with pytest.raises(TypeError):
+    with pytest.raises(ev.codec.WireError, match="rank_step message without start"):
         ev.decode({"type": "rank_step", "step": 1})
 
 
 def test_fork_server_messages_read_back_and_garbled_ones_are_named():
-    """engine/forkserver/messages.py: each message through its JSON object and back; a known op with a field
+    """engine/wire/forkserver.py: each message through its JSON object and back; a known op with a field
     missing or mistyped is garbled, naming the op and the request's id (a spawn is refused under it); an op
     no end knows is None."""
-    from engine.forkserver import messages as m
+    from engine.wire import forkserver as m
     for message in (m.Spawn(3, "engine.run.rank", {"A": "1"}, "/tmp", [0, 1, 2], ["x"], "(rank 0)"),
                     m.Spawned(3, 1234), m.Refused(None, "why"), m.Exited(1234, -9), m.Signal(1234, 15), m.Ping(),
                     m.Pong(), m.Client()):

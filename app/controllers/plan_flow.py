@@ -19,7 +19,6 @@ from app.services.planner_client import PlannerClient
 from app.state import plan_state, problem_help
 from app.state.app_model import AppModel
 from app.state.plan_state import BlockProfile
-from app.state.planner_answers import Checked, Profiled
 from app.state.problem_help import Help
 from engine import rules
 from engine.config import ExperimentConfig
@@ -29,6 +28,7 @@ from engine.problems import Problem
 from engine.rules import effective_stages_per_device
 from engine.strategies import STRATEGIES
 from engine.strategies.staged import stage_devices
+from engine.wire.planner import Checked, Profiled
 
 
 class PlanFlow(QtCore.QObject):

@@ -13,7 +13,6 @@ connection asked for). One advise at a time; ``close`` ends it with the window.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from PySide6 import QtCore
@@ -22,6 +21,7 @@ from app.services.forked_process import start_module
 from app.services.stop_deadline import StopDeadline
 from app.state.advise_rows import failure_of
 from engine.advise.answer import read_advice
+from engine.wire import codec
 
 KEPT_LINES = 200   # of its stderr: the last say why it failed
 
@@ -131,8 +131,8 @@ def answer_of(out: str, code: int, stopping: bool, stderr_lines: list[str]) -> t
     it failed). ``out``: its stdout, the ``--json`` answer; ``stopping``: a stop was asked; a stop during the
     checks still answers, with the note "stopped"."""
     try:
-        advice = read_advice(json.loads(out)) if code == 0 and out.strip() else None
-    except ValueError:
+        advice = read_advice(codec.loads(out, "advise's answer")) if code == 0 and out.strip() else None
+    except ValueError:   # codec.WireError is one
         advice = None
     if advice is not None:
         stopped = stopping or "stopped" in advice.notes

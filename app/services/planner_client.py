@@ -7,20 +7,21 @@ and numbered; answers to stale requests are dropped.
 """
 from __future__ import annotations
 
-import json
+import sys
 
 from PySide6 import QtCore
 
 from app.services.forked_process import start_module
-from app.state import planner_answers
+from engine.wire import planner as planner_answers
+from engine.wire.codec import WireError
 
 _early: list[PlannerClient] = []   # a planner started before the window was built (start_early)
 
 
 class PlannerClient(QtCore.QObject):
     sigReady = QtCore.Signal()
-    sigChecked = QtCore.Signal(int, object)   # request id, app.state.planner_answers.Checked
-    sigProfiled = QtCore.Signal(int, object)  # request id, app.state.planner_answers.Profiled
+    sigChecked = QtCore.Signal(int, object)   # request id, engine.wire.planner.Checked
+    sigProfiled = QtCore.Signal(int, object)  # request id, engine.wire.planner.Profiled
     sigProfiling = QtCore.Signal(int, float)  # request id, the share of its profile done
     sigCrashed = QtCore.Signal(str)
 
@@ -114,7 +115,7 @@ class PlannerClient(QtCore.QObject):
         config, profile, stages = self._pending
         self._last = self._pending
         self._pending = None
-        line = json.dumps({"id": self.latest_id, "config": config, "profile": profile, "stages": stages}) + "\n"
+        line = planner_answers.request_line(planner_answers.Request(self.latest_id, config, profile, stages)) + "\n"
         self._proc.write(line.encode())
 
     # -- answers ---------------------------------------------------------------
@@ -124,7 +125,11 @@ class PlannerClient(QtCore.QObject):
         self._buffer += bytes(self._proc.readAllStandardOutput().data())
         *lines, self._buffer = self._buffer.split(b"\n")
         for raw in lines:
-            answer = planner_answers.decode(raw)
+            try:
+                answer = planner_answers.decode(raw)
+            except WireError as exc:   # a planner of another version: said, and not taken for an answer
+                sys.stderr.write(f"{exc}\n")
+                continue
             if isinstance(answer, planner_answers.Ready):
                 self.ready = True
                 self.sigReady.emit()

@@ -10,7 +10,7 @@ Protocol, JSON Lines both ways:
 - in:  ``{"id": n, "config": {...}, "profile": bool, "stages": int|None}``; only the newest pending
   request is served, older ones are skipped. EOF (the app closed or died) ends
   the process.
-- out: the typed answers of app/state/planner_answers.py, one JSON line each: ``Ready`` once torch is
+- out: the typed answers of engine/wire/planner.py, one JSON line each: ``Ready`` once torch is
   imported; then per request ``Checked`` (its problems, warnings, stages and block names) and, when asked
   to profile and the config is valid, ``Profiled``: the blocks as timed on the first device's kind, and
   each block's time on every kind of device the config names (the app balances each stage with its own
@@ -20,14 +20,14 @@ Protocol, JSON Lines both ways:
 """
 from __future__ import annotations
 
-import json
 import queue
 import sys
 import threading
 import time
 import traceback
 
-from app.state.planner_answers import Answer, Checked, Profiled, Profiling, Ready, encode
+from engine.wire.codec import WireError
+from engine.wire.planner import Answer, Checked, Profiled, Profiling, Ready, encode, read_request
 
 # Problems that make the model itself unbuildable: no profile then.
 PROFILE_BLOCKERS = {"model", "model_file", "width", "depth", "batch_size", "config"}
@@ -149,16 +149,15 @@ def main() -> int:
         if line is None:
             return 0
         try:
-            request = json.loads(line)
-            req_id = request["id"]
-            config = request["config"]
-        except (ValueError, KeyError, TypeError):
-            sys.stderr.write(f"planner: a request it cannot read: {line[:200]!r}\n")
+            request = read_request(line)
+        except WireError as exc:
+            sys.stderr.write(f"planner: a request it cannot read ({exc.detail}): {line[:200]!r}\n")
             continue
+        req_id, config = request.id, request.config
         result = check(req_id, config)
         _emit(result)
         blocking = {p.option for p in result.problems} & PROFILE_BLOCKERS
-        if request.get("profile") and not blocking:
+        if request.profile and not blocking:
             if not lines.empty():  # a newer request is waiting: this profile would be stale
                 continue
             try:

@@ -10,12 +10,13 @@ the window.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from PySide6 import QtCore
 
 from app.services.forked_process import end_process, start_module
+from engine.wire import codec
+from engine.wire.children import StoredTraces
 
 PROGRESS = "progress: "   # engine/traces/command.py's lines on stderr
 
@@ -87,8 +88,8 @@ class TraceReader(QtCore.QObject):
         proc.deleteLater()
         out = bytes(proc.readAllStandardOutput().data()).decode("utf-8", "replace")
         try:
-            run_id = json.loads(out).get("run_id") if code == 0 else None
-        except (ValueError, AttributeError):
+            run_id = codec.read(StoredTraces, out, "the trace child").run_id if code == 0 else None
+        except codec.WireError:
             run_id = None
         if not isinstance(run_id, str):
             said = [line.removeprefix("error: ") for line in self._errors if line.startswith("error: ")]

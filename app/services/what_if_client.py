@@ -8,14 +8,14 @@ One request at a time; a newer request ends the older one's process, and
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from PySide6 import QtCore
 
 from app.services.forked_process import end_process, start_module
 from engine.plan.what_if import Prediction
-from engine.results import from_json
+from engine.wire.children import read_list
+from engine.wire.codec import WireError
 
 
 class WhatIfClient(QtCore.QObject):
@@ -55,13 +55,13 @@ class WhatIfClient(QtCore.QObject):
         out = bytes(proc.readAllStandardOutput().data()).decode("utf-8", "replace")
         err = bytes(proc.readAllStandardError().data()).decode("utf-8", "replace").strip().splitlines()
         try:
-            rows = json.loads(out) if code == 0 else None
-        except ValueError:
+            rows = read_list(Prediction, out, "the what-if child") if code == 0 else None
+        except WireError:
             rows = None
-        if not isinstance(rows, list):
+        if rows is None:
             self.sigFailed.emit(self.run_id or "", err[-1].removeprefix("error: ") if err else f"exit status {code}")
             return
-        self.sigPredictions.emit(self.run_id or "", [from_json(Prediction, row) for row in rows])
+        self.sigPredictions.emit(self.run_id or "", rows)
 
     def _on_error(self, proc: QtCore.QProcess, error) -> None:
         if proc is self._proc and error == QtCore.QProcess.ProcessError.FailedToStart:

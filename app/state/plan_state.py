@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass, field
 
 from app.state.live_data import RunProgress
-from app.state.planner_answers import Profiled
 from app.state.problem_help import Help
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
@@ -20,6 +19,7 @@ from engine.plan import planning
 from engine.plan.planning import BlockInfo
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.strategies import STRATEGIES
+from engine.wire.planner import Profiled
 
 # The check of the latest config: asked and not answered, passed, failed, or nobody to ask; or
 # passed while the blocks its split needs are still being profiled (Run waits for them).

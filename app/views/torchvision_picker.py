@@ -8,7 +8,6 @@ the image size its weights were trained at.
 """
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state.units import human_count
 from engine.models import TORCHVISION
+from engine.wire import codec
 
 LIST_ARGS = ["models", "--torchvision", "--json"]  # what the process given to load() runs: main.py ARGS
 
@@ -73,8 +73,8 @@ class TorchvisionPicker(QtWidgets.QDialog):
         if proc is None:
             return
         try:
-            rows = json.loads(bytes(proc.readAllStandardOutput()).decode())
-        except ValueError:
+            rows = codec.loads(bytes(proc.readAllStandardOutput()).decode(), "the torchvision list")
+        except ValueError:   # codec.WireError is one
             why = bytes(proc.readAllStandardError()).decode().strip().splitlines()
             self.status.setText(f"Could not read torchvision's list: {why[-1] if why else f'exit status {code}'}")
             return

@@ -11,7 +11,7 @@ runs (engine/advise/verify.py), and the advice is printed (engine/advise/advice.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import re
 import signal
@@ -25,6 +25,7 @@ from engine.advise.advice import CHOSEN, advice, model_args, other_args
 from engine.advise.results import Advice, Ranked
 from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.run_options import add_run_options, given_options
+from engine.wire import advise as wire, codec
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 DEFAULT_BUDGET_S = 60.0
@@ -145,7 +146,7 @@ def cmd_advise(args, store_usable: Callable[[str | None], bool]) -> int:
         for s, h in old.items():
             signal.signal(s, h)
     result = advice(ranking, checks, config, time.perf_counter() - started)
-    print(json.dumps(advice_json(result)) if args.json else advice_text(result, config))
+    print(codec.dumps(advice_json(result), compact=False) if args.json else advice_text(result, config))
     return EXIT_OK
 
 
@@ -157,35 +158,35 @@ def advise_args(config: ExperimentConfig) -> list[str]:
     return [*model_args(config), "--devices", config.devices, *batch, *other_args(config)]
 
 
-def candidate_json(entry: Ranked, batch_size: int) -> dict:
+def candidate_row(entry: Ranked, batch_size: int) -> wire.CandidateRow:
     c, p, m = entry.candidate, entry.prediction, entry.measured
-    return {"label": entry.label, "strategy": c.strategy, "devices": c.devices, "split": c.split,
-            "schedule": c.schedule, "micro_batches": c.micro_batches,
-            "stages_per_device": c.stages_per_device,
-            "predicted_step_s": p.step_s, "predicted_throughput": p.throughput(batch_size),
-            "measured_step_s": m.step_s if m else None, "measured_std_s": m.step_std_s if m else None,
-            "measured_throughput": m.throughput if m else None, "run_id": m.run_id if m else None,
-            "disturbed": m.disturbed if m else None, "check_error": m.error if m else None,
-            "prediction_error": entry.prediction_error, "bubble": p.bubble, "compute_s": p.compute_s,
-            "communication_s": p.communication_s,
-            "memory_bytes": p.memory_bytes, "fits": p.fits, "why": p.why}
+    return wire.CandidateRow(
+        label=entry.label, strategy=c.strategy, devices=c.devices, split=c.split, schedule=c.schedule,
+        micro_batches=c.micro_batches, stages_per_device=c.stages_per_device, predicted_step_s=p.step_s,
+        predicted_throughput=p.throughput(batch_size), measured_step_s=m.step_s if m else None,
+        measured_std_s=m.step_std_s if m else None, measured_throughput=m.throughput if m else None,
+        run_id=m.run_id if m else None, disturbed=m.disturbed if m else None, check_error=m.error if m else None,
+        prediction_error=entry.prediction_error, bubble=p.bubble, compute_s=p.compute_s,
+        communication_s=p.communication_s, memory_bytes=p.memory_bytes, fits=p.fits, why=p.why)
+
+
+def candidate_json(entry: Ranked, batch_size: int) -> dict:
+    return dataclasses.asdict(candidate_row(entry, batch_size))
 
 
 def advice_json(result: Advice) -> dict:
-    """The issue's shape: {"choice", "run_args", "predicted_step_s", "measured_step_s", "candidates",
-    "elapsed_s"}; the choice with its runner-up, ties, reasons and notes."""
+    """The issue's shape (engine/wire/advise.py AdviceAnswer): {"choice", "run_args", "predicted_step_s",
+    "measured_step_s", "candidates", "elapsed_s"}; the choice with its runner-up, ties, reasons and notes."""
     choice = result.choice
-    return {"choice": {**candidate_json(choice, result.batch_size),
-                       "runner_up": result.runner_up.label if result.runner_up else None,
-                       "tied": result.tied, "why": result.why, "notes": result.notes,
-                       "memory_limit_bytes": result.memory_limit_bytes,
-                       "memory_limit_source": result.memory_limit_source,
-                       "probe_s": result.probe_s, "check_s": result.check_s},
-            "run_args": result.run_args,
-            "predicted_step_s": choice.prediction.step_s,
-            "measured_step_s": choice.measured.step_s if choice.measured else None,
-            "candidates": [candidate_json(r, result.batch_size) for r in result.candidates],
-            "elapsed_s": result.elapsed_s}
+    row = wire.ChoiceRow(**{**vars(candidate_row(choice, result.batch_size)), "why": result.why},
+                         runner_up=result.runner_up.label if result.runner_up else None, tied=result.tied,
+                         notes=result.notes, memory_limit_bytes=result.memory_limit_bytes,
+                         memory_limit_source=result.memory_limit_source, probe_s=result.probe_s,
+                         check_s=result.check_s)
+    return dataclasses.asdict(wire.AdviceAnswer(
+        choice=row, run_args=result.run_args, predicted_step_s=choice.prediction.step_s,
+        measured_step_s=choice.measured.step_s if choice.measured else None,
+        candidates=[candidate_row(r, result.batch_size) for r in result.candidates], elapsed_s=result.elapsed_s))
 
 
 def advice_text(result: Advice, config: ExperimentConfig) -> str:

@@ -11,7 +11,6 @@ fastest predicted first. Its request on stdin: {"config": ExperimentConfig, "mem
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,15 +19,16 @@ from engine import devices as devices_mod, forkserver
 from engine.advise.results import Ranking
 from engine.config import ExperimentConfig
 from engine.environment import ROOT, with_project_path
-from engine.results import from_json, to_json
 from engine.rules import MOST_HANG_TIMEOUT_S, effective_batch_size
+from engine.wire import codec
+from engine.wire.children import RankingRequest
 
 PROBE_ALLOWANCE_S = 300.0   # the probes and predictions of a large model on a busy machine, beside its build
 
 
 def rank_in_child(config: ExperimentConfig, memory_limit: int | None) -> Ranking:
     """The child's ranking, or a Ranking whose problems say why there is none."""
-    request = json.dumps({"config": config.to_dict(), "memory_limit": memory_limit})
+    request = codec.dumps(RankingRequest(config.to_dict(), memory_limit))
     # One intra-op thread, as a CPU virtual device's rank has; gloo on loopback, as a run's ranks on this machine.
     env = with_project_path(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     limit = min(config.hang_timeout_s, MOST_HANG_TIMEOUT_S) + PROBE_ALLOWANCE_S
@@ -37,8 +37,8 @@ def rank_in_child(config: ExperimentConfig, memory_limit: int | None) -> Ranking
     except subprocess.TimeoutExpired:
         return Ranking(problems=[f"the model's probe did not finish within {limit:g} s; it was ended"])
     try:
-        answer = from_json(Ranking, json.loads(done.stdout))
-    except json.JSONDecodeError:
+        answer = codec.read(Ranking, done.stdout, "advise's probe child")
+    except codec.WireError:
         answer = None
     if answer is None:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -115,9 +115,9 @@ def _serve() -> int:
     answer_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    request = json.loads(sys.stdin.read())
-    ranking = rank(ExperimentConfig.from_dict(request["config"]), request["memory_limit"])
-    answer_out.write(json.dumps(to_json(ranking)))
+    request = codec.read(RankingRequest, sys.stdin.read(), "advise's probe child")
+    ranking = rank(ExperimentConfig.from_dict(request.config), request.memory_limit)
+    answer_out.write(codec.dumps(ranking))
     answer_out.close()
     return 0
 

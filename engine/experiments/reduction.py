@@ -3,7 +3,6 @@ predictions beside them, and an experiment rebuilt from the runs it stored."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 import subprocess
@@ -12,9 +11,11 @@ from typing import TYPE_CHECKING
 from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.experiments.presets import Point
+from engine.plan.what_if import Prediction
 from engine.record.summary import stage_balance
 from engine.record.time_by_kind import input_share
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
+from engine.wire.children import read_list
 
 if TYPE_CHECKING:
     from engine.store import ExperimentRecord
@@ -89,10 +90,10 @@ def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentP
         # Forked by the fork server the runs used (torch already imported there): a fresh interpreter's imports
         # took 3.5 s at every experiment's end.
         done = forkserver.run_module("main", input="", argv=argv, env=dict(os.environ), cwd=ROOT, timeout=120)
-        rows = json.loads(done.stdout) if done.returncode == 0 else []
-    except (OSError, ValueError, subprocess.TimeoutExpired, forkserver.ForkServerError):
+        rows = read_list(Prediction, done.stdout, "the what-if child") if done.returncode == 0 else []
+    except (OSError, ValueError, subprocess.TimeoutExpired, forkserver.ForkServerError):   # WireError: a ValueError
         rows = []
-    predicted = {(r["schedule"], r["stages_per_device"], r["micro_batches"]): r["step_time_s"] for r in rows}
+    predicted = {(r.schedule, r.stages_per_device, r.micro_batches): r.step_time_s for r in rows}
 
     def comparable(point: ExperimentPoint) -> bool:
         return (point.split is not None and point.devices == reference.devices

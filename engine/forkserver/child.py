@@ -20,9 +20,9 @@ import traceback
 from typing import NoReturn
 
 from engine.environment import variable
-from engine.forkserver.messages import Spawn
 from engine.forkserver.title import set_title
 from engine.parent_death import die_with_parent
+from engine.wire.forkserver import Spawn
 
 
 def become(request: Spawn, fds: list[int], server_pid: int, server_sockets: list) -> NoReturn:

@@ -17,8 +17,9 @@ import threading
 import time
 
 from engine.environment import ROOT, variable, with_project_path
-from engine.forkserver import messages, wire
-from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
+from engine.forkserver import wire
+from engine.wire import forkserver as messages
+from engine.wire.forkserver import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 
 TITLE_ROOM = 96            # bytes of command line kept for each child's own (engine/forkserver/title.py)
 CONNECTION_ENV = "SPLITSCOPE_FORKSERVER_FD"  # a worker's connection: the descriptor its session passed it

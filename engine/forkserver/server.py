@@ -23,10 +23,11 @@ import signal
 import socket
 import sys
 
-from engine.forkserver import messages, wire
+from engine.forkserver import wire
 from engine.forkserver.child import become
-from engine.forkserver.messages import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 from engine.parent_death import die_with_parent
+from engine.wire import forkserver as messages
+from engine.wire.forkserver import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 
 # What every rank or validation child imports: about 2.5-3 s of a fresh process's start here, paid once. The
 # entry modules themselves (engine.run.rank, engine.run.validate) are run afresh in each child, as `python -m` would.
@@ -110,7 +111,7 @@ class Server:
         except messages.MessageError as exc:
             _close(fds)
             if exc.tag == "spawn":   # its asker waits for an answer
-                self._tell(sock, Refused(exc.ident, f"garbled: {exc}"))
+                self._tell(sock, Refused(exc.ident, f"garbled: {exc.detail}"))
             return
         try:
             self._handle(sock, message, fds)
@@ -266,7 +267,7 @@ def _drain(fd: int) -> bool:
 
 
 def _request_problem(request: Spawn, fds: list[int]) -> str | None:
-    """What the types of its fields (engine/forkserver/messages.py) leave to check."""
+    """What the types of its fields (engine/wire/forkserver.py) leave to check."""
     numbers = request.fds
     if not request.module:
         return "no module named"

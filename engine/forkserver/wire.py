@@ -3,9 +3,10 @@ descriptors beside it (SCM_RIGHTS). Both ends are one machine's processes of one
 no address anyone else could connect to."""
 from __future__ import annotations
 
-import json
 import os
 import socket
+
+from engine.wire import codec
 
 # A request carries a rank's whole environment: a few KB, its config included. What one datagram can hold
 # is the socket's send buffer (about 200 KB by default); a larger request fails to send, and its process
@@ -26,7 +27,7 @@ def send(sock: socket.socket, message: dict, fds: list[int] | tuple[int, ...] = 
     """``wait=False``: WireError rather than waiting for a reader that stopped reading."""
     if len(fds) > MAX_FDS:
         raise WireError(f"fork server message with {len(fds)} descriptors: at most {MAX_FDS}")
-    data = json.dumps(message, separators=(",", ":")).encode()
+    data = codec.dumps(message).encode()
     flags = 0 if wait else socket.MSG_DONTWAIT
     try:
         if fds:
@@ -53,10 +54,10 @@ def receive(sock: socket.socket) -> tuple[dict, list[int] | None] | None:
     try:
         if flags & socket.MSG_TRUNC:
             raise ValueError("longer than a message may be")
-        message = json.loads(data)
+        message = codec.loads(data, "fork server")
         if not isinstance(message, dict):
             raise ValueError("not a JSON object")
-    except ValueError as exc:
+    except ValueError as exc:   # codec.WireError is one
         for fd in fds or ():
             os.close(fd)
         raise WireError(f"fork server sent a garbled message: {exc}") from exc

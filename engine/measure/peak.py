@@ -16,7 +16,6 @@ only as honest as its source, so each comes with one:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from engine.efficiency import Peak
 from engine.environment import variable
+from engine.wire import codec
 
 BUDGET_S = 0.2         # the best size's multiply repeated this long, its fastest kept
 SLOW_REPEAT_S = 0.02   # a form slower than this is not tried at the next (8 times the work) size
@@ -204,7 +204,7 @@ def _gpu_seconds(form, a, b) -> float:
 
 def _read_cache() -> dict:
     try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        data = codec.loads(cache_path().read_text(encoding="utf-8"), "the peak cache")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -218,7 +218,7 @@ def _write_cache(key: str, entry: dict) -> None:
         data = _read_cache()
         data[key] = entry
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        temporary.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        temporary.write_text(codec.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(temporary, path)
     except OSError:
         pass   # a read-only home: measured again next time

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
 import os
 import queue
 import socket
@@ -29,11 +28,12 @@ from datetime import datetime
 from importlib import metadata
 
 from engine.cores import usable_cores
-from engine.nodes import messages, wire
+from engine.nodes import wire
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.handshakes import AUTH_DEADLINE_S, Handshakes, Pending
 from engine.nodes.janitor import WorkFolder
 from engine.nodes.node_run import NodeRun, bind_rendezvous, launch_strategy
+from engine.wire import nodes as messages
 
 # 2: the samples' rows carry wait_util; 3: energy_j and GPM's four (DeviceSample's fields, in order); 4: a watched
 # script travels in the launch, and the info says whether the agent runs one
@@ -164,7 +164,7 @@ class NodeAgent:
 
 def refuse(conn: socket.socket, reason: str) -> None:
     try:
-        conn.sendall(json.dumps({"type": "refused", "reason": reason}).encode() + b"\n")
+        conn.sendall(messages.HANDSHAKE.line(messages.Refused(reason)).encode() + b"\n")
     except OSError:
         pass
 

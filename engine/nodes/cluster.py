@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from engine.devices import Device, DeviceError, parse
 from engine.nodes.address import AddressError, NodeAddress, node_label, parse_nodes
-from engine.nodes.messages import Info
 from engine.problems import Problem
+from engine.wire.nodes import Info
 
 # Validation's stand-in for a node it has not asked yet: any GPU index and core exists
 # (the node's own agent checks them before the run starts).

@@ -21,13 +21,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.nodes import messages, wire
+from engine.nodes import wire
 from engine.nodes.address import NodeAddress, node_label, parse_nodes
 from engine.nodes.agent import PING_EVERY_S, PROTOCOL
 from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
 from engine.nodes.token import TokenError, token_for
 from engine.problems import Problem
 from engine.results import NodeSummary
+from engine.wire import nodes as messages
 
 CONNECT_TIMEOUT_S = 10.0
 NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost (or half the hang timeout if less)

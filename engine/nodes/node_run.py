@@ -16,7 +16,6 @@ Times stay on this machine's clock: the coordinator puts them on its own.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shutil
 import signal
@@ -31,7 +30,7 @@ import psutil
 
 from engine.devices import Device
 from engine.environment import ROOT, rank_base_environment
-from engine.nodes import messages
+from engine.wire import codec, nodes as messages
 
 KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
 HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped
@@ -108,8 +107,8 @@ class NodeRun:
             config["script"] = self._write(launch.script, "script.py")
             # it runs in that folder: the one the watch was started in here does not exist there
             config["script_cwd"] = os.path.dirname(config["script"])
-        env = rank_base_environment(os.environ, config_json=json.dumps(config, sort_keys=True),
-                                    devices_json=json.dumps(launch.devices), interface=self.interface)
+        env = rank_base_environment(os.environ, config_json=codec.dumps(config, sort_keys=True),
+                                    devices_json=codec.dumps(launch.devices), interface=self.interface)
         env.update(SPLITSCOPE_EVENT_SOCKET=self.socket_path, SPLITSCOPE_STORE_ADDR=launch.rendezvous,
                    SPLITSCOPE_STORE_PREFIX=f"splitscope/{launch.run_id}",
                    SPLITSCOPE_NODE_RANK=str(launch.node_rank), SPLITSCOPE_AGENT_PID=str(os.getpid()),
@@ -171,14 +170,15 @@ class NodeRun:
             text = status.read()
         code = self.proc.wait()
         try:
-            report = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
-        except json.JSONDecodeError:
-            report = {}
+            last = text.strip().splitlines()[-1] if text.strip() else "{}"
+            report = codec.read(messages.TorchrunReport, last, "torchrun's status")
+        except codec.WireError:
+            report = messages.TorchrunReport()
         if not text.strip() and code != 0:
-            report = {"error": f"torchrun exited with status {code} without a word"}
+            report = messages.TorchrunReport(error=f"torchrun exited with status {code} without a word")
         with self._lock:
             output = list(self.output_tail)
-        self._send(messages.TorchrunExit(code, failures=report.get("failures") or {}, error=report.get("error"),
+        self._send(messages.TorchrunExit(code, failures=report.failures or {}, error=report.error,
                                          output=output, stopping=self._stopping.is_set()))
 
     # ---- the ranks' streams ------------------------------------------------------------------------
@@ -194,18 +194,18 @@ class NodeRun:
         with conn, conn.makefile("rb") as lines:
             conn.settimeout(HELLO_TIMEOUT_S)
             try:
-                hello = json.loads(lines.readline())
-                rank, stream = int(hello["rank"]), hello["stream"]
-            except (OSError, ValueError, KeyError, TypeError):
+                hello = codec.read(messages.StreamHello, lines.readline(), "a rank's stream")
+            except (OSError, codec.WireError):
                 return
+            rank, stream = hello.rank, hello.stream
             conn.settimeout(None)
             if stream == "events":
                 with self._lock:
-                    self.rank_pids[rank] = int(hello["pid"])
-                local = int(hello.get("local_rank", 0))
+                    self.rank_pids[rank] = hello.pid
+                local = hello.local_rank
                 if self._sampler is not None and local < len(self.local_devices):
-                    self._sampler.set_pid(self.local_devices[local].name, int(hello["pid"]))
-                self._send(messages.RankHello(rank, local, int(hello["pid"])))
+                    self._sampler.set_pid(self.local_devices[local].name, hello.pid)
+                self._send(messages.RankHello(rank, local, hello.pid))
             for raw in lines:
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 if stream == "events":
@@ -217,8 +217,10 @@ class NodeRun:
 
     def _relay_event(self, rank: int, line: str) -> None:
         try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
+            event = codec.loads(line, "a rank's events")
+            if not isinstance(event, dict):
+                raise codec.WireError("not a JSON object", "a rank's events")
+        except codec.WireError:
             self._send(messages.RankOutput(rank, "garbled", line[:200]))
             return
         if event.get("type") == "profile":

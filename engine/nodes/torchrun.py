@@ -8,19 +8,20 @@ This is ``torch.distributed.run.main`` (torchrun) with three things around it:
   this one on the agent's address alone (``master_listen_fd``); torchrun is then told
   ``is_host=0`` and connects to it like every other node, and the ranks keep their
   process group's keys in it too (engine.run.rank);
-- it writes how the workers ended to STATUS_FD, one JSON object: {"failures": {rank:
-  exit code}} from torchrun's ChildFailedError, or {"error": text}, or {} when all
-  finished. torchrun itself only exits 1.
+- it writes how the workers ended to STATUS_FD, one JSON object (engine/wire/nodes.py
+  TorchrunReport): the failures {rank: exit code} from torchrun's ChildFailedError, or an
+  error's text, or neither when all finished. torchrun itself only exits 1.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from datetime import timedelta
 
 from engine.environment import variable
 from engine.parent_death import die_with_parent
+from engine.wire import codec
+from engine.wire.nodes import TorchrunReport
 
 STORE_TIMEOUT_S = 300.0
 
@@ -37,7 +38,7 @@ def main(argv: list[str]) -> int:
     args = argv[argv.index("--") + 1:]
     die_with_parent(int(variable("SPLITSCOPE_AGENT_PID", "0")) or None)
     status = os.fdopen(status_fd, "w")
-    report: dict = {}
+    report = TorchrunReport()
     try:
         import torch.distributed as dist
         from torch.distributed import run
@@ -50,13 +51,13 @@ def main(argv: list[str]) -> int:
         try:
             run.main(args)
         except ChildFailedError as exc:
-            report = {"failures": {str(rank): failure.exitcode for rank, failure in exc.failures.items()}}
+            report = TorchrunReport(failures={str(rank): failure.exitcode for rank, failure in exc.failures.items()})
         del store
     except BaseException as exc:  # a rendezvous that failed, a signal: say what, and exit non-zero
-        report = {"error": f"{type(exc).__name__}: {exc}"}
-    status.write(json.dumps(report) + "\n")
+        report = TorchrunReport(error=f"{type(exc).__name__}: {exc}")
+    status.write(codec.dumps(report) + "\n")
     status.flush()
-    return 0 if not report else 1
+    return 0 if report == TorchrunReport() else 1
 
 
 if __name__ == "__main__":

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
 import socket
 import threading
 import time
+
+from engine.wire import codec
+from engine.wire.nodes import HANDSHAKE, Auth, Challenge, Refused, Welcome
 
 HANDSHAKE_TIMEOUT_S = 10.0   # the whole handshake, not each read
 MAX_LINE = 64 * 1024 * 1024  # a model file travels in one line
@@ -50,10 +52,12 @@ class Channel:
         self._received = 0
 
     # ---- plain lines (the handshake) ----------------------------------------------------------
-    def send_plain(self, message: dict) -> None:
-        self._write(json.dumps(message, separators=(",", ":")).encode())
+    def send_plain(self, message) -> None:
+        """A handshake's message (engine/wire/nodes.py HANDSHAKE)."""
+        self._write(HANDSHAKE.line(message).encode())
 
-    def receive_plain(self, deadline: float | None = None) -> dict:
+    def receive_plain(self, deadline: float | None = None):
+        """The next handshake message; None for one of a type this end does not know."""
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -61,16 +65,13 @@ class Channel:
             self.sock.settimeout(remaining)
         line = self._readline(MAX_PLAIN_LINE)
         try:
-            message = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            return HANDSHAKE.read(line)
+        except codec.WireError:
             raise WireError("the peer does not speak Splitscope's node protocol") from None
-        if not isinstance(message, dict):
-            raise WireError("the peer does not speak Splitscope's node protocol")
-        return message
 
     # ---- MAC'd lines ------------------------------------------------------------------------------
     def send(self, message: dict) -> None:
-        payload = json.dumps(message, separators=(",", ":")).encode()
+        payload = codec.dumps(message).encode()
         with self._send_lock:
             tag = _mac(self._key, self._out_dir, self._sent.to_bytes(8, "big"), payload)[:TAG_HEX // 2]
             self._sent += 1
@@ -84,7 +85,10 @@ class Channel:
         if not hmac.compare_digest(tag, expected.hex().encode()):
             raise WireError("a message failed its authentication check (altered, replayed or injected)")
         self._received += 1
-        message = json.loads(payload)
+        try:
+            message = codec.loads(payload, "node wire")
+        except codec.WireError:
+            raise WireError("a message that is not JSON") from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise WireError("a message without a type")
         return message
@@ -149,18 +153,18 @@ def _handshake_agent(sock: socket.socket, token: bytes, timeout: float) -> Chann
     sock.settimeout(timeout)
     channel = Channel(sock, side="agent")
     nonce_a = secrets.token_bytes(32)
-    channel.send_plain({"type": "challenge", "nonce": nonce_a.hex(), "agent": "splitscope-node"})
+    channel.send_plain(Challenge(nonce_a.hex()))
     try:
         reply = channel.receive_plain(deadline)
-        nonce_c = bytes.fromhex(reply.get("nonce", ""))
-        proof = bytes.fromhex(reply.get("proof", ""))
-    except (ValueError, TypeError, TimeoutError):
+        if not isinstance(reply, Auth):
+            raise ValueError("not an auth")
+        nonce_c, proof = bytes.fromhex(reply.nonce), bytes.fromhex(reply.proof)
+    except (ValueError, TimeoutError):
         raise WireError("no valid answer to the challenge") from None
-    if reply.get("type") != "auth" or len(nonce_c) != 32 or not hmac.compare_digest(
-            proof, _mac(token, b"coordinator", nonce_a, nonce_c)):
-        channel.send_plain({"type": "refused", "reason": "the coordinator did not prove the shared token"})
+    if len(nonce_c) != 32 or not hmac.compare_digest(proof, _mac(token, b"coordinator", nonce_a, nonce_c)):
+        channel.send_plain(Refused("the coordinator did not prove the shared token"))
         raise WireError("the coordinator did not prove the shared token")
-    channel.send_plain({"type": "welcome", "proof": _mac(token, b"agent", nonce_a, nonce_c).hex()})
+    channel.send_plain(Welcome(_mac(token, b"agent", nonce_a, nonce_c).hex()))
     channel._key = _mac(token, b"session", nonce_a, nonce_c)
     sock.settimeout(None)
     return channel
@@ -173,27 +177,26 @@ def handshake_coordinator(sock: socket.socket, token: bytes) -> Channel:
     channel = Channel(sock, side="coordinator")
     try:
         challenge = channel.receive_plain(deadline)
-        if challenge.get("type") == "refused":
-            raise WireError(f"the agent refused the connection: {challenge.get('reason')}")
-        nonce_a = bytes.fromhex(challenge.get("nonce", ""))
-    except (ValueError, TypeError, TimeoutError):
+        if isinstance(challenge, Refused):
+            raise WireError(f"the agent refused the connection: {challenge.reason}")
+        nonce_a = bytes.fromhex(challenge.nonce) if isinstance(challenge, Challenge) else b""
+    except (ValueError, TimeoutError):
         raise WireError("the peer is not a Splitscope node agent (no challenge)") from None
-    if challenge.get("type") != "challenge" or len(nonce_a) != 32:
+    if len(nonce_a) != 32:
         raise WireError("the peer is not a Splitscope node agent (no challenge)")
     nonce_c = secrets.token_bytes(32)
-    channel.send_plain({"type": "auth", "nonce": nonce_c.hex(), "proof": _mac(token, b"coordinator", nonce_a,
-                                                                            nonce_c).hex()})
+    channel.send_plain(Auth(nonce_c.hex(), _mac(token, b"coordinator", nonce_a, nonce_c).hex()))
     try:
         answer = channel.receive_plain(deadline)
     except TimeoutError:
         raise WireError("the agent did not answer the proof") from None
-    if answer.get("type") == "refused":
-        raise WireError(f"the agent refused: {answer.get('reason')}")
+    if isinstance(answer, Refused):
+        raise WireError(f"the agent refused: {answer.reason}")
     try:
-        proof = bytes.fromhex(answer.get("proof", ""))
-    except (ValueError, TypeError):
+        proof = bytes.fromhex(answer.proof) if isinstance(answer, Welcome) else b""
+    except ValueError:
         proof = b""
-    if answer.get("type") != "welcome" or not hmac.compare_digest(proof, _mac(token, b"agent", nonce_a, nonce_c)):
+    if not isinstance(answer, Welcome) or not hmac.compare_digest(proof, _mac(token, b"agent", nonce_a, nonce_c)):
         raise WireError("the agent did not prove the shared token (a different token, or not our agent)")
     channel._key = _mac(token, b"session", nonce_a, nonce_c)
     sock.settimeout(None)

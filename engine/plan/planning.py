@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+
+from engine.wire.planner import BlockInfo  # the planner channel carries it: declared there, once
 
 PROFILE_MAX_BATCH = 256  # costs scale with the batch; a slice keeps the timing quick
 PROFILE_REPEATS = 3      # the minimum of a few repeats resists a noisy machine (the first, counted, not among them)
@@ -21,17 +22,6 @@ def block_clock(device: str):
     the kernels' time, which the host's CPU time does not see. A split over a CPU and a GPU stage thus
     compares a CPU stage's work without the contention its run may meet with a GPU stage's wall time."""
     return time.perf_counter if device.startswith("cuda") else time.process_time
-
-
-@dataclass(frozen=True)
-class BlockInfo:
-    name: str
-    params: int          # parameters in the block
-    cost_s: float        # forward+backward seconds for the profiled batch, on block_clock(device)
-    out_bytes: int       # bytes of activation leaving the block, per sample
-    kind: str = ""       # the block's module class ("BasicBlock", "Linear")
-    flops: float = 0.0   # its forward+backward's FLOPs per sample (torch's formulas: engine/measure/flops.py)
-    forward_s: float = 0.0   # the forward's part of cost_s (its best repeat: engine/advise predicts each apart)
 
 
 def block_costs(spec, batch_size: int, device: str = "cpu", progress=None) -> list[BlockInfo]:

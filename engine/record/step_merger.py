@@ -3,8 +3,8 @@ rank's wait at its collectives cut out of their communication (docs/summary.md).
 from __future__ import annotations
 
 from engine.measure.timing import BUSY_KINDS, busy_time
-from engine.record.rank_events import StepReport
 from engine.results import Step
+from engine.wire.rank import StepReport
 
 
 def separate_collective_waits(reports: list[StepReport]) -> None:

@@ -16,7 +16,7 @@ import sysconfig
 import threading
 import time
 
-from engine.record.rank_events import Alive, Phase
+from engine.wire.rank import Alive, Phase
 
 STARTING = "starting"
 IMPORTING = "importing torch"

@@ -14,7 +14,6 @@ over several machines has its ranks started by the nodes' agents instead
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import queue
 import shutil
@@ -31,10 +30,10 @@ from engine.devices import Device
 from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.models import model_imports
-from engine.record import rank_events
 from engine.results import from_json
 from engine.run.heartbeat import STARTING
 from engine.script_results import ScriptFacts
+from engine.wire import codec, rank as rank_events
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
 # hundreds of thousands of steps through the worker, the session and the store without torch name a synthetic
@@ -168,7 +167,7 @@ class LocalRanks:
         # for the run, which the session removes should this worker be killed).
         self.rendezvous_dir = tempfile.mkdtemp(prefix="splitscope-rdzv-", dir=variable(RUN_FOLDER))
         store_file = os.path.join(self.rendezvous_dir, "store")
-        device_json = json.dumps([d.to_dict() for d in self.devices])
+        device_json = rank_events.devices_text(self.devices)
         torchrun = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), LOCAL_WORLD_SIZE=str(self.world),
                         GROUP_RANK="0") if self.torchrun_rendezvous else {}
         # Our ranks' temporary files (a DataLoader worker's, which a stopped run's end kills before it can remove
@@ -226,8 +225,8 @@ class LocalRanks:
     def _read_events(self, r: Rank) -> None:
         for line in r.events:
             try:
-                self.queue.put(("event", r, json.loads(line)))
-            except json.JSONDecodeError:
+                self.queue.put(("event", r, codec.loads(line, "a rank's events")))
+            except codec.WireError:
                 self.queue.put(("garbled", r, line))
         self.queue.put(("eof", r, None))
 

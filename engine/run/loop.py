@@ -17,9 +17,9 @@ from engine.measure.flops import DeviceFlops
 from engine.measure.profiling import StepProfiler, first_profiled, profiled_steps
 from engine.measure.tensor_memory import TensorMeter
 from engine.precision import autocast
-from engine.record.rank_events import Profiled, RankEvent, StepReport
 from engine.run.feed import BatchFeed
 from engine.strategies.base import Executor, RankContext
+from engine.wire.rank import Profiled, RankEvent, StepReport
 
 
 def train(ctx: RankContext, executor: Executor, emit: Callable[[RankEvent], None],

@@ -10,7 +10,6 @@ from the worker, or from the fork server that forked it, engine/forkserver).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -22,11 +21,12 @@ from engine import strategies
 from engine.cores import usable_cores
 from engine.environment import RankEnvironment
 from engine.parent_death import die_with_parent
-from engine.record.rank_events import Done, Failed, RankEvent, Ready, encode
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, PREPARING, Heartbeat
 from engine.run.loader_placement import worker_cores
-from engine.run.protocol import finite
+from engine.wire import codec
+from engine.wire.nodes import StreamHello
+from engine.wire.rank import Done, Failed, RankEvent, Ready, line as event_line, read_devices
 
 
 def die_with_worker(end=lambda: os._exit(3)) -> None:
@@ -66,7 +66,7 @@ class EventChannel:
         self._lock = threading.Lock()
 
     def emit(self, event: RankEvent) -> None:
-        line = json.dumps(finite({**encode(event), "time": time.perf_counter()}), separators=(",", ":"))
+        line = event_line(event, time.perf_counter())
         with self._lock:
             self._file.write(line + "\n")
 
@@ -75,12 +75,11 @@ def node_channel(env: RankEnvironment) -> EventChannel:
     """Under a node agent (torchrun passes no pipe): the events, stdout and stderr each on a connection to the
     agent's socket, each opened by a line naming the rank and the stream (engine.nodes.node_run)."""
     import socket
-    hello = {"rank": env.rank, "local_rank": env.local_rank, "pid": os.getpid()}
 
     def connect(stream: str) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(env.event_socket)
-        sock.sendall((json.dumps(dict(hello, stream=stream)) + "\n").encode())
+        sock.sendall((codec.dumps(StreamHello(env.rank, env.local_rank, os.getpid(), stream)) + "\n").encode())
         return sock
     events = connect("events")
     for fd, stream in ((1, "stdout"), (2, "stderr")):
@@ -130,10 +129,9 @@ def main() -> int:
     rank, world = env.rank, env.world_size
     try:
         from engine.config import ExperimentConfig
-        from engine.devices import Device
         config = ExperimentConfig.from_json(env.config_json)
         heartbeat = Heartbeat(channel.emit, config.hang_timeout_s)
-        devices = [Device(**d) for d in json.loads(env.devices_json)]
+        devices = read_devices(env.devices_json)
         own = own_device(devices, rank, world)
         loader_cores = worker_cores(config, devices, usable_cores(), own.node)   # before this process is pinned
         pin(own)

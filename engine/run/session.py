@@ -10,7 +10,6 @@ background threads; the app marshals them to its UI thread.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import queue
 import shutil
@@ -31,10 +30,10 @@ from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved
 from engine.record.efficiency import with_energy
 from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
-from engine.run import protocol
 from engine.store import default_path, open_store
 from engine.store.client import StoreRestarts
 from engine.telemetry.sample import DeviceSample
+from engine.wire import worker as protocol
 
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
 FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
@@ -132,8 +131,8 @@ class RunSession:
             self.result = RunResult(self.run_id, "failed", None, error)
             self._done.set()
             raise
-        first = json.dumps({"config": self.config.to_dict(), "clock_origin": self._origin,
-                            "telemetry_hz": self.telemetry_hz, "run_id": self.run_id})
+        first = protocol.request_line(protocol.RunRequest(self.config.to_dict(), self._origin, self.telemetry_hz,
+                                                          self.run_id))
         self._send(first)
         threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._run, name=f"run-session-{self.run_id}", daemon=True)

@@ -11,7 +11,6 @@ supervises a run (the command line's) would keep for the whole run: with
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.cores import usable_cores
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import loader_placement
+from engine.wire import children, codec
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ def _check_one(config: ExperimentConfig, tokens: list | None, names_only: bool =
 
 def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_only: bool) -> list[Checked]:
     from engine.environment import ROOT as root, with_project_path
-    request = json.dumps({"names_only": names_only,
-                          "items": [{"config": config.to_dict(), "tokens": tokens} for config, tokens in items]})
+    request = codec.dumps(children.CheckRequest(names_only, [children.CheckItem(config.to_dict(), tokens)
+                                                             for config, tokens in items]))
     env = with_project_path()
     # The child ends a user's call that overruns the hang timeout itself (_answer_when_overdue); this bound is for
     # a child that cannot, stuck in native code that holds Python's lock.
@@ -108,12 +108,12 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
                                                          "timeouts and its start); it was ended")])
                 for config, _ in items]
     try:
-        answers = json.loads(done.stdout)
-    except json.JSONDecodeError:
+        answers = children.read_list(children.CheckAnswer, done.stdout, children.VALIDATION)
+    except codec.WireError:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return [Checked(config, None, [Problem("config", f"validation failed: {why}")]) for config, _ in items]
-    return [Checked(ExperimentConfig.from_dict(a["config"]), RunPlan.from_dict(a["plan"]) if a["plan"] else None,
-                    [Problem(p["option"], p["message"]) for p in a["problems"]]) for a in answers]
+    return [Checked(ExperimentConfig.from_dict(a.config), RunPlan.from_dict(a.plan) if a.plan else None,
+                    list(a.problems)) for a in answers]
 
 
 def _serve() -> int:
@@ -122,18 +122,18 @@ def _serve() -> int:
     answers_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    request = json.loads(sys.stdin.read())
-    configs = [ExperimentConfig.from_dict(item["config"]) for item in request["items"]]
-    answers: list[dict] = []
+    request = codec.read(children.CheckRequest, sys.stdin.read(), children.VALIDATION)
+    configs = [ExperimentConfig.from_dict(item.config) for item in request.items]
+    answers: list[children.CheckAnswer] = []
     lock = threading.Lock()
 
-    def write(extra: list[dict]) -> None:
-        answers_out.write(json.dumps(answers + extra))
+    def write(extra: list[children.CheckAnswer]) -> None:
+        answers_out.write(codec.dumps(answers + extra))
         answers_out.close()
     threading.Thread(target=_answer_when_overdue, args=(configs, answers, lock, write), daemon=True,
                      name="user-code-deadline").start()
-    for config, item in zip(configs, request["items"], strict=True):
-        checked = _check_one(config, item["tokens"], request["names_only"])
+    for config, item in zip(configs, request.items, strict=True):
+        checked = _check_one(config, item.tokens, request.names_only)
         with lock:
             answers.append(_answer(checked))
     with lock:
@@ -141,12 +141,12 @@ def _serve() -> int:
     return 0
 
 
-def _answer(checked: Checked) -> dict:
-    return {"config": checked.config.to_dict(), "plan": checked.plan.to_dict() if checked.plan else None,
-            "problems": [{"option": p.option, "message": p.message} for p in checked.problems]}
+def _answer(checked: Checked) -> children.CheckAnswer:
+    return children.CheckAnswer(checked.config.to_dict(), checked.plan.to_dict() if checked.plan else None,
+                                list(checked.problems))
 
 
-def _answer_when_overdue(configs: list[ExperimentConfig], answers: list[dict], lock, write) -> None:
+def _answer_when_overdue(configs: list[ExperimentConfig], answers: list[children.CheckAnswer], lock, write) -> None:
     """The validation child's deadline for the user's code: a model file's import, build_model(), make_batch() or
     forward that runs longer than the config's hang timeout is named in the answer, and the child ends (its
     call cannot be interrupted)."""
@@ -159,11 +159,10 @@ def _answer_when_overdue(configs: list[ExperimentConfig], answers: list[dict], l
             if late is None:
                 continue
             option = "model_file" if checking.model_file else "model"
-            problem = {"option": option, "message": f"{checking.model_file or checking.model}: {late} did not "
-                       f"return within {checking.hang_timeout_s:g} s (--hang-timeout); a model file must build its "
-                       "model and batches without waiting on anything"}
-            write([{"config": config.to_dict(), "plan": None, "problems": [problem]}
-                   for config in configs[len(answers):]])
+            problem = Problem(option, f"{checking.model_file or checking.model}: {late} did not return within "
+                              f"{checking.hang_timeout_s:g} s (--hang-timeout); a model file must build its model "
+                              "and batches without waiting on anything")
+            write([children.CheckAnswer(config.to_dict(), None, [problem]) for config in configs[len(answers):]])
             os._exit(0)
 
 

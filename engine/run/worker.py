@@ -15,7 +15,6 @@ Ends of a run, and what the worker does:
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -28,15 +27,14 @@ from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.events import Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
-from engine.record import rank_events
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
-from engine.run import protocol
 from engine.run.failure import Cause, Failure, Hang, hang_limit, hung_rank, noted
 from engine.run.heartbeat import TRAINING, silent_after
 from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, kill_rank, script_facts
+from engine.wire import codec, rank as rank_events, worker as protocol
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
@@ -253,12 +251,12 @@ class Worker:
                 self._on_rank_message(r, payload, None, steps_only=True)
 
     def _on_rank_message(self, r: Rank, message: dict, failure: Failure | None, steps_only: bool = False):
-        """A line of JSON from a rank (engine.record.rank_events), read back into its event."""
+        """A line of JSON from a rank (engine/wire/rank.py), read back into its event."""
         now = time.monotonic()
         r.alive_at = now
         try:
             event = rank_events.decode(message)
-        except (TypeError, KeyError, AttributeError):
+        except codec.WireError:
             r.last_heard = now
             self.emit(Warned, message=f"{r.label} sent an event this worker cannot read: "
                                                 f"{str(message)[:200]}")
@@ -411,15 +409,9 @@ def main() -> int:
     out = sys.stdout
     first = sys.stdin.readline()
     try:
-        message = json.loads(first) if first.strip() else None
-        if not isinstance(message, dict):
-            raise ConfigError([])
-        run = {}
-        if "config" in message:  # {"config": {...}, "clock_origin": t, "telemetry_hz": hz, "run_id": id}
-            run = message
-            origin = float(message.get("clock_origin", origin))
-            message = message["config"]
-        config = ExperimentConfig.from_dict(message)
+        run = protocol.read_request(first)
+        origin = run.clock_origin if run.clock_origin is not None else origin
+        config = ExperimentConfig.from_dict(run.config)
         links = None
         if config.nodes:
             from engine.nodes.coordinator import connect_run_nodes
@@ -427,15 +419,15 @@ def main() -> int:
         else:
             from engine.run.validate import run_devices
             devices = run_devices(config)
-    except (json.JSONDecodeError, ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:
+    except (ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:   # codec.WireError: a ValueError
         message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else
-                   f"invalid config: {exc or 'first line must be the config as a JSON object'}")
+                   f"invalid config: {exc}")
         out.write(protocol.encode(Errored(t=time.perf_counter() - origin, message=message)) + "\n"
                   + protocol.encode(Finished(t=time.perf_counter() - origin, status="failed")) + "\n")
         out.flush()
         return 2
-    worker = Worker(config, devices, origin, out, links=links, telemetry_hz=float(run.get("telemetry_hz", 10.0)),
-                    run_id=run.get("run_id"))
+    worker = Worker(config, devices, origin, out, links=links, telemetry_hz=run.telemetry_hz,
+                    run_id=run.run_id)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_event.set())
     threading.Thread(target=_watch_stdin, args=(worker.stop_event,), name="stdin-watch", daemon=True).start()
     try:

@@ -11,6 +11,7 @@ import tempfile
 from engine.traces.errors import TraceError
 from engine.traces.figures import CONSECUTIVE_KERNEL_DELAY
 from engine.traces.results import TraceJob
+from engine.wire import codec
 
 EXIT_OK, EXIT_INVALID = 0, 2
 CATEGORY_WORDS = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
@@ -76,7 +77,7 @@ def cmd_trace(args) -> int:
             return EXIT_INVALID
     run_id = _store(job, lanes, paths, args.db, args.run) if args.store else None
     if args.json:
-        print(json.dumps({**to_json(job), **({"run_id": run_id} if run_id else {})}))
+        print(codec.dumps({**to_json(job), **({"run_id": run_id} if run_id else {})}, compact=False))
     else:
         print(job_table(job) + (f"\n\nstored as run {run_id} (the app's History; main.py export {run_id})"
                                 if run_id else ""))

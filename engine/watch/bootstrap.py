@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import json
 import os
 import runpy
 import shlex
@@ -31,7 +30,6 @@ from engine.config import ExperimentConfig
 from engine.devices import Device, usable_cores
 from engine.environment import RankEnvironment, variable
 from engine.parent_death import become_subreaper
-from engine.record.rank_events import Done, Failed, Ready
 from engine.results import to_json
 from engine.run import heartbeat as phases
 from engine.run.loader_placement import held_cores
@@ -45,6 +43,7 @@ from engine.run.rank import (
     pin,
 )
 from engine.strategies.script import plain
+from engine.wire.rank import Done, Failed, Ready, read_devices
 
 STOPPED_BY_US = -1   # main's answer when the config's steps ended the script
 
@@ -164,7 +163,7 @@ def main() -> int:
         return 1
     config = ExperimentConfig.from_json(env.config_json)
     heartbeat = phases.Heartbeat(channel.emit, config.hang_timeout_s)
-    devices = [Device(**d) for d in json.loads(env.devices_json)]
+    devices = read_devices(env.devices_json)
     own = own_device(devices, env.rank, env.world_size)
     as_python = plain(config)   # one plain process: every core, torch's own threads, the loader's workers as torch
     # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's

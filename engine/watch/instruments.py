@@ -40,13 +40,13 @@ from collections.abc import Callable
 
 from engine.devices import Device
 from engine.measure.counted_step import counted_step_note
-from engine.record.rank_events import StepReport
 from engine.watch import communication, wrappers
 from engine.watch.clocks import HostClock, clock_for
 from engine.watch.script_facts import ScriptReader
 
 # WatchEnded: part of this module's interface (what the bootstrap catches)
 from engine.watch.step_queue import Boundary, QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
+from engine.wire.rank import StepReport
 
 
 class Instruments(StepEnds):

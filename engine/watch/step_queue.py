@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from engine.measure.counted_step import counted_step
-from engine.record.rank_events import Profiled, StepReport
+from engine.wire.rank import Profiled, StepReport
 
 QUEUED_AT_MOST = 16   # a GPU's steps whose marks it has not passed yet; past this the oldest is waited for
 

@@ -6,7 +6,7 @@ import signal
 
 import psutil
 
-from engine.run import protocol
+from engine.wire import worker as protocol
 from tests.app.app_helpers import set_small_mlp, wait_ready, wait_steps
 
 RUN_TIMEOUT_MS = 60_000

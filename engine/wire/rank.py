@@ -1,17 +1,21 @@
-"""What a rank process tells its worker: one typed event per line of JSON, tagged by ``type``.
+"""What a rank process tells its worker: one typed event per line of JSON, tagged by ``type`` (docs/protocol.md).
 
-engine.run.rank and engine.run.loop make them, ``encode`` writes them (a rank
+engine.run.rank and engine.run.loop make them, ``line`` writes them (a rank
 on a node sends the same lines through its agent, engine/nodes, which moves
 their times onto the coordinator's clock), and the worker reads them back with
-``decode`` at the one place it takes them in (engine.run.worker); its step
-merger (engine.record.step_merger.StepMerger) takes the ``StepReport``s. Fields a
-newer rank adds are ignored by an older worker; ``time`` (when the rank wrote
-the line) is the channel's, not the event's.
+``decode`` at the one place it takes them in (engine.run.worker): every field checked
+(engine/wire/codec.py), a garbled one a WireError naming the field; its step merger
+(engine.record.step_merger.StepMerger) takes the ``StepReport``s. Fields a newer rank
+adds are ignored by an older worker; ``time`` (when the rank wrote the line) is the
+channel's, not the event's. The worker tells its ranks the run in their environment:
+the config (ExperimentConfig.to_json) and the devices (``devices_text``).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
+
+from engine.devices import Device
+from engine.wire import codec
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,13 @@ class StepReport:
     step: int
     start: float
     end: float
-    intervals: dict[str, list[list]] = field(default_factory=dict)   # device -> [kind, t0, t1]
+    # device -> [kind, t0, t1]; None and a null samples are read as none (a synthetic rank writes them so)
+    intervals: dict[str, list[list]] | None = field(default_factory=dict)
     loss_part: float | None = None
-    samples: int = 0
+    samples: int | None = 0
     batch_split: list[int] | None = None
-    tensor_memory: dict[str, dict[str, int]] | None = None   # device -> bytes by kind, where it changed
+    # device -> bytes by kind, where it changed (and fsdp's step_peak: {torch's kind: bytes})
+    tensor_memory: dict[str, dict] | None = None
     communication: dict[str, dict[str, list]] | None = None  # device -> operation -> [calls, bytes, seconds]
     flops: dict[str, int] | None = None      # device -> FLOPs of this step's work, on the step counted (the second)
 
@@ -92,21 +98,35 @@ class Alive:
 
 
 RankEvent = Ready | StepReport | Profiled | Done | Failed | Phase | Alive
-_TYPES: dict[str, type] = {"ready": Ready, "rank_step": StepReport, "profile": Profiled, "done": Done,
-                           "error": Failed, "phase": Phase, "alive": Alive}
-_NAMES = {kind: name for name, kind in _TYPES.items()}
+CHANNEL = codec.Channel("a rank's events", "type", {
+    "ready": Ready, "rank_step": StepReport, "profile": Profiled, "done": Done, "error": Failed, "phase": Phase,
+    "alive": Alive})
 
 
 def encode(event: RankEvent) -> dict:
     """The event as the JSON object the channel writes (its fields and ``type``)."""
-    return {"type": _NAMES[type(event)], **{f.name: getattr(event, f.name) for f in dataclasses.fields(event)}}
+    return CHANNEL.encode(event)
 
 
 def decode(message: dict) -> RankEvent | None:
-    """The event a line's JSON object holds; None for a type this worker does not know. Raises TypeError or
-    KeyError where a known type lacks a field it needs (a garbled line)."""
-    kind = _TYPES.get(message.get("type"))
-    if kind is None:
-        return None
-    names = {f.name for f in dataclasses.fields(kind)}
-    return kind(**{key: value for key, value in message.items() if key in names})
+    """The event a line's JSON object holds; None for a type this worker does not know; codec.WireError naming
+    the field where a known type lacks one or has one of another type (a garbled line)."""
+    return CHANNEL.decode(message)
+
+
+def line(event: RankEvent, time: float) -> str:
+    """The event as the rank writes it: one line of JSON (no newline), ``time`` when it wrote it."""
+    return codec.dumps({**CHANNEL.encode(event), "time": time}, finite=True)
+
+
+def devices_text(devices: list[Device]) -> str:
+    """Every device of the run, in rank order, as a rank's environment carries them (SPLITSCOPE_DEVICES)."""
+    return codec.dumps([d.to_dict() for d in devices])
+
+
+def read_devices(text: str) -> list[Device]:
+    """The devices ``devices_text`` wrote; codec.WireError where an entry is no device."""
+    entries = codec.loads(text, "the rank's devices")
+    if not isinstance(entries, list):
+        raise codec.WireError("not a list", "the rank's devices")
+    return [codec.typed(Device, entry, "the rank's devices") for entry in entries]

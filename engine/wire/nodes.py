@@ -2,7 +2,7 @@
 
 Each message is a dataclass, tagged by ``type`` on the wire (one MAC'd JSON line each,
 engine/nodes/wire.py). ``encode`` makes the JSON object, ``decode`` reads one back and
-checks every field's type against its annotation (engine/tagged.py): a message of a known
+checks every field's type against its annotation (engine/wire/codec.py): a message of a known
 type with a field missing or of another type is garbled (MessageError), one of a type this
 end does not know is None (a newer peer's: ignored). The handshake's own lines (challenge, auth, welcome,
 refused) are wire.py's, before any key exists.
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.tagged import MessageError, Tagged  # noqa: F401 (MessageError: what decode raises)
+from engine.wire.codec import (
+    Channel,
+    WireError as MessageError,  # noqa: F401 (what decode raises)
+)
 
 
 # ---- the coordinator to an agent ------------------------------------------------------------
@@ -139,7 +142,7 @@ class RankClosed:
 
 @dataclass(frozen=True)
 class RankEvent:
-    """A rank's event (engine.record.rank_events), as it wrote it, its times on the node's clock."""
+    """A rank's event (engine/wire/rank.py), as it wrote it, its times on the node's clock."""
     rank: int
     event: dict
 
@@ -159,12 +162,58 @@ class RankProfileChunk:
 
 Message = (Ping | Launch | Stop | Bye | Info | Busy | Pong | Failed | Launched | Ended | Samples | Warned
            | TorchrunExit | RankHello | RankOutput | RankClosed | RankEvent | RankProfile | RankProfileChunk)
-CODEC = Tagged("type", {
+CODEC = Channel("node wire", "type", {
     "ping": Ping, "launch": Launch, "stop": Stop, "bye": Bye, "info": Info, "busy": Busy, "pong": Pong,
     "error": Failed, "launched": Launched, "ended": Ended, "samples": Samples, "warning": Warned,
     "torchrun_exit": TorchrunExit, "rank_hello": RankHello, "rank_output": RankOutput, "rank_closed": RankClosed,
     "rank_event": RankEvent, "rank_profile": RankProfile, "rank_profile_chunk": RankProfileChunk})
 encode, decode = CODEC.encode, CODEC.decode
+
+
+# ---- the handshake, before any key (engine/nodes/wire.py) --------------------------------------
+@dataclass(frozen=True)
+class Challenge:
+    nonce: str                         # hex
+    agent: str = "splitscope-node"
+
+
+@dataclass(frozen=True)
+class Auth:
+    nonce: str
+    proof: str
+
+
+@dataclass(frozen=True)
+class Welcome:
+    proof: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: str
+
+
+HANDSHAKE = Channel("node handshake", "type", {"challenge": Challenge, "auth": Auth, "welcome": Welcome,
+                                               "refused": Refused})
+
+
+# ---- on the node: a rank to its agent, torchrun to its agent -------------------------------------
+@dataclass(frozen=True)
+class StreamHello:
+    """The first line of each of a rank's connections to its agent's socket (engine/run/rank.py node_channel):
+    which rank, and which of its streams the connection carries (events, stdout or stderr)."""
+    rank: int
+    local_rank: int
+    pid: int
+    stream: str
+
+
+@dataclass(frozen=True)
+class TorchrunReport:
+    """What a node's torchrun (engine/nodes/torchrun.py) says on its status pipe as it ends: nothing when its
+    ranks all ended well."""
+    failures: dict[str, int] | None = None   # rank -> exit code, as torchrun's ChildFailedError has them
+    error: str | None = None
 
 
 def send(channel, message: Message) -> None:

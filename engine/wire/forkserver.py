@@ -1,13 +1,16 @@
 """The fork server's messages, typed: what travels as one JSON object a datagram (engine/forkserver/wire.py),
 tagged by ``op``. ``encode`` makes the object, ``decode`` reads one back, checking each field's type
-(engine/tagged.py): a message that fails is garbled (MessageError, its ``ident`` the request's id where it
+(engine/wire/codec.py): a message that fails is garbled (MessageError, its ``ident`` the request's id where it
 had one: a spawn is refused under it), one whose ``op`` no end knows is None, ignored.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.tagged import MessageError, Tagged  # noqa: F401 (MessageError: what decode raises)
+from engine.wire.codec import (
+    Channel,
+    WireError as MessageError,  # noqa: F401 (what decode raises)
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,6 @@ class Client:
 
 
 Message = Spawn | Spawned | Refused | Exited | Signal | Ping | Pong | Client
-CODEC = Tagged("op", {"spawn": Spawn, "spawned": Spawned, "refused": Refused, "exit": Exited, "signal": Signal,
+CODEC = Channel("fork server", "op", {"spawn": Spawn, "spawned": Spawned, "refused": Refused, "exit": Exited, "signal": Signal,
                       "ping": Ping, "pong": Pong, "client": Client})
 encode, decode = CODEC.encode, CODEC.decode

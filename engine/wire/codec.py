@@ -1,0 +1,291 @@
+"""The one codec of what processes send each other: JSON text in and out, typed messages checked on the way in.
+
+Every JSON text the engine and the app write to or read from another process goes through ``dumps`` and
+``loads`` (the store's schema, engine/store, and the foreign formats, engine/export and engine/traces, keep
+theirs). A ``Channel`` maps each tag (the field named ``field``: the worker's ``type``, the fork server's
+``op``) to a dataclass: ``encode`` makes the JSON object, ``decode`` reads one back and checks every field
+against its annotation (int, float, str, bool, lists and dicts of them, another dataclass or a list or dict of
+them, or None where the annotation allows it). A message of a known tag with a field missing or of another
+type raises WireError naming the channel, the tag and the field, never the value (an environment may hold
+secrets); one whose tag this end does not know is None, ignored (a newer peer's). ``typed`` does the same for an
+untagged object (a child's answer). A field this end does not declare is ignored: a newer peer may add one.
+
+JSON has no NaN or infinity. ``dumps`` writes them as Python's json does (NaN, Infinity: every end is ours and
+reads them back, and an infinite learning rate must reach the validation that refuses it); with ``finite`` as null
+(the worker's and a rank's events: a diverged loss must still travel as JSON any reader takes), and a null where a
+float is declared reads back as NaN. A null where a field with a default is declared is that field left out (a
+summary of no steps has no devices' busy shares).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from typing import Any
+
+
+class WireError(ValueError):
+    """A message no end of ours sends: ``channel`` it came on, its ``tag`` and the ``field`` at fault where
+    known; ``ident``: its ``id`` where it had a whole number there (a fork server refuses a spawn under it)."""
+
+    def __init__(self, message: str, channel: str, tag: str | None = None, field: str | None = None,
+                 ident: int | None = None):
+        super().__init__(f"{channel}: {message}")
+        self.detail = message   # what is wrong, without the channel (an answer on that channel says it)
+        self.missing = False    # a field it needs is not there (rather than there as another type)
+        self.channel, self.tag, self.field, self.ident = channel, tag, field, ident
+
+
+# ---- JSON text --------------------------------------------------------------------------------
+def dumps(value: Any, *, sort_keys: bool = False, indent: int | None = None, compact: bool = True,
+          finite: bool = False) -> str:
+    """``value`` (plain JSON values, dataclasses turned into objects) as JSON text; ``finite``: NaN and infinities
+    as null. Compact between processes; ``compact=False`` (json's own spacing) or ``indent`` for what a person
+    reads."""
+    separators = (",", ":") if compact and indent is None else None
+    if not finite:
+        return json.dumps(value, separators=separators, sort_keys=sort_keys, indent=indent, default=_object)
+    try:   # most values hold only finite numbers: no copy made (the worker writes one a step)
+        return json.dumps(value, separators=separators, sort_keys=sort_keys, indent=indent, allow_nan=False,
+                          default=_object)
+    except ValueError:
+        return json.dumps(finite_values(value), separators=separators, sort_keys=sort_keys, indent=indent,
+                          allow_nan=False, default=_object)
+
+
+def loads(text: str | bytes, channel: str) -> Any:
+    """The JSON value ``text`` holds; WireError naming ``channel`` where it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:   # UnicodeDecodeError is a ValueError too
+        raise WireError(f"not JSON ({exc})", channel) from None
+
+
+def finite_values(value: Any) -> Any:
+    """``value`` with every NaN and infinity made None (JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_values(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return finite_values(dataclasses.asdict(value))
+    return value
+
+
+def _object(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def plain(value: Any) -> Any:
+    """A field as JSON values: a dataclass, or a list of them, as objects; anything else as it is (shallow: a
+    step's intervals are plain lists already, and asdict copied every one, three times the worker's cost a step)."""
+    if value is None or isinstance(value, (int, float, str, dict)):
+        return value
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        return [dataclasses.asdict(v) for v in value]
+    return value
+
+
+# ---- typed messages -----------------------------------------------------------------------------
+class Channel:
+    """The messages of one channel, tagged by ``field``: ``kinds`` maps each tag to its dataclass."""
+
+    def __init__(self, name: str, field: str, kinds: dict[str, type]):
+        self.name, self.field, self.kinds = name, field, dict(kinds)
+        self.names = {kind: tag for tag, kind in kinds.items()}
+        for kind in kinds.values():   # every annotation is one decode checks: a new field of another type fails here
+            for hint in _hints(kind).values():
+                _assert_checkable(hint, kind)
+
+    def encode(self, message) -> dict:
+        """The message as a JSON object: its tag and its fields as they are (it goes to ``dumps`` at once)."""
+        data = {self.field: self.names[type(message)]}
+        for name in _names(type(message)):
+            data[name] = plain(getattr(message, name))
+        return data
+
+    def decode(self, data: Any):
+        """The message ``data`` holds; None for a tag this end does not know; WireError where it is garbled."""
+        if not isinstance(data, dict):
+            raise WireError("not a JSON object", self.name)
+        tag = data.get(self.field)
+        kind = self.kinds.get(tag) if isinstance(tag, str) else None
+        if kind is None:
+            return None
+        ident = data.get("id")
+        return _build(kind, data, _Where(self.name, tag, ident if _whole(ident) else None), f"a {tag} message")
+
+    def line(self, message) -> str:
+        """The message as one line of JSON (no newline)."""
+        return dumps(self.encode(message))
+
+    def read(self, text: str | bytes):
+        """The message on one line of JSON: ``decode`` of what ``loads`` reads."""
+        return self.decode(loads(text, self.name))
+
+
+def typed(cls: type, data: Any, channel: str):
+    """``data`` (parsed JSON) as ``cls``, every field checked as a Channel's are; WireError naming ``channel``
+    and the field where it is not one."""
+    where = _Where(channel, None, None)
+    if not isinstance(data, dict):
+        raise WireError(f"{_article(cls)} is not an object", channel)
+    return _build(cls, data, where, _article(cls))
+
+
+def read(cls: type, text: str | bytes, channel: str):
+    """``typed`` of the JSON text ``text``."""
+    return typed(cls, loads(text, channel), channel)
+
+
+def _article(cls: type) -> str:
+    return f"a {cls.__name__}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    channel: str
+    tag: str | None
+    ident: int | None
+
+    def error(self, message: str, field: str) -> WireError:
+        return WireError(message, self.channel, self.tag, field, self.ident)
+
+
+def _build(kind: type, data: dict, where: _Where, what: str, path: str = ""):
+    """``kind`` from ``data``; ``path``: where it sits in the message ("inner."), so that an error names the
+    field as a path from the message's top."""
+    values = {}
+    hints = _hints(kind)
+    label = where.tag or kind.__name__
+    for f in _fields(kind):
+        defaulted = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if f.name not in data or (data[f.name] is None and defaulted and not _allows_none(hints[f.name])):
+            if not defaulted:
+                error = where.error(f"{what} without {f.name}", path + f.name)
+                error.missing = True
+                raise error
+            continue
+        values[f.name] = _checked(hints[f.name], data[f.name], f"{label}'s {f.name}", where, path + f.name)
+    return kind(**values)
+
+
+def _allows_none(hint) -> bool:
+    return hint in _ANY or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                            and type(None) in typing.get_args(hint))
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """An int or a float, not a bool (JSON's true is Python's 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_PLAIN = {int: _whole, float: is_number, str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
+          list: lambda v: isinstance(v, list), dict: lambda v: isinstance(v, dict)}
+_ANY = (Any, object)
+
+
+def _checked(hint, value, what: str, where: _Where, field: str):
+    """``value`` as ``hint`` declares it (nested dataclasses built), or WireError naming ``what``."""
+    if hint in _ANY:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        for option in options[:-1]:
+            try:
+                return _checked(option, value, what, where, field)
+            except WireError:
+                continue
+        return _checked(options[-1], value, what, where, field)
+    if hint is float and value is None:
+        return math.nan   # dumps wrote a NaN or an infinity so
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise where.error(f"{what} is not an object", field)
+        return _build(hint, value, where, what, field + ".")
+    if not _PLAIN[origin or hint](value):
+        raise where.error(f"{what} is not {_named(hint)}", field)
+    if origin is list and args:
+        return [_checked(args[0], v, what, where, field) for v in value] if _deep(args[0]) else \
+            _all(args[0], value, hint, what, where, field)
+    if origin is dict and args:
+        if not all(isinstance(k, str) for k in value):
+            raise where.error(f"{what} is not {_named(hint)}", field)
+        if _deep(args[1]):
+            return {k: _checked(args[1], v, what, where, field) for k, v in value.items()}
+        _all(args[1], value.values(), hint, what, where, field)
+        return value
+    return float(value) if hint is float else value
+
+
+def _deep(hint) -> bool:
+    """Whether a value of ``hint`` may need building (a dataclass, a float that may be null, a nested container)
+    rather than only checking."""
+    return hint not in _PLAIN or hint is float
+
+
+def _all(item, values, hint, what: str, where: _Where, field: str):
+    if item not in _ANY and not all(_PLAIN[item](v) for v in values):
+        raise where.error(f"{what} is not {_named(hint)}", field)
+    return values
+
+
+def _named(hint) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint)
+
+
+def _assert_checkable(hint, kind: type) -> None:
+    if hint in _ANY:
+        return
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType, list, dict):
+        for arg in typing.get_args(hint):
+            if arg is not type(None):
+                _assert_checkable(arg, kind)
+        return
+    assert dataclasses.is_dataclass(hint) or hint in _PLAIN, (kind, hint)
+    if dataclasses.is_dataclass(hint) and hint is not kind:
+        for inner in _hints(hint).values():
+            _assert_checkable(inner, hint)
+
+
+_FIELDS: dict[type, tuple] = {}
+
+
+def _fields(kind: type) -> tuple:
+    if kind not in _FIELDS:
+        _FIELDS[kind] = tuple(f for f in dataclasses.fields(kind) if f.init)
+    return _FIELDS[kind]
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(kind: type) -> tuple[str, ...]:
+    if kind not in _NAMES:
+        _NAMES[kind] = tuple(f.name for f in _fields(kind))
+    return _NAMES[kind]
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(kind: type) -> dict[str, Any]:
+    if kind not in _HINTS:
+        _HINTS[kind] = typing.get_type_hints(kind)
+    return _HINTS[kind]
