@@ -86,8 +86,10 @@ class AppModel:
         self._set_activity(Activity())
 
     def work_ended(self) -> None:
-        """A run or an experiment is over and its end is shown: the controls come back, then ``ended``."""
-        self.end()
+        """A run or an experiment is over and its end is shown: the controls come back (unless ``end`` gave them
+        back already, so that a run's listeners found them back), then ``ended``."""
+        if self.activity != Activity():
+            self.end()
         self.events.ended.announce()
 
     def _set_activity(self, activity: Activity) -> None:

@@ -87,3 +87,20 @@ def window(qtbot, qapp_configured):
             win.stop_run()
     win.shutdown()
     validate_in_child(False)
+
+
+@pytest.fixture
+def quiet_window(qtbot, qapp_configured):
+    """The main window without its planner process or idle telemetry (each test starts what it needs)."""
+    from app.main_window import MainWindow
+    win = MainWindow(start_services=False)
+    qtbot.addWidget(win)
+    yield win
+    win.shutdown()
+
+
+@pytest.fixture
+def window_at_1280(qtbot, quiet_window):
+    """The quiet window shown at 1280x800, the size the README's screenshots and the issues' walks use."""
+    from app_helpers import shown
+    return shown(qtbot, quiet_window, (1280, 800))

@@ -5,23 +5,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from app.controllers.window_port import WindowPort
 
 CONTROLLERS = ("what_if", "runs", "plans", "experiments", "history_flow", "traces", "closing", "advise",
                "controls", "exporter", "store_flow")
 SOURCE = Path(__file__).resolve().parents[2] / "app" / "controllers"
 
-
-@pytest.fixture
-def quiet_window(qtbot, qapp_configured):
-    """The main window without its planner process or idle telemetry."""
-    from app.main_window import MainWindow
-    win = MainWindow(start_services=False)
-    qtbot.addWidget(win)
-    yield win
-    win.shutdown()
 
 
 def test_each_controller_holds_the_model_and_the_port_never_the_window(quiet_window):

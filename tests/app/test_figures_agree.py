@@ -3,9 +3,6 @@ goes and once it ended, as the summary's; the what-if table puts the step a row'
 prediction, with the error and its sign. Events and runs are built, not run: each test takes a second or two."""
 from __future__ import annotations
 
-import pytest
-
-from app_helpers import shown
 from engine.config import ExperimentConfig
 from engine.events import Device, Finished, Started
 from engine.plan.what_if import Prediction
@@ -18,18 +15,10 @@ BATCH = 64
 UNEVEN = [0.1, 0.3, 0.1, 0.5]   # seconds: 256 samples in 1.0 s, where the mean of each step's rate says 405/s
 
 
-@pytest.fixture
-def quiet_window(qtbot, qapp_configured):
-    """The main window without its planner process or idle telemetry."""
-    from app.main_window import MainWindow
-    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
-    yield win
-    win.shutdown()
 
-
-def test_the_status_bars_throughput_is_samples_over_time_on_uneven_steps(qtbot, quiet_window, monkeypatch):
+def test_the_status_bars_throughput_is_samples_over_time_on_uneven_steps(qtbot, window_at_1280, monkeypatch):
     from app.state.live_data import RunProgress
-    win = quiet_window
+    win = window_at_1280
     monkeypatch.setattr(win.idle, "start", lambda: None)   # the run's end restarts the idle telemetry: not here
     config = ExperimentConfig(strategy="model-parallel", devices="cpu:2", batch_size=BATCH, steps=len(UNEVEN),
                               warmup=0)
@@ -68,8 +57,8 @@ def store_pipeline_run(db_path, schedule: str, micro_batches: int, step_s: float
     return run_id
 
 
-def test_a_what_if_rows_run_is_measured_beside_its_prediction(qtbot, quiet_window, monkeypatch):
-    win = quiet_window
+def test_a_what_if_rows_run_is_measured_beside_its_prediction(qtbot, window_at_1280, monkeypatch):
+    win = window_at_1280
     flow, table = win.what_if, win.plan_view.what_if
     predictions = [Prediction("gpipe", 4, 0.100, 0.2, measured=True), Prediction("1f1b", 8, 0.080, 0.11)]
     # the what-if's child (torch's schedules) answers at once with these rows
@@ -94,10 +83,10 @@ def test_a_what_if_rows_run_is_measured_beside_its_prediction(qtbot, quiet_windo
     assert table.item(0, 4).text() == "100.0 ms"   # the source's own row: its own step
 
 
-def test_a_starting_runs_bubble_box_shows_its_configured_theory_until_its_ranks_say_theirs(qtbot, quiet_window):
+def test_a_starting_runs_bubble_box_shows_its_configured_theory_until_its_ranks_say_theirs(qtbot, window_at_1280):
     """Between Run and the ranks' `started` event (seconds under load) the box named no theory for a pipeline
     ("No pipeline bubble in theory for this strategy"); it shows the configured one, and says so."""
-    win = quiet_window
+    win = window_at_1280
     config = ExperimentConfig(strategy="pipeline", devices="cpu:2", micro_batches=4, batch_size=BATCH, steps=4)
     win.runs.begin_live_run("r-starting", config, "run r-starting")
     bubble = win.plots.bubble

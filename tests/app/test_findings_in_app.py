@@ -4,10 +4,8 @@ it; the bubble box keeping to the bubble and its formula; two runs compared side
 micro-batches it ran. Runs are built, not run: each test takes a second or two."""
 from __future__ import annotations
 
-import pytest
 from PySide6 import QtCore, QtGui
 
-from app_helpers import shown
 from engine.config import ExperimentConfig
 from engine.record.findings import findings
 from engine.results import Bubble, DeviceKinds, MeanStd, RunSummary
@@ -16,14 +14,6 @@ from engine.telemetry.summary import TelemetrySummary
 
 DISTURBED = "other programs took 35% of cpu:1 during this run: its times are not comparable"
 
-
-@pytest.fixture
-def quiet_window(qtbot, qapp_configured):
-    """The main window at 1280x800, without its planner process or idle telemetry."""
-    from app.main_window import MainWindow
-    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
-    yield win
-    win.shutdown()
 
 
 def watched_summary() -> RunSummary:
@@ -46,9 +36,9 @@ def stored(summary: RunSummary, label: str = "run 1", config: ExperimentConfig |
                    summary=summary, error=None)
 
 
-def test_a_watched_scripts_data_loading_is_the_first_finding_and_reads_without_scrolling(qtbot, quiet_window):
-    quiet_window.center.show_stored_runs([stored(watched_summary())])   # as HistoryFlow shows a stored run
-    panel = quiet_window.plots.findings
+def test_a_watched_scripts_data_loading_is_the_first_finding_and_reads_without_scrolling(qtbot, window_at_1280):
+    window_at_1280.center.show_stored_runs([stored(watched_summary())])   # as HistoryFlow shows a stored run
+    panel = window_at_1280.plots.findings
     qtbot.waitUntil(panel.isVisible, timeout=2_000)
     first = panel.texts()[0]
     assert panel.rows[0].code == "data_load" and first.startswith("cpu:0 spends 98 % of each step loading its data "
@@ -56,19 +46,19 @@ def test_a_watched_scripts_data_loading_is_the_first_finding_and_reads_without_s
     assert "num_workers, now 0" in first   # the script's own DataLoader words, not our flags
     assert panel.first_row_in_view() and panel.scroll.verticalScrollBar().value() == 0
     # the first row whole within the window at 1280x800
-    top_left = panel.views[0].mapTo(quiet_window, QtCore.QPoint(0, 0))
-    assert top_left.y() + panel.views[0].height() < quiet_window.height()
+    top_left = panel.views[0].mapTo(window_at_1280, QtCore.QPoint(0, 0))
+    assert top_left.y() + panel.views[0].height() < window_at_1280.height()
     codes = [row.code for row in panel.rows]
     assert "disturbed" in codes and "time_by_kind" in codes   # the telemetry's word, and the kinds of the step
     # the bubble box keeps to the bubble: no finding, diagnosis or disturbance in it
-    bubble = quiet_window.plots.bubble.formula.text()
+    bubble = window_at_1280.plots.bubble.formula.text()
     assert "loading its data" not in bubble and "other programs" not in bubble
 
 
-def test_hovering_a_finding_marks_its_devices_and_its_why_names_the_figure(qtbot, quiet_window):
-    quiet_window.center.show_stored_runs([stored(watched_summary())])
-    panel = quiet_window.plots.findings
-    timeline = quiet_window.plots.timeline
+def test_hovering_a_finding_marks_its_devices_and_its_why_names_the_figure(qtbot, window_at_1280):
+    window_at_1280.center.show_stored_runs([stored(watched_summary())])
+    panel = window_at_1280.plots.findings
+    timeline = window_at_1280.plots.timeline
     view = panel.views[0]
     QtGui.QGuiApplication.sendEvent(view, QtGui.QEnterEvent(QtCore.QPointF(5, 5), QtCore.QPointF(5, 5),
                                                             QtCore.QPointF(5, 5)))
@@ -82,7 +72,7 @@ def test_hovering_a_finding_marks_its_devices_and_its_why_names_the_figure(qtbot
     assert timeline.findChild(QtCore.QObject, "flash") is not None   # the timeline outlined a moment
 
 
-def test_two_runs_compared_show_both_timelines_and_bubbles_named_by_their_micro_batches(qtbot, quiet_window):
+def test_two_runs_compared_show_both_timelines_and_bubbles_named_by_their_micro_batches(qtbot, window_at_1280):
     def summary(strategy: str, m: int | None, bubble: float, theory: float) -> RunSummary:
         return RunSummary(strategy=strategy, devices=["cpu:0", "cpu:1"], split=[2], micro_batches=m, steps=8,
                           steps_measured=6, devices_busy=[0.5, 0.5], bubble=Bubble(measured=bubble, theory=theory),
@@ -91,8 +81,8 @@ def test_two_runs_compared_show_both_timelines_and_bubbles_named_by_their_micro_
                    ExperimentConfig(strategy="model-parallel", devices="cpu:2"))
     pipeline = stored(summary("pipeline", 4, 0.3, 0.2), "run 2",
                       ExperimentConfig(strategy="pipeline", devices="cpu:2", micro_batches=4))
-    quiet_window.center.show_stored_runs([naive, pipeline])
-    row = quiet_window.plots.timeline_row
+    window_at_1280.center.show_stored_runs([naive, pipeline])
+    row = window_at_1280.plots.timeline_row
     qtbot.waitUntil(row.compared, timeout=2_000)
     first, second = row.runs
     assert first.name.text() == "model-parallel m=1" and second.name.text() == "pipeline m=4"
@@ -100,5 +90,5 @@ def test_two_runs_compared_show_both_timelines_and_bubbles_named_by_their_micro_
     assert (first.bubble.measured.text(), second.bubble.measured.text()) == ("50.4%", "30.0%")
     assert (first.bubble.theory.text(), second.bubble.theory.text()) == ("50.0%", "20.0%")
     # one run again: one timeline, unnamed
-    quiet_window.center.show_stored_runs([pipeline])
+    window_at_1280.center.show_stored_runs([pipeline])
     assert not row.compared() and not first.name.isVisible() and first.bubble.measured.text() == "30.0%"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from PySide6 import QtWidgets
 
-from app_helpers import shown
 from engine.config import ExperimentConfig
 from engine.efficiency import DeviceEfficiency, Efficiency, Peak
 from engine.events import Device, Finished, Started
@@ -16,16 +15,9 @@ SCRIPT = ExperimentConfig(strategy="script", script="/home/me/train.py", script_
                           devices="cpu:2", steps=0, warmup=1)
 
 
-@pytest.fixture
-def quiet_window(qtbot, qapp_configured):
-    from app.main_window import MainWindow
-    win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
-    yield win
-    win.shutdown()
 
-
-def test_the_watched_command_takes_the_forms_place_while_it_runs(quiet_window):
-    win = quiet_window
+def test_the_watched_command_takes_the_forms_place_while_it_runs(window_at_1280):
+    win = window_at_1280
     win.show_watched_command(SCRIPT)
     assert win.watched.isVisible() and not win.experiment.isVisible() and not win.split_view.isVisible()
     values = {label: shown.text() for label, shown in win.watched.values.items()}
@@ -37,9 +29,9 @@ def test_the_watched_command_takes_the_forms_place_while_it_runs(quiet_window):
     assert win.experiment.isVisible() and not win.watched.isVisible()
 
 
-def test_a_watched_runs_mfu_is_plotted_once_its_summary_brings_the_peaks(quiet_window):
+def test_a_watched_runs_mfu_is_plotted_once_its_summary_brings_the_peaks(window_at_1280):
     from app.state.live_data import RunProgress
-    win = quiet_window
+    win = window_at_1280
     progress = RunProgress(run_id="r-watched", config=SCRIPT)
     win.center.follow_run(progress, take_view=True, mark="run")
     progress.apply(Started(t=0.0, devices=[Device("cpu:0", "cpu", 0)]))   # a script's: no peaks yet

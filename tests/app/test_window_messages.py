@@ -1,18 +1,6 @@
 """What the window tells the user without a run: the Log's levels, and telemetry that cannot start."""
 from __future__ import annotations
 
-import pytest
-
-
-@pytest.fixture
-def quiet_window(qtbot, qapp_configured):
-    """The main window without its planner process or idle telemetry (each test starts what it needs)."""
-    from app.main_window import MainWindow
-    win = MainWindow(start_services=False)
-    qtbot.addWidget(win)
-    yield win
-    win.shutdown()
-
 
 def test_warnings_and_errors_stand_out_in_the_log(quiet_window):
     from app.views import theme
