@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from engine import devices
+from engine.cli.report import device_inventory, devices_table
 from engine.devices import Device
-from engine.report import device_inventory, devices_table
 from engine.telemetry import TelemetrySampler, all_targets, gpu_inventory
 from engine.telemetry.cuda_visible import visible_gpus
 from engine.telemetry.targets import targets_for

@@ -71,8 +71,8 @@ def test_points_within_each_others_spread_are_tied_and_none_is_marked_best():
     """"Best" only when the fastest beats the next beyond their spread (mean ± std, widened to the runs'
     min-max): a comparison that cannot tell two points apart says so in every view, not a winner by noise."""
     from app.state.experiment_status import finished_text
+    from engine.cli.report import experiment_table
     from engine.experiments import best_and_tied, preset_title
-    from engine.report import experiment_table
 
     def point(label, mean, std, low, high):
         return ExperimentPoint(label=label, strategy=label, step_time_s=MeanStd(mean, std),

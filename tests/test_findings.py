@@ -13,7 +13,7 @@ from engine.record.summary import summarize
 from engine.record.time_by_kind import input_share
 from engine.record.totals import RunTotals
 from engine.results import Bubble, RunSummary
-from engine.script_results import LoaderFacts, ScriptFacts
+from engine.results.read_facts import LoaderFacts, ScriptFacts
 from engine.telemetry.summary import TelemetrySummary
 from engine.wire.rank import StepReport
 

@@ -96,8 +96,8 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
     """A GPU's energy counter (DeviceSample.energy_j) read over the measured steps: its mean power times the mean
     step is the energy a step, and the samples a step over it the samples per joule; a device without a counter
     has none, said once."""
-    from engine.efficiency import DeviceEfficiency, Efficiency, Peak
     from engine.record.efficiency import with_energy
+    from engine.results.efficiency import DeviceEfficiency, Efficiency, Peak
     from engine.telemetry.sample import DeviceSample
     from engine.telemetry.summary import TelemetryTotals
     totals = TelemetryTotals(["cuda:0", "cpu:0"], warmup=1, rate_hz=10)
@@ -308,7 +308,7 @@ def test_a_torchvision_mobilenets_mfu_is_at_most_one():
     """A depthwise network (mobilenet_v3_small) trained through the CLI: its FLOPs (the depthwise
     convolutions' backward counted right) over the measured step and the CPU's measured peak is a possible
     MFU, not over 100 %."""
-    from engine.efficiency import Peak, mfu
+    from engine.results.efficiency import Peak, mfu
     from helpers import cli
     _, summary = cli("run", "--model", "torchvision:mobilenet_v3_small", "--image-size", "32", "--batch-size", "8",
                      "--steps", "3", "--warmup", "1", "--devices", "cpu:1", "--json", check_json=True)

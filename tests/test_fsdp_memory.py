@@ -78,7 +78,7 @@ def test_fsdp_memory_by_kind_and_its_step_peak_are_torchs_fsdpmemtrackers(tmp_pa
         assert memory.other == sum(memory.step_peak.values()) - memory.total < transient
         assert memory.step_peak_text().startswith(
             f"{sum(memory.step_peak.values()) / 2 ** 20:.3g} MiB (Sharded Param 0.507, Unsharded Param 0.251")
-    from engine.report import summary_table
+    from engine.cli.report import summary_table
     assert any(line.startswith("step peak ") and "All Gather 0.251" in line
                for line in summary_table(summary).splitlines())
     figure = tensor_memory_figure(summary.devices, summary.tensor_memory)

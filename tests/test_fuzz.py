@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine import cli
+from engine.cli import run_command
 from engine.config import ConfigError, ExperimentConfig
 from engine.events import NAMES
 from engine.rules import problems
@@ -53,7 +54,7 @@ options = st.sampled_from(["--strategy", "--model", "--width", "--depth", "--dev
 def test_cli_options_give_a_run_or_a_clear_error(monkeypatch, capsys, pairs):
     # Launching is replaced by a marker: what is fuzzed is parsing and validation.
     launched = []
-    monkeypatch.setattr(cli, "cmd_run_validated", lambda config, args: launched.append(config) or 0)
+    monkeypatch.setattr(run_command, "cmd_run_validated", lambda config, args: launched.append(config) or 0)
     argv = ["run"] + [x for pair in pairs for x in pair]
     code = cli.main(argv)
     err = capsys.readouterr().err

@@ -10,7 +10,7 @@ import time
 import pynvml as real_pynvml
 import pytest
 
-from engine.report import device_inventory, devices_table
+from engine.cli.report import device_inventory, devices_table
 from engine.store import Store
 from engine.telemetry import GpuTarget, TelemetrySampler, gpu_counters, gpu_fields, gpu_inventory
 from engine.telemetry.poll import Poll

@@ -227,8 +227,8 @@ def gone_within(pid: int, seconds: float) -> bool:
 
 @pytest.mark.quick
 def test_an_experiment_whose_points_fail_alike_says_the_error_once():
+    from engine.cli.report import experiment_table
     from engine.experiments.reduction import failed_point
-    from engine.report import experiment_table
     from engine.results import ExperimentResult
     broke = "rank 0 (cpu:0, pid {}) failed: ValueError: user model broke"
     points = [failed_point(f"split size {size}", "pipeline", size, broke.format(100 + size), [f"r{size}"])

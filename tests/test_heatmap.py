@@ -130,7 +130,7 @@ def many_devices_summary(nodes: int) -> RunSummary:
 
 
 def test_the_summary_of_256_devices_reads_node_by_node_and_names_the_device_that_stands_out():
-    from engine.report import summary_table
+    from engine.cli.report import summary_table
     text = summary_table(many_devices_summary(32))
     lines = text.splitlines()
     assert "devices          256 devices on 32 nodes: node0/cuda:0 .. node31/cuda:7" in lines

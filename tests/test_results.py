@@ -1,9 +1,9 @@
-"""Typed results from JSON (engine/results.py): what any version stored opens, and odd values do not break it."""
+"""Typed results from JSON (engine/results/): what any version stored opens, and odd values do not break it."""
 from __future__ import annotations
 
 import pytest
 
-from engine.report import summary_table
+from engine.cli.report import summary_table
 from engine.results import BatchSplit, ExperimentResult, MeanStd, RunSummary, TensorMemory, from_json, to_json
 from engine.store import Store
 

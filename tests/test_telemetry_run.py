@@ -87,7 +87,7 @@ def test_another_program_on_a_devices_core_neither_reads_as_the_runs_work_nor_go
     assert taken > 25 and taken + telemetry["util_mean"][1] > 80, telemetry   # the burner filled the idle half
     assert telemetry["disturbed"].startswith("other programs took") and f"{taken:.0f}% of cpu:1" in \
         telemetry["disturbed"], telemetry
-    from engine.report import summary_table
+    from engine.cli.report import summary_table
     from engine.results import RunSummary, from_json
     lines = summary_table(from_json(RunSummary, summary)).splitlines()
     assert any(line.startswith("disturbed ") and line.endswith(telemetry["disturbed"]) for line in lines), lines

@@ -191,7 +191,7 @@ def test_store_keeps_steps_timeline_and_samples(tmp_path):
 
 
 def test_experiment_table_shows_each_point_with_its_stage_balance():
-    from engine.report import experiment_table
+    from engine.cli.report import experiment_table
 
     def point(label, ms, balance, mfu=None):
         return {"label": label, "step_time_s": {"mean": ms / 1000, "std": 0.001},

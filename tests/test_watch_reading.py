@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from engine.efficiency import DeviceEfficiency, Efficiency, Peak
 from engine.record.findings import findings
 from engine.record.time_by_kind import exclusive
 from engine.results import DeviceKinds, RunSummary
+from engine.results.efficiency import DeviceEfficiency, Efficiency, Peak
 from engine.watch.instruments import Instruments
 
 pytestmark = pytest.mark.quick

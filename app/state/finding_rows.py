@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from engine.record.findings import memory_near_limit
 from engine.record.time_by_kind import exceeds_step
 from engine.results import NodeSummary, RunSummary, TensorMemory
-from engine.script_results import Finding
+from engine.results.read_facts import Finding
 
 
 @dataclass(frozen=True)

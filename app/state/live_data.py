@@ -15,7 +15,6 @@ import numpy as np
 from app.state.announcer import Announcer
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
 from engine.config import ExperimentConfig
-from engine.efficiency import DeviceEfficiency, Efficiency
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
 from engine.figures import RunView
 from engine.figures.figure import Figure
@@ -24,6 +23,7 @@ from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS  # steps the timeline shows, here as in exports
 from engine.record.efficiency import device_efficiency
 from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
+from engine.results.efficiency import DeviceEfficiency, Efficiency
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
 from engine.traces.as_run import is_trace_run
 

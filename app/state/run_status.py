@@ -162,7 +162,7 @@ def covers_note(summary: RunSummary) -> str:
 
 def measurement_notes(summary: RunSummary) -> list[str]:
     """What the summary says about how far its figures can be trusted, as the CLI prints them
-    (engine/report.py): others on the devices' cores, and the OS disagreeing with the engine."""
+    (engine/cli/report.py): others on the devices' cores, and the OS disagreeing with the engine."""
     telemetry = summary.telemetry
     if telemetry is None:
         return []
@@ -172,8 +172,8 @@ def measurement_notes(summary: RunSummary) -> list[str]:
 
 def mfu_peak_words(peak_used: str, efficiency=None) -> str:
     """What the MFU plot's percentages are of: "of the measured peak, 96.7 GFLOP/s" where every device has one
-    figure, else "of each device's measured peak" (engine.efficiency: --peak measured or datasheet)."""
-    from engine.efficiency import si
+    figure, else "of each device's measured peak" (engine.results.efficiency: --peak measured or datasheet)."""
+    from engine.results.efficiency import si
     peaks = {d.peak.flops_per_s for d in (efficiency.devices if efficiency else []) if d.peak is not None}
     if len(peaks) == 1:
         return f"of the {peak_used} peak, {si(peaks.pop(), 'FLOP/s')}"

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.efficiency import Peak
 from engine.environment import variable
+from engine.results.efficiency import Peak
 from engine.wire import codec
 
 BUDGET_S = 0.2         # the best size's multiply repeated this long, its fastest kept

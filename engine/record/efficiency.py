@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.efficiency import DeviceEfficiency, DevicePeaks, Efficiency
 from engine.record.totals import RunTotals
 from engine.results import from_json
+from engine.results.efficiency import DeviceEfficiency, DevicePeaks, Efficiency
 from engine.telemetry.summary import TelemetrySummary
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from engine.record.time_by_kind import exceeds_step
 from engine.results import RunSummary
-from engine.script_results import Finding, ScriptFacts
+from engine.results.read_facts import Finding, ScriptFacts
 
 NOTICEABLE = 0.1          # a share of the step worth a finding
 UNCOUNTED_AT = 0.05       # operations without a FLOP formula worth saying, as a share of the counted step's time

@@ -9,8 +9,8 @@ from engine.record.efficiency import efficiency
 from engine.record.findings import findings
 from engine.record.totals import RunTotals
 from engine.results import Bubble, Loss, NodeSummary, RunSummary, TensorMemory
+from engine.results.read_facts import ScriptFacts
 from engine.rules import model_label, watches_script
-from engine.script_results import ScriptFacts
 from engine.strategies import SCHEDULE_INFO, STRATEGIES
 
 

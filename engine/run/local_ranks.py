@@ -31,8 +31,8 @@ from engine.environment import ROOT, RUN_FOLDER, rank_base_environment, variable
 from engine.measure.profiling import TRACE_PREFIX
 from engine.models import model_imports
 from engine.results import from_json
+from engine.results.read_facts import ScriptFacts
 from engine.run.heartbeat import STARTING
-from engine.script_results import ScriptFacts
 from engine.wire import codec, rank as rank_events
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream

@@ -233,8 +233,8 @@ def device_peaks(mine, dtype: str, module) -> dict[str, dict]:
 
     import torch
 
-    from engine.efficiency import DevicePeaks
     from engine.measure.peak import datasheet_peak, measured_peak, run_tf32
+    from engine.results.efficiency import DevicePeaks
     peaks = {}
     tf32 = run_tf32(dtype, module) if any(d.kind == "cuda" for d in mine) else False
     for device in mine:

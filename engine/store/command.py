@@ -14,7 +14,7 @@ from engine.store.database import Store, default_path
 from engine.store.location import location_problem, read_only_reason
 from engine.store.repair import StoreDamaged, take_notices
 
-EXIT_OK, EXIT_INVALID = 0, 2   # engine/cli.py's
+EXIT_OK, EXIT_INVALID = 0, 2   # engine/cli/'s
 READING_COMMANDS = ("runs", "export", "what-if")   # the commands that only read the store
 
 

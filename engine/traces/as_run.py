@@ -25,7 +25,7 @@ from pathlib import Path
 
 from engine.config import ExperimentConfig
 from engine.results import Bubble, DeviceKinds, MeanStd, RunSummary, Step
-from engine.script_results import TraceSource
+from engine.results.read_facts import TraceSource
 from engine.traces.kernels import COMMUNICATION, COMPUTATION, MEMORY
 from engine.traces.lanes import MOST_INTERVALS, RankLanes
 from engine.traces.results import RankFigures, TraceJob

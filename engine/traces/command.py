@@ -91,7 +91,7 @@ def _say_progress(done: int, total: int, path) -> None:
 def _store(job: TraceJob, lanes, paths, db: str | None, of_run: str | None) -> str:
     """The job stored as a run of kind trace (engine/traces/as_run.py); its id. ``of_run``: the run whose stored
     traces were read (``--run``), which the new run is named for. A store that fails raises sqlite3.Error, which
-    engine/cli.py says in one line."""
+    engine/cli/ says in one line."""
     from engine.store import open_store
     from engine.traces.as_run import store_trace_run, trace_run
     with open_store(db) as store:

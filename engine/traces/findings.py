@@ -1,9 +1,9 @@
-"""What a job's trace figures say, as findings of the run summary's form (``engine.script_results.Finding``:
+"""What a job's trace figures say, as findings of the run summary's form (``engine.results.read_facts.Finding``:
 code, severity, words, devices, and the share of the time it explains, which orders them). A rank is named
 "rank N" where a run names its devices."""
 from __future__ import annotations
 
-from engine.script_results import Finding
+from engine.results.read_facts import Finding
 from engine.traces.results import TraceJob
 
 NOTICEABLE = 0.1       # a share worth a finding (engine/record/findings.py's)

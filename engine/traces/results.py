@@ -1,11 +1,11 @@
-"""What reading a job's traces gives, typed (docs/traces.md). Plain data, as engine/results.py's are: JSON only
+"""What reading a job's traces gives, typed (docs/traces.md). Plain data, as engine/results/'s are: JSON only
 at the boundaries (``engine.results.to_json`` / ``from_json``). Times in µs, as the traces keep them; shares in
 percent of the GPU's span, as HTA gives them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.script_results import Finding
+from engine.results.read_facts import Finding
 
 
 @dataclass(frozen=True)

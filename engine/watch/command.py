@@ -2,7 +2,7 @@
 options] SCRIPT.py [ARGS]``, engine/watch/torchrun_form.py): a user's own training script, unmodified, run as the
 ranks of one run (``--strategy script``, engine/strategies/script.py) and timed by kind per device; or ``-- python
 SCRIPT.py [ARGS]`` (``python -m MODULE``, engine/watch/python_form.py): one plain process, as python runs it. It is
-``run``'s short way: the same worker, store, summary and exports (engine/cli.py runs the config made here)."""
+``run``'s short way: the same worker, store, summary and exports (engine/cli/ runs the config made here)."""
 from __future__ import annotations
 
 import argparse
@@ -21,7 +21,7 @@ from engine.strategies.script import (
     script_config,
 )
 
-# How this command names the options it takes otherwise than `run` does (engine.cli.validate_or_report).
+# How this command names the options it takes otherwise than `run` does (engine.cli.run_command.validate_or_report).
 NAMES = {"script": "SCRIPT", "script_args": "ARGS", "script_cwd": "the current folder", "torchrun": "torchrun",
          "python": "python", "script_module": "-m MODULE", "samples_per_step": "--samples-per-step"}
 

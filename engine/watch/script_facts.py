@@ -1,6 +1,6 @@
 """What a watched script is, read from the script as it runs: its model's class and size, its optimizers and their
 learning rates, the dtype it computes in, its DataLoaders' settings and where each step's samples were counted
-from (the summary's ``script``, engine/script_results.py ScriptFacts).
+from (the summary's ``script``, engine/results/read_facts.py ScriptFacts).
 
 Read through class-level wrappers that ``Instruments.uninstall`` takes back (an optimizer's and a DataLoader
 iterator's construction and a batch's fetch), never through anything put on the script's own objects: a
@@ -14,7 +14,7 @@ import functools
 import weakref
 from collections.abc import Callable
 
-from engine.script_results import LoaderFacts, ScriptFacts
+from engine.results.read_facts import LoaderFacts, ScriptFacts
 
 # The first dimension of a recurrent module's input is its sequence, not its batch, unless batch_first.
 SEQUENCE_FIRST = "nn.RNN, nn.LSTM or nn.GRU without batch_first: its input's second dimension"

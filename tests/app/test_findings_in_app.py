@@ -9,7 +9,7 @@ from PySide6 import QtCore, QtGui
 from engine.config import ExperimentConfig
 from engine.record.findings import findings
 from engine.results import Bubble, DeviceKinds, MeanStd, RunSummary
-from engine.script_results import LoaderFacts, ScriptFacts
+from engine.results.read_facts import LoaderFacts, ScriptFacts
 from engine.telemetry.summary import TelemetrySummary
 
 DISTURBED = "other programs took 35% of cpu:1 during this run: its times are not comparable"

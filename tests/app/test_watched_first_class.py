@@ -7,9 +7,9 @@ import pytest
 from PySide6 import QtWidgets
 
 from engine.config import ExperimentConfig
-from engine.efficiency import DeviceEfficiency, Efficiency, Peak
 from engine.events import Device, Finished, Started
 from engine.results import MeanStd, RunSummary, Step
+from engine.results.efficiency import DeviceEfficiency, Efficiency, Peak
 
 SCRIPT = ExperimentConfig(strategy="script", script="/home/me/train.py", script_args="--epochs 3 --lr 0.1",
                           devices="cpu:2", steps=0, warmup=1)

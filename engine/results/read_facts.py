@@ -1,7 +1,7 @@
 """A run summary's sections for what was read rather than configured (docs/summary.md): what a watched script
 is (``ScriptFacts``, engine/watch/script_facts.py reads it), which profiler traces a run of kind trace was read
 from (``TraceSource``, engine/traces/as_run.py) and the findings that explain a run's step
-(``Finding``, engine/record/findings.py makes them). Plain data, like the rest of engine/results.py."""
+(``Finding``, engine/record/findings.py makes them). Plain data, like the rest of engine/results/."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
