@@ -9,7 +9,6 @@ background threads; the app marshals them to its UI thread.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import shutil
@@ -30,15 +29,13 @@ from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved
 from engine.record.efficiency import with_energy
 from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
+from engine.run.event_batches import event_queue, next_batch, read_worker_events
 from engine.store import default_path, open_store
 from engine.store.client import StoreRestarts
 from engine.telemetry.sample import DeviceSample
 from engine.wire import worker as protocol
 
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
-FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
-FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
-EVENT_BACKLOG = 4 * FLUSH_EVENTS
 STORE_RESTARTED = ("the run store's process ended; a new one was started and the steps not yet stored were sent "
                    "to it again (nothing lost)")
 
@@ -239,56 +236,10 @@ class RunSession:
         for line in self._proc.stderr:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
-    def _timed(self, events):
-        """``events``, and this thread's CPU seconds from the first step to their end (the session's reading: its
-        share of the recording's cost)."""
-        start = None
-        for event in events:
-            if start is None and isinstance(event, Step):
-                start = time.thread_time()
-            yield event
-        self._reader_cpu_s = time.thread_time() - start if start is not None else None
-
     def _read_stdout(self, events: queue.Queue) -> None:
-        try:
-            # None: the end of the worker's output.
-            for event in itertools.chain(self._timed(protocol.read_events(self._proc.stdout)), [None]):
-                while not self._done.is_set():
-                    try:
-                        events.put(event, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
-                if self._done.is_set():
-                    return  # the session ended early: nobody reads on
-        except (ValueError, OSError):
-            return  # the session closed the pipe as it ended
-
-    @staticmethod
-    def _next_batch(events: queue.Queue) -> list:
-        """The events of the next FLUSH_S after the first one arrives (at most FLUSH_EVENTS; or until the
-        worker's output ends).
-
-        One store transaction per batch: a transaction per step, at tens of steps a
-        second, cost the ranks' cores a few percent of a small model's step time.
-        A batch ends at ``launched`` too: the sampler follows the ranks' memory from
-        the next pass, and a rank forked warm may take its first steps within 0.1 s.
-        """
-        try:
-            batch = [events.get(timeout=0.25)]
-        except queue.Empty:
-            return []
-        until = time.monotonic() + FLUSH_S
-        while (batch[-1] is not None and not isinstance(batch[-1], (Finished, Launched))
-               and len(batch) < FLUSH_EVENTS):
-            remaining = until - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(events.get(timeout=remaining))
-            except queue.Empty:
-                break
-        return batch
+        def took(reader_cpu_s: float | None) -> None:
+            self._reader_cpu_s = reader_cpu_s
+        read_worker_events(self._proc.stdout, events, self._done, took)
 
     def _run(self) -> None:
         from engine.record.recorder import RunRecorder
@@ -298,9 +249,7 @@ class RunSession:
         status, summary, error, tb = "failed", None, None, None
         pending: list[Step] = []
         remote: list = []  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
-        # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
-        # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
-        events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
+        events = event_queue()
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             try:
@@ -314,7 +263,7 @@ class RunSession:
                                    telemetry_hz=self.telemetry_hz)
             ended = False
             while not ended:
-                batch = self._next_batch(events)
+                batch = next_batch(events)
                 forward = []
                 for event in batch:
                     if event is None:
