@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine import forkserver
 from engine.config import ExperimentConfig
@@ -50,6 +50,18 @@ def _fork_server_connection():
         return server.connection.hand_over()
     except forkserver.ForkServerError:
         return None
+
+
+@dataclass
+class _Reading:
+    """What the reading thread has of the run so far: how it ended, as the worker said (Finished, Errored), and
+    what came since the last batch was stored."""
+    status: str = "failed"
+    summary: RunSummary | None = None
+    error: str | None = None
+    tb: str | None = None
+    pending: list[Step] = field(default_factory=list)
+    remote: list = field(default_factory=list)  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
 
 
 @dataclass
@@ -246,9 +258,7 @@ class RunSession:
         from engine.record.summary import unique_devices
         store = None
         recorder = None
-        status, summary, error, tb = "failed", None, None, None
-        pending: list[Step] = []
-        remote: list = []  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
+        reading = _Reading()
         events = event_queue()
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
@@ -261,67 +271,80 @@ class RunSession:
                                    warmup=self.config.warmup,
                                    device_names=unique_devices([d.name for d in self._devices()]),
                                    telemetry_hz=self.telemetry_hz)
-            ended = False
-            while not ended:
-                batch = next_batch(events)
-                forward = []
-                for event in batch:
-                    if event is None:
-                        ended = True
-                        break
-                    match event:
-                        case Launched() | Started() if self._sampler is not None:
-                            for device, pid in event.device_pids.items():
-                                self._sampler.set_pid(device, pid)
-                        case Step():
-                            if self._recorder_cpu_from is None:   # the recording's cost from the first step
-                                self._recorder_cpu_from = time.thread_time()
-                                self._sampler_cpu_from = self._sampler.cpu_time_s if self._sampler else 0.0
-                            pending.append(event)
-                        case NodeSamples():
-                            remote.extend(DeviceSample(*row) for row in event.rows)
-                            continue  # handed on as samples (on_samples), not as an event
-                        case ProfileSaved():
-                            warning = self._store_profile(recorder, event)
-                            if warning is not None:
-                                forward.append(warning)
-                        case Errored():
-                            error, tb = event.message, event.traceback
-                        case Finished():
-                            status, summary = event.status, event.summary
-                            continue  # forwarded at the end, with the telemetry section
-                    forward.append(event)
-                # Stored before anyone is told: nothing a user has seen can be lost.
-                batch_steps, pending = pending, []  # recorded once, whatever happens next
-                batch_samples, remote = remote, []
-                if self._store_error is None:
-                    try:
-                        self._record(recorder, batch_steps, batch_samples)
-                    except sqlite3.Error as exc:
-                        # A full or read-only disk: end the run and say so; what is stored stays intact.
-                        self._store_error = f"cannot write the run store {store.path}: {exc}"
-                        forward.append(Errored(t=self._now(), message=self._store_error))
-                        self.stop()
-                forward.extend(self._take_notices())
-                if self.on_event:
-                    for event in forward:
-                        self.on_event(event)
-            code = self._proc.wait()
-            if summary is None and error is None:
-                # The worker died without a word: say how, with what it printed last.
-                from engine.run.failure import describe_exit
-                error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
-                if self._stderr_tail:
-                    error += f"; last output: {self._stderr_tail[-1]}"
-                    tb = "\n".join(self._stderr_tail)
-                if self.on_event:
-                    self.on_event(Errored(t=self._now(), message=error, traceback=tb))
+            while not self._take_batch(next_batch(events), store, recorder, reading):
+                pass
+            self._wait_for_worker(reading)
         finally:
             try:
-                self._finalize(store, recorder, pending, status, summary, error, tb)
+                self._finalize(store, recorder, reading.pending, reading.status, reading.summary, reading.error,
+                               reading.tb)
             finally:
                 self._remove_folder()
                 self._done.set()  # whatever happened, waiters must not hang
+
+    def _take_batch(self, batch: list, store, recorder, reading: _Reading) -> bool:
+        """A batch of the worker's events: its steps stored, then its events handed on. True at the end of the
+        worker's output."""
+        forward = []
+        ended = False
+        for event in batch:
+            if event is None:
+                ended = True
+                break
+            self._take_event(event, recorder, reading, forward)
+        # Stored before anyone is told: nothing a user has seen can be lost.
+        batch_steps, reading.pending = reading.pending, []  # recorded once, whatever happens next
+        batch_samples, reading.remote = reading.remote, []
+        if self._store_error is None:
+            try:
+                self._record(recorder, batch_steps, batch_samples)
+            except sqlite3.Error as exc:
+                # A full or read-only disk: end the run and say so; what is stored stays intact.
+                self._store_error = f"cannot write the run store {store.path}: {exc}"
+                forward.append(Errored(t=self._now(), message=self._store_error))
+                self.stop()
+        forward.extend(self._take_notices())
+        if self.on_event:
+            for event in forward:
+                self.on_event(event)
+        return ended
+
+    def _take_event(self, event: WorkerEvent, recorder, reading: _Reading, forward: list) -> None:
+        """One of the worker's events read into ``reading``; what is handed on of it goes to ``forward``."""
+        match event:
+            case Launched() | Started() if self._sampler is not None:
+                for device, pid in event.device_pids.items():
+                    self._sampler.set_pid(device, pid)
+            case Step():
+                if self._recorder_cpu_from is None:   # the recording's cost from the first step
+                    self._recorder_cpu_from = time.thread_time()
+                    self._sampler_cpu_from = self._sampler.cpu_time_s if self._sampler else 0.0
+                reading.pending.append(event)
+            case NodeSamples():
+                reading.remote.extend(DeviceSample(*row) for row in event.rows)
+                return  # handed on as samples (on_samples), not as an event
+            case ProfileSaved():
+                warning = self._store_profile(recorder, event)
+                if warning is not None:
+                    forward.append(warning)
+            case Errored():
+                reading.error, reading.tb = event.message, event.traceback
+            case Finished():
+                reading.status, reading.summary = event.status, event.summary
+                return  # forwarded at the end, with the telemetry section
+        forward.append(event)
+
+    def _wait_for_worker(self, reading: _Reading) -> None:
+        """The worker's end; where it died without a word, say how, with what it printed last."""
+        code = self._proc.wait()
+        if reading.summary is None and reading.error is None:
+            from engine.run.failure import describe_exit
+            reading.error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
+            if self._stderr_tail:
+                reading.error += f"; last output: {self._stderr_tail[-1]}"
+                reading.tb = "\n".join(self._stderr_tail)
+            if self.on_event:
+                self.on_event(Errored(t=self._now(), message=reading.error, traceback=reading.tb))
 
     def _finalize(self, store, recorder, pending, status, summary, error, tb) -> None:
         if self._store_error is not None:
