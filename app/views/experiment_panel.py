@@ -58,17 +58,49 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.notices = NoticeArea((*self.ROWS, "config"))
         self.notices.sigFixChosen.connect(self.apply_changes)
         self.problems: dict[str, QtWidgets.QLabel] = self.notices.labels
+        # The rows in the form's order, which is also the order Tab goes through them.
+        self._add_model_rows(form)
+        self._add_device_rows(form)
+        self._add_strategy_rows(form)
+        self._add_micro_batch_row(form)
+        self._add_schedule_rows(form)
+        self._add_run_rows(form)
+        form.addRow(self.notices)
+        self._form = form
 
-        # Model
+        for spin in (self.width_spin, self.depth_spin, self.image_spin, self.mb_spin, self.batch_spin,
+                     self.steps_spin, self.per_device_spin):
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(self._changed)
+        self.model_combo.setCurrentIndex(self.model_combo.findData("mlp"))
+        self.strategy_combo.setCurrentIndex(self.strategy_combo.findData("model-parallel"))
+        self._on_model_changed()
+        self._on_strategy_changed()
+        self._on_schedule_changed()
+
+    # -- building ------------------------------------------------------------------
+    @staticmethod
+    def _spin_box(minimum: int, maximum: int, value: int, tooltip: str = "",
+                  object_name: str = "") -> QtWidgets.QSpinBox:
+        spin = QtWidgets.QSpinBox(minimum=minimum, maximum=maximum, value=value)
+        spin.setObjectName(object_name)
+        spin.setToolTip(tooltip)
+        return spin
+
+    @staticmethod
+    def _muted_label(text: str = "") -> WrappedLabel:
+        label = WrappedLabel(text)
+        label.setObjectName("muted")
+        return label
+
+    def _add_model_rows(self, form: QtWidgets.QFormLayout) -> None:
+        """The model box, its description, and the rows only some models have (shown by ``_on_model_changed``)."""
         self.model_combo = ModelBox()
         self.model_combo.sigModelFileChosen.connect(self.sigModelFileChosen)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
-        self.model_desc = WrappedLabel()
-        self.model_desc.setObjectName("muted")
-        self.width_spin = QtWidgets.QSpinBox(minimum=1, maximum=65536, value=512)
-        self.width_spin.setToolTip("mlp: features of each hidden Linear")
-        self.depth_spin = QtWidgets.QSpinBox(minimum=1, maximum=512, value=8)
-        self.depth_spin.setToolTip("mlp: number of Linear+ReLU blocks before the head")
+        self.model_desc = self._muted_label()
+        self.width_spin = self._spin_box(1, 65536, 512, "mlp: features of each hidden Linear")
+        self.depth_spin = self._spin_box(1, 512, 8, "mlp: number of Linear+ReLU blocks before the head")
         shape = QtWidgets.QHBoxLayout()
         shape.setContentsMargins(0, 0, 0, 0)
         shape.addWidget(QtWidgets.QLabel("width"))
@@ -77,13 +109,20 @@ class ExperimentPanel(QtWidgets.QWidget):
         shape.addWidget(self.depth_spin, 1)
         self.shape_row = QtWidgets.QWidget()
         self.shape_row.setLayout(shape)
-        # Any-module models: the image size (torchvision) and how deep the split points are.
-        self.image_spin = QtWidgets.QSpinBox(minimum=0, maximum=4096, value=0)
-        self.image_spin.setObjectName("imageSizeSpin")
+        self._build_any_module_rows()
+        form.addRow("Model", self.model_combo)
+        form.addRow("", self.model_desc)
+        form.addRow("", self.shape_row)
+        form.addRow("", self.image_row)
+        form.addRow("", self.level_row)
+
+    def _build_any_module_rows(self) -> None:
+        """Any-module models: the image size (torchvision) and how deep the split points are."""
+        self.image_spin = self._spin_box(0, 4096, 0, "torchvision models: height and width of the synthetic images; "
+                                         "\"as trained\": the size its weights were trained at (224 for most)",
+                                         "imageSizeSpin")
         self.image_spin.setSpecialValueText("as trained")
         self.image_spin.setSuffix(" px")
-        self.image_spin.setToolTip("torchvision models: height and width of the synthetic images; "
-                                   "\"as trained\": the size its weights were trained at (224 for most)")
         self.image_label = QtWidgets.QLabel("image")
         self.level_label = QtWidgets.QLabel("split at")
         self.level_combo = QtWidgets.QComboBox()
@@ -99,43 +138,37 @@ class ExperimentPanel(QtWidgets.QWidget):
         # Two short rows: one wide row would widen the panel past its pane.
         self.image_row = labelled_row(self.image_label, self.image_spin)
         self.level_row = labelled_row(self.level_label, self.level_combo)
-        form.addRow("Model", self.model_combo)
-        form.addRow("", self.model_desc)
-        form.addRow("", self.shape_row)
-        form.addRow("", self.image_row)
-        form.addRow("", self.level_row)
 
-        # Devices
+    def _add_device_rows(self, form: QtWidgets.QFormLayout) -> None:
         self.devices_combo = DevicesBox()
         self.devices_combo.set_choices(device_choices(self.cores, self.gpus))
         self.devices_combo.set_spec("cpu:2")
         self.devices_combo.currentTextChanged.connect(self._changed)
-        self.devices_info = WrappedLabel(self._hardware_text())
-        self.devices_info.setObjectName("muted")
+        self.devices_info = self._muted_label(self._hardware_text())
         form.addRow("Devices", self.devices_combo)
         form.addRow("", self.devices_info)
         self.nodes_row = NodesRow()
         self.nodes_row.sigChanged.connect(self._changed)
         form.addRow("Nodes", self.nodes_row)
 
-        # Strategy
+    def _add_strategy_rows(self, form: QtWidgets.QFormLayout) -> None:
         self.strategy_combo = QtWidgets.QComboBox()
         self.strategy_combo.setObjectName("strategyCombo")
         for name, info in STRATEGIES.items():
             if info.in_picker:   # a watched script comes from Run › Watch a script…
                 add_described(self.strategy_combo, name, name, info.description)
-        self.strategy_desc = WrappedLabel()
-        self.strategy_desc.setObjectName("muted")
+        self.strategy_desc = self._muted_label()
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_desc)
 
-        # Micro-batches (or the tutorial's split size) and schedule: pipeline only
+    def _add_micro_batch_row(self, form: QtWidgets.QFormLayout) -> None:
+        """Micro-batches (or the tutorial's split size): pipeline only."""
         self.mb_mode = QtWidgets.QComboBox()
         self.mb_mode.addItem("micro-batches", "micro_batches")
         self.mb_mode.addItem("split size", "split_size")
         self.mb_mode.setToolTip("Micro-batches per step, or samples per micro-batch (the tutorial's split size)")
-        self.mb_spin = QtWidgets.QSpinBox(minimum=1, maximum=1_000_000, value=4)
+        self.mb_spin = self._spin_box(1, 1_000_000, 4)
         self.mb_mode.currentIndexChanged.connect(self._changed)
         mb = QtWidgets.QHBoxLayout()
         mb.setContentsMargins(0, 0, 0, 0)
@@ -145,38 +178,38 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.mb_row.setLayout(mb)
         self.mb_label = QtWidgets.QLabel("Micro-batching")
         form.addRow(self.mb_label, self.mb_row)
+
+    def _add_schedule_rows(self, form: QtWidgets.QFormLayout) -> None:
+        """The pipeline's schedule, its description, and the stages per device of those that place several."""
         self.schedule_combo = QtWidgets.QComboBox()
         for name, description in SCHEDULES.items():
             # Named for people; the id (--schedule) in the tooltip, with what it does.
             add_described(self.schedule_combo, SCHEDULE_INFO[name].display_name, name,
                           f"{description}\n--schedule {name}")
-        self.schedule_desc = WrappedLabel()
-        self.schedule_desc.setObjectName("muted")
+        self.schedule_desc = self._muted_label()
         self.schedule_combo.currentIndexChanged.connect(self._on_schedule_changed)
         self.schedule_label = QtWidgets.QLabel("Schedule")
         form.addRow(self.schedule_label, self.schedule_combo)
         self.schedule_desc_label = QtWidgets.QLabel("")
         form.addRow(self.schedule_desc_label, self.schedule_desc)
         # Stages per device (V): the interleaved, looped and zero-bubble schedules place several on each.
-        self.per_device_spin = QtWidgets.QSpinBox(
-            minimum=1, maximum=max(v for s in SCHEDULE_INFO.values() for v in s.stages_per_device), value=2)
-        self.per_device_spin.setObjectName("stagesPerDeviceSpin")
-        self.per_device_spin.setToolTip("Stages each device runs (--stages-per-device): the model is cut into "
-                                        "devices x V stages, placed in a loop (or a V for zbv and dualpipev)")
+        self.per_device_spin = self._spin_box(
+            1, max(v for s in SCHEDULE_INFO.values() for v in s.stages_per_device), 2,
+            "Stages each device runs (--stages-per-device): the model is cut into "
+            "devices x V stages, placed in a loop (or a V for zbv and dualpipev)", "stagesPerDeviceSpin")
         self.per_device_label = QtWidgets.QLabel("Stages per device")
         form.addRow(self.per_device_label, self.per_device_spin)
 
-        # Batch size and steps
-        self.batch_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=MODELS["mlp"].batch_size)
-        self.batch_spin.setObjectName("batchSpin")
-        self.batch_spin.setToolTip("Global batch per step")
+    def _add_run_rows(self, form: QtWidgets.QFormLayout) -> None:
+        """Batch size, steps, optimizer, precision, input, and the options the form shows folded."""
+        self.batch_spin = self._spin_box(1, 10_000_000, MODELS["mlp"].batch_size, "Global batch per step",
+                                         "batchSpin")
         form.addRow("Batch size", self.batch_spin)
         self.batch_hint = BatchHint()
         self.batch_hint.sigUse.connect(self.batch_spin.setValue)
         form.addRow("", self.batch_hint)
-        self.steps_spin = QtWidgets.QSpinBox(minimum=1, maximum=10_000_000, value=20)
-        self.steps_spin.setObjectName("stepsSpin")
-        self.steps_spin.setToolTip("Optimizer steps; the first two are warm-up and left out of the summary")
+        self.steps_spin = self._spin_box(1, 10_000_000, 20, "Optimizer steps; the first two are warm-up and left "
+                                         "out of the summary", "stepsSpin")
         form.addRow("Steps", self.steps_spin)
         self.optimizer_combo = self._choice(form, "Optimizer", "optimizerCombo", OPTIMIZERS)
         self.dtype_combo = self._choice(form, "Precision", "dtypeCombo", DTYPES)
@@ -184,20 +217,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.more = MoreOptions([o for o in options() if o.in_form])
         self.more.sigChanged.connect(self._changed)
         form.addRow(self.more)
-        form.addRow(self.notices)
-        self._form = form
 
-        for spin in (self.width_spin, self.depth_spin, self.image_spin, self.mb_spin, self.batch_spin,
-                     self.steps_spin, self.per_device_spin):
-            spin.setKeyboardTracking(False)
-            spin.valueChanged.connect(self._changed)
-        self.model_combo.setCurrentIndex(self.model_combo.findData("mlp"))
-        self.strategy_combo.setCurrentIndex(self.strategy_combo.findData("model-parallel"))
-        self._on_model_changed()
-        self._on_strategy_changed()
-        self._on_schedule_changed()
-
-    # -- building ------------------------------------------------------------------
     def _hardware_text(self) -> str:
         return hardware_text(self.cores, self.gpus)
 

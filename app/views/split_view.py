@@ -275,44 +275,40 @@ class SplitView(QtWidgets.QWidget):
 
     # -- drawing -------------------------------------------------------------------
     def _refresh(self) -> None:
+        self._fill_table()
+        self._refresh_buttons()
+        if not self.blocks:
+            self._show_untimed_split()
+        elif not self.uses_split or not self._split:
+            self.bar.set_shares([], 1)
+            self.stage_text.setText("")
+            self.summary.setText(f"{len(self.blocks)} blocks. "
+                                 + ("Split points apply to model-parallel and pipeline." if not self.uses_split
+                                    else "Tick where each later stage starts."))
+        else:
+            self._show_stages()
+
+    def _stage_of_blocks(self) -> list[int]:
+        """Each block's stage under the chosen split."""
+        split = set(self._split or ())
+        stage_of = []
+        stage = 0
+        for i in range(len(self.blocks)):
+            if i in split:
+                stage += 1
+            stage_of.append(stage)
+        return stage_of
+
+    def _fill_table(self) -> None:
+        """A row per block, tinted by its stage; ``_filling`` keeps the ticks set here from reading as the user's."""
         self._filling = True
         try:
             self.table.setRowCount(len(self.blocks))
             self.table.setVerticalHeaderLabels([str(i) for i in range(len(self.blocks))])
-            split = set(self._split or ())
-            balanced = set(self.balanced or ())
-            stage_of = []
-            stage = 0
-            for i in range(len(self.blocks)):
-                if i in split:
-                    stage += 1
-                stage_of.append(stage)
+            stage_of = self._stage_of_blocks()
             for i, block in enumerate(self.blocks):
-                check = QtWidgets.QTableWidgetItem("")
-                if i > 0 and self.uses_split:
-                    check.setFlags(QtCore.Qt.ItemFlag.ItemIsUserCheckable | QtCore.Qt.ItemFlag.ItemIsEnabled)
-                    check.setCheckState(QtCore.Qt.CheckState.Checked if i in split else QtCore.Qt.CheckState.Unchecked)
-                    check.setToolTip(f"Start a new stage at block {i}")
-                    if i in balanced:
-                        check.setText("⚖")
-                        check.setToolTip("The balanced split point: each stage's compute time as even as blocks allow")
-                else:
-                    check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
-                # The dotted name is the submodule's place in the tree (layer3.0 inside layer3); its class in the tooltip.
-                name = QtWidgets.QTableWidgetItem(block.name)
-                name.setToolTip(f"block {i}: {block.name}" + (f" ({block.kind})" if block.kind else "")
-                                + (f" (stage {stage_of[i]})" if self.uses_split else ""))
-                cells = [check,
-                         name,
-                         QtWidgets.QTableWidgetItem(human_count(block.params)),
-                         QtWidgets.QTableWidgetItem(f"{1000 * block.cost_s:.2f} ms"),
-                         QtWidgets.QTableWidgetItem(human_bytes(block.out_bytes * self.micro_batch_size))]
-                # Its work by torch's FLOP formulas beside its time (the narrow panel has no room for a column).
-                cells[3].setToolTip(f"forward+backward: {1000 * block.cost_s:.2f} ms, "
-                                    f"{si(block.flops * self.micro_batch_size, 'FLOP')} per micro-batch "
-                                    f"of {self.micro_batch_size}")
                 tint = QtGui.QColor(theme.stage_color(stage_of[i])) if self.uses_split else None
-                for c, item in enumerate(cells):
+                for c, item in enumerate(self._row_cells(i, block, stage_of[i])):
                     if c > 0:
                         item.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
                     if c in (2, 3, 4):
@@ -324,6 +320,40 @@ class SplitView(QtWidgets.QWidget):
                     self.table.setItem(i, c, item)
         finally:
             self._filling = False
+
+    def _split_cell(self, i: int) -> QtWidgets.QTableWidgetItem:
+        """Block ``i``'s tick box: ticked where a stage starts, marked where the balanced split starts one."""
+        check = QtWidgets.QTableWidgetItem("")
+        if i > 0 and self.uses_split:
+            check.setFlags(QtCore.Qt.ItemFlag.ItemIsUserCheckable | QtCore.Qt.ItemFlag.ItemIsEnabled)
+            check.setCheckState(QtCore.Qt.CheckState.Checked if i in (self._split or ())
+                                else QtCore.Qt.CheckState.Unchecked)
+            check.setToolTip(f"Start a new stage at block {i}")
+            if i in (self.balanced or ()):
+                check.setText("⚖")
+                check.setToolTip("The balanced split point: each stage's compute time as even as blocks allow")
+        else:
+            check.setFlags(QtCore.Qt.ItemFlag.ItemIsEnabled)
+        return check
+
+    def _row_cells(self, i: int, block: BlockInfo, stage: int) -> list[QtWidgets.QTableWidgetItem]:
+        """Block ``i``'s row, one item per column (``COLUMNS``)."""
+        # The dotted name is the submodule's place in the tree (layer3.0 inside layer3); its class in the tooltip.
+        name = QtWidgets.QTableWidgetItem(block.name)
+        name.setToolTip(f"block {i}: {block.name}" + (f" ({block.kind})" if block.kind else "")
+                        + (f" (stage {stage})" if self.uses_split else ""))
+        cells = [self._split_cell(i),
+                 name,
+                 QtWidgets.QTableWidgetItem(human_count(block.params)),
+                 QtWidgets.QTableWidgetItem(f"{1000 * block.cost_s:.2f} ms"),
+                 QtWidgets.QTableWidgetItem(human_bytes(block.out_bytes * self.micro_batch_size))]
+        # Its work by torch's FLOP formulas beside its time (the narrow panel has no room for a column).
+        cells[3].setToolTip(f"forward+backward: {1000 * block.cost_s:.2f} ms, "
+                            f"{si(block.flops * self.micro_batch_size, 'FLOP')} per micro-batch "
+                            f"of {self.micro_batch_size}")
+        return cells
+
+    def _refresh_buttons(self) -> None:
         self.balanced_button.setEnabled(self.uses_split and self.balanced is not None
                                         and self._split != self.balanced)
         self.balanced_button.setVisible(bool(self.blocks))   # nothing to balance yet: its room to the summary
@@ -335,22 +365,19 @@ class SplitView(QtWidgets.QWidget):
             f"(--split {self.tutorial_name})" if tutorial is not None else
             "The tutorial's split has two stages: choose two devices" if self.tutorial_name else "")
         self.table.setEnabled(self.uses_split)
-        if not self.blocks:
-            self.bar.set_shares([], 1)
-            chosen = self.split()
-            self.stage_text.setText(
-                f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, by the blocks' names: "
-                "their times are not known." if chosen else "")
-            self.summary.setText((self._waiting or "Profiling the model's blocks…") if self.uses_split
-                                 else "Split points apply to model-parallel and pipeline.")
-            return
-        if not self.uses_split or not self._split:
-            self.bar.set_shares([], 1)
-            self.stage_text.setText("")
-            self.summary.setText(f"{len(self.blocks)} blocks. "
-                                 + ("Split points apply to model-parallel and pipeline." if not self.uses_split
-                                    else "Tick where each later stage starts."))
-            return
+
+    def _show_untimed_split(self) -> None:
+        """No blocks timed yet: the split chosen by the blocks' names, if any, and what the view waits for."""
+        self.bar.set_shares([], 1)
+        chosen = self.split()
+        self.stage_text.setText(
+            f"Split at {', '.join(f'block {i} ({self.names[i]})' for i in chosen)}, by the blocks' names: "
+            "their times are not known." if chosen else "")
+        self.summary.setText((self._waiting or "Profiling the model's blocks…") if self.uses_split
+                             else "Split points apply to model-parallel and pipeline.")
+
+    def _show_stages(self) -> None:
+        """Each stage's blocks, its share of parameters and time, and the bytes it hands on."""
         shares = stage_shares(self.blocks, self._split)
         self.bar.set_shares(shares, self.micro_batch_size)
         lines = []

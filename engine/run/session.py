@@ -9,7 +9,6 @@ background threads; the app marshals them to its UI thread.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import shutil
@@ -21,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine import forkserver
 from engine.config import ExperimentConfig
@@ -30,15 +29,13 @@ from engine.events import Errored, Finished, Launched, NodeSamples, ProfileSaved
 from engine.record.efficiency import with_energy
 from engine.record.findings import with_telemetry
 from engine.results import RunSummary, Step
+from engine.run.event_batches import event_queue, next_batch, read_worker_events
 from engine.store import default_path, open_store
 from engine.store.client import StoreRestarts
 from engine.telemetry.sample import DeviceSample
 from engine.wire import worker as protocol
 
 STOP_GRACE_S = 3.0  # the worker promises to end within 3 s of a stop
-FLUSH_S = 0.1       # events are stored, then handed on, in batches of this long at most
-FLUSH_EVENTS = 64   # and of this many events at most: a tiny model's steps come by the thousand a second
-EVENT_BACKLOG = 4 * FLUSH_EVENTS
 STORE_RESTARTED = ("the run store's process ended; a new one was started and the steps not yet stored were sent "
                    "to it again (nothing lost)")
 
@@ -53,6 +50,18 @@ def _fork_server_connection():
         return server.connection.hand_over()
     except forkserver.ForkServerError:
         return None
+
+
+@dataclass
+class _Reading:
+    """What the reading thread has of the run so far: how it ended, as the worker said (Finished, Errored), and
+    what came since the last batch was stored."""
+    status: str = "failed"
+    summary: RunSummary | None = None
+    error: str | None = None
+    tb: str | None = None
+    pending: list[Step] = field(default_factory=list)
+    remote: list = field(default_factory=list)  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
 
 
 @dataclass
@@ -239,68 +248,18 @@ class RunSession:
         for line in self._proc.stderr:
             self._stderr_tail = (self._stderr_tail + [line.decode("utf-8", "replace").rstrip()])[-40:]
 
-    def _timed(self, events):
-        """``events``, and this thread's CPU seconds from the first step to their end (the session's reading: its
-        share of the recording's cost)."""
-        start = None
-        for event in events:
-            if start is None and isinstance(event, Step):
-                start = time.thread_time()
-            yield event
-        self._reader_cpu_s = time.thread_time() - start if start is not None else None
-
     def _read_stdout(self, events: queue.Queue) -> None:
-        try:
-            # None: the end of the worker's output.
-            for event in itertools.chain(self._timed(protocol.read_events(self._proc.stdout)), [None]):
-                while not self._done.is_set():
-                    try:
-                        events.put(event, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
-                if self._done.is_set():
-                    return  # the session ended early: nobody reads on
-        except (ValueError, OSError):
-            return  # the session closed the pipe as it ended
-
-    @staticmethod
-    def _next_batch(events: queue.Queue) -> list:
-        """The events of the next FLUSH_S after the first one arrives (at most FLUSH_EVENTS; or until the
-        worker's output ends).
-
-        One store transaction per batch: a transaction per step, at tens of steps a
-        second, cost the ranks' cores a few percent of a small model's step time.
-        A batch ends at ``launched`` too: the sampler follows the ranks' memory from
-        the next pass, and a rank forked warm may take its first steps within 0.1 s.
-        """
-        try:
-            batch = [events.get(timeout=0.25)]
-        except queue.Empty:
-            return []
-        until = time.monotonic() + FLUSH_S
-        while (batch[-1] is not None and not isinstance(batch[-1], (Finished, Launched))
-               and len(batch) < FLUSH_EVENTS):
-            remaining = until - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(events.get(timeout=remaining))
-            except queue.Empty:
-                break
-        return batch
+        def took(reader_cpu_s: float | None) -> None:
+            self._reader_cpu_s = reader_cpu_s
+        read_worker_events(self._proc.stdout, events, self._done, took)
 
     def _run(self) -> None:
         from engine.record.recorder import RunRecorder
         from engine.record.summary import unique_devices
         store = None
         recorder = None
-        status, summary, error, tb = "failed", None, None, None
-        pending: list[Step] = []
-        remote: list = []  # the nodes' telemetry (NodeSamples), stored with the steps of its batch
-        # Bounded: when the store falls behind a fast run, the reader waits and the worker with it,
-        # instead of this process holding the backlog (it grew by tens of MB in a 20,000-step burst).
-        events: queue.Queue = queue.Queue(maxsize=EVENT_BACKLOG)
+        reading = _Reading()
+        events = event_queue()
         threading.Thread(target=self._read_stdout, args=(events,), name="worker-stdout", daemon=True).start()
         try:
             try:
@@ -312,67 +271,80 @@ class RunSession:
                                    warmup=self.config.warmup,
                                    device_names=unique_devices([d.name for d in self._devices()]),
                                    telemetry_hz=self.telemetry_hz)
-            ended = False
-            while not ended:
-                batch = self._next_batch(events)
-                forward = []
-                for event in batch:
-                    if event is None:
-                        ended = True
-                        break
-                    match event:
-                        case Launched() | Started() if self._sampler is not None:
-                            for device, pid in event.device_pids.items():
-                                self._sampler.set_pid(device, pid)
-                        case Step():
-                            if self._recorder_cpu_from is None:   # the recording's cost from the first step
-                                self._recorder_cpu_from = time.thread_time()
-                                self._sampler_cpu_from = self._sampler.cpu_time_s if self._sampler else 0.0
-                            pending.append(event)
-                        case NodeSamples():
-                            remote.extend(DeviceSample(*row) for row in event.rows)
-                            continue  # handed on as samples (on_samples), not as an event
-                        case ProfileSaved():
-                            warning = self._store_profile(recorder, event)
-                            if warning is not None:
-                                forward.append(warning)
-                        case Errored():
-                            error, tb = event.message, event.traceback
-                        case Finished():
-                            status, summary = event.status, event.summary
-                            continue  # forwarded at the end, with the telemetry section
-                    forward.append(event)
-                # Stored before anyone is told: nothing a user has seen can be lost.
-                batch_steps, pending = pending, []  # recorded once, whatever happens next
-                batch_samples, remote = remote, []
-                if self._store_error is None:
-                    try:
-                        self._record(recorder, batch_steps, batch_samples)
-                    except sqlite3.Error as exc:
-                        # A full or read-only disk: end the run and say so; what is stored stays intact.
-                        self._store_error = f"cannot write the run store {store.path}: {exc}"
-                        forward.append(Errored(t=self._now(), message=self._store_error))
-                        self.stop()
-                forward.extend(self._take_notices())
-                if self.on_event:
-                    for event in forward:
-                        self.on_event(event)
-            code = self._proc.wait()
-            if summary is None and error is None:
-                # The worker died without a word: say how, with what it printed last.
-                from engine.run.failure import describe_exit
-                error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
-                if self._stderr_tail:
-                    error += f"; last output: {self._stderr_tail[-1]}"
-                    tb = "\n".join(self._stderr_tail)
-                if self.on_event:
-                    self.on_event(Errored(t=self._now(), message=error, traceback=tb))
+            while not self._take_batch(next_batch(events), store, recorder, reading):
+                pass
+            self._wait_for_worker(reading)
         finally:
             try:
-                self._finalize(store, recorder, pending, status, summary, error, tb)
+                self._finalize(store, recorder, reading.pending, reading.status, reading.summary, reading.error,
+                               reading.tb)
             finally:
                 self._remove_folder()
                 self._done.set()  # whatever happened, waiters must not hang
+
+    def _take_batch(self, batch: list, store, recorder, reading: _Reading) -> bool:
+        """A batch of the worker's events: its steps stored, then its events handed on. True at the end of the
+        worker's output."""
+        forward = []
+        ended = False
+        for event in batch:
+            if event is None:
+                ended = True
+                break
+            self._take_event(event, recorder, reading, forward)
+        # Stored before anyone is told: nothing a user has seen can be lost.
+        batch_steps, reading.pending = reading.pending, []  # recorded once, whatever happens next
+        batch_samples, reading.remote = reading.remote, []
+        if self._store_error is None:
+            try:
+                self._record(recorder, batch_steps, batch_samples)
+            except sqlite3.Error as exc:
+                # A full or read-only disk: end the run and say so; what is stored stays intact.
+                self._store_error = f"cannot write the run store {store.path}: {exc}"
+                forward.append(Errored(t=self._now(), message=self._store_error))
+                self.stop()
+        forward.extend(self._take_notices())
+        if self.on_event:
+            for event in forward:
+                self.on_event(event)
+        return ended
+
+    def _take_event(self, event: WorkerEvent, recorder, reading: _Reading, forward: list) -> None:
+        """One of the worker's events read into ``reading``; what is handed on of it goes to ``forward``."""
+        match event:
+            case Launched() | Started() if self._sampler is not None:
+                for device, pid in event.device_pids.items():
+                    self._sampler.set_pid(device, pid)
+            case Step():
+                if self._recorder_cpu_from is None:   # the recording's cost from the first step
+                    self._recorder_cpu_from = time.thread_time()
+                    self._sampler_cpu_from = self._sampler.cpu_time_s if self._sampler else 0.0
+                reading.pending.append(event)
+            case NodeSamples():
+                reading.remote.extend(DeviceSample(*row) for row in event.rows)
+                return  # handed on as samples (on_samples), not as an event
+            case ProfileSaved():
+                warning = self._store_profile(recorder, event)
+                if warning is not None:
+                    forward.append(warning)
+            case Errored():
+                reading.error, reading.tb = event.message, event.traceback
+            case Finished():
+                reading.status, reading.summary = event.status, event.summary
+                return  # forwarded at the end, with the telemetry section
+        forward.append(event)
+
+    def _wait_for_worker(self, reading: _Reading) -> None:
+        """The worker's end; where it died without a word, say how, with what it printed last."""
+        code = self._proc.wait()
+        if reading.summary is None and reading.error is None:
+            from engine.run.failure import describe_exit
+            reading.error = f"the worker (pid {self._proc.pid}) {describe_exit(code)}"
+            if self._stderr_tail:
+                reading.error += f"; last output: {self._stderr_tail[-1]}"
+                reading.tb = "\n".join(self._stderr_tail)
+            if self.on_event:
+                self.on_event(Errored(t=self._now(), message=reading.error, traceback=reading.tb))
 
     def _finalize(self, store, recorder, pending, status, summary, error, tb) -> None:
         if self._store_error is not None:

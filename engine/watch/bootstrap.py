@@ -152,31 +152,22 @@ def failed(instruments, channel: EventChannel, failure: Failed) -> None:
     channel.emit(failure)
 
 
-def main() -> int:
-    end_with_everything_started()
-    env = RankEnvironment.read()
-    channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)   # under a node agent: its socket
-    try:
-        check_node_rank(env)
-    except RuntimeError as exc:
-        channel.emit(Failed(str(exc), ""))
-        return 1
-    config = ExperimentConfig.from_json(env.config_json)
-    heartbeat = phases.Heartbeat(channel.emit, config.hang_timeout_s)
-    devices = read_devices(env.devices_json)
-    own = own_device(devices, env.rank, env.world_size)
-    as_python = plain(config)   # one plain process: every core, torch's own threads, the loader's workers as torch
-    # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
-    spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
-    pin(own)
-    heartbeat.enter(phases.IMPORTING)
+def set_torch_threads(own: Device, world_size: int, as_python: bool) -> None:
+    """Torch's intra-op threads: as many as a plain ``python SCRIPT.py`` starts with, or one where our own ranks
+    have one. Torch is first imported here, once the heartbeat is in IMPORTING."""
     import torch
     if as_python:
         torch.set_num_threads(python_threads())
-    elif own.kind == "cpu" or env.world_size > 1:   # one intra-op thread per CPU virtual device, as our own
-        torch.set_num_threads(1)                    # ranks; on GPUs as torchrun sets OMP_NUM_THREADS for several
+    elif own.kind == "cpu" or world_size > 1:   # one intra-op thread per CPU virtual device, as our own
+        torch.set_num_threads(1)                # ranks; on GPUs as torchrun sets OMP_NUM_THREADS for several
+
+
+def start_instruments(config: ExperimentConfig, env: RankEnvironment, own: Device, channel: EventChannel,
+                      heartbeat: phases.Heartbeat, spare: list[int], as_python: bool):
+    """The instruments, installed for the script to come (unless SPLITSCOPE_WATCH_INSTRUMENTS says otherwise), and
+    the loader's workers sent to the ``spare`` cores."""
     from engine.run.loader_workers import place_loader_workers
-    from engine.watch.instruments import Instruments, WatchEnded
+    from engine.watch.instruments import Instruments
     # For bench/watch_bench.py only: "0" runs the script untimed, "silent" times it and reports no step (the
     # hooks' own cost, apart from recording the steps in the worker, the session and the store).
     mode = variable("SPLITSCOPE_WATCH_INSTRUMENTS", "1")
@@ -205,17 +196,28 @@ def main() -> int:
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     from engine.watch import current  # what the script says of its steps (splitscope.watch) reaches them
     current.instruments = instruments
+    return instruments
+
+
+def run_script(config: ExperimentConfig) -> None:
+    """The script as ``__main__``, with its arguments, from its folder, as python would run it."""
     script = config.script
+    sys.argv = [script or config.script_module, *shlex.split(config.script_args or "")]
+    if config.script_module:   # `python -m MODULE`: the current folder first on the path, argv[0] its file
+        os.chdir(config.script_cwd or os.getcwd())
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(config.script_module, run_name="__main__", alter_sys=True)
+    else:
+        os.chdir(config.script_cwd or os.path.dirname(script))
+        sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
+        runpy.run_path(script, run_name="__main__")
+
+
+def watch_script(config: ExperimentConfig, instruments, channel: EventChannel, own: Device) -> int:
+    """Run the script and say how it ended (Done or Failed); main's answer."""
+    from engine.watch.instruments import WatchEnded
     try:
-        sys.argv = [script or config.script_module, *shlex.split(config.script_args or "")]
-        if config.script_module:   # `python -m MODULE`: the current folder first on the path, argv[0] its file
-            os.chdir(config.script_cwd or os.getcwd())
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(config.script_module, run_name="__main__", alter_sys=True)
-        else:
-            os.chdir(config.script_cwd or os.path.dirname(script))
-            sys.path.insert(0, os.path.dirname(script))   # as `python SCRIPT` puts the script's folder first
-            runpy.run_path(script, run_name="__main__")
+        run_script(config)
     except WatchEnded:
         instruments.training()
         instruments.close_profiler()
@@ -244,6 +246,29 @@ def main() -> int:
     gc.collect()
     channel.emit(done(instruments, own))
     return 0
+
+
+def main() -> int:
+    end_with_everything_started()
+    env = RankEnvironment.read()
+    channel = node_channel(env) if env.event_socket else EventChannel(env.event_fd)   # under a node agent: its socket
+    try:
+        check_node_rank(env)
+    except RuntimeError as exc:
+        channel.emit(Failed(str(exc), ""))
+        return 1
+    config = ExperimentConfig.from_json(env.config_json)
+    heartbeat = phases.Heartbeat(channel.emit, config.hang_timeout_s)
+    devices = read_devices(env.devices_json)
+    own = own_device(devices, env.rank, env.world_size)
+    as_python = plain(config)   # one plain process: every core, torch's own threads, the loader's workers as torch
+    # the cores this process may use, before it is pinned to its own: the ones no device holds are the loader's
+    spare = sorted(set(usable_cores()) - held_cores(devices, own.node))
+    pin(own)
+    heartbeat.enter(phases.IMPORTING)
+    set_torch_threads(own, env.world_size, as_python)
+    instruments = start_instruments(config, env, own, channel, heartbeat, spare, as_python)
+    return watch_script(config, instruments, channel, own)
 
 
 if __name__ == "__main__":
