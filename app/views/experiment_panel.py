@@ -15,6 +15,7 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state.device_words import device_choices, hardware_text, sharing_warning
 from app.state.problem_help import Help
+from app.views import form_settings
 from app.views.batch_hint import BatchHint
 from app.views.devices_box import DevicesBox
 from app.views.layout import labelled_row
@@ -408,43 +409,15 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.notices.show_problems(by_row)
         return [p.text for key in self.notices.labels for p in by_row.get(key, [])]
 
-    # -- settings --------------------------------------------------------------------
-    # What the form shows that its config leaves out (a pipeline's micro-batching while another strategy is
-    # picked, the stages per device, a token file chosen, the image size of a model without one): kept too.
-    FORM_KEYS = ("mb_mode", "mb_value", "stages_per_device", "image_size", "split_level", "token_file")
-    FIRST_FORM = ExperimentConfig(strategy="model-parallel", devices="cpu:2")   # the tutorial's, at first start
-
+    # -- settings (app/views/form_settings.py) -------------------------------------------
     def save(self, settings: QtCore.QSettings) -> None:
-        """The form as its config (ExperimentConfig's JSON: every option, declared once there) and the
-        ``FORM_KEYS``."""
-        settings.setValue("experiment/config", self.config().to_json())
-        form = (self.mb_mode.currentData(), self.mb_spin.value(), self.per_device_spin.value(),
-                self.image_spin.value(), self.level_combo.currentData(), self.nodes_row.chosen_token_file() or "")
-        for key, value in zip(self.FORM_KEYS, form, strict=True):
-            settings.setValue(f"experiment/{key}", value)
+        form_settings.save(self, settings)
 
     def restore(self, settings: QtCore.QSettings) -> None:
-        """``save``'s form back (a config another version stored that no longer reads: the first form)."""
-        from app.settings import read_int, read_str
-        from engine.config import ConfigError
-        try:
-            stored = read_str(settings, "experiment/config", "")
-            config = ExperimentConfig.from_json(stored) if stored else self.FIRST_FORM
-        except ConfigError:
-            config = self.FIRST_FORM
         self._updating = True
         try:
-            # The form's micro-batching and stages first; the config's own where it has them (apply_changes).
-            self.mb_mode.setCurrentIndex(max(0, self.mb_mode.findData(read_str(settings, "experiment/mb_mode",
-                                                                                "micro_batches"))))
-            self.mb_spin.setValue(read_int(settings, "experiment/mb_value", 4))
-            self.per_device_spin.setValue(read_int(settings, "experiment/stages_per_device", 2))
-            self.apply_changes(config.to_dict())
-            self.apply_changes({"image_size": read_int(settings, "experiment/image_size", 0),
-                                "split_level": read_int(settings, "experiment/split_level", 1),
-                                "token_file": read_str(settings, "experiment/token_file", "") or None})
-            # Refresh descriptions and visible rows.
-            self._on_model_changed()
+            form_settings.restore(self, settings)
+            self._on_model_changed()   # descriptions and visible rows
             self._on_strategy_changed()
         finally:
             self._updating = False

@@ -207,6 +207,7 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     import dataclasses
 
     import app.views.experiment_panel as panel_module
+    import app.views.form_settings as form_settings
     import engine.config as config_module
     import engine.experiments.presets as presets
     import engine.run_options as run_options
@@ -217,7 +218,7 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     class WithClip(config_module.ExperimentConfig):
         grad_clip: float | None = config_module._option(None, "clip each step's gradient norm at this value",
                                                         form=True)
-    for module in (config_module, run_options, panel_module, presets):   # each module naming the class
+    for module in (config_module, run_options, panel_module, form_settings, presets):   # each module naming the class
         monkeypatch.setattr(module, "ExperimentConfig", WithClip)
 
     parser = argparse.ArgumentParser()
