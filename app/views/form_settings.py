@@ -1,15 +1,10 @@
 """The experiment form kept between sessions (QSettings): its config as JSON, and what the form shows that its
-config leaves out."""
+config leaves out. ``panel``: the ExperimentPanel (app/views/experiment_panel.py), which calls these."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from PySide6 import QtCore
 
 from engine.config import ExperimentConfig
-
-if TYPE_CHECKING:
-    from app.views.experiment_panel import ExperimentPanel
 
 # What the form shows that its config leaves out (a pipeline's micro-batching while another strategy is
 # picked, the stages per device, a token file chosen, the image size of a model without one): kept too.
@@ -17,7 +12,7 @@ FORM_KEYS = ("mb_mode", "mb_value", "stages_per_device", "image_size", "split_le
 FIRST_FORM = ExperimentConfig(strategy="model-parallel", devices="cpu:2")   # the tutorial's, at first start
 
 
-def save(panel: ExperimentPanel, settings: QtCore.QSettings) -> None:
+def save(panel, settings: QtCore.QSettings) -> None:
     """The form as its config (ExperimentConfig's JSON: every option, declared once there) and the
     ``FORM_KEYS``."""
     settings.setValue("experiment/config", panel.config().to_json())
@@ -27,7 +22,7 @@ def save(panel: ExperimentPanel, settings: QtCore.QSettings) -> None:
         settings.setValue(f"experiment/{key}", value)
 
 
-def restore(panel: ExperimentPanel, settings: QtCore.QSettings) -> None:
+def restore(panel, settings: QtCore.QSettings) -> None:
     """``save``'s form back into ``panel`` (a config another version stored that no longer reads: the first form); the panel
     refreshes its rows after."""
     from app.settings import read_int, read_str
