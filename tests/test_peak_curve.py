@@ -1,10 +1,10 @@
-"""visible_peaks (app/views/peak_curve.py): what a live telemetry curve hands pyqtgraph to draw."""
+"""visible_peaks (app/views/plots/peak_curve.py): what a live telemetry curve hands pyqtgraph to draw."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.views.peak_curve import visible_peaks
+from app.views.plots.peak_curve import visible_peaks
 
 pytestmark = pytest.mark.quick
 

@@ -18,7 +18,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.controllers.window_port import WindowPort
 from app.settings import last_folder, remember_folder
 from app.state.app_model import AppModel
-from app.views.plot_export import confirm_overwrite
+from app.views.plots.export import confirm_overwrite
 
 REPORT_FOLDER = "export/report_dir"   # File > Export's last folder, apart from the plots' own
 

@@ -1,6 +1,6 @@
 """The live heatmap's columns, kept up to date as samples come (no Qt).
 
-A live heatmap (app/views/heatmap_plot.py) shows each device's samples as the means of
+A live heatmap (app/views/plots/heatmap_plot.py) shows each device's samples as the means of
 time columns about a pixel wide (engine/figures/heatmap.py). Recomputing an hour of
 samples for 64 devices each redraw is 2.3 million samples; a column's mean depends only
 on the samples inside it, so the columns' sums and counts are kept, a row per device, and

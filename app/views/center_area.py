@@ -28,7 +28,7 @@ from app.views.flash import flash
 from app.views.layout import tabs
 from app.views.memory_view import MemoryView
 from app.views.plan_view import PlanView
-from app.views.plot_panel import PlotPanel
+from app.views.plots.panel import PlotPanel
 from engine.events import Finished, Launched, Started, WorkerEvent
 from engine.results import ExperimentResult, RunSummary, Step
 

@@ -21,7 +21,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views import theme
-from app.views.series_plot import SeriesPlot
+from app.views.plots.series_plot import SeriesPlot
 from engine.experiments.presets import preset_title
 from engine.figures import Figure, experiment_figures, palette
 from engine.figures.experiment import stat, sweep_metric

@@ -12,8 +12,8 @@ import pyqtgraph as pg
 from PySide6 import QtWidgets
 
 from app.views import theme
-from app.views.plot_hover import Found, quantity
-from app.views.series_plot import SeriesPlot
+from app.views.plots.hover import Found, quantity
+from app.views.plots.series_plot import SeriesPlot
 from engine.figures.figure import Figure
 from engine.figures.numbers import is_number
 from engine.figures.run import COMMUNICATION, PEAK_PREFIX, TENSOR_MEMORY

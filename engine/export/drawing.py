@@ -272,7 +272,7 @@ def _heat(picture, figure: Figure) -> None:
 
 def _legend_outside(axes, **handles) -> None:
     """The legend right of the axes, never over the data (the constrained layout makes room for it),
-    as the app's legend sits in a row of its own (app/views/plot_legend.py)."""
+    as the app's legend sits in a row of its own (app/views/plots/legend.py)."""
     entries = len(handles.get("handles") or axes.get_legend_handles_labels()[0])
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
                 ncols=1 + (entries - 1) // LEGEND_ROWS, **handles)

@@ -7,7 +7,7 @@ further apart than ``GAP_PERIODS`` of their period were not neighbours in time:
 the sampler was off (the idle view pauses while a run samples its own devices),
 the device was not in the run, or the run had ended. A line between them would
 read as activity, so both backends break it there: the app leaves the two points
-unconnected (app/views/series_plot.py), matplotlib draws the NaN this module puts
+unconnected (app/views/plots/series_plot.py), matplotlib draws the NaN this module puts
 between them (engine/export/drawing.py).
 
 The rule, once: a break between samples i and i+1 when

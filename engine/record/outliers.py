@@ -1,7 +1,7 @@
 """The devices to look at first in a run of many: those that idle most, wait most on communication or input, or
 hold the most memory, and the straggler of a job whose devices all meet at collectives.
 
-With 64 devices no one reads 64 lines; the app lists these beside its plots (app/views/outlier_list.py) and
+With 64 devices no one reads 64 lines; the app lists these beside its plots (app/views/plots/outlier_list.py) and
 the CLI prints them under a run of many devices. The figures are the run's own: each device's time per step by
 kind (DeviceKinds: the summary's, or ``step_kinds`` of the live timeline's last steps) and its memory used.
 """

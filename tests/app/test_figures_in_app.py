@@ -38,7 +38,7 @@ def store_a_run(db) -> str:
 def test_the_cli_export_and_the_history_view_draw_the_same_series(qtbot, qapp_configured, tmp_path):
     from app.state.live_data import TelemetryHistory
     from app.views.history_panel import load_runs
-    from app.views.plot_panel import PlotPanel
+    from app.views.plots.panel import PlotPanel
     db = tmp_path / "history.sqlite3"
     run_id = store_a_run(db)
     out = tmp_path / "svg"

@@ -28,7 +28,7 @@ def step(number: int) -> Step:
 @pytest.fixture
 def panel(qtbot, qapp_configured):
     from app.state.live_data import RunProgress, TelemetryHistory
-    from app.views.plot_panel import PlotPanel
+    from app.views.plots.panel import PlotPanel
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 60)
     t = 59.9 - np.arange(600)[::-1] / 10
@@ -184,7 +184,7 @@ def test_a_machines_many_idle_cores_and_a_run_of_two_cpu_devices_stay_lines(qtbo
     """Heatmaps are for many devices of a run (or GPUs), not for the idle view's cores: a 16-core machine running
     on two of them draws two devices' lines, its memory too."""
     from app.state.live_data import RunProgress, TelemetryHistory
-    from app.views.plot_panel import PlotPanel
+    from app.views.plots.panel import PlotPanel
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 60)
     telemetry.set_physical({"cpu:0": "core 0", "cpu:1": "core 1"})

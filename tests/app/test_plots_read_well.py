@@ -32,7 +32,7 @@ def panel(qtbot, qapp_configured):
     """A live panel whose core 0 and cpu:0 were sampled from 58 s ago to 45 s ago, then not for 40 s, then
     again for the last 5 s: a run in between sampled other devices, or the sampler was off."""
     from app.state.live_data import TelemetryHistory
-    from app.views.plot_panel import PlotPanel
+    from app.views.plots.panel import PlotPanel
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 120)
     before = [now - 58 + 0.1 * k for k in range(130)]
@@ -86,7 +86,7 @@ def test_live_lines_break_where_no_samples_came(panel):
         assert gap_broken(y), key
         i = int(np.flatnonzero(~np.isfinite(y))[0])
         assert x[i - 1] < x[i] < x[i + 1] and x[i + 1] - x[i - 1] > 30, key   # the break is in the 40-s hole
-        # What pyqtgraph draws (the visible samples, app/views/peak_curve.py): the two sides unjoined.
+        # What pyqtgraph draws (the visible samples, app/views/plots/peak_curve.py): the two sides unjoined.
         curve = plot._curves[key]
         connect, drawn_x = curve.opts["connect"], curve.xData
         assert isinstance(connect, np.ndarray), key
@@ -154,7 +154,7 @@ def test_the_legend_has_its_own_row_and_can_be_hidden(panel, qapp_configured):
 
 def test_on_a_1280x800_screen_the_plots_keep_a_data_area_to_read(qtbot, qapp_configured):
     from app.main_window import MainWindow
-    from app.views.live_grid import PLOT_MIN_HEIGHT
+    from app.views.plots.live_grid import PLOT_MIN_HEIGHT
     win = shown(qtbot, MainWindow(start_services=False), (1280, 800))
     now = time.perf_counter()
     win.telemetry.add([sample(now - 5 + 0.1 * k, f"core {c}") for k in range(50) for c in range(8)])
@@ -261,7 +261,7 @@ def test_hover_names_the_point_under_the_cursor(panel):
 
 
 def test_hover_names_the_timeline_interval_under_the_cursor(qtbot, qapp_configured):
-    from app.views.timeline_view import TimelineView
+    from app.views.plots.timeline_view import TimelineView
     view = shown(qtbot, TimelineView(), (600, 240))
     view.set_rows([(7, "cpu:0", "forward", 1.000, 1.004), (7, "cpu:0", "forward", 1.006, 1.010),
                    (7, "cpu:1", "backward", 1.004, 1.008)])
@@ -370,7 +370,7 @@ def test_the_experiment_charts_csv_names_its_points(qtbot, qapp_configured, tmp_
 
 
 def test_one_export_menu_on_every_plot(qtbot, panel):
-    from app.views.series_plot import SeriesPlot
+    from app.views.plots.series_plot import SeriesPlot
     plot = SeriesPlot("t", "y")
     qtbot.addWidget(plot)
     for name, widget in {**panel.plots, "plain": plot}.items():
@@ -383,7 +383,7 @@ def test_one_export_menu_on_every_plot(qtbot, panel):
 
 def test_the_export_dialog_opens_in_the_last_folder(qtbot, panel, tmp_path, monkeypatch):
     from app.settings import last_folder
-    from app.views.series_plot import SeriesPlot
+    from app.views.plots.series_plot import SeriesPlot
     chosen = tmp_path / "figures"
     chosen.mkdir()
     starts = []

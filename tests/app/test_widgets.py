@@ -87,7 +87,7 @@ def test_trailing_means_grow_with_the_buffer_as_if_computed_afresh():
 @pytest.fixture
 def panel(qtbot, qapp_configured):
     from app.state.live_data import RunProgress, TelemetryHistory
-    from app.views.plot_panel import PlotPanel
+    from app.views.plots.panel import PlotPanel
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 60)
     telemetry.add([sample(now - 60 + k * 0.1, f"core {d}", util=50 + 40 * np.sin(k / 10 + d))
@@ -242,7 +242,7 @@ def test_on_a_laptop_screen_the_plots_keep_their_size_and_never_overlap(qtbot, q
 
 
 def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
-    from app.views.plot_panel import step_axis_end
+    from app.views.plots.panel import step_axis_end
     assert [step_axis_end(s, 400) for s in (0, 9, 10, 20, 99, 100, 250)] == [10, 10, 20, 50, 100, 200, 399]
     assert step_axis_end(3, 6) == 5 and step_axis_end(1500, 0) == 2000  # the run's end; no known end
     panel.show()
@@ -258,7 +258,7 @@ def test_the_live_step_axis_moves_a_few_times_a_run_not_every_step(panel):
 
 
 def test_a_one_point_series_is_drawn_as_a_dot_until_it_grows(qtbot, qapp_configured):
-    from app.views.series_plot import SeriesPlot
+    from app.views.plots.series_plot import SeriesPlot
     plot = SeriesPlot("Loss", "loss")
     qtbot.addWidget(plot)
     plot.set_series("loss", np.array([0.0]), np.array([2.3]), "#ff0000")
@@ -592,8 +592,8 @@ def test_a_gpus_sm_activity_is_drawn_dotted_beside_its_utilization_live(qtbot, q
     """A GPU whose telemetry has GPM's SM activity: the live Utilization plot draws it beside the GPU's
     utilization, in its colour, named in the legend; a CPU device has none."""
     from app.state.live_data import TelemetryHistory
-    from app.views.plot_panel import PlotPanel
-    from app.views.telemetry_redraw import SM_PREFIX
+    from app.views.plots.panel import PlotPanel
+    from app.views.plots.telemetry_redraw import SM_PREFIX
     now = time.perf_counter()
     telemetry = TelemetryHistory(10.0, origin=now - 10)
     telemetry.add([SimpleNamespace(t=now - 10 + k * 0.1, device=device, util=100.0, mem_used=1e9, mem_total=8e9,

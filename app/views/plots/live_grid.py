@@ -1,4 +1,4 @@
-"""LivePlotGrid: the Plots tab's plots from their definitions (app/views/live_plots.py): the telemetry row above
+"""LivePlotGrid: the Plots tab's plots from their definitions (app/views/plots/live_plots.py): the telemetry row above
 (each per-device plot, or its heatmap in its place once the devices are many, and the devices to look at first
 beside them: engine/record/outliers.py), the step plots below it, each row as wide as the panel."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections.abc import Callable
 from PySide6 import QtWidgets
 
 from app.views import theme
-from app.views.heatmap_plot import HeatmapPlot
-from app.views.live_plots import LIVE_PLOTS
-from app.views.outlier_list import OutlierList
-from app.views.plot_axes import RelativeTimeAxis, WholeNumberAxis
-from app.views.series_plot import SeriesPlot
+from app.views.plots.axes import RelativeTimeAxis, WholeNumberAxis
+from app.views.plots.heatmap_plot import HeatmapPlot
+from app.views.plots.live_plots import LIVE_PLOTS
+from app.views.plots.outlier_list import OutlierList
+from app.views.plots.series_plot import SeriesPlot
 from engine.figures.figure import Axis
 
 # Live telemetry's x values are seconds since the app started; its axis, its hover and its exports count

@@ -1,6 +1,6 @@
 """The live telemetry plots' redraw: a line per device, or a heatmap once the devices are many.
 
-PlotPanel (plot_panel.py) calls ``redraw`` on its telemetry tick. Up to HEATMAP_FROM devices
+PlotPanel (panel.py) calls ``redraw`` on its telemetry tick. Up to HEATMAP_FROM devices
 (engine/figures/heatmap.py) each utilization plot draws a line per device (its raw samples faint, their
 one-second mean over them, its core's total and SM activity beside it), handing pyqtgraph only the
 buffers that changed; from there on each plot is a HeatmapPlot fed with column means
@@ -14,9 +14,9 @@ import numpy as np
 
 from app.state.heat_columns import HeatColumns
 from app.state.live_data import TelemetryHistory, TrailingMeans
-from app.views.heatmap_plot import HeatmapPlot
-from app.views.live_plots import LivePlot
-from app.views.series_plot import SeriesPlot
+from app.views.plots.heatmap_plot import HeatmapPlot
+from app.views.plots.live_plots import LivePlot
+from app.views.plots.series_plot import SeriesPlot
 from engine.devices import node_groups
 from engine.figures import palette
 from engine.figures.gaps import broken, gap_after

@@ -1,6 +1,6 @@
 """The live view's plots, one definition each: its figure, where its data is, how it is drawn.
 
-PlotPanel (app/views/plot_panel.py) lays them out two to a row in this order and redraws
+PlotPanel (app/views/plots/panel.py) lays them out two to a row in this order and redraws
 each from its data; a stored run draws the same figures (engine/figures/run.py), so
 titles, units and colours agree with the exports. A new live plot is one definition
 here and its data (a buffer in app/state/live_data.py's TelemetryHistory or StepHistory).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from app.views.series_arrays import drawn
+from app.views.plots.series_arrays import drawn
 
 
 def visible_peaks(x: np.ndarray, y: np.ndarray, x0: float, x1: float,

@@ -12,9 +12,9 @@ from PySide6 import QtCore, QtWidgets
 from app.state import run_status
 from app.state.finding_rows import theory_notes
 from app.state.live_data import TIMELINE_STEPS, RunData
-from app.views.bubble_box import BubbleBox
 from app.views.elided_label import ElidedLabel
-from app.views.timeline_view import TimelineView
+from app.views.plots.bubble_box import BubbleBox
+from app.views.plots.timeline_view import TimelineView
 from engine.record.summary import theory_formula
 from engine.results import RunSummary
 from engine.traces.as_run import is_trace_run

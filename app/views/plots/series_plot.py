@@ -2,10 +2,10 @@
 
 It draws a figure definition (engine.figures: series, marks, axes, title) as
 the exports draw it, or live series handed to it one by one; either way its
-export is a figure definition drawn by the exports' backend (plot_export).
+export is a figure definition drawn by the exports' backend (plots/export.py).
 A value of no number in a series (NaN: a gap, engine/figures/gaps.py) breaks
 its line, as it does in the exports. The legend has a row of its own above the
-curves (plot_legend.py); the cursor's point is named beside it (plot_hover.py).
+curves (legend.py); the cursor's point is named beside it (hover.py).
 """
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.views import plot_export, theme
-from app.views.peak_curve import PeakCurve
-from app.views.plot_hover import Found, Hover, quantity
-from app.views.plot_legend import LegendRow
-from app.views.series_arrays import drawn, floats, keep_a_constant_readable
+from app.views import theme
+from app.views.plots import export as plot_export
+from app.views.plots.hover import Found, Hover, quantity
+from app.views.plots.legend import LegendRow
+from app.views.plots.peak_curve import PeakCurve
+from app.views.plots.series_arrays import drawn, floats, keep_a_constant_readable
 from engine.figures import Axis, Figure, Series, palette, series_table
 from engine.figures.label_rows import label_rows
 from engine.figures.numbers import format_value, is_number
@@ -203,7 +204,7 @@ class SeriesPlot(pg.PlotWidget):
                    dash: int = 0, width: float = 1.6, faint: bool = False, peaks: bool | None = None) -> None:
         """``faint``: the raw samples behind their mean, translucent, without a legend entry and drawn without
         antialiasing (a third of a redraw's cost, and no one reads its edges). ``peaks``: drawn as a PeakCurve
-        (app/views/peak_curve.py; the plot's ``long_series`` if None) once it has two points.
+        (app/views/plots/peak_curve.py; the plot's ``long_series`` if None) once it has two points.
 
         A curve of more points than ``SMOOTH_EDGES_UP_TO`` is drawn without antialiasing too: a noisy
         step curve of thousands of steps is a band of vertical strokes, and antialiasing them took

@@ -13,7 +13,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore
 
 from app.views import theme
-from app.views.series_plot import SeriesPlot, stack_labels
+from app.views.plots.series_plot import SeriesPlot, stack_labels
 
 KEPT = 8            # marks kept per plot: the lines of the last few runs
 LABEL_POINTS = 8.0  # as the legend's text

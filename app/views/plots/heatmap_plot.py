@@ -18,9 +18,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtWidgets
 
-from app.views import plot_export, theme
-from app.views.plot_hover import Found, Hover, quantity
-from app.views.series_plot import SeriesPlot, cache_axes
+from app.views import theme
+from app.views.plots import export as plot_export
+from app.views.plots.hover import Found, Hover, quantity
+from app.views.plots.series_plot import SeriesPlot, cache_axes
 from engine.figures import Axis, Figure, palette
 from engine.figures.figure import Heat
 from engine.figures.heatmap import COLORMAP, as_cells, as_matrix, block_means, heat_of, mean_name, node_blocks

@@ -1,6 +1,6 @@
 """TimelineView: what each device did during the last steps (data, forward, backward, transfer, idle).
 
-The cursor names the interval under it (plot_hover.py): device, kind, step,
+The cursor names the interval under it (hover.py): device, kind, step,
 which of the step's intervals of that kind it is, for a pipeline's compute the
 stage and micro-batch its schedule's plan says it ran (engine.figures.plan), and
 how long it took; between intervals, how long the device idled.
@@ -15,9 +15,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from app.views import plot_export, theme
-from app.views.plot_hover import Found, Hover
-from app.views.series_plot import cache_axes
+from app.views import theme
+from app.views.plots import export as plot_export
+from app.views.plots.hover import Found, Hover
+from app.views.plots.series_plot import cache_axes
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.heatmap import uses_heatmap

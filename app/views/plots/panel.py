@@ -1,5 +1,5 @@
 """PlotPanel: utilization, memory, throughput, loss, MFU; under them the run's findings, then the timeline with
-its bubble figures (two runs compared: side by side, app/views/timeline_row.py).
+its bubble figures (two runs compared: side by side, app/views/plots/timeline_row.py).
 
 Two modes: *live* (the ring buffers of this session: telemetry of the machine
 or of the running devices, and the current run's steps) and *history* (runs
@@ -20,12 +20,12 @@ from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHist
 from app.views.elided_label import ElidedLabel
 from app.views.findings_panel import FindingsPanel
 from app.views.flash import flash
-from app.views.live_grid import LIVE_TIME, LivePlotGrid
-from app.views.live_plots import LIVE_PLOTS
-from app.views.run_marks import RunMarks
-from app.views.series_plot import SeriesPlot
-from app.views.telemetry_redraw import TelemetryRedraw
-from app.views.timeline_row import TimelineRow, drawn_kinds
+from app.views.plots.live_grid import LIVE_TIME, LivePlotGrid
+from app.views.plots.live_plots import LIVE_PLOTS
+from app.views.plots.run_marks import RunMarks
+from app.views.plots.series_plot import SeriesPlot
+from app.views.plots.telemetry_redraw import TelemetryRedraw
+from app.views.plots.timeline_row import TimelineRow, drawn_kinds
 from engine.figures import comparison_figures, palette, run_figures
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.run import STEP_COLORS
@@ -90,7 +90,7 @@ class PlotPanel(QtWidgets.QWidget):
         header.addWidget(self.live_button)
         layout.addLayout(header)
 
-        # The live plots, from their definitions (app/views/live_plots.py), two to a row.
+        # The live plots, from their definitions (app/views/plots/live_plots.py), two to a row.
         grid = self.plot_grid = LivePlotGrid(self.now, self.window_s, self._device_clicked)
         self.series_plots, self.heatmaps, self.time_axes = grid.series_plots, grid.heatmaps, grid.time_axes
         self.outliers = grid.outliers
