@@ -87,7 +87,7 @@ def bubble_table(db: str, micro_batches=(2, 4, 8), steps=12) -> list[dict]:
 def schedule_table(db: str, m: int = 4, steps: int = 12) -> list[dict]:
     """Every schedule at m micro-batches on cpu:2 (mlp 512x8, batch 2048): measured bubble against its theory
     (None for the zero-bubble ones, which have no closed form), step time."""
-    from engine.strategies.schedules import SCHEDULE_LIST
+    from engine.strategies.pipeline.schedules import SCHEDULE_LIST
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline", micro_batches=m)
     rows = []
@@ -139,12 +139,12 @@ def prediction_error_from(db: str, bench: str | None = None) -> list[dict]:
     predicted from its round's base run, against
     the median of the runs' median steps, per setting the median prediction; each row keeps every round's error,
     the runs' own spreads, the error without the base's measured split-backward cost (``split_backward_extra_s``,
-    engine/strategies/split_backward_probe.py, which only the zero-bubble schedules' predictions use) and the
+    engine/strategies/pipeline/split_backward_probe.py, which only the zero-bubble schedules' predictions use) and the
     error against the same round's run of the base's own setting (``error_to_base_setting``: the base run's luck
     taken out)."""
     from engine.plan.what_if import predict
     from engine.store import Store
-    from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
+    from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULE_LIST
     with Store(db) as store:
         runs = sorted((r for r in store.list_runs()
                        if (r.label or "").startswith("what-if ") and r.status == "finished"), key=lambda r: r.started)

@@ -13,7 +13,7 @@ sends to the last receive, over 35 tries after 5 to warm up. On this project's 2
 (2026-12-05) one way took 0.2-1.0 ms, both ways at once 0.5-3 ms median with a
 tail to 4-6 ms: why DualPipeV's measured steps were slower than engine/plan/what_if.py
 predicted from a GPipe run, which never sends both ways at once. Each pipeline run
-now measures it itself after its last step (engine/strategies/exchange_probe.py).
+now measures it itself after its last step (engine/strategies/pipeline/exchange_probe.py).
 """
 from __future__ import annotations
 

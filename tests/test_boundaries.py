@@ -34,7 +34,7 @@ def test_no_strategy_name_is_compared_outside_the_strategies():
 
 def test_every_strategy_is_one_registered_class_with_its_description():
     from engine.strategies import STRATEGIES, Strategy
-    from engine.strategies.pipeline import ModelParallel, Pipeline
+    from engine.strategies.pipeline.strategy import ModelParallel, Pipeline
     for name, strategy in STRATEGIES.items():
         assert isinstance(strategy, Strategy) and strategy.name == name and len(strategy.description) > 20
     assert isinstance(STRATEGIES["model-parallel"], Pipeline) and type(STRATEGIES["model-parallel"]) is ModelParallel

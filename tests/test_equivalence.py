@@ -87,7 +87,7 @@ def assert_plan_is_drawn(name: str, summary: dict) -> None:
     """The run carries torch's own action list for its schedule (rank 0's ``pipeline_order``), and the plan
     figure draws every compute action of it, on the rank the schedule's placement gives its stage."""
     from engine.figures.plan import KIND_OF, plan_cells, plan_figure
-    from engine.strategies.schedules import SCHEDULE_INFO
+    from engine.strategies.pipeline.schedules import SCHEDULE_INFO
     plan, devices = summary["plan"], summary["devices"]
     assert len(plan) == len(devices), name
     schedule = SCHEDULE_INFO[name]
@@ -120,7 +120,7 @@ def test_a_pipeline_counts_what_its_stages_send_and_receive(together):
 @pytest.mark.parametrize("name", ["pipeline-gpipe", "pipeline-1f1b", "interleaved1f1b", "zbv", "dualpipev"])
 def test_the_first_step_times_each_micro_batchs_work_as_the_next_does(name, together, equivalence_db):
     """torch's backward-shape inference calls the loss once more than there are micro-batches in the first
-    step (engine/strategies/scheduled_stages.py): not a micro-batch's forward, so not one on the timeline,
+    step (engine/strategies/pipeline/scheduled_stages.py): not a micro-batch's forward, so not one on the timeline,
     whose slices the trace's flows pair. Every device's first step has the compute slices of the second."""
     from collections import Counter
 

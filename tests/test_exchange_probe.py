@@ -1,4 +1,4 @@
-"""The two-way exchange's probe (engine/strategies/exchange_probe.py), over real gloo process groups."""
+"""The two-way exchange's probe (engine/strategies/pipeline/exchange_probe.py), over real gloo process groups."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from engine.strategies.exchange_probe import handover_shape, two_way_extra_s
+from engine.strategies.pipeline.exchange_probe import handover_shape, two_way_extra_s
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from engine.measure.timing import StepTimer
 from engine.models.build import build
 from engine.rules import effective_batch_size
 from engine.strategies.base import RankContext
-from engine.strategies.in_process_stages import InProcessStages
+from engine.strategies.pipeline.in_process_stages import InProcessStages
 from engine.strategies.single import SingleDevice
 
 
@@ -65,7 +65,7 @@ def test_a_stage_without_parameters_needs_no_optimizer():
 def test_in_process_traced_stages_match_single_device(model, split, micro_batches):
     """Any module in one process (the naive split on GPUs, shared or mixed devices): traced stages, each
     cut input's gradient handed back by hand, train what one device trains."""
-    from engine.strategies.in_process_traced_stages import InProcessTracedStages
+    from engine.strategies.pipeline.in_process_traced_stages import InProcessTracedStages
     from helpers import ROOT
     torch.set_num_threads(1)
     if model.startswith("transformer"):

@@ -1,4 +1,4 @@
-"""The split backward's probe (engine/strategies/split_backward_probe.py), with torch's own functions."""
+"""The split backward's probe (engine/strategies/pipeline/split_backward_probe.py), with torch's own functions."""
 from __future__ import annotations
 
 import time
@@ -9,7 +9,7 @@ from torch import nn
 from torch.distributed.pipelining import _backward
 
 from engine.results import SplitCost
-from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
+from engine.strategies.pipeline.split_backward_probe import LastInputs, split_backward_extra_s
 
 pytestmark = pytest.mark.quick   # launches no training, opens no window: `make test-quick`
 

@@ -9,8 +9,8 @@ import pytest
 from engine.plan.what_if import TRUST, TRUST_DETAIL, predict, unpredictable
 from engine.results import MeanStd, RunSummary
 from engine.store import Store
-from engine.strategies.schedule_actions import actions, order, simulate, tick_plan
-from engine.strategies.schedules import SCHEDULE_INFO
+from engine.strategies.pipeline.schedule_actions import actions, order, simulate, tick_plan
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO
 from helpers import cli
 
 EVEN = {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}   # per device; a device's V stages share it
@@ -31,7 +31,7 @@ def test_an_overlapped_pairs_outputs_reach_another_device_when_the_pair_ends():
     """DualPipeV's overlapped forward and backward: torch's runtime sends both parts' outputs after the pair, so
     the next device's forward waits for the pair's second part. Marked on every pair of torch's own DualPipeV list
     but its last part."""
-    from engine.strategies.schedule_actions import Action
+    from engine.strategies.pipeline.schedule_actions import Action
     pair = [Action("F", 0, 0, held=True), Action("F", 0, 1)]   # micro-batch 0's forward, then another's
     _, starts = simulate([pair, [Action("F", 1, 0)]], lambda action: 1.0)
     assert starts[Action("F", 1, 0)] == 2.0   # after the pair (0 to 2), not after its first part (0 to 1)
@@ -205,7 +205,7 @@ def test_a_two_way_exchanges_cost_delays_only_dualpipevs_pair_hand_overs_sent_ba
     """RunSummary.two_way_extra_s: a pair's hand-over whose receiver's own pair sends back first arrives that
     much after the receiver's pair ends. Only DualPipeV overlaps pairs: it predicts slower, every other schedule
     exactly as before."""
-    from engine.strategies.schedule_actions import Action
+    from engine.strategies.pipeline.schedule_actions import Action
     # Stages 0 and 3 on device 0, 1 and 2 on device 1 (a V). Device 0's pair ends at 3 and sends F0.1 (and F0.2);
     # device 1's pair ends at 3.5 and sends F2.0 back before it takes F0.1: F0.1 arrives at 3.5 + 0.5. F2.0 is
     # not late: device 0's pair sent before it left.

@@ -27,7 +27,7 @@ from engine.models import MODELS
 from engine.problems import Problem
 from engine.rules import effective_stages_per_device
 from engine.strategies import STRATEGIES
-from engine.strategies.staged import stage_devices
+from engine.strategies.pipeline.staged import stage_devices
 from engine.wire.planner import Checked, Profiled
 
 

@@ -20,7 +20,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device
 from engine.plan.planning import balanced_split
 from engine.plan.what_if import MICRO_BATCH_COUNTS
-from engine.strategies.schedules import SCHEDULE_LIST
+from engine.strategies.pipeline.schedules import SCHEDULE_LIST
 
 WHOLE_MODEL = ("ddp", "fsdp", "tensor-parallel")   # on every device, each a process
 

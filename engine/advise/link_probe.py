@@ -10,7 +10,7 @@ barrier to the slowest process's end (the median of ``TRIES``, after one to warm
 - a hand-over from one device to its neighbour (``batch_isend_irecv``, as the schedules send), at a small size
   and at the model's hand-over size, the direction alternating: a latency and a time per byte;
 - the same two neighbours sending to each other at once (DualPipeV's overlapped pairs do: gloo serves it late,
-  engine/strategies/exchange_probe.py), beyond one way;
+  engine/strategies/pipeline/exchange_probe.py), beyond one way;
 - an all-reduce, an all-gather and a reduce-scatter over every device, at a small size and at the parameters'
   size (at most ``LARGEST``: each line goes on from there).
 

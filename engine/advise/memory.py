@@ -17,7 +17,7 @@ slack on a GPU, the temporaries of a step's peak (engine/strategies/fsdp_peak.py
 from __future__ import annotations
 
 from engine.advise.results import Candidate, ModelProbe
-from engine.strategies.schedules import SCHEDULE_INFO
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO
 
 EVERY_MICRO_BATCH = ("gpipe", "loopedbfs")
 

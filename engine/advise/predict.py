@@ -29,7 +29,7 @@ from engine.advise import memory
 from engine.advise.results import BlockProbe, Candidate, LinkProbe, ModelProbe, Prediction
 from engine.devices import Device
 from engine.plan.what_if import DeviceTimes, simulated_step
-from engine.strategies.schedules import SCHEDULE_INFO
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO
 
 DDP_BUCKET_BYTES = 25 << 20   # DistributedDataParallel's default bucket_cap_mb
 MIB = float(1 << 20)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from engine.config import ExperimentConfig
 from engine.devices import cpu_devices, gpu_count, usable_cores
 from engine.rules import effective_batch_size
-from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULE_LIST
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,11 @@ from engine.wire.forkserver import Client, Exited, Ping, Pong, Refused, Signal, 
 # a command that trains an MLP never pays for them.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "torch.profiler", "engine.run.loop", "engine.models.build",
            "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
-           "engine.strategies.in_process_stages", "engine.strategies.in_process_traced_stages",
+           "engine.strategies.pipeline.in_process_stages", "engine.strategies.pipeline.in_process_traced_stages",
            "engine.models.tracing")
 WHAT_SOME_RUNS_IMPORT = ("torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
                          "torchvision", "engine.strategies.data_parallel_executors",
-                         "engine.strategies.scheduled_stages", "engine.strategies.sharded_executor")
+                         "engine.strategies.pipeline.scheduled_stages", "engine.strategies.sharded_executor")
 """The rest of what a child may import: what a long-lived owner (the app) asks its server for with its first child."""
 # Variables read once, by the interpreter's start or by torch's and its libraries' loading: a child whose
 # environment differs in one of them would not be what `python -m` starts, so it is refused (and started

@@ -121,7 +121,7 @@ def collective_meter(timer: StepTimer, ledger: CommLedger, device: Device):
     calling thread's, cut out of the forward or backward around it (``StepTimer.add_blocking``), and a
     rank that arrived first shows the rest as "wait" (engine.record.step_merger). On a GPU a collective that hands
     back a Work ends when its future completes, as ddp's hook times it, and may overlap compute. Sends
-    and receives are counted, neither waited for nor timed (engine.strategies.scheduled_stages times the
+    and receives are counted, neither waited for nor timed (engine.strategies.pipeline.scheduled_stages times the
     waits for them as "wait").
     """
     import torch

@@ -1,5 +1,6 @@
 """Which step a rank's dispatch-mode meters count: its FLOPs (engine/measure/flops.py) and a pipeline's sends
-and receives (engine/strategies/scheduled_stages.py). Torch-free: the worker notes when it is a measured one."""
+and receives (engine/strategies/pipeline/scheduled_stages.py). Torch-free: the worker notes when it is a measured
+one."""
 from __future__ import annotations
 
 # A warm-up step by default (a meter slows the step it watches), and not the first, in which torch's pipelining

@@ -3,7 +3,7 @@
 Each tensor a stage reads from an earlier stage is cut from the graph (a leaf
 that requires grad), so a stage's forward and backward are that stage's work
 alone, timed on its own device: the block timing (engine.plan.planning) times each
-unit this way, and the one-process stages (engine.strategies.in_process_traced_stages)
+unit this way, and the one-process stages (engine.strategies.pipeline.in_process_traced_stages)
 run a split model this way, handing each cut's gradient back by hand. The stages
 are the call_module nodes of the Pipe's top graph; the graph says which earlier
 outputs (or model inputs) each stage reads, so a value a later stage reads past

@@ -4,7 +4,7 @@ simulated from one run.
 From a stored pipeline run with one process per device, the measured steps'
 kept timelines give each device's forward, backward (or input- and
 weight-gradient) time per micro-batch and its optimizer time per step. Each
-candidate schedule's action list (engine/strategies/schedule_actions.py) is
+candidate schedule's action list (engine/strategies/pipeline/schedule_actions.py) is
 then played out: for GPipe and 1F1B the order their own loop runs (``order``:
 GPipe all forwards then all backwards; 1F1B ``min(m, p - s)`` forwards, then a
 backward and a forward in turn, then the remaining backwards), for the
@@ -23,7 +23,7 @@ schedule, shared evenly among the V stages it holds; a micro-batch's compute
 scales with its size (batch / m); a backward the run did not split divides
 evenly into input and weight gradient, and split costs what the run measured
 after its last step (``RunSummary.split_backward_extra_s``,
-engine/strategies/split_backward_probe.py) more, shared by the two halves: a
+engine/strategies/pipeline/split_backward_probe.py) more, shared by the two halves: a
 time per call (torch's graph walk before the input gradient) and a part that
 grows with the micro-batch (a 2-block stage of mlp 512x8 on cpu:2 measured
 alone: 0.6 ms at 32 samples, 0.7 at 256, 1.6 at 1,024), told apart by the
@@ -54,7 +54,7 @@ sent back before taking them (1.3-1.8 ms on average from the receiver's pair
 end, against 0.3 where the receiver's sends came first, and ZB-V's 0.3-0.6 in
 both cases), and without them DualPipeV at m = 8 came out 8-16 % fast (three
 bench runs: -13, -16, -8 %). The run's ranks now measure the exchange after the
-last step (``RunSummary.two_way_extra_s``, engine/strategies/exchange_probe.py:
+last step (``RunSummary.two_way_extra_s``, engine/strategies/pipeline/exchange_probe.py:
 the both-ways mean less the one-way mean, 0.4-2.4 ms on cpu:2), and such a
 hand-over arrives no sooner than the receiver's pair end plus it (``simulate``'s
 ``two_way_extra_s``); DualPipeV at m = 8 came out -0.1, -9.9, +0.0, -3.8 % in four
@@ -76,8 +76,8 @@ import statistics
 from dataclasses import dataclass
 
 from engine.results import RunSummary, SplitCost
-from engine.strategies.schedule_actions import Action, actions, simulate
-from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
+from engine.strategies.pipeline.schedule_actions import Action, actions, simulate
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
 TRUST = ("simulated from this run's time per micro-batch and device (engine/plan/what_if.py); on cpu:2 within "
          "10 % of measured runs, most within 5 %")

@@ -170,8 +170,8 @@ class DeviceKinds:
 @dataclass(frozen=True)
 class SplitCost:
     """What splitting one micro-batch's backward into input and weight gradient costs a device, in seconds,
-    beyond the whole backward (engine/strategies/split_backward_probe.py): ``extra_s`` at the run's micro-batch,
-    of which ``fixed_s`` would be paid at any size (the rest grows with the samples)."""
+    beyond the whole backward (engine/strategies/pipeline/split_backward_probe.py): ``extra_s`` at the run's
+    micro-batch, of which ``fixed_s`` would be paid at any size (the rest grows with the samples)."""
     extra_s: float
     fixed_s: float
 
@@ -213,10 +213,10 @@ class RunSummary:
     plan: list[list[str]] | None = None   # the schedule's actions per rank, tick by tick ("0F1", "" idle)
     nodes: list[NodeSummary] | None = None  # the machines of a run over several (--nodes), in rank order
     # per device, seconds a micro-batch's backward takes longer split into input and weight gradient than
-    # whole, measured after a pipeline run's last step (engine/strategies/split_backward_probe.py)
+    # whole, measured after a pipeline run's last step (engine/strategies/pipeline/split_backward_probe.py)
     split_backward_extra_s: list[float | None] | None = None
     split_backward_fixed_s: list[float | None] | None = None   # the part of each paid at any micro-batch size
-    two_way_extra_s: float | None = None   # sending both ways at once, beyond one way (exchange_probe.py)
+    two_way_extra_s: float | None = None   # sending both ways at once, beyond one way (pipeline/exchange_probe.py)
     # per device, in ``devices`` order: mean seconds per measured step by kind, and idle (DeviceKinds)
     time_by_kind: list[DeviceKinds] | None = None
     diagnosis: str | None = None          # which device idles or waits most, and on what (time_by_kind.diagnosis)

@@ -119,7 +119,7 @@ class Rank:
         self.change_sq: float | None = None
         self.split_backward = (None, None)   # its Done's split_backward_extra_s and _fixed_s
         self.split_backward_problem: str | None = None
-        self.two_way_extra_s: float | None = None   # its Done's (engine/strategies/exchange_probe.py)
+        self.two_way_extra_s: float | None = None   # its Done's (engine/strategies/pipeline/exchange_probe.py)
         self.two_way_problem: str | None = None
         self.note: str | None = None   # what it said of its steps when done (a watched script's)
         self.script: dict | None = None         # and what it read of the script (ScriptFacts as JSON)

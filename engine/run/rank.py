@@ -276,7 +276,7 @@ def resolve_split(config, spec, devices, rank, world):
     split = None
     if rank == 0:
         from engine.plan.planning import plan_balanced
-        from engine.strategies.staged import stage_devices
+        from engine.strategies.pipeline.staged import stage_devices
         micro = max(1, effective_batch_size(config) // effective_micro_batches(config))
         split = plan_balanced(spec, micro, stage_devices(config, devices, effective_stages_per_device(config)))[1]
     if world > 1:

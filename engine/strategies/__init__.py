@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from engine.strategies.data_parallel import DataParallel
 from engine.strategies.ddp import Ddp
-from engine.strategies.pipeline import ModelParallel, Pipeline
-from engine.strategies.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
+from engine.strategies.pipeline.strategy import ModelParallel, Pipeline
 from engine.strategies.script import Script
 from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
 from engine.strategies.single import Single

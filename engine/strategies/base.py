@@ -94,15 +94,15 @@ class Executor(ABC):
 
     def split_backward_extra_s(self):
         """After the last step: how much longer a micro-batch's backward takes on this rank's stages split into
-        input and weight gradient than whole (a SplitCost, engine/strategies/split_backward_probe.py), and why it
-        was not measured where it could not be; (None, None) where the strategy runs no pipeline schedule of its
-        own."""
+        input and weight gradient than whole (a SplitCost, engine/strategies/pipeline/split_backward_probe.py), and
+        why it was not measured where it could not be; (None, None) where the strategy runs no pipeline schedule of
+        its own."""
         return None, None
 
     def two_way_extra_s(self):
         """After the last step (and the split backward's probe): how much longer two ranks take sending two
-        hand-overs to each other at once than one way (seconds, engine/strategies/exchange_probe.py), and why it
-        was not measured; (None, None) where the strategy runs no pipeline schedule of its own."""
+        hand-overs to each other at once than one way (seconds, engine/strategies/pipeline/exchange_probe.py), and
+        why it was not measured; (None, None) where the strategy runs no pipeline schedule of its own."""
         return None, None
 
     def param_sq(self) -> float | None:

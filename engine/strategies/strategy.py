@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from engine.config import ExperimentConfig
 from engine.models import effective_batch_size
-from engine.strategies.schedules import SCHEDULE_INFO
 
 if TYPE_CHECKING:
     from engine.devices import Device
@@ -60,9 +59,9 @@ class Strategy:
         return 4
 
     def stages_per_device(self, config: ExperimentConfig) -> int:
-        """Stages per device: 1 unless the strategy cuts micro-batches and its schedule places several on each."""
-        known = SCHEDULE_INFO.get(config.schedule)
-        return known.per_device(config.stages_per_device) if self.uses_micro_batches and known else 1
+        """Stages per device: 1 unless the strategy cuts micro-batches and its schedule places several on each
+        (engine.strategies.pipeline.strategy.Pipeline's, the one that does)."""
+        return 1
 
     def option_problems(self, config: ExperimentConfig) -> list[Problem]:
         from engine.problems import Problem
@@ -73,7 +72,7 @@ class Strategy:
 
     def micro_batch_problems(self, config: ExperimentConfig) -> list[Problem]:
         """--stages-per-device, --micro-batches and --split-size: none for a strategy that cuts no micro-batches
-        (engine.strategies.pipeline's own rules where it does)."""
+        (engine.strategies.pipeline.strategy's own rules where it does)."""
         from engine.problems import Problem
         from engine.strategies import names_with
         only = " or ".join(names_with("uses_micro_batches"))

@@ -14,7 +14,7 @@
   GIL (bench/ddp_hooks_in_process.py measures the hooks on DDP ranks; the two cost the same within its noise).
 - A pipeline stage's waits for its peer's activation or gradient (torch's pipelining schedules wait on
   their sends and receives in one module-level function, wrapped here as the engine's own pipeline wraps
-  it: engine/strategies/scheduled_stages.py), as ``wait``.
+  it: engine/strategies/pipeline/scheduled_stages.py), as ``wait``.
 
 Each is timed by the instruments' clock (engine/watch/clocks.py): on a GPU, a mark is an event on the
 stream current where it is taken; a future's callback runs with a stream that waits for the collective

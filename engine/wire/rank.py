@@ -63,13 +63,13 @@ class Done:
     """Training ended: what the rank reports once."""
     param_sq: float | None = None
     change_sq: float | None = None
-    split_backward_extra_s: float | None = None   # engine/strategies/split_backward_probe.py
+    split_backward_extra_s: float | None = None   # engine/strategies/pipeline/split_backward_probe.py
     split_backward_problem: str | None = None     # why a pipeline rank could not measure it
     note: str | None = None                       # what a reader must know of its steps (a watched script's): a
                                                   # line a note
     peaks: dict[str, dict] | None = None          # a watched script's devices' peaks, in the dtype it ran in
     split_backward_fixed_s: float | None = None   # the part of split_backward_extra_s paid at any micro-batch size
-    two_way_extra_s: float | None = None          # engine/strategies/exchange_probe.py
+    two_way_extra_s: float | None = None          # engine/strategies/pipeline/exchange_probe.py
     two_way_problem: str | None = None            # why a pipeline rank could not measure it
     script: dict | None = None                    # a watched script's ScriptFacts, as JSON (engine/watch)
     unformulated: dict[str, float] | None = None  # its counted step's seconds in operations without a FLOP formula

@@ -16,7 +16,7 @@ import torch
 from engine.models import effective_batch_size, traced_chain, tracing
 from engine.precision import make_optimizer
 from engine.strategies.base import RankContext, StepResult
-from engine.strategies.in_process_stages import InProcessStages, move_between
+from engine.strategies.pipeline.in_process_stages import InProcessStages, move_between
 
 
 class InProcessTracedStages(InProcessStages):

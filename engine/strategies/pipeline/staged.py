@@ -43,8 +43,9 @@ def distinct_processes(devices) -> bool:
 
 def stage_devices(config, devices, per_device: int) -> list:
     """The device of each stage, in stage order: one stage per device, or ``per_device`` stages on each (the
-    schedule's V, engine.rules.effective_stages_per_device) placed in a loop or a V (engine.strategies.schedules)."""
-    from engine.strategies.schedules import SCHEDULE_INFO
+    schedule's V, engine.rules.effective_stages_per_device) placed in a loop or a V
+    (engine.strategies.pipeline.schedules)."""
+    from engine.strategies.pipeline.schedules import SCHEDULE_INFO
     if per_device == 1:
         return list(devices)
     schedule = SCHEDULE_INFO[config.schedule]

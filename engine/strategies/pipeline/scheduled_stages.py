@@ -1,6 +1,6 @@
 """Stages in their own processes, driven by torch.distributed.pipelining schedules.
 
-Used by ``pipeline`` (any schedule of engine.strategies.schedules over M
+Used by ``pipeline`` (any schedule of engine.strategies.pipeline.schedules over M
 micro-batches; the interleaved, looped and zero-bubble ones run V stages per
 rank, placed in a loop or a V) and by ``model-parallel`` on CPU virtual devices
 (GPipe over one micro-batch is exactly the naive split: one whole batch passes
@@ -26,10 +26,10 @@ from engine.measure.tensor_memory import Placement
 from engine.models import effective_batch_size, tracing
 from engine.precision import autocast, make_optimizer
 from engine.strategies.base import Executor, RankContext, StepResult, place_on, stage_bounds
-from engine.strategies.exchange_probe import two_way_extra_s
-from engine.strategies.schedule_actions import tick_plan
-from engine.strategies.schedules import SCHEDULE_INFO
-from engine.strategies.split_backward_probe import LastInputs, split_backward_extra_s
+from engine.strategies.pipeline.exchange_probe import two_way_extra_s
+from engine.strategies.pipeline.schedule_actions import tick_plan
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO
+from engine.strategies.pipeline.split_backward_probe import LastInputs, split_backward_extra_s
 
 
 def _time_chunks(stage, timer, device) -> None:

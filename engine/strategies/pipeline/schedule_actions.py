@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.strategies.schedules import SCHEDULE_INFO, Schedule
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO, Schedule
 
 COMPUTE_KINDS = ("F", "B", "I", "W")
 
@@ -86,8 +86,8 @@ def simulate(per_device_actions: list[list[Action]], duration, optimizer: list[f
     """(step time, {action: start}) of each device running its actions in turn, each when its input is there;
     ``duration(action)`` in seconds; ``optimizer``: each device's time after its last action.
 
-    ``two_way_extra_s`` (engine/strategies/exchange_probe.py): an overlapped pair's hand-over whose receiver ends
-    a pair of its own, sending back to the first, before it takes the hand-over, arrives no sooner than that
+    ``two_way_extra_s`` (engine/strategies/pipeline/exchange_probe.py): an overlapped pair's hand-over whose
+    receiver ends a pair of its own, sending back to the first, before it takes the hand-over, arrives no sooner than that
     pair's end and this much more: two devices sending to each other at once, as DualPipeV's pairs do, wait for
     it (on cpu:2 over gloo its late hand-overs are exactly these). Which hand-overs meet depends on when they
     arrive, so the lists are played again until that settles: a delay once found is kept (the soonest arrivals

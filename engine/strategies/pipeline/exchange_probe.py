@@ -30,7 +30,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from engine.strategies.split_backward_probe import synchronize
+from engine.strategies.pipeline.split_backward_probe import synchronize
 
 TRIES = 16   # of each pattern: about 0.1-0.2 s on cpu:2
 

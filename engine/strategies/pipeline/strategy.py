@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from engine.models import effective_batch_size
 from engine.problems import Problem
-from engine.strategies import staged
-from engine.strategies.schedules import SCHEDULE_INFO
+from engine.strategies.pipeline import staged
+from engine.strategies.pipeline.schedules import SCHEDULE_INFO
 from engine.strategies.strategy import Strategy
 
 
 class Pipeline(Strategy):
-    rank_imports = ("engine.strategies.scheduled_stages", "engine.strategies.in_process_traced_stages",
-                    "engine.strategies.in_process_stages")
+    rank_imports = ("engine.strategies.pipeline.scheduled_stages",
+                    "engine.strategies.pipeline.in_process_traced_stages",
+                    "engine.strategies.pipeline.in_process_stages")
     name = "pipeline"
     description = ("Split into stages and cut the batch into micro-batches that flow through the stages together "
                    "(any of torch's pipeline schedules: GPipe, 1F1B, interleaved, zero bubble).")
@@ -26,6 +27,12 @@ class Pipeline(Strategy):
 
     def world_size(self, config, devices) -> int:
         return len(devices) if staged.distinct_processes(devices) else 1
+
+    def stages_per_device(self, config) -> int:
+        """Stages per device: 1 unless the strategy cuts micro-batches and its schedule places several on each
+        (here rather than in Strategy, so that the base class needs no schedule: model-parallel cuts none)."""
+        known = SCHEDULE_INFO.get(config.schedule)
+        return known.per_device(config.stages_per_device) if self.uses_micro_batches and known else 1
 
     def micro_batch_problems(self, config) -> list[Problem]:
         """The schedule's stages per device; micro-batches (or their size) at least 1 and dividing the batch
@@ -81,12 +88,12 @@ class Pipeline(Strategy):
     @staticmethod
     def _stages(ctx, micro_batches: int, schedule: str):
         if ctx.world_size > 1:
-            from engine.strategies.scheduled_stages import ScheduledStages
+            from engine.strategies.pipeline.scheduled_stages import ScheduledStages
             return ScheduledStages(ctx, micro_batches=micro_batches, schedule=schedule)
         if ctx.spec.traced:
-            from engine.strategies.in_process_traced_stages import InProcessTracedStages
+            from engine.strategies.pipeline.in_process_traced_stages import InProcessTracedStages
             return InProcessTracedStages(ctx, micro_batches=micro_batches)
-        from engine.strategies.in_process_stages import InProcessStages
+        from engine.strategies.pipeline.in_process_stages import InProcessStages
         return InProcessStages(ctx, micro_batches=micro_batches)
 
 
