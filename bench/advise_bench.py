@@ -43,7 +43,7 @@ QUICK_MICRO_BATCHES = (2, 4, 8)
 
 def balanced_only(ranking) -> list:
     """``--quick``'s part of the space (the module's docstring)."""
-    from engine.plan.planning import balanced_split
+    from engine.planner.planning import balanced_split
     from engine.strategies.pipeline.schedules import SCHEDULE_INFO
     blocks = ranking.model.blocks
     kept = []

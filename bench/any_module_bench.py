@@ -41,7 +41,7 @@ def measure(config: ExperimentConfig, db: str) -> dict:
     from bench.engine_bench import run
     from engine.models import tracing
     from engine.models.build import build
-    from engine.plan import planning
+    from engine.planner import planning
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     spec = build(config)

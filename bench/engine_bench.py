@@ -105,7 +105,7 @@ BENCH/R`` (BENCH: the ``prediction_error`` call's start, so that two in one stor
 
 
 def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3) -> list[dict]:
-    """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.plan.what_if: the median
+    """Every schedule at each m (its default V) predicted from a GPipe m=4 run (engine.planner.what_if: the median
     step's), then run; ``rounds`` rounds of a base run and every setting in a shuffled order (seeded: the same
     each time): one run of a setting differs from the next by up to 20 % on this machine, as much as the errors
     looked for. With the base run first in every round, every schedule was predicted 3-11 % fast on a quiet
@@ -114,7 +114,7 @@ def prediction_error(db: str, counts=(2, 4, 8), steps: int = 12, rounds: int = 3
     ``prediction_error_from`` can judge a change to the model on them again in seconds."""
     import random
 
-    from engine.plan.what_if import candidates
+    from engine.planner.what_if import candidates
     from engine.results import RunSummary
     base = ExperimentConfig(model="mlp", width=512, depth=8, batch_size=2048, steps=steps, warmup=3,
                             devices="cpu:2", strategy="pipeline")
@@ -142,7 +142,7 @@ def prediction_error_from(db: str, bench: str | None = None) -> list[dict]:
     engine/strategies/pipeline/split_backward_probe.py, which only the zero-bubble schedules' predictions use) and the
     error against the same round's run of the base's own setting (``error_to_base_setting``: the base run's luck
     taken out)."""
-    from engine.plan.what_if import predict
+    from engine.planner.what_if import predict
     from engine.store import Store
     from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULE_LIST
     with Store(db) as store:

@@ -11,7 +11,7 @@ pair's forward output and backward gradient as the pair ends, and both ranks'
 pairs end together). Printed: each pattern's median and mean time from the
 sends to the last receive, over 35 tries after 5 to warm up. On this project's 2-core machine
 (2026-12-05) one way took 0.2-1.0 ms, both ways at once 0.5-3 ms median with a
-tail to 4-6 ms: why DualPipeV's measured steps were slower than engine/plan/what_if.py
+tail to 4-6 ms: why DualPipeV's measured steps were slower than engine/planner/what_if.py
 predicted from a GPipe run, which never sends both ways at once. Each pipeline run
 now measures it itself after its last step (engine/strategies/pipeline/exchange_probe.py).
 """

@@ -176,7 +176,7 @@ def test_torchvision_split_levels_name_submodules():
 
 
 def test_the_balanced_split_of_any_module_comes_from_its_traced_units():
-    from engine.plan import planning
+    from engine.planner import planning
     torch.set_num_threads(1)
     spec = build(ExperimentConfig(model="custom", model_file=TRANSFORMER))
     infos = planning.block_costs(spec, 32)

@@ -86,12 +86,12 @@ def test_every_multi_stage_schedule_trains_as_one_device(name, together):
 def assert_plan_is_drawn(name: str, summary: dict) -> None:
     """The run carries torch's own action list for its schedule (rank 0's ``pipeline_order``), and the plan
     figure draws every compute action of it, on the rank the schedule's placement gives its stage."""
-    from engine.figures.plan import KIND_OF, plan_cells, plan_figure
+    from engine.figures.schedule_plan import KIND_OF, schedule_plan_cells, schedule_plan_figure
     from engine.strategies.pipeline.schedules import SCHEDULE_INFO
     plan, devices = summary["plan"], summary["devices"]
     assert len(plan) == len(devices), name
     schedule = SCHEDULE_INFO[name]
-    cells = plan_cells(plan, devices)
+    cells = schedule_plan_cells(plan, devices)
     for device, start, _, kind, stage, micro_batch in cells:
         assert devices[schedule.stage_device(stage, len(devices))] == device, (name, stage, device)
         letter = {kind: letter for letter, kind in KIND_OF.items()}[kind]
@@ -102,7 +102,7 @@ def assert_plan_is_drawn(name: str, summary: dict) -> None:
     kinds = {kind for _, _, _, kind, _, _ in cells}
     assert kinds == ({"forward", "backward-input", "backward-weight"} if split else {"forward", "backward"}) or \
         (split and "backward" in kinds), (name, kinds)
-    figure = plan_figure(plan, devices, name)
+    figure = schedule_plan_figure(plan, devices, name)
     assert len(figure.lanes.intervals) == len(cells) and figure.lanes.end == max(len(a) for a in plan)
 
 

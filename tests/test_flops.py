@@ -126,7 +126,7 @@ def test_energy_per_step_and_samples_per_joule_come_from_the_counters_power_over
 def test_the_split_views_blocks_carry_their_flops_per_sample():
     """The planner's block profile counts each block's forward+backward FLOPs per sample (the split view's
     FLOPs column): the analytic count of its Linear layers, the first block's input needing no gradient."""
-    from engine.plan.planning import block_costs
+    from engine.planner.planning import block_costs
     spec = build(ExperimentConfig(model="mlp", width=128, depth=4, batch_size=32))
     blocks = block_costs(spec, 32)
     for i, ((_, module), info) in enumerate(zip(spec.blocks, blocks, strict=True)):

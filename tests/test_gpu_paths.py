@@ -14,7 +14,7 @@ import pytest
 from engine import experiments
 from engine.config import ExperimentConfig
 from engine.devices import Device, parse
-from engine.plan.planning import balanced_split_per_stage
+from engine.planner.planning import balanced_split_per_stage
 from engine.run.local_ranks import rank_environment
 from engine.run.session import RunSession
 from engine.store import Store

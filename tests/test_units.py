@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import Device
-from engine.plan.planning import balanced_split
+from engine.planner.planning import balanced_split
 from engine.record.step_merger import StepMerger
 from engine.record.summary import stage_balance, stage_busy, theoretical_bubble, why_no_theory
 from engine.results import ExperimentResult, RunSummary, Step, from_json

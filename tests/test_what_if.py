@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from engine.plan.what_if import TRUST, TRUST_DETAIL, predict, unpredictable
+from engine.planner.what_if import TRUST, TRUST_DETAIL, predict, unpredictable
 from engine.results import MeanStd, RunSummary
 from engine.store import Store
 from engine.strategies.pipeline.schedule_actions import actions, order, simulate, tick_plan

@@ -1,6 +1,6 @@
 """WhatIfFlow: the Plan tab's measured step and what-if rows for a run, and a row's Run.
 
-A stored pipeline run's what-if (engine.plan.what_if) is simulated in a child that
+A stored pipeline run's what-if (engine.planner.what_if) is simulated in a child that
 imports torch (app/services/what_if_client.py), so it is asked for only once the Plan
 tab is in view, and an earlier run's answer never lands under a later one. A row's
 Run sets the form to that schedule, stages per device and micro-batches, and the run
@@ -48,7 +48,7 @@ class WhatIfFlow(QtCore.QObject):
 
     def show_run(self, run_id: str | None, runnable: bool) -> None:
         """The Plan tab's measured step and what-if rows for a stored run (None: none)."""
-        from engine.plan.what_if import unpredictable
+        from engine.planner.what_if import unpredictable
         record = self.store.get_run(run_id) if run_id else None
         if record is not None and record.status == "finished":
             self.measured.add(run_id, record.config, record.summary)
@@ -82,7 +82,7 @@ class WhatIfFlow(QtCore.QObject):
             self.pending = None
 
     def _on_predictions(self, run_id: str, predictions: list) -> None:
-        from engine.plan.what_if import measured_inputs
+        from engine.planner.what_if import measured_inputs
         if run_id == self.client.run_id:
             self.shown = (run_id, predictions, measured_inputs(self.summary, {p.schedule for p in predictions}))
             self._show_table()

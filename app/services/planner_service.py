@@ -109,7 +109,7 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     from engine.config import ExperimentConfig
     from engine.devices import DeviceError, parse
     from engine.models.build import build
-    from engine.plan import planning
+    from engine.planner import planning
     from engine.rules import effective_batch_size
     from engine.run.validate import devices_needed
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread

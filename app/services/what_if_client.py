@@ -1,4 +1,4 @@
-"""WhatIfClient: a stored run's what-if (engine.plan.what_if), computed in a child process.
+"""WhatIfClient: a stored run's what-if (engine.planner.what_if), computed in a child process.
 
 The multi-stage schedules' action lists come from torch's own schedule classes,
 and the app never imports torch: ``main.py what-if RUN --json`` computes them (forked by the
@@ -13,7 +13,7 @@ import sys
 from PySide6 import QtCore
 
 from app.services.forked_process import end_process, start_module
-from engine.plan.what_if import Prediction
+from engine.planner.what_if import Prediction
 from engine.wire.children import read_list
 from engine.wire.codec import WireError
 

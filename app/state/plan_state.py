@@ -15,8 +15,8 @@ from app.state.live_data import RunProgress
 from app.state.problem_help import Help
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
-from engine.plan import planning
-from engine.plan.planning import BlockInfo
+from engine.planner import planning
+from engine.planner.planning import BlockInfo
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.strategies import STRATEGIES
 from engine.wire.planner import Profiled

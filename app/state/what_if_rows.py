@@ -52,7 +52,7 @@ class MeasuredRows:
         self._runs[(base_of(config), *row)] = MeasuredRow(run_id, summary.step_time_s.mean, disturbed)
 
     def of(self, config: ExperimentConfig, prediction) -> MeasuredRow | None:
-        """The run of ``prediction``'s row (engine.plan.what_if.Prediction) from the table of ``config``'s run."""
+        """The run of ``prediction``'s row (engine.planner.what_if.Prediction) from the table of ``config``'s run."""
         return self._runs.get((base_of(config), prediction.schedule, prediction.stages_per_device,
                                prediction.micro_batches))
 

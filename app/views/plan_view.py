@@ -2,7 +2,7 @@
 step, and the what-if table.
 
 The plan is torch.distributed.pipelining's action list for the run's schedule
-(engine/figures/plan.py, reported by rank 0 with the run): a lane per device, a
+(engine/figures/schedule_plan.py, reported by rank 0 with the run): a lane per device, a
 cell per action, labelled F (forward), B (backward), I and W (a zero-bubble
 schedule's input- and weight-gradient halves) with the micro-batch, in the
 timeline's colours. Above it the run's last kept step as measured, each compute
@@ -17,9 +17,9 @@ from PySide6 import QtCore, QtWidgets
 
 from app.views import theme
 from engine.figures import palette
-from engine.figures.plan import LETTER, measured_cells, plan_cells
+from engine.figures.schedule_plan import LETTER, measured_cells, schedule_plan_cells
 from engine.figures.timeline import LANE_HEIGHT
-from engine.plan.what_if import TRUST, TRUST_DETAIL
+from engine.planner.what_if import TRUST, TRUST_DETAIL
 
 LIGHT_KINDS = {"backward-input"}   # light cells, labelled in dark text
 DARK_TEXT = "#1f1f1f"
@@ -119,7 +119,7 @@ class PlanView(QtWidgets.QWidget):
 
     def show_plan(self, plan: list[list[str]] | None, devices: list[str], schedule: str | None) -> None:
         """Draw ``plan`` (per rank, tick by tick), or say there is none."""
-        self.cells = plan_cells(plan or [], devices)
+        self.cells = schedule_plan_cells(plan or [], devices)
         if not self.cells:
             self.plot.getPlotItem().clear()
             self.labels = []
@@ -135,7 +135,8 @@ class PlanView(QtWidgets.QWidget):
 
     def show_measured_step(self, plan: list[list[str]] | None, devices: list[str], rows: list[tuple]) -> None:
         """One measured step (timeline ``rows`` of a step: step, device, kind, t0, t1) above the plan, each compute
-        interval named by the plan's action it ran (engine.figures.plan.measured_actions); hidden without both."""
+        interval named by the plan's action it ran (engine.figures.schedule_plan.measured_actions); hidden without
+        both."""
         self.measured_cells = measured_cells(plan or [], devices, rows)
         self.measured.setVisible(bool(self.measured_cells))
         if not self.measured_cells:
@@ -152,7 +153,7 @@ class PlanView(QtWidgets.QWidget):
 
     def show_predictions(self, predictions: list, runnable: bool = True, inputs: list[str] = (),
                          measured: list = (), source: tuple[str, str | None] | None = None) -> None:
-        """engine.plan.what_if's predictions for the run in view, each row's button running it for real where
+        """engine.planner.what_if's predictions for the run in view, each row's button running it for real where
         ``runnable`` (the panel describes that run: a stored one's rows say how to get there instead);
         ``inputs``: what they took from the run's probes (what_if.measured_inputs), in the caption's tooltip;
         ``measured``: per row, the run of it (app/state/what_if_rows.py MeasuredRow) or None; ``source``: the run

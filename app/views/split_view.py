@@ -18,7 +18,7 @@ from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.notice_area import FixButtons
-from engine.plan.planning import BlockInfo, stage_shares
+from engine.planner.planning import BlockInfo, stage_shares
 from engine.results.efficiency import si
 
 

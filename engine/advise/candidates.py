@@ -3,9 +3,9 @@ and each pipeline schedule at each micro-batch count and stages per device, over
 neighbours; and which of them the strategies accept for this model (their own ``check`` and ``model_problems``,
 as a run's validation asks them: engine/run/validate.py).
 
-The micro-batch counts are the what-if's (engine/plan/what_if.py ``MICRO_BATCH_COUNTS``) that divide the batch;
+The micro-batch counts are the what-if's (engine/planner/what_if.py ``MICRO_BATCH_COUNTS``) that divide the batch;
 one micro-batch is the naive split's (model-parallel). The balanced split is the planner's
-(engine/plan/planning.py) for the blocks' forward and backward time at the micro-batch's size, and its
+(engine/planner/planning.py) for the blocks' forward and backward time at the micro-batch's size, and its
 neighbours move one split point by one block: on a busy machine the probe's times are a few per cent off, and a
 neighbour may be the split that runs best. nn.DataParallel (one process) and fsdp+tp are not considered: the
 first is ddp's slower form, the second needs four devices and pairs of linear layers and is left to a sweep.
@@ -18,8 +18,8 @@ from engine import rules, strategies
 from engine.advise.results import Candidate
 from engine.config import ExperimentConfig
 from engine.devices import Device
-from engine.plan.planning import balanced_split
-from engine.plan.what_if import MICRO_BATCH_COUNTS
+from engine.planner.planning import balanced_split
+from engine.planner.what_if import MICRO_BATCH_COUNTS
 from engine.strategies.pipeline.schedules import SCHEDULE_LIST
 
 WHOLE_MODEL = ("ddp", "fsdp", "tensor-parallel")   # on every device, each a process

@@ -1,5 +1,5 @@
 """The model, probed once on the first device: each block's forward and backward at two batch sizes (the planner's
-timing, engine/plan/planning.py), its optimizer step and memory, and one whole training step.
+timing, engine/planner/planning.py), its optimizer step and memory, and one whole training step.
 
 Two sizes because a block's time is not proportional to its samples: a call costs something whatever its size,
 and a pipeline's micro-batches or a replica's slice are smaller than the batch. Each block's time is read as a
@@ -17,7 +17,7 @@ import time
 
 from engine.advise.results import BlockProbe, LinearPair, ModelProbe
 from engine.config import ExperimentConfig
-from engine.plan import planning
+from engine.planner import planning
 from engine.rules import effective_batch_size
 
 REPEATS = 3   # the best of a few, after one to warm up, as the planner's timing

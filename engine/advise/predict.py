@@ -11,7 +11,7 @@ gives each communication's latency and time per byte (engine/advise/link_probe.p
 - tensor parallel: the split pairs' work on 1/n, the rest whole, on the whole batch, and two all-reduces of each
   pair's activations (forward, backward);
 - a split (the naive split is GPipe with one micro-batch): the what-if's simulation of the schedule's action list
-  (engine/plan/what_if.py ``simulated_step``) with each device's forward and backward per micro-batch from its
+  (engine/planner/what_if.py ``simulated_step``) with each device's forward and backward per micro-batch from its
   stages' blocks at the micro-batch's size, the optimizer and the step's own cost after its last action, and the
   measured hand-over (latency and bytes of the activation crossing) on both sides of each action that sends or
   receives one, as the what-if's fitted figure does.
@@ -28,7 +28,7 @@ from collections import Counter
 from engine.advise import memory
 from engine.advise.results import BlockProbe, Candidate, LinkProbe, ModelProbe, Prediction
 from engine.devices import Device
-from engine.plan.what_if import DeviceTimes, simulated_step
+from engine.planner.what_if import DeviceTimes, simulated_step
 from engine.strategies.pipeline.schedules import SCHEDULE_INFO
 
 DDP_BUCKET_BYTES = 25 << 20   # DistributedDataParallel's default bucket_cap_mb

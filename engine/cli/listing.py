@@ -38,7 +38,7 @@ def cmd_runs(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from engine.plan import model_listing
+    from engine.planner import model_listing
     if args.torchvision:
         rows = model_listing.torchvision_rows()
         print(codec.dumps(rows, compact=False) if args.json else model_listing.torchvision_text(rows))

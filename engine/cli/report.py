@@ -241,16 +241,16 @@ def experiment_table(result: ExperimentResult) -> str:
         lines += [f"{row[0]:<24} " + " ".join(f"{_fmt(v, '.3g'):>12}" for v in row[1:]) for row in figure.rows]
     if any(p.predicted_step_s for p in result.points):
         lines.append("pred ms: the what-if's step time for the point, from the first micro-batched pipeline point's "
-                     "first run (engine/plan/what_if.py)")
+                     "first run (engine/planner/what_if.py)")
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
 def predictions_table(predictions, under_run: str | None = None, summary=None) -> str:
-    """The what-if lines (engine.plan.what_if): one per schedule, stages per device and micro-batch count; ``under_run``
-    (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to see all;
-    ``summary``: the run's, whose measured split-backward cost the zero-bubble schedules' lines carry."""
-    from engine.plan.what_if import TRUST, TRUST_DETAIL, measured_inputs
+    """The what-if lines (engine.planner.what_if): one per schedule, stages per device and micro-batch count;
+    ``under_run`` (under that run's summary: GPipe and 1F1B): each schedule's fastest and the run's own, and how to
+    see all; ``summary``: the run's, whose measured split-backward cost the zero-bubble schedules' lines carry."""
+    from engine.planner.what_if import TRUST, TRUST_DETAIL, measured_inputs
     shown = list(predictions)
     if under_run:
         fastest = {}

@@ -123,10 +123,10 @@ def cmd_run_validated(config: ExperimentConfig, args) -> int:
 
 
 def _predictions(result, db) -> list:
-    """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.plan.what_if): torch-
+    """What-if step times of GPipe and 1F1B at other micro-batch counts, from this run (engine.planner.what_if): torch-
     free, so `run` stays quick; every schedule is `what-if RUN_ID`'s. A prediction that fails costs the run
     nothing: the run is stored and reported without it."""
-    from engine.plan.what_if import predict_stored
+    from engine.planner.what_if import predict_stored
     from engine.store import open_store
     try:
         with open_store(db) as store:
@@ -138,7 +138,7 @@ def _predictions(result, db) -> list:
 
 def cmd_what_if(args) -> int:
     from engine.cli.report import predictions_table
-    from engine.plan.what_if import predict_stored, unpredictable
+    from engine.planner.what_if import predict_stored, unpredictable
     from engine.store.command import open_for_reading
     with open_for_reading(args.db) as store:
         record = store.get_run(args.id)

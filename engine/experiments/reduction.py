@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from engine import forkserver
 from engine.config import ExperimentConfig
 from engine.experiments.presets import Point
-from engine.plan.what_if import Prediction
+from engine.planner.what_if import Prediction
 from engine.record.summary import stage_balance
 from engine.record.time_by_kind import input_share
 from engine.results import Bubble, ExperimentPoint, ExperimentResult, RunSummary, mean_std
@@ -73,7 +73,7 @@ def _disturbed(runs: list[RunSummary]) -> str | None:
 
 
 def with_predictions(points: list[ExperimentPoint], db_path) -> list[ExperimentPoint]:
-    """Each point's step time as engine.plan.what_if predicts it from the first run of the first measured pipeline
+    """Each point's step time as engine.planner.what_if predicts it from the first run of the first measured pipeline
     point with micro-batches (else the naive split's: GPipe with one, whose per-call costs say less about
     smaller micro-batches), so a sweep shows measured beside predicted. Only for points on the reference's
     devices, with its split, or a split of their own for another number of stages per device (a what-if

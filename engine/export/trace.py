@@ -3,7 +3,7 @@
 One process per device (in the run's device order), its intervals as complete
 slices ("X") on as few threads as keep every thread's slices nested, each slice's
 step in its args, and for a compute slice of a pipeline its stage and micro-batch
-(named as torch names the action, "forward 0F1": engine.figures.plan.measured_actions); the device's
+(named as torch names the action, "forward 0F1": engine.figures.schedule_plan.measured_actions); the device's
 telemetry as counter tracks ("C": utilization, memory); and, for a split model, flow arrows ("s"/"f") from
 the stage that hands an activation or gradient on to the one that takes it.
 One clock: microseconds since the run started, the store's clock for intervals
@@ -26,7 +26,7 @@ import json
 from collections import defaultdict
 
 from engine.export.errors import ExportError
-from engine.figures.plan import action_label, measured_actions
+from engine.figures.schedule_plan import action_label, measured_actions
 from engine.store import Store
 
 US = 1e6
@@ -79,7 +79,7 @@ def trace_document(store: Store, run_id: str) -> dict:
     for row in rows:
         by_device[row[1]].append(row)
     thread_of: dict[tuple[str, str, float], int] = {}  # (device, "start" or "end", time) -> its slice's thread
-    # Which stage and micro-batch each compute slice ran, from the schedule's plan (engine.figures.plan).
+    # Which stage and micro-batch each compute slice ran, from the schedule's plan (engine.figures.schedule_plan).
     actions = measured_actions(summary.plan or [], devices, rows) if summary else {}
     for device, mine in by_device.items():
         mine.sort(key=lambda r: (r[3], -r[4]))
@@ -156,7 +156,7 @@ DIRECTION = {"forward": 1, "backward": -1, "backward-input": -1}
 
 
 def _plan_flows(actions: dict, pid, thread_of) -> list[dict]:
-    """From each compute slice the plan names (engine.figures.plan.measured_actions: stage and micro-batch) to
+    """From each compute slice the plan names (engine.figures.schedule_plan.measured_actions: stage and micro-batch) to
     the slice of the same micro-batch on the neighbouring stage, on whichever device it runs (a V's two stages
     on one device hand over locally: the arrow stays in its process). The last stage's loss, timed as a second
     forward of its micro-batch, is neither end."""

@@ -20,8 +20,8 @@ from engine.figures.figure import Axis, Bars, Figure, Mark, Segment, Series, ser
 from engine.figures.gaps import broken, gap_after
 from engine.figures.heatmap import heat_figure, uses_heatmap
 from engine.figures.numbers import is_number, pct, scaled, time_unit
-from engine.figures.plan import plan_figure
 from engine.figures.run_names import run_names
+from engine.figures.schedule_plan import schedule_plan_figure
 from engine.figures.timeline import TIMELINE_STEPS, device_order, timeline_figure
 from engine.measure.communication import OPERATIONS
 from engine.results import Communication, RunSummary, Sample, Step, TensorMemory
@@ -111,7 +111,7 @@ def run_figures(run: RunView) -> list[Figure]:
     if run.summary.communication:
         figures.append(communication_figure(run.summary.devices, run.summary.communication))
     if run.summary.plan:
-        figures.append(plan_figure(run.summary.plan, devices, run.summary.schedule))
+        figures.append(schedule_plan_figure(run.summary.plan, devices, run.summary.schedule))
     return figures
 
 

@@ -11,7 +11,7 @@ from engine.devices import node_groups
 from engine.figures.figure import Axis, Figure, Lanes
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.numbers import is_number, pct
-from engine.figures.plan import action_label, measured_actions
+from engine.figures.schedule_plan import action_label, measured_actions
 from engine.measure.timing import BUSY_KINDS, WAIT_KINDS
 from engine.results import Bubble, Step
 
@@ -43,7 +43,7 @@ def timeline_figure(rows: Sequence[Sequence], devices: Sequence[str] = (), *, st
     ``steps`` give where each step ended (a step starts where the previous one ended,
     engine.record.step_merger.StepMerger); ``kept`` is (steps whose intervals are stored, steps), to
     say when the timelines are a sample; ``plan`` (the run's schedule plan) names each compute interval's
-    action in the table ("0F1": engine.figures.plan.measured_actions)."""
+    action in the table ("0F1": engine.figures.schedule_plan.measured_actions)."""
     shown = sorted({row[0] for row in rows})[-last:]
     picked = sorted((tuple(row) for row in rows if row[0] in shown), key=lambda row: row[3])
     lanes = device_order(devices, [row[1] for row in picked])

@@ -36,7 +36,7 @@ from engine.wire.forkserver import Client, Exited, Ping, Pong, Refused, Signal, 
 # about 1 s more) is imported when a request first names it (Spawn.imports: the run's strategy's and model's), so
 # a command that trains an MLP never pays for them.
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "torch.profiler", "engine.run.loop", "engine.models.build",
-           "engine.plan.planning", "engine.strategies", "engine.strategies.ddp_executor",
+           "engine.planner.planning", "engine.strategies", "engine.strategies.ddp_executor",
            "engine.strategies.pipeline.in_process_stages", "engine.strategies.pipeline.in_process_traced_stages",
            "engine.models.tracing")
 WHAT_SOME_RUNS_IMPORT = ("torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",

@@ -2,7 +2,7 @@
 
 Each tensor a stage reads from an earlier stage is cut from the graph (a leaf
 that requires grad), so a stage's forward and backward are that stage's work
-alone, timed on its own device: the block timing (engine.plan.planning) times each
+alone, timed on its own device: the block timing (engine.planner.planning) times each
 unit this way, and the one-process stages (engine.strategies.pipeline.in_process_traced_stages)
 run a split model this way, handing each cut's gradient back by hand. The stages
 are the call_module nodes of the Pipe's top graph; the graph says which earlier
@@ -118,7 +118,7 @@ def backward_with_ones(output) -> None:
     grads = [t for t in tensors_in(output) if t.requires_grad]
     if grads:
         # Each output's sum: a gradient of ones, without the shape check (and its sympy import) that explicit
-        # gradients take (engine/plan/planning.py).
+        # gradients take (engine/planner/planning.py).
         torch.autograd.backward([t.sum() for t in grads])
 
 

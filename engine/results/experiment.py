@@ -48,7 +48,8 @@ class ExperimentPoint:
     batch_split: list[int] | None = None
     run_ids: list[str] = field(default_factory=list)
     error: str | None = None             # the point's runs failed: why
-    predicted_step_s: float | None = None   # engine.plan.what_if's step time, from one of its runs (experiments.with_predictions)
+    # engine.planner.what_if's step time, from one of its runs (experiments.with_predictions)
+    predicted_step_s: float | None = None
     tensor_memory: list[TensorMemory | None] | None = None   # per device, its first run's (memory repeats)
     communication: list[Communication | None] | None = None  # per device, per step, its first run's
     disturbed: str | None = None         # a run of the point was disturbed (TelemetrySummary.disturbed): which, how

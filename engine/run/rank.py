@@ -205,7 +205,8 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=(), heartb
     executor = strategies.get(config.strategy).build(ctx)
     change = ParameterChange(executor)
     channel.emit(Ready(os.getpid(), list(split) if split else None, spec.has_batch_norm,
-                       executor.plan() if rank == 0 else None, peaks=device_peaks(mine, config.dtype, spec.whole())))
+                       executor.schedule_plan() if rank == 0 else None,
+                       peaks=device_peaks(mine, config.dtype, spec.whole())))
     if heartbeat is not None:
         heartbeat.training()
     flops = DeviceFlops(own.name, {d.index: d.name for d in mine if d.kind == "cuda"})
@@ -275,7 +276,7 @@ def resolve_split(config, spec, devices, rank, world):
         return tuple(config.split)
     split = None
     if rank == 0:
-        from engine.plan.planning import plan_balanced
+        from engine.planner.planning import plan_balanced
         from engine.strategies.pipeline.staged import stage_devices
         micro = max(1, effective_batch_size(config) // effective_micro_batches(config))
         split = plan_balanced(spec, micro, stage_devices(config, devices, effective_stages_per_device(config)))[1]

@@ -73,7 +73,7 @@ class Worker:
                                  loss_parts=self.strategy.builds_model)
         self.totals = RunTotals(self.device_names, config.warmup)
         self.batch_norm = False  # the model has BatchNorm (the ranks say so when ready)
-        self.plan = None         # the schedule's action list per rank (rank 0 says it when ready)
+        self.schedule_plan = None   # the schedule's action list per rank (rank 0 says it when ready; wire: `plan`)
         self.peaks: dict[str, dict] = {}   # each device's peak FLOP/s, as its rank measured it when ready
         self.started_sent = False
         self.split = None
@@ -277,7 +277,7 @@ class Worker:
         elif isinstance(event, rank_events.Ready):
             r.ready, r.split, r.phase = True, event.split, TRAINING
             self.batch_norm = self.batch_norm or event.batch_norm
-            self.plan = self.plan or event.plan
+            self.schedule_plan = self.schedule_plan or event.plan
             self.peaks.update(event.peaks or {})
             if all(rr.ready for rr in self.ranks) and not self.started_sent:
                 self._send_started()
@@ -324,8 +324,8 @@ class Worker:
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
                   micro_batches=effective_micro_batches(self.config), clock_origin=self.origin,
-                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(), plan=self.plan,
-                  peaks=dict(self.peaks), **self._nodes_field())
+                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(),
+                  plan=self.schedule_plan, peaks=dict(self.peaks), **self._nodes_field())
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result (engine/run/run_notes.py)."""
@@ -382,9 +382,10 @@ class Worker:
             micro_batches=effective_micro_batches(self.config), batch_size=effective_batch_size(self.config),
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
             data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
-            theory_text=self.theory_text, plan=self.plan, nodes=[link.summary() for link in self.links] if self.links
-            else None, split_backward={rr.device.name: rr.split_backward for rr in self.ranks
-                                       if finished and rr.split_backward[0] is not None},
+            theory_text=self.theory_text, plan=self.schedule_plan,
+            nodes=[link.summary() for link in self.links] if self.links else None,
+            split_backward={rr.device.name: rr.split_backward for rr in self.ranks
+                            if finished and rr.split_backward[0] is not None},
             peaks=self.peaks, two_way_extra_s=max((rr.two_way_extra_s for rr in self.ranks
                                                    if finished and rr.two_way_extra_s is not None), default=None),
             recording_cpu_s=(time.process_time() - self._cpu_from) / (self.totals.steps - 1)

@@ -77,7 +77,7 @@ class Executor(ABC):
         """The parameters this rank reports at the end (their norm, and how far training moved them);
         None when another rank reports the same ones (ddp's replicas)."""
 
-    def plan(self) -> list[list[str]] | None:
+    def schedule_plan(self) -> list[list[str]] | None:
         """The schedule's own action list, per rank, tick by tick ("0F1": stage 0's forward of micro-batch 1;
         "" an idle tick), where a pipelining schedule drives the step; None otherwise."""
         return None

@@ -5,7 +5,7 @@
 - advise's probe child (``python -m engine.advise.ranking``): a ``RankingRequest``, answered by its Ranking
   (engine/advise/results.py, read with ``codec.read``);
 - ``main.py what-if RUN --json`` (the app's what-if child, an experiment's end): a list of
-  engine/plan/what_if.py Prediction, read with ``read_list``;
+  engine/planner/what_if.py Prediction, read with ``read_list``;
 - ``main.py trace ... --store --json`` (the app's trace child): the traces read, and ``StoredTraces.run_id``.
 
 Every answer is read strictly (engine/wire/codec.py): an answer of another shape is a codec.WireError naming

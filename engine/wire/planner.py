@@ -17,7 +17,7 @@ from engine.wire import codec
 
 @dataclass(frozen=True)
 class BlockInfo:
-    """A block of the model as the planner timed it (engine/plan/planning.py block_costs)."""
+    """A block of the model as the planner timed it (engine/planner/planning.py block_costs)."""
     name: str
     params: int          # parameters in the block
     cost_s: float        # forward+backward seconds for the profiled batch, on block_clock(device)

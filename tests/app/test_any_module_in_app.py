@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 
-from engine.plan.what_if import TRUST, TRUST_DETAIL
+from engine.planner.what_if import TRUST, TRUST_DETAIL
 from tests.app.app_helpers import wait_ready
 from tests.helpers import ROOT
 

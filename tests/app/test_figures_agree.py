@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.config import ExperimentConfig
 from engine.events import Device, Finished, Started
-from engine.plan.what_if import Prediction
+from engine.planner.what_if import Prediction
 from engine.record.totals import RunTotals
 from engine.results import Bubble, MeanStd, RunSummary, Step, TelemetrySummary
 from engine.run.session import RunResult

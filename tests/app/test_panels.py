@@ -10,7 +10,7 @@ from app.state.problem_help import explain_all
 from app_helpers import shown
 from engine.devices import Device
 from engine.events import Started
-from engine.plan.planning import BlockInfo
+from engine.planner.planning import BlockInfo
 from engine.problems import Problem
 from engine.results import Step
 

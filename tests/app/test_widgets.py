@@ -339,7 +339,7 @@ def test_history_mode_overlays_several_runs(panel):
 # -- split view -------------------------------------------------------------------------------
 
 def blocks(n=5):
-    from engine.plan.planning import BlockInfo
+    from engine.planner.planning import BlockInfo
     return [BlockInfo(f"layer{i}", params=4160, cost_s=0.001 * (1 + i), out_bytes=256) for i in range(n)]
 
 
@@ -609,10 +609,10 @@ def test_a_gpus_sm_activity_is_drawn_dotted_beside_its_utilization_live(qtbot, q
 
 
 def test_a_blocks_flops_are_in_its_time_cells_tooltip(qtbot, qapp_configured):
-    """The planner's per-block FLOPs (engine/plan/planning.py BlockInfo.flops, per sample) reach the split view,
+    """The planner's per-block FLOPs (engine/planner/planning.py BlockInfo.flops, per sample) reach the split view,
     per micro-batch, in the tooltip of the block's time (the panel has no room for another column)."""
     from app.views.split_view import SplitView
-    from engine.plan.planning import BlockInfo
+    from engine.planner.planning import BlockInfo
     view = SplitView()
     qtbot.addWidget(view)
     view.set_context(True, 2, micro_batch_size=8)

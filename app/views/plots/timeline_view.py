@@ -2,7 +2,7 @@
 
 The cursor names the interval under it (hover.py): device, kind, step,
 which of the step's intervals of that kind it is, for a pipeline's compute the
-stage and micro-batch its schedule's plan says it ran (engine.figures.plan), and
+stage and micro-batch its schedule's plan says it ran (engine.figures.schedule_plan), and
 how long it took; between intervals, how long the device idled.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.views.plots.series_plot import cache_axes
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.heatmap import uses_heatmap
-from engine.figures.plan import action_label, measured_actions
+from engine.figures.schedule_plan import action_label, measured_actions
 from engine.figures.timeline import FOLD_COLUMNS, KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
 from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
 from engine.traces.lanes import LANE_KINDS  # a run read from profiler traces: kernels by type, idle gaps by cause
@@ -95,7 +95,7 @@ class TimelineView(pg.PlotWidget):
         self._x_max = 0.0
         self.rows: list[tuple[int, str, str, float, float]] = []  # (step, device, kind, t0, t1), shown
         self.origin = 0.0
-        self.plan: tuple[list, list[str]] = ([], [])   # the run's schedule plan and its devices, by rank
+        self.schedule_plan: tuple[list, list[str]] = ([], [])   # the run's schedule plan and its devices, by rank
         self.export_actions = plot_export.add_export_actions(self)
         menu = item.getViewBox().menu
         menu.addSeparator()
@@ -109,7 +109,7 @@ class TimelineView(pg.PlotWidget):
 
     def set_plan(self, plan: list[list[str]] | None, devices: list[str]) -> None:
         """The schedule's plan of the run shown: the hover names each compute interval's micro-batch by it."""
-        self.plan = (plan or [], list(devices))
+        self.schedule_plan = (plan or [], list(devices))
 
     def sizeHint(self) -> QtCore.QSize:  # noqa: N802  (Qt naming; see SeriesPlot.sizeHint)
         return QtCore.QSize(600, 260)
@@ -406,7 +406,8 @@ class TimelineView(pg.PlotWidget):
             step, _, kind, t0, t1 = min(under, key=lambda r: r[4] - r[3])  # a wait under its neighbour's end
             same = [r for r in mine if r[0] == step and r[2] == kind]
             which = f", {kind} {same.index((step, device, kind, t0, t1)) + 1} of {len(same)}" if len(same) > 1 else ""
-            action = measured_actions(*self.plan, [r for r in mine if r[0] == step]).get((step, device, kind, t0, t1))
+            action = measured_actions(*self.schedule_plan,
+                                      [r for r in mine if r[0] == step]).get((step, device, kind, t0, t1))
             if action is not None:
                 which += f"\nstage {action[0]}, micro-batch {action[1]} ({action_label(kind, *action)} in the plan)"
             text = f"{device} · {kind}\nstep {step}{which}\n{_duration(t1 - t0)} from {_duration(t0 - self.origin)}"
@@ -422,7 +423,7 @@ class TimelineView(pg.PlotWidget):
     # -- export ----------------------------------------------------------------
     def to_figure(self) -> Figure:
         """The steps shown, as the exports' timeline figure (engine.figures.timeline_figure)."""
-        plan, devices = self.plan
+        plan, devices = self.schedule_plan
         return timeline_figure(self.rows, devices or self.devices, last=len({row[0] for row in self.rows}) or 1,
                                plan=plan or None)
 

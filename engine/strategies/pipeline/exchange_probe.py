@@ -6,7 +6,7 @@ the other then. Over gloo on this project's 2-core machine such an exchange took
 2.5-3 ms where the same two sends one way took 0.2-0.9 ms (``python -m
 bench.gloo_exchange``), and DualPipeV's measured hand-overs waited accordingly.
 A run of another schedule never sends both ways at once, so its timeline cannot
-show this; engine/plan/what_if.py needs it to predict DualPipeV.
+show this; engine/planner/what_if.py needs it to predict DualPipeV.
 
 After the last step (after the split backward's probe, every rank there), ranks
 0 and 1, 2 and 3, ... and then 1 and 2, 3 and 4, ... (every pair of neighbours)

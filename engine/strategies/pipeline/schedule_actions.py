@@ -7,7 +7,7 @@ there: a forward after the previous stage's forward of that micro-batch, a
 backward or input gradient after the next stage's, a weight gradient after its
 own stage's input gradient; from another device once sent: an overlapped pair's
 outputs leave when the pair ends, and arrive late where the receiver's own pair
-sends back first). ``engine.plan.what_if`` predicts step times with it;
+sends back first). ``engine.planner.what_if`` predicts step times with it;
 ``tick_plan`` draws GPipe's and 1F1B's plan with it.
 """
 from __future__ import annotations

@@ -161,7 +161,7 @@ class ScheduledStages(Executor):
         self._steps, self._counted_step = 0, counted_step(ctx.config.steps, profiled_steps(ctx.config))
         self.config = ctx.config
 
-    def plan(self) -> list[list[str]] | None:
+    def schedule_plan(self) -> list[list[str]] | None:
         # The multi-stage schedules run torch's own action list (every rank computes every rank's): rank 0
         # says it. The one-stage-per-device ones run their own loop, which schedule_actions.tick_plan plays out.
         if self.schedule_info.multi_stage:

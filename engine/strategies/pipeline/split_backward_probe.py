@@ -5,7 +5,7 @@ backward in two calls: torch's ``stage_backward_input``, which walks the stage's
 autograd graph to find what the weight gradient will need and keeps it, then
 ``stage_backward_weight``. Together they cost more than the one
 ``stage_backward`` the other schedules call, by an amount the run's timeline
-cannot show for a schedule it did not run; engine.plan.what_if needs it to
+cannot show for a schedule it did not run; engine.planner.what_if needs it to
 predict those schedules from a GPipe or 1F1B run.
 
 After the last step (every rank there: a barrier, so no rank's probe lands in a
@@ -19,7 +19,7 @@ micro-batch. The same on half the micro-batch tells how much of it is a cost per
 call and how much grows with the samples (``SplitCost.fixed_s``: the extra is
 fixed + rate x samples, the two parts at least 0; on cpu:2, mlp 512x8, a 2-block
 stage's extra measured 0.6 ms at 32 samples, 0.7 at 256, 1.6 at 1,024), so
-engine.plan.what_if can price a split backward at another micro-batch count (inputs
+engine.planner.what_if can price a split backward at another micro-batch count (inputs
 whose first dimension is not the micro-batch's are kept whole; a stage that takes no
 other size counts all of it per call). The first stage is measured as if its input
 needed a gradient: torch runs stage 0's backward whole in every schedule, but another

@@ -79,7 +79,7 @@ from engine.results import RunSummary, SplitCost
 from engine.strategies.pipeline.schedule_actions import Action, actions, simulate
 from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULE_LIST, Schedule
 
-TRUST = ("simulated from this run's time per micro-batch and device (engine/plan/what_if.py); on cpu:2 within "
+TRUST = ("simulated from this run's time per micro-batch and device (engine/planner/what_if.py); on cpu:2 within "
          "10 % of measured runs, most within 5 %")
 TRUST_DETAIL = ("every schedule, micro-batch count and stages per device, from this run's timed actions and what it "
                 "measured after its last step: a split backward's cost and two devices' sending to each other at "

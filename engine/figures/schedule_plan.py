@@ -1,4 +1,4 @@
-"""The plan figure: the pipeline schedule's own action list, what each device is to do at each tick.
+"""The schedule plan figure: the pipeline schedule's own action list, what each device is to do at each tick.
 
 torch.distributed.pipelining computes it (``pipeline_order``: for each rank a
 list of actions such as ``0F1``, stage 0's forward of micro-batch 1, with idle
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from engine.figures.figure import Axis, Figure, Lanes
 
-PLAN = Figure("plan", "The schedule's plan", Axis("tick of the schedule"), Axis("device"))
+SCHEDULE_PLAN = Figure("plan", "The schedule's plan", Axis("tick of the schedule"), Axis("device"))
 ACTION = re.compile(r"^(\d+)(F|B|I|W)(\d*)$")
 OVERLAPPED = re.compile(r"^\((.*)\)OVERLAP_F_B$")
 KIND_OF = {"F": "forward", "B": "backward", "I": "backward-input", "W": "backward-weight"}
@@ -24,7 +24,7 @@ KINDS = frozenset(KIND_OF.values())
 LETTER = {kind: letter for letter, kind in KIND_OF.items()}
 
 
-def plan_cells(plan: Sequence[Sequence[str]],
+def schedule_plan_cells(plan: Sequence[Sequence[str]],
                devices: Sequence[str]) -> list[tuple[str, float, float, str, int, int | None]]:
     """(device, start, end, kind, stage, micro-batch) for every compute action of the plan, rank by rank, in
     ticks. An overlapped pair (DualPipeV's ``(0F3;3B1)OVERLAP_F_B``) shares its tick, half each."""
@@ -43,11 +43,11 @@ def plan_cells(plan: Sequence[Sequence[str]],
     return cells
 
 
-def plan_figure(plan: Sequence[Sequence[str]], devices: Sequence[str], schedule: str | None) -> Figure:
-    cells = plan_cells(plan, devices)
+def schedule_plan_figure(plan: Sequence[Sequence[str]], devices: Sequence[str], schedule: str | None) -> Figure:
+    cells = schedule_plan_cells(plan, devices)
     ticks = max((len(actions) for actions in plan), default=0)
     lanes = list(dict.fromkeys([*devices[:len(plan)], *(c[0] for c in cells)]))
-    return PLAN.with_data(
+    return SCHEDULE_PLAN.with_data(
         title=f"The {schedule or 'pipeline'} schedule's plan: each device's actions, tick by tick "
               "(torch.distributed.pipelining's own list)",
         lanes=Lanes(lanes, [(device, kind, t0, t1) for device, t0, t1, kind, _, _ in cells], ticks),
@@ -65,7 +65,7 @@ def measured_actions(plan: Sequence[Sequence[str]], devices: Sequence[str],
     keyed by the row: each device runs its plan's actions in turn, so a step's compute intervals on a device,
     in time order, are its plan's actions in order (the last stage's loss, timed as a forward of its own, right
     after its forward). A step whose intervals do not line up with the plan, kind by kind, gets none."""
-    cells = plan_cells(plan, devices)
+    cells = schedule_plan_cells(plan, devices)
     if not cells:
         return {}
     last_stage = max(cell[4] for cell in cells)

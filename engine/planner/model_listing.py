@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine import models
 from engine.config import ExperimentConfig
-from engine.plan.planning import PROFILE_MAX_BATCH
+from engine.planner.planning import PROFILE_MAX_BATCH
 from engine.rules import effective_batch_size
 
 
@@ -36,7 +36,7 @@ def split_point_rows(config: ExperimentConfig, stages: int = 2) -> tuple[list[di
     import torch
 
     from engine.models.build import build
-    from engine.plan import planning
+    from engine.planner import planning
     torch.set_num_threads(1)  # as on one CPU virtual device
     spec = build(config)
     infos = planning.block_costs(spec, effective_batch_size(config))
