@@ -1,4 +1,4 @@
-"""The app's state without a window: the run monitor fed by worker events, the rules that block Run, the
+"""The app's state without a window: the run's progress fed by worker events, the rules that block Run, the
 status line's texts and the planner's state."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def step(k: int, time_s: float, busy: dict) -> Step:
     return Step(step=k, time_s=time_s, busy=busy)
 
 
-def test_the_run_monitor_follows_a_run_from_its_events():
+def test_the_runs_progress_follows_a_run_from_its_events():
     run = RunProgress(run_id="r1", steps_total=10)
     announced: list = []   # what the live view draws from (app/views/center_area.py subscribes)
     run.applied.connect(lambda event: announced.append((type(event).__name__, run.steps_done)))
@@ -109,7 +109,7 @@ def test_a_finished_run_says_its_steps_time_speed_and_bubble():
     result = RunResult("20250101-182558-ab12", "finished", summary)
     assert finished_text(result, RunProgress(steps_done=19), 3.1) == \
         "Finished 20 steps in 3.1 s · 7.1 ms/step · 1,234 samples/s · bubble 40%"
-    # Without a summary (or its figures) the steps the monitor saw, and only what is known.
+    # Without a summary (or its figures) the steps the progress saw, and only what is known.
     assert finished_text(RunResult("r", "finished", None), RunProgress(steps_done=6), 0.5) == \
         "Finished 6 steps in 0.5 s"
 
@@ -317,7 +317,7 @@ def test_run_says_a_problem_in_the_apps_words_when_it_has_them():
         "Cannot run: Single device runs on one device; Devices is set to 2 CPU devices (cpu:0, cpu:1)."
 
 
-def test_the_run_monitor_says_what_each_devices_tensors_hold():
+def test_the_runs_progress_says_what_each_devices_tensors_hold():
     """Live: the last step's tensor memory per device; ended: the summary's peaks. ddp's replicas each hold
     the whole model, a split model a part on each device."""
     from engine.results import TensorMemory
@@ -352,7 +352,7 @@ def test_a_balanced_split_worse_than_70_30_hints_at_smaller_blocks():
 
 def test_the_memory_tab_compares_the_runs_selected_side_by_side():
     """Two stored runs selected: a bar per run and device, each run named by what sets it apart."""
-    from app.state.live_data import RunData, compared_memory_figures
+    from app.state.stored_run import RunData, compared_memory_figures
     from engine.results import RunSummary, TensorMemory
     mib = 2 ** 20
 

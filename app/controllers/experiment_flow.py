@@ -124,7 +124,7 @@ class ExperimentFlow(QtCore.QObject):
                 status = event.status
                 model.log(f"run {event.run_id} {status}" + (f": {event.error}" if event.error else ""),
                       level="error" if status == "failed" else "info")
-                self.center.current_run().status = status
+                self.center.run_progress().status = status
                 model.run_stored()
                 model.telemetry.add(self.client.take_samples())  # a point of a fraction of a second: all it sampled
                 self.center.settle_plots()   # the point's summary: its measured and theoretical bubble
@@ -135,7 +135,7 @@ class ExperimentFlow(QtCore.QObject):
         run = self.client.progress
         if run is None:
             return None
-        return experiment_status.running_text(run, self.center.current_run(), self.runs.first_run)
+        return experiment_status.running_text(run, self.center.run_progress(), self.runs.first_run)
 
     def show_status(self) -> None:
         """The status line, the progress bar's count and beside it the experiment's time left (before the
@@ -144,7 +144,7 @@ class ExperimentFlow(QtCore.QObject):
         if not text or self.stopping:   # the status line says it stops
             return
         self.model.set_status(text)
-        progress = self.center.current_run()
+        progress = self.center.run_progress()
         elapsed = time.perf_counter() - (self.started_at or time.perf_counter())
         own = run_status.time_left_text(progress)   # until the first run has ended: the run's, said as such
         beside = (run_status.starting_phase(progress)

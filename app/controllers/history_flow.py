@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6 import QtCore
 
 from app.state.app_model import AppModel
-from app.state.live_data import RunData
+from app.state.stored_run import RunData
 
 
 class HistoryFlow(QtCore.QObject):

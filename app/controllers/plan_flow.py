@@ -119,7 +119,7 @@ class PlanFlow(QtCore.QObject):
 
     def _preview_bubble(self) -> None:
         """Before the first run, the bubble box shows the theory for the configured experiment."""
-        progress = self.center.current_run()
+        progress = self.center.run_progress()
         if progress.run_id is not None or self.model.is_busy():
             return
         config = self.port.current_config()

@@ -1,8 +1,8 @@
-"""RunFlow: one run, from Run to its end: the worker's events to the run monitor, the plots and the status line.
+"""RunFlow: one run, from Run to its end: the worker's events to the run's progress, the plots and the status line.
 
 Run starts the configured experiment through the worker client (the idle telemetry
 stops: the run samples its own devices). Each batch of the worker's events updates the
-live view's run monitor (``RunProgress.apply``), which the window's middle draws from
+live view's run's progress (``RunProgress.apply``), which the window's middle draws from
 (app/views/center_area.py); the status line, the progress bar and the time left follow.
 That a run goes, is stopping or ended is the app model's ``activity`` (app/state/app_model.py):
 the controls follow it. At the end the status line says how it went
@@ -177,9 +177,9 @@ class RunFlow(QtCore.QObject):
 
     # -- the worker's events (UI thread, batched) ---------------------------------------------
     def on_events(self, events: list[WorkerEvent]) -> None:
-        progress = self.center.current_run()
+        progress = self.center.run_progress()
         for event in events:
-            progress.apply(event)   # the live view draws what it changed (CenterArea follows the monitor)
+            progress.apply(event)   # the live view draws what it changed (CenterArea follows the progress)
             if isinstance(event, (Launched, Started)):
                 self.center.show_timeline_hint(run_status.starting_text(progress, self.first_run))
             line = run_status.event_log_line(event, progress)
@@ -190,9 +190,9 @@ class RunFlow(QtCore.QObject):
         self.port.update_progress()
 
     def show_progress(self) -> None:
-        """The progress bar, the time left and the status line, from the run monitor: before the first
+        """The progress bar, the time left and the status line, from the run's progress: before the first
         step, what the run is doing (run_status.starting_text)."""
-        progress = self.center.current_run()
+        progress = self.center.run_progress()
         starting = run_status.starting_text(progress, self.first_run)
         if progress.steps_total:
             steps = min(progress.steps_done, progress.steps_total)
@@ -209,7 +209,7 @@ class RunFlow(QtCore.QObject):
     # -- the end --------------------------------------------------------------------------
     def _on_finished(self, result: RunResult) -> None:
         model = self.model
-        progress = self.center.current_run()
+        progress = self.center.run_progress()
         progress.status = result.status
         progress.summary = result.summary or progress.summary
         model.telemetry.add(self.worker.take_samples())

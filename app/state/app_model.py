@@ -38,8 +38,8 @@ class AppEvents:
 class AppModel:
     """The app's state: what holds the devices (a run, an experiment, an advise), the plan of the configured
     experiment, the experiment in the store, the store's status, the status line; and where the runs are stored
-    and how often devices are sampled. The live run's monitor (RunProgress) stays with the live view that draws
-    it (app/views/center_area.py ``current_run``) and announces its own events (``applied``)."""
+    and how often devices are sampled. The live run's progress (RunProgress) stays with the live view that draws
+    it (app/views/center_area.py ``run_progress``) and announces its own events (``applied``)."""
 
     def __init__(self, telemetry: TelemetryHistory, db_path: str, telemetry_hz: float):
         self.events = AppEvents()

@@ -3,7 +3,7 @@
 An experiment (engine/experiments/runner.py ExperimentRunner) runs its points one after
 another, each ``repeats`` times, and counts its runs 1..n: run k is repeat
 (k-1) % repeats + 1 of point (k-1) // repeats + 1. Each text is a function of
-where the experiment is (``PointRun``), the current run's monitor
+where the experiment is (``PointRun``), the current run's progress
 (``live_data.RunProgress``) or the experiment's result, so a test reads them
 without a window.
 """

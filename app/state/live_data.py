@@ -14,18 +14,16 @@ import numpy as np
 
 from app.state.announcer import Announcer
 from app.state.ring_buffer import RingBuffer, ThinningBuffer
+from app.state.stored_run import memory_figures
 from engine.config import ExperimentConfig
 from engine.events import Errored, Finished, Launched, Started, WorkerEvent
-from engine.figures import RunView
 from engine.figures.figure import Figure
 from engine.figures.run import communication_figure, tensor_memory_figure
-from engine.figures.run_names import run_names
 from engine.figures.timeline import TIMELINE_STEPS  # steps the timeline shows, here as in exports
 from engine.record.efficiency import device_efficiency
-from engine.results import Communication, NodeSummary, RunSummary, Sample, Step, TensorMemory, Traffic, from_json
+from engine.results import Communication, NodeSummary, RunSummary, Step, TensorMemory, Traffic, from_json
 from engine.results.efficiency import DeviceEfficiency, Efficiency
 from engine.telemetry.smooth import SMOOTH_S, trailing_mean
-from engine.traces.as_run import is_trace_run
 
 HISTORY_S = 3600          # one hour of telemetry per device
 STEP_POINTS = 8192        # points per step curve, however long the run (a pixel column holds several)
@@ -328,63 +326,9 @@ class StepHistory:
         return bool(self.mfu)
 
 
-@dataclass
-class RunData:
-    """One stored run, loaded for display."""
-    run_id: str
-    label: str
-    status: str
-    config: ExperimentConfig
-    summary: RunSummary | None
-    error: str | None
-    steps: list[Step] = field(default_factory=list)      # every step, or every k-th of a long run
-    timeline: list[tuple] = field(default_factory=list)  # the intervals of the last steps that kept them
-    samples: list[Sample] = field(default_factory=list)
-    step_count: int = 0          # steps stored
-    timeline_steps: int = 0      # of which with every interval (all, or a sample: engine.record.timeline_keeper)
-
-    def view(self) -> RunView:
-        """What the run's figures are drawn from, as the history loaded it (history_panel.load_runs)."""
-        return RunView(summary=self.summary or RunSummary(), steps=self.steps, samples=self.samples,
-                       timeline=self.timeline, step_count=self.step_count, timeline_steps=self.timeline_steps,
-                       warmup=self.config.warmup, label=self.label, config=self.config.to_dict())
-
-    def timeline_note(self) -> str:
-        """Which steps' intervals the store kept, when not all of them."""
-        if self.timeline_steps >= self.step_count:
-            return ""
-        if is_trace_run(self.config.strategy):   # engine/traces/lanes.py keeps the last iterations' lanes alone
-            return f"lanes kept for the last {self.timeline_steps:,} of {self.step_count:,} iterations"
-        return (f"full timelines kept for {self.timeline_steps:,} of {self.step_count:,} steps "
-                "(the first and last 200, an even sample, the outliers)")
-
-
 def tensor_lines(summary: RunSummary) -> list[str]:
     """"tensors cpu:0: 2.78 MiB (params 1.01, ...)" per device of a finished run (its most over the steps)."""
     return _tensor_lines(zip(summary.devices, summary.tensor_memory or [], strict=False))
-
-
-def memory_figures(summary: RunSummary) -> tuple[Figure, Figure]:
-    """A finished run's tensor memory (its most over the measured steps) and communication per step, per device."""
-    devices = list(summary.devices)
-    return (tensor_memory_figure(devices, summary.tensor_memory or [None] * len(devices)),
-            communication_figure(devices, summary.communication or [None] * len(devices)))
-
-
-def compared_memory_figures(runs: list[RunData]) -> tuple[Figure, Figure]:
-    """Several stored runs' tensor memory and communication side by side: a bar per run and device, named
-    "<run> · <device>" with each run named by what sets it apart (engine/figures/run_names.py), as the
-    Plots tab's legends are; one run's figures as ``memory_figures``."""
-    summaries = [run.summary or RunSummary() for run in runs]
-    if len(runs) == 1:
-        return memory_figures(summaries[0])
-    names = run_names([run.config.to_dict() for run in runs], [run.label for run in runs], summaries)
-    bars = [(f"{name} · {device}", memory, comm) for name, s in zip(names, summaries, strict=True)
-            for device, memory, comm in zip(s.devices, s.tensor_memory or [None] * len(s.devices),
-                                            s.communication or [None] * len(s.devices), strict=False)]
-    labels = [label for label, _, _ in bars]
-    return (tensor_memory_figure(labels, [memory for _, memory, _ in bars]),
-            communication_figure(labels, [comm for _, _, comm in bars]))
 
 
 def _tensor_lines(by_device) -> list[str]:
@@ -408,5 +352,5 @@ def physical_names(config: ExperimentConfig) -> dict[str, str]:
 
 
 def node_lines(summary: RunSummary) -> list[str]:
-    """A stored run's nodes, one line each (NodeSummary.text); none for a run on one machine."""
+    """A finished run's nodes from its summary, one line each (NodeSummary.text); none for a run on one machine."""
     return [node.text() for node in summary.nodes or []]

@@ -221,7 +221,7 @@ def profile_key(config: ExperimentConfig) -> tuple:
 
 def preview_run(progress: RunProgress, config: ExperimentConfig, stages: int) -> None:
     """Before the first run the bubble box shows the theory for the configured experiment: ``progress``
-    (the live view's run monitor, no run in it) takes the config's split, micro-batches and figure."""
+    (the live view's run's progress, no run in it) takes the config's split, micro-batches and figure."""
     progress.config = config
     progress.devices = []
     progress.split = list(config.split) if config.split else ([0] * (stages - 1) if stages > 1 else None)

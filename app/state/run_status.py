@@ -1,6 +1,6 @@
 """What the status line, the live plots' title and the log say about a run, without Qt.
 
-Each text is a function of the run monitor (``live_data.RunProgress``) or of how the
+Each text is a function of the run's progress (``live_data.RunProgress``) or of how the
 run ended (``engine.run.session.RunResult``), so a test reads them without a window.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def time_left_text(progress: RunProgress) -> str | None:
 
 def finished_text(result: RunResult, progress: RunProgress, took_s: float) -> str:
     """How the run ended, for the status line: "Finished 20 steps in 3.1 s · 7.1 ms/step · 1,234 samples/s ·
-    bubble 40%", "Stopped after 3 of 100 steps" or "Failed: <the cause>". ``progress``: the run's monitor,
+    bubble 40%", "Stopped after 3 of 100 steps" or "Failed: <the cause>". ``progress``: the run's progress,
     for the steps it saw; ``took_s``: from Run to the end, as the user waited."""
     if result.status == "finished":
         summary = result.summary
@@ -122,7 +122,7 @@ def finished_text(result: RunResult, progress: RunProgress, took_s: float) -> st
 
 def event_log_line(event: WorkerEvent, progress: RunProgress) -> tuple[str, str] | None:
     """The Log's line for a worker event, with its level ("info", "warning", "error"); None for events the
-    plots show (steps). ``progress``: the monitor, after the event was applied to it."""
+    plots show (steps). ``progress``: the run's progress, after the event was applied to it."""
     match event:
         case Started():
             return f"started: devices {', '.join(progress.devices)}{_split(progress)}, pids {event.pids}", "info"

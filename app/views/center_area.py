@@ -1,9 +1,9 @@
 """CenterArea: the window's middle, errors over the tabs Plots, Plan, Memory and Experiment result.
 
-The live view follows the run monitor it is given (``follow_run``): what the monitor
+The live view follows the run's progress it is given (``follow_run``): what the progress
 announces (app/state/live_data.py ``RunProgress.applied``) is drawn here, the lanes
 and plan once the run starts, each step's curves, timeline and memory bars, so the
-controller that feeds the monitor draws nothing itself. Stored runs and an
+controller that feeds the progress draws nothing itself. Stored runs and an
 experiment's result come through ``show_stored_runs`` and ``show_experiment_result``.
 """
 from __future__ import annotations
@@ -14,14 +14,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
 from app.state.finding_rows import MEMORY_TAB
-from app.state.live_data import (
-    RunData,
-    RunProgress,
-    TelemetryHistory,
-    compared_memory_figures,
-    memory_figures,
-    physical_names,
-)
+from app.state.live_data import RunProgress, TelemetryHistory, physical_names
+from app.state.stored_run import RunData, compared_memory_figures, memory_figures
 from app.views.error_panel import ErrorPanel
 from app.views.experiment_results import ExperimentResultsView
 from app.views.flash import flash
@@ -64,7 +58,7 @@ class CenterArea(QtWidgets.QWidget):
     def follow_run(self, progress: RunProgress, take_view: bool, mark: str) -> None:
         """The live plots follow ``progress``'s run from its first event; ``take_view``: they come to the front;
         ``mark``: the text of the line where it starts on the telemetry plots."""
-        self.current_run().applied.disconnect(self._draw_event)
+        self.run_progress().applied.disconnect(self._draw_event)
         progress.applied.connect(self._draw_event)
         self.telemetry.set_physical(physical_names(progress.config))
         self.plots.begin_run(progress, show=take_view)
@@ -80,13 +74,13 @@ class CenterArea(QtWidgets.QWidget):
             self.tabs.setCurrentWidget(self.memory_view)
             flash(self.memory_view)
 
-    def current_run(self) -> RunProgress:
-        """The live view's run monitor (app/state/live_data.py)."""
+    def run_progress(self) -> RunProgress:
+        """The live view's run's progress (app/state/live_data.py RunProgress)."""
         return self.plots.progress
 
     def _draw_event(self, event: WorkerEvent) -> None:
-        """What the run monitor just applied, drawn."""
-        progress = self.current_run()
+        """What the run's progress just applied, drawn."""
+        progress = self.run_progress()
         match event:
             case Launched() if not progress.devices:
                 self.plots.set_run_devices(event.devices or list(event.device_pids))   # the lanes, in stage order
@@ -108,10 +102,10 @@ class CenterArea(QtWidgets.QWidget):
                     self.plots.redraw(force=True)   # a watched run's MFU, known once it ended
 
     def _show_live_memory(self) -> None:
-        """The Memory tab from the run monitor, while it is in view: drawing it costs the cores the ranks use."""
+        """The Memory tab from the run's progress, while it is in view: drawing it costs the cores the ranks use."""
         if self.tabs.currentWidget() is self.memory_view and self.plots.mode == "live":
             self._memory_drawn_at = time.perf_counter()
-            self.memory_view.show_figures(*self.current_run().memory_figures())
+            self.memory_view.show_figures(*self.run_progress().memory_figures())
 
     def show_timeline_hint(self, text: str | None) -> None:
         """The timeline's line while it has no steps: what the starting run does; None: its own hint."""

@@ -18,7 +18,8 @@ import weakref
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.state import run_settings
-from app.state.live_data import TIMELINE_STEPS, RunData, physical_names
+from app.state.live_data import TIMELINE_STEPS, physical_names
+from app.state.stored_run import RunData
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.experiment_history import ExperimentTable

@@ -31,7 +31,7 @@ def watched_summary() -> RunSummary:
 
 
 def stored(summary: RunSummary, label: str = "run 1", config: ExperimentConfig | None = None):
-    from app.state.live_data import RunData
+    from app.state.stored_run import RunData
     return RunData(run_id=label, label=label, status="finished", config=config or ExperimentConfig(strategy="script"),
                    summary=summary, error=None)
 

@@ -153,7 +153,7 @@ def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, 
 
 
 def test_a_stored_run_of_sixty_four_devices_shows_its_heatmaps_and_outliers(panel, qtbot):
-    from app.state.live_data import RunData
+    from app.state.stored_run import RunData
     samples = [Sample(t=k * 0.5, device=name, util=5.0 if name == IDLE else 80.0, mem_used=2 ** 31, mem_total=2 ** 34)
                for k in range(40) for name in NAMES]
     kinds = [DeviceKinds(name, 0.1, {"forward": 0.01 if name == IDLE else 0.1}, 0.09 if name == IDLE else 0.0)

@@ -317,7 +317,8 @@ def test_the_sharded_strategies_optimizer_and_precision_are_picked_in_the_panel(
 
 def test_the_memory_view_stacks_each_devices_memory_and_communication(qtbot, qapp_configured):
     """The Memory tab's bars are the exports' figures: a segment per kind and per collective, hovered by name."""
-    from app.state.live_data import RunProgress, memory_figures
+    from app.state.live_data import RunProgress
+    from app.state.stored_run import memory_figures
     from app.views.memory_view import MemoryView
     from engine.results import Communication, RunSummary, TensorMemory, Traffic
     mib = 2 ** 20

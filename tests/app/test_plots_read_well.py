@@ -52,7 +52,7 @@ def panel(qtbot, qapp_configured):
 
 
 def stored_run(run_id: str, label: str, micro_batches: int, devices=("cpu:0", "cpu:1"), gap: bool = False):
-    from app.state.live_data import RunData
+    from app.state.stored_run import RunData
     times = [0.1 * k for k in range(30)] + ([45 + 0.1 * k for k in range(30)] if gap else [])
     return RunData(run_id=run_id, label=label, status="finished",
                    config=ExperimentConfig(strategy="pipeline", devices=f"cpu:{len(devices)}", micro_batches=micro_batches),

@@ -313,7 +313,7 @@ def test_a_failed_plot_export_is_a_message_never_a_crash(panel, tmp_path, monkey
 
 
 def test_history_mode_overlays_several_runs(panel):
-    from app.state.live_data import RunData
+    from app.state.stored_run import RunData
     runs = []
     for r in range(2):
         runs.append(RunData(
@@ -570,7 +570,7 @@ def test_detected_gpus_are_offered_by_name_and_memory(qtbot, qapp_configured):
 def test_a_stored_runs_tensor_memory_tells_a_split_from_replicas(panel):
     """The process's memory is mostly torch itself; what the tensors hold on each device tells model-parallel
     (a part of the model each) from ddp (the whole model on each), under the plots."""
-    from app.state.live_data import RunData
+    from app.state.stored_run import RunData
     from engine.results import TensorMemory
     mib = 2 ** 20
 

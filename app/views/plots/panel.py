@@ -16,7 +16,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
 from app.state.finding_rows import labelled, live_rows, memory_limits, summary_rows, theory_notes
-from app.state.live_data import RunData, RunProgress, StepHistory, TelemetryHistory
+from app.state.live_data import RunProgress, StepHistory, TelemetryHistory
+from app.state.stored_run import RunData
 from app.views.elided_label import ElidedLabel
 from app.views.findings_panel import FindingsPanel
 from app.views.flash import flash

@@ -11,7 +11,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app.state import run_status
 from app.state.finding_rows import theory_notes
-from app.state.live_data import TIMELINE_STEPS, RunData
+from app.state.live_data import TIMELINE_STEPS
+from app.state.stored_run import RunData
 from app.views.elided_label import ElidedLabel
 from app.views.plots.bubble_box import BubbleBox
 from app.views.plots.timeline_view import TimelineView
