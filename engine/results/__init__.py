@@ -2,14 +2,14 @@
 
 Everything past the wire and the store reads these attributes; JSON exists only at those
 boundaries (``to_json``, ``from_json``: stored_json.py). A run's summary and steps are in
-run.py, its efficiency section in efficiency.py, what was read of a script or of traces and
-the findings in read_facts.py, an experiment's results in experiment.py; they are named
+run_summary.py, its efficiency section in efficiency.py, what was read of a script or of traces and
+the findings in read_facts.py, an experiment's results in experiment_result.py; they are named
 here so that a reader imports ``engine.results`` and not the room's layout.
 """
 from engine.results.efficiency import Efficiency
-from engine.results.experiment import ExperimentPlan, ExperimentPoint, ExperimentResult, PlannedPoint, mean_std
+from engine.results.experiment_result import ExperimentPlan, ExperimentPoint, ExperimentResult, PlannedPoint, mean_std
 from engine.results.read_facts import Finding, LoaderFacts, ScriptFacts, TraceSource
-from engine.results.run import (
+from engine.results.run_summary import (
     BatchSplit,
     Bubble,
     Communication,

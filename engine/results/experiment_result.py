@@ -5,7 +5,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.results.run import Bubble, Communication, MeanStd, TensorMemory
+from engine.results.run_summary import Bubble, Communication, MeanStd, TensorMemory
 
 
 @dataclass(frozen=True)
