@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from engine.config import ExperimentConfig
-from engine.nodes import wire
+from engine.nodes import connection
 from engine.nodes.agent import PROTOCOL
 from engine.run.session import RunSession
 from engine.store import Store
@@ -102,7 +102,7 @@ class SimulatedAgent(threading.Thread):
 
     def run(self) -> None:
         conn, _ = self.server.accept()
-        channel = wire.handshake_agent(conn, self.token)
+        channel = connection.handshake_agent(conn, self.token)
         messages.send(channel, messages.Info(
             protocol=PROTOCOL, hostname="simulated", address=self.address, interface="lo",
             cores=list(range(DEVICES_PER_NODE)), gpus=0, torch=_torch(), python=sys.version.split()[0], pid=0,
@@ -124,7 +124,7 @@ class SimulatedAgent(threading.Thread):
                     elif isinstance(m, messages.Stop):
                         stop.set()
                         messages.send(channel, messages.Ended([]))
-            except (wire.WireError, messages.MessageError):
+            except (connection.WireError, messages.MessageError):
                 stop.set()
                 launched.set()   # a launch never read ends the agent, rather than leave it waiting
         threading.Thread(target=read, daemon=True).start()
@@ -169,7 +169,7 @@ class SimulatedAgent(threading.Thread):
                      for f in FIELD_NAMES] for name in devices]
             try:
                 messages.send(channel, messages.Samples(rows))
-            except wire.WireError:
+            except connection.WireError:
                 return
             self.sent_samples += len(rows)
             if self.stepping:

@@ -25,10 +25,10 @@ from engine.forkserver import (
     ForkServer,
     ForkServerError,
     client as forkserver_client,
+    datagrams,
     run_module,
     shared,
     shared_pid,
-    wire,
 )
 from engine.forkserver.client import Connection, start
 from helpers import cli
@@ -164,13 +164,13 @@ def test_what_it_cannot_serve_is_refused_and_it_serves_on(server, tmp_path):
         request = {"op": "spawn", "id": 0, "module": "forked_probe", "env": probe_env(), "cwd": str(tmp_path),
                    "fds": list(range(10))}
         socket.send_fds(raw, [json.dumps(request).encode()], [write_end] * 10)
-        assert wire.receive(raw) == ({"op": "refused", "id": 0, "error": "more than 8 descriptors"}, [])
+        assert datagrams.receive(raw) == ({"op": "refused", "id": 0, "error": "more than 8 descriptors"}, [])
         # Nonsense ignored (an op that is not a name, a signal no kernel has), a mistyped spawn refused naming
         # the field; the server serves on (below).
         for nonsense in ({"op": []}, {"op": {"a": 1}}, {"op": "signal", "pid": os.getpid(), "signal": 10 ** 30}):
             raw.send(json.dumps(nonsense).encode())
         raw.send(json.dumps(dict(request, id=1, env={"A": 1}, fds=[0, 1, 2])).encode())
-        assert wire.receive(raw) == ({"op": "refused", "id": 1, "error": "garbled: spawn's env is not "
+        assert datagrams.receive(raw) == ({"op": "refused", "id": 1, "error": "garbled: spawn's env is not "
                                                                          "dict[str, str]"}, [])
         raw.close()
     finally:
@@ -274,7 +274,7 @@ def test_the_switch_turns_the_fork_server_off(monkeypatch):
 
 def _run_with_its_server_gone(config: ExperimentConfig) -> subprocess.Popen:
     """A worker handed a connection whose server went between the session's hand-over and the launch."""
-    ours, theirs = wire.pair()
+    ours, theirs = datagrams.pair()
     ours.close()
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(theirs.fileno()), PYTHONPATH=str(ROOT))
     worker = subprocess.Popen([sys.executable, "-m", "engine.run.worker"], stdin=subprocess.PIPE,
@@ -315,7 +315,7 @@ def test_a_worker_whose_fork_server_is_gone_starts_its_ranks_fresh_and_they_trai
 def test_a_stop_while_the_server_has_not_answered_ends_the_launch():
     """The first run of a session waits for its server's imports; a stop meanwhile ends the wait, the run
     stops with no rank, and the worker closes its connection (what it asked for is then never served)."""
-    server_side, worker_side = wire.pair()  # a server that never answers
+    server_side, worker_side = datagrams.pair()  # a server that never answers
     config = ExperimentConfig(**TINY_DDP, steps=2)
     env = dict(os.environ, SPLITSCOPE_FORKSERVER_FD=str(worker_side.fileno()), PYTHONPATH=str(ROOT))
     worker = subprocess.Popen([sys.executable, "-m", "engine.run.worker"], stdin=subprocess.PIPE,
@@ -325,14 +325,14 @@ def test_a_stop_while_the_server_has_not_answered_ends_the_launch():
     try:
         worker.stdin.write(config.to_json() + "\n")
         worker.stdin.flush()
-        request, fds = wire.receive(server_side)  # the worker asks for rank 0, and waits
+        request, fds = datagrams.receive(server_side)  # the worker asks for rank 0, and waits
         for fd in fds:
             os.close(fd)
         assert request["op"] == "spawn" and request["title"] == "(rank 0 of 2 on cpu:0)"
         worker.stdin.write("stop\n")
         worker.stdin.flush()
         events = [json.loads(line) for line in worker.stdout]
-        assert wire.receive(server_side) is None  # closed, with nothing more asked
+        assert datagrams.receive(server_side) is None  # closed, with nothing more asked
     finally:
         worker.stdin.close()
         worker.wait(30)

@@ -12,7 +12,7 @@ import pytest
 
 from engine.config import ExperimentConfig
 from engine.devices import DeviceError
-from engine.nodes import wire
+from engine.nodes import connection
 from engine.nodes.address import AddressError, allowed, parse_address, parse_networks, parse_nodes
 from engine.nodes.clock import ClockOffset, estimate, shift_rank_event
 from engine.nodes.cluster import cluster_devices, node_devices
@@ -32,14 +32,14 @@ def handshake(agent_token: bytes, coordinator_token: bytes):
 
     def agent():
         try:
-            result["agent"] = wire.handshake_agent(a, agent_token)
-        except wire.WireError as exc:
+            result["agent"] = connection.handshake_agent(a, agent_token)
+        except connection.WireError as exc:
             result["agent"] = exc
     thread = threading.Thread(target=agent)
     thread.start()
     try:
-        coordinator = wire.handshake_coordinator(c, coordinator_token)
-    except wire.WireError as exc:
+        coordinator = connection.handshake_coordinator(c, coordinator_token)
+    except connection.WireError as exc:
         coordinator = exc
     thread.join(10)
     return result["agent"], coordinator
@@ -52,8 +52,8 @@ def test_both_sides_prove_the_token_and_every_later_line_is_checked():
     agent.send({"type": "pong", "id": 1})
     assert coordinator.receive()["type"] == "pong"
     # A line written past the MAC (injected on the way) ends the connection.
-    coordinator.sock.sendall(b"0" * wire.TAG_HEX + b' {"type":"launch"}\n')
-    with pytest.raises(wire.WireError, match="authentication"):
+    coordinator.sock.sendall(b"0" * connection.TAG_HEX + b' {"type":"launch"}\n')
+    with pytest.raises(connection.WireError, match="authentication"):
         agent.receive()
     agent.close()
     coordinator.close()
@@ -67,13 +67,13 @@ def test_a_replayed_line_fails_its_check():
     coordinator.send({"type": "stop"})
     assert agent.receive() == {"type": "stop"}
     original(sent[0])  # the same bytes again: its sequence number is spent
-    with pytest.raises(wire.WireError):
+    with pytest.raises(connection.WireError):
         agent.receive()
 
 
 def test_a_wrong_token_is_refused_by_either_side():
     agent, coordinator = handshake(TOKEN, b"another-token-of-enough-length")
-    assert isinstance(agent, wire.WireError) and isinstance(coordinator, wire.WireError)
+    assert isinstance(agent, connection.WireError) and isinstance(coordinator, connection.WireError)
     assert "did not prove the shared token" in str(coordinator)
 
 

@@ -17,7 +17,7 @@ import threading
 import time
 
 from engine.environment import ROOT, variable, with_project_path
-from engine.forkserver import wire
+from engine.forkserver import datagrams
 from engine.wire import forkserver as messages
 from engine.wire.forkserver import Client, Exited, Ping, Pong, Refused, Signal, Spawn, Spawned
 
@@ -66,8 +66,8 @@ class Connection:
     def _read_until_closed(self) -> None:
         while True:
             try:
-                got = wire.receive(self._sock)
-            except wire.WireError:
+                got = datagrams.receive(self._sock)
+            except datagrams.WireError:
                 got = None
             if got is None:
                 return
@@ -97,8 +97,8 @@ class Connection:
             raise ForkServerError("the fork server is gone")
         with self._send_lock:
             try:
-                wire.send(self._sock, messages.encode(message), fds)
-            except wire.WireError as exc:
+                datagrams.send(self._sock, messages.encode(message), fds)
+            except datagrams.WireError as exc:
                 raise ForkServerError(str(exc)) from exc
 
     def spawn(self, module: str, *, env: dict[str, str], cwd, fds: dict[int, int], argv=(), title: str = "",
@@ -147,7 +147,7 @@ class Connection:
     def hand_over(self) -> socket.socket:
         """A new connection for another process (a worker): ours to pass on, the server's other end."""
         try:
-            mine, theirs = wire.pair()
+            mine, theirs = datagrams.pair()
         except OSError as exc:  # out of descriptors: the worker starts its ranks fresh
             raise ForkServerError(f"no connection for the worker: {exc}") from exc
         try:
@@ -294,7 +294,7 @@ class ForkServer:
     """
 
     def __init__(self):
-        mine, theirs = wire.pair()
+        mine, theirs = datagrams.pair()
         # libgomp and OpenBLAS read these once, when torch loads: one intra-op thread, as every rank has
         # (engine/environment.py), and no thread pool in the server.
         env = with_project_path(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")

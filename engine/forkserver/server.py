@@ -23,7 +23,7 @@ import signal
 import socket
 import sys
 
-from engine.forkserver import wire
+from engine.forkserver import datagrams
 from engine.forkserver.child import become
 from engine.parent_death import die_with_parent
 from engine.wire import forkserver as messages
@@ -99,8 +99,8 @@ class Server:
     # ---- requests ------------------------------------------------------------------------------------------
     def _read(self, sock: socket.socket) -> None:
         try:
-            got = wire.receive(sock)
-        except wire.WireError:
+            got = datagrams.receive(sock)
+        except datagrams.WireError:
             got = None
         if got is None:
             self._drop(sock)
@@ -145,7 +145,7 @@ class Server:
                 _close(fds)
 
     def _spawn(self, sock: socket.socket, request: Spawn, fds: list[int] | None) -> None:
-        problem = (f"more than {wire.MAX_FDS} descriptors" if fds is None else
+        problem = (f"more than {datagrams.MAX_FDS} descriptors" if fds is None else
                    _request_problem(request, fds) or self._import(request.imports)
                    or self._environment_problem(request.env))
         pid = None
@@ -200,8 +200,8 @@ class Server:
         try:
             # Never waiting: one connection that stopped reading (hundreds of messages behind) must not stall
             # the others; it is dropped, with its children.
-            wire.send(sock, messages.encode(message), wait=False)
-        except wire.WireError:
+            datagrams.send(sock, messages.encode(message), wait=False)
+        except datagrams.WireError:
             self._drop(sock)
 
     # ---- ends ----------------------------------------------------------------------------------------------

@@ -4,6 +4,6 @@
 (``agent.py``); ``run --nodes ADDR:PORT,...`` makes the worker connect to the
 agents (``coordinator.py``), which start their node's ranks through torchrun
 (``torchrun.py``) and stream the ranks' events and the node's telemetry back,
-on a connection that proves the shared token (``wire.py``), with the clocks
+on a connection that proves the shared token (``connection.py``), with the clocks
 of the machines put on one (``clock.py``). Torch-free, but for ``torchrun.py``.
 """

@@ -2,7 +2,7 @@
 
 It listens on the one address it is given, accepts coordinators only from the
 addresses it is told to serve (``--allow``; by default the subnet of its own
-address), and only once they prove the shared token (engine.nodes.wire). It serves
+address), and only once they prove the shared token (engine.nodes.connection). It serves
 one coordinator at a time: on ``launch`` it starts that node's ranks through
 torchrun (engine.nodes.node_run), and relays their events, their output and the
 node's telemetry. It only ever starts Splitscope's rank entry point, with the
@@ -28,7 +28,7 @@ from datetime import datetime
 from importlib import metadata
 
 from engine.cores import usable_cores
-from engine.nodes import wire
+from engine.nodes import connection
 from engine.nodes.address import NodeAddress, allowed, interface_of, node_label
 from engine.nodes.handshakes import AUTH_DEADLINE_S, Handshakes, Pending
 from engine.nodes.janitor import WorkFolder
@@ -133,8 +133,8 @@ class NodeAgent:
                 return
             channel = why = None
             try:
-                channel = wire.handshake_agent(conn, self.token, timeout=AUTH_DEADLINE_S)
-            except (wire.WireError, OSError) as exc:
+                channel = connection.handshake_agent(conn, self.token, timeout=AUTH_DEADLINE_S)
+            except (connection.WireError, OSError) as exc:
                 why = str(exc)
             # Settled before the socket is closed (``with conn``): Handshakes shuts down only open ones. Pushed
             # out meanwhile, its socket is shut down even if the handshake got through.
@@ -147,7 +147,7 @@ class NodeAgent:
                 log(f"refused {peer}: busy with another coordinator")
                 try:
                     messages.send(channel, messages.Busy("the agent is serving another coordinator"))
-                except wire.WireError:
+                except connection.WireError:
                     pass
                 channel.close()
                 return
@@ -172,7 +172,7 @@ def refuse(conn: socket.socket, reason: str) -> None:
 class CoordinatorSession:
     """One connected coordinator: its messages, at most one run at a time, and a watch on its silence."""
 
-    def __init__(self, agent: NodeAgent, channel: wire.Channel, peer: str):
+    def __init__(self, agent: NodeAgent, channel: connection.Channel, peer: str):
         self.agent = agent
         self.channel = channel
         self.peer = peer
@@ -194,7 +194,7 @@ class CoordinatorSession:
                 self.last_heard = time.monotonic()
                 if not self._handle(message):
                     break
-        except (wire.WireError, ValueError) as exc:
+        except (connection.WireError, ValueError) as exc:
             log(f"coordinator {self.peer}: {exc}")
         finally:
             self._ended.set()
@@ -223,7 +223,7 @@ class CoordinatorSession:
                 continue
             try:
                 messages.send(self.channel, messages.Pong(ping, at))
-            except wire.WireError:
+            except connection.WireError:
                 return
 
     def _launch(self, message: messages.Launch) -> None:
@@ -283,7 +283,7 @@ class CoordinatorSession:
         if not self._ended.is_set():
             try:
                 messages.send(self.channel, messages.Ended(remaining))
-            except wire.WireError:
+            except connection.WireError:
                 pass
 
     def _watch(self) -> None:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.nodes import wire
+from engine.nodes import connection
 from engine.nodes.address import NodeAddress, node_label, parse_nodes
 from engine.nodes.agent import PING_EVERY_S, PROTOCOL
 from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
@@ -52,7 +52,7 @@ class NodeLink:
     """One node: its agent's connection, what it said of itself, its clock, its ranks."""
     index: int
     address: NodeAddress
-    channel: wire.Channel
+    channel: connection.Channel
     info: messages.Info
     clock: ClockOffset
     ranks: list[int] = field(default_factory=list)
@@ -95,7 +95,7 @@ class NodeLink:
                            clock_drift_s=self.clock.offset_s - first.offset_s)
 
 
-def _first_word(channel: wire.Channel, label: str) -> messages.Message | None:
+def _first_word(channel: connection.Channel, label: str) -> messages.Message | None:
     """The agent's first message: its info, or that it is busy. An agent of another protocol version is named
     by its version before its fields are read (they may be others)."""
     data = channel.receive()
@@ -114,7 +114,7 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
         raise NodeError(f"{label}: cannot connect: {exc.strerror or exc}; is `python main.py node --listen "
                         f"{address}` running there?") from None
     try:
-        channel = wire.handshake_coordinator(sock, token)
+        channel = connection.handshake_coordinator(sock, token)
         sock.settimeout(CONNECT_TIMEOUT_S)
         info = _first_word(channel, label)
         if isinstance(info, messages.Busy):
@@ -135,7 +135,7 @@ def connect(address: NodeAddress, token: bytes, index: int) -> NodeLink:
     except NodeError:   # before OSError, which it is
         sock.close()
         raise
-    except (wire.WireError, OSError, KeyError, ValueError) as exc:
+    except (connection.WireError, OSError, KeyError, ValueError) as exc:
         sock.close()
         raise NodeError(f"{label}: {exc}") from None
     link = NodeLink(index, address, channel, info, estimate(trips))
@@ -219,7 +219,7 @@ def say_bye(link: NodeLink) -> None:
         link.channel.sock.settimeout(CONNECT_TIMEOUT_S)
         while True:
             link.channel.receive()
-    except (wire.WireError, OSError, ValueError):
+    except (connection.WireError, OSError, ValueError):
         pass
     link.channel.close()
 
@@ -295,7 +295,7 @@ class NodeRanks:
                 devices=[d.to_dict() for d in self.devices],
                 node_rank=link.index, nnodes=len(self.links), nproc=self.nproc, rendezvous=rendezvous,
                 telemetry_hz=self.telemetry_hz, silence_s=silence_limit(self.config.hang_timeout_s)))
-        except wire.WireError as exc:
+        except connection.WireError as exc:
             raise NodeError(f"{link.describe()}: {exc}") from None
         if not link.launch_reply.wait(CONNECT_TIMEOUT_S * 3) or link.reply is None:
             raise NodeError(f"{link.describe()}: no answer to the launch")
@@ -312,7 +312,7 @@ class NodeRanks:
                 self._on_message(link, message)
         except Exception as exc:  # noqa: BLE001 (a node we cannot read, for whatever reason, is a node lost)
             if not link.ended.is_set():
-                why = str(exc) if isinstance(exc, wire.WireError) else f"{type(exc).__name__}: {exc}"
+                why = str(exc) if isinstance(exc, connection.WireError) else f"{type(exc).__name__}: {exc}"
                 self._lose(link, f"the connection to its agent ended ({why})")
 
     def _deliver(self, link: NodeLink, kind: str, key, payload) -> None:
@@ -401,7 +401,7 @@ class NodeRanks:
                 try:
                     link.sent[k] = time.perf_counter()
                     messages.send(link.channel, messages.Ping(k))
-                except wire.WireError:
+                except connection.WireError:
                     pass  # the reader says how the connection ended
                 silent = time.monotonic() - link.last_heard
                 if silent > limit and not link.delivering:
@@ -418,7 +418,7 @@ class NodeRanks:
             if not link.lost:
                 try:
                     messages.send(link.channel, messages.Stop())
-                except wire.WireError:
+                except connection.WireError:
                     pass
         deadline = time.monotonic() + STOP_WAIT_S
         for link in self.links:

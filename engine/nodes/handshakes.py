@@ -14,7 +14,7 @@ long as they kept reconnecting (issue 52). So:
   coordinator proves the token within a round trip or two of connecting, so it is
   through long before the connections after it could push it out;
 - each must prove the token within ``AUTH_DEADLINE_S`` of being accepted
-  (``wire.handshake_agent`` cuts it then).
+  (``connection.handshake_agent`` cuts it then).
 
 One address can therefore push out only its own connections until the total is
 reached; a coordinator that shares its address with a flood (a NAT) is pushed out

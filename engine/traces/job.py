@@ -14,7 +14,7 @@ from engine.traces.errors import TraceError
 from engine.traces.files import FROM_DISTRIBUTED_INFO, check_job, trace_files
 from engine.traces.findings import job_findings
 from engine.traces.lanes import LaneRequest, RankLanes
-from engine.traces.rank import IterationRange, RankReading, read_rank
+from engine.traces.rank_reading import IterationRange, RankReading, read_rank
 from engine.traces.results import IterationFigures, RankIteration, Straggler, TraceJob
 
 # Worker processes pay their start (a fresh interpreter importing this package: about 0.1 s) back only on work

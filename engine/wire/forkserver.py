@@ -1,4 +1,4 @@
-"""The fork server's messages, typed: what travels as one JSON object a datagram (engine/forkserver/wire.py),
+"""The fork server's messages, typed: what travels as one JSON object a datagram (engine/forkserver/datagrams.py),
 tagged by ``op``. ``encode`` makes the object, ``decode`` reads one back, checking each field's type
 (engine/wire/codec.py): a message that fails is garbled (MessageError, its ``ident`` the request's id where it
 had one: a spawn is refused under it), one whose ``op`` no end knows is None, ignored.

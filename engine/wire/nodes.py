@@ -1,11 +1,11 @@
 """What a coordinator and a node's agent say to each other after the handshake, typed (docs/nodes.md).
 
 Each message is a dataclass, tagged by ``type`` on the wire (one MAC'd JSON line each,
-engine/nodes/wire.py). ``encode`` makes the JSON object, ``decode`` reads one back and
+engine/nodes/connection.py). ``encode`` makes the JSON object, ``decode`` reads one back and
 checks every field's type against its annotation (engine/wire/codec.py): a message of a known
 type with a field missing or of another type is garbled (MessageError), one of a type this
 end does not know is None (a newer peer's: ignored). The handshake's own lines (challenge, auth, welcome,
-refused) are wire.py's, before any key exists.
+refused) are engine/nodes/connection.py's, before any key exists.
 """
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ CODEC = Channel("node wire", "type", {
 encode, decode = CODEC.encode, CODEC.decode
 
 
-# ---- the handshake, before any key (engine/nodes/wire.py) --------------------------------------
+# ---- the handshake, before any key (engine/nodes/connection.py) --------------------------------------
 @dataclass(frozen=True)
 class Challenge:
     nonce: str                         # hex
@@ -217,7 +217,8 @@ class TorchrunReport:
 
 
 def send(channel, message: Message) -> None:
-    """``message`` on a handshaken channel (wire.Channel.send); WireError when the connection is gone."""
+    """``message`` on a handshaken channel (engine/nodes/connection.py Channel.send); WireError when the
+    connection is gone."""
     channel.send(encode(message))
 
 
