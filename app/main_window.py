@@ -7,7 +7,7 @@ the Log, the history) and the controls follow them (app/controllers/run_controls
 user action sets going is a controller's (app/controllers/: RunFlow, PlanFlow, WhatIfFlow,
 ExperimentFlow, HistoryFlow, RunControls, ReportExporter, CloseFlow, AdviseFlow, TraceFlow,
 StoreFlow); each gets the model, the views it draws on (calling their methods, never their
-widgets) and the window's port (app/window_port.py: the few things under "what controllers
+widgets) and the window's port (app/main_window_port.py: the few things under "what controllers
 may ask"), never the window. The menus are declared in app/actions.py. Which thread and process owns what, and that the UI thread
 never waits on any of them: docs/architecture.md, "The app's threads".
 """
@@ -31,6 +31,7 @@ from app.controllers.store_flow import StoreFlow
 from app.controllers.trace_flow import TraceFlow
 from app.controllers.what_if_flow import WhatIfFlow
 from app.help_menu import HelpMenu
+from app.main_window_port import MainWindowPort
 from app.services.forked_process import start_module
 from app.services.idle_telemetry import IdleTelemetry
 from app.services.ui_thread_gc import UiThreadCollector
@@ -52,7 +53,6 @@ from app.views.split_view import SplitView
 from app.views.torchvision_picker import LIST_ARGS
 from app.views.watched_command import WatchedCommand
 from app.views.wheel_guard import guard_wheel
-from app.window_port import MainWindowPort
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 
@@ -250,7 +250,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """What File › Export writes: what is in view (an experiment's result, a stored run), else the newest run."""
         return self.history_flow.export_target(self.center.experiment_in_view())
 
-    # -- what controllers may ask (through app/window_port.py; tests and tools call them too) ------------
+    # -- what controllers may ask (through app/main_window_port.py; tests and tools call them too) -------
     def current_config(self) -> ExperimentConfig:
         """The experiment the panel and the split view describe (may raise when its values make no config)."""
         return self.experiment.config(split=self.split_view.split())

@@ -10,7 +10,7 @@ from torch import nn
 
 from engine.config import ExperimentConfig
 from engine.models.build import build
-from engine.models.units import split_units
+from engine.models.split_units import split_units
 from engine.store import Store
 from helpers import ROOT, cli, cli_together
 

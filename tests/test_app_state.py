@@ -81,7 +81,7 @@ def test_the_line_under_run_says_when_nobody_checks():
 
 def test_the_state_modules_need_no_qt():
     proc = run_without_qt("""
-        import app.state.live_data, app.state.run_rules, app.state.units, app.state.plan_state
+        import app.state.live_data, app.state.run_rules, app.state.number_formats, app.state.plan_state
         import app.state.run_status
         assert not [m for m in sys.modules if m.startswith(("PySide6", "pyqtgraph"))]
     """)

@@ -27,7 +27,7 @@ from app.services.experiment_client import ExperimentClient
 from app.state import experiment_status, run_status
 from app.state.app_model import AppModel
 from app.state.experiment_status import PointRun
-from app.state.units import format_duration
+from app.state.number_formats import format_duration
 from app.views.experiments_menu import ExperimentsMenu, preset_base
 from engine.events import Finished, WorkerEvent
 from engine.experiments.presets import preset_title

@@ -4,7 +4,7 @@ Controllers get the app's model (app/state/app_model.py) for what they change an
 announce, the views they draw on, and this port for the few things only the window
 can do: read the form, fill it, show a watched script's command in its place, pace
 its redraw, start or stop work, close. They never get the window itself (app/main_window.py
-hands them ``MainWindowPort``, app/window_port.py; the import contracts in .importlinter
+hands them ``MainWindowPort``, app/main_window_port.py; the import contracts in .importlinter
 keep them from importing either).
 """
 from __future__ import annotations

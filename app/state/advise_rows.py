@@ -8,7 +8,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from app.state.units import human_bytes
+from app.state.number_formats import human_bytes
 from engine.advise.results import Advice, Ranked
 from engine.config import ConfigError, ExperimentConfig
 from engine.run_options import add_run_options, config_from_args, options

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from app.state import run_status
 from app.state.live_data import RunProgress
-from app.state.units import format_duration
+from app.state.number_formats import format_duration
 from engine.config import ExperimentConfig
 from engine.experiments.presets import preset_title
 from engine.results import ExperimentResult

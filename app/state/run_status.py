@@ -6,7 +6,7 @@ run ended (``engine.run.session.RunResult``), so a test reads them without a win
 from __future__ import annotations
 
 from app.state.live_data import RunProgress
-from app.state.units import format_duration
+from app.state.number_formats import format_duration
 from engine.events import Errored, Log, Started, Warned, WorkerEvent
 from engine.results import RunSummary
 from engine.rules import model_label, watches_script

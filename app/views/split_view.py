@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from app.state.number_formats import human_bytes, human_count
 from app.state.plan_state import coarse_blocks_hint
 from app.state.problem_help import Help
-from app.state.units import human_bytes, human_count
 from app.views import theme
 from app.views.elided_label import ElidedLabel
 from app.views.notice_area import FixButtons

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from PySide6 import QtCore, QtWidgets
 
-from app.state.units import human_count
+from app.state.number_formats import human_count
 from engine.models import TORCHVISION
 from engine.wire import codec
 

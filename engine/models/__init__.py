@@ -62,7 +62,7 @@ TORCHVISION_DEFAULTS = ModelInfo("torchvision", "A torchvision classification mo
 
 
 SPLIT_LEVELS = {1: "the model's children (layer3)", 2: "one level deeper (layer3.0)"}
-"""How deep in a module's tree its split points are (``--split-level``; engine.models.units)."""
+"""How deep in a module's tree its split points are (``--split-level``; engine.models.split_units)."""
 
 
 def torchvision_name(model: str) -> str | None:

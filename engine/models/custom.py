@@ -2,7 +2,7 @@
 
 ``build_model()`` returns any ``nn.Module``. An ``nn.Sequential``'s children are
 its blocks, run in order (split points by index or name, as before); any other
-module's split points are its named submodules (engine.models.units) and the
+module's split points are its named submodules (engine.models.split_units) and the
 staged strategies cut it by tracing (engine.models.tracing). The file is
 executed only when the user names it (``--model-file`` or the app's "Open model
 file...").
@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from engine.models.spec import DataSource, ModelSpec
-from engine.models.units import meta_only_failure, module_device, split_units
+from engine.models.split_units import meta_only_failure, module_device, split_units
 from engine.models.user_calls import calling, timed_call
 
 

@@ -20,7 +20,7 @@ class ModelSpec:
     data: DataSource
     module: nn.Module | None = None
     """Any nn.Module, whose ``blocks`` are then its split units (named submodules, in the order its forward
-    first calls them: engine.models.units) and whose stages the pipelining tracer cuts; None when the
+    first calls them: engine.models.split_units) and whose stages the pipelining tracer cuts; None when the
     blocks, run in order, are the model."""
 
     @property

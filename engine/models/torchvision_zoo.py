@@ -4,7 +4,7 @@ The model is torchvision's own (``get_model``, no weights loaded), not a copy:
 10 classes, fed synthetic images of the size its weights were trained at (224
 for most; ``--image-size`` makes them smaller) drawn around a fixed pattern per
 class, so the loss has something to learn. Its split points are its named
-submodules (engine.models.units).
+submodules (engine.models.split_units).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from engine.models import TORCHVISION
 from engine.models.spec import DataSource, ModelSpec
-from engine.models.units import meta_only_failure, module_device, split_units
+from engine.models.split_units import meta_only_failure, module_device, split_units
 from engine.models.zoo import image_batches
 
 CLASSES = 10

@@ -299,7 +299,7 @@ def _module_problems(config: ExperimentConfig, spec, impl, devices) -> list[Prob
     if not impl.uses_split:
         return []
     from engine.models import tracing
-    from engine.models.units import module_device
+    from engine.models.split_units import module_device
     stages = len(devices) * effective_stages_per_device(config)
     split = config.split or tuple(round(k * len(spec.blocks) / stages) for k in range(1, stages))
     micro = max(1, effective_batch_size(config) // effective_micro_batches(config))
