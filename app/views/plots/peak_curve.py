@@ -7,35 +7,61 @@ highest sample (``setDownsampling(mode="peak")``, ``setClipToView``), but its up
 the frame. A PlotCurveItem given the same few hundred points takes 0.02 ms. So this curve
 does the clipping and the peaks itself (``visible_peaks``, NumPy, 0.08 ms for an hour) and
 hands the PlotCurveItem only what one can see; it does them again when the view's range or
-size changes, as PlotDataItem would.
+size changes, as PlotDataItem would. Where samples are missing (engine/figures/gaps.py) the
+line breaks by the ``connect`` array pyqtgraph takes: the gaps come as indices, so an hour of
+samples is never copied to put a NaN between them (``broken``'s insert, 0.1-0.2 ms a curve).
 """
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
 
-from app.views.plots.series_arrays import drawn
+NO_GAPS = np.empty(0, dtype=np.intp)
 
 
-def visible_peaks(x: np.ndarray, y: np.ndarray, x0: float, x1: float,
-                  columns: int) -> tuple[np.ndarray, np.ndarray]:
+def visible_peaks(x: np.ndarray, y: np.ndarray, x0: float, x1: float, columns: int,
+                  gaps: np.ndarray = NO_GAPS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The samples in [x0, x1] and one on each side (the line runs to the edges); where there are more than
     two a column, each of ``columns`` equal spans of x keeps its lowest and highest, at the span's first x: what
-    pyqtgraph's peak downsampling draws. A span holding only a break (NaN) stays a break, so a gap wider than a
-    column still breaks the line; ``x`` ascending."""
+    pyqtgraph's peak downsampling draws. ``gaps``: the indices i (ascending) with no line from sample i to i+1.
+    Returns x, y and ``joined`` (point j joins j + 1 where True, pyqtgraph's ``connect``): a gap between two
+    columns' samples stays a break, one inside a column is narrower than a pixel. ``x`` ascending."""
     first = max(int(np.searchsorted(x, x0, "left")) - 1, 0)
     last = min(int(np.searchsorted(x, x1, "right")) + 1, len(x))
     x, y = x[first:last], y[first:last]
+    # the gaps between two of the kept samples, counted from the first kept
+    local = gaps[np.searchsorted(gaps, first):np.searchsorted(gaps, last - 1)] - first
     if columns < 1 or len(x) <= 2 * columns or x1 <= x0:
-        return x, y
-    starts = np.searchsorted(x, np.linspace(x0, x1, columns + 1)[:-1], "left")   # ascending, as the edges
+        joined = np.ones(len(x), dtype=bool)
+        joined[local] = False
+        return x, y, joined
+    # the columns' left edges: x0 + k * width (np.linspace's Python costs more than the arithmetic)
+    starts = np.searchsorted(x, x0 + (x1 - x0) / columns * np.arange(columns), "left")
     # A column without samples starts where the next does: one start each (reduceat reads a repeated start as
     # a span of its one sample); none past the end.
     starts = starts[np.concatenate(([True], starts[1:] != starts[:-1])) & (starts < len(x))]
     if len(starts) and starts[0] != 0:
         starts = np.concatenate(([0], starts))   # the sample before the view begins a span of its own
+    if not len(starts):
+        return x[:0], y[:0], np.ones(0, dtype=bool)
     low, high = np.fmin.reduceat(y, starts), np.fmax.reduceat(y, starts)
-    return np.repeat(x[starts], 2), np.column_stack([low, high]).ravel()
+    joined = np.ones(2 * len(starts), dtype=bool)
+    # A gap from a span's last sample to the next span's first: no line from the one's high to the other's low.
+    span = np.searchsorted(starts, local, "right") - 1
+    between = (span + 1 < len(starts)) & (local + 1 == starts[np.minimum(span + 1, len(starts) - 1)])
+    joined[2 * span[between] + 1] = False
+    return np.repeat(x[starts], 2), np.column_stack([low, high]).ravel(), joined
+
+
+def drawn_with_gaps(x: np.ndarray, y: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray, object]:
+    """What the curve draws: the points of a value, each joined to the next where ``joined`` says and both have
+    one (a NaN sample is a break too, as series_arrays.drawn's)."""
+    has = np.isfinite(y)
+    if has.all():
+        return x, y, ("all" if joined[:-1].all() else joined)
+    index = np.flatnonzero(has)
+    connect = (np.diff(index) == 1) & joined[index[:-1]]
+    return x[index], y[index], np.append(connect, False)
 
 
 class PeakCurve(pg.PlotCurveItem):
@@ -45,12 +71,13 @@ class PeakCurve(pg.PlotCurveItem):
     def __init__(self, **kwargs):
         self.hold = False
         self.range_dirty = False
-        self._whole: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+        self._whole: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.empty(0), np.empty(0), NO_GAPS)
         super().__init__(skipFiniteCheck=True, **kwargs)
 
-    def set_whole(self, x: np.ndarray, y: np.ndarray) -> None:
-        """The series (``x`` ascending, NaN in ``y`` at a break)."""
-        self._whole = (x, y)
+    def set_whole(self, x: np.ndarray, y: np.ndarray, gaps: np.ndarray | None = None) -> None:
+        """The series (``x`` ascending; NaN in ``y`` or an index in ``gaps``, as engine/figures/gaps.py's
+        gap_after gives them, at a break)."""
+        self._whole = (x, y, NO_GAPS if gaps is None else np.asarray(gaps, dtype=np.intp))
         self._draw_visible()
 
     def viewRangeChanged(self, *_args) -> None:  # noqa: N802
@@ -61,10 +88,13 @@ class PeakCurve(pg.PlotCurveItem):
 
     def _draw_visible(self) -> None:
         self.range_dirty = False
-        x, y = self._whole
+        x, y, gaps = self._whole
         view = self.getViewBox()
         if view is not None and len(x):
             (x0, x1), _ = view.viewRange()
-            x, y = visible_peaks(x, y, x0, x1, int(view.width()))
-        x, y, connect = drawn(x, y)
+            x, y, joined = visible_peaks(x, y, x0, x1, int(view.width()), gaps)
+        else:
+            joined = np.ones(len(x), dtype=bool)
+            joined[gaps] = False
+        x, y, connect = drawn_with_gaps(x, y, joined)
         self.setData(x, y, connect=connect)

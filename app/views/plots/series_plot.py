@@ -26,6 +26,7 @@ from app.views.plots.legend import LegendRow
 from app.views.plots.peak_curve import PeakCurve
 from app.views.plots.series_arrays import drawn, floats, keep_a_constant_readable
 from engine.figures import Axis, Figure, Series, palette, series_table
+from engine.figures.gaps import broken
 from engine.figures.label_rows import label_rows
 from engine.figures.numbers import format_value, is_number
 
@@ -124,6 +125,7 @@ class SeriesPlot(pg.PlotWidget):
         self._curves: dict[str, LiveCurve | PeakCurve | pg.PlotCurveItem] = {}
         self.long_series = False   # live telemetry: its curves are PeakCurves (set_series)
         self._data: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._gaps: dict[str, np.ndarray | None] = {}   # a PeakCurve's breaks, as indices (set_series)
         self._styles: dict[str, dict] = {}        # how each curve was drawn: its export draws it so
         self._extras: list[pg.GraphicsObject] = []  # a figure's marks and error bars
         self._mark_lines: list[pg.InfiniteLine] = []
@@ -201,10 +203,13 @@ class SeriesPlot(pg.PlotWidget):
         curve.setData(x, y, connect=connect)
 
     def set_series(self, key: str, x: np.ndarray, y: np.ndarray, color: str, name: str | None = None,
-                   dash: int = 0, width: float = 1.6, faint: bool = False, peaks: bool | None = None) -> None:
+                   dash: int = 0, width: float = 1.6, faint: bool = False, peaks: bool | None = None,
+                   gaps: np.ndarray | None = None) -> None:
         """``faint``: the raw samples behind their mean, translucent, without a legend entry and drawn without
         antialiasing (a third of a redraw's cost, and no one reads its edges). ``peaks``: drawn as a PeakCurve
-        (app/views/plots/peak_curve.py; the plot's ``long_series`` if None) once it has two points.
+        (app/views/plots/peak_curve.py; the plot's ``long_series`` if None) once it has two points. ``gaps``:
+        the indices with no line to the next sample (engine/figures/gaps.py gap_after), where ``y`` has no NaN
+        put between them (a PeakCurve breaks there without copying the series).
 
         A curve of more points than ``SMOOTH_EDGES_UP_TO`` is drawn without antialiasing too: a noisy
         step curve of thousands of steps is a band of vertical strokes, and antialiasing them took
@@ -229,11 +234,16 @@ class SeriesPlot(pg.PlotWidget):
             if not faint:
                 self.legend.add(key, name or key, color, dash)
         smooth_edges = not faint and len(x) <= SMOOTH_EDGES_UP_TO
-        self._data[key] = (x, y)
         if peaks:
+            self._data[key] = (x, y)
+            self._gaps[key] = gaps
             curve.opts["antialias"] = smooth_edges
-            curve.set_whole(x, y)
+            curve.set_whole(x, y, gaps)
             return
+        if gaps is not None and len(gaps):
+            x, y = broken(x, y, gaps)
+        self._data[key] = (x, y)
+        self._gaps.pop(key, None)
         if curve.curve.opts.get("antialias") != smooth_edges:
             curve.opts["antialias"] = curve.curve.opts["antialias"] = smooth_edges  # the curve paints with it
         x, y, connect = drawn(x, y)
@@ -342,7 +352,10 @@ class SeriesPlot(pg.PlotWidget):
         return list(self._curves)
 
     def series_data(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        return self._data[key]
+        """A series' x and y, NaN at each break (engine/figures/gaps.py)."""
+        x, y = self._data[key]
+        gaps = self._gaps.get(key)
+        return broken(x, y, gaps) if gaps is not None and len(gaps) else (x, y)
 
     def point_count(self) -> int:
         """Points measured (the breaks at gaps are none)."""
@@ -351,6 +364,7 @@ class SeriesPlot(pg.PlotWidget):
     def remove_series(self, key: str) -> None:
         curve = self._curves.pop(key, None)
         self._data.pop(key, None)
+        self._gaps.pop(key, None)
         self._styles.pop(key, None)
         self.legend.remove(key)
         if curve is not None:
@@ -421,7 +435,7 @@ class SeriesPlot(pg.PlotWidget):
         series = [Series(x=(np.asarray(x, dtype=float) - origin).tolist(),
                          y=[v if np.isfinite(v) else None for v in np.asarray(y, dtype=float).tolist()],
                          **self._styles[key])
-                  for key, (x, y) in self._data.items()]
+                  for key, (x, y) in ((key, self.series_data(key)) for key in self._data)]
         columns, rows = series_table(series, self.spec.x, self.spec.y)
         return self.spec.with_data(series=series, columns=columns, rows=rows)
 

@@ -19,7 +19,7 @@ from app.views.plots.live_plots import LivePlot
 from app.views.plots.series_plot import SeriesPlot
 from engine.devices import node_groups
 from engine.figures import palette
-from engine.figures.gaps import broken, gap_after
+from engine.figures.gaps import gap_after
 from engine.figures.heatmap import round_up, uses_heatmap
 from engine.telemetry.smooth import core_total_apart
 
@@ -150,7 +150,7 @@ class TelemetryRedraw:
                     if spec.smoothed:
                         self._draw_smoothed(plot, device, label, x, y * spec.scale, gaps, color)
                     else:
-                        plot.set_series(device, *broken(x, y * spec.scale, gaps), color, label)
+                        plot.set_series(device, x, y * spec.scale, color, label, gaps=gaps)
                     self._drawn[key] = buf.version
                     updated += 1
         return updated
@@ -177,9 +177,9 @@ class TelemetryRedraw:
     def _draw_smoothed(self, plot: SeriesPlot, device: str, label: str, x, y, gaps, color: str) -> None:
         """The raw samples faint, their one-second trailing mean (engine.telemetry.smooth) over them:
         a core's 10 ms ticks make the raw utilization swing 0-100 % at 10 Hz."""
-        plot.set_series(RAW_PREFIX + device, *broken(x, y, gaps), color, name=f"{label} raw", width=1.0, faint=True)
+        plot.set_series(RAW_PREFIX + device, x, y, color, name=f"{label} raw", width=1.0, faint=True, gaps=gaps)
         means = self._means.setdefault(device, TrailingMeans()).of(x, y)
-        plot.set_series(device, *broken(x, means, gaps), color, label)
+        plot.set_series(device, x, means, color, label, gaps=gaps)
         self._draw_core_total(plot, device, label, x, means, color)
         self._draw_sm_activity(plot, device, label, color)
 
@@ -190,7 +190,7 @@ class TelemetryRedraw:
         if buf is None or not len(buf):
             return
         sm_x, sm_y = buf.column(0), buf.column(1)
-        plot.set_series(SM_PREFIX + device, *broken(sm_x, sm_y, gap_after(sm_x)), color,
+        plot.set_series(SM_PREFIX + device, sm_x, sm_y, color, gaps=gap_after(sm_x),
                         name=f"{label} SM activity", dash=1, width=1.2)
 
     def _draw_core_total(self, plot: SeriesPlot, device: str, label: str, x, own_means, color: str) -> None:
@@ -211,6 +211,6 @@ class TelemetryRedraw:
         if not plot.has_series(key) and not core_total_apart(x[newest].tolist(), own_means[newest].tolist(),
                                                              core_x[newest].tolist(), core_means[newest].tolist()):
             return
-        plot.set_series(key, *broken(core_x, core_means, gap_after(core_x)), color,
+        plot.set_series(key, core_x, core_means, color, gaps=gap_after(core_x),
                         name=f"{label} core total (all programs)", dash=2, width=1.0)
 
