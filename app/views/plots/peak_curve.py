@@ -66,35 +66,49 @@ def drawn_with_gaps(x: np.ndarray, y: np.ndarray, joined: np.ndarray) -> tuple[n
 
 class PeakCurve(pg.PlotCurveItem):
     """A series' whole data kept, what is visible drawn (``visible_peaks``). ``hold`` and ``range_dirty`` as
-    series_plot.LiveCurve's: inside ``SeriesPlot.frame()`` a range change is done once, at the frame's end."""
+    series_plot.LiveCurve's: inside ``SeriesPlot.frame()`` new data and a range change are drawn once, at the
+    frame's end. A view change that leaves x alone (the y axis auto-ranged) draws nothing."""
 
     def __init__(self, **kwargs):
         self.hold = False
         self.range_dirty = False
         self._whole: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.empty(0), np.empty(0), NO_GAPS)
+        self._drawn_for: tuple[float, float, int] | None = None   # the x range and width last drawn for
         super().__init__(skipFiniteCheck=True, **kwargs)
 
     def set_whole(self, x: np.ndarray, y: np.ndarray, gaps: np.ndarray | None = None) -> None:
         """The series (``x`` ascending; NaN in ``y`` or an index in ``gaps``, as engine/figures/gaps.py's
         gap_after gives them, at a break)."""
         self._whole = (x, y, NO_GAPS if gaps is None else np.asarray(gaps, dtype=np.intp))
+        self._drawn_for = None
+        if self.hold:
+            self.range_dirty = True
+            return
         self._draw_visible()
 
     def viewRangeChanged(self, *_args) -> None:  # noqa: N802
         if self.hold:
             self.range_dirty = True
             return
-        self._draw_visible()
+        if self._drawn_for is None or self._drawn_for != self._view_x():
+            self._draw_visible()
+
+    def _view_x(self) -> tuple[float, float, int] | None:
+        view = self.getViewBox()
+        if view is None:
+            return None
+        (x0, x1), _ = view.viewRange()
+        return x0, x1, int(view.width())
 
     def _draw_visible(self) -> None:
         self.range_dirty = False
         x, y, gaps = self._whole
-        view = self.getViewBox()
-        if view is not None and len(x):
-            (x0, x1), _ = view.viewRange()
-            x, y, joined = visible_peaks(x, y, x0, x1, int(view.width()), gaps)
+        shown = self._view_x()
+        if shown is not None and len(x):
+            x, y, joined = visible_peaks(x, y, *shown, gaps)
         else:
             joined = np.ones(len(x), dtype=bool)
             joined[gaps] = False
         x, y, connect = drawn_with_gaps(x, y, joined)
         self.setData(x, y, connect=connect)
+        self._drawn_for = shown

@@ -315,15 +315,15 @@ class SeriesPlot(pg.PlotWidget):
         try:
             yield
         finally:
-            # Auto-range now, while the curves are held: left to the paint, the new range
-            # would move the axes during the paint and the view would paint twice.
-            keep_a_constant_readable(view, self._data.values())
-            view.updateAutoRange()
             for curve in list(self._curves.values()):
                 curve.hold = False
                 if getattr(curve, "range_dirty", False):   # a plain curve (set_plain_series) has none
                     curve.range_dirty = False
                     curve.viewRangeChanged()
+            # Auto-range now, from the curves as drawn: left to the paint, the new range would move the axes
+            # during the paint and the view would paint twice (a y range change redraws no PeakCurve).
+            keep_a_constant_readable(view, self._data.values())
+            view.updateAutoRange()
             # Apply the new range to the view's transform now, for the same reason.
             view.updateMatrix()
 

@@ -122,6 +122,7 @@ class TelemetryRedraw:
     def _redraw_lines(self, spec: LivePlot, window_start: float, now: float, force: bool) -> int:
         updated = 0
         telemetry = self.telemetry
+        period = 1.0 / telemetry.rate_hz   # the sampler's (a late sample is a gap from MIN_GAP_S on anyway)
         plot, buffers = self.lines[spec.name], spec.data(telemetry)
         # The range moves first, then the changed data comes: one pass per curve.
         with plot.frame():
@@ -144,7 +145,7 @@ class TelemetryRedraw:
                     self._drawn.pop(key, None)
                 if force or self._drawn.get(key) != buf.version:
                     x, y = buf.column(0), buf.column(1)
-                    gaps = gap_after(x)   # no line across time without samples (engine/figures/gaps.py)
+                    gaps = gap_after(x, period=period)   # no line across time without samples (engine/figures/gaps.py)
                     name = self._color_name(device)
                     color = palette.device_color(name, self._run_position(name))
                     if spec.smoothed:
