@@ -66,7 +66,7 @@ def drawn_with_gaps(x: np.ndarray, y: np.ndarray, joined: np.ndarray) -> tuple[n
 
 class PeakCurve(pg.PlotCurveItem):
     """A series' whole data kept, what is visible drawn (``visible_peaks``). ``hold`` and ``range_dirty`` as
-    series_plot.LiveCurve's: inside ``SeriesPlot.frame()`` new data and a range change are drawn once, at the
+    live_curve.LiveCurve's: inside ``SeriesPlot.frame()`` new data and a range change are drawn once, at the
     frame's end. A view change that leaves x alone (the y axis auto-ranged) draws nothing."""
 
     def __init__(self, **kwargs):

@@ -23,6 +23,7 @@ from app.views import theme
 from app.views.plots import export as plot_export
 from app.views.plots.hover import Found, Hover, quantity
 from app.views.plots.legend import LegendRow
+from app.views.plots.live_curve import LiveCurve
 from app.views.plots.peak_curve import PeakCurve
 from app.views.plots.series_arrays import drawn, floats, keep_a_constant_readable
 from engine.figures import Axis, Figure, Series, palette, series_table
@@ -37,46 +38,7 @@ MARK_GAP_PX = 6        # between two marks' labels in one row
 LABEL_SHARE = 0.6      # of a view's height that marks' label rows may take (they have no background)
 
 
-DOWNSAMPLE_SAMPLES_PER_PIXEL = 1.0
 SMOOTH_EDGES_UP_TO = 1000  # points: above, a curve is drawn without antialiasing (see set_series)
-
-
-class LiveCurve(pg.PlotDataItem):
-    """A PlotDataItem that processes its data once per frame.
-
-    pyqtgraph re-clips and re-downsamples a curve on every x-range change and
-    again on every setData: with the view scrolling each frame that is twice
-    per curve per frame. Inside ``SeriesPlot.frame()`` a range change only
-    marks the curve; the frame's setData (or one catch-up at the end) does the
-    work once. What it is handed holds no NaN (set_series turns a gap's NaN
-    into an unjoined pair, ``connect``), so the finite checks are skipped, and
-    the y-range clipping guard (dynamicRangeLimit) is off: it would redo
-    the work on every y auto-range.
-    """
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("skipFiniteCheck", True)
-        kwargs.setdefault("dynamicRangeLimit", None)
-        self.hold = False           # set before the base class calls setData
-        self.range_dirty = False
-        super().__init__(*args, **kwargs)
-        # Peak downsampling keeps each bin's min and max: bins of one pixel column draw the
-        # same picture as pyqtgraph's default of five samples a pixel, with a fifth of the
-        # path to stroke (antialiased paths are most of a redraw's cost). No setter exists.
-        self.opts["autoDownsampleFactor"] = DOWNSAMPLE_SAMPLES_PER_PIXEL
-
-    def viewRangeChanged(self, vb=None, ranges=None, changed=None):  # noqa: N802
-        if self.hold:
-            self.range_dirty = True
-            return
-        super().viewRangeChanged(vb, ranges, changed)
-
-    def setData(self, *args, **kwargs):  # noqa: N802
-        self.range_dirty = False
-        if self.hold:
-            # The view range may have moved since the last update: drop the cached clip.
-            self.setProperty("xViewRangeWasChanged", True)
-        super().setData(*args, **kwargs)
 
 
 def cache_axes(item: pg.PlotItem) -> None:
