@@ -16,7 +16,8 @@ larger of the two samples' spans (a bucket) or, for samples as taken, the median
 spacing of the latest ``RECENT`` of them (the sampler's rate as it ran).
 
 Sequences in, lists out (None at a break: the engine needs no NumPy); NumPy arrays
-in, arrays out (NaN at a break: the app applies this to an hour of samples).
+in, arrays out (NaN at a break). The live plots take ``gap_after``'s indices as they are
+(app/views/plots/peak_curve.py): an hour of samples is not copied to put NaN in it.
 """
 from __future__ import annotations
 
