@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.wire import children, forkserver, nodes, planner, rank, worker
+from engine.wire import advise, children, forkserver, nodes, planner, rank, worker
 
 pytestmark = pytest.mark.quick
 
@@ -21,10 +21,11 @@ CHANNELS = {worker.CHANNEL: ("Worker to session (stdout)", {"t"}),
             forkserver.CODEC: ("The fork server", set()),
             planner.CHANNEL: ("The app and its planner", set())}
 # untagged messages: (heading, the dataclasses its text names the fields of)
-ANSWERS = {"Validation child": [children.CheckRequest, children.CheckItem, children.CheckAnswer],
+ANSWERS = {"Validation child": [children.CheckRequest, children.CheckItem, children.CheckAnswer,
+                                children.RankingRequest, children.StoredTraces, advise.AdviceAnswer],
            "Session to worker (stdin)": [worker.RunRequest],
            "The app and its planner": [planner.Request],
-           "The worker and the node agents": [nodes.StreamHello]}
+           "The worker and the node agents": [nodes.StreamHello, nodes.TorchrunReport]}
 
 
 def sections() -> dict[str, str]:
