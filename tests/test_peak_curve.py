@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.views.plots.peak_curve import drawn_with_gaps, visible_peaks
+from app.state.ring_buffer import RingBuffer
+from app.views.plots.peak_curve import drawn_with_gaps, unwrapped, visible_peaks
 
 pytestmark = pytest.mark.quick
 
@@ -70,3 +71,18 @@ def test_gaps_given_as_indices_break_the_line_without_a_nan_put_in():
     y_nan[15_000] = np.nan                                   # t 2000
     _, _, connect = drawn_with_gaps(*visible_peaks(x, y_nan, 1990.0, 2010.0, 4000, gaps))
     assert (~connect[:-1]).sum() == 1
+
+
+def test_a_full_ring_buffers_view_written_over_since_is_drawn_as_it_was():
+    """A PeakCurve keeps the buffer's views (no copy a frame); a pan before the next tick redraws from them after
+    new samples wrapped onto their start: those are left out, x stays ascending, the gaps follow."""
+    ring = RingBuffer(100)
+    ring.extend(np.column_stack([np.arange(100.0), np.arange(100.0) * 2]))
+    x, y = ring.column(0), ring.column(1)
+    gaps = np.array([1, 50])
+    assert unwrapped(x, y, gaps)[0] is x                      # as handed over: nothing to leave out
+    for t in (100.0, 101.0, 102.0):
+        ring.append(t, t * 2)
+    ux, uy, ugaps = unwrapped(x, y, gaps)
+    assert np.all(np.diff(ux) > 0) and ux[0] == 3.0 and ux[-1] == 99.0
+    assert np.array_equal(uy, ux * 2) and list(ugaps) == [47]

@@ -64,6 +64,15 @@ def drawn_with_gaps(x: np.ndarray, y: np.ndarray, joined: np.ndarray) -> tuple[n
     return x[index], y[index], np.append(connect, False)
 
 
+def unwrapped(x: np.ndarray, y: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A ring buffer's view (app/state/ring_buffer.py) as it was when handed over: the samples appended since
+    were written over its start (newer than its end), so they are left out, and the gaps' indices follow."""
+    if len(x) < 2 or x[0] <= x[-1]:
+        return x, y, gaps
+    kept = int(np.argmax(x <= x[-1]))
+    return x[kept:], y[kept:], gaps[gaps >= kept] - kept
+
+
 class PeakCurve(pg.PlotCurveItem):
     """A series' whole data kept, what is visible drawn (``visible_peaks``). ``hold`` and ``range_dirty`` as
     live_curve.LiveCurve's: inside ``SeriesPlot.frame()`` new data and a range change are drawn once, at the
@@ -102,7 +111,8 @@ class PeakCurve(pg.PlotCurveItem):
 
     def _draw_visible(self) -> None:
         self.range_dirty = False
-        x, y, gaps = self._whole
+        # A view change between two ticks redraws from the buffer's views, some samples since written over.
+        x, y, gaps = unwrapped(*self._whole)
         shown = self._view_x()
         if shown is not None and len(x):
             x, y, joined = visible_peaks(x, y, *shown, gaps)
