@@ -24,7 +24,7 @@ from app.views.plots import export as plot_export
 from app.views.plots.hover import Found, Hover, quantity
 from app.views.plots.legend import LegendRow
 from app.views.plots.live_curve import LiveCurve
-from app.views.plots.peak_curve import PeakCurve
+from app.views.plots.peak_curve import NO_GAPS, PeakCurve, unwrapped
 from app.views.plots.series_arrays import drawn, floats, keep_a_constant_readable
 from engine.figures import Axis, Figure, Series, palette, series_table
 from engine.figures.gaps import broken
@@ -314,10 +314,14 @@ class SeriesPlot(pg.PlotWidget):
         return list(self._curves)
 
     def series_data(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """A series' x and y, NaN at each break (engine/figures/gaps.py)."""
+        """A series' x and y, NaN at each break (engine/figures/gaps.py); a live series as it was handed over
+        (a ring buffer's view, some of it since written over: peak_curve.unwrapped)."""
         x, y = self._data[key]
         gaps = self._gaps.get(key)
-        return broken(x, y, gaps) if gaps is not None and len(gaps) else (x, y)
+        if key not in self._gaps:
+            return x, y
+        x, y, gaps = unwrapped(x, y, NO_GAPS if gaps is None else np.asarray(gaps, dtype=np.intp))
+        return broken(x, y, gaps) if len(gaps) else (x, y)
 
     def point_count(self) -> int:
         """Points measured (the breaks at gaps are none)."""
