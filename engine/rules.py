@@ -48,8 +48,25 @@ MOST_HANG_TIMEOUT_S = 7 * 24 * 3600.0   # longer waits overflow the timers that 
 def problems(config: ExperimentConfig) -> list[Problem]:
     """What is wrong with the config on its own (no model built, no torch)."""
     found: list[Problem] = []
-    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
+    found.extend(_choice_problems(config))
+    found.extend(loader_problems(config))
+    found.extend(_training_choice_problems(config))
+    ours = not watches_script(config)
+    found.extend(_size_problems(config, ours))
+    found.extend(_step_problems(config))
+    if ours:
+        found.extend(_script_only_problems(config))
+    found.extend(node_problems(config))
+    known = strategies.STRATEGIES.get(config.strategy)
+    if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
+        found.extend(known.option_problems(config))
+    return found
 
+
+def _choice_problems(config: ExperimentConfig) -> list[Problem]:
+    """The strategy, the model (or model file), the timeline, the input prep and the peak: each a known one."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     if config.strategy not in strategies.STRATEGIES:
         add("strategy", f"unknown strategy {config.strategy!r}; allowed: {', '.join(strategies.STRATEGIES)}")
     if config.model_file is None:
@@ -65,14 +82,27 @@ def problems(config: ExperimentConfig) -> list[Problem]:
         add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
     if config.peak not in PEAK_SOURCES:
         add("peak", f"unknown value {config.peak!r}; allowed: {', '.join(PEAK_SOURCES)}")
-    found.extend(loader_problems(config))
+    return found
+
+
+def _training_choice_problems(config: ExperimentConfig) -> list[Problem]:
+    """The optimizer, the dtype and the schedule: each a known one."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     if config.optimizer not in OPTIMIZERS:
         add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
     if config.dtype not in DTYPES:
         add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
     if config.schedule not in strategies.SCHEDULES:
         add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
-    ours = not watches_script(config)
+    return found
+
+
+def _size_problems(config: ExperimentConfig, ours: bool) -> list[Problem]:
+    """Width, depth, steps, image size, split level and batch size: each in its range, and given where it
+    applies (``ours``: our model under a strategy, not a watched script)."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
         value = getattr(config, name)
         if name == "steps" and value <= 0 and not ours:
@@ -92,6 +122,13 @@ def problems(config: ExperimentConfig) -> list[Problem]:
                            "points are its blocks")
     if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
         add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
+    return found
+
+
+def _step_problems(config: ExperimentConfig) -> list[Problem]:
+    """The profiled steps, the warmup, the learning rate and the hang timeout: each in its range."""
+    found: list[Problem] = []
+    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     first_profiled = config.warmup if config.profile_from is None else config.profile_from
     if not 0 <= config.profile_steps <= 20:
         add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
@@ -112,17 +149,16 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     if not 0 < config.hang_timeout_s <= MOST_HANG_TIMEOUT_S:
         add("hang_timeout_s", f"must be more than 0 and at most {MOST_HANG_TIMEOUT_S:g} seconds (a week), got "
                               f"{config.hang_timeout_s:g}")
+    return found
 
-    if ours:
-        found += [Problem(name, "applies only to a script of your own (--strategy script)")
-                  for name in ("script", "script_args", "script_cwd", "script_module", "samples_per_step")
-                  if getattr(config, name)]
-        if config.script_launch != ExperimentConfig().script_launch:
-            add("script_launch", "applies only to a script of your own (--strategy script)")
-    found.extend(node_problems(config))
-    known = strategies.STRATEGIES.get(config.strategy)
-    if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
-        found.extend(known.option_problems(config))
+
+def _script_only_problems(config: ExperimentConfig) -> list[Problem]:
+    """The options for a script of one's own, given with our model under a strategy."""
+    found = [Problem(name, "applies only to a script of your own (--strategy script)")
+             for name in ("script", "script_args", "script_cwd", "script_module", "samples_per_step")
+             if getattr(config, name)]
+    if config.script_launch != ExperimentConfig().script_launch:
+        found.append(Problem("script_launch", "applies only to a script of your own (--strategy script)"))
     return found
 
 
