@@ -7,7 +7,7 @@ The worker makes them from its summary (``findings``); the session adds what onl
 from __future__ import annotations
 
 from engine.record.time_by_kind import exceeds_step
-from engine.results import RunSummary
+from engine.results import DeviceKinds, RunSummary
 from engine.results.read_facts import Finding, ScriptFacts
 
 NOTICEABLE = 0.1          # a share of the step worth a finding
@@ -35,51 +35,79 @@ def findings(summary: RunSummary, *, script: bool, world: int,
     kinds = summary.time_by_kind or []
     if summary.steps == 0 and script:
         found.append(_no_steps(summary.status, facts))
-    # our strategies exchange between their devices by design; a script only where its hooks saw it
-    communicated = not script and len(summary.devices) > 1 or bool(summary.communication) or any(
-        d.by_kind.get(k) or d.hidden.get(k) for d in kinds for k in ("communication", "wait", "transfer"))
+    communicated = _communicated(summary, kinds, script=script)
     for d in kinds:
-        # its input: loaded in its own process (busy, as its busy share counts it) or waited for from its loader's
-        # workers (idle): each finding is that kind's share of the step (engine/measure/timing.py KIND_MEANING)
-        loading, waiting = d.share("data"), d.share("data-wait")
-        if loading >= NOTICEABLE:
-            found.append(Finding("data_load", _severity(loading), f"{d.device} spends {pct(loading)} of each step "
-                                 "loading its data in its own process (busy on it, not waiting): "
-                                 f"{_load_fix(script, facts)}", [d.device], loading))
-        if waiting >= NOTICEABLE:
-            found.append(Finding("data_wait", _severity(waiting), f"{d.device} waits on data (its loader's worker "
-                                 f"processes) {pct(waiting)} of each step, idle meanwhile: "
-                                 f"{_input_fix(script, facts)}", [d.device], waiting))
-        # waiting on a peer: an engine run's idle time (its timers cover its work) but its wait for data; a script's
-        # timed waits (a pipeline stage's for its peer), its untimed Python being its own (other_time)
-        waited = d.share("wait") if script else d.idle_share - waiting
-        if communicated and len(summary.devices) > 1 and waited >= NOTICEABLE:
-            share = waited
-            why = "a pipeline stage's wait for its peer's activation or gradient" if script else \
-                "the split, the schedule or a slower rank"
-            found.append(Finding("peer_wait", _severity(share), f"{d.device} idles {pct(share)} of each step "
-                                 f"(waiting on a peer: {why})", [d.device], share))
-        elif script and d.step_s > 0 and d.other_s / d.step_s >= NOTICEABLE:
-            share = d.other_s / d.step_s
-            found.append(Finding("other_time", "info", f"{d.device} spends {pct(share)} of each step outside the "
-                                 "model's calls, its backward and its optimizer (the script's own Python between "
-                                 "them: the loss, logging, clearing gradients)", [d.device], share))
-        exchanged = d.share("communication")
-        if exchanged >= NOTICEABLE:
-            found.append(Finding("communication", _severity(exchanged), f"{d.device} communicates {pct(exchanged)} "
-                                 "of each step that no compute hides", [d.device], exchanged))
-        total = sum(d.by_kind.values())
-        if exceeds_step(d):
-            found.append(Finding("kinds_exceed_step", "problem", f"{d.device}'s kinds add up to "
-                                 f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: its work ran outside the "
-                                 "merged step's time (ranks whose k-th steps fall at other times), so its shares of "
-                                 "the step are not what they seem", [d.device], 1.0))
-        evaluation = d.between_steps.get("eval", 0.0)
-        if evaluation > 0 and d.step_s > 0:
-            share = evaluation / (evaluation + d.step_s)
-            found.append(Finding("eval_time", "info", f"{d.device} evaluated {1e3 * evaluation:.1f} ms per step "
-                                 f"between its steps ({pct(share)} of the run's time): not counted in the steps or "
-                                 "their time", [d.device], share))
+        found += _device_findings(d, summary, script=script, facts=facts, communicated=communicated)
+    found += _script_findings(summary, script=script, world=world, facts=facts, communicated=communicated)
+    found += _flop_findings(summary, unformulated)
+    found += [f for f in (unbalanced_stages(summary), bubble_above_theory(summary)) if f is not None]
+    if not found or max(f.share for f in found) < NOTICEABLE:
+        busy = min((1 - d.idle_share for d in kinds), default=None)
+        if busy is not None:
+            found.append(Finding("busy", "info", f"every device busy at least {pct(busy)} of each step",
+                                 list(summary.devices), 0.0))
+    return sorted(found, key=lambda f: -f.share)
+
+
+def _communicated(summary: RunSummary, kinds: list[DeviceKinds], *, script: bool) -> bool:
+    """Whether the run's devices exchanged anything: our strategies do between their devices by design; a script
+    only where its hooks saw it."""
+    return not script and len(summary.devices) > 1 or bool(summary.communication) or any(
+        d.by_kind.get(k) or d.hidden.get(k) for d in kinds for k in ("communication", "wait", "transfer"))
+
+
+def _device_findings(d: DeviceKinds, summary: RunSummary, *, script: bool, facts: ScriptFacts | None,
+                     communicated: bool) -> list[Finding]:
+    """One device's findings from its time by kind (``d``), in the order ``findings`` lists them."""
+    found: list[Finding] = []
+    # its input: loaded in its own process (busy, as its busy share counts it) or waited for from its loader's
+    # workers (idle): each finding is that kind's share of the step (engine/measure/timing.py KIND_MEANING)
+    loading, waiting = d.share("data"), d.share("data-wait")
+    if loading >= NOTICEABLE:
+        found.append(Finding("data_load", _severity(loading), f"{d.device} spends {pct(loading)} of each step "
+                             "loading its data in its own process (busy on it, not waiting): "
+                             f"{_load_fix(script, facts)}", [d.device], loading))
+    if waiting >= NOTICEABLE:
+        found.append(Finding("data_wait", _severity(waiting), f"{d.device} waits on data (its loader's worker "
+                             f"processes) {pct(waiting)} of each step, idle meanwhile: "
+                             f"{_input_fix(script, facts)}", [d.device], waiting))
+    # waiting on a peer: an engine run's idle time (its timers cover its work) but its wait for data; a script's
+    # timed waits (a pipeline stage's for its peer), its untimed Python being its own (other_time)
+    waited = d.share("wait") if script else d.idle_share - waiting
+    if communicated and len(summary.devices) > 1 and waited >= NOTICEABLE:
+        share = waited
+        why = "a pipeline stage's wait for its peer's activation or gradient" if script else \
+            "the split, the schedule or a slower rank"
+        found.append(Finding("peer_wait", _severity(share), f"{d.device} idles {pct(share)} of each step "
+                             f"(waiting on a peer: {why})", [d.device], share))
+    elif script and d.step_s > 0 and d.other_s / d.step_s >= NOTICEABLE:
+        share = d.other_s / d.step_s
+        found.append(Finding("other_time", "info", f"{d.device} spends {pct(share)} of each step outside the "
+                             "model's calls, its backward and its optimizer (the script's own Python between "
+                             "them: the loss, logging, clearing gradients)", [d.device], share))
+    exchanged = d.share("communication")
+    if exchanged >= NOTICEABLE:
+        found.append(Finding("communication", _severity(exchanged), f"{d.device} communicates {pct(exchanged)} "
+                             "of each step that no compute hides", [d.device], exchanged))
+    total = sum(d.by_kind.values())
+    if exceeds_step(d):
+        found.append(Finding("kinds_exceed_step", "problem", f"{d.device}'s kinds add up to "
+                             f"{1e3 * total:.1f} ms in a {1e3 * d.step_s:.1f} ms step: its work ran outside the "
+                             "merged step's time (ranks whose k-th steps fall at other times), so its shares of "
+                             "the step are not what they seem", [d.device], 1.0))
+    evaluation = d.between_steps.get("eval", 0.0)
+    if evaluation > 0 and d.step_s > 0:
+        share = evaluation / (evaluation + d.step_s)
+        found.append(Finding("eval_time", "info", f"{d.device} evaluated {1e3 * evaluation:.1f} ms per step "
+                             f"between its steps ({pct(share)} of the run's time): not counted in the steps or "
+                             "their time", [d.device], share))
+    return found
+
+
+def _script_findings(summary: RunSummary, *, script: bool, world: int, facts: ScriptFacts | None,
+                     communicated: bool) -> list[Finding]:
+    """A watched script's run-wide findings: ranks that never exchanged, steps without samples."""
+    found: list[Finding] = []
     if script and world > 1 and summary.steps_measured and not communicated:
         found.append(Finding("independent_ranks", "warning", f"{world} ranks and not one collective or "
                              "point-to-point call between them that the watch times (torch.distributed's, DDP's, "
@@ -93,14 +121,7 @@ def findings(summary: RunSummary, *, script: bool, world: int,
                              "batch dimension" + (f" ({unread})" if unread else "") + ", and the script did not say "
                              "(watch.step(samples=...) or --samples-per-step): throughput is not measured",
                              list(summary.devices), 0.5))
-    found += _flop_findings(summary, unformulated)
-    found += [f for f in (unbalanced_stages(summary), bubble_above_theory(summary)) if f is not None]
-    if not found or max(f.share for f in found) < NOTICEABLE:
-        busy = min((1 - d.idle_share for d in kinds), default=None)
-        if busy is not None:
-            found.append(Finding("busy", "info", f"every device busy at least {pct(busy)} of each step",
-                                 list(summary.devices), 0.0))
-    return sorted(found, key=lambda f: -f.share)
+    return found
 
 
 def unbalanced_stages(summary: RunSummary) -> Finding | None:
