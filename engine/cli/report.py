@@ -21,7 +21,26 @@ def summary_table(s: RunSummary) -> str:
     """The run's summary, a row per figure; a run of many devices is read node by node (engine.record.by_node)."""
     if by_node.rolled_up(s):
         return _table(_rolled_up_rows(s))
-    rows = [
+    rows = _header_rows(s)
+    rows += _run_rows(s)
+    rows += _training_rows(s)
+    rows += _memory_rows(s)
+    rows += _step_rows(s)
+    rows += finding_rows(s)
+    if s.script is not None:
+        rows += script_rows(s.script)
+    if s.efficiency:
+        first, *more = s.efficiency.lines()
+        rows += [("efficiency", first), *(("", line) for line in more)]
+    rows += _telemetry_rows(s)
+    for note in s.notes:
+        rows.append(("note", note))
+    return _table(rows)
+
+
+def _header_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """What ran: the run, its status, strategy, model, devices (and nodes), split and steps measured."""
+    return [
         ("run", s.run_id),
         ("status", s.status),
         ("strategy", s.strategy + (f" ({s.schedule}, {s.micro_batches} micro-batches)" if s.micro_batches else "")),
@@ -31,7 +50,11 @@ def summary_table(s: RunSummary) -> str:
         ("split", ",".join(map(str, s.split)) if s.split else "-"),
         ("steps measured", s.steps_measured),
     ]
-    rows += _run_rows(s)
+
+
+def _training_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """The parameters' norm and change, each device's busy share (the engine's) and the optimizer."""
+    rows: list[tuple[str, object]] = []
     if s.param_norm is not None:
         rows.append(("param norm", f"{s.param_norm:.6g}"))
     if s.param_change is not None:
@@ -41,6 +64,12 @@ def summary_table(s: RunSummary) -> str:
                                                 for d, b in zip(s.devices, s.devices_busy, strict=False))))
     if s.optimizer:
         rows.append(("optimizer", f"{s.optimizer}, {s.dtype}"))
+    return rows
+
+
+def _memory_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """Each device's communication, its tensors' memory and their step peak."""
+    rows: list[tuple[str, object]] = []
     if s.communication:
         rows.append(("communication", "  ".join(f"{d} {c.text()}"
                                                 for d, c in zip(s.devices, s.communication, strict=False)
@@ -53,6 +82,12 @@ def summary_table(s: RunSummary) -> str:
                  if m is not None and m.step_peak]
         if peaks:
             rows.append(("step peak", "  ".join(peaks) + " (torch's FSDPMemTracker, last warm-up step)"))
+    return rows
+
+
+def _step_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """The stages' balance, the bubble and each device's milliseconds per step by kind."""
+    rows: list[tuple[str, object]] = []
     if s.stage_balance is not None:
         rows.append(("stage balance", f"{s.stage_balance:.2f} (least / most busy stage; 1 = even split)"))
     if s.bubble.measured is not None:
@@ -61,12 +96,12 @@ def summary_table(s: RunSummary) -> str:
     if s.time_by_kind:
         first, *more = time_by_kind.table(s.time_by_kind)
         rows += [("ms per step", first), *(("", line) for line in more)]
-    rows += finding_rows(s)
-    if s.script is not None:
-        rows += script_rows(s.script)
-    if s.efficiency:
-        first, *more = s.efficiency.lines()
-        rows += [("efficiency", first), *(("", line) for line in more)]
+    return rows
+
+
+def _telemetry_rows(s: RunSummary) -> list[tuple[str, object]]:
+    """What the telemetry saw (OS/NVML utilization, SM activity, other programs on the cores), where it ran."""
+    rows: list[tuple[str, object]] = []
     tel = s.telemetry
     if tel and tel.util_mean:
         rows.append(("util (OS/NVML)", "  ".join(f"{d} {_fmt(u, '.0f')}%"
@@ -83,9 +118,7 @@ def summary_table(s: RunSummary) -> str:
             rows.append(("disturbed", tel.disturbed))
         if tel.disagreement:
             rows.append(("note", tel.disagreement))
-    for note in s.notes:
-        rows.append(("note", note))
-    return _table(rows)
+    return rows
 
 
 def finding_rows(s: RunSummary) -> list[tuple[str, object]]:
