@@ -137,28 +137,19 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
         steps_measured=totals.measured,
         step_time_s=totals.step_time.summary(),
         throughput=totals.throughput_summary(),
-        loss=Loss(totals.first_loss, totals.last_loss) if totals.first_loss is not None else None,
-        param_norm=math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
-        # How far training moved the parameters: what equivalence between strategies is judged on.
-        param_change=math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
+        **_loss_and_parameters(totals, param_sq_parts, change_sq_parts),
         devices_busy=devices_busy,
         stage_busy=per_stage,
         stage_balance=stage_balance(config.strategy, devices, per_stage),
-        bubble=Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
-                      theory=theory_bubble, formula=theory_text if theory_bubble is not None else None),
+        bubble=_bubble(devices_busy, theory_bubble, theory_text),
         batch_split=totals.batch_split_counts() if data_parallel else None,
-        tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
-                       for d in devices] if totals.tensor_memory_peak else None,
-        communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
-        optimizer=(script.optimizer_text if script is not None and totals.steps else None) if watched
-        else config.optimizer,
-        dtype=(script.dtype if script is not None else None) if watched else config.dtype,
+        **_memory_and_communication(totals, devices),
+        **_optimizer_and_dtype(config, script, totals, watched=watched),
         script=script,
         notes=list(notes or []),
         plan=plan,
         nodes=list(nodes) if nodes else None,
-        split_backward_extra_s=[split_backward.get(d, (None,))[0] for d in devices] if split_backward else None,
-        split_backward_fixed_s=[split_backward.get(d, (None, None))[1] for d in devices] if split_backward else None,
+        **_split_backward(split_backward, devices),
         two_way_extra_s=two_way_extra_s,
         time_by_kind=kinds,
         efficiency=efficiency(totals, peaks or {}, config.peak),
@@ -166,3 +157,47 @@ def summarize(*, run_id: str | None, status: str, config: ExperimentConfig, devi
     )
     found = findings(summary, script=watched, world=world, unformulated=unformulated)
     return summary.replace(findings=found, diagnosis=found[0].text if found else None)
+
+
+def _loss_and_parameters(totals: RunTotals, param_sq_parts: list[float],
+                         change_sq_parts: list[float] | None) -> dict:
+    """The summary's ``loss``, ``param_norm`` and ``param_change``."""
+    return dict(
+        loss=Loss(totals.first_loss, totals.last_loss) if totals.first_loss is not None else None,
+        param_norm=math.sqrt(sum(param_sq_parts)) if param_sq_parts else None,
+        # How far training moved the parameters: what equivalence between strategies is judged on.
+        param_change=math.sqrt(sum(change_sq_parts)) if change_sq_parts else None,
+    )
+
+
+def _bubble(devices_busy: list[float], theory_bubble: float | None, theory_text: str | None) -> Bubble:
+    """The bubble as measured (the devices' mean idle share) beside its schedule's theory."""
+    return Bubble(measured=1.0 - statistics.fmean(devices_busy) if devices_busy else None,
+                  theory=theory_bubble, formula=theory_text if theory_bubble is not None else None)
+
+
+def _memory_and_communication(totals: RunTotals, devices: list[str]) -> dict:
+    """The summary's ``tensor_memory`` and ``communication``, a value per device."""
+    return dict(
+        tensor_memory=[TensorMemory(**totals.tensor_memory_peak[d]) if d in totals.tensor_memory_peak else None
+                       for d in devices] if totals.tensor_memory_peak else None,
+        communication=[totals.communication_per_step(d) for d in devices] if totals.communication else None,
+    )
+
+
+def _optimizer_and_dtype(config: ExperimentConfig, script: ScriptFacts | None, totals: RunTotals, *,
+                         watched: bool) -> dict:
+    """The summary's ``optimizer`` and ``dtype``: a watched script's as it read them, else the config's."""
+    return dict(
+        optimizer=(script.optimizer_text if script is not None and totals.steps else None) if watched
+        else config.optimizer,
+        dtype=(script.dtype if script is not None else None) if watched else config.dtype,
+    )
+
+
+def _split_backward(split_backward: dict[str, tuple[float, float | None]] | None, devices: list[str]) -> dict:
+    """The summary's ``split_backward_extra_s`` and ``split_backward_fixed_s``, a value per device."""
+    return dict(
+        split_backward_extra_s=[split_backward.get(d, (None,))[0] for d in devices] if split_backward else None,
+        split_backward_fixed_s=[split_backward.get(d, (None, None))[1] for d in devices] if split_backward else None,
+    )
