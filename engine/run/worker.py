@@ -136,7 +136,30 @@ class Worker:
 
     # ---- the supervision loop ----------------------------------------------
     def run(self) -> int:
-        failure: Failure | None = None   # the causes seen so far, once anything failed
+        failure = self._launch_and_announce()   # the causes seen so far, once anything failed
+        stop_requested = False
+        checked_at = 0.0
+        while True:
+            kind, r, payload = self._next_item()
+            stop_requested = stop_requested or self.stop_event.is_set()
+            failure = self._on_item(kind, r, payload, failure)
+            # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
+            # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
+            now = time.monotonic()
+            if (kind == "event" and failure is None and not stop_requested and not r.done
+                    and now - checked_at < CHECK_EVERY_S):
+                continue
+            checked_at = now
+            failure = self._note_exits(failure)
+            if failure is None and not stop_requested:
+                failure = self._check_hang(failure)
+            status = self._end_if_over(stop_requested, failure)
+            if status is not None:
+                return status
+
+    def _launch_and_announce(self) -> Failure | None:
+        """The ranks launched and ``launched`` said; the failure, where a node refused the launch."""
+        failure: Failure | None = None
         try:
             self.launch()
         except ConnectionError as exc:  # a node refused the launch or is gone (engine.nodes.coordinator.NodeError)
@@ -145,75 +168,74 @@ class Worker:
         # more. Telemetry follows each process's memory from here, not from `started`.
         self.emit(Launched, pids={str(rr.rank): rr.proc.pid for rr in self.ranks if rr.proc.pid},
                   device_pids=self.device_pids(), devices=self.device_names, **self._nodes_field())
-        stop_requested = False
-        checked_at = 0.0
-        while True:
-            try:
-                kind, r, payload = self.queue.get(timeout=0.1)
-            except queue.Empty:
-                kind = None
-            stop_requested = stop_requested or self.stop_event.is_set()
-            if kind == "event":
-                failure = self._on_rank_message(r, payload, failure)
-            elif kind in ("stdout", "stdout_eof", "stderr"):
-                self._on_output(kind, r, payload)
-            elif kind == "garbled":
-                self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
-            elif kind == "eof":
-                r.events_closed = True
-            elif kind == "samples":
-                self.emit(NodeSamples, rows=payload)
-            elif kind == "warning":
-                self.emit(Warned, message=payload)
-            elif kind in ("node_lost", "node_error"):
-                failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
-            # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
-            # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
-            now = time.monotonic()
-            if (kind == "event" and failure is None and not stop_requested and not r.done
-                    and now - checked_at < CHECK_EVERY_S):
-                continue
-            checked_at = now
+        return failure
 
-            # processes that ended
+    def _next_item(self) -> tuple:
+        """The queue's next (kind, rank or key, payload), waiting at most 0.1 s; kind None when none came."""
+        try:
+            return self.queue.get(timeout=0.1)
+        except queue.Empty:
+            return None, None, None
+
+    def _on_item(self, kind: str | None, r, payload, failure: Failure | None) -> Failure | None:
+        """One item from the queue (a rank's event or output, a node's news) handled; the failure so far."""
+        if kind == "event":
+            failure = self._on_rank_message(r, payload, failure)
+        elif kind in ("stdout", "stdout_eof", "stderr"):
+            self._on_output(kind, r, payload)
+        elif kind == "garbled":
+            self.emit(Warned, message=f"{r.label} sent a garbled line: {payload[:200]!r}")
+        elif kind == "eof":
+            r.events_closed = True
+        elif kind == "samples":
+            self.emit(NodeSamples, rows=payload)
+        elif kind == "warning":
+            self.emit(Warned, message=payload)
+        elif kind in ("node_lost", "node_error"):
+            failure = noted(failure, Cause("node", r, f"lost: {payload}" if kind == "node_lost" else payload))
+        return failure
+
+    def _note_exits(self, failure: Failure | None) -> Failure | None:
+        """Processes that ended: a non-zero exit, or a clean one before the rank said it was done, ends the run."""
+        for rr in self.ranks:
+            code = rr.proc.poll()
+            quit_early = code == 0 and rr.events_closed and not rr.done
+            if code is not None and (code != 0 or quit_early) and not rr.exit_seen:
+                rr.exit_seen = True
+                failure = noted(failure, Cause("exit", rr, code))
+        return failure
+
+    def _end_if_over(self, stop_requested: bool, failure: Failure | None) -> int | None:
+        """The run ended (stopped, failed or finished) and its exit code, once it is over; None while it is not."""
+        if stop_requested:
+            self.end_ranks()
+            self._merge_what_is_queued()
+            return self.finish("stopped")
+        if failure is not None and failure.settled():
+            self.end_ranks()
+            self.emit(Errored, **failure.root().error_fields())
+            return self.finish("failed")
+        if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
+            self._read_last_output()
+            return self.finish("finished")
+        if all(rr.done for rr in self.ranks) and self.nodes is not None:
+            # Done everywhere: each node's torchrun ends once every node's has (its exit barrier).
+            deadline = time.monotonic() + REMOTE_EXIT_WAIT_S
             for rr in self.ranks:
-                code = rr.proc.poll()
-                # A non-zero exit, or a clean one before the rank said it was done, ends the run.
-                quit_early = code == 0 and rr.events_closed and not rr.done
-                if code is not None and (code != 0 or quit_early) and not rr.exit_seen:
-                    rr.exit_seen = True
-                    failure = noted(failure, Cause("exit", rr, code))
-            if failure is None and not stop_requested:
-                failure = self._check_hang(failure)
-
-            if stop_requested:
-                self.end_ranks()
-                self._merge_what_is_queued()
-                return self.finish("stopped")
-            if failure is not None and failure.settled():
-                self.end_ranks()
-                self.emit(Errored, **failure.root().error_fields())
-                return self.finish("failed")
-            if all(rr.done for rr in self.ranks) and all(rr.proc.poll() is not None for rr in self.ranks):
-                self._read_last_output()
-                return self.finish("finished")
-            if all(rr.done for rr in self.ranks) and self.nodes is not None:
-                # Done everywhere: each node's torchrun ends once every node's has (its exit barrier).
-                deadline = time.monotonic() + REMOTE_EXIT_WAIT_S
-                for rr in self.ranks:
-                    try:
-                        rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        break
-                return self.finish("finished")
-            if all(rr.done for rr in self.ranks):
-                # done reported: give the processes a moment to exit, then reap them
-                for rr in self.ranks:
-                    try:
-                        rr.proc.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        rr.proc.kill()
-                        rr.proc.wait()
+                try:
+                    rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    break
+            return self.finish("finished")
+        if all(rr.done for rr in self.ranks):
+            # done reported: give the processes a moment to exit, then reap them
+            for rr in self.ranks:
+                try:
+                    rr.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    rr.proc.kill()
+                    rr.proc.wait()
+        return None
 
     def _read_last_output(self) -> None:
         """What the ranks printed as they ended (a script's last line, its final loss, comes as it exits): their
