@@ -39,6 +39,20 @@ def hung_rank(ranks, now: float, hang_timeout_s: float):
     return min(outside or waiting, key=lambda r: (r.last_step, r.rank))
 
 
+def hang_cause(ranks, now: float, hang_timeout_s: float):
+    """The hang to end the run for (a Cause naming the rank that holds the others up), or None while every rank
+    not done was heard from within its limit. Our own start (imports, the rendezvous) is not a hang until it takes
+    far longer; the user's code (a model's build, a script's start) and every step are bounded by the timeout."""
+    silent = [r for r in ranks if not r.done and now - r.last_heard > hang_limit(r, hang_timeout_s)]
+    if not silent:
+        return None
+    culprit = hung_rank(ranks, now, hang_timeout_s)
+    allowed = hang_limit(culprit, hang_timeout_s)
+    return Cause("hang", culprit, Hang(allowed, culprit.phase,
+                                       now - culprit.alive_at if culprit.alive_at is not None else None,
+                                       silent_after(hang_timeout_s), start_up=allowed > hang_timeout_s))
+
+
 @dataclass(frozen=True)
 class Hang:
     """What the watchdog saw of the hung rank."""

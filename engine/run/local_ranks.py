@@ -19,6 +19,7 @@ import queue
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -97,6 +98,23 @@ def kill_rank(proc, whole_group: bool) -> None:
             except psutil.Error:
                 pass
     proc.kill()
+
+
+def end_local_ranks(ranks, grace_s: float, whole_group: bool) -> None:
+    """SIGTERM every rank still running, SIGKILL (kill_rank) what is left after ``grace_s``, reap all."""
+    for r in ranks:
+        if r.proc.poll() is None:
+            try:
+                r.proc.terminate()
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for r in ranks:
+        try:
+            r.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_rank(r.proc, whole_group=whole_group)
+            r.proc.wait()
 
 
 class _LaunchStopped(Exception):

@@ -31,9 +31,9 @@ from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize, theoretical_bubble, theory_formula, unique_devices
 from engine.record.totals import RunTotals
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
-from engine.run.failure import Cause, Failure, Hang, hang_limit, hung_rank, noted
-from engine.run.heartbeat import TRAINING, silent_after
-from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, kill_rank, script_facts
+from engine.run.failure import Cause, Failure, hang_cause, noted
+from engine.run.heartbeat import TRAINING
+from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, end_local_ranks, script_facts
 from engine.wire import codec, rank as rank_events, worker as protocol
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
@@ -356,18 +356,8 @@ class Worker:
                          self.ranks)
 
     def _check_hang(self, failure: Failure | None) -> Failure | None:
-        now = time.monotonic()
-        limit = self.config.hang_timeout_s
-        # Our own start (imports, the rendezvous) is not a hang until it takes far longer; the user's code (a
-        # model's build, a script's start) and every step are bounded by the hang timeout.
-        silent = [rr for rr in self.ranks if not rr.done and now - rr.last_heard > hang_limit(rr, limit)]
-        if not silent:
-            return failure
-        culprit = hung_rank(self.ranks, now, limit)
-        allowed = hang_limit(culprit, limit)
-        return noted(failure, Cause("hang", culprit, Hang(
-            allowed, culprit.phase, now - culprit.alive_at if culprit.alive_at is not None else None,
-            silent_after(limit), start_up=allowed > limit)))
+        cause = hang_cause(self.ranks, time.monotonic(), self.config.hang_timeout_s)
+        return failure if cause is None else noted(failure, cause)
 
     def end_ranks(self) -> None:
         """SIGTERM every rank, SIGKILL what is left after the grace period, reap all. On nodes: every agent ends
@@ -380,19 +370,7 @@ class Worker:
             for link in self.links:  # connected, never launched
                 link.channel.close()
             return
-        for rr in self.ranks:
-            if rr.proc.poll() is None:
-                try:
-                    rr.proc.terminate()
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + KILL_GRACE_S
-        for rr in self.ranks:
-            try:
-                rr.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                kill_rank(rr.proc, whole_group=not self.strategy.builds_model)
-                rr.proc.wait()
+        end_local_ranks(self.ranks, KILL_GRACE_S, whole_group=not self.strategy.builds_model)
 
     def finish(self, status: str) -> int:
         finished = status == "finished"
