@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from app.state.ring_buffer import RingBuffer
-from app.views.plots.peak_curve import drawn_with_gaps, unwrapped, visible_peaks
+from app.views.plots.peak_curve import unwrapped, visible_peaks
+from app.views.plots.series_arrays import drawn
 
 pytestmark = pytest.mark.quick
 
@@ -60,7 +61,7 @@ def test_gaps_given_as_indices_break_the_line_without_a_nan_put_in():
     gaps = np.array([9_999])                                 # from sample 9,999 (t 999.9) to 10,000 (t 1500)
     for x0, x1, columns in ((0.0, 3600.0, 400), (900.0, 1600.0, 4000)):   # reduced, then every sample
         px, py, joined = visible_peaks(x, y, x0, x1, columns, gaps)
-        dx, dy, connect = drawn_with_gaps(px, py, joined)
+        dx, dy, connect = drawn(px, py, joined)
         (cut,) = np.flatnonzero(~connect[:-1])
         assert dx[cut] <= x[9_999] and dx[cut + 1] == 1500.0, (x0, x1)
     # a break between two samples in one column of an hour's view: sub-pixel, drawn joined
@@ -69,7 +70,7 @@ def test_gaps_given_as_indices_break_the_line_without_a_nan_put_in():
     # a NaN sample still breaks, beside the gaps
     y_nan = y.copy()
     y_nan[15_000] = np.nan                                   # t 2000
-    _, _, connect = drawn_with_gaps(*visible_peaks(x, y_nan, 1990.0, 2010.0, 4000, gaps))
+    _, _, connect = drawn(*visible_peaks(x, y_nan, 1990.0, 2010.0, 4000, gaps))
     assert (~connect[:-1]).sum() == 1
 
 

@@ -30,7 +30,7 @@ import psutil
 
 from engine.devices import Device
 from engine.environment import ROOT, rank_base_environment
-from engine.wire import codec, nodes as messages
+from engine.wire import codec, nodes as messages, rank as rank_events
 
 KILL_GRACE_S = 1.0        # torchrun's SIGTERM to its workers, then SIGKILL (and ours to torchrun)
 HELLO_TIMEOUT_S = 30.0    # a connection to the ranks' socket that names no rank is dropped
@@ -223,15 +223,18 @@ class NodeRun:
         except codec.WireError:
             self._send(messages.RankOutput(rank, "garbled", line[:200]))
             return
-        if event.get("type") == "profile":
-            self._send_file(rank, event)
+        try:
+            typed = rank_events.decode(event)
+        except codec.WireError:
+            typed = None   # relayed as it came: the worker reads it and says what is wrong with it
+        if isinstance(typed, rank_events.Profiled):
+            self._send_file(rank, typed.path)
             self._send(messages.RankProfile(rank, event))
             return
         self._send(messages.RankEvent(rank, event))
 
-    def _send_file(self, rank: int, event: dict) -> None:
+    def _send_file(self, rank: int, path: str) -> None:
         """A rank's profiler trace, in chunks, to the coordinator's store (removed here)."""
-        path = event.get("path") or ""
         try:
             if os.path.getsize(path) <= MAX_PROFILE_BYTES:
                 with open(path, "rb") as f:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from app.views.plots.series_arrays import drawn
+
 NO_GAPS = np.empty(0, dtype=np.intp)
 
 
@@ -51,17 +53,6 @@ def visible_peaks(x: np.ndarray, y: np.ndarray, x0: float, x1: float, columns: i
     between = (span + 1 < len(starts)) & (local + 1 == starts[np.minimum(span + 1, len(starts) - 1)])
     joined[2 * span[between] + 1] = False
     return np.repeat(x[starts], 2), np.column_stack([low, high]).ravel(), joined
-
-
-def drawn_with_gaps(x: np.ndarray, y: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray, object]:
-    """What the curve draws: the points of a value, each joined to the next where ``joined`` says and both have
-    one (a NaN sample is a break too, as series_arrays.drawn's)."""
-    has = np.isfinite(y)
-    if has.all():
-        return x, y, ("all" if joined[:-1].all() else joined)
-    index = np.flatnonzero(has)
-    connect = (np.diff(index) == 1) & joined[index[:-1]]
-    return x[index], y[index], np.append(connect, False)
 
 
 def unwrapped(x: np.ndarray, y: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,6 +110,6 @@ class PeakCurve(pg.PlotCurveItem):
         else:
             joined = np.ones(len(x), dtype=bool)
             joined[gaps] = False
-        x, y, connect = drawn_with_gaps(x, y, joined)
+        x, y, connect = drawn(x, y, joined)
         self.setData(x, y, connect=connect)
         self._drawn_for = shown

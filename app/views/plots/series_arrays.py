@@ -26,14 +26,18 @@ def floats(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     return x[keep], y[keep], err
 
 
-def drawn(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, str | np.ndarray]:
+def drawn(x: np.ndarray, y: np.ndarray,
+          joined: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, str | np.ndarray]:
     """What a curve draws: its points of a value, joined but across a NaN (a gap), as pyqtgraph's
-    ``connect`` array says (point i joins i+1 where True). Without NaN, as given (no copy, no check)."""
+    ``connect`` array says (point i joins i+1 where True); ``joined``: the breaks known besides the NaN (point
+    j joins j + 1 only where True: a PeakCurve's gaps, given as indices). Without either, as given (no copy)."""
     has = np.isfinite(y)
     if has.all():
-        return x, y, "all"
+        return x, y, ("all" if joined is None or joined[:-1].all() else joined)
     index = np.flatnonzero(has)
     connect = np.diff(index) == 1   # the next point with a value is the next point: no gap between
+    if joined is not None:
+        connect &= joined[index[:-1]]
     return x[index], y[index], np.append(connect, False)
 
 
