@@ -107,16 +107,16 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     import torch
 
     from engine.config import ExperimentConfig
-    from engine.devices import DeviceError, parse
+    from engine.devices import DeviceError
     from engine.models.build import build
     from engine.planner import planning
     from engine.rules import effective_batch_size
-    from engine.run.validate import devices_needed
+    from engine.run.resolved_run import run_devices
     torch.set_num_threads(1)  # as on one CPU virtual device: one intra-op thread
     config = ExperimentConfig.from_dict(config_dict)
     spec = build(config)
     try:
-        devices = parse(config.devices, devices_needed(config))
+        devices = run_devices(config)
     except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
         devices = []
     timed = planning.time_blocks_per_kind(spec, effective_batch_size(config), devices, progress)

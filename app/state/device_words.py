@@ -81,12 +81,12 @@ def sampled_text(names: list[str]) -> str:
 def sharing_warning(config: ExperimentConfig, cores: int, gpus: int = 0) -> str | None:
     """What the configured devices' sharing of cores does to the figures (``engine.devices.sharing_note``), or
     None when each CPU device has a core of its own or the spec is wrong (the check says why)."""
-    from engine.run.validate import devices_needed  # torch-free at import
+    from engine.run.resolved_run import run_devices  # torch-free at import
     if config.nodes:  # the nodes' cores, not this machine's
         return None
     core_list = list(range(max(1, cores)))
     try:
-        devices = devices_mod.parse(config.devices, devices_needed(config), gpus=gpus, cores=core_list)
+        devices = run_devices(config, gpus=gpus, cores=core_list)
     except devices_mod.DeviceError:
         return None
     return devices_mod.sharing_note(devices, core_list)

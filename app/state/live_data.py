@@ -340,7 +340,7 @@ def physical_names(config: ExperimentConfig) -> dict[str, str]:
     from engine.cores import usable_cores
     from engine.devices import DeviceError
     from engine.run.loader_placement import LOADER_SERIES, sampled_cores
-    from engine.run.validate import run_devices
+    from engine.run.resolved_run import run_devices
     from engine.telemetry.targets import physical_name
     try:
         devices = run_devices(config)

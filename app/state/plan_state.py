@@ -17,7 +17,7 @@ from engine import devices as devices_mod
 from engine.config import ExperimentConfig
 from engine.planner import planning
 from engine.planner.planning import BlockInfo
-from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
+from engine.rules import effective_batch_size, effective_micro_batches
 from engine.strategies import STRATEGIES
 from engine.wire.planner import Profiled
 
@@ -179,7 +179,7 @@ class PlanState:
 # -- what a config means for the split view, torch-free -----------------------------------------
 def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
     """The config's devices (every node's, with --nodes), or none while the spec is wrong (the check says why)."""
-    from engine.run.validate import run_devices  # torch-free at import
+    from engine.run.resolved_run import run_devices  # torch-free at import
     try:
         return run_devices(config)
     except devices_mod.DeviceError:
@@ -189,12 +189,10 @@ def config_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
 def stage_count(config: ExperimentConfig, gpus: list) -> int | None:
     """How many devices (stages, for a split model) the config places work on; None while its spec is wrong.
     ``gpus``: the GPU inventory; torch numbers the ones CUDA sees cuda:0, cuda:1, ..."""
-    from engine.run.validate import devices_needed, run_devices
+    from engine.run.resolved_run import run_devices  # torch-free at import
     try:
-        if config.nodes:  # every node runs the devices: their GPUs are theirs, not this machine's
-            return len(run_devices(config))
-        return len(devices_mod.parse(config.devices, devices_needed(config),
-                                     gpus=len(devices_mod.cuda_visible(gpus))))
+        # (with --nodes every node runs the devices: their GPUs are theirs, and ``gpus`` is not asked)
+        return len(run_devices(config, gpus=len(devices_mod.cuda_visible(gpus))))
     except devices_mod.DeviceError:
         return None
 
@@ -234,18 +232,11 @@ def configured_theory(progress: RunProgress, config: ExperimentConfig) -> None:
     `started` event brings the theory of what it launched."""
     progress.theory, progress.theory_text, progress.notes = None, None, []
     devices = config_devices(config)
-    strategy = STRATEGIES.get(config.strategy)
-    if strategy is not None and devices:
-        from engine.record.summary import theoretical_bubble, theory_formula, why_no_theory
-        names = [d.name for d in devices]
-        own = strategy.world_size(config, devices) > 1
-        micro_batches = effective_micro_batches(config)
-        progress.theory = theoretical_bubble(config.strategy, names, micro_batches, own, config.schedule,
-                                             effective_stages_per_device(config))
-        progress.theory_text = theory_formula(config.schedule, len(dict.fromkeys(names)), micro_batches,
-                                              effective_stages_per_device(config))
-        progress.notes = [n for n in [why_no_theory(config.strategy, names, micro_batches, own,
-                                                    config.schedule)] if n]
+    if STRATEGIES.get(config.strategy) is not None and devices:
+        from engine.run.resolved_run import resolve  # torch-free at import
+        resolved = resolve(config, devices)
+        progress.theory, progress.theory_text = resolved.theory_bubble, resolved.theory_text
+        progress.notes = list(resolved.theory_notes)
 
 
 # Two stages whose balanced split still leaves 70 % of the time to one: the blocks are too coarse to balance.

@@ -148,9 +148,9 @@ def in_app_words(option: str, message: str) -> str:
 
 # -- helpers ----------------------------------------------------------------------------------
 def _devices(config: ExperimentConfig, gpus: int) -> list[devices_mod.Device]:
-    from engine.run.validate import devices_needed  # torch-free at import
+    from engine.run.resolved_run import run_devices  # torch-free at import
     try:
-        return devices_mod.parse(config.devices, devices_needed(config), gpus=gpus)
+        return run_devices(config, gpus=gpus)
     except devices_mod.DeviceError:
         return []
 

@@ -17,6 +17,7 @@ from engine import devices as devices_mod
 from engine.config import SCRIPT_LAUNCHES, ExperimentConfig
 from engine.environment import ROOT
 from engine.rules import problems
+from engine.run.resolved_run import run_devices
 from engine.strategies import STRATEGIES
 from engine.strategies.script import DEFAULT_DEVICES, PLAIN, PLAIN_DEVICES, script_config
 
@@ -173,7 +174,7 @@ class WatchDialog(QtWidgets.QDialog):
         if config.nodes:   # the devices are each node's: their agents check them when Watch starts
             return found
         try:
-            placed = devices_mod.parse(config.devices, STRATEGIES["script"].devices_needed(config), gpus=self.gpus)
+            placed = run_devices(config, gpus=self.gpus)
         except devices_mod.DeviceError as exc:
             return found + [f"devices: {exc}"]
         return found + [f"devices: {p.message}" for p in STRATEGIES["script"].check(config, placed, 0)]

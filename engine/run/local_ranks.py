@@ -34,6 +34,7 @@ from engine.models import model_imports
 from engine.results import from_json
 from engine.results.read_facts import ScriptFacts
 from engine.run.heartbeat import STARTING
+from engine.run.resolved_run import ResolvedRun
 from engine.wire import codec, rank as rank_events
 
 # The rank processes' entry point where the strategy's (Strategy.rank_module) is not wanted: tests that stream
@@ -164,9 +165,10 @@ class Rank:
 
 
 class LocalRanks:
-    def __init__(self, config: ExperimentConfig, devices: list[Device], world: int, device_names: list[str],
-                 events: queue.Queue, stop_event: threading.Event, warn: Callable[[str], None]):
-        self.config, self.devices, self.world, self.device_names = config, devices, world, device_names
+    def __init__(self, config: ExperimentConfig, resolved: ResolvedRun, events: queue.Queue,
+                 stop_event: threading.Event, warn: Callable[[str], None]):
+        self.config, self.resolved = config, resolved   # the run as the session resolved it
+        self.devices, self.world, self.device_names = resolved.devices, resolved.world_size, resolved.device_names
         self.queue, self.stop_event, self.warn = events, stop_event, warn
         self.rendezvous_dir: str | None = None
         self.forks = forkserver.worker_connection()  # the session's fork server, when it handed one over
@@ -202,7 +204,7 @@ class LocalRanks:
                        **torchrun, **scratch)
             if self.plain:
                 env = plain_environment(env, os.environ)
-            device = self.devices[rank] if self.world > 1 else self.devices[0]
+            device = self.resolved.rank_devices(rank)[0]
             on = device.name if self.world > 1 else ", ".join(self.device_names)
             try:
                 proc = self._start_rank(env, write_fd, f"(rank {rank} of {self.world} on {on})")

@@ -24,6 +24,7 @@ from engine.parent_death import die_with_parent
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run.heartbeat import BUILDING, IMPORTING, JOINING, PREPARING, Heartbeat
 from engine.run.loader_placement import worker_cores
+from engine.run.resolved_run import own_device, worked_devices
 from engine.wire import codec
 from engine.wire.nodes import StreamHello
 from engine.wire.rank import Done, Failed, RankEvent, Ready, line as event_line, read_devices
@@ -111,11 +112,6 @@ def node_store(timeout, env: RankEnvironment):
     return dist.PrefixStore(env.store_prefix, store)
 
 
-def own_device(devices, rank: int, world: int):
-    """The device this process is pinned to: its rank's, or when alone its first CPU device (else its first)."""
-    return devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
-
-
 def pin(device) -> None:
     """One pinned core and one intra-op thread per CPU virtual device."""
     if device.kind == "cpu" and device.core is not None and hasattr(os, "sched_setaffinity"):
@@ -199,7 +195,7 @@ def run_rank(config, devices, rank, world, channel, own, loader_cores=(), heartb
         heartbeat.enter(PREPARING)
     split = resolve_split(config, spec, devices, rank, world)
     # The GPUs this process works on: its own, or every listed one when it is alone.
-    mine = devices if world == 1 else [devices[rank]]
+    mine = worked_devices(devices, rank, world)
     ctx = RankContext(config=config, rank=rank, world_size=world, devices=devices, split=split,
                       spec=spec, timer=StepTimer(cuda_indices=sorted({d.index for d in mine if d.kind == "cuda"})))
     executor = strategies.get(config.strategy).build(ctx)

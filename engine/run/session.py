@@ -40,6 +40,17 @@ STORE_RESTARTED = ("the run store's process ended; a new one was started and the
                    "to it again (nothing lost)")
 
 
+def _resolved(config: ExperimentConfig):
+    """The run resolved (engine/run/resolved_run.py), or None where its devices are wrong: the worker, resolving
+    it again, says why as the run's error."""
+    from engine.devices import DeviceError
+    from engine.run.resolved_run import resolve
+    try:
+        return resolve(config)
+    except (DeviceError, ValueError):
+        return None
+
+
 def _fork_server_connection():
     """A connection to this process's fork server for the worker to fork its ranks by, or None (they start
     fresh)."""
@@ -103,6 +114,7 @@ class RunSession:
         # acknowledged; the window is told once it is stored.
         self._stored = StoreRestarts(lambda: self._notices.append(Warned(t=self._now(), message=STORE_RESTARTED))).write
         self._folder: str | None = None
+        self.resolved = None   # engine/run/resolved_run.py ResolvedRun, once started (None: its devices are wrong)
 
     # ---- control --------------------------------------------------------------
     def start(self) -> str:
@@ -110,6 +122,7 @@ class RunSession:
             self.run_id = store.create_run(self.config.to_dict(), experiment_id=self.experiment_id,
                                            label=self.label)
         self._origin = time.perf_counter()
+        self.resolved = _resolved(self.config)
         try:
             self._start_sampler()
             # What the worker keeps on disk for the run (its ranks' rendezvous file) goes in a folder this process
@@ -140,8 +153,9 @@ class RunSession:
             self.result = RunResult(self.run_id, "failed", None, error)
             self._done.set()
             raise
-        first = protocol.request_line(protocol.RunRequest(self.config.to_dict(), self._origin, self.telemetry_hz,
-                                                          self.run_id))
+        first = protocol.request_line(protocol.RunRequest(
+            self.config.to_dict(), self._origin, self.telemetry_hz, self.run_id,
+            self.resolved.to_dict() if self.resolved is not None else None))
         self._send(first)
         threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._run, name=f"run-session-{self.run_id}", daemon=True)
@@ -191,21 +205,17 @@ class RunSession:
     # ---- telemetry ------------------------------------------------------------
     def _start_sampler(self) -> None:
         # A run over nodes is sampled by each node's agent: its samples come with the worker's events.
-        if not self.telemetry_hz or self.config.nodes:
+        if not self.telemetry_hz or self.config.nodes or self.resolved is None:
             return
         from engine.cores import usable_cores
         from engine.run.loader_placement import LOADER_SERIES, sampled_cores
         from engine.telemetry import CpuTarget, TelemetrySampler, targets_for
-        devices = self._devices()
+        devices = self.resolved.devices
         # A DataLoader's workers on cores of their own: those cores are sampled too, as the loader's series.
         loader = [CpuTarget(LOADER_SERIES.format(core), core)
                   for core in sampled_cores(self.config, devices, usable_cores())]
         self._sampler = TelemetrySampler(targets_for(devices) + loader, rate_hz=self.telemetry_hz)
         self._sampler.start()
-
-    def _devices(self) -> list:
-        from engine.run.validate import run_devices
-        return run_devices(self.config)
 
     def _store_profile(self, recorder, event: ProfileSaved) -> Warned | None:
         """A rank's torch.profiler trace, moved from its file into the run store (engine.measure.profiling); a warning
@@ -255,7 +265,6 @@ class RunSession:
 
     def _run(self) -> None:
         from engine.record.recorder import RunRecorder
-        from engine.record.summary import unique_devices
         store = None
         recorder = None
         reading = _Reading()
@@ -269,7 +278,7 @@ class RunSession:
                 return   # the finally below ends the worker and the run, as failed
             recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
                                    warmup=self.config.warmup,
-                                   device_names=unique_devices([d.name for d in self._devices()]),
+                                   device_names=self.resolved.device_names if self.resolved else [],
                                    telemetry_hz=self.telemetry_hz)
             while not self._take_batch(next_batch(events), store, recorder, reading):
                 pass

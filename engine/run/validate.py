@@ -23,34 +23,16 @@ from engine.config import ConfigError, ExperimentConfig, Problem
 from engine.cores import usable_cores
 from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
 from engine.run import loader_placement
+from engine.run.resolved_run import ResolvedRun, resolve, run_devices
 from engine.wire import children, codec
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What a valid config resolves to."""
-    devices: list[devices_mod.Device]
-    world_size: int
-    n_blocks: int
-    block_names: list[str]
-    warnings: list[str]
-
-
-    def to_dict(self) -> dict:
-        return {"devices": [d.to_dict() for d in self.devices], "world_size": self.world_size,
-                "n_blocks": self.n_blocks, "block_names": self.block_names, "warnings": self.warnings}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RunPlan:
-        return cls([devices_mod.Device(**x) for x in d["devices"]], d["world_size"], d["n_blocks"],
-                   d["block_names"], d["warnings"])
 
 
 @dataclass
 class Checked:
-    """A config after every check: with ``--split`` names resolved to block indices, and its plan or problems."""
+    """A config after every check: with ``--split`` names resolved to block indices, and its run resolved
+    (engine/run/resolved_run.py) or its problems."""
     config: ExperimentConfig
-    plan: RunPlan | None
+    plan: ResolvedRun | None
     problems: list[Problem]
 
 
@@ -112,7 +94,7 @@ def _check_in_child(items: list[tuple[ExperimentConfig, list | None]], names_onl
     except codec.WireError:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return [Checked(config, None, [Problem("config", f"validation failed: {why}")]) for config, _ in items]
-    return [Checked(ExperimentConfig.from_dict(a.config), RunPlan.from_dict(a.plan) if a.plan else None,
+    return [Checked(ExperimentConfig.from_dict(a.config), ResolvedRun.from_dict(a.plan) if a.plan else None,
                     list(a.problems)) for a in answers]
 
 
@@ -166,29 +148,6 @@ def _answer_when_overdue(configs: list[ExperimentConfig], answers: list[children
             os._exit(0)
 
 
-def run_devices(config: ExperimentConfig) -> list[devices_mod.Device]:
-    """The devices a config's run gets, or DeviceError saying why not: this machine's, or every node's by the
-    spec alone (engine.nodes.cluster; their agents check they have them)."""
-    if config.nodes:
-        from engine.nodes.address import AddressError, parse_nodes
-        from engine.nodes.cluster import cluster_devices
-        try:
-            return cluster_devices(config.devices, parse_nodes(config.nodes))
-        except AddressError as exc:
-            raise devices_mod.DeviceError(f"--nodes: {exc}") from None
-    devices = devices_mod.parse(config.devices, devices_needed(config))
-    known = strategies.STRATEGIES.get(config.strategy)
-    return known.placed(config, devices) if known is not None else devices
-
-
-def devices_needed(config: ExperimentConfig) -> int:
-    """How many devices a spec that leaves it open ("auto") should get."""
-    known = strategies.STRATEGIES.get(config.strategy)
-    if known is not None:
-        return known.devices_needed(config)
-    return len(config.split) + 1 if config.split is not None else 2
-
-
 def batch_norm_note(config: ExperimentConfig, has_batch_norm: bool, devices: int) -> str | None:
     """Why a model with BatchNorm trains differently under this run than on one device, if it does."""
     strategy = strategies.get(config.strategy)
@@ -208,7 +167,7 @@ def check(config: ExperimentConfig) -> list[Problem]:
     return plan(config)[1]
 
 
-def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
+def plan(config: ExperimentConfig) -> tuple[ResolvedRun | None, list[Problem]]:
     found = rules.problems(config)
     devices: list[devices_mod.Device] = []
     try:
@@ -227,7 +186,7 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     impl = strategies.get(config.strategy)
     if not impl.builds_model:   # a script of the user's: no model of ours to build
         found = impl.check(config, devices, 0)
-        return (None, found) if found else (RunPlan(devices, impl.world_size(config, devices), 0, [], []), [])
+        return (None, found) if found else (resolve(config, devices), [])
     if config.model_file or models.lookup(config.model):
         spec, problem = _build_model(config)
         if problem:
@@ -254,7 +213,7 @@ def plan(config: ExperimentConfig) -> tuple[RunPlan | None, list[Problem]]:
     loader = loader_placement.placement_note(config, devices, usable_cores())
     if loader:
         warnings.append(loader)
-    return RunPlan(devices, impl.world_size(config, devices), n_blocks, spec.block_names, warnings), []
+    return resolve(config, devices, n_blocks=n_blocks, block_names=spec.block_names, warnings=warnings), []
 
 
 MODEL_OPTIONS = {"model", "model_file", "width", "depth", "seed"}

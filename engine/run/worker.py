@@ -25,15 +25,16 @@ import time
 
 from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
-from engine.devices import Device, DeviceError
+from engine.devices import DeviceError
 from engine.events import Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.record.step_merger import StepMerger
-from engine.record.summary import summarize, theoretical_bubble, theory_formula, unique_devices
+from engine.record.summary import summarize
 from engine.record.totals import RunTotals
-from engine.rules import effective_batch_size, effective_micro_batches, effective_stages_per_device
+from engine.rules import effective_batch_size
 from engine.run.failure import Cause, Failure, hang_cause, noted
 from engine.run.heartbeat import TRAINING
 from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, end_local_ranks, script_facts
+from engine.run.resolved_run import ResolvedRun, resolve
 from engine.wire import codec, rank as rank_events, worker as protocol
 
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
@@ -44,7 +45,7 @@ CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at mo
 
 
 class Worker:
-    def __init__(self, config: ExperimentConfig, devices: list[Device], origin: float, out, *, links=None,
+    def __init__(self, config: ExperimentConfig, resolved: ResolvedRun, origin: float, out, *, links=None,
                  telemetry_hz: float = 10.0, run_id: str | None = None):
         self._cpu_from: float | None = None   # the process's CPU time at the first merged step
         self.config = config
@@ -52,22 +53,18 @@ class Worker:
         self.nodes = None           # their NodeRanks, once launched
         self.telemetry_hz = telemetry_hz
         self.run_id = run_id
-        self.devices = devices
+        self.resolved = resolved   # the run as the session resolved it (engine/run/resolved_run.py)
+        self.devices = resolved.devices
         self.origin = origin
         self.out = out
         self.strategy = strategies.get(config.strategy)
-        self.world = self.strategy.world_size(config, devices)
+        self.world = resolved.world_size
         # Bounded: a recorder that falls behind makes the ranks wait, rather than this process hold the backlog.
         self.queue: queue.Queue = queue.Queue(maxsize=RANK_EVENT_BACKLOG)
         # A stop does not queue behind rank events: it is seen on the next pass, whatever is waiting.
         self.stop_event = threading.Event()
         self.ranks: list[Rank] = []
-        self.device_names = unique_devices([d.name for d in devices])
-        self.theory_bubble = theoretical_bubble(config.strategy, [d.name for d in devices],
-                                                effective_micro_batches(config), self.world > 1, config.schedule,
-                                                effective_stages_per_device(config))
-        self.theory_text = theory_formula(config.schedule, len(self.device_names), effective_micro_batches(config),
-                                          effective_stages_per_device(config))
+        self.device_names = resolved.device_names
         self.merger = StepMerger(self.world, self.device_names, origin,
                                  pair_collectives=self.strategy.collectives_span_all_ranks,
                                  loss_parts=self.strategy.builds_model)
@@ -97,9 +94,8 @@ class Worker:
         if self.links:
             self._launch_on_nodes()
         else:
-            self.local = LocalRanks(self.config, self.devices, self.world, self.device_names, self.queue,
-                                    self.stop_event, warn=lambda message: self.emit(Warned,
-                                                                                    message=message))
+            self.local = LocalRanks(self.config, self.resolved, self.queue, self.stop_event,
+                                    warn=lambda message: self.emit(Warned, message=message))
             self.local.launch(self.ranks)
 
     def _launch_on_nodes(self) -> None:
@@ -345,14 +341,15 @@ class Worker:
                   worker_pid=os.getpid(), devices=list(self.devices),
                   device_pids=self.device_pids(),
                   config=self.config.to_dict(), split=split, world_size=self.world,
-                  micro_batches=effective_micro_batches(self.config), clock_origin=self.origin,
-                  theory_bubble=self.theory_bubble, theory_text=self.theory_text, notes=self.notes(),
+                  micro_batches=self.resolved.micro_batches, clock_origin=self.origin,
+                  theory_bubble=self.resolved.theory_bubble, theory_text=self.resolved.theory_text,
+                  notes=self.notes(),
                   plan=self.schedule_plan, peaks=dict(self.peaks), **self._nodes_field())
 
     def notes(self) -> list[str]:
         """What the user must know to read this run's result (engine/run/run_notes.py)."""
         from engine.run.run_notes import run_notes
-        return run_notes(self.config, self.devices, self.strategy.builds_model, self.world, self.batch_norm,
+        return run_notes(self.config, self.resolved, self.strategy.builds_model, self.batch_norm,
                          self.ranks)
 
     def _check_hang(self, failure: Failure | None) -> Failure | None:
@@ -379,10 +376,10 @@ class Worker:
         summary = summarize(
             run_id=None, status=status, config=self.config, devices=self.device_names,
             split=self.split or next((rr.split for rr in self.ranks if rr.split), None),
-            micro_batches=effective_micro_batches(self.config), batch_size=effective_batch_size(self.config),
+            micro_batches=self.resolved.micro_batches, batch_size=effective_batch_size(self.config),
             totals=self.totals, param_sq_parts=parts, change_sq_parts=changes,
-            data_parallel=self.strategy.data_parallel, theory_bubble=self.theory_bubble, notes=self.notes(),
-            theory_text=self.theory_text, plan=self.schedule_plan,
+            data_parallel=self.strategy.data_parallel, theory_bubble=self.resolved.theory_bubble,
+            notes=self.notes(), theory_text=self.resolved.theory_text, plan=self.schedule_plan,
             nodes=[link.summary() for link in self.links] if self.links else None,
             split_backward={rr.device.name: rr.split_backward for rr in self.ranks
                             if finished and rr.split_backward[0] is not None},
@@ -413,13 +410,12 @@ def main() -> int:
         run = protocol.read_request(first)
         origin = run.clock_origin if run.clock_origin is not None else origin
         config = ExperimentConfig.from_dict(run.config)
+        resolved = ResolvedRun.from_dict(run.resolved) if run.resolved is not None else resolve(config)
         links = None
-        if config.nodes:
+        if config.nodes:  # the devices the nodes have, as they say when connected
             from engine.nodes.coordinator import connect_run_nodes
             links, devices = connect_run_nodes(config)
-        else:
-            from engine.run.validate import run_devices
-            devices = run_devices(config)
+            resolved = resolved.with_devices(devices)
     except (ConfigError, DeviceError, TypeError, ValueError, ConnectionError) as exc:   # codec.WireError: a ValueError
         message = (str(exc) if isinstance(exc, (ConnectionError, DeviceError)) else
                    f"invalid config: {exc}")
@@ -427,7 +423,7 @@ def main() -> int:
                   + protocol.encode(Finished(t=time.perf_counter() - origin, status="failed")) + "\n")
         out.flush()
         return 2
-    worker = Worker(config, devices, origin, out, links=links, telemetry_hz=run.telemetry_hz,
+    worker = Worker(config, resolved, origin, out, links=links, telemetry_hz=run.telemetry_hz,
                     run_id=run.run_id)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop_event.set())
     threading.Thread(target=_watch_stdin, args=(worker.stop_event,), name="stdin-watch", daemon=True).start()

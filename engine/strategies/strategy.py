@@ -98,7 +98,7 @@ class Strategy:
         return []
 
     def placed(self, config: ExperimentConfig, devices: list[Device]) -> list[Device]:
-        """The devices as the run's processes hold them (engine.run.validate.run_devices): as resolved, each CPU
+        """The devices as the run's processes hold them (engine.run.resolved_run.run_devices): as resolved, each CPU
         device a core of its own."""
         return devices
 

@@ -39,9 +39,9 @@ from engine.run.rank import (
     describe_exception,
     die_with_worker,
     node_channel,
-    own_device,
     pin,
 )
+from engine.run.resolved_run import own_device
 from engine.strategies.script import plain
 from engine.wire.rank import Done, Failed, Ready, read_devices
 

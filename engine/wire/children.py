@@ -37,7 +37,7 @@ class CheckRequest:
 @dataclass(frozen=True)
 class CheckAnswer:
     config: dict                       # the config as resolved (its split named by blocks)
-    plan: dict | None = None           # engine/run/validate.py RunPlan.to_dict(), or None where it has problems
+    plan: dict | None = None           # engine/run/resolved_run.py ResolvedRun.to_dict(), or None where it has problems
     problems: list[Problem] = field(default_factory=list)
 
 

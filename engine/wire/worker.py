@@ -42,6 +42,7 @@ class RunRequest:
     clock_origin: float | None = None              # the session's perf_counter at the run's start
     telemetry_hz: float = 10.0                     # the node agents' sampling rate
     run_id: str | None = None                      # the rendezvous id on nodes
+    resolved: dict | None = None                   # engine/run/resolved_run.py ResolvedRun.to_dict(), the session's
 
 
 def request_line(request: RunRequest) -> str:
