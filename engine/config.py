@@ -47,18 +47,20 @@ TIMELINE_MODES = {
 
 
 def _option(default: Any, help: str, *, flag: str | None = None, label: str | None = None,
-            choices: dict[str, str] | str | None = None, form: bool = False, experiment: bool = True,
-            path: bool = False) -> Any:
+            choices: dict[str, str] | str | None = None, bounds: tuple[float, float] | None = None,
+            why: str = "", form: bool = False, experiment: bool = True, path: bool = False) -> Any:
     """An ExperimentConfig field and how the command line and the app show it (``engine.run_options.options``
     reads it): ``help``, ``flag`` (default ``--`` and the name with dashes), ``label`` (the form's, default the
     name in words), ``choices`` (name -> description, or the name of a registry in
-    ``engine.run_options.REGISTRIES``: this module imports none), ``form`` (the app's panel shows it among its
+    ``engine.run_options.REGISTRIES``: this module imports none), ``bounds`` (the least and the most it may be,
+    both allowed: ``engine.rules`` refuses a value outside them, saying so with ``why``, and the form's box
+    stops at them), ``form`` (the app's panel shows it among its
     further options: the options with no control of their own there), ``experiment`` (an experiment's base
     takes it: not the strategy, which each point sets, nor the nodes, which experiments do not use), ``path``
     (a file, made absolute: the ranks run in the project's folder)."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "label": label, "choices": choices, "form": form, "experiment": experiment,
-        "path": path})
+        "help": help, "flag": flag, "label": label, "choices": choices, "bounds": bounds, "why": why, "form": form,
+        "experiment": experiment, "path": path})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,11 +74,11 @@ class ExperimentConfig:
     model_file: str | None = _option(None, "a .py file with build_model() returning any nn.Module and "
                                            "make_batch(batch_size, generator)", path=True)
     image_size: int | None = _option(None, "torchvision models: image height and width (default: the size its "
-                                           "weights expect)")
+                                           "weights expect)", bounds=(1, 4096))
     split_level: int = _option(1, "any-module models: how deep in the module tree the split points are",
                                choices="split levels")
-    width: int = _option(512, "mlp: features of each hidden Linear")
-    depth: int = _option(8, "mlp: Linear+ReLU blocks before the head")
+    width: int = _option(512, "mlp: features of each hidden Linear", bounds=(1, 16384))
+    depth: int = _option(8, "mlp: Linear+ReLU blocks before the head", bounds=(1, 512))
     devices: str = _option("auto", '"auto", "cpu:N" (N virtual devices, one pinned core each), "cuda:0,cuda:1", '
                                    'or a mix such as "cpu,cuda:0"')
     split: tuple[int, ...] | None = _option(
@@ -90,8 +92,8 @@ class ExperimentConfig:
     stages_per_device: int | None = _option(None, "pipeline: stages each device runs, V (default: 1 for gpipe "
                                                   "and 1f1b, 2 for the others; zbv and dualpipev run exactly 2, "
                                                   "placed in a V)")
-    batch_size: int | None = _option(None, "global batch per step (default: the model's)")
-    steps: int = _option(20, "optimizer steps to run")
+    batch_size: int | None = _option(None, "global batch per step (default: the model's)", bounds=(1, 1_000_000))
+    steps: int = _option(20, "optimizer steps to run", bounds=(1, 10_000_000))
     warmup: int = _option(2, "leading steps left out of the summary's timings (default: 2, fewer on a run "
                              "of 2 steps or less)")
     seed: int = _option(0, "seeds the initial parameters and the synthetic data: every strategy sees the same "
@@ -102,20 +104,22 @@ class ExperimentConfig:
                                            "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
     input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=INPUT_PREP)
     loader_workers: int = _option(0, "input prep loader: the DataLoader's worker processes (0, torch's default: "
-                                     "the rank decodes each batch itself)", form=True)
+                                     "the rank decodes each batch itself)", bounds=(0, 64), form=True)
     loader_cores: str | None = _option(None, "input prep loader: the cores its workers run on, e.g. 2,3 or 2-5 "
                                              "(default: the cores no device of the run holds)", form=True)
     pin_memory: bool = _option(False, "input prep loader: batches in page-locked memory, copied to GPUs "
                                       "asynchronously", form=True)
     prefetch_factor: int | None = _option(None, "input prep loader: batches each worker prepares ahead "
-                                                "(default: torch's, 2)", form=True)
+                                                "(default: torch's, 2)", bounds=(1, 64), form=True)
     persistent_workers: bool = _option(False, "input prep loader: workers kept between passes over the samples "
                                               "(else started again each pass, as torch's default does)", form=True)
     decode_cost_ms: float = _option(0.0, "input prep loader: CPU milliseconds of further work per sample, beside "
                                          "an image's JPEG decode and augmentation", flag="--decode-cost",
-                                    label="decode cost (ms per sample)", form=True)
+                                    label="decode cost (ms per sample)", bounds=(0, 1000), why="ms per sample",
+                                    form=True)
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
-                                    "and exported with `export --format trace` (default 0: none)", form=True)
+                                    "and exported with `export --format trace` (default 0: none)", bounds=(0, 20),
+                                 why="a profiled step's trace is large", form=True)
     profile_from: int | None = _option(None, "the first step --profile-steps records, counted from 0 (default: "
                                              "the first measured, --warmup)")
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
@@ -145,7 +149,7 @@ class ExperimentConfig:
     samples_per_step: int | None = _option(None, "strategy script: the samples each process's step trains on, "
                                                  "where the script does not say (watch.step) and its batches come "
                                                  "from no DataLoader (default: the first dimension of the model's "
-                                                 "first tensor input)", experiment=False)
+                                                 "first tensor input)", bounds=(1, 100_000_000), experiment=False)
 
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -217,6 +221,30 @@ def field_types(cls: type) -> dict[str, tuple[type, bool]]:
     if cls not in _TYPES:
         _TYPES[cls] = {name: _base_and_optional(hint) for name, hint in typing.get_type_hints(cls).items()}
     return _TYPES[cls]
+
+
+def bounds_of(name: str) -> tuple[float, float] | None:
+    """The least and the most option ``name`` may be (``_option``'s ``bounds``), or None where it has none."""
+    return _fields(ExperimentConfig)[name].metadata["bounds"]
+
+
+def out_of_bounds(config: ExperimentConfig, name: str) -> Problem | None:
+    """Option ``name``'s value outside its declared bounds, said with them ("must be from 1 to 512, got 0");
+    None where it is within them or not given."""
+    value, meta = getattr(config, name), _fields(type(config))[name].metadata
+    least, most = meta["bounds"]
+    if value is None or least <= value <= most:
+        return None
+    why = f" ({meta['why']})" if meta["why"] else ""
+    return Problem(name, f"must be from {_number(least)} to {_number(most)}{why}, got {_number(value)}")
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
 
 
 def declared_flag(f: dataclasses.Field) -> str:

@@ -8,8 +8,10 @@ precisions for it (each value is its registry's rule: ``Strategy.micro_batches``
 """
 from __future__ import annotations
 
+import dataclasses
+
 from engine import models, strategies
-from engine.config import INPUT_PREP, PEAK_SOURCES, TIMELINE_MODES, ExperimentConfig
+from engine.config import INPUT_PREP, PEAK_SOURCES, TIMELINE_MODES, ExperimentConfig, out_of_bounds
 from engine.cores import parse_cores
 from engine.models import effective_batch_size  # noqa: F401 (each value the engine chooses, from here)
 from engine.precision import DTYPES, OPTIMIZERS, effective_lr  # noqa: F401
@@ -52,7 +54,7 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     found.extend(loader_problems(config))
     found.extend(_training_choice_problems(config))
     ours = not watches_script(config)
-    found.extend(_size_problems(config, ours))
+    found.extend(_size_problems(config))
     found.extend(_step_problems(config))
     if ours:
         found.extend(_script_only_problems(config))
@@ -60,6 +62,20 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
         found.extend(known.option_problems(config))
+    return found + _bounds_problems(config, {p.option for p in found}, ours)
+
+
+def _bounds_problems(config: ExperimentConfig, named: set[str], ours: bool) -> list[Problem]:
+    """Each option outside its declared bounds (engine/config.py ``bounds``: declared there, checked here for
+    every option), unless a problem names it already (it does not apply, or needs another option first). A
+    watched script's steps of 0 or fewer are its strategy's to judge (0: until it ends)."""
+    found = []
+    for name in (f.name for f in dataclasses.fields(config) if f.metadata["bounds"]):
+        if name in named or (name == "steps" and not ours and config.steps <= 0):
+            continue
+        problem = out_of_bounds(config, name)
+        if problem is not None:
+            found.append(problem)
     return found
 
 
@@ -98,30 +114,19 @@ def _training_choice_problems(config: ExperimentConfig) -> list[Problem]:
     return found
 
 
-def _size_problems(config: ExperimentConfig, ours: bool) -> list[Problem]:
-    """Width, depth, steps, image size, split level and batch size: each in its range, and given where it
-    applies (``ours``: our model under a strategy, not a watched script)."""
+def _size_problems(config: ExperimentConfig) -> list[Problem]:
+    """The image size and the split level given where they apply, the split level a known one (their ranges,
+    and the width's, depth's, steps' and batch size's: ``_bounds_problems``)."""
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
-    for name, most in (("width", 16384), ("depth", 512), ("steps", 10_000_000)):
-        value = getattr(config, name)
-        if name == "steps" and value <= 0 and not ours:
-            continue   # a script's steps are the most it may run, 0 until it ends: its strategy says
-        if not 1 <= value <= most:
-            add(name, f"must be from 1 to {most}, got {value}")
-    if config.image_size is not None:
-        if not models.torchvision_name(config.model):
-            add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
-        elif not 1 <= config.image_size <= 4096:
-            add("image_size", f"must be from 1 to 4096, got {config.image_size}")
+    if config.image_size is not None and not models.torchvision_name(config.model):
+        add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
     if config.split_level not in models.SPLIT_LEVELS:
         add("split_level", "allowed: " + "; ".join(f"{k}: {text}" for k, text in models.SPLIT_LEVELS.items())
             + f"; got {config.split_level}")
     elif config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
         add("split_level", f"applies to {models.TORCHVISION}NAME models and model files; {config.model}'s split "
                            "points are its blocks")
-    if config.batch_size is not None and not 1 <= config.batch_size <= 1_000_000:
-        add("batch_size", f"must be from 1 to 1000000, got {config.batch_size}")
     return found
 
 
@@ -130,8 +135,8 @@ def _step_problems(config: ExperimentConfig) -> list[Problem]:
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     first_profiled = config.warmup if config.profile_from is None else config.profile_from
-    if not 0 <= config.profile_steps <= 20:
-        add("profile_steps", f"must be from 0 to 20 (a profiled step's trace is large), got {config.profile_steps}")
+    if out_of_bounds(config, "profile_steps"):
+        found.append(out_of_bounds(config, "profile_steps"))
     elif config.profile_from is not None and config.profile_from < 0:
         add("profile_from", f"must be a step, 0 or more, got {config.profile_from}")
     elif config.profile_from is not None and not config.profile_steps:
@@ -174,17 +179,10 @@ def loader_problems(config: ExperimentConfig) -> list[Problem]:
         return [Problem(name, "applies only with --input-prep loader") for name in LOADER_OPTIONS
                 if getattr(config, name) != getattr(default, name)]
     found = []
-    if not 0 <= config.loader_workers <= 64:
-        found.append(Problem("loader_workers", f"must be from 0 to 64, got {config.loader_workers}"))
-    if not 0 <= config.decode_cost_ms <= 1000:
-        found.append(Problem("decode_cost_ms", f"must be from 0 to 1000 ms per sample, got {config.decode_cost_ms:g}"))
     # torch's DataLoader refuses these without workers (they are about the workers)
-    if config.prefetch_factor is not None:
-        if config.loader_workers < 1:
-            found.append(Problem("prefetch_factor", "needs --loader-workers 1 or more (batches are prefetched by "
-                                                    "the workers)"))
-        elif not 1 <= config.prefetch_factor <= 64:
-            found.append(Problem("prefetch_factor", f"must be from 1 to 64, got {config.prefetch_factor}"))
+    if config.prefetch_factor is not None and config.loader_workers < 1:
+        found.append(Problem("prefetch_factor", "needs --loader-workers 1 or more (batches are prefetched by "
+                                                "the workers)"))
     if config.persistent_workers and config.loader_workers < 1:
         found.append(Problem("persistent_workers", "needs --loader-workers 1 or more"))
     if config.loader_cores is not None:

@@ -41,6 +41,7 @@ class Option:
     flag: str                           # "--hang-timeout"
     label: str                          # "hang timeout (s)": how the app's form names it
     choices: dict[Any, str] | None      # name -> description, where the value is one of some names
+    bounds: tuple[float, float] | None  # the least and the most it may be (engine.rules refuses the rest)
     in_form: bool                       # the app's panel shows it among its further options
     in_experiment: bool                 # an experiment's base takes it from the run options
     path: bool                          # a file, made absolute
@@ -54,7 +55,7 @@ def options() -> list[Option]:
         base, optional = field_types(ExperimentConfig)[f.name]
         choices = REGISTRIES[meta["choices"]]() if isinstance(meta["choices"], str) else meta["choices"]
         out.append(Option(f.name, base, optional, f.default, meta["help"],
-                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices,
+                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"],
                           meta["form"], meta["experiment"], meta["path"]))
     return out
 
@@ -68,6 +69,8 @@ def _help(o: Option) -> str:
     text = o.help
     if o.choices:
         text += ": " + "; ".join(f"{name}: {description}" for name, description in o.choices.items())
+    if o.bounds:
+        text += f"; from {o.bounds[0]:g} to {o.bounds[1]:g}"
     if o.default is not None and "default" not in text and o.type is not bool:  # argparse says a switch's
         text += f" (default {o.default:g})" if isinstance(o.default, float) else f" (default {o.default})"
     return text

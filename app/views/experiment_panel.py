@@ -25,7 +25,7 @@ from app.views.nodes_row import NodesRow
 from app.views.notice_area import NoticeArea
 from app.views.tips import add_described
 from app.views.wrapped_label import WrappedLabel
-from engine.config import INPUT_PREP, ExperimentConfig
+from engine.config import INPUT_PREP, ExperimentConfig, bounds_of
 from engine.devices import cuda_visible
 from engine.models import MODELS, SPLIT_LEVELS, lookup, torchvision_name
 from engine.precision import DTYPES, OPTIMIZERS
@@ -81,9 +81,12 @@ class ExperimentPanel(QtWidgets.QWidget):
 
     # -- building ------------------------------------------------------------------
     @staticmethod
-    def _spin_box(minimum: int, maximum: int, value: int, tooltip: str = "",
-                  object_name: str = "") -> QtWidgets.QSpinBox:
-        spin = QtWidgets.QSpinBox(minimum=minimum, maximum=maximum, value=value)
+    def _spin_box(option: str, value: int, tooltip: str = "", object_name: str = "", *,
+                  bounds: tuple[int, int] | None = None) -> QtWidgets.QSpinBox:
+        """A box for whole-number option ``option``, within its declared bounds (engine/config.py) or, where the
+        box means more than the option (an image size of 0: as trained) or a registry decides, ``bounds``."""
+        least, most = bounds or bounds_of(option)
+        spin = QtWidgets.QSpinBox(minimum=int(least), maximum=int(most), value=value)
         spin.setObjectName(object_name)
         spin.setToolTip(tooltip)
         return spin
@@ -100,8 +103,8 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.model_combo.sigModelFileChosen.connect(self.sigModelFileChosen)
         self.model_combo.currentIndexChanged.connect(self._on_model_changed)
         self.model_desc = self._muted_label()
-        self.width_spin = self._spin_box(1, 65536, 512, "mlp: features of each hidden Linear")
-        self.depth_spin = self._spin_box(1, 512, 8, "mlp: number of Linear+ReLU blocks before the head")
+        self.width_spin = self._spin_box("width", 512, "mlp: features of each hidden Linear")
+        self.depth_spin = self._spin_box("depth", 8, "mlp: number of Linear+ReLU blocks before the head")
         shape = QtWidgets.QHBoxLayout()
         shape.setContentsMargins(0, 0, 0, 0)
         shape.addWidget(QtWidgets.QLabel("width"))
@@ -119,9 +122,9 @@ class ExperimentPanel(QtWidgets.QWidget):
 
     def _build_any_module_rows(self) -> None:
         """Any-module models: the image size (torchvision) and how deep the split points are."""
-        self.image_spin = self._spin_box(0, 4096, 0, "torchvision models: height and width of the synthetic images; "
-                                         "\"as trained\": the size its weights were trained at (224 for most)",
-                                         "imageSizeSpin")
+        self.image_spin = self._spin_box("image_size", 0, "torchvision models: height and width of the synthetic "
+                                         "images; \"as trained\": the size its weights were trained at (224 for "
+                                         "most)", "imageSizeSpin", bounds=(0, 4096))
         self.image_spin.setSpecialValueText("as trained")
         self.image_spin.setSuffix(" px")
         self.image_label = QtWidgets.QLabel("image")
@@ -169,7 +172,7 @@ class ExperimentPanel(QtWidgets.QWidget):
         self.mb_mode.addItem("micro-batches", "micro_batches")
         self.mb_mode.addItem("split size", "split_size")
         self.mb_mode.setToolTip("Micro-batches per step, or samples per micro-batch (the tutorial's split size)")
-        self.mb_spin = self._spin_box(1, 1_000_000, 4)
+        self.mb_spin = self._spin_box("batch_size", 4)   # micro-batches, or samples in one: at most a batch
         self.mb_mode.currentIndexChanged.connect(self._changed)
         mb = QtWidgets.QHBoxLayout()
         mb.setContentsMargins(0, 0, 0, 0)
@@ -195,21 +198,20 @@ class ExperimentPanel(QtWidgets.QWidget):
         form.addRow(self.schedule_desc_label, self.schedule_desc)
         # Stages per device (V): the interleaved, looped and zero-bubble schedules place several on each.
         self.per_device_spin = self._spin_box(
-            1, max(v for s in SCHEDULE_INFO.values() for v in s.stages_per_device), 2,
-            "Stages each device runs (--stages-per-device): the model is cut into "
-            "devices x V stages, placed in a loop (or a V for zbv and dualpipev)", "stagesPerDeviceSpin")
+            "stages_per_device", 2, bounds=(1, max(v for s in SCHEDULE_INFO.values() for v in s.stages_per_device)),
+            tooltip="Stages each device runs (--stages-per-device): the model is cut into "
+            "devices x V stages, placed in a loop (or a V for zbv and dualpipev)", object_name="stagesPerDeviceSpin")
         self.per_device_label = QtWidgets.QLabel("Stages per device")
         form.addRow(self.per_device_label, self.per_device_spin)
 
     def _add_run_rows(self, form: QtWidgets.QFormLayout) -> None:
         """Batch size, steps, optimizer, precision, input, and the options the form shows folded."""
-        self.batch_spin = self._spin_box(1, 10_000_000, MODELS["mlp"].batch_size, "Global batch per step",
-                                         "batchSpin")
+        self.batch_spin = self._spin_box("batch_size", MODELS["mlp"].batch_size, "Global batch per step", "batchSpin")
         form.addRow("Batch size", self.batch_spin)
         self.batch_hint = BatchHint()
         self.batch_hint.sigUse.connect(self.batch_spin.setValue)
         form.addRow("", self.batch_hint)
-        self.steps_spin = self._spin_box(1, 10_000_000, 20, "Optimizer steps; the first two are warm-up and left "
+        self.steps_spin = self._spin_box("steps", 20, "Optimizer steps; the first two are warm-up and left "
                                          "out of the summary", "stepsSpin")
         form.addRow("Steps", self.steps_spin)
         self.optimizer_combo = self._choice(form, "Optimizer", "optimizerCombo", OPTIMIZERS)

@@ -15,8 +15,6 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from app.views.tips import add_described, wrapped
 from engine.run_options import Option
 
-UNSET = -1   # a number box's value for "the engine's default", where the option may be left to it
-
 
 class MoreOptions(QtWidgets.QWidget):
     sigChanged = QtCore.Signal()
@@ -65,8 +63,10 @@ class MoreOptions(QtWidgets.QWidget):
             check.toggled.connect(self.sigChanged)
             return check
         if o.type is int:
-            # Any value the command line takes (a seed may be negative); the engine's checks say what is wrong.
-            spin = QtWidgets.QSpinBox(minimum=UNSET if o.optional else -2 ** 31, maximum=2 ** 31 - 1)
+            # Within the option's declared bounds (engine/config.py), else any value the command line takes (a
+            # seed may be negative); one below the least, where the option may be left open, is "default".
+            least, most = o.bounds or (-2 ** 31 + 1, 2 ** 31 - 1)
+            spin = QtWidgets.QSpinBox(minimum=int(least) - 1 if o.optional else int(least), maximum=int(most))
             if o.optional:
                 spin.setSpecialValueText("default")
             spin.setKeyboardTracking(False)
@@ -93,7 +93,7 @@ class MoreOptions(QtWidgets.QWidget):
         if isinstance(control, QtWidgets.QCheckBox):
             return control.isChecked()
         if isinstance(control, QtWidgets.QSpinBox):
-            return None if control.value() == UNSET else control.value()
+            return None if o.optional and control.value() == control.minimum() else control.value()
         text = control.text().strip()
         if not text:
             return None if o.optional else o.default
@@ -114,6 +114,6 @@ class MoreOptions(QtWidgets.QWidget):
         elif isinstance(control, QtWidgets.QCheckBox):
             control.setChecked(bool(value))
         elif isinstance(control, QtWidgets.QSpinBox):
-            control.setValue(UNSET if value is None else int(value))
+            control.setValue(control.minimum() if value is None else int(value))
         else:
             control.setText("" if value is None else f"{value:g}" if isinstance(value, float) else str(value))

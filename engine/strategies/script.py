@@ -87,8 +87,6 @@ class Script(Strategy):
         if config.script_launch not in SCRIPT_LAUNCHES:
             found.append(Problem("script_launch", f"unknown value {config.script_launch!r}; allowed: "
                                                   + "; ".join(f"{k}: {v}" for k, v in SCRIPT_LAUNCHES.items())))
-        if config.samples_per_step is not None and not 1 <= config.samples_per_step <= 100_000_000:
-            found.append(Problem("samples_per_step", f"must be from 1 to 100000000, got {config.samples_per_step}"))
         if plain(config) and config.nodes:
             found.append(Problem("nodes", "a script run as plain python is one process on this machine: watch it "
                                           "as torchrun ranks (watch -- SCRIPT.py, or -- torchrun ...) over nodes"))

@@ -199,10 +199,11 @@ def test_an_experiment_takes_the_panels_schedule_and_says_what_it_sets_itself(qt
 
 def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiments_follow(qtbot, qapp_configured,
                                                                                          monkeypatch):
-    """A throwaway option added to a copy of ExperimentConfig's declaration, and nothing else edited: the
-    command line offers it with its help and parses it into the config, the panel shows a control for it
-    (under More options) whose value lands in the config and survives the settings, and an experiment's
-    base takes it."""
+    """Throwaway options added to a copy of ExperimentConfig's declaration, and nothing else edited: the
+    command line offers them with their help (and bounds) and parses them into the config, the checks refuse a
+    value outside the bounds, the panel shows a control for each (under More options, a number box stopping at
+    the bounds) whose value lands in the config and survives the settings, and an experiment's base takes
+    them. The panel's own boxes stop where the checks do."""
     import argparse
     import dataclasses
 
@@ -218,12 +219,19 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     class WithClip(config_module.ExperimentConfig):
         grad_clip: float | None = config_module._option(None, "clip each step's gradient norm at this value",
                                                         form=True)
+        accumulate: int | None = config_module._option(None, "micro-steps each optimizer step accumulates",
+                                                       bounds=(1, 16), form=True)
     for module in (config_module, run_options, panel_module, form_settings, presets):   # each module naming the class
         monkeypatch.setattr(module, "ExperimentConfig", WithClip)
 
     parser = argparse.ArgumentParser()
     run_options.add_run_options(parser)
     assert "clip each step's gradient norm" in parser.format_help()
+    assert "accumulates; from 1 to 16" in " ".join(parser.format_help().split())
+    # its bounds are checked with every other option's, and said as declared
+    from engine import rules
+    assert [p.message for p in rules.problems(WithClip(accumulate=17))] == ["must be from 1 to 16, got 17"]
+    assert rules.problems(WithClip(accumulate=16)) == []
     config, _ = run_options.config_from_args(parser.parse_args(["--grad-clip", "0.5", "--steps", "3"]))
     assert (type(config), config.grad_clip, config.steps, config.warmup) == (WithClip, 0.5, 3, 2)
     empty, _ = run_options.config_from_args(parser.parse_args(["--token-file", "", "--model-file", ""]))
@@ -236,13 +244,22 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     view = ExperimentPanel(cores=2)
     qtbot.addWidget(view)
     assert "grad_clip" in view.more.names and view.config().grad_clip is None
+    for spin, option in ((view.width_spin, "width"), (view.depth_spin, "depth"), (view.batch_spin, "batch_size"),
+                         (view.steps_spin, "steps")):
+        assert (spin.minimum(), spin.maximum()) == config_module.bounds_of(option), option
+    accumulate = view.more.controls["accumulate"]   # a box that stops at the bounds, below them "default"
+    assert (accumulate.minimum(), accumulate.maximum(), accumulate.specialValueText()) == (0, 16, "default")
+    assert view.config().accumulate is None
+    accumulate.setValue(4)
+    assert view.config().accumulate == 4
     view.more.controls["grad_clip"].setText("2.5")
     assert view.config().grad_clip == 2.5
     settings = QtCore.QSettings(QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope, "t", "clip")
     view.save(settings)
     view.more.set_value("grad_clip", None)
+    view.more.set_value("accumulate", None)
     view.restore(settings)
-    assert view.config().grad_clip == 2.5
+    assert view.config().grad_clip == 2.5 and view.config().accumulate == 4
     assert preset_base(view.config()).grad_clip == 2.5
 
 
