@@ -9,9 +9,11 @@ precisions for it (each value is its registry's rule: ``Strategy.micro_batches``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from engine import models, strategies
-from engine.config import INPUT_PREP, PEAK_SOURCES, TIMELINE_MODES, ExperimentConfig, out_of_bounds
+from engine.config import ExperimentConfig, out_of_bounds
 from engine.cores import parse_cores
 from engine.models import effective_batch_size  # noqa: F401 (each value the engine chooses, from here)
 from engine.precision import DTYPES, OPTIMIZERS, effective_lr  # noqa: F401
@@ -44,6 +46,23 @@ def model_label(config: ExperimentConfig) -> str:
     return config.model if not config.model_file else models.CUSTOM
 
 
+# The registries an option's choices may name (engine/config.py's ``choices="schedules"``): name -> description.
+REGISTRIES: dict[str, Callable[[], dict[Any, str]]] = {
+    "strategies": lambda: {name: s.description for name, s in strategies.STRATEGIES.items()},
+    "schedules": lambda: strategies.SCHEDULES,
+    "split levels": lambda: models.SPLIT_LEVELS,
+    "optimizers": lambda: OPTIMIZERS,
+    "dtypes": lambda: DTYPES,
+}
+
+
+def declared_choices(f: dataclasses.Field) -> dict[Any, str] | None:
+    """An option's choices (name -> description), read from its registry now where it names one; None where
+    any value of its type goes."""
+    choices = f.metadata["choices"]
+    return REGISTRIES[choices]() if isinstance(choices, str) else choices
+
+
 MOST_HANG_TIMEOUT_S = 7 * 24 * 3600.0   # longer waits overflow the timers that wait on it, failing late
 
 
@@ -51,8 +70,8 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     """What is wrong with the config on its own (no model built, no torch)."""
     found: list[Problem] = []
     found.extend(_choice_problems(config))
+    found.extend(_model_problems(config))
     found.extend(loader_problems(config))
-    found.extend(_training_choice_problems(config))
     ours = not watches_script(config)
     found.extend(_size_problems(config))
     found.extend(_step_problems(config))
@@ -80,11 +99,20 @@ def _bounds_problems(config: ExperimentConfig, named: set[str], ours: bool) -> l
 
 
 def _choice_problems(config: ExperimentConfig) -> list[Problem]:
-    """The strategy, the model (or model file), the timeline, the input prep and the peak: each a known one."""
+    """Each option with declared choices (engine/config.py ``choices``: the strategy, the schedule, the
+    optimizer, the dtype, the timeline, ...) one of them."""
+    found = []
+    for f in dataclasses.fields(config):
+        allowed, value = declared_choices(f), getattr(config, f.name)
+        if allowed is not None and value not in allowed:
+            found.append(Problem(f.name, f"unknown value {value!r}; allowed: {', '.join(map(str, allowed))}"))
+    return found
+
+
+def _model_problems(config: ExperimentConfig) -> list[Problem]:
+    """The model a known one, or a model file."""
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
-    if config.strategy not in strategies.STRATEGIES:
-        add("strategy", f"unknown strategy {config.strategy!r}; allowed: {', '.join(strategies.STRATEGIES)}")
     if config.model_file is None:
         if models.lookup(config.model) is None:
             add("model", f"unknown model {config.model!r}; allowed: {', '.join(models.MODELS)}, "
@@ -92,39 +120,17 @@ def _choice_problems(config: ExperimentConfig) -> list[Problem]:
     elif config.model not in (models.CUSTOM, "mlp"):
         # "mlp" is the default; a model file overrides it.
         add("model", "give either --model or --model-file, not both")
-    if config.timeline not in TIMELINE_MODES:
-        add("timeline", f"unknown value {config.timeline!r}; allowed: {', '.join(TIMELINE_MODES)}")
-    if config.input_prep not in INPUT_PREP:
-        add("input_prep", f"unknown value {config.input_prep!r}; allowed: {', '.join(INPUT_PREP)}")
-    if config.peak not in PEAK_SOURCES:
-        add("peak", f"unknown value {config.peak!r}; allowed: {', '.join(PEAK_SOURCES)}")
-    return found
-
-
-def _training_choice_problems(config: ExperimentConfig) -> list[Problem]:
-    """The optimizer, the dtype and the schedule: each a known one."""
-    found: list[Problem] = []
-    add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
-    if config.optimizer not in OPTIMIZERS:
-        add("optimizer", f"unknown optimizer {config.optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
-    if config.dtype not in DTYPES:
-        add("dtype", f"unknown dtype {config.dtype!r}; allowed: {', '.join(DTYPES)}")
-    if config.schedule not in strategies.SCHEDULES:
-        add("schedule", f"unknown schedule {config.schedule!r}; allowed: {', '.join(strategies.SCHEDULES)}")
     return found
 
 
 def _size_problems(config: ExperimentConfig) -> list[Problem]:
-    """The image size and the split level given where they apply, the split level a known one (their ranges,
-    and the width's, depth's, steps' and batch size's: ``_bounds_problems``)."""
+    """The image size and the split level given where they apply (their ranges and choices, and the width's,
+    depth's, steps' and batch size's: ``_bounds_problems`` and ``_choice_problems``)."""
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     if config.image_size is not None and not models.torchvision_name(config.model):
         add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
-    if config.split_level not in models.SPLIT_LEVELS:
-        add("split_level", "allowed: " + "; ".join(f"{k}: {text}" for k, text in models.SPLIT_LEVELS.items())
-            + f"; got {config.split_level}")
-    elif config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
+    if config.split_level in models.SPLIT_LEVELS and config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
         add("split_level", f"applies to {models.TORCHVISION}NAME models and model files; {config.model}'s split "
                            "points are its blocks")
     return found

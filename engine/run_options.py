@@ -11,22 +11,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import models, strategies
 from engine.config import ConfigError, ExperimentConfig, Problem, declared_flag, field_types
-from engine.precision import DTYPES, OPTIMIZERS
-
-# The registries an option's choices may name (engine/config.py's ``choices="schedules"``): name -> description.
-REGISTRIES: dict[str, Callable[[], dict[Any, str]]] = {
-    "strategies": lambda: {name: s.description for name, s in strategies.STRATEGIES.items()},
-    "schedules": lambda: strategies.SCHEDULES,
-    "split levels": lambda: models.SPLIT_LEVELS,
-    "optimizers": lambda: OPTIMIZERS,
-    "dtypes": lambda: DTYPES,
-}
+from engine.rules import declared_choices
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ def options() -> list[Option]:
     for f in dataclasses.fields(ExperimentConfig):
         meta = f.metadata
         base, optional = field_types(ExperimentConfig)[f.name]
-        choices = REGISTRIES[meta["choices"]]() if isinstance(meta["choices"], str) else meta["choices"]
+        choices = declared_choices(f)
         out.append(Option(f.name, base, optional, f.default, meta["help"],
                           declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"],
                           meta["form"], meta["experiment"], meta["path"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from engine.config import SCRIPT_LAUNCHES, ExperimentConfig
+from engine.config import ExperimentConfig
 from engine.problems import Problem
 from engine.strategies.strategy import Strategy
 
@@ -84,9 +84,6 @@ class Script(Strategy):
             found.append(Problem("script_args", f"cannot be split as a shell would: {exc}"))
         if config.script_cwd and not os.path.isdir(config.script_cwd):
             found.append(Problem("script_cwd", f"no such folder: {config.script_cwd}"))
-        if config.script_launch not in SCRIPT_LAUNCHES:
-            found.append(Problem("script_launch", f"unknown value {config.script_launch!r}; allowed: "
-                                                  + "; ".join(f"{k}: {v}" for k, v in SCRIPT_LAUNCHES.items())))
         if plain(config) and config.nodes:
             found.append(Problem("nodes", "a script run as plain python is one process on this machine: watch it "
                                           "as torchrun ranks (watch -- SCRIPT.py, or -- torchrun ...) over nodes"))

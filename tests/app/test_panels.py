@@ -221,6 +221,8 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
                                                         form=True)
         accumulate: int | None = config_module._option(None, "micro-steps each optimizer step accumulates",
                                                        bounds=(1, 16), form=True)
+        clip_by: str = config_module._option("norm", "what --grad-clip bounds", choices={
+            "norm": "the gradients' whole norm", "value": "each element"}, form=True)
     for module in (config_module, run_options, panel_module, form_settings, presets):   # each module naming the class
         monkeypatch.setattr(module, "ExperimentConfig", WithClip)
 
@@ -232,6 +234,8 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     from engine import rules
     assert [p.message for p in rules.problems(WithClip(accumulate=17))] == ["must be from 1 to 16, got 17"]
     assert rules.problems(WithClip(accumulate=16)) == []
+    assert [p.message for p in rules.problems(WithClip(clip_by="sign"))] == [
+        "unknown value 'sign'; allowed: norm, value"]
     config, _ = run_options.config_from_args(parser.parse_args(["--grad-clip", "0.5", "--steps", "3"]))
     assert (type(config), config.grad_clip, config.steps, config.warmup) == (WithClip, 0.5, 3, 2)
     empty, _ = run_options.config_from_args(parser.parse_args(["--token-file", "", "--model-file", ""]))
@@ -252,6 +256,9 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     assert view.config().accumulate is None
     accumulate.setValue(4)
     assert view.config().accumulate == 4
+    clip_by = view.more.controls["clip_by"]   # a list of the declared choices
+    clip_by.setCurrentIndex(clip_by.findData("value"))
+    assert view.config().clip_by == "value"
     view.more.controls["grad_clip"].setText("2.5")
     assert view.config().grad_clip == 2.5
     settings = QtCore.QSettings(QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope, "t", "clip")
