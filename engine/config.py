@@ -52,7 +52,7 @@ def _option(default: Any, help: str, *, flag: str | None = None, label: str | No
     """An ExperimentConfig field and how the command line and the app show it (``engine.run_options.options``
     reads it): ``help``, ``flag`` (default ``--`` and the name with dashes), ``label`` (the form's, default the
     name in words), ``choices`` (name -> description, or the name of a registry in
-    ``engine.run_options.REGISTRIES``: this module imports none), ``bounds`` (the least and the most it may be,
+    ``engine.rules.REGISTRIES``: this module imports none), ``bounds`` (the least and the most it may be,
     both allowed: ``engine.rules`` refuses a value outside them, saying so with ``why``, and the form's box
     stops at them), ``form`` (the app's panel shows it among its
     further options: the options with no control of their own there), ``experiment`` (an experiment's base
