@@ -249,7 +249,7 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:
 
 def declared_flag(f: dataclasses.Field) -> str:
     """The option's command-line flag: the declared one, else ``--`` and its name with dashes."""
-    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+    return f.metadata["flag"] or "--" + f.name.replace("_", "-")
 
 
 # A problem names its option as the command line spells it (engine.problems, below this module).
