@@ -46,11 +46,25 @@ TIMELINE_MODES = {
 }
 
 
-def _option(default: Any, help: str, *, flag: str | None = None, label: str | None = None,
+# The concerns the options fall in (``_option``'s ``group``), in the order the command line's help and the form's
+# further options show them: name -> what its options decide.
+OPTION_GROUPS = {
+    "placement": "how training is spread: the strategy, the devices, the split and the nodes",
+    "model": "what is trained: the model and its size",
+    "pipeline": "a pipeline's micro-batches and schedule",
+    "training": "the batch, the steps and the optimizer",
+    "input": "how each step gets its batch (the DataLoader's options with --input-prep loader)",
+    "measurement": "what is recorded, and when a rank is declared hung",
+    "script": "a script of your own (--strategy script; `main.py watch` is the short way)",
+}
+
+
+def _option(default: Any, help: str, *, group: str, flag: str | None = None, label: str | None = None,
             choices: dict[str, str] | str | None = None, bounds: tuple[float, float] | None = None,
             why: str = "", form: bool = False, experiment: bool = True, path: bool = False) -> Any:
     """An ExperimentConfig field and how the command line and the app show it (``engine.run_options.options``
-    reads it): ``help``, ``flag`` (default ``--`` and the name with dashes), ``label`` (the form's, default the
+    reads it): ``help``, ``group`` (its concern, one of ``OPTION_GROUPS``), ``flag`` (default ``--`` and the
+    name with dashes), ``label`` (the form's, default the
     name in words), ``choices`` (name -> description, or the name of a registry in
     ``engine.rules.REGISTRIES``: this module imports none), ``bounds`` (the least and the most it may be,
     both allowed: ``engine.rules`` refuses a value outside them, saying so with ``why``, and the form's box
@@ -59,8 +73,8 @@ def _option(default: Any, help: str, *, flag: str | None = None, label: str | No
     takes it: not the strategy, which each point sets, nor the nodes, which experiments do not use), ``path``
     (a file, made absolute: the ranks run in the project's folder)."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "label": label, "choices": choices, "bounds": bounds, "why": why, "form": form,
-        "experiment": experiment, "path": path})
+        "help": help, "group": group, "flag": flag, "label": label, "choices": choices, "bounds": bounds, "why": why,
+        "form": form, "experiment": experiment, "path": path})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,88 +82,98 @@ class ExperimentConfig:
     """One run. Each field is an option declared once: its type and default here, its help, flag and where it
     shows in ``_option`` (the command line's options, the app's form and an experiment's base follow)."""
     strategy: str = _option("single", "how training is spread over the devices", choices="strategies",
-                            experiment=False)
+                            experiment=False, group="placement")
     model: str = _option("mlp", "a built-in model (`models` lists them), or torchvision:NAME for any torchvision "
-                                "classification model (`models --torchvision` lists them)")
+                                "classification model (`models --torchvision` lists them)", group="model")
     model_file: str | None = _option(None, "a .py file with build_model() returning any nn.Module and "
-                                           "make_batch(batch_size, generator)", path=True)
+                                           "make_batch(batch_size, generator)", path=True, group="model")
     image_size: int | None = _option(None, "torchvision models: image height and width (default: the size its "
-                                           "weights expect)", bounds=(1, 4096))
+                                           "weights expect)", bounds=(1, 4096), group="model")
     split_level: int = _option(1, "any-module models: how deep in the module tree the split points are",
-                               choices="split levels")
-    width: int = _option(512, "mlp: features of each hidden Linear", bounds=(1, 16384))
-    depth: int = _option(8, "mlp: Linear+ReLU blocks before the head", bounds=(1, 512))
+                               choices="split levels", group="model")
+    width: int = _option(512, "mlp: features of each hidden Linear", bounds=(1, 16384), group="model")
+    depth: int = _option(8, "mlp: Linear+ReLU blocks before the head", bounds=(1, 512), group="model")
     devices: str = _option("auto", '"auto", "cpu:N" (N virtual devices, one pinned core each), "cuda:0,cuda:1", '
-                                   'or a mix such as "cpu,cuda:0"')
+                                   'or a mix such as "cpu,cuda:0"', group="placement")
     split: tuple[int, ...] | None = _option(
         None, "first block (or submodule) of each later stage, by index or name, e.g. 5, 3,6, layer3 or "
               "layers.2,layers.4 (for a chain of blocks, layer3 means its first block, layer3.0); "
-              "default: the balanced split")
-    micro_batches: int | None = _option(None, "pipeline: micro-batches per step (the batch must divide evenly)")
+              "default: the balanced split", group="placement")
+    micro_batches: int | None = _option(None, "pipeline: micro-batches per step (the batch must divide evenly)",
+                                        group="pipeline")
     split_size: int | None = _option(None, "pipeline: samples per micro-batch (the tutorial's way: micro-batches "
-                                           "= batch / split size)")
-    schedule: str = _option("gpipe", "pipeline schedule", choices="schedules")
+                                           "= batch / split size)", group="pipeline")
+    schedule: str = _option("gpipe", "pipeline schedule", choices="schedules", group="pipeline")
     stages_per_device: int | None = _option(None, "pipeline: stages each device runs, V (default: 1 for gpipe "
                                                   "and 1f1b, 2 for the others; zbv and dualpipev run exactly 2, "
-                                                  "placed in a V)")
-    batch_size: int | None = _option(None, "global batch per step (default: the model's)", bounds=(1, 1_000_000))
-    steps: int = _option(20, "optimizer steps to run", bounds=(1, 10_000_000))
+                                                  "placed in a V)", group="pipeline")
+    batch_size: int | None = _option(None, "global batch per step (default: the model's)", bounds=(1, 1_000_000),
+                                     group="training")
+    steps: int = _option(20, "optimizer steps to run", bounds=(1, 10_000_000), group="training")
     warmup: int = _option(2, "leading steps left out of the summary's timings (default: 2, fewer on a run "
-                             "of 2 steps or less)")
+                             "of 2 steps or less)", group="training")
     seed: int = _option(0, "seeds the initial parameters and the synthetic data: every strategy sees the same "
-                           "batches", form=True)
+                           "batches", form=True, group="model")
     lr: float | None = _option(None, "the optimizer's learning rate (default: the model's for SGD, torch's 1e-3 "
-                                     "for AdamW)", label="learning rate", form=True)
+                                     "for AdamW)", label="learning rate", form=True, group="training")
     hang_timeout_s: float = _option(120.0, "seconds without progress before a rank is declared hung and the "
-                                           "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True)
-    input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=INPUT_PREP)
+                                           "run fails", flag="--hang-timeout", label="hang timeout (s)", form=True,
+                                    group="measurement")
+    input_prep: str = _option("ahead", "how each step gets its batch (engine.run.feed)", choices=INPUT_PREP,
+                              group="input")
     loader_workers: int = _option(0, "input prep loader: the DataLoader's worker processes (0, torch's default: "
-                                     "the rank decodes each batch itself)", bounds=(0, 64), form=True)
+                                     "the rank decodes each batch itself)", bounds=(0, 64), form=True, group="input")
     loader_cores: str | None = _option(None, "input prep loader: the cores its workers run on, e.g. 2,3 or 2-5 "
-                                             "(default: the cores no device of the run holds)", form=True)
+                                             "(default: the cores no device of the run holds)", form=True,
+                                       group="input")
     pin_memory: bool = _option(False, "input prep loader: batches in page-locked memory, copied to GPUs "
-                                      "asynchronously", form=True)
+                                      "asynchronously", form=True, group="input")
     prefetch_factor: int | None = _option(None, "input prep loader: batches each worker prepares ahead "
-                                                "(default: torch's, 2)", bounds=(1, 64), form=True)
+                                                "(default: torch's, 2)", bounds=(1, 64), form=True, group="input")
     persistent_workers: bool = _option(False, "input prep loader: workers kept between passes over the samples "
-                                              "(else started again each pass, as torch's default does)", form=True)
+                                              "(else started again each pass, as torch's default does)", form=True,
+                                       group="input")
     decode_cost_ms: float = _option(0.0, "input prep loader: CPU milliseconds of further work per sample, beside "
                                          "an image's JPEG decode and augmentation", flag="--decode-cost",
                                     label="decode cost (ms per sample)", bounds=(0, 1000), why="ms per sample",
-                                    form=True)
+                                    form=True, group="input")
     profile_steps: int = _option(0, "measured steps each rank records with torch.profiler, kept with the run "
                                     "and exported with `export --format trace` (default 0: none)", bounds=(0, 20),
-                                 why="a profiled step's trace is large", form=True)
+                                 why="a profiled step's trace is large", form=True, group="measurement")
     profile_from: int | None = _option(None, "the first step --profile-steps records, counted from 0 (default: "
-                                             "the first measured, --warmup)")
+                                             "the first measured, --warmup)", group="measurement")
     timeline: str = _option("sampled", "which steps keep their intervals in the store "
-                                       "(engine.record.timeline_keeper)", choices=TIMELINE_MODES, form=True)
-    optimizer: str = _option("sgd", "the optimizer every strategy builds", choices="optimizers")
-    dtype: str = _option("float32", "the forward's compute dtype", choices="dtypes")
+                                       "(engine.record.timeline_keeper)", choices=TIMELINE_MODES, form=True,
+                            group="measurement")
+    optimizer: str = _option("sgd", "the optimizer every strategy builds", choices="optimizers", group="training")
+    dtype: str = _option("float32", "the forward's compute dtype", choices="dtypes", group="training")
     peak: str = _option("measured", "the peak FLOP/s each device's MFU is against (both are shown)",
-                        choices=PEAK_SOURCES, label="MFU against", form=True)
+                        choices=PEAK_SOURCES, label="MFU against", form=True, group="measurement")
     nodes: str | None = _option(None, "run over several machines, each running `main.py node`: "
                                       "ADDR:PORT,ADDR:PORT (each node runs --devices; ranks go node by node in "
-                                      "address order)", experiment=False)
+                                      "address order)", experiment=False, group="placement")
     token_file: str | None = _option(None, "with --nodes: the file holding the token the node agents share "
                                            "(default: SPLITSCOPE_NODE_TOKEN_FILE or ~/.config/splitscope/node-token, as `main.py node` "
-                                           "reads it)", experiment=False, path=True)
+                                           "reads it)", experiment=False, path=True, group="placement")
 
     script: str | None = _option(None, "strategy script: your own training script, run unmodified on each device "
                                        "as torchrun would start it (`main.py watch` is the short way)",
-                                 experiment=False, path=True)
+                                 experiment=False, path=True, group="script")
     script_args: str | None = _option(None, "strategy script: the script's own arguments, one shell-quoted string",
-                                      experiment=False)
+                                      experiment=False, group="script")
     script_cwd: str | None = _option(None, "strategy script: the folder it runs in, as the one torchrun is started "
-                                           "in (default: the script's own)", experiment=False, path=True)
+                                           "in (default: the script's own)", experiment=False, path=True,
+                                     group="script")
     script_launch: str = _option("torchrun", "strategy script: how it is started", choices=SCRIPT_LAUNCHES,
-                                 experiment=False)
+                                 experiment=False, group="script")
     script_module: str | None = _option(None, "strategy script, launched as python: a module to run as "
-                                              "`python -m MODULE` instead of a script file", experiment=False)
+                                              "`python -m MODULE` instead of a script file", experiment=False,
+                                        group="script")
     samples_per_step: int | None = _option(None, "strategy script: the samples each process's step trains on, "
                                                  "where the script does not say (watch.step) and its batches come "
                                                  "from no DataLoader (default: the first dimension of the model's "
-                                                 "first tensor input)", bounds=(1, 100_000_000), experiment=False)
+                                                 "first tensor input)", bounds=(1, 100_000_000), experiment=False,
+                                           group="script")
 
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import ConfigError, ExperimentConfig, Problem, declared_flag, field_types
+from engine.config import OPTION_GROUPS, ConfigError, ExperimentConfig, Problem, declared_flag, field_types
 from engine.rules import declared_choices
 
 
@@ -23,6 +23,7 @@ class Option:
     """One field of ExperimentConfig as the command line, the app's form (app/views/more_options.py) and an
     experiment's base (app/views/experiments_menu.py preset_base) show it."""
     name: str
+    group: str                          # its concern (engine/config.py OPTION_GROUPS)
     type: type                          # int, float, bool, str, or tuple (the split's block indices)
     optional: bool                      # None allowed: the engine chooses
     default: Any
@@ -43,7 +44,7 @@ def options() -> list[Option]:
         meta = f.metadata
         base, optional = field_types(ExperimentConfig)[f.name]
         choices = declared_choices(f)
-        out.append(Option(f.name, base, optional, f.default, meta["help"],
+        out.append(Option(f.name, meta["group"], base, optional, f.default, meta["help"],
                           declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"],
                           meta["form"], meta["experiment"], meta["path"]))
     return out
@@ -71,10 +72,11 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False,
     run's own (telemetry rate, store, --json); for an experiment, those its base takes and with no defaults,
     so only what the user gave overrides the preset's. ``leave_out``: options the command decides itself
     (advise chooses the strategy, split and schedule)."""
-    g = p.add_argument_group("run options")
-    for o in options():
+    groups = {name: p.add_argument_group(f"{name} options", about) for name, about in OPTION_GROUPS.items()}
+    for o in sorted(options(), key=lambda o: list(OPTION_GROUPS).index(o.group)):   # each concern's together
         if (for_experiment and not o.in_experiment) or o.name in leave_out:
             continue
+        g = groups[o.group]
         default = argparse.SUPPRESS if for_experiment else None if o.name in NOT_GIVEN else o.default
         if o.type is bool:   # --pin-memory, --no-pin-memory
             g.add_argument(o.flag, dest=o.name, default=default, help=_help(o), action=argparse.BooleanOptionalAction)
@@ -82,6 +84,7 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False,
         kind = {int: int, float: float}.get(o.type)   # text otherwise: --split takes indices or names
         g.add_argument(o.flag, dest=o.name, metavar=o.flag[2:].upper().replace("-", "_"), default=default,
                        help=_help(o), **({"type": kind} if kind else {}))
+    g = p.add_argument_group("recording")
     g.add_argument("--telemetry-hz", type=float, default=10.0, help="telemetry sampling rate, 0 < Hz <= 50")
     g.add_argument("--db", default=None, help="the run store (default: SPLITSCOPE_DB or the user data dir)")
     g.add_argument("--json", action="store_true", help="print only the summary as one JSON object")

@@ -3,7 +3,8 @@
 ExperimentConfig declares each option once (engine/config.py ``_option``); those marked for the form
 (``Option.in_form``: the seed, the learning rate, the hang timeout, the profiled steps, the timeline, and any
 option declared so later) each get a control here by their type: a list for a choice among names, a number box
-for a whole number, a text box for the rest, empty meaning the engine's default. Folded under a toggle: the
+for a whole number, a text box for the rest, empty meaning the engine's default; each concern's options
+together under its name (``OPTION_GROUPS``), as `run --help` groups them. Folded under a toggle: the
 panel's own rows are what most runs change.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views.tips import add_described, wrapped
+from engine.config import OPTION_GROUPS
 from engine.run_options import Option
 
 
@@ -21,6 +23,8 @@ class MoreOptions(QtWidgets.QWidget):
 
     def __init__(self, options: list[Option], parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
+        # each concern's together, under its name, in the command line's order (engine/config.py OPTION_GROUPS)
+        options = sorted(options, key=lambda o: list(OPTION_GROUPS).index(o.group))
         self.options = {o.name: o for o in options}
         self.toggle = QtWidgets.QToolButton()
         self.toggle.setObjectName("moreOptionsToggle")
@@ -33,7 +37,13 @@ class MoreOptions(QtWidgets.QWidget):
         form = QtWidgets.QFormLayout(self.body)
         form.setContentsMargins(12, 0, 0, 0)
         self.controls: dict[str, QtWidgets.QWidget] = {}
+        self.headers: dict[str, QtWidgets.QLabel] = {}
         for o in options:
+            if o.group not in self.headers:
+                header = self.headers[o.group] = QtWidgets.QLabel(o.group.capitalize())
+                header.setObjectName("sectionTitle")
+                header.setToolTip(wrapped(OPTION_GROUPS[o.group]))
+                form.addRow(header)
             control = self._control(o)
             control.setObjectName(f"option_{o.name}")
             control.setToolTip(wrapped(f"{o.help} ({o.flag})"))

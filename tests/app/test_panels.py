@@ -218,11 +218,11 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class WithClip(config_module.ExperimentConfig):
         grad_clip: float | None = config_module._option(None, "clip each step's gradient norm at this value",
-                                                        form=True)
+                                                        group="training", form=True)
         accumulate: int | None = config_module._option(None, "micro-steps each optimizer step accumulates",
-                                                       bounds=(1, 16), form=True)
+                                                       bounds=(1, 16), group="training", form=True)
         clip_by: str = config_module._option("norm", "what --grad-clip bounds", choices={
-            "norm": "the gradients' whole norm", "value": "each element"}, form=True)
+            "norm": "the gradients' whole norm", "value": "each element"}, group="training", form=True)
     for module in (config_module, run_options, panel_module, form_settings, presets):   # each module naming the class
         monkeypatch.setattr(module, "ExperimentConfig", WithClip)
 
@@ -230,6 +230,8 @@ def test_an_option_is_declared_once_and_the_command_line_the_form_and_experiment
     run_options.add_run_options(parser)
     assert "clip each step's gradient norm" in parser.format_help()
     assert "accumulates; from 1 to 16" in " ".join(parser.format_help().split())
+    training = parser.format_help().split("training options:")[1].split(" options:")[0]   # under its concern
+    assert "--grad-clip" in training and "--accumulate" in training and "--batch-size" in training
     # its bounds are checked with every other option's, and said as declared
     from engine import rules
     assert [p.message for p in rules.problems(WithClip(accumulate=17))] == ["must be from 1 to 16, got 17"]
@@ -276,9 +278,10 @@ def test_the_further_options_reach_the_config_and_an_experiment(panel):
     experiment's base as the panel's other settings do."""
     from app.views.experiments_menu import preset_base
     more = panel.more
-    assert more.names == ["seed", "lr", "hang_timeout_s", "loader_workers", "loader_cores", "pin_memory",
-                          "prefetch_factor", "persistent_workers", "decode_cost_ms", "profile_steps", "timeline",
-                          "peak"]
+    assert more.names == ["seed", "lr", "loader_workers", "loader_cores", "pin_memory", "prefetch_factor",
+                          "persistent_workers", "decode_cost_ms", "hang_timeout_s", "profile_steps", "timeline",
+                          "peak"]   # each concern's together, under its name, as `run --help` groups them
+    assert [h.text() for h in more.headers.values()] == ["Model", "Training", "Input", "Measurement"]
     assert not more.body.isVisible()
     more.toggle.click()
     assert more.body.isVisible()
