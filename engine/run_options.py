@@ -72,10 +72,12 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False,
     run's own (telemetry rate, store, --json); for an experiment, those its base takes and with no defaults,
     so only what the user gave overrides the preset's. ``leave_out``: options the command decides itself
     (advise chooses the strategy, split and schedule)."""
-    groups = {name: p.add_argument_group(f"{name} options", about) for name, about in OPTION_GROUPS.items()}
-    for o in sorted(options(), key=lambda o: list(OPTION_GROUPS).index(o.group)):   # each concern's together
+    groups: dict[str, argparse._ArgumentGroup] = {}   # each concern's together, those with an option here
+    for o in sorted(options(), key=lambda o: list(OPTION_GROUPS).index(o.group)):
         if (for_experiment and not o.in_experiment) or o.name in leave_out:
             continue
+        if o.group not in groups:
+            groups[o.group] = p.add_argument_group(f"{o.group} options", OPTION_GROUPS[o.group])
         g = groups[o.group]
         default = argparse.SUPPRESS if for_experiment else None if o.name in NOT_GIVEN else o.default
         if o.type is bool:   # --pin-memory, --no-pin-memory
