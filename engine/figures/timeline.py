@@ -105,7 +105,7 @@ def fold_nodes(groups: list[tuple[str | None, list[str]]], intervals: list[tuple
 def busy_columns(t0, t1, device, width: float, columns: int):
     """Busy seconds in each column [k width, (k+1) width) of busy intervals (t0, t1: arrays, from 0) of the
     devices ``device`` (an integer array), each device's overlaps counted once: a node folded into one
-    lane shades its columns by this over its devices x width (app/views/plots/timeline_view.py)."""
+    lane shades its columns by this over its devices x width (app/views/plots/timeline_bars.py)."""
     import numpy as np
     t0, t1, device = np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), np.asarray(device, dtype=np.int64)
     if not len(t0) or width <= 0:

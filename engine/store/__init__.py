@@ -2,6 +2,7 @@
 
 - ``database.py``: ``Store``, one SQLite connection, and the records it reads back;
 - ``schema.py``: the tables, the columns added since, the SQL that buckets samples;
+- ``locking.py``: how long a write waits for another's, retrying what SQLite says is busy, the write transaction;
 - ``client.py``: ``open_store``, which every caller uses: a ``Store`` here, or a ``RemoteStore`` in the store
   process for a process that opens files it does not choose (the app);
 - ``server.py``: the store process (``python -m engine.store``, ``__main__.py``);

@@ -26,31 +26,8 @@ from engine.config import ExperimentConfig
 from engine.results import ExperimentPlan, ExperimentResult, RunSummary, Sample, Step, from_json, to_json
 from engine.store import repair
 from engine.store.location import StoreLocationError, connect_read_only, default_path, location_problem, makes_folders
+from engine.store.locking import BUSY_TIMEOUT_S, Transaction, until_unlocked
 from engine.store.schema import AGGREGATES, SAMPLE_FIELDS, SCHEMA, STATUSES, bucket_start, migrate  # noqa: F401
-
-BUSY_TIMEOUT_S = 30.0
-"""How long a write waits for another process's write to end. Several runs recording into one store on a
-loaded machine (eight ranks on two cores) held the lock past 10 s once, and a run that could have waited
-failed with "database is locked"."""
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
-
-
-def until_unlocked(action, timeout_s: float = BUSY_TIMEOUT_S):
-    """``action()``, again while SQLite says the database is busy, for up to ``timeout_s``. The busy timeout
-    covers a write waiting for a write, but not every lock: a connection opening a store while the last one to
-    close it checkpoints and removes its write-ahead log gets SQLITE_BUSY at once (twelve runs started at once
-    on one store failed so in a CI run)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return action()
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def _shares(busy: dict | None) -> str | None:
@@ -154,7 +131,7 @@ class Store:
         self.close()
 
     def _tx(self):
-        return _Transaction(self._db)
+        return Transaction(self._db)
 
     def mark_interrupted(self, note: str | None = None) -> int:
         """Runs left ``running`` by a process that is gone become ``interrupted``; ``note`` is added to their
@@ -414,31 +391,3 @@ class Store:
     def recover_from(self, kept: str | os.PathLike) -> repair.Recovery:
         """Copy what can be read of a damaged store set aside at ``kept`` into this one (engine/store/repair.py)."""
         return repair.copy_readable(Path(kept), self._db)
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error: a crash never leaves half a batch."""
-
-    def __init__(self, db: sqlite3.Connection):
-        self._db = db
-
-    def __enter__(self):
-        self._db.execute("BEGIN IMMEDIATE")
-        return self._db
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self._rollback()
-            return False
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error:
-            self._rollback()   # a COMMIT that failed (a full disk) may leave the transaction open
-            raise
-        return False
-
-    def _rollback(self) -> None:
-        # SQLite rolls a transaction back itself on some errors (SQLITE_FULL, SQLITE_IOERR): a ROLLBACK then raised
-        # "cannot rollback - no transaction is active" in place of the error that said what happened.
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")

@@ -128,9 +128,9 @@ def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, 
     labels = timeline.labels
     assert labels[0] == "node0 ▸ 8  100%" and labels[5] == f"node5 ▸ 8  {100 * (7 + 0.1) / 8:.0f}%"
     # The folded lane shades each moment by the share of its devices busy: node5 has one of 8 idle.
-    assert timeline._node_busy["node0"].max() == pytest.approx(1.0)
-    assert timeline._node_busy["node5"].max() == pytest.approx(1.0)   # the first hundredth: all eight busy
-    assert timeline._node_busy["node5"][len(timeline._node_busy["node5"]) // 2] == pytest.approx(7 / 8)
+    assert timeline.bars.node_busy["node0"].max() == pytest.approx(1.0)
+    assert timeline.bars.node_busy["node5"].max() == pytest.approx(1.0)   # the first hundredth: all eight busy
+    assert timeline.bars.node_busy["node5"][len(timeline.bars.node_busy["node5"]) // 2] == pytest.approx(7 / 8)
     # A click on node5's lane unfolds it: its eight devices, each in a lane of its own.
     view = timeline.getPlotItem().getViewBox()
     at = timeline.mapFromScene(view.mapViewToScene(QtCore.QPointF(0.05, 5)))
@@ -138,7 +138,7 @@ def test_the_timeline_folds_each_node_into_a_lane_and_a_click_unfolds_it(panel, 
     assert [key for key, _ in timeline.lanes] == NODES[:5] + NAMES[40:48] + NODES[6:]
     assert timeline.labels[5 + 3] == "cuda:3  10%"   # the idle device's own lane, its share beside it
     # The idle device's bars are in its own lane now.
-    bars = timeline._bars["forward"].opts
+    bars = timeline.bars.by_kind["forward"].opts
     assert 5 + 3 in {int(round(y + bars["height"][0] / 2)) for y in bars["y0"]}
     # A device picked keeps its band on its lane as the lanes move.
     timeline.highlight(IDLE)

@@ -45,7 +45,7 @@ def test_a_folder_of_traces_opens_as_a_run_with_each_ranks_lanes_and_stays_in_th
     assert [key for key, _ in timeline.lanes] == ["rank 0", "rank 1"]
     assert {row[1] for row in timeline.rows} == {"rank 0", "rank 1"}
     for kind in ("compute", "communication", "host-wait"):
-        bars = timeline._bars[kind].opts
+        bars = timeline.bars.by_kind[kind].opts
         heights = np.asarray(bars["height"])
         assert set(np.round(np.asarray(bars["y0"]) + heights / 2).astype(int)) == {0, 1}, kind
         assert (heights < LANE_HEIGHT).all() == (kind == "host-wait")   # an idle gap is a thin band

@@ -6,9 +6,8 @@ from PySide6 import QtCore, QtWidgets
 
 from app.views import theme
 from app.views.elided_label import ElidedLabel
-from app.views.plots.timeline_view import KINDS
 from engine.figures import palette
-from engine.measure.timing import KIND_MEANING, WAIT_KINDS
+from engine.measure.timing import KIND_MEANING, KINDS, WAIT_KINDS
 from engine.traces.lanes import IDLE_LANE_KINDS, LANE_KINDS, LANE_MEANING
 
 TITLE = "Bubble (idle share of a step)"

@@ -3,7 +3,8 @@
 The cursor names the interval under it (hover.py): device, kind, step,
 which of the step's intervals of that kind it is, for a pipeline's compute the
 stage and micro-batch its schedule's plan says it ran (engine.figures.schedule_plan), and
-how long it took; between intervals, how long the device idled.
+how long it took; between intervals, how long the device idled. The bars themselves are drawn by
+TimelineBars (timeline_bars.py).
 """
 from __future__ import annotations
 
@@ -19,13 +20,12 @@ from app.views import theme
 from app.views.plots import export as plot_export
 from app.views.plots.hover import Found, Hover
 from app.views.plots.series_plot import cache_axes
+from app.views.plots.timeline_bars import TimelineBars
 from engine.devices import node_groups, node_of
 from engine.figures import Figure, palette, timeline_figure
 from engine.figures.heatmap import uses_heatmap
 from engine.figures.schedule_plan import action_label, measured_actions
-from engine.figures.timeline import FOLD_COLUMNS, KIND_HEIGHT, LANE_HEIGHT, TIMELINE, busy_columns
-from engine.measure.timing import BUSY_KINDS, KINDS  # the kinds a rank times (engine.measure.timing imports no torch)
-from engine.traces.lanes import LANE_KINDS  # a run read from profiler traces: kernels by type, idle gaps by cause
+from engine.figures.timeline import FOLD_COLUMNS, LANE_HEIGHT, TIMELINE
 
 # The time axis keeps its range while the steps shown span 60-100 % of it (see _draw).
 X_RANGE_HEADROOM = 1.12
@@ -59,25 +59,10 @@ class TimelineView(pg.PlotWidget):
         item.setMouseEnabled(x=True, y=False)
         item.getViewBox().invertY(True)
         theme.mute_axes(item)
-        self._idle = pg.BarGraphItem(x0=[], y0=[], width=[], height=[],
-                                     brush=palette.rgba(palette.IDLE, palette.IDLE_ALPHA), pen=None)
-        item.addItem(self._idle)
-        self._bars: dict[str, pg.BarGraphItem] = {}
-        for kind in dict.fromkeys((*KINDS, *LANE_KINDS)):
-            bar = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brush=palette.kind_color(kind), pen=None)
-            item.addItem(bar)
-            self._bars[kind] = bar
-        self._steps_line = pg.PlotCurveItem(pen=pg.mkPen(theme.MUTED, width=1, style=QtCore.Qt.PenStyle.DashLine),
-                                            connect="pairs")
-        item.addItem(self._steps_line)
+        self.bars = TimelineBars(item)   # the rows drawn, the folded nodes shaded
         # A run over several machines: each node's lanes on a band of its own, every other one shaded.
         self._node_bands: list[pg.LinearRegionItem] = []
-        # A node folded into one lane: its devices' busy share over time as shading (FOLD_COLUMNS columns).
-        self._node_shades = pg.BarGraphItem(x0=[], y0=[], width=[], height=[], brushes=[], pen=None)
-        item.addItem(self._node_shades)
         self.collapsed: set[str] = set()
-        self._node_busy: dict[str, np.ndarray] = {}   # a folded node's busy share per column, as shaded
-        self._shade_width = 1.0
         self.lanes: list[tuple[str, list[str]]] = []   # (its label's key: a device or a node, the devices in it)
         self.highlighted: str | None = None
         self.labels: list[str] = []   # each lane's label, top down (the axis shows those that fit)
@@ -317,40 +302,9 @@ class TimelineView(pg.PlotWidget):
         if not self.rows:
             self.placeholder.setPos(0.5, (max(len(self.lanes), 1) - 1) / 2)
             self.getPlotItem().setXRange(0, 1, padding=0)
-            empty = dict(x0=[], y0=[], width=[], height=[])
-            self._idle.setOpts(**empty)
-            for bar in self._bars.values():
-                bar.setOpts(**empty)
-            self._node_shades.setOpts(**empty, brushes=[])
-            self._steps_line.setData([], [])
+            self.bars.clear()
             return
-        rows = self.rows
-        lane_of = {name: lane for lane, (_key, names) in enumerate(self.lanes) for name in names}
-        own = {key for key, names in self.lanes if key in names}   # devices in lanes of their own
-        t0 = np.fromiter((r[3] for r in rows), float, len(rows))
-        t1 = np.fromiter((r[4] for r in rows), float, len(rows))
-        lane = np.fromiter((lane_of.get(r[1], -1) for r in rows), np.int64, len(rows))
-        shown = np.fromiter((r[1] in own for r in rows), bool, len(rows))
-        kinds = np.array([r[2] for r in rows])
-        self.origin = float(t0.min())
-        t0, t1 = t0 - self.origin, t1 - self.origin
-        end = float(t1.max())
-        n = len(self.lanes)
-        self._idle.setOpts(x0=np.zeros(n), y0=np.arange(n) - LANE_HEIGHT / 2, width=np.full(n, end),
-                           height=np.full(n, LANE_HEIGHT))
-        self._shade_nodes(end, t0, t1, kinds, rows, shown)
-        for kind, bar in self._bars.items():
-            sel = shown & (kinds == kind)
-            h = KIND_HEIGHT.get(kind, LANE_HEIGHT)
-            bar.setOpts(x0=t0[sel], y0=lane[sel] - h / 2, width=np.maximum(t1[sel] - t0[sel], 0.0),
-                        height=np.full(int(sel.sum()), h))
-        steps = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        step_ids, which = np.unique(steps, return_inverse=True)
-        starts = np.full(len(step_ids), np.inf)
-        np.minimum.at(starts, which, t0)
-        xs = np.repeat(np.sort(starts), 2)
-        ys = np.tile([-0.5, n - 0.5], len(starts))
-        self._steps_line.setData(xs, ys)
+        self.origin, end = self.bars.draw(self.rows, self.lanes, self.devices)
         # The range moves only when the steps outgrow it or shrink well inside it: a range
         # that followed every step's length redrew the time axis, text and grid, each step.
         if not (X_RANGE_SHRINK * self._x_max <= end <= self._x_max):
@@ -361,31 +315,6 @@ class TimelineView(pg.PlotWidget):
         # the paint and the view would paint twice.
         view.updateMatrix()
 
-    def _shade_nodes(self, end: float, t0: np.ndarray, t1: np.ndarray, kinds: np.ndarray, rows: list,
-                     shown: np.ndarray) -> None:
-        """Each folded node's lane: per column of time, the share of its devices busy then (darker: more;
-        engine/figures/timeline.py busy_columns). ``t0``, ``t1``, ``kinds``: the rows' as arrays, from 0."""
-        x0, y0, brushes = [], [], []
-        width = self._shade_width = end / FOLD_COLUMNS if end > 0 else 1.0
-        self._node_busy = {}
-        folded = [(lane, key, names) for lane, (key, names) in enumerate(self.lanes) if key not in names]
-        if folded:
-            number = {name: k for k, name in enumerate(self.devices)}
-            device = np.fromiter((number.get(r[1], -1) for r in rows), np.int64, len(rows))
-            busy = ~shown & np.isin(kinds, BUSY_KINDS)
-        for lane, key, names in folded:
-            mine = busy & np.isin(device, [number[name] for name in names])
-            shares = busy_columns(t0[mine], t1[mine], device[mine], width, FOLD_COLUMNS) / (len(names) * width)
-            shares = self._node_busy[key] = np.clip(shares, 0.0, 1.0)
-            columns = np.flatnonzero(shares > 0)
-            x0.append(columns * width)
-            y0.append(np.full(len(columns), lane - LANE_HEIGHT / 2))
-            brushes += [_shade(share) for share in shares[columns].tolist()]
-        x0 = np.concatenate(x0) if x0 else np.zeros(0)
-        self._node_shades.setOpts(x0=x0, y0=np.concatenate(y0) if y0 else np.zeros(0),
-                                  width=np.full(len(x0), width), height=np.full(len(x0), LANE_HEIGHT),
-                                  brushes=brushes)
-
     # -- hover -----------------------------------------------------------------
     def interval_at(self, x: float, y: float) -> Found | None:
         """The interval (or the idle time) at view position (x, y): x in seconds since the first
@@ -395,8 +324,8 @@ class TimelineView(pg.PlotWidget):
             return None
         key, names = self.lanes[lane]
         if key not in names:
-            shares = self._node_busy.get(key, np.zeros(FOLD_COLUMNS))
-            column = min(max(int(x // self._shade_width), 0), FOLD_COLUMNS - 1)
+            shares = self.bars.node_busy.get(key, np.zeros(FOLD_COLUMNS))
+            column = min(max(int(x // self.bars.shade_width), 0), FOLD_COLUMNS - 1)
             return Found(f"{key} · {len(names)} devices\n{100 * shares[column]:.0f} % of them busy at "
                          f"{_duration(x)}\nclick to show each device", x, float(lane))
         device, t = key, x + self.origin
@@ -429,17 +358,6 @@ class TimelineView(pg.PlotWidget):
 
     def export(self, fmt: str, path: str | Path) -> Path | None:
         return plot_export.export_widget(self, fmt, path)
-
-
-_SHADES: list = []
-
-
-def _shade(share: float):
-    """A folded node's brush for a busy share: ten steps of opacity, made once (a brush a bar was most
-    of the lane's cost)."""
-    if not _SHADES:
-        _SHADES.extend(pg.mkBrush(palette.rgba(palette.FOLDED_BUSY, 0.15 + 0.85 * level / 10)) for level in range(11))
-    return _SHADES[int(round(10 * share))]
 
 
 def _duration(seconds: float) -> str:
