@@ -30,7 +30,8 @@ from engine.forkserver import (
     shared,
     shared_pid,
 )
-from engine.forkserver.client import Connection, start
+from engine.forkserver.client import start
+from engine.forkserver.connection import Connection
 from helpers import cli
 from procs import ROOT
 

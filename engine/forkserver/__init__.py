@@ -14,8 +14,6 @@ from engine.forkserver.client import (
     CONNECTION_ENV,
     ForkedProcess,
     ForkServer,
-    ForkServerError,
-    ForkServerRefused,
     hand_over_connection,
     run_module,
     shared,
@@ -24,6 +22,7 @@ from engine.forkserver.client import (
     started,
     worker_connection,
 )
+from engine.forkserver.connection import ForkServerError, ForkServerRefused
 
 __all__ = ["CONNECTION_ENV", "ForkServer", "ForkServerError", "ForkServerRefused", "ForkedProcess",
            "hand_over_connection", "run_module", "shared", "shared_pid", "start_process", "started",

@@ -17,7 +17,8 @@ import signal
 import sys
 
 from engine.environment import variable
-from engine.forkserver.client import ForkServerError, worker_connection
+from engine.forkserver.client import worker_connection
+from engine.forkserver.connection import ForkServerError
 
 IMPORTS_ENV = "SPLITSCOPE_RELAY_IMPORTS"   # comma-separated: what the server imports first (messages.Spawn.imports)
 

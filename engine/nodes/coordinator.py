@@ -17,23 +17,20 @@ import socket
 import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from engine.nodes import connection
 from engine.nodes.address import NodeAddress, node_label, parse_nodes
 from engine.nodes.agent import PING_EVERY_S, PROTOCOL
-from engine.nodes.clock import PINGS, ClockOffset, estimate, shift_rank_event
+from engine.nodes.clock import PINGS, estimate, shift_rank_event
+from engine.nodes.node_link import NodeLink
 from engine.nodes.token import TokenError, token_for
 from engine.problems import Problem
-from engine.results import NodeSummary
 from engine.wire import nodes as messages
 
 CONNECT_TIMEOUT_S = 10.0
 NODE_SILENCE_S = 10.0    # a node silent this long (its pings unanswered) is lost (or half the hang timeout if less)
 STOP_WAIT_S = 2.5        # how long agents get to say their ranks ended: the worker ends within 3 s of a stop
-CLOCK_TRIPS = 30         # the recent round trips the clock offset is taken from (the quickest of them)
 
 
 class NodeError(ConnectionError):
@@ -45,54 +42,6 @@ def silence_limit(hang_timeout_s: float) -> float:
     """Seconds of silence after which either side gives the other up (engine.nodes.agent watches the same):
     half the hang timeout, so a lost node ends the run within it, but at most 10 s and at least 3 pings."""
     return max(3 * PING_EVERY_S, min(NODE_SILENCE_S, hang_timeout_s / 2))
-
-
-@dataclass
-class NodeLink:
-    """One node: its agent's connection, what it said of itself, its clock, its ranks."""
-    index: int
-    address: NodeAddress
-    channel: connection.Channel
-    info: messages.Info
-    clock: ClockOffset
-    ranks: list[int] = field(default_factory=list)
-    last_heard: float = field(default_factory=time.monotonic)
-    ended: threading.Event = field(default_factory=threading.Event)
-    lost: bool = False
-    launch_reply: threading.Event = field(default_factory=threading.Event)
-    reply: messages.Launched | messages.Failed | None = None  # the agent's answer to the launch
-    delivering: bool = False   # handing what it sent to a worker loop that is behind: busy, not silent
-    first_clock: ClockOffset | None = None
-    trips: deque = field(default_factory=lambda: deque(maxlen=CLOCK_TRIPS))
-    sent: dict = field(default_factory=dict)  # ping id -> when it was sent
-
-    def __post_init__(self):
-        self.first_clock = self.clock
-
-    def answered(self, pong: messages.Pong) -> None:
-        """A pong during the run: the offset follows the clocks' drift (the quickest recent round trip)."""
-        t0 = self.sent.pop(pong.id, None)
-        if t0 is not None:
-            self.trips.append((t0, pong.time, time.perf_counter()))
-            self.clock = estimate(list(self.trips))
-
-    @property
-    def label(self) -> str:
-        return node_label(self.index)
-
-    def describe(self) -> str:
-        """"node1 (10.0.0.3:29400, ranks 2-3)": how errors name a node."""
-        ranks = (f"rank {self.ranks[0]}" if len(self.ranks) == 1 else
-                 f"ranks {self.ranks[0]}-{self.ranks[-1]}") if self.ranks else "no ranks yet"
-        return f"{self.label} ({self.address}, {ranks})"
-
-    def summary(self) -> NodeSummary:
-        """What the run keeps of the node (RunSummary.nodes): the offset measured before the run, and how far
-        it drifted by the end."""
-        first = self.first_clock or self.clock
-        return NodeSummary(label=self.label, address=str(self.address), hostname=self.info.hostname,
-                           ranks=list(self.ranks), clock_offset_s=first.offset_s, clock_rtt_s=first.rtt_s,
-                           clock_drift_s=self.clock.offset_s - first.offset_s)
 
 
 def _first_word(channel: connection.Channel, label: str) -> messages.Message | None:

@@ -49,7 +49,7 @@ class Worker:
                  telemetry_hz: float = 10.0, run_id: str | None = None):
         self._cpu_from: float | None = None   # the process's CPU time at the first merged step
         self.config = config
-        self.links = links          # engine.nodes.coordinator.NodeLink per node, when the run spans nodes
+        self.links = links          # engine.nodes.node_link.NodeLink per node, when the run spans nodes
         self.nodes = None           # their NodeRanks, once launched
         self.telemetry_hz = telemetry_hz
         self.run_id = run_id

@@ -31,6 +31,8 @@ Every time is a mark of the instruments' clock (engine/watch/clocks.py): the hos
 events on the stream that runs the work on a GPU (chosen at the first forward, from the model's parameters).
 A step's report goes out once its marks are seconds: at once on a CPU; on a GPU when the GPU has passed
 them, asked at the next steps' ends without waiting, so the script's host runs ahead as it would unwatched.
+The hooks on module calls and optimizer steps are engine/watch/call_hooks.py's (``CallHooks``); how a step
+ends and is reported, engine/watch/step_queue.py's (``StepEnds``).
 """
 from __future__ import annotations
 
@@ -41,15 +43,16 @@ from collections.abc import Callable
 from engine.devices import Device
 from engine.measure.counted_step import counted_step_note
 from engine.watch import communication, wrappers
-from engine.watch.clocks import HostClock, clock_for
+from engine.watch.call_hooks import CallHooks
+from engine.watch.clocks import HostClock
 from engine.watch.script_facts import ScriptReader
 
 # WatchEnded: part of this module's interface (what the bootstrap catches)
-from engine.watch.step_queue import Boundary, QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
+from engine.watch.step_queue import QueuedStep, StepEnds, WatchEnded, on_host  # noqa: F401
 from engine.wire.rank import StepReport
 
 
-class Instruments(StepEnds):
+class Instruments(StepEnds, CallHooks):
     def __init__(self, device, emit: Callable[[StepReport], None], steps: int | None = None,
                  on_training: Callable[[], None] | None = None, count_flops: bool = True, warmup: int = 1):
         """``device``: the rank's (an engine.devices.Device, or a CPU device's name). ``on_training``: called
@@ -232,142 +235,7 @@ class Instruments(StepEnds):
             self._step_start = t0
         self.add(kind, t0, t1)
 
-    # ---- the hooks -------------------------------------------------------------------
-    def _before_forward(self, module, args) -> None:
-        # Inside torch.compile's tracing (a compiled module's own modules) the hooks are not there: traced, they
-        # would break the script's graph. Its outermost call, the compiled module's, runs them as any module's.
-        if self._compiling() or threading.get_ident() != self._main or self._in_backward:
-            return
-        if self._depth:
-            self._depth += 1
-            return
-        has_parameters = self.reader.first_parameter(module) is not None
-        if not self._forwarded and not has_parameters:
-            # a module without parameters before the step's model (torchvision's transforms in the rank's own
-            # DataLoader): the input pipeline's work, not a forward
-            self._calls.append("skip")
-            return
-        self._depth = 1
-        if not self._clock_chosen:   # the model's first call: its parameters are where its work runs
-            (self.clock, self.misplaced), self._clock_chosen = clock_for(module, self.own), True
-        now = self.clock.now()
-        self.training()
-        if not self._optimized and self._forwarded and module is self._counted and self._backward_seen \
-                and self._update_sign() != self._after_backward:
-            # No optimizer, but the parameters changed or their gradients were reset since the backward: the
-            # script updates them itself, and this call starts what follows (gradient accumulation changes
-            # neither between its micro-batches).
-            self.hand_steps = self.reader.hand_updates = True
-            self._end_step(now)
-        without_gradients = not self._grad_enabled() or self._inference_mode()
-        if without_gradients and not self._forwarded and self._trains(module):
-            # Evaluation: a call without gradients of a module the script trains, before the step's first training
-            # forward (one within a step, a frozen teacher's, is the step's work): timed between the steps.
-            self._calls.append("eval")
-            self.reader.eval_forward()
-            if self._eval_from is None:   # the time since the step ended is the evaluation's, not the next step's
-                self._eval_from = self._step_start if self._step_start is not None else now
-            self._forward_start = now
-            return
-        self._calls.append("train")
-        if self._counted is None and has_parameters:
-            self._counted = module
-        if without_gradients and not self._trains_at_all() and self._forwarded and module is self._counted:
-            # The step's model called again without gradients by a script that never made an optimizer nor ran a
-            # backward: an inference script, whose steps are its model's calls.
-            self.forward_steps = True
-            self._end_step(now)
-        if not self._forwarded:
-            self._forwarded = True
-            if self._count_next:   # the counted step: from its first forward to its end
-                self._start_counting()
-            if self._eval_from is not None:   # an evaluation ended: the step starts after it
-                self.add("eval", self._eval_from, self._eval_until)
-                self._step_start, self._eval_from = self._eval_until, None
-            if self._step_start is None:
-                self._step_start = now                     # the first step starts at its first forward
-            elif not self._own_data and not self._loader_timed:
-                # waiting for (or making) the next batch; a wait for a peer's activation is the peer's
-                self.add("data", self._step_start, now, self._waited_until)
-        if has_parameters:
-            self.reader.model_called(module)
-        self._forward_start = now
-
-    def _trains_at_all(self) -> bool:
-        """The script has shown it trains: it made an optimizer or ran a backward."""
-        return self._ever_trained or len(self.reader.optimizers) > 0
-
-    def _trains(self, module) -> bool:
-        """Whether the script trains ``module``: some parameter of it in an optimizer it made (without one, any
-        parameter that requires a gradient, once it has run a backward). A frozen one (a VAE, a teacher) is
-        not; known once a module, and again when optimizers are added."""
-        if not self._trains_at_all():
-            return False
-        known = self._trained.get(id(module))
-        optimizers = len(self.reader.optimizers)
-        if known is None or known[1] != optimizers:
-            if optimizers:
-                held = {id(p) for o in list(self.reader.optimizers) for g in o.param_groups for p in g["params"]}
-                trained = any(id(p) in held for p in module.parameters())
-            else:
-                trained = any(p.requires_grad for p in module.parameters())
-            known = self._trained[id(module)] = (trained, optimizers)
-        return known[0]
-
-    def _after_forward(self, module, args, *kwargs_and_output) -> None:
-        # (module, args, kwargs, output); torch leaves the keyword arguments out after a forward that raised
-        kwargs = kwargs_and_output[0] if len(kwargs_and_output) == 2 else {}
-        if self._compiling() or threading.get_ident() != self._main or self._in_backward:
-            return
-        if self._depth > 1:
-            self._depth -= 1
-            return
-        call = self._calls.pop() if self._calls else "train"
-        if call == "skip":
-            return
-        self._depth = 0
-        now = self.clock.now()
-        if call == "eval":
-            self._eval_until = now
-        elif self._forward_start is not None:
-            self.add("forward", self._forward_start, now)
-            if module is self._counted:
-                found = self.reader.first_input(module, args, kwargs)
-                if found is not None:
-                    self._samples += found[0]
-                    self._samples_from = found[1]
-        self._forward_start = None
-
-    def _before_optimizer(self, optimizer, args, kwargs) -> None:
-        if self._compiling():
-            return
-        if id(optimizer) in self._stepped_now and self._boundary is not None:
-            # An optimizer steps a second time in the step under way, whose other optimizers did not all step:
-            # the step ended at the last optimizer step before this one.
-            self._end_at(self._boundary)
-        self._optimizer_start = self.clock.now()
-
-    def _after_optimizer(self, optimizer, args, kwargs) -> None:
-        if self._compiling():
-            return
-        end = self.clock.now()
-        self._optimizer_steps += 1
-        if self._optimizer_start is not None:
-            self.add("optimizer", self._optimizer_start, end)
-        self._optimized = True
-        self.reader.optimizer_stepped(optimizer)
-        self._stepped_now.add(id(optimizer))
-        # A step ends when each of its optimizers has stepped once: those of the first step, or, in it, every
-        # optimizer the script has made (a GAN's two, stepped one after the other for one batch).
-        expected = self._steppers if self._steppers is not None else {id(o) for o in self.reader.optimizers}
-        if expected <= self._stepped_now:
-            self._end_step(end)
-        else:
-            with self._lock:
-                held = len(self._intervals)
-            self._boundary = Boundary(end, held, self._samples, self.reader.loader_samples, len(self._losses),
-                                       self._backwards)
-
+    # ---- the script's end --------------------------------------------------------------
     def finish(self) -> None:
         """The script ended: an inference script's last forward is its last step, as is a hand-updating one's last
         backward and update; every step reported."""

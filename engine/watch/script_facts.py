@@ -21,8 +21,9 @@ SEQUENCE_FIRST = "nn.RNN, nn.LSTM or nn.GRU without batch_first: its input's sec
 
 
 class ScriptReader:
-    """The facts, gathered from the hooks (engine/watch/instruments.py calls ``model_called``,
-    ``optimizer_stepped`` and ``step_samples``) and from the wrappers ``install`` puts on torch's classes."""
+    """The facts, gathered from the hooks (the instruments, engine/watch/call_hooks.py and step_queue.py, call
+    ``model_called``, ``optimizer_stepped`` and ``step_samples``) and from the wrappers ``install`` puts on
+    torch's classes."""
 
     def __init__(self):
         self.optimizers: weakref.WeakSet = weakref.WeakSet()   # every optimizer the script made, alive
