@@ -72,6 +72,7 @@ def _option(default: Any, help: str, *, group: str, flag: str | None = None, lab
     further options: the options with no control of their own there), ``experiment`` (an experiment's base
     takes it: not the strategy, which each point sets, nor the nodes, which experiments do not use), ``path``
     (a file, made absolute: the ranks run in the project's folder)."""
+    assert group in OPTION_GROUPS, f"group {group!r} is none of OPTION_GROUPS"
     return dataclasses.field(default=default, metadata={
         "help": help, "group": group, "flag": flag, "label": label, "choices": choices, "bounds": bounds, "why": why,
         "form": form, "experiment": experiment, "path": path})
@@ -259,8 +260,12 @@ def out_of_bounds(config: ExperimentConfig, name: str) -> Problem | None:
     least, most = meta["bounds"]
     if value is None or least <= value <= most:
         return None
-    why = f" ({meta['why']})" if meta["why"] else ""
-    return Problem(name, f"must be from {_number(least)} to {_number(most)}{why}, got {_number(value)}")
+    return Problem(name, f"must be {bounds_text(meta['bounds'], meta['why'])}, got {_number(value)}")
+
+
+def bounds_text(bounds: tuple[float, float], why: str = "") -> str:
+    """An option's declared bounds in words: "from 0 to 20 (a profiled step's trace is large)"."""
+    return f"from {_number(bounds[0])} to {_number(bounds[1])}" + (f" ({why})" if why else "")
 
 
 def _number(value: float) -> str:

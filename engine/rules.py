@@ -69,7 +69,6 @@ MOST_HANG_TIMEOUT_S = 7 * 24 * 3600.0   # longer waits overflow the timers that 
 def problems(config: ExperimentConfig) -> list[Problem]:
     """What is wrong with the config on its own (no model built, no torch)."""
     found: list[Problem] = []
-    found.extend(_choice_problems(config))
     found.extend(_model_problems(config))
     found.extend(loader_problems(config))
     ours = not watches_script(config)
@@ -81,32 +80,32 @@ def problems(config: ExperimentConfig) -> list[Problem]:
     known = strategies.STRATEGIES.get(config.strategy)
     if known is not None:   # the options the strategy reads, by its own rules (and those it does not read)
         found.extend(known.option_problems(config))
-    return found + _bounds_problems(config, {p.option for p in found}, ours)
+    return found + _declared_problems(config, {p.option for p in found}, ours)
 
 
-def _bounds_problems(config: ExperimentConfig, named: set[str], ours: bool) -> list[Problem]:
-    """Each option outside its declared bounds (engine/config.py ``bounds``: declared there, checked here for
-    every option), unless a problem names it already (it does not apply, or needs another option first). A
-    watched script's steps of 0 or fewer are its strategy's to judge (0: until it ends)."""
+def _declared_problems(config: ExperimentConfig, named: set[str], ours: bool) -> list[Problem]:
+    """Each option outside its declared choices or bounds (engine/config.py ``choices`` and ``bounds``: declared
+    there, checked here for every option), unless a problem names it already (it does not apply, or needs
+    another option first). A watched script's steps of 0 or fewer are its strategy's to judge (0: until it
+    ends)."""
     found = []
-    for name in (f.name for f in dataclasses.fields(config) if f.metadata["bounds"]):
-        if name in named or (name == "steps" and not ours and config.steps <= 0):
+    for f in dataclasses.fields(config):
+        if f.name in named or (f.name == "steps" and not ours and config.steps <= 0):
             continue
-        problem = out_of_bounds(config, name)
-        if problem is not None:
+        allowed, value = declared_choices(f), getattr(config, f.name)
+        if allowed is not None and value is not None and value not in allowed:
+            found.append(Problem(f.name, f"unknown value {value!r}; allowed: {_allowed_text(allowed)}"))
+        elif f.metadata["bounds"] and (problem := out_of_bounds(config, f.name)) is not None:
             found.append(problem)
     return found
 
 
-def _choice_problems(config: ExperimentConfig) -> list[Problem]:
-    """Each option with declared choices (engine/config.py ``choices``: the strategy, the schedule, the
-    optimizer, the dtype, the timeline, ...) one of them."""
-    found = []
-    for f in dataclasses.fields(config):
-        allowed, value = declared_choices(f), getattr(config, f.name)
-        if allowed is not None and value not in allowed:
-            found.append(Problem(f.name, f"unknown value {value!r}; allowed: {', '.join(map(str, allowed))}"))
-    return found
+def _allowed_text(allowed: dict) -> str:
+    """The names allowed; numbered ones (the split levels) with what each means, the number alone saying
+    nothing."""
+    if all(isinstance(name, int) for name in allowed):
+        return "; ".join(f"{name}: {description}" for name, description in allowed.items())
+    return ", ".join(map(str, allowed))
 
 
 def _model_problems(config: ExperimentConfig) -> list[Problem]:
@@ -141,8 +140,8 @@ def _step_problems(config: ExperimentConfig) -> list[Problem]:
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     first_profiled = config.warmup if config.profile_from is None else config.profile_from
-    if out_of_bounds(config, "profile_steps"):
-        found.append(out_of_bounds(config, "profile_steps"))
+    if (outside := out_of_bounds(config, "profile_steps")) is not None:
+        found.append(outside)
     elif config.profile_from is not None and config.profile_from < 0:
         add("profile_from", f"must be a step, 0 or more, got {config.profile_from}")
     elif config.profile_from is not None and not config.profile_steps:
@@ -167,7 +166,7 @@ def _script_only_problems(config: ExperimentConfig) -> list[Problem]:
     """The options for a script of one's own, given with our model under a strategy."""
     found = [Problem(name, "applies only to a script of your own (--strategy script)")
              for name in ("script", "script_args", "script_cwd", "script_module", "samples_per_step")
-             if getattr(config, name)]
+             if getattr(config, name) not in (None, "")]
     if config.script_launch != ExperimentConfig().script_launch:
         found.append(Problem("script_launch", "applies only to a script of your own (--strategy script)"))
     return found

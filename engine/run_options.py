@@ -14,7 +14,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import OPTION_GROUPS, ConfigError, ExperimentConfig, Problem, declared_flag, field_types
+from engine.config import (
+    OPTION_GROUPS,
+    ConfigError,
+    ExperimentConfig,
+    Problem,
+    bounds_text,
+    declared_flag,
+    field_types,
+)
 from engine.rules import declared_choices
 
 
@@ -32,6 +40,7 @@ class Option:
     label: str                          # "hang timeout (s)": how the app's form names it
     choices: dict[Any, str] | None      # name -> description, where the value is one of some names
     bounds: tuple[float, float] | None  # the least and the most it may be (engine.rules refuses the rest)
+    why: str                            # why the bounds are what they are, or what unit they count
     in_form: bool                       # the app's panel shows it among its further options
     in_experiment: bool                 # an experiment's base takes it from the run options
     path: bool                          # a file, made absolute
@@ -45,7 +54,7 @@ def options() -> list[Option]:
         base, optional = field_types(ExperimentConfig)[f.name]
         choices = declared_choices(f)
         out.append(Option(f.name, meta["group"], base, optional, f.default, meta["help"],
-                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"],
+                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"], meta["why"],
                           meta["form"], meta["experiment"], meta["path"]))
     return out
 
@@ -60,7 +69,7 @@ def _help(o: Option) -> str:
     if o.choices:
         text += ": " + "; ".join(f"{name}: {description}" for name, description in o.choices.items())
     if o.bounds:
-        text += f"; from {o.bounds[0]:g} to {o.bounds[1]:g}"
+        text += "; " + bounds_text(o.bounds, o.why)
     if o.default is not None and "default" not in text and o.type is not bool:  # argparse says a switch's
         text += f" (default {o.default:g})" if isinstance(o.default, float) else f" (default {o.default})"
     return text

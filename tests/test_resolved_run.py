@@ -9,7 +9,7 @@ import pytest
 from engine.config import ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.events import Started
-from engine.run import session as session_mod
+from engine.run import resolved_run, session as session_mod
 from engine.run.resolved_run import ResolvedRun, resolve
 from engine.wire.codec import WireError
 
@@ -23,6 +23,11 @@ def test_a_pipeline_resolves_to_its_ranks_devices_and_theory_and_travels_as_it_i
     assert [run.rank_device(r).name for r in (0, 1)] == ["cpu:0", "cpu:1"]
     assert [d.name for d in run.rank_devices(1)] == ["cpu:1"]
     assert ResolvedRun.from_dict(run.to_dict()) == run
+    # a run over nodes: the devices its nodes have once connected (their cores), the same ranks and theory
+    on_nodes = run.with_devices([replace(d, core=None, node="node0") for d in run.devices])
+    assert (on_nodes.world_size, on_nodes.theory_bubble, on_nodes.theory_text) == (2, run.theory_bubble,
+                                                                                  run.theory_text)
+    assert on_nodes.rank_device(1).node == "node0"
 
 
 @pytest.mark.quick
@@ -49,11 +54,11 @@ def test_the_worker_launches_the_run_the_session_resolved_and_never_resolves_it_
     config = ExperimentConfig(model="mlp", width=32, depth=3, batch_size=8, steps=3, warmup=1, strategy="pipeline",
                               devices="cpu:2", micro_batches=4)
 
-    def marked(config):
-        run = resolve(config)
+    def marked(config, *args, **kwargs):
+        run = resolve(config, *args, **kwargs)
         return replace(run, theory_text=run.theory_text + " (as the session resolved it)",
                        theory_notes=["resolved once, by the session"])
-    monkeypatch.setattr(session_mod, "_resolved", marked)
+    monkeypatch.setattr(resolved_run, "resolve", marked)
     started = []
     session = session_mod.RunSession(config, db_path=str(tmp_path / "runs.db"), telemetry_hz=0,
                                      on_event=lambda e: isinstance(e, Started) and started.append(e))

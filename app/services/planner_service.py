@@ -116,7 +116,7 @@ def profile(req_id: int, config_dict: dict, progress=None) -> Profiled:
     config = ExperimentConfig.from_dict(config_dict)
     spec = build(config)
     try:
-        devices = run_devices(config)
+        devices = run_devices(config.replace(nodes=None))   # timed here: this machine's devices of the spec
     except DeviceError:  # shown as a problem by the check; the blocks are worth seeing meanwhile
         devices = []
     timed = planning.time_blocks_per_kind(spec, effective_batch_size(config), devices, progress)

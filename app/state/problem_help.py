@@ -150,7 +150,7 @@ def in_app_words(option: str, message: str) -> str:
 def _devices(config: ExperimentConfig, gpus: int) -> list[devices_mod.Device]:
     from engine.run.resolved_run import run_devices  # torch-free at import
     try:
-        return run_devices(config, gpus=gpus)
+        return run_devices(config.replace(nodes=None), gpus=gpus)   # the spec's, as each node runs it
     except devices_mod.DeviceError:
         return []
 

@@ -1,8 +1,8 @@
 """MoreOptions: the options the experiment panel has no control of its own for, built from their declaration.
 
 ExperimentConfig declares each option once (engine/config.py ``_option``); those marked for the form
-(``Option.in_form``: the seed, the learning rate, the hang timeout, the profiled steps, the timeline, and any
-option declared so later) each get a control here by their type: a list for a choice among names, a number box
+(``Option.in_form``: the seed, the learning rate, the DataLoader's options, the hang timeout, the profiled steps,
+the timeline, the MFU's peak, and any option declared so later) each get a control here by their type: a list for a choice among names, a number box
 for a whole number, a text box for the rest, empty meaning the engine's default; each concern's options
 together under its name (``OPTION_GROUPS``), as `run --help` groups them. Folded under a toggle: the
 panel's own rows are what most runs change.

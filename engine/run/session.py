@@ -40,17 +40,6 @@ STORE_RESTARTED = ("the run store's process ended; a new one was started and the
                    "to it again (nothing lost)")
 
 
-def _resolved(config: ExperimentConfig):
-    """The run resolved (engine/run/resolved_run.py), or None where its devices are wrong: the worker, resolving
-    it again, says why as the run's error."""
-    from engine.devices import DeviceError
-    from engine.run.resolved_run import resolve
-    try:
-        return resolve(config)
-    except (DeviceError, ValueError):
-        return None
-
-
 def _fork_server_connection():
     """A connection to this process's fork server for the worker to fork its ranks by, or None (they start
     fresh)."""
@@ -114,7 +103,7 @@ class RunSession:
         # acknowledged; the window is told once it is stored.
         self._stored = StoreRestarts(lambda: self._notices.append(Warned(t=self._now(), message=STORE_RESTARTED))).write
         self._folder: str | None = None
-        self.resolved = None   # engine/run/resolved_run.py ResolvedRun, once started (None: its devices are wrong)
+        self.resolved = None   # engine/run/resolved_run.py ResolvedRun, once started
 
     # ---- control --------------------------------------------------------------
     def start(self) -> str:
@@ -122,8 +111,10 @@ class RunSession:
             self.run_id = store.create_run(self.config.to_dict(), experiment_id=self.experiment_id,
                                            label=self.label)
         self._origin = time.perf_counter()
-        self.resolved = _resolved(self.config)
         try:
+            # Resolved once, here (engine/run/resolved_run.py): devices that do not exist end the start, said why.
+            from engine.run.resolved_run import resolve
+            self.resolved = resolve(self.config)
             self._start_sampler()
             # What the worker keeps on disk for the run (its ranks' rendezvous file) goes in a folder this process
             # removes when the run ends: a worker killed outright cannot remove its own.
@@ -155,7 +146,7 @@ class RunSession:
             raise
         first = protocol.request_line(protocol.RunRequest(
             self.config.to_dict(), self._origin, self.telemetry_hz, self.run_id,
-            self.resolved.to_dict() if self.resolved is not None else None))
+            self.resolved.to_dict()))
         self._send(first)
         threading.Thread(target=self._read_stderr, name="worker-stderr", daemon=True).start()
         self._thread = threading.Thread(target=self._run, name=f"run-session-{self.run_id}", daemon=True)
@@ -205,7 +196,7 @@ class RunSession:
     # ---- telemetry ------------------------------------------------------------
     def _start_sampler(self) -> None:
         # A run over nodes is sampled by each node's agent: its samples come with the worker's events.
-        if not self.telemetry_hz or self.config.nodes or self.resolved is None:
+        if not self.telemetry_hz or self.config.nodes:
             return
         from engine.cores import usable_cores
         from engine.run.loader_placement import LOADER_SERIES, sampled_cores
@@ -278,7 +269,7 @@ class RunSession:
                 return   # the finally below ends the worker and the run, as failed
             recorder = RunRecorder(store, self.run_id, self._origin, timeline=self.config.timeline,
                                    warmup=self.config.warmup,
-                                   device_names=self.resolved.device_names if self.resolved else [],
+                                   device_names=self.resolved.device_names,
                                    telemetry_hz=self.telemetry_hz)
             while not self._take_batch(next_batch(events), store, recorder, reading):
                 pass
