@@ -80,6 +80,12 @@ def test_problems_without_words_of_their_own_name_the_controls_not_the_flags():
     assert in_app_words("micro_batches", "give either --micro-batches or --split-size, not both") == \
         "Micro-batches: give either Micro-batches or Split size, not both"
     assert in_app_words("config", "validation failed: boom") == "validation failed: boom"
+    # an option with no row of its own (under More options) by the label it declares, its flag too
+    assert in_app_words("prefetch_factor", "needs --loader-workers 1 or more") == \
+        "Prefetch factor: needs Loader workers 1 or more"
+    assert in_app_words("decode_cost_ms", "must be from 0 to 1000 (ms per sample), got 2000") == \
+        "Decode cost (ms per sample): must be from 0 to 1000 (ms per sample), got 2000"
+    assert in_app_words("lr", "see --hang-timeout") == "Learning rate: see Hang timeout"
     # explain_all keeps what the views and the Run rules read, and adds the words and fixes.
     (shown,) = explain_all([Problem("steps", "must be from 1 to 10000000, got 0")], config())
     assert shown == Help("steps", "must be from 1 to 10000000, got 0", "Steps: must be from 1 to 10000000, got 0")

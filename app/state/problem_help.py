@@ -9,12 +9,13 @@ is about, not from parsing the engine's sentence, except where one option has tw
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 from engine import devices as devices_mod
 from engine.config import ExperimentConfig
-from engine.problems import Problem
+from engine.problems import FLAGS, Problem
 from engine.rules import effective_batch_size, effective_micro_batches
 from engine.strategies import STRATEGIES
 
@@ -138,12 +139,30 @@ def split_fixes(split: tuple[int, ...], stages: int, balanced: tuple[int, ...] |
 
 def in_app_words(option: str, message: str) -> str:
     """A problem the app has no words of its own for: its control's name first, and the controls' names
-    where the engine's message names flags ("--split-size" reads "Split size")."""
+    where the engine's message names flags ("--split-size" reads "Split size", "--loader-workers" "Loader
+    workers")."""
+    by_flag = {flag: name for name, flag in FLAGS.items()}
+
     def control(match: re.Match) -> str:
-        return LABELS.get(match.group(1).replace("-", "_"), match.group(0))
-    text = re.sub(r"--([a-z][a-z-]*)", control, message)
-    label = LABELS.get(option)
+        return control_label(by_flag.get(match.group(0), "")) or match.group(0)
+    text = re.sub(r"--[a-z][a-z-]*", control, message)
+    label = control_label(option)
     return f"{label}: {text}" if label else text
+
+
+def control_label(option: str) -> str | None:
+    """What the form calls an option's control: its own row's name (``LABELS``), else the label the option
+    declares (engine/config.py: More options shows it so), capitalised; None for what is no option."""
+    if option in LABELS:
+        return LABELS[option]
+    declared = _declared_labels().get(option)
+    return declared[:1].upper() + declared[1:] if declared else None
+
+
+@functools.cache
+def _declared_labels() -> dict[str, str]:
+    from engine.run_options import options
+    return {o.name: o.label for o in options()}
 
 
 # -- helpers ----------------------------------------------------------------------------------
