@@ -19,13 +19,10 @@ from engine.problems import FLAGS, Problem
 from engine.rules import effective_batch_size, effective_micro_batches
 from engine.strategies import STRATEGIES
 
-# The controls' names, for the options the engine names by flag.
-LABELS = {"model": "Model", "model_file": "Model file", "width": "Width", "depth": "Depth", "devices": "Devices",
-          "strategy": "Strategy", "micro_batches": "Micro-batches", "split_size": "Split size",
-          "schedule": "Schedule", "batch_size": "Batch size", "steps": "Steps", "warmup": "Warm-up",
-          "split": "Split points", "lr": "Learning rate", "seed": "Seed", "input_prep": "Input",
-          "timeline": "Timeline", "hang_timeout_s": "Hang timeout", "image_size": "Image size",
-          "split_level": "Split at", "stages_per_device": "Stages per device"}
+# The controls' names where the form's own rows name an option otherwise than it declares its label
+# (``control_label``: the rest read as declared, "batch size" as "Batch size").
+LABELS = {"micro_batches": "Micro-batches", "warmup": "Warm-up", "split": "Split points", "input_prep": "Input",
+          "hang_timeout_s": "Hang timeout", "split_level": "Split at"}
 TITLES = {"single": "Single device", "model-parallel": "Model-parallel", "pipeline": "Pipeline",
           "data-parallel": "Data-parallel", "ddp": "DDP"}
 MOST_SPLIT_FIXES = 4   # a "keep only" button per split point, up to this many
