@@ -17,6 +17,7 @@ from engine.record.summary import stage_balance, stage_busy, theoretical_bubble,
 from engine.results import ExperimentResult, RunSummary, Step, from_json
 from engine.rules import effective_micro_batches, problems
 from engine.store import Store
+from engine.strategies import STRATEGIES
 from engine.wire import worker as protocol
 from engine.wire.rank import StepReport
 
@@ -41,6 +42,25 @@ def test_config_problems_name_the_option():
     found = problems(ExperimentConfig(strategy="single", micro_batches=4, split=(2,)))
     assert {p.option for p in found} == {"micro_batches", "split"}
     assert str(found[0]).startswith("--")
+
+
+def test_declared_choices_and_bounds_are_checked_once_each_and_say_what_is_allowed():
+    """engine/rules.py checks every option's declared choices and bounds (engine/config.py) in one pass: a value
+    outside them is named with what is allowed, once, and not where another problem names the option already."""
+    def said(**options) -> list[str]:
+        return [str(p) for p in problems(ExperimentConfig(**options))]
+    assert said(strategy="zero3") == ["--strategy: unknown value 'zero3'; allowed: " + ", ".join(STRATEGIES)]
+    assert said(split_level=7)[0].startswith("--split-level: unknown value 7; allowed: 1: ")   # with their meaning
+    assert said(width=0) == ["--width: must be from 1 to 16384, got 0"]
+    assert said(profile_steps=30) == ["--profile-steps: must be from 0 to 20 (a profiled step's trace is large), "
+                                      "got 30"]
+    # an option that does not apply is said so, once, whatever its value
+    for options in (dict(script_launch="bogus"), dict(samples_per_step=0), dict(loader_workers=99)):
+        (only,) = said(**options)
+        assert "applies only" in only, only
+    # a watched script's steps of 0 mean "until it ends": no bound refuses them
+    assert not [p for p in problems(ExperimentConfig(strategy="script", script=__file__, steps=0))
+                if p.option == "steps"]
 
 
 def test_split_size_gives_micro_batches():
