@@ -123,13 +123,14 @@ def _model_problems(config: ExperimentConfig) -> list[Problem]:
 
 
 def _size_problems(config: ExperimentConfig) -> list[Problem]:
-    """The image size and the split level given where they apply (their ranges and choices, and the width's,
-    depth's, steps' and batch size's: ``_bounds_problems`` and ``_choice_problems``)."""
+    """The image size and the split level given where they apply (their ranges and choices, and every other
+    option's: ``_declared_problems``)."""
     found: list[Problem] = []
     add = lambda option, message: found.append(Problem(option, message))  # noqa: E731
     if config.image_size is not None and not models.torchvision_name(config.model):
         add("image_size", f"applies only to {models.TORCHVISION}NAME models, not {config.model}")
-    if config.split_level in models.SPLIT_LEVELS and config.split_level != 1 and config.model_file is None and config.model in models.MODELS:
+    if (config.split_level in models.SPLIT_LEVELS and config.split_level != 1 and config.model_file is None
+            and config.model in models.MODELS):
         add("split_level", f"applies to {models.TORCHVISION}NAME models and model files; {config.model}'s split "
                            "points are its blocks")
     return found

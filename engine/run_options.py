@@ -54,14 +54,20 @@ def options() -> list[Option]:
         base, optional = field_types(ExperimentConfig)[f.name]
         choices = declared_choices(f)
         out.append(Option(f.name, meta["group"], base, optional, f.default, meta["help"],
-                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"], meta["why"],
-                          meta["form"], meta["experiment"], meta["path"]))
+                          declared_flag(f), meta["label"] or f.name.replace("_", " "), choices, meta["bounds"],
+                          meta["why"], meta["form"], meta["experiment"], meta["path"]))
     return out
 
 
 # Options whose command-line default is "not given", for a rule that needs to know: the model (given
 # with --model-file, which says its own) and the warm-up (fewer than 2 steps on a run of 2 or less).
 NOT_GIVEN = ("model", "warmup")
+
+
+def by_concern(found: list[Option]) -> list[Option]:
+    """``found`` with each concern's options together, in ``OPTION_GROUPS``' order (declaration order within
+    each): as `run --help` and the form's More options show them."""
+    return sorted(found, key=lambda o: list(OPTION_GROUPS).index(o.group))
 
 
 def _help(o: Option) -> str:
@@ -82,7 +88,7 @@ def add_run_options(p: argparse.ArgumentParser, *, for_experiment: bool = False,
     so only what the user gave overrides the preset's. ``leave_out``: options the command decides itself
     (advise chooses the strategy, split and schedule)."""
     groups: dict[str, argparse._ArgumentGroup] = {}   # each concern's together, those with an option here
-    for o in sorted(options(), key=lambda o: list(OPTION_GROUPS).index(o.group)):
+    for o in by_concern(options()):
         if (for_experiment and not o.in_experiment) or o.name in leave_out:
             continue
         if o.group not in groups:

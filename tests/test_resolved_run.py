@@ -10,7 +10,7 @@ from engine.config import ExperimentConfig
 from engine.devices import Device, DeviceError
 from engine.events import Started
 from engine.run import resolved_run, session as session_mod
-from engine.run.resolved_run import ResolvedRun, resolve
+from engine.run.resolved_run import ResolvedRun, own_device, resolve
 from engine.wire.codec import WireError
 
 
@@ -20,14 +20,14 @@ def test_a_pipeline_resolves_to_its_ranks_devices_and_theory_and_travels_as_it_i
     assert [d.name for d in run.devices] == ["cpu:0", "cpu:1"] and run.world_size == 2
     assert run.micro_batches == 4 and run.theory_bubble == pytest.approx(1 / 5)   # (p-1)/(m+p-1), p=2, m=4
     assert run.theory_text == "(p−1)/(m+p−1): p=2 stages, m=4" and run.theory_notes == []
-    assert [run.rank_device(r).name for r in (0, 1)] == ["cpu:0", "cpu:1"]
+    assert [own_device(run.devices, r, run.world_size).name for r in (0, 1)] == ["cpu:0", "cpu:1"]
     assert [d.name for d in run.rank_devices(1)] == ["cpu:1"]
     assert ResolvedRun.from_dict(run.to_dict()) == run
     # a run over nodes: the devices its nodes have once connected (their cores), the same ranks and theory
     on_nodes = run.with_devices([replace(d, core=None, node="node0") for d in run.devices])
     assert (on_nodes.world_size, on_nodes.theory_bubble, on_nodes.theory_text) == (2, run.theory_bubble,
                                                                                   run.theory_text)
-    assert on_nodes.rank_device(1).node == "node0"
+    assert on_nodes.rank_devices(1)[0].node == "node0"
 
 
 @pytest.mark.quick
@@ -36,7 +36,7 @@ def test_a_split_in_one_process_works_on_every_device_and_says_why_no_formula_ho
     run = resolve(ExperimentConfig(strategy="model-parallel", devices="cuda:0,cuda:0"), [gpu, gpu])
     assert run.world_size == 1 and run.device_names == ["cuda:0"]   # two stages, one device
     assert run.theory_bubble is None and "share cuda:0" in run.theory_notes[0]
-    assert run.rank_devices(0) == [gpu, gpu] and run.rank_device(0) == gpu
+    assert run.rank_devices(0) == [gpu, gpu] and own_device(run.devices, 0, run.world_size) == gpu
 
 
 @pytest.mark.quick

@@ -2,10 +2,10 @@
 
 ExperimentConfig declares each option once (engine/config.py ``_option``); those marked for the form
 (``Option.in_form``: the seed, the learning rate, the DataLoader's options, the hang timeout, the profiled steps,
-the timeline, the MFU's peak, and any option declared so later) each get a control here by their type: a list for a choice among names, a number box
-for a whole number, a text box for the rest, empty meaning the engine's default; each concern's options
-together under its name (``OPTION_GROUPS``), as `run --help` groups them. Folded under a toggle: the
-panel's own rows are what most runs change.
+the timeline, the MFU's peak, and any option declared so later) each get a control here by their type: a list
+for a choice among names, a number box for a whole number, a text box for the rest, empty meaning the engine's
+default; each concern's options together under its name (``OPTION_GROUPS``), as `run --help` groups them.
+Folded under a toggle: the panel's own rows are what most runs change.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from app.views.tips import add_described, wrapped
 from engine.config import OPTION_GROUPS
-from engine.run_options import Option
+from engine.run_options import Option, by_concern
 
 
 class MoreOptions(QtWidgets.QWidget):
@@ -23,8 +23,7 @@ class MoreOptions(QtWidgets.QWidget):
 
     def __init__(self, options: list[Option], parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
-        # each concern's together, under its name, in the command line's order (engine/config.py OPTION_GROUPS)
-        options = sorted(options, key=lambda o: list(OPTION_GROUPS).index(o.group))
+        options = by_concern(options)   # each concern's together, under its name, as the command line's help
         self.options = {o.name: o for o in options}
         self.toggle = QtWidgets.QToolButton()
         self.toggle.setObjectName("moreOptionsToggle")

@@ -27,7 +27,6 @@ class ResolvedRun:
     devices: list[Device]
     world_size: int                    # its processes (ranks)
     micro_batches: int
-    stages_per_device: int
     theory_bubble: float | None        # (p-1)/(m+p-1) and its kin; None where no formula holds
     theory_text: str                   # the formula with its values, as the bubble box shows it
     theory_notes: list[str] = field(default_factory=list)   # why no formula holds, where none does
@@ -39,10 +38,6 @@ class ResolvedRun:
     def device_names(self) -> list[str]:
         """Each physical device once, in order (stages that share a device share its figures)."""
         return unique_devices([d.name for d in self.devices])
-
-    def rank_device(self, rank: int) -> Device:
-        """The device rank ``rank`` is pinned to: its own, or when alone its first CPU device (else its first)."""
-        return own_device(self.devices, rank, self.world_size)
 
     def rank_devices(self, rank: int) -> list[Device]:
         """The devices rank ``rank`` works on: its own, or every device when it is alone (a split in one
@@ -64,7 +59,7 @@ class ResolvedRun:
 
 def own_device(devices: list[Device], rank: int, world: int) -> Device:
     """The device a process is pinned to: its rank's, or when alone its first CPU device (else its first). A
-    rank, which gets only the devices, asks here as ``ResolvedRun.rank_device`` does."""
+    rank, which gets only the devices (engine/wire/rank.py read_devices), asks here."""
     return devices[rank] if world > 1 else next((d for d in devices if d.kind == "cpu"), devices[0])
 
 
@@ -105,11 +100,11 @@ def resolve(config: ExperimentConfig, devices: list[Device] | None = None, *, gp
     devices = list(devices) if devices is not None else run_devices(config, gpus=gpus)
     world = strategies.get(config.strategy).world_size(config, devices)
     names = [d.name for d in devices]
-    micro_batches, per_device = effective_micro_batches(config), effective_stages_per_device(config)
+    micro_batches, per_device = effective_micro_batches(config), effective_stages_per_device(config)   # V
     own = world > 1
     why_not = why_no_theory(config.strategy, names, micro_batches, own, config.schedule)
     return ResolvedRun(
-        devices=devices, world_size=world, micro_batches=micro_batches, stages_per_device=per_device,
+        devices=devices, world_size=world, micro_batches=micro_batches,
         theory_bubble=theoretical_bubble(config.strategy, names, micro_batches, own, config.schedule, per_device),
         theory_text=theory_formula(config.schedule, len(unique_devices(names)), micro_batches, per_device),
         theory_notes=[why_not] if why_not else [], n_blocks=n_blocks, block_names=list(block_names or []),
