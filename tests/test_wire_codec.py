@@ -28,6 +28,9 @@ class Outer:
     losses: list[float | None] = field(default_factory=list)
     rows: list[list] = field(default_factory=list)
     anything: dict = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    shares: dict[str, float] = field(default_factory=dict)
+    sizes: list[int] = field(default_factory=list)
 
 
 CHANNEL = codec.Channel("the test channel", "kind", {"outer": Outer, "inner": Inner})
@@ -59,6 +62,21 @@ def test_a_null_where_a_field_has_a_default_is_the_field_left_out():
 def test_an_unknown_tag_is_none_and_a_newer_peers_field_is_ignored():
     assert CHANNEL.decode({"kind": "telepathy"}) is None and CHANNEL.decode({"kind": []}) is None
     assert CHANNEL.decode({"kind": "inner", "name": "a", "from_a_newer_peer": 1}) == Inner("a")
+
+
+def test_plain_containers_are_checked_item_by_item_only_where_an_item_is_not_of_jsons_own_types():
+    class Count(int):
+        pass
+    back = CHANNEL.decode({"kind": "outer", "id": 1, "share": 1.0, "counts": {"a": Count(2)}, "sizes": [Count(3), 4],
+                           "shares": {"a": 1, "b": 0.5, "c": None}})
+    assert back.counts == {"a": 2} and back.sizes == [3, 4]   # a subclass passes, looked at one by one
+    assert back.shares["a"] == 1.0 and isinstance(back.shares["a"], float) and math.isnan(back.shares["c"])
+    for garbled in ({"counts": {"a": True}}, {"counts": {1: 2}}, {"sizes": [1, 2.5]}, {"shares": {"a": "x"}},
+                    {"shares": {"a": False}}):
+        name = next(iter(garbled))
+        with pytest.raises(codec.WireError, match=f"outer's {name} is not") as caught:
+            CHANNEL.decode({"kind": "outer", "id": 1, "share": 1.0, **garbled})
+        assert caught.value.field == name
 
 
 @pytest.mark.parametrize("data, field_name, words", [

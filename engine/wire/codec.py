@@ -164,18 +164,35 @@ def _build(kind: type, data: dict, where: _Where, what: str, path: str = ""):
     """``kind`` from ``data``; ``path``: where it sits in the message ("inner."), so that an error names the
     field as a path from the message's top."""
     values = {}
-    hints = _hints(kind)
-    label = where.tag or kind.__name__
-    for f in _fields(kind):
-        defaulted = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        if f.name not in data or (data[f.name] is None and defaulted and not _allows_none(hints[f.name])):
+    for name, check, defaulted, allows_none, said in _plan(kind, where.tag):
+        value = data.get(name, _ABSENT)
+        if value is _ABSENT or (value is None and defaulted and not allows_none):
             if not defaulted:
-                error = where.error(f"{what} without {f.name}", path + f.name)
+                error = where.error(f"{what} without {name}", path + name)
                 error.missing = True
                 raise error
             continue
-        values[f.name] = _checked(hints[f.name], data[f.name], f"{label}'s {f.name}", where, path + f.name)
+        values[name] = check(value, said, where, path + name)
     return kind(**values)
+
+
+_ABSENT = object()
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _plan(kind: type, tag: str | None) -> tuple:
+    """Per field of ``kind``: its name, its checker, whether it has a default, whether None is allowed, and how an
+    error names it; read off the annotations once a type and tag (they were read per field of every message:
+    70 us a rank's step, 120 a merged step)."""
+    key = (kind, tag)
+    if key not in _PLANS:
+        hints, label = _hints(kind), tag or kind.__name__
+        _PLANS[key] = tuple(
+            (f.name, _checker(hints[f.name]),
+             f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING,
+             _allows_none(hints[f.name]), f"{label}'s {f.name}")
+            for f in _fields(kind))
+    return _PLANS[key]
 
 
 def _allows_none(hint) -> bool:
@@ -194,55 +211,149 @@ def is_number(value) -> bool:
 
 _PLAIN = {int: _whole, float: is_number, str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
           list: lambda v: isinstance(v, list), dict: lambda v: isinstance(v, dict)}
+# The exact types JSON gives each plain annotation: a container whose items' types are all among them needs no
+# look at each item (``set.issuperset(map(type, ...))`` runs in C); anything else (a subclass) is looked at one by
+# one as _PLAIN says.
+_EXACT = {int: frozenset({int}), float: frozenset({int, float}), str: frozenset({str}), bool: frozenset({bool}),
+          list: frozenset({list}), dict: frozenset({dict})}
+_STR = _EXACT[str]
+_FLOAT = frozenset({float})
 _ANY = (Any, object)
+
+# A checker: (value, what, where, field) -> the value as its annotation declares it (nested dataclasses built),
+# or WireError naming ``what``.
+_CHECKERS: dict[Any, Any] = {}
+
+
+def _checker(hint):
+    """The checker of ``hint``, made once a hint."""
+    if hint not in _CHECKERS:
+        _CHECKERS[hint] = _make_checker(hint)
+    return _CHECKERS[hint]
 
 
 def _checked(hint, value, what: str, where: _Where, field: str):
     """``value`` as ``hint`` declares it (nested dataclasses built), or WireError naming ``what``."""
+    return _checker(hint)(value, what, where, field)
+
+
+def _make_checker(hint):
     if hint in _ANY:
-        return value
+        return lambda value, what, where, field: value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
+        return _union_checker(args)
+    if dataclasses.is_dataclass(hint):
+        def check_object(value, what, where, field):
+            if not isinstance(value, dict):
+                raise where.error(f"{what} is not an object", field)
+            return _build(hint, value, where, what, field + ".")
+        return check_object
+    is_kind = _PLAIN[origin or hint]
+
+    def wrong(what, where, field):
+        return where.error(f"{what} is not {_named(hint)}", field)
+
+    if hint is float:
+        def check_float(value, what, where, field):
+            if value is None:
+                return math.nan   # dumps wrote a NaN or an infinity so
+            if not is_kind(value):
+                raise wrong(what, where, field)
+            return float(value)
+        return check_float
+    if origin is list and args:
+        return _list_checker(args[0], is_kind, wrong)
+    if origin is dict and args:
+        return _dict_checker(args[1], is_kind, wrong)
+
+    def check_plain(value, what, where, field):
+        if not is_kind(value):
+            raise wrong(what, where, field)
+        return value
+    return check_plain
+
+
+def _union_checker(args):
+    allows_none = type(None) in args
+    options = [_checker(a) for a in args if a is not type(None)]
+    if len(options) == 1:   # X | None: most fields
+        only = options[0]
+
+        def check_optional(value, what, where, field):
+            return None if value is None and allows_none else only(value, what, where, field)
+        return check_optional
+    first, last = options[:-1], options[-1]
+
+    def check_union(value, what, where, field):
+        if value is None and allows_none:
             return None
-        options = [a for a in args if a is not type(None)]
-        for option in options[:-1]:
+        for option in first:
             try:
-                return _checked(option, value, what, where, field)
+                return option(value, what, where, field)
             except WireError:
                 continue
-        return _checked(options[-1], value, what, where, field)
-    if hint is float and value is None:
-        return math.nan   # dumps wrote a NaN or an infinity so
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise where.error(f"{what} is not an object", field)
-        return _build(hint, value, where, what, field + ".")
-    if not _PLAIN[origin or hint](value):
-        raise where.error(f"{what} is not {_named(hint)}", field)
-    if origin is list and args:
-        return [_checked(args[0], v, what, where, field) for v in value] if _deep(args[0]) else \
-            _all(args[0], value, hint, what, where, field)
-    if origin is dict and args:
-        if not all(isinstance(k, str) for k in value):
-            raise where.error(f"{what} is not {_named(hint)}", field)
-        if _deep(args[1]):
-            return {k: _checked(args[1], v, what, where, field) for k, v in value.items()}
-        _all(args[1], value.values(), hint, what, where, field)
+        return last(value, what, where, field)
+    return check_union
+
+
+def _list_checker(item, is_kind, wrong):
+    if _deep(item):
+        inner = _checker(item)
+
+        def check_deep_list(value, what, where, field):
+            if not is_kind(value):
+                raise wrong(what, where, field)
+            if item is float and _FLOAT.issuperset(map(type, value)):
+                return value
+            return [inner(v, what, where, field) for v in value]
+        return check_deep_list
+    is_item, exact = _item_test(item)
+
+    def check_list(value, what, where, field):
+        if not is_kind(value) or not (exact.issuperset(map(type, value)) or all(map(is_item, value))):
+            raise wrong(what, where, field)
         return value
-    return float(value) if hint is float else value
+    return check_list
+
+
+def _dict_checker(item, is_kind, wrong):
+    deep = _deep(item)
+    inner = _checker(item) if deep else None
+    is_item, exact = (None, None) if deep else _item_test(item)
+
+    def check_dict(value, what, where, field):
+        if not is_kind(value) or not (_STR.issuperset(map(type, value)) or all(isinstance(k, str) for k in value)):
+            raise wrong(what, where, field)
+        if deep:
+            if item is float and _FLOAT.issuperset(map(type, value.values())):
+                return value
+            return {k: inner(v, what, where, field) for k, v in value.items()}
+        if not (exact.issuperset(map(type, value.values())) or all(map(is_item, value.values()))):
+            raise wrong(what, where, field)
+        return value
+    return check_dict
+
+
+def _item_test(item) -> tuple:
+    """A plain item's test one by one, and the exact types that pass it without one."""
+    if item in _ANY:
+        return (lambda v: True), _ANY_TYPE
+    return _PLAIN[item], _EXACT[item]
+
+
+class _AnyType(frozenset):
+    def issuperset(self, _other) -> bool:
+        return True
+
+
+_ANY_TYPE = _AnyType()
 
 
 def _deep(hint) -> bool:
     """Whether a value of ``hint`` may need building (a dataclass, a float that may be null, a nested container)
     rather than only checking."""
     return hint not in _PLAIN or hint is float
-
-
-def _all(item, values, hint, what: str, where: _Where, field: str):
-    if item not in _ANY and not all(_PLAIN[item](v) for v in values):
-        raise where.error(f"{what} is not {_named(hint)}", field)
-    return values
 
 
 def _named(hint) -> str:
