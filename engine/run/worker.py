@@ -26,11 +26,13 @@ import time
 from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import DeviceError
-from engine.events import Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
+from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Step, Warned,
+                           WorkerEvent)
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize
 from engine.record.totals import RunTotals
 from engine.rules import effective_batch_size
+from engine.run.event_writer import EventWriter
 from engine.run.failure import Cause, Failure, hang_cause, noted
 from engine.run.heartbeat import TRAINING
 from engine.run.local_ranks import OUTPUT_TAIL, LocalRanks, Rank, clean_up, end_local_ranks, script_facts
@@ -56,7 +58,7 @@ class Worker:
         self.resolved = resolved   # the run as the session resolved it (engine/run/resolved_run.py)
         self.devices = resolved.devices
         self.origin = origin
-        self.out = out
+        self.out = EventWriter(out)   # the merged steps' lines a few together (engine/run/event_writer.py)
         self.strategy = strategies.get(config.strategy)
         self.world = resolved.world_size
         # Bounded: a recorder that falls behind makes the ranks wait, rather than this process hold the backlog.
@@ -83,11 +85,7 @@ class Worker:
         self.send(kind(t=time.perf_counter() - self.origin, **fields))
 
     def send(self, event: WorkerEvent) -> None:
-        try:
-            self.out.write(protocol.encode(event) + "\n")
-            self.out.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # the reader is gone; the run still ends cleanly
+        self.out.write(protocol.encode(event), hold=isinstance(event, Step))
 
     # ---- launching ----------------------------------------------------------
     def launch(self) -> None:
@@ -139,6 +137,7 @@ class Worker:
             kind, r, payload = self._next_item()
             stop_requested = stop_requested or self.stop_event.is_set()
             failure = self._on_item(kind, r, payload, failure)
+            self.out.write_due()
             # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
             # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
             now = time.monotonic()
@@ -430,6 +429,7 @@ def main() -> int:
     try:
         return worker.run()
     finally:
+        worker.out.write_all()   # steps held when the loop raised
         worker.end_ranks()
         clean_up(worker.local, session_pid)
 
