@@ -26,8 +26,18 @@ import time
 from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import DeviceError
-from engine.events import (Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Step, Warned,
-                           WorkerEvent)
+from engine.events import (
+    Errored,
+    Finished,
+    Launched,
+    Log,
+    NodeSamples,
+    ProfileSaved,
+    Started,
+    Step,
+    Warned,
+    WorkerEvent,
+)
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize
 from engine.record.totals import RunTotals
