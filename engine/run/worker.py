@@ -26,21 +26,11 @@ import time
 from engine import strategies
 from engine.config import ConfigError, ExperimentConfig
 from engine.devices import DeviceError
-from engine.events import (
-    Errored,
-    Finished,
-    Launched,
-    Log,
-    NodeSamples,
-    ProfileSaved,
-    Started,
-    Step,
-    Warned,
-    WorkerEvent,
-)
+from engine.events import Errored, Finished, Launched, Log, NodeSamples, ProfileSaved, Started, Warned, WorkerEvent
 from engine.record.step_merger import StepMerger
 from engine.record.summary import summarize
 from engine.record.totals import RunTotals
+from engine.results import Step
 from engine.rules import effective_batch_size
 from engine.run.event_writer import EventWriter
 from engine.run.failure import Cause, Failure, hang_cause, noted
