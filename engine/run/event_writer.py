@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-HOLD_S = 0.05   # a step's line waits at most this long: a live plot redraws at 10-20 Hz
+HOLD_S = 0.05   # a step's line waits this long for others (0.1 s at most: the loop's timeout); a live plot redraws at 10-20 Hz
 
 
 class EventWriter:
