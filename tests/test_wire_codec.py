@@ -79,6 +79,18 @@ def test_plain_containers_are_checked_item_by_item_only_where_an_item_is_not_of_
         assert caught.value.field == name
 
 
+def test_a_unions_options_are_tried_in_its_own_order_though_equal_unions_compare_equal():
+    @dataclass
+    class IntFirst:
+        x: int | float
+
+    @dataclass
+    class FloatFirst:
+        x: float | int
+    assert codec.typed(IntFirst, {"x": 3}, "c").x == 3 and isinstance(codec.typed(IntFirst, {"x": 3}, "c").x, int)
+    assert isinstance(codec.typed(FloatFirst, {"x": 3}, "c").x, float)
+
+
 @pytest.mark.parametrize("data, field_name, words", [
     ({"kind": "outer", "share": 1.0}, "id", "outer message without id"),
     ({"kind": "outer", "id": "1", "share": 1.0}, "id", "outer's id is not int"),

@@ -5,15 +5,16 @@ cores that wake-up, not the line's parsing, was most of the session's recording 
 a step's line is held up to ``HOLD_S`` and goes with the next line due; anything else (a warning, a log line, the
 run's end) is written at once, after the steps held before it, so the order is the order the worker sent them
 in. The worker's loop calls ``write_due`` after each event it takes and at least every 0.1 s (its queue's
-timeout: no wake-up of its own for a held line), so a held step waits at most that long when no other line
-comes.
+timeout: no wake-up of its own for a held line), so a held step waits at most about 0.15 s when no other line
+comes; and ``write_all`` before anything that may wait seconds (a rank's end, a stop), where a kill would lose
+what is held.
 """
 from __future__ import annotations
 
 import threading
 import time
 
-HOLD_S = 0.05   # a step's line waits this long for others (0.1 s at most: the loop's timeout); a live plot redraws at 10-20 Hz
+HOLD_S = 0.05   # a step's line waits this long for others (0.15 s at most: the loop's timeout); plots redraw at 10-20 Hz
 
 
 class EventWriter:

@@ -202,6 +202,8 @@ class Worker:
 
     def _end_if_over(self, stop_requested: bool, failure: Failure | None) -> int | None:
         """The run ended (stopped, failed or finished) and its exit code, once it is over; None while it is not."""
+        if stop_requested or failure is not None or any(rr.done for rr in self.ranks):
+            self.out.write_all()   # what follows may wait seconds (ends, reaping): no step held through a kill
         if stop_requested:
             self.end_ranks()
             self._merge_what_is_queued()

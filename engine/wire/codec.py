@@ -8,7 +8,9 @@ against its annotation (int, float, str, bool, lists and dicts of them, another 
 them, or None where the annotation allows it). A message of a known tag with a field missing or of another
 type raises WireError naming the channel, the tag and the field, never the value (an environment may hold
 secrets); one whose tag this end does not know is None, ignored (a newer peer's). ``typed`` does the same for an
-untagged object (a child's answer). A field this end does not declare is ignored: a newer peer may add one.
+untagged object (a child's answer). A field this end does not declare is ignored: a newer peer may add one. A
+list or dict whose items need no change (no float to make of an int, no dataclass to build) comes back as it was
+given, not copied: decoded messages are read, never changed in place.
 
 JSON has no NaN or infinity. ``dumps`` writes them as Python's json does (NaN, Infinity: every end is ours and
 reads them back, and an infinite learning rate must reach the validation that refuses it); with ``finite`` as null
@@ -226,15 +228,12 @@ _CHECKERS: dict[Any, Any] = {}
 
 
 def _checker(hint):
-    """The checker of ``hint``, made once a hint."""
-    if hint not in _CHECKERS:
-        _CHECKERS[hint] = _make_checker(hint)
-    return _CHECKERS[hint]
-
-
-def _checked(hint, value, what: str, where: _Where, field: str):
-    """``value`` as ``hint`` declares it (nested dataclasses built), or WireError naming ``what``."""
-    return _checker(hint)(value, what, where, field)
+    """The checker of ``hint``, made once a hint. Keyed by its text too: ``int | float == float | int``, but a
+    union tries its options in their order (a 3 read as ``float | int`` is 3.0)."""
+    key = (hint, repr(hint))
+    if key not in _CHECKERS:
+        _CHECKERS[key] = _make_checker(hint)
+    return _CHECKERS[key]
 
 
 def _make_checker(hint):
@@ -249,7 +248,11 @@ def _make_checker(hint):
                 raise where.error(f"{what} is not an object", field)
             return _build(hint, value, where, what, field + ".")
         return check_object
-    is_kind = _PLAIN[origin or hint]
+    is_kind = _PLAIN.get(origin or hint)
+    if is_kind is None:   # Channel refuses such a field at once; ``typed`` only when a message holds it
+        def unknown(value, what, where, field):
+            raise KeyError(origin or hint)
+        return unknown
 
     def wrong(what, where, field):
         return where.error(f"{what} is not {_named(hint)}", field)
@@ -336,18 +339,8 @@ def _dict_checker(item, is_kind, wrong):
 
 
 def _item_test(item) -> tuple:
-    """A plain item's test one by one, and the exact types that pass it without one."""
-    if item in _ANY:
-        return (lambda v: True), _ANY_TYPE
+    """A plain item's test one by one, and the exact types that pass it without one (an item of Any is deep)."""
     return _PLAIN[item], _EXACT[item]
-
-
-class _AnyType(frozenset):
-    def issuperset(self, _other) -> bool:
-        return True
-
-
-_ANY_TYPE = _AnyType()
 
 
 def _deep(hint) -> bool:
