@@ -59,17 +59,22 @@ def test_the_example_transformer_split_at_a_named_block_trains_as_one_device():
 
 def test_torchvision_resnet18_unmodified_split_at_layer3():
     """torchvision's own resnet18 (get_model): the naive split at layer3 trains exactly as one device (it sees
-    the whole batch, BatchNorm included); a pipeline runs too, even cut where a stage starts in place."""
+    the whole batch, BatchNorm included); a pipeline runs too, even cut where a stage starts in place, and a
+    zero-bubble one where a stage ends with the flatten before fc (a view, which its split backward detaches)."""
     run = ["run", "--model", "torchvision:resnet18", "--image-size", "32", "--batch-size", "8", "--steps", "3",
            "--warmup", "1", "--json"]
-    single, naive, piped = cli_together(
+    single, naive, piped, vee = cli_together(
         [*run, "--devices", "cpu:1"],
         [*run, "--strategy", "model-parallel", "--devices", "cpu:2", "--split", "layer3"],
         # At relu, the second stage starts with torchvision's ReLU(inplace=True) on the activation it receives.
-        [*run, "--strategy", "pipeline", "--devices", "cpu:2", "--split", "relu", "--micro-batches", "2"])
+        [*run, "--strategy", "pipeline", "--devices", "cpu:2", "--split", "relu", "--micro-batches", "2"],
+        [*run, "--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "zbv", "--micro-batches", "4",
+         "--split", "layer3,layer4,fc"])
     assert naive["split"] == [6]  # conv1, bn1, relu, maxpool, layer1, layer2 | layer3, ...
     assert_same_training(naive, single)
     assert piped["status"] == "finished" and piped["split"] == [2]
+    assert vee["status"] == "finished", vee.get("error")
+    assert vee["split"] == [6, 7, 9] and vee["steps_measured"] == 2
 
 
 FAMILIES = {  # one of each kind, at tiny input sizes

@@ -100,6 +100,25 @@ def _no_warmup_to_itself(stage) -> None:
     stage._get_init_p2p_neighbors_ops = lambda: [op for op in own_ops() if op.peer != me]
 
 
+def _outputs_of_their_own(stage) -> None:
+    """Make a stage's outputs tensors of their own, not views of another.
+
+    A zero-bubble schedule's input-gradient backward (torch's ``stage_backward_input``) ends by detaching the
+    stage's outputs in place, which a view refuses ("Can't detach views in-place"): a stage cut just after a
+    flatten (a traced torchvision ResNet cut at ``fc``, or an ``nn.Flatten`` block) hands on a view. Such an
+    output is copied (a batch of activations: small beside the stage's work); any other is passed on as it is.
+    """
+    forward = stage.forward_maybe_with_nosync
+
+    def owned(output):
+        return output.clone() if isinstance(output, torch.Tensor) and output._is_view() else output
+
+    def forward_owned(*args, **kwargs):
+        output = forward(*args, **kwargs)
+        return tuple(map(owned, output)) if isinstance(output, tuple) else owned(output)
+    stage.forward_maybe_with_nosync = forward_owned
+
+
 class ScheduledStages(Executor):
     def __init__(self, ctx: RankContext, micro_batches: int, schedule: str):
         self.rank, self.world = ctx.rank, ctx.world_size
@@ -128,6 +147,8 @@ class ScheduledStages(Executor):
                 modules.append(ctx.spec.sequential(*bounds[index]).to(torch_device))
                 stages.append(PipelineStage(modules[-1], index, n_stages, torch_device))
         for stage in stages:
+            if info.splits_backward:
+                _outputs_of_their_own(stage)
             _time_chunks(stage, self.timer, self.device)
         # One module holding this rank's stages: its parameters, its optimizer, its tensor memory.
         self.module = modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
