@@ -34,6 +34,7 @@ from engine.models import model_imports
 from engine.results import from_json
 from engine.results.read_facts import ScriptFacts
 from engine.run.heartbeat import STARTING
+from engine.run.held_lines import enlarge_pipe, held_lines
 from engine.run.resolved_run import ResolvedRun
 from engine.wire import codec, rank as rank_events
 
@@ -41,6 +42,9 @@ from engine.wire import codec, rank as rank_events
 # hundreds of thousands of steps through the worker, the session and the store without torch name a synthetic
 # rank here (tests/synthetic_rank.py).
 RANK_MODULE = variable("SPLITSCOPE_RANK_MODULE")
+# A rank's event lines wait this long in its pipe for the next ones, read together (engine/run/held_lines.py): a
+# step's news reaches the worker up to this late; a hang timeout is seconds.
+EVENT_HOLD_S = 0.05
 OUTPUT_TAIL = 20   # a rank's last lines of output kept: what a script printed where it took no step
 
 
@@ -199,6 +203,7 @@ class LocalRanks:
             if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
                 return
             read_fd, write_fd = os.pipe()
+            enlarge_pipe(read_fd)
             env = dict(rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                         devices_json=device_json, event_fd=write_fd, store_file=store_file),
                        **torchrun, **scratch)
@@ -213,7 +218,7 @@ class LocalRanks:
                 return
             finally:
                 os.close(write_fd)
-            r = Rank(rank, device, proc, os.fdopen(read_fd, "r", encoding="utf-8", errors="replace"))
+            r = Rank(rank, device, proc, os.fdopen(read_fd, "rb", buffering=0))
             r.plain = self.plain
             ranks.append(r)
             for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
@@ -243,11 +248,19 @@ class LocalRanks:
         return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,))
 
     def _read_events(self, r: Rank) -> None:
-        for line in r.events:
-            try:
-                self.queue.put(("event", r, codec.loads(line, "a rank's events")))
-            except codec.WireError:
-                self.queue.put(("garbled", r, line))
+        """A rank's events onto the queue, those read together as one item (``events``: a list), in order."""
+        for lines in held_lines(r.events.fileno(), EVENT_HOLD_S):
+            messages = []
+            for line in lines:
+                try:
+                    messages.append(codec.loads(line, "a rank's events"))
+                except codec.WireError:
+                    if messages:
+                        self.queue.put(("events", r, messages))
+                    self.queue.put(("garbled", r, line))
+                    messages = []
+            if messages:
+                self.queue.put(("events", r, messages))
         self.queue.put(("eof", r, None))
 
     def _read_stdout(self, r: Rank) -> None:

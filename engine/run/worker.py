@@ -42,6 +42,7 @@ from engine.wire import codec, rank as rank_events, worker as protocol
 KILL_GRACE_S = 1.0     # SIGTERM, then SIGKILL after this
 RANK_EVENT_BACKLOG = 1024  # rank events waiting to be merged, at most
 REMOTE_EXIT_WAIT_S = 10.0  # after every rank on the nodes is done, how long their torchruns get to end
+MERGE_WAIT_S = 1.0     # after a stop ended the ranks, how long what is left in their event pipes may take to be read
 OUTPUT_DRAIN_S = 2.0   # after every rank ended, how long their last lines of output may take to be read
 CHECK_EVERY_S = 0.05   # the loop's checks over every rank (exits, hangs), at most this far apart while events pour in
 
@@ -141,7 +142,7 @@ class Worker:
             # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
             # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
             now = time.monotonic()
-            if (kind == "event" and failure is None and not stop_requested and not r.done
+            if (kind in ("event", "events") and failure is None and not stop_requested and not r.done
                     and now - checked_at < CHECK_EVERY_S):
                 continue
             checked_at = now
@@ -176,6 +177,9 @@ class Worker:
         """One item from the queue (a rank's event or output, a node's news) handled; the failure so far."""
         if kind == "event":
             failure = self._on_rank_message(r, payload, failure)
+        elif kind == "events":   # several read together (engine/run/local_ranks.py)
+            for message in payload:
+                failure = self._on_rank_message(r, message, failure)
         elif kind in ("stdout", "stdout_eof", "stderr"):
             self._on_output(kind, r, payload)
         elif kind == "garbled":
@@ -247,8 +251,8 @@ class Worker:
                 return
             if kind in ("stdout", "stdout_eof", "stderr"):
                 self._on_output(kind, r, payload)
-            elif kind == "event":
-                self._on_rank_message(r, payload, None, steps_only=True)
+            else:
+                self._on_steps(kind, r, payload)
 
     def _on_output(self, kind: str, r: Rank, line: str | None) -> None:
         """A line a rank printed (the run's log; a watched script's stderr too), or the end of its output."""
@@ -260,14 +264,27 @@ class Worker:
             self.emit(Log, message=line, rank=r.rank)
 
     def _merge_what_is_queued(self) -> None:
-        """Steps the ranks finished before a stop are the run's too: merge the events still queued."""
+        """Steps the ranks finished before a stop are the run's too: merge the events still queued, and those
+        still in the ranks' pipes (read a few at a time, engine/run/held_lines.py) as their readers reach the
+        pipes' ends, within MERGE_WAIT_S."""
+        deadline = time.monotonic() + MERGE_WAIT_S
         while True:
+            reading = self.local is not None and not all(rr.events_closed for rr in self.ranks)
             try:
-                kind, r, payload = self.queue.get_nowait()
+                if reading:
+                    kind, r, payload = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                else:
+                    kind, r, payload = self.queue.get_nowait()
             except queue.Empty:
                 return
-            if kind == "event":
-                self._on_rank_message(r, payload, None, steps_only=True)
+            if kind == "eof":
+                r.events_closed = True
+            self._on_steps(kind, r, payload)
+
+    def _on_steps(self, kind: str, r, payload) -> None:
+        """The steps among an item of a rank's events, at the run's end (its other events are too late to matter)."""
+        for message in (payload if kind == "events" else [payload] if kind == "event" else []):
+            self._on_rank_message(r, message, None, steps_only=True)
 
     def _on_rank_message(self, r: Rank, message: dict, failure: Failure | None, steps_only: bool = False):
         """A line of JSON from a rank (engine/wire/rank.py), read back into its event."""
