@@ -32,6 +32,8 @@ CASES = {
                                             "tensor-parallel", "--devices", "cpu:2"], "--model"),
     "fsdp+tp on two devices": (["--strategy", "fsdp+tp", "--devices", "cpu:2"], "--devices"),
     "fsdp+tp on an odd count": (["--strategy", "fsdp+tp", "--devices", "cpu:5"], "--devices"),
+    "hsdp on two devices": (["--strategy", "hsdp", "--devices", "cpu:2"], "--devices"),
+    "hsdp on an odd count": (["--strategy", "hsdp", "--devices", "cpu:5"], "--devices"),
     "unknown model": (["--model", "gpt5"], "--model"),
     "unknown schedule": (["--strategy", "pipeline", "--devices", "cpu:2", "--schedule", "zigzag"], "--schedule"),
     "split out of range": (["--strategy", "model-parallel", "--devices", "cpu:2", "--split", "12"], "--split"),

@@ -1,4 +1,4 @@
-"""fsdp, tensor-parallel and fsdp+tp train as one device does; their memory and communication as measured
+"""fsdp, hsdp, tensor-parallel and fsdp+tp train as one device does; their memory and communication as measured
 (issue 16: "Must show"). One batch of runs at once: what is asserted does not depend on timing."""
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ RUNS = {
     "fsdp+tp-sgd": ["--strategy", "fsdp+tp", "--devices", "cpu:4"],
     "fsdp+tp-adamw": ["--strategy", "fsdp+tp", "--devices", "cpu:4", "--optimizer", "adamw", "--warmup", "2"],
     "ddp-adamw": ["--strategy", "ddp", "--devices", "cpu:2", "--optimizer", "adamw"],
+    "hsdp-adamw": ["--strategy", "hsdp", "--devices", "cpu:4", "--optimizer", "adamw", "--warmup", "2"],
     "single-bf16": ["--strategy", "single", "--devices", "cpu:1", "--dtype", "bfloat16"],
     "fsdp-bf16": ["--strategy", "fsdp", "--devices", "cpu:2", "--dtype", "bfloat16", "--warmup", "2"],
     "data-parallel-bf16": ["--strategy", "data-parallel", "--devices", "cpu:2", "--dtype", "bfloat16"],
@@ -98,6 +99,26 @@ def test_collective_bytes_match_the_models_size(runs):
         assert rel(_bytes(runs["ddp-adamw"], device, "all-reduce"), size) <= 0.05
         assert rel(_bytes(runs["fsdp-adamw"], device, "all-gather"), 2 * size) <= 0.05
         assert rel(_bytes(runs["fsdp-adamw"], device, "reduce-scatter"), size) <= 0.05
+
+
+def test_hsdp_shards_within_pairs_and_all_reduces_the_shards_across_them(runs):
+    """hsdp on 4 devices: two groups of two, each holding the model sharded in halves. It trains as one device;
+    each device holds half of the model's state (as fsdp on 2), gathers the whole model twice a step and
+    reduce-scatters every gradient within its pair, then all-reduces its half of the gradients with the other
+    pair's device holding the same half; its step peak is tracked as fsdp's."""
+    hsdp, single, size = runs["hsdp-adamw"], runs["single-adamw"], PARAMETERS * FLOAT32
+    assert hsdp["status"] == "finished", hsdp.get("error")
+    for key in ("param_norm", "param_change"):
+        assert rel(hsdp[key], single[key]) <= 1e-4, key
+    assert rel(hsdp["loss"]["last"], single["loss"]["last"]) <= 1e-4
+    assert len(hsdp["tensor_memory"]) == 4
+    for memory in hsdp["tensor_memory"]:
+        assert memory["params"] == pytest.approx(size / 2, rel=0.01)
+        assert memory["step_peak"]["All Gather"] > 0
+    for device in range(4):
+        assert rel(_bytes(hsdp, device, "all-gather"), 2 * size) <= 0.05
+        assert rel(_bytes(hsdp, device, "reduce-scatter"), size) <= 0.05
+        assert rel(_bytes(hsdp, device, "all-reduce"), size / 2) <= 0.05
 
 
 def test_tensor_parallel_all_reduces_activations_not_parameters(runs):

@@ -28,7 +28,7 @@ STRATEGIES = {
     "pipeline": dict(devices="cpu:2", micro_batches=2),
     "fsdp": dict(devices="cpu:2"),
     "tensor-parallel": dict(devices="cpu:2"),
-}  # fsdp+tp, four processes a run, trains mlp in tests/test_sharding.py
+}  # fsdp+tp and hsdp, four processes a run, train mlp in tests/test_sharding.py
 # Tensor parallelism needs two consecutive linear layers: seed-toy and mlp have them.
 NO_LINEAR_PAIR = {"seed-linear", "seed-embedding", "resnet18", "resnet50"}
 BATCH_NORM = {"resnet18", "resnet50"}

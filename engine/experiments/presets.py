@@ -239,6 +239,7 @@ def memory_scaling(base: ExperimentConfig) -> list[Point]:
                                 x=k))
         if k >= 4 and k % 2 == 0:
             points.append(Point(f"fsdp+tp x{k}", plain.replace(strategy="fsdp+tp", devices=devices), x=k))
+            points.append(Point(f"hsdp x{k}", plain.replace(strategy="hsdp", devices=devices), x=k))
     # Tensor parallel where the model allows it (pairs of linear layers): a point it refuses would stop the
     # experiment. Any other problem is the base's, and stops it before its first run, saying so.
     from engine.run.validate import check_all
@@ -289,7 +290,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "interleaved, looped BFS, zero bubble) at equal micro-batches: step time, bubble, peak memory",
            schedules, sets="the strategy, the schedule (it compares them) and the devices (2 stages)",
            title="Compare pipeline schedules"),
-    Preset("memory-scaling", "ddp vs fsdp vs tensor-parallel (and fsdp+tp from 4 devices) over 1..N devices: "
+    Preset("memory-scaling", "ddp vs fsdp vs tensor-parallel (and fsdp+tp and hsdp from 4 devices) over 1..N devices: "
            "tensor memory per device by kind, step time, bytes moved per step", memory_scaling,
            sets="the strategy, the devices (1 up to every core or GPU) and the optimizer (adamw, whose state "
                 "sharding saves most); no split or micro-batching", title="Memory scaling"),

@@ -11,12 +11,13 @@ from engine.strategies.ddp import Ddp
 from engine.strategies.pipeline.schedules import SCHEDULE_INFO, SCHEDULES  # noqa: F401 (the registry's schedules)
 from engine.strategies.pipeline.strategy import ModelParallel, Pipeline
 from engine.strategies.script import Script
-from engine.strategies.sharded import Fsdp, FsdpTp, TensorParallel
+from engine.strategies.sharded import Fsdp, FsdpTp, Hsdp, TensorParallel
 from engine.strategies.single import Single
 from engine.strategies.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Single(), DataParallel(), Ddp(), ModelParallel(), Pipeline(),
-                                                        Fsdp(), TensorParallel(), FsdpTp(), Script())}
+                                                        Fsdp(), Hsdp(), TensorParallel(), FsdpTp(),
+                                                        Script())}
 
 
 class UnknownStrategy(ValueError):

@@ -1,9 +1,11 @@
-"""fsdp, tensor-parallel and fsdp+tp: the strategies that shard the model over one process per device.
+"""fsdp, hsdp, tensor-parallel and fsdp+tp: the strategies that shard the model over one process per device.
 
 fsdp (FSDP2, ``torch.distributed.fsdp.fully_shard``) keeps 1/n of every parameter,
 gradient and optimizer state on each device and gathers a block's parameters
 for its forward and backward; each device trains on its slice of the batch, as
-ddp does. tensor-parallel (``torch.distributed.tensor.parallel``) splits pairs of
+ddp does. hsdp shards the same way within groups of devices and keeps one such
+copy per group (FSDP2 on a 2-D mesh: less all-gather traffic than fsdp over every
+device, more memory). tensor-parallel (``torch.distributed.tensor.parallel``) splits pairs of
 linear layers column-wise then row-wise: every device sees the whole batch and
 holds a slice of each paired layer. fsdp+tp does both on a 2-D device mesh:
 tensor parallel within pairs of devices, FSDP across the pairs. Their trade is
@@ -17,6 +19,8 @@ from engine.strategies.strategy import Strategy
 
 # fsdp+tp's tensor-parallel width: devices per model replica's tensor-parallel group (the rest is FSDP).
 FSDP_TP_WIDTH = 2
+# hsdp's shard group: devices that share one copy of the model between them (the groups replicate it).
+HSDP_SHARD_GROUP = 2
 
 
 class _Sharded(Strategy):
@@ -27,6 +31,10 @@ class _Sharded(Strategy):
 
     def tp_width(self, n_devices: int) -> int:
         """Devices each paired linear layer is split over (1: none)."""
+        return 1
+
+    def replicas(self, n_devices: int) -> int:
+        """Copies of the model FSDP keeps, each sharded over its group of devices (1: one, over every device)."""
         return 1
 
     def world_size(self, config, devices) -> int:
@@ -47,7 +55,8 @@ class _Sharded(Strategy):
 
     def build(self, ctx):
         from engine.strategies.sharded_executor import ShardedExecutor
-        return ShardedExecutor(ctx, shard=self.shards, tp_width=self.tp_width(len(ctx.devices)))
+        n = len(ctx.devices)
+        return ShardedExecutor(ctx, shard=self.shards, tp_width=self.tp_width(n), replicas=self.replicas(n))
 
 
 class Fsdp(_Sharded):
@@ -57,6 +66,32 @@ class Fsdp(_Sharded):
                    "slice of the batch (all-gather and reduce-scatter timed as communication).")
     data_parallel = True
     shards = True
+
+
+class Hsdp(_Sharded):
+    name = "hsdp"
+    description = (f"HSDP (FSDP2 on a 2-D device mesh): the parameters, gradients and optimizer state sharded within "
+                   f"groups of {HSDP_SHARD_GROUP} devices and replicated across the groups; each device trains on its "
+                   "slice of the batch, the gradients reduce-scattered within a group and all-reduced across them "
+                   f"(timed as communication; a multiple of {HSDP_SHARD_GROUP} devices, at least "
+                   f"{2 * HSDP_SHARD_GROUP}).")
+    data_parallel = True
+    shards = True
+    min_devices = 2 * HSDP_SHARD_GROUP
+    collectives_span_all_ranks = False   # sharded within groups, replicated across them
+
+    def replicas(self, n_devices: int) -> int:
+        return n_devices // HSDP_SHARD_GROUP
+
+    def check(self, config, devices, n_blocks) -> list[Problem]:
+        found = super().check(config, devices, n_blocks)
+        if len(devices) % HSDP_SHARD_GROUP:
+            found.append(Problem("devices", f"{self.name} needs a multiple of {HSDP_SHARD_GROUP} devices (groups of "
+                                            f"{HSDP_SHARD_GROUP} that each hold one sharded copy), got {len(devices)}"))
+        return found
+
+    def devices_needed(self, config) -> int:
+        return 2 * HSDP_SHARD_GROUP
 
 
 class TensorParallel(_Sharded):

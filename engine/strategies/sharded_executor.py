@@ -1,8 +1,10 @@
-"""The executor behind fsdp, tensor-parallel and fsdp+tp: one process per device on a torch DeviceMesh.
+"""The executor behind fsdp, hsdp, tensor-parallel and fsdp+tp: one process per device on a torch DeviceMesh.
 
 The mesh is (data parallel, tensor parallel): fsdp uses its first dimension
 alone, tensor-parallel its second alone, fsdp+tp both (tensor parallel first,
-then FSDP over the already-split parameters, as torch's 2-D recipe does). A
+then FSDP over the already-split parameters, as torch's 2-D recipe does). hsdp's
+mesh is (replicate, shard), both data parallel: FSDP2 given a 2-D mesh shards
+within a row and all-reduces the gradients' shards across the rows. A
 data-parallel group's ranks each take their torch.chunk of the batch, as ddp's
 do, with the loss weighted by the chunk's share so FSDP's averaging of
 gradients gives the whole batch's mean-loss gradient; the ranks of a
@@ -32,15 +34,25 @@ from engine.strategies.tensor_parallel_plan import parallelize_plan
 
 
 class ShardedExecutor(Executor):
-    def __init__(self, ctx: RankContext, *, shard: bool, tp_width: int):
+    def __init__(self, ctx: RankContext, *, shard: bool, tp_width: int, replicas: int = 1):
         self.rank = ctx.rank
         self.device = ctx.devices[ctx.rank]
         self.timer = ctx.timer
         self.loss_fn = ctx.spec.loss_fn
         self.tp_width = tp_width
         self.dp = ctx.world_size // tp_width
-        mesh = init_device_mesh(self.device.kind, (self.dp, tp_width), mesh_dim_names=("dp", "tp"))
-        self.dp_rank, self.tp_rank = mesh["dp"].get_local_rank(), mesh["tp"].get_local_rank()
+        if replicas > 1:
+            # HSDP: FSDP2 on a 2-D mesh shards over its second dimension and replicates over its first; every rank
+            # is a data-parallel one (no tensor parallel), its place in the batch its rank.
+            mesh = data_mesh = init_device_mesh(self.device.kind, (replicas, self.dp // replicas),
+                                                mesh_dim_names=("replicate", "shard"))
+            self.dp_rank, self.tp_rank = ctx.rank, 0
+        else:
+            mesh = init_device_mesh(self.device.kind, (self.dp, tp_width), mesh_dim_names=("dp", "tp"))
+            data_mesh = mesh["dp"]
+            self.dp_rank, self.tp_rank = mesh["dp"].get_local_rank(), mesh["tp"].get_local_rank()
+        # This rank's place along each of the mesh's dimensions, by name (reported_parameters).
+        self.place = {name: mesh[name].get_local_rank() for name in mesh.mesh_dim_names}
         self.module = ctx.spec.whole().to(self.device.torch_device)
         if tp_width > 1:
             parallelize_module(self.module, mesh["tp"], parallelize_plan(self.module, tp_width))
@@ -48,8 +60,8 @@ class ShardedExecutor(Executor):
             # Each block its own FSDP unit (gathered for its forward, freed after), then the root for the rest.
             for _, block in ctx.spec.blocks:
                 if any(True for _ in block.parameters()):
-                    fully_shard(block, mesh=mesh["dp"])
-            fully_shard(self.module, mesh=mesh["dp"])
+                    fully_shard(block, mesh=data_mesh)
+            fully_shard(self.module, mesh=data_mesh)
         self.optimizer = make_optimizer(self.module.parameters(), ctx.config)
         self.sharded = shard
         self.meter = collective_meter(self.timer, ctx.comm, self.device)
@@ -86,7 +98,7 @@ class ShardedExecutor(Executor):
         first rank that holds it (the worker adds up every rank's sums)."""
         owned = []
         # A DTensor on one dimension's mesh (fsdp+tp's head, sharded over "dp" alone) is a copy per rank of the other.
-        ours = {"dp": self.dp_rank, "tp": self.tp_rank}
+        ours = self.place
         for p in self.module.parameters():
             if isinstance(p, DTensor):
                 coordinate, names = p.device_mesh.get_coordinate(), p.device_mesh.mesh_dim_names or ()
