@@ -39,11 +39,14 @@ HEAVY_TAIL = textwrap.dedent('''\
                 torch.randn(batch_size, WIDTH, generator=generator))
 ''')
 BALANCED, MIDDLE = 6, 4
+# On four devices: 3 | 3 | 3 | 3 of work (the light six in two stages, each heavy block a stage of its own); two
+# blocks a stage, the middle, is 2 | 2 | 2 | 6.
+BALANCED_4, MIDDLE_4 = (3, 6, 7), (2, 4, 6)
 
 
 @pytest.fixture(scope="module")
 def advised(tmp_path_factory):
-    """advise --json of the heavy-tailed model and of the tutorials' tiny ToyModel on cpu:2, once a module. The
+    """advise --json of the heavy-tailed model and of the tutorials' tiny ToyModel on cpu:2 and cpu:4, once a module. The
     tests that read it run solo: advise's choice and its splits come from the probe's measured times, which the
     load of three test workers on two cores moves by more than the heavy tail's margin (CI balanced the whole
     batch at 5 as well as the micro-batches)."""
@@ -55,7 +58,11 @@ def advised(tmp_path_factory):
                    "--budget-s", "12", "--db", db, "--json", check_json=True, timeout=240)
     _, tiny = cli("advise", "--model", "seed-toy", "--devices", "cpu:2", "--budget-s", "8", "--db", db, "--json",
                   check_json=True, timeout=240)
-    return SimpleNamespace(heavy=heavy, tiny=tiny, db=db, model_file=str(model_file))
+    _, heavy_4 = cli("advise", "--model-file", str(model_file), "--devices", "cpu:4", "--batch-size", "256",
+                     "--budget-s", "12", "--db", db, "--json", check_json=True, timeout=240)
+    _, tiny_4 = cli("advise", "--model", "seed-toy", "--devices", "cpu:4", "--budget-s", "8", "--db", db, "--json",
+                    check_json=True, timeout=240)
+    return SimpleNamespace(heavy=heavy, tiny=tiny, heavy_4=heavy_4, tiny_4=tiny_4, db=db, model_file=str(model_file))
 
 
 @pytest.mark.solo
@@ -100,21 +107,37 @@ def test_heavy_last_blocks_are_split_where_they_balance_not_in_the_middle(advise
 
 
 @pytest.mark.solo
-def test_a_model_too_small_to_gain_from_splitting_stays_on_one_device_or_replicates(advised):
-    """The ToyModel's step is a few microseconds of compute: gloo's hand-overs and all-reduces cost far more."""
-    assert advised.tiny["choice"]["strategy"] in ("single", "ddp"), advised.tiny["choice"]["why"]
-    assert "one device" in advised.tiny["choice"]["why"] or "all-reduce" in advised.tiny["choice"]["why"]
+def test_on_four_devices_the_heavy_blocks_get_a_stage_each(advised):
+    """cpu:4: the four-way balanced split is among the naive split's candidates (with its neighbours), two blocks a
+    stage never is; a naive split chosen is one of them."""
+    candidates = advised.heavy_4["candidates"]
+    naive = {tuple(c["split"]) for c in candidates if c["strategy"] == "model-parallel"}
+    assert BALANCED_4 in naive and MIDDLE_4 not in naive, naive
+    choice = advised.heavy_4["choice"]
+    if choice["strategy"] == "model-parallel":
+        assert tuple(choice["split"]) in naive
 
 
 @pytest.mark.solo
-def test_the_choices_run_args_reproduce_it_through_run(advised):
-    choice, args = advised.heavy["choice"], advised.heavy["run_args"]
+@pytest.mark.parametrize("devices", ["cpu:2", "cpu:4"])
+def test_a_model_too_small_to_gain_from_splitting_stays_on_one_device_or_replicates(advised, devices):
+    """The ToyModel's step is a few microseconds of compute: gloo's hand-overs and all-reduces cost far more."""
+    tiny = advised.tiny if devices == "cpu:2" else advised.tiny_4
+    assert tiny["choice"]["strategy"] in ("single", "ddp"), tiny["choice"]["why"]
+    assert "one device" in tiny["choice"]["why"] or "all-reduce" in tiny["choice"]["why"]
+
+
+@pytest.mark.solo
+@pytest.mark.parametrize("devices", ["cpu:2", "cpu:4"])
+def test_the_choices_run_args_reproduce_it_through_run(advised, devices):
+    answer = advised.heavy if devices == "cpu:2" else advised.heavy_4
+    choice, args = answer["choice"], answer["run_args"]
     assert not {"run", "--json", "--db"} & set(args)
     _, summary = cli("run", *args, "--steps", "3", "--warmup", "1", "--db", advised.db, "--json",
                      check_json=True, timeout=180)
     assert summary["strategy"] == choice["strategy"]
     assert summary["batch_size"] == 256
-    assert len(summary["devices"]) == (1 if choice["strategy"] == "single" else 2)
+    assert len(summary["devices"]) == (1 if choice["strategy"] == "single" else int(devices.split(":")[1]))
     assert summary["split"] == choice["split"]
     if choice["strategy"] == "pipeline":
         assert (summary["schedule"], summary["micro_batches"]) == (choice["schedule"], choice["micro_batches"])
