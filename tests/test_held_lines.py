@@ -58,8 +58,9 @@ def test_undecodable_bytes_are_replaced_and_a_silent_pipe_ends_with_nothing():
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="Linux pipes only")
 def test_the_pipe_is_enlarged_so_that_a_hold_does_not_stop_a_fast_writer():
     read_fd, write_fd = os.pipe()
-    enlarge_pipe(read_fd)
+    enlarged = enlarge_pipe(read_fd)
     size = fcntl.fcntl(read_fd, fcntl.F_GETPIPE_SZ)
-    assert size == PIPE_BYTES or size == READ_BYTES   # the system's pipe-max-size may keep it at its default
+    # the system's limits may keep it at its default (or less, past a user's pipe pages): then it says so
+    assert (enlarged and size == PIPE_BYTES) or (not enlarged and size <= READ_BYTES)
     os.close(read_fd)
     os.close(write_fd)

@@ -19,22 +19,27 @@ READ_BYTES = 1 << 16
 PIPE_BYTES = 1 << 20   # Linux's default pipe-max-size: what an unprivileged process may ask for
 
 
-def enlarge_pipe(fd: int) -> None:
-    """The pipe's buffer made PIPE_BYTES where the system allows it (64 KiB stays otherwise)."""
+def enlarge_pipe(fd: int) -> bool:
+    """The pipe's buffer made PIPE_BYTES where the system allows it; whether it did (a pipe left at 64 KiB or less,
+    past the system's pipe-max-size or a user's pipe pages, is better read without a hold: a rank writing fast
+    would wait on it)."""
     try:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (AttributeError, OSError):   # not Linux, or above the system's pipe-max-size
-        pass
+    except (AttributeError, OSError):   # not Linux, or past the system's limits
+        return False
+    return True
 
 
-def _readable(fd: int) -> bool:
-    return bool(select.select([fd], [], [], 0)[0])
+def _readable(poller) -> bool:
+    return bool(poller.poll(0))
 
 
 def held_lines(fd: int, hold_s: float) -> Iterator[list[str]]:
     """The lines of ``fd`` (UTF-8, undecodable bytes replaced, without their newline), a list per pass, until its
     end (a last line without a newline included)."""
     pending = b""
+    poller = select.poll()   # not select.select: it refuses a descriptor numbered 1024 or more
+    poller.register(fd, select.POLLIN)
     while True:
         chunk = os.read(fd, READ_BYTES)   # waits for the first bytes
         if not chunk:
@@ -43,7 +48,7 @@ def held_lines(fd: int, hold_s: float) -> Iterator[list[str]]:
             time.sleep(hold_s)
         ended = False
         parts, taken = [pending, chunk], len(chunk)
-        while taken < PIPE_BYTES and _readable(fd):   # bounded: a rank writing without pause still gets its lines on
+        while taken < PIPE_BYTES and _readable(poller):   # bounded: a rank writing without pause still gets its lines on
             more = os.read(fd, READ_BYTES)
             taken += len(more)
             if not more:

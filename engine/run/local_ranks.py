@@ -154,6 +154,7 @@ class Rank:
         self.events_closed = False
         self.output_closed = False   # its stdout read to the end (local ranks)
         self.plain = False           # a plain script's one process (engine/strategies/script.py), no rank of a group
+        self.event_hold_s = 0.0      # how long its event lines wait for the next ones in its pipe (local ranks)
 
     def probe_notes(self) -> list[str]:
         """What the run's summary must say of the probes after its last step that did not measure."""
@@ -203,7 +204,7 @@ class LocalRanks:
             if self.stop_event.is_set():  # stopped while the first ranks started: the loop ends those
                 return
             read_fd, write_fd = os.pipe()
-            enlarge_pipe(read_fd)
+            enlarged = enlarge_pipe(read_fd)
             env = dict(rank_environment(os.environ, rank=rank, world=self.world, config_json=self.config.to_json(),
                                         devices_json=device_json, event_fd=write_fd, store_file=store_file),
                        **torchrun, **scratch)
@@ -219,6 +220,7 @@ class LocalRanks:
             finally:
                 os.close(write_fd)
             r = Rank(rank, device, proc, os.fdopen(read_fd, "rb", buffering=0))
+            r.event_hold_s = EVENT_HOLD_S if enlarged else 0.0
             r.plain = self.plain
             ranks.append(r)
             for target, name in ((self._read_events, "events"), (self._read_stdout, "stdout"),
@@ -248,19 +250,14 @@ class LocalRanks:
         return forkserver.start_process(self.module, env=env, cwd=ROOT, pass_fds=(event_fd,))
 
     def _read_events(self, r: Rank) -> None:
-        """A rank's events onto the queue, those read together as one item (``events``: a list), in order."""
-        for lines in held_lines(r.events.fileno(), EVENT_HOLD_S):
-            messages = []
+        """A rank's events onto the queue in order, an item each (the queue's bound counts events); those read
+        together are put together, so that the worker's loop wakes once for them."""
+        for lines in held_lines(r.events.fileno(), r.event_hold_s):
             for line in lines:
                 try:
-                    messages.append(codec.loads(line, "a rank's events"))
+                    self.queue.put(("event", r, codec.loads(line, "a rank's events")))
                 except codec.WireError:
-                    if messages:
-                        self.queue.put(("events", r, messages))
                     self.queue.put(("garbled", r, line))
-                    messages = []
-            if messages:
-                self.queue.put(("events", r, messages))
         self.queue.put(("eof", r, None))
 
     def _read_stdout(self, r: Rank) -> None:

@@ -142,7 +142,7 @@ class Worker:
             # The checks below go over every rank (after each event: quadratic in the ranks); a plain step
             # event waits for them at most CHECK_EVERY_S, anything else (done, failure, stop, quiet) does not.
             now = time.monotonic()
-            if (kind in ("event", "events") and failure is None and not stop_requested and not r.done
+            if (kind == "event" and failure is None and not stop_requested and not r.done
                     and now - checked_at < CHECK_EVERY_S):
                 continue
             checked_at = now
@@ -177,9 +177,6 @@ class Worker:
         """One item from the queue (a rank's event or output, a node's news) handled; the failure so far."""
         if kind == "event":
             failure = self._on_rank_message(r, payload, failure)
-        elif kind == "events":   # several read together (engine/run/local_ranks.py)
-            for message in payload:
-                failure = self._on_rank_message(r, message, failure)
         elif kind in ("stdout", "stdout_eof", "stderr"):
             self._on_output(kind, r, payload)
         elif kind == "garbled":
@@ -251,8 +248,8 @@ class Worker:
                 return
             if kind in ("stdout", "stdout_eof", "stderr"):
                 self._on_output(kind, r, payload)
-            else:
-                self._on_steps(kind, r, payload)
+            elif kind == "event":
+                self._on_rank_message(r, payload, None, steps_only=True)
 
     def _on_output(self, kind: str, r: Rank, line: str | None) -> None:
         """A line a rank printed (the run's log; a watched script's stderr too), or the end of its output."""
@@ -279,12 +276,8 @@ class Worker:
                 return
             if kind == "eof":
                 r.events_closed = True
-            self._on_steps(kind, r, payload)
-
-    def _on_steps(self, kind: str, r, payload) -> None:
-        """The steps among an item of a rank's events, at the run's end (its other events are too late to matter)."""
-        for message in (payload if kind == "events" else [payload] if kind == "event" else []):
-            self._on_rank_message(r, message, None, steps_only=True)
+            elif kind == "event":
+                self._on_rank_message(r, payload, None, steps_only=True)
 
     def _on_rank_message(self, r: Rank, message: dict, failure: Failure | None, steps_only: bool = False):
         """A line of JSON from a rank (engine/wire/rank.py), read back into its event."""

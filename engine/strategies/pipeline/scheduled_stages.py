@@ -107,7 +107,10 @@ def _outputs_of_their_own(stage) -> None:
     stage's outputs in place, which a view refuses ("Can't detach views in-place"): a stage cut just after a
     flatten (a traced torchvision ResNet cut at ``fc``, or an ``nn.Flatten`` block) hands on a view. Such an
     output is copied (a batch of activations: small beside the stage's work); any other is passed on as it is.
+    The last stage's backward starts from the loss, not its outputs: left alone.
     """
+    if stage.is_last:
+        return
     forward = stage.forward_maybe_with_nosync
 
     def owned(output):
@@ -115,7 +118,8 @@ def _outputs_of_their_own(stage) -> None:
 
     def forward_owned(*args, **kwargs):
         output = forward(*args, **kwargs)
-        return tuple(map(owned, output)) if isinstance(output, tuple) else owned(output)
+        # a tuple or list of outputs (the stage makes a tuple of a list itself); a namedtuple would lose its type
+        return tuple(map(owned, output)) if type(output) in (tuple, list) else owned(output)
     stage.forward_maybe_with_nosync = forward_owned
 
 
