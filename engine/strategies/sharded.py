@@ -28,6 +28,8 @@ class _Sharded(Strategy):
     needs_process_group = True
     shards = False      # FSDP over the data-parallel devices
     min_devices = 1
+    group = 1           # devices that work as one (fsdp+tp: a tensor-parallel pair; hsdp: a pair sharing a copy)
+    group_does = ""     # what a group does, for the refusal of a count that is not a multiple of it
 
     def tp_width(self, n_devices: int) -> int:
         """Devices each paired linear layer is split over (1: none)."""
@@ -44,7 +46,13 @@ class _Sharded(Strategy):
         found = replica_device_problems(self.name, devices, "one per process")
         if len(devices) < self.min_devices:
             found.append(Problem("devices", f"{self.name} needs at least {self.min_devices} devices, got {len(devices)}"))
+        if len(devices) % self.group:
+            found.append(Problem("devices", f"{self.name} needs a multiple of {self.group} devices (groups of "
+                                            f"{self.group} {self.group_does}), got {len(devices)}"))
         return found
+
+    def devices_needed(self, config) -> int:
+        return max(2, self.min_devices)
 
     def model_problems(self, config, spec, devices) -> list[Problem]:
         width = self.tp_width(len(devices))
@@ -78,20 +86,11 @@ class Hsdp(_Sharded):
     data_parallel = True
     shards = True
     min_devices = 2 * HSDP_SHARD_GROUP
+    group, group_does = HSDP_SHARD_GROUP, "that each hold one sharded copy"
     collectives_span_all_ranks = False   # sharded within groups, replicated across them
 
     def replicas(self, n_devices: int) -> int:
         return n_devices // HSDP_SHARD_GROUP
-
-    def check(self, config, devices, n_blocks) -> list[Problem]:
-        found = super().check(config, devices, n_blocks)
-        if len(devices) % HSDP_SHARD_GROUP:
-            found.append(Problem("devices", f"{self.name} needs a multiple of {HSDP_SHARD_GROUP} devices (groups of "
-                                            f"{HSDP_SHARD_GROUP} that each hold one sharded copy), got {len(devices)}"))
-        return found
-
-    def devices_needed(self, config) -> int:
-        return 2 * HSDP_SHARD_GROUP
 
 
 class TensorParallel(_Sharded):
@@ -104,9 +103,6 @@ class TensorParallel(_Sharded):
     def tp_width(self, n_devices: int) -> int:
         return n_devices
 
-    def devices_needed(self, config) -> int:
-        return 2
-
 
 class FsdpTp(_Sharded):
     name = "fsdp+tp"
@@ -115,17 +111,8 @@ class FsdpTp(_Sharded):
     data_parallel = True
     shards = True
     min_devices = 2 * FSDP_TP_WIDTH
+    group, group_does = FSDP_TP_WIDTH, "for tensor parallel"
     collectives_span_all_ranks = False   # tensor parallel within pairs, FSDP across them
 
     def tp_width(self, n_devices: int) -> int:
         return FSDP_TP_WIDTH
-
-    def check(self, config, devices, n_blocks) -> list[Problem]:
-        found = super().check(config, devices, n_blocks)
-        if len(devices) % FSDP_TP_WIDTH:
-            found.append(Problem("devices", f"{self.name} needs a multiple of {FSDP_TP_WIDTH} devices (groups of "
-                                            f"{FSDP_TP_WIDTH} for tensor parallel), got {len(devices)}"))
-        return found
-
-    def devices_needed(self, config) -> int:
-        return 2 * FSDP_TP_WIDTH
