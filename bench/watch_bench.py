@@ -1,5 +1,6 @@
 """What watching costs a script: each example's own step time untimed, with the hooks alone, and watched, in
-alternating rounds of one run (``python -m bench.watch_bench``; ``make bench`` runs it).
+alternating rounds of one run, more of them where the goal's 2 % is to be told from the noise
+(``python -m bench.watch_bench``; ``make bench`` runs it).
 
 The three arms are the same run (``main.py watch``: the same pinned ranks, the same loader placement), told
 apart by SPLITSCOPE_WATCH_INSTRUMENTS, which the bootstrap reads: "0" untimed, "silent" timed but reporting
@@ -22,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {
     "ddp_train.py (DDP, DataLoader)": ["examples/ddp_train.py", "--steps", "40", "--batch-size", "64"],
+    # the goal's case (issue 51: at most 2 % on steps of 10 ms or more): 10-11 ms steps here, in more rounds
+    "ddp_train.py, 10 ms steps": ["examples/ddp_train.py", "--steps", "300", "--batch-size", "128"],
     # about 1 ms steps: what the recording costs where a step is short
     "ddp_train.py, small steps": ["examples/ddp_train.py", "--steps", "200", "--batch-size", "4", "--features",
                                   "32"],
@@ -31,6 +34,10 @@ EXAMPLES = {
                                       "8", "--split", "4", "--batch-size", "1024", "--micro-batches", "4"],
 }
 
+# Rounds an example gets beyond ROUNDS: a run's step moves by 5-10 % round to round on two shared cores, so a 2 %
+# difference needs about ten rounds' paired ratios to show (their quartiles are printed beside their median).
+ROUNDS = 3
+MORE_ROUNDS = {"ddp_train.py, 10 ms steps": 10}
 
 # Each arm's environment.
 ARMS = {"untimed": {"SPLITSCOPE_WATCH_INSTRUMENTS": "0"}, "hooks": {"SPLITSCOPE_WATCH_INSTRUMENTS": "silent"},
@@ -48,19 +55,32 @@ def script_step_ms(args: list[str], arm: str, db: str) -> float:
     return float(found.group(1))
 
 
-def watch_overhead(rounds: int = 3) -> list[dict]:
-    """Per example: each arm's median step over ``rounds`` alternating rounds, and its ratio to untimed."""
+def watch_overhead() -> list[dict]:
+    """Per example: each arm's median step over its alternating rounds (ROUNDS, or MORE_ROUNDS'), its ratio to
+    untimed, and the round-by-round ratios' median and quartiles (``paired``: each round's arms run back to back, so
+    a round's ratio leaves out the machine's drift between rounds)."""
     db = os.path.join(tempfile.mkdtemp(prefix="splitscope-watch-bench-"), "runs.db")
     rows = []
     for name, args in EXAMPLES.items():
         each: dict[str, list[float]] = {arm: [] for arm in ARMS}
-        for _ in range(rounds):
+        for _ in range(MORE_ROUNDS.get(name, ROUNDS)):
             for arm in ARMS:
                 each[arm].append(script_step_ms(args, arm, db))
         medians = {arm: statistics.median(values) for arm, values in each.items()}
         rows.append({"example": name, "ms": medians, "each": each,
-                     **{arm: medians[arm] / medians["untimed"] - 1 for arm in ARMS if arm != "untimed"}})
+                     **{arm: medians[arm] / medians["untimed"] - 1 for arm in ARMS if arm != "untimed"},
+                     "paired": {arm: _spread([x / u - 1 for x, u in zip(each[arm], each["untimed"], strict=True)])
+                                for arm in ARMS if arm != "untimed"}})
     return rows
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    """Median and quartiles (the median itself for fewer than four values)."""
+    if len(values) < 4:
+        middle = statistics.median(values)
+        return middle, middle, middle
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return q2, q1, q3
 
 
 HOOKS_IN_PROCESS = """
@@ -137,13 +157,16 @@ def main() -> list[dict]:
     print(f"the hooks in one process on short steps (a 32-wide model, a DataLoader of batches of 4, one core): "
           f"{found['plain_us']:.0f} us a step, {found['hooked_us']:.0f} us hooked: +{found['added_us']:.0f} us",
           flush=True)
-    print("watch overhead: each example's own step time, untimed / hooks only / watched, cpu:2, 3 alternating "
-          "rounds, medians:", flush=True)
+    print(f"watch overhead: each example's own step time, untimed / hooks only / watched, cpu:2, {ROUNDS} "
+          f"alternating rounds ({', '.join(f'{k}: {n}' for k, n in MORE_ROUNDS.items())}), medians, and the "
+          "rounds' own ratios (median [quartiles]):", flush=True)
     rows = watch_overhead()
     for r in rows:
-        ms, each = r["ms"], r["each"]
+        ms, each, paired = r["ms"], r["each"], r["paired"]
         print(f"  {r['example']}: untimed {ms['untimed']:.2f} ms, hooks {ms['hooks']:.2f} ms ({r['hooks']:+.1%}), "
-              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}) (each: "
+              f"watched {ms['watched']:.2f} ms ({r['watched']:+.1%}); by round: "
+              + ", ".join(f"{arm} {m:+.1%} [{q1:+.1%}, {q3:+.1%}]" for arm, (m, q1, q3) in paired.items())
+              + " (each: "
               + "; ".join(f"{arm} {', '.join(f'{x:.1f}' for x in values)}" for arm, values in each.items()) + ")",
               flush=True)
     return rows
