@@ -5,6 +5,7 @@ DDP example's model (examples/ddp_train.py's, batch 64) in alternating rounds, p
 prints each arm's median step in ms and each round's."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -57,6 +58,10 @@ def main() -> None:
             instruments.uninstall()
     if dist.get_rank() == 0:
         print(json.dumps({"medians": {arm: statistics.median(v) for arm, v in each.items()}, "each": each}))
+    # The rounds' DDP modules (their reducers hold the process group) freed while the interpreter is whole, as
+    # examples/ddp_train.py does: a gloo thread freeing a finished all-reduce at exit aborts the process (one run
+    # of this bench ended so, rank 1 SIGABRT)
+    gc.collect()
     dist.destroy_process_group()
 
 
