@@ -30,10 +30,6 @@ def enlarge_pipe(fd: int) -> bool:
     return True
 
 
-def _readable(poller) -> bool:
-    return bool(poller.poll(0))
-
-
 def held_lines(fd: int, hold_s: float) -> Iterator[list[str]]:
     """The lines of ``fd`` (UTF-8, undecodable bytes replaced, without their newline), a list per pass, until its
     end (a last line without a newline included)."""
@@ -48,7 +44,8 @@ def held_lines(fd: int, hold_s: float) -> Iterator[list[str]]:
             time.sleep(hold_s)
         ended = False
         parts, taken = [pending, chunk], len(chunk)
-        while taken < PIPE_BYTES and _readable(poller):   # bounded: a rank writing without pause still gets its lines on
+        # bounded: a rank writing without pause still has its lines handed on
+        while taken < PIPE_BYTES and poller.poll(0):
             more = os.read(fd, READ_BYTES)
             taken += len(more)
             if not more:

@@ -5,7 +5,8 @@ gradient and optimizer state on each device and gathers a block's parameters
 for its forward and backward; each device trains on its slice of the batch, as
 ddp does. hsdp shards the same way within groups of devices and keeps one such
 copy per group (FSDP2 on a 2-D mesh: the gathers and scatters stay within a group,
-only the gradients' all-reduce crosses groups; more memory than fsdp). tensor-parallel (``torch.distributed.tensor.parallel``) splits pairs of
+only the gradients' all-reduce crosses groups; more memory than fsdp).
+tensor-parallel (``torch.distributed.tensor.parallel``) splits pairs of
 linear layers column-wise then row-wise: every device sees the whole batch and
 holds a slice of each paired layer. fsdp+tp does both on a 2-D device mesh:
 tensor parallel within pairs of devices, FSDP across the pairs. Their trade is

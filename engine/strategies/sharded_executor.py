@@ -98,13 +98,12 @@ class ShardedExecutor(Executor):
         first rank that holds it (the worker adds up every rank's sums)."""
         owned = []
         # A DTensor on one dimension's mesh (fsdp+tp's head, sharded over "dp" alone) is a copy per rank of the other.
-        ours = self.place
         for p in self.module.parameters():
             if isinstance(p, DTensor):
                 coordinate, names = p.device_mesh.get_coordinate(), p.device_mesh.mesh_dim_names or ()
                 if all(c == 0 for c, placement in zip(coordinate, p.placements, strict=True)
                        if placement.is_replicate()) \
-                        and all(at == 0 for dim, at in ours.items() if dim not in names):
+                        and all(at == 0 for dim, at in self.place.items() if dim not in names):
                     owned.append(p.to_local())
             elif self.rank == 0:
                 owned.append(p)
